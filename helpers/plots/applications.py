@@ -1,0 +1,3 @@
+"""Plots for this part of the collection."""
+
+__all__: list[str] = []

@@ -1,0 +1,84 @@
+"""Notebook 00: prompts with their anchor positions, attention views, accuracy bars."""
+
+from __future__ import annotations
+
+import html
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+__all__ = ["token_strings", "anchor_html", "anchor_tokens_view", "attention_view", "accuracy_bars"]
+
+_COLORS = {"label": "#f4a261", "format": "#a8dadc", "query": "#e9c46a", "q": "#e76f51", "bos": "#cccccc"}
+
+
+def token_strings(model, prompt) -> list[str]:
+    return [model.tokenizer.decode([int(t)]) for t in prompt.tokens]
+
+
+def anchor_html(model, prompt) -> str:
+    """HTML of a prompt with label words (p_k), formatting tokens and q highlighted."""
+    toks = token_strings(model, prompt)
+    label = {p for a, b in prompt.label_spans for p in range(a, b)}
+    fmt = set(prompt.format_pos)
+    out = []
+    for i, t in enumerate(toks):
+        kind = "q" if i == prompt.q else "label" if i in label else "format" if i in fmt else (
+            "bos" if prompt.bos and i == 0 else "query" if prompt.query_span[0] <= i < prompt.query_span[1] else None)
+        s = html.escape(t).replace("\n", "\u21b5<br>")
+        if kind:
+            title = f"pos {i}: {kind}" + (" (p_k)" if i in prompt.label_pos else "")
+            s = f'<span title="{title}" style="background:{_COLORS[kind]};border-radius:3px">{s}</span>'
+        out.append(s)
+    legend = " ".join(f'<span style="background:{c};padding:0 4px">{k}</span>' for k, c in _COLORS.items())
+    return f'<div style="font-family:monospace;white-space:pre-wrap;line-height:1.6">{"".join(out)}</div><div>{legend}</div>'
+
+
+def anchor_tokens_view(model, prompt):
+    """circuitsvis token view: 1 on label positions, 0.5 on formatting, 0.25 at q."""
+    import circuitsvis as cv
+
+    v = np.zeros(len(prompt))
+    v[list(prompt.format_pos)] = 0.5
+    v[prompt.label_pos] = 1.0
+    v[prompt.q] = 0.75
+    return cv.tokens.colored_tokens(tokens=token_strings(model, prompt), values=v.tolist(), min_value=0, max_value=1)
+
+
+def attention_view(model, prompt, layer: int, pattern=None):
+    """Interactive circuitsvis view of one layer's attention (all heads) on ``prompt``."""
+    import circuitsvis as cv
+    import torch
+
+    if pattern is None:
+        with torch.inference_mode():
+            _, cache = model.run_with_cache(prompt.tokens[None].to(model.cfg.device),
+                                            names_filter=f"blocks.{layer}.attn.hook_pattern")
+        pattern = cache[f"blocks.{layer}.attn.hook_pattern"][0]
+    return cv.attention.attention_patterns(tokens=token_strings(model, prompt), attention=pattern.cpu())
+
+
+def accuracy_bars(df: pd.DataFrame, paper: dict | None = None, ax=None):
+    """Bar chart of accuracy per task and setting; ``df`` has task, setting, accuracy (one row per seed).
+
+    ``paper`` maps (task, setting) -> the paper's GPT2-XL accuracy, drawn as markers.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.5))
+    sns.barplot(data=df, x="task", y="accuracy", hue="setting", errorbar="sd", ax=ax)
+    if paper:
+        settings = list(dict.fromkeys(df["setting"]))
+        tasks = list(dict.fromkeys(df["task"]))
+        n = len(settings)
+        for (task, setting), val in paper.items():
+            if task in tasks and setting in settings and val is not None:
+                x = tasks.index(task) + (settings.index(setting) - (n - 1) / 2) * 0.8 / n
+                ax.plot(x, val, marker="D", color="black", ms=6, ls="none")
+        ax.plot([], [], marker="D", color="black", ls="none", label="paper (GPT2-XL)")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=8)
+    ax.set_ylabel("accuracy")
+    return ax

@@ -1,0 +1,106 @@
+"""Batched label-restricted prediction.
+
+Prompts are grouped by length, right-padded (no attention mask is needed under
+causal attention: a real position never sees the pads that follow it) and run
+in batches. The vocabulary projection is computed only at each prompt's query
+position q, because with Gemma's 262k-token vocabulary full logits would be
+the dominant cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from jaxtyping import Float, Int
+from tqdm.auto import tqdm
+
+from .prompts import Prompt, pad_batch
+
+__all__ = ["Predictions", "predict", "logits_at", "length_batches", "HookFactory"]
+
+# given the prompts of a batch and its padded tokens, the (hook name, fn) pairs to run
+HookFactory = Callable[[Sequence[Prompt], torch.Tensor], list]
+
+
+def logits_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, "batch"],
+              fwd_hooks: Sequence = ()) -> Float[torch.Tensor, "batch vocab"]:
+    """Full-vocabulary logits at position ``q[b]`` of each row (unembedding only there).
+
+    Differentiable (no inference mode inside): gradient-based experiments call
+    it directly.
+    """
+    with model.hooks(fwd_hooks=list(fwd_hooks)):
+        resid = model(tokens, stop_at_layer=model.cfg.n_layers)  # [batch, seq, d_model]
+        at_q = resid[torch.arange(tokens.shape[0], device=resid.device), q.to(resid.device)]
+        logits = model.unembed(model.ln_final(at_q[:, None, :]))[:, 0, :]
+    cap = getattr(model.cfg, "output_logits_soft_cap", -1.0)
+    if cap and cap > 0:
+        logits = cap * torch.tanh(logits / cap)
+    return logits
+
+
+def length_batches(prompts: Sequence[Prompt], batch_size: int) -> list[list[int]]:
+    """Indices of ``prompts`` grouped into batches of similar length (longest first)."""
+    order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+@dataclass
+class Predictions:
+    label_logits: Float[torch.Tensor, "n classes"]  # logits of the label words' first tokens
+    topk: Int[torch.Tensor, "n k"]  # top-k full-vocabulary token ids at q
+    gold: Int[torch.Tensor, "n"]  # -1 where unknown
+
+    @property
+    def label_probs(self) -> Float[torch.Tensor, "n classes"]:
+        return self.label_logits.softmax(-1)
+
+    @property
+    def pred(self) -> Int[torch.Tensor, "n"]:
+        return self.label_logits.argmax(-1)
+
+    @property
+    def accuracy(self) -> float:
+        known = self.gold >= 0
+        if not known.any():
+            raise ValueError("no gold labels: build prompts from Demo queries to score accuracy")
+        return float((self.pred[known] == self.gold[known]).float().mean())
+
+    def __len__(self) -> int:
+        return int(self.gold.shape[0])
+
+
+def predict(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
+            top_k: int = 5, hooks: HookFactory | None = None, progress: bool | str = False) -> Predictions:
+    """Label-restricted prediction at q for every prompt (input order kept).
+
+    ``hooks``, if given, is called per batch with ``(batch_prompts, tokens)``
+    and returns TransformerLens ``(hook_name, fn)`` pairs for that batch, so
+    per-prompt positions (label positions, q) can be used inside hooks.
+    """
+    if not prompts:
+        raise ValueError("no prompts to predict")
+    if len(set(label_ids)) != len(label_ids):
+        raise ValueError("label_ids must be distinct (see tasks.label_token_ids)")
+    ids = torch.tensor(list(label_ids), device=model.cfg.device)
+    n = len(prompts)
+    label_logits = torch.empty(n, len(ids))
+    topk = torch.empty(n, top_k, dtype=torch.long)
+    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    batches = length_batches(prompts, batch_size)
+    it = tqdm(batches, desc=progress if isinstance(progress, str) else "predict", leave=False,
+              disable=not progress)
+    with torch.inference_mode():
+        for idx in it:
+            batch = [prompts[i] for i in idx]
+            tokens, q = pad_batch(batch, pad)
+            tokens = tokens.to(model.cfg.device)
+            fwd = hooks(batch, tokens) if hooks else []
+            logits = logits_at(model, tokens, q, fwd).float().cpu()
+            label_logits[idx] = logits[:, ids.cpu()]
+            topk[idx] = logits.topk(top_k, dim=-1).indices
+    gold = torch.tensor([p.gold if p.gold is not None else -1 for p in prompts])
+    return Predictions(label_logits, topk, gold)

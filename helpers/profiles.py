@@ -1,0 +1,75 @@
+"""Run sizes from one place.
+
+Every notebook calls :func:`get_profile`; the environment variable
+``ICL_PROFILE`` picks ``smoke`` (CI: seconds per notebook), ``default`` (a
+laptop CPU: minutes per notebook) or ``paper`` (the paper's full setting, for
+a GPU). ``ICL_MODEL`` picks the model and ``ICL_TASKS`` (comma separated)
+restricts the tasks.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+
+__all__ = ["Profile", "PROFILES", "get_profile", "current_model_name", "current_tasks", "PAPER_SEEDS"]
+
+PAPER_SEEDS = (42, 43, 44, 45, 46)
+OFFLINE_TASKS = ("sst2", "trec", "agnews", "tweet_emotion")
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    seeds: tuple[int, ...]
+    n_test: int  # test inputs per task and seed (accuracy, loyalty, AUC-ROC, compression)
+    n_saliency: int  # inputs per task and seed for the gradient saliency
+    reweight_epochs: int  # anchor re-weighting epochs (paper: 10)
+    reweight_train_per_class: int  # paper: 4
+    random_top_draws: int  # Hidden_random-top: best of this many draws (paper: 20)
+    n_diagnosis: int  # test inputs for the error-diagnosis PCA / AUC
+    batch_size: int
+    tasks: tuple[str, ...] = field(default=OFFLINE_TASKS)
+
+    def with_(self, **kw) -> "Profile":
+        return replace(self, **kw)
+
+
+PROFILES = {
+    "smoke": Profile("smoke", seeds=(42,), n_test=8, n_saliency=4, reweight_epochs=1,
+                     reweight_train_per_class=4, random_top_draws=2, n_diagnosis=24, batch_size=8),
+    "default": Profile("default", seeds=PAPER_SEEDS, n_test=100, n_saliency=20, reweight_epochs=10,
+                       reweight_train_per_class=4, random_top_draws=5, n_diagnosis=200, batch_size=16),
+    "paper": Profile("paper", seeds=PAPER_SEEDS, n_test=1000, n_saliency=1000, reweight_epochs=10,
+                     reweight_train_per_class=4, random_top_draws=20, n_diagnosis=1000, batch_size=16),
+}
+
+
+def get_profile(name: str | None = None) -> Profile:
+    """The profile named by ``name`` or ``$ICL_PROFILE`` (default ``"default"``)."""
+    name = name or os.environ.get("ICL_PROFILE", "default")
+    if name not in PROFILES:
+        raise ValueError(f"Unknown profile {name!r}; choose one of {sorted(PROFILES)} (set ICL_PROFILE).")
+    prof = PROFILES[name]
+    tasks = current_tasks(prof.tasks)
+    return prof.with_(tasks=tasks)
+
+
+def current_model_name(default: str | None = None) -> str:
+    """``$ICL_MODEL`` or the offline default model."""
+    from .models import DEFAULT_MODEL
+
+    return os.environ.get("ICL_MODEL", default or DEFAULT_MODEL)
+
+
+def current_tasks(default: tuple[str, ...] = OFFLINE_TASKS) -> tuple[str, ...]:
+    env = os.environ.get("ICL_TASKS")
+    if not env:
+        return tuple(default)
+    from .tasks import TASKS
+
+    tasks = tuple(t.strip() for t in env.split(",") if t.strip())
+    bad = [t for t in tasks if t not in TASKS]
+    if bad:
+        raise ValueError(f"ICL_TASKS names unknown tasks {bad}; known: {sorted(TASKS)}")
+    return tasks

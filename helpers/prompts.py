@@ -1,0 +1,296 @@
+"""Demonstration sampling, prompt rendering, and the position record.
+
+:func:`build_prompt` is the one place that turns (task, demonstrations, query)
+into tokens. It tokenizes the whole prompt string at once (so BPE merges are
+the model's own) and maps every token back to the piece of the template it
+came from through the tokenizer's character offsets. Every experiment reads
+positions from the returned :class:`Prompt`; none re-derives them by string
+search.
+
+Position conventions (all indices are into ``Prompt.tokens``, BOS included):
+
+- ``label_pos[k]`` = p_k, the first token of the k-th demonstration's label
+  word (with its leading space); ``label_class[k]`` its class.
+- ``format_pos``: the template's own tokens ("Review", ":", "Sentiment", ":",
+  and the newlines) of the demonstrations *and* the query.
+- ``text_spans[k]``: ``(start, end)`` token span of the k-th demonstration's
+  text; ``query_span`` the query text's span.
+- ``q``: the last position (the colon ending the query).
+- ``bos``: whether position 0 is BOS (the model family's convention).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import torch
+from jaxtyping import Int
+
+from .models import uses_bos
+from .tasks import Task, get_task, label_token_ids
+
+__all__ = [
+    "Demo",
+    "Prompt",
+    "PromptSet",
+    "PromptError",
+    "sample_demos",
+    "class_draws",
+    "demos_from_indices",
+    "sample_test",
+    "build_prompt",
+    "build_prompts",
+    "make_icl_set",
+    "pad_batch",
+]
+
+# piece kinds used in Prompt.kinds
+TEXT, FORMAT, LABEL, QUERY_TEXT = "text", "format", "label", "query"
+
+
+class PromptError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Demo:
+    text: str
+    label: int
+    idx: int = -1  # row index in the source split (-1: not from a split)
+
+
+@dataclass
+class Prompt:
+    tokens: Int[torch.Tensor, "seq"]
+    text: str
+    label_pos: list[int]
+    label_class: list[int]
+    label_spans: list[tuple[int, int]]
+    format_pos: list[int]
+    text_spans: list[tuple[int, int]]
+    query_span: tuple[int, int]
+    q: int
+    bos: bool
+    gold: int | None = None  # the query's label when known
+    query: Demo | None = None  # the query row when built from one
+    kinds: list[str] = field(default_factory=list)  # per token: bos/text/format/label/query
+
+    def __len__(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def n_demos(self) -> int:
+        return len(self.label_pos)
+
+    @property
+    def anchor_pos(self) -> list[int]:
+        """Label tokens plus formatting tokens of the demonstrations (Hidden_anchor's cache)."""
+        last = self.label_pos[-1] if self.label_pos else -1
+        demo_format = [p for p in self.format_pos if p <= last + 1]
+        keep = set(demo_format) | set(self.label_pos)
+        if self.bos:
+            keep.add(0)
+        return sorted(keep)
+
+
+def class_draws(train, task: str | Task, k_per_class: int, seed: int, exclude: Sequence[int] = ()) -> list[list[int]]:
+    """Per class, ``k_per_class`` row indices of ``train`` drawn with ``seed``.
+
+    Draws are nested: the first j of a k-draw equal the j-draw with the same
+    seed, so the 1-shot demonstrations are part of the 5-shot ones and the
+    re-weighting training examples (draws 2..5) are disjoint from them.
+    """
+    task = get_task(task)
+    rng = np.random.default_rng(seed)
+    labels = np.asarray(train["label"])
+    excluded = np.zeros(len(labels), dtype=bool)
+    excluded[list(exclude)] = True
+    out = []
+    for c in range(task.n_classes):
+        pool = np.flatnonzero((labels == c) & ~excluded)
+        if len(pool) < k_per_class:
+            raise PromptError(f"{task.display}: class {c} has {len(pool)} rows, need {k_per_class}.")
+        out.append(rng.permutation(pool)[:k_per_class].tolist())
+    return out
+
+
+def demos_from_indices(train, indices: Sequence[int]) -> list[Demo]:
+    rows = train.select(list(indices))
+    return [Demo(t, int(lbl), int(i)) for t, lbl, i in zip(rows["text"], rows["label"], indices)]
+
+
+def sample_demos(
+    train, task: str | Task, k_per_class: int, seed: int, exclude: Sequence[int] = ()
+) -> list[Demo]:
+    """Draw ``k_per_class`` demonstrations of every class from ``train`` with ``seed``.
+
+    The order is shuffled with the same seed (not grouped by class). Rows in
+    ``exclude`` (indices into ``train``) are never drawn.
+    """
+    draws = class_draws(train, task, k_per_class, seed, exclude)
+    chosen = [i for per in draws for i in per]
+    order = np.random.default_rng([seed, 1]).permutation(len(chosen))
+    return demos_from_indices(train, [chosen[j] for j in order])
+
+
+def sample_test(test, n: int, seed: int) -> list[Demo]:
+    """The test split shuffled with ``seed``, first ``min(n, len)`` rows."""
+    order = np.random.default_rng(seed).permutation(len(test))[: min(n, len(test))].tolist()
+    rows = test.select(order)
+    return [Demo(t, int(lbl), int(i)) for t, lbl, i in zip(rows["text"], rows["label"], order)]
+
+
+def _pieces(task: Task, demos: Sequence[Demo], query: str | None):
+    """(string, kind, demo index) pieces whose concatenation is the prompt text."""
+    out: list[tuple[str, str, int]] = []
+    for k, d in enumerate(demos):
+        out += [(task.input_prefix, FORMAT, k), (d.text, TEXT, k), (task.label_prefix, FORMAT, k),
+                (" " + task.label_words[d.label], LABEL, k), ("\n", FORMAT, k)]
+    if query is not None:
+        out += [(task.input_prefix, FORMAT, -1), (query, QUERY_TEXT, -1), (task.label_prefix, FORMAT, -1)]
+    elif out:
+        out.pop()  # no trailing newline without a query
+    return out
+
+
+def build_prompt(model_or_tokenizer, task: str | Task, demos: Sequence[Demo], query: str | Demo | None,
+                 bos: bool | None = None, label_ids: Sequence[int] | None = None) -> Prompt:
+    """Tokens and position record of ``demos`` followed by ``query``.
+
+    ``model_or_tokenizer``: a HookedTransformer (its tokenizer and BOS
+    convention are used) or a HF tokenizer (then pass ``bos``).
+    """
+    task = get_task(task)
+    if hasattr(model_or_tokenizer, "tokenizer") and hasattr(model_or_tokenizer, "cfg"):
+        tok = model_or_tokenizer.tokenizer
+        bos = uses_bos(model_or_tokenizer) if bos is None else bos
+    else:
+        tok = model_or_tokenizer
+        bos = bool(bos)
+    gold, qdemo = None, None
+    if isinstance(query, Demo):
+        qdemo, gold, query = query, query.label, query.text
+    pieces = _pieces(task, demos, query)
+    text = "".join(p for p, _, _ in pieces)
+    # char -> (kind, demo index)
+    starts = np.cumsum([0] + [len(p) for p, _, _ in pieces])
+    enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids = list(enc["input_ids"])
+    offsets = [tuple(o) for o in enc["offset_mapping"]]
+    if label_ids is None:
+        label_ids = label_token_ids(tok, task) if demos else []
+    kinds: list[str] = []
+    owner: list[int] = []
+    piece_of: list[int] = []
+    for s, e in offsets:
+        # a token belongs to the piece holding its first non-space char
+        # (SentencePiece/BPE put the leading space inside the word token)
+        c = s
+        while c < e - 1 and text[c] == " ":
+            c += 1
+        j = int(np.searchsorted(starts, c, side="right") - 1)
+        j = min(max(j, 0), len(pieces) - 1)
+        piece_of.append(j)
+        kinds.append(pieces[j][1])
+        owner.append(pieces[j][2])
+    shift = 1 if bos else 0
+    label_pos, label_class, label_spans, text_spans = [], [], [], []
+    for k, d in enumerate(demos):
+        lab = [i for i, (kd, o) in enumerate(zip(kinds, owner)) if kd == LABEL and o == k]
+        if not lab:
+            raise PromptError(f"demonstration {k}: its label word was merged into another token; "
+                              f"prompt text: {text[:120]!r}")
+        first = lab[0]
+        piece_start = starts[piece_of[first]]
+        if offsets[first][0] > piece_start or ids[first] != label_ids[d.label]:
+            raise PromptError(
+                f"demonstration {k}: in context the label ' {task.label_words[d.label]}' starts with token "
+                f"{ids[first]} at chars {offsets[first]}, but predictions read token {label_ids[d.label]}. "
+                "The tokenizer merges the label with its neighbours; change the template or label word.")
+        label_pos.append(first + shift)
+        label_class.append(d.label)
+        label_spans.append((first + shift, lab[-1] + 1 + shift))
+        tx = [i for i, (kd, o) in enumerate(zip(kinds, owner)) if kd == TEXT and o == k]
+        text_spans.append((tx[0] + shift, tx[-1] + 1 + shift) if tx else (label_pos[-1], label_pos[-1]))
+    qx = [i + shift for i, kd in enumerate(kinds) if kd == QUERY_TEXT]
+    format_pos = [i + shift for i, kd in enumerate(kinds) if kd == FORMAT]
+    if bos:
+        if tok.bos_token_id is None:
+            raise PromptError("this model's convention prepends BOS but its tokenizer has no bos_token_id")
+        ids = [tok.bos_token_id] + ids
+        kinds = ["bos"] + kinds
+    tokens = torch.tensor(ids, dtype=torch.long)
+    end = len(ids)
+    return Prompt(
+        tokens=tokens, text=text, label_pos=label_pos, label_class=label_class, label_spans=label_spans,
+        format_pos=format_pos, text_spans=text_spans,
+        query_span=(qx[0], qx[-1] + 1) if qx else (end, end), q=end - 1, bos=bos, gold=gold, query=qdemo, kinds=kinds,
+    )
+
+
+def build_prompts(model, task, demos, queries: Sequence[Demo], max_len: int | None = None):
+    """Prompts for every query with the same demonstrations; over-long ones dropped and counted.
+
+    Returns ``(prompts, n_dropped)``; ``max_len`` defaults to the model's context ``n_ctx``.
+    """
+    task = get_task(task)
+    tok = model.tokenizer
+    lids = label_token_ids(tok, task)
+    max_len = max_len or model.cfg.n_ctx
+    prompts, dropped = [], 0
+    for qd in queries:
+        p = build_prompt(model, task, demos, qd, label_ids=lids)
+        if len(p) > max_len:
+            dropped += 1
+            continue
+        prompts.append(p)
+    return prompts, dropped
+
+
+@dataclass
+class PromptSet:
+    """One task x seed x shots setting: the demonstrations, the test rows and their prompts."""
+
+    task: Task
+    seed: int
+    k_per_class: int
+    demos: list[Demo]
+    test: list[Demo]
+    prompts: list[Prompt]
+    n_dropped: int
+    label_ids: list[int]
+
+    @property
+    def gold(self) -> torch.Tensor:
+        return torch.tensor([p.gold for p in self.prompts])
+
+
+def make_icl_set(model, task: str | Task, seed: int, n_test: int, k_per_class: int = 1,
+                 demos: Sequence[Demo] | None = None, max_len: int | None = None) -> PromptSet:
+    """The paper's setting for one seed: one fixed demonstration set for the whole test sample."""
+    from .tasks import load_split
+
+    task = get_task(task)
+    train, test = load_split(task, "train"), load_split(task, "test")
+    demos = list(demos) if demos is not None else sample_demos(train, task, k_per_class, seed)
+    queries = sample_test(test, n_test, seed)
+    prompts, dropped = build_prompts(model, task, demos, queries, max_len=max_len)
+    kept = [p.query for p in prompts]  # over-long rows are gone
+    return PromptSet(task, seed, k_per_class, demos, kept, prompts, dropped, label_token_ids(model.tokenizer, task))
+
+
+def pad_batch(prompts: Sequence[Prompt], pad_id: int = 0) -> tuple[Int[torch.Tensor, "batch seq"], torch.Tensor]:
+    """Right-pad prompts into one tensor; returns ``(tokens, q_index)``.
+
+    Right padding needs no attention mask under causal attention: real positions
+    never see the pads, and rotary / learned positions stay those of the
+    unpadded prompt.
+    """
+    T = max(len(p) for p in prompts)
+    out = torch.full((len(prompts), T), pad_id, dtype=torch.long)
+    for i, p in enumerate(prompts):
+        out[i, : len(p)] = p.tokens
+    q = torch.tensor([p.q for p in prompts], dtype=torch.long)
+    return out, q

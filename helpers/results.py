@@ -1,0 +1,115 @@
+"""Where results go, and an on-disk cache for expensive steps.
+
+- ``results_dir()``: ``$ICL_RESULTS_DIR`` (default ``results/``) /
+  ``<model slug>/<profile>``; notebooks write figures (PNG) and metrics (JSON)
+  there through :func:`save_figure` and :func:`save_metrics`.
+- :func:`cached`: result of ``compute()`` stored under a key built from
+  (kind, model, task, seed, profile, parameters, code version). Writes are
+  atomic, so an interrupted run resumes; ``ICL_RECOMPUTE=1`` forces
+  recomputation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+__all__ = ["results_dir", "save_metrics", "load_metrics", "save_figure", "cached", "model_slug", "CACHE_VERSION"]
+
+# bump when a change in helpers changes what a cached result means
+CACHE_VERSION = 1
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def model_slug(name: str) -> str:
+    return name.split("/")[-1].lower()
+
+
+def results_dir(model_name: str | None = None, profile: str | None = None) -> Path:
+    from .profiles import current_model_name, get_profile
+
+    model_name = model_name or current_model_name()
+    profile = profile or get_profile().name
+    base = Path(os.environ.get("ICL_RESULTS_DIR", ROOT / "results"))
+    d = base / model_slug(model_name) / profile
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".tmp")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _jsonable(obj: Any):
+    if isinstance(obj, torch.Tensor):
+        return obj.tolist()
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, float) and obj != obj:
+        return None
+    return obj
+
+
+def save_metrics(section: str, metrics: dict, model_name: str | None = None, profile: str | None = None) -> Path:
+    """Write ``metrics`` as ``metrics/<section>.json`` in the results folder."""
+    path = results_dir(model_name, profile) / "metrics" / f"{section}.json"
+    _atomic_write_bytes(path, json.dumps(_jsonable(metrics), indent=1).encode())
+    return path
+
+
+def load_metrics(section: str, model_name: str | None = None, profile: str | None = None) -> dict | None:
+    path = results_dir(model_name, profile) / "metrics" / f"{section}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def save_figure(fig, name: str, model_name: str | None = None, profile: str | None = None) -> Path:
+    path = results_dir(model_name, profile) / "figures" / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    return path
+
+
+def _key(kind: str, params: dict) -> str:
+    blob = json.dumps({"kind": kind, "v": CACHE_VERSION, **_jsonable(params)}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = True) -> Any:
+    """``compute()``'s result, cached on disk under (kind, params).
+
+    ``params`` must name everything the result depends on (model, task, seed,
+    profile, sizes...). Results are saved with ``torch.save`` (tensors, dicts,
+    lists, dataclasses of those). ``ICL_RECOMPUTE=1`` or ``cache=False``
+    recomputes (and refreshes the stored copy).
+    """
+    from .models import cache_dir
+
+    path = cache_dir() / "results" / kind / f"{_key(kind, params)}.pt"
+    force = os.environ.get("ICL_RECOMPUTE", "") not in ("", "0")
+    if cache and not force and path.exists():
+        try:
+            return torch.load(path, weights_only=False)
+        except Exception:
+            pass  # unreadable: recompute
+    out = compute()
+    if cache:
+        import io
+
+        buf = io.BytesIO()
+        torch.save(out, buf)
+        _atomic_write_bytes(path, buf.getvalue())
+    return out

@@ -1,0 +1,45 @@
+"""Shared fixtures: tiny random HookedTransformers of three architectures, and the real offline model."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+import torch
+
+os.environ.setdefault("ICL_PROFILE", "smoke")
+warnings.filterwarnings("ignore", category=UserWarning, module="transformer_lens")
+
+TINY_KINDS = ("gpt2", "rotary", "gqa")
+
+
+@pytest.fixture(scope="session", params=TINY_KINDS)
+def tiny_model(request):
+    """A tiny random model: learned positions (gpt2), rotary, and grouped-query rotary."""
+    from helpers.models import make_tiny_model
+
+    torch.manual_seed(0)
+    return make_tiny_model(request.param, seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_models():
+    from helpers.models import make_tiny_model
+
+    return {k: make_tiny_model(k, seed=0) for k in TINY_KINDS}
+
+
+@pytest.fixture(scope="session")
+def gemma():
+    """The default offline model (slow: ~10 s once cached, ~1 min the first time)."""
+    from helpers.models import load_model
+
+    return load_model("google/gemma-3-270m", verbose=False)
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    from helpers.models import load_model
+
+    return load_model("smollm2", verbose=False)
