@@ -33,6 +33,20 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def summary_rows(sections: dict, models: list[str]) -> list[dict]:
+    """Merge the notebooks' ``summary`` rows across models: one row per (section, claim)."""
+    from .results import model_slug
+
+    rows: dict[tuple[str, str], dict] = {}
+    for sec in sorted(sections):
+        for m in models:
+            for r in sections[sec].get(m, {}).get("summary", []) or []:
+                row = rows.setdefault((sec, r["claim"]), {"section": sec, "claim": r["claim"], "paper": r.get("paper", "")})
+                row[f"{model_slug(m)}"] = r.get("ours", "")
+                row[f"verdict ({model_slug(m)})"] = r.get("verdict", "")
+    return list(rows.values())
+
+
 def build_report(results_root: Path, profile: str, models: list[str], runs: dict | None = None) -> Path:
     """Write ``results_root/RESULTS-<profile>.md`` and ``.html``; returns the markdown path."""
     from .results import model_slug
@@ -50,6 +64,8 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
     for m in models:
         for f in sorted((results_root / model_slug(m) / profile / "metrics").glob("*.json")):
             sections.setdefault(f.stem, {})[m] = json.loads(f.read_text())
+    lines.append("## Summary: paper vs ours, models side by side\n")
+    lines.append(markdown_table(summary_rows(sections, models)))
     for sec in sorted(sections):
         lines.append(f"## {sec}\n")
         for m, met in sections[sec].items():

@@ -21,7 +21,8 @@ from typing import Any, Callable
 
 import torch
 
-__all__ = ["results_dir", "save_metrics", "load_metrics", "save_figure", "cached", "model_slug", "CACHE_VERSION"]
+__all__ = ["results_dir", "save_metrics", "load_metrics", "save_figure", "cached", "model_slug", "CACHE_VERSION",
+           "summary_row", "mean_std"]
 
 # bump when a change in helpers changes what a cached result means
 CACHE_VERSION = 1
@@ -115,3 +116,28 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
         torch.save(out, buf)
         _atomic_write_bytes(path, buf.getvalue())
     return out
+
+
+def mean_std(values) -> str:
+    """``"0.612 ± 0.034 (5 seeds)"``; a single value prints without std."""
+    import numpy as np
+
+    v = np.asarray([x for x in values if x is not None], dtype=float)
+    if v.size == 0:
+        return "n/a"
+    if v.size == 1:
+        return f"{v[0]:.3f} (1 seed)"
+    return f"{v.mean():.3f} ± {v.std(ddof=0):.3f} ({v.size} seeds)"
+
+
+def summary_row(claim: str, paper, ours, verdict: str) -> dict:
+    """One line of the report's summary: the paper's value, ours, and a computed verdict.
+
+    ``ours``: a list of per-seed values (rendered mean ± std) or a ready string.
+    Notebooks save a list of these as ``save_metrics(section, {"summary": [...], ...})``.
+    """
+    if not isinstance(ours, str):
+        ours = mean_std(list(ours))
+    if isinstance(paper, float):
+        paper = f"{paper:.3f}"
+    return {"claim": claim, "paper": "" if paper is None else str(paper), "ours": ours, "verdict": verdict}

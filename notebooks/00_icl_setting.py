@@ -45,7 +45,7 @@ from helpers.models import load_model
 from helpers.predict import vanilla_accuracy
 from helpers.profiles import current_model_name, get_profile
 from helpers.prompts import build_prompt, sample_demos, sample_test
-from helpers.results import save_figure, save_metrics
+from helpers.results import save_figure, save_metrics, summary_row
 from helpers.tasks import LabelWordWarning, get_task, label_token_ids, load_split
 
 profile = get_profile()
@@ -122,9 +122,9 @@ one = vanilla_accuracy(model, profile.tasks, profile.seeds, profile.n_test, 1, p
 five = vanilla_accuracy(model, profile.tasks, profile.seeds, profile.n_test, 5, profile.batch_size, profile.name)
 acc = pd.concat([one.assign(setting="vanilla 1-shot"), five.assign(setting="vanilla 5-shot")])
 acc["task"] = acc["task"].map(lambda n: get_task(n).display)
-summary = acc.groupby(["setting", "task"], sort=False)["accuracy"].agg(["mean", "std", "count"]).reset_index()
-summary["n per seed"] = acc.groupby(["setting", "task"], sort=False)["n"].mean().values
-summary
+by_task = acc.groupby(["setting", "task"], sort=False)["accuracy"].agg(["mean", "std", "count"]).reset_index()
+by_task["n per seed"] = acc.groupby(["setting", "task"], sort=False)["n"].mean().values
+by_task
 
 # %%
 paper_marks = {}
@@ -171,6 +171,12 @@ same_direction = (d_ours < 0) == (d_paper < 0)
 verdict = (f"5-shot minus 1-shot, average over tasks: ours {d_ours:+.3f}, paper (GPT2-XL) {d_paper:+.3f}: "
            f"{'same direction as the paper' if same_direction else 'opposite direction to the paper'} "
            f"({len(profile.seeds)} seed(s), n={profile.n_test} per task and seed; a different, much smaller model).")
+per_seed = {st: acc[acc.setting == st].groupby("seed")["accuracy"].mean() for st in ("vanilla 1-shot", "vanilla 5-shot")}
+summary = [summary_row(f"{st}: accuracy, mean over tasks", paper.TABLE1_GPT2XL[st]["average"], per_seed[st].tolist(),
+                       "measured (baseline, no claim)") for st in per_seed]
+summary.append(summary_row("5-shot minus 1-shot accuracy (mean over tasks)", f"{d_paper:+.3f}",
+                           (per_seed["vanilla 5-shot"] - per_seed["vanilla 1-shot"]).tolist(),
+                           "same direction" if same_direction else "opposite direction"))
 save_metrics("00_vanilla_accuracy", {"table": table.to_dict("records"), "average": avg.to_dict("index"),
-                                     "verdict": verdict})
+                                     "summary": summary, "verdict": verdict})
 print(verdict)

@@ -1,3 +1,124 @@
-"""Plots for this part of the collection."""
+"""Notebooks 01-03: saliency flow curves and view, loyalty bars and sweep, AUC-ROC / R_l curves."""
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+__all__ = ["flow_curves", "saliency_view", "loyalty_bars", "loyalty_sweep", "aucroc_curves", "topk_table"]
+
+_FLOW_COLORS = {"S_wp": "#1f77b4", "S_pq": "#d62728", "S_ww": "#7f7f7f"}
+
+
+def flow_curves(df: pd.DataFrame, title: str = ""):
+    """Relative S_wp / S_pq / S_ww per layer, one panel per task, mean ± sd over seeds (paper Fig 3).
+
+    ``df`` columns: task, seed, layer, flow (S_wp/S_pq/S_ww), value (relative size).
+    """
+    tasks = list(dict.fromkeys(df["task"]))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(3.6 * len(tasks), 3), sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        sns.lineplot(data=df[df.task == task], x="layer", y="value", hue="flow", palette=_FLOW_COLORS,
+                     errorbar="sd", ax=ax, marker="o", markersize=3)
+        ax.set_title(task)
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("relative size")
+        if ax is not axes[0][-1]:
+            ax.get_legend().remove()
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def saliency_view(model, prompt, sal, layers: Sequence[int]):
+    """circuitsvis view of one prompt's saliency matrices, one "head" per chosen layer.
+
+    Each layer's ``I_l`` is divided by its maximum so shallow and deep layers are
+    comparable; hover a token to see which earlier tokens feed it.
+    """
+    import circuitsvis as cv
+    import torch
+
+    mats = torch.stack([sal[l] / sal[l].max().clamp(min=1e-12) for l in layers])
+    toks = [model.tokenizer.decode([int(t)]) for t in prompt.tokens]
+    return cv.attention.attention_patterns(tokens=toks, attention=mats)
+
+
+def loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = ""):
+    """Label and word loyalty (%) of the four isolation conditions at ``k`` layers (paper Fig 4).
+
+    ``df`` columns: task, seed, condition, where, k, label_loyalty, word_loyalty (fractions).
+    """
+    d = df[df.k == k].copy()
+    d["setting"] = d["condition"] + " words, " + d["where"] + f" {k}"
+    long = d.melt(id_vars=["task", "seed", "setting"], value_vars=["label_loyalty", "word_loyalty"],
+                  var_name="metric", value_name="loyalty")
+    long["loyalty"] *= 100
+    order = [f"label words, first {k}", f"label words, last {k}", f"random words, first {k}",
+             f"random words, last {k}"]
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    sns.barplot(data=long, x="setting", y="loyalty", hue="metric", order=order, errorbar="sd", ax=ax)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("loyalty (%)")
+    ax.set_xlabel("")
+    ax.tick_params(axis="x", labelsize=8)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def loyalty_sweep(df: pd.DataFrame, title: str = ""):
+    """Loyalty against the number of isolated layers, per condition (paper appendix)."""
+    d = df.copy()
+    d["setting"] = d["condition"] + " / " + d["where"]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), sharey=True)
+    for ax, metric in zip(axes, ["label_loyalty", "word_loyalty"]):
+        dd = d.assign(v=100 * d[metric])
+        sns.lineplot(data=dd, x="k", y="v", hue="setting", marker="o", errorbar="sd", ax=ax)
+        ax.set_title(metric.replace("_", " "))
+        ax.set_xlabel("isolated layers")
+        ax.set_ylabel("loyalty (%)")
+        ax.set_ylim(0, 105)
+    axes[0].get_legend().remove()
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def aucroc_curves(per_model: dict[str, pd.DataFrame], threshold: float = 0.5):
+    """AUCROC_l and R_l per layer, one panel per model, the layer where R_l passes ``threshold`` marked (Fig 5).
+
+    Each frame has columns layer, auc, r (already averaged over tasks and seeds).
+    """
+    fig, axes = plt.subplots(1, len(per_model), figsize=(4.6 * len(per_model), 3.2), squeeze=False)
+    for ax, (name, d) in zip(axes[0], per_model.items()):
+        ax.plot(d["layer"], d["auc"], "o-", ms=3, label="AUCROC$_l$")
+        ax.plot(d["layer"], d["r"], "s-", ms=3, label="$R_l$")
+        ax.axhline(0.5, color="grey", lw=0.6, ls=":")
+        hit = np.flatnonzero(d["r"].to_numpy() > threshold)
+        if len(hit):
+            layer = int(d["layer"].to_numpy()[hit[0]])
+            ax.axvline(layer, color="k", lw=0.8, ls="--")
+            ax.annotate(f"R > {threshold} at layer {layer}", (layer, 0.05), xytext=(4, 0),
+                        textcoords="offset points", fontsize=8)
+        ax.set_ylim(0, 1.05)
+        ax.set_title(name)
+        ax.set_xlabel("layer")
+        ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def topk_table(model, base, iso, n: int = 5) -> pd.DataFrame:
+    """Top-k tokens at q for the first ``n`` inputs, without and with isolation (paper Table 5)."""
+    dec = lambda ids: ", ".join(repr(model.tokenizer.decode([int(t)])) for t in ids)  # noqa: E731
+    rows = [{"input": i, "without isolation": dec(base.topk[i]), "with isolation": dec(iso.topk[i])}
+            for i in range(min(n, len(base)))]
+    return pd.DataFrame(rows)

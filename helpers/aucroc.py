@@ -1,0 +1,211 @@
+"""§2.3 Deep layers: does the attention from q to the label words predict the output?
+
+For every layer l, the attention from q to each class's label positions (summed
+over heads and over the positions of the same class) is a score per class.
+``AUCROC_l`` scores those against the model's *own* predicted label with
+scikit-learn's ``roc_auc_score``: classes never predicted are dropped, the
+remaining scores are normalised to sum 1, and multi-class uses one-vs-one
+averaging (binary: the normalised score of the second remaining class).
+``R_l = sum_{i<=l}(AUCROC_i - 0.5) / sum_{i<=N}(AUCROC_i - 0.5)``.
+
+The attention is read at q only (``hook_pattern`` hooks keep row q, nothing
+else is stored) under ``torch.inference_mode``, in the same pass as the
+label-restricted prediction.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+from jaxtyping import Float, Int
+from sklearn.metrics import roc_auc_score
+from tqdm.auto import tqdm
+
+from .predict import Predictions, length_batches, logits_at
+from .prompts import Prompt, pad_batch
+
+__all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "aucroc_budget",
+           "aucroc_runs", "mean_curves", "aucroc_verdict", "other_offline_model"]
+
+
+def label_attention(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
+                    top_k: int = 5, progress: bool | str = False
+                    ) -> tuple[Float[torch.Tensor, "n layer classes"], Predictions]:
+    """Per layer and class, the attention from q to that class's label positions, plus the predictions.
+
+    Summed over heads and over same-class positions; input order kept.
+    """
+    if not prompts:
+        raise ValueError("no prompts")
+    C, L = len(label_ids), model.cfg.n_layers
+    n = len(prompts)
+    scores = torch.zeros(n, L, C)
+    label_logits = torch.empty(n, C)
+    topk = torch.empty(n, top_k, dtype=torch.long)
+    ids = torch.tensor(list(label_ids))
+    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    with torch.inference_mode():
+        for idx in tqdm(length_batches(prompts, batch_size), disable=not progress, leave=False,
+                        desc=progress if isinstance(progress, str) else "attention at q"):
+            batch = [prompts[i] for i in idx]
+            tokens, q = pad_batch(batch, pad)
+            B, T = tokens.shape
+            # one-hot [batch, seq, class] map from key position to class
+            onehot = torch.zeros(B, T, C)
+            for b, p in enumerate(batch):
+                if max(p.label_class, default=-1) >= C:
+                    raise ValueError("a demonstration's class is outside label_ids")
+                onehot[b, p.label_pos, p.label_class] = 1.0
+            rows: list[torch.Tensor] = []
+
+            def read(pattern, hook):
+                at_q = pattern[torch.arange(B, device=pattern.device), :, q.to(pattern.device)]  # [batch, head, kpos]
+                rows.append(at_q.sum(1).float().cpu())
+                return pattern
+
+            hooks = [(f"blocks.{l}.attn.hook_pattern", read) for l in range(L)]
+            logits = logits_at(model, tokens.to(model.cfg.device), q, hooks).float().cpu()
+            at_q = torch.stack(rows, dim=1)  # [batch, layer, kpos]
+            scores[idx] = torch.einsum("blk,bkc->blc", at_q, onehot)
+            label_logits[idx] = logits[:, ids]
+            topk[idx] = logits.topk(top_k, dim=-1).indices
+    gold = torch.tensor([p.gold if p.gold is not None else -1 for p in prompts])
+    return scores, Predictions(label_logits, topk, gold)
+
+
+def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, "n"]) -> float:
+    """ROC AUC of per-class scores against predicted labels (nan if fewer than 2 classes were predicted).
+
+    Classes never predicted are dropped and the remaining scores renormalised to
+    sum 1 per row; two classes: binary AUC of the second one's score;
+    more: one-vs-one macro average (sklearn ``multi_class="ovo"``).
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(pred).astype(int)
+    if s.ndim != 2 or y.shape != (s.shape[0],):
+        raise ValueError(f"scores must be [n, classes] and pred [n]; got {s.shape} and {y.shape}")
+    present = np.unique(y)
+    if len(present) < 2:
+        return float("nan")
+    s = s[:, present]
+    tot = s.sum(1, keepdims=True)
+    s = np.where(tot > 0, s / np.where(tot > 0, tot, 1.0), 1.0 / len(present))
+    y_local = np.searchsorted(present, y)
+    if len(present) == 2:
+        return float(roc_auc_score(y_local, s[:, 1]))
+    return float(roc_auc_score(y_local, s, multi_class="ovo", labels=np.arange(len(present))))
+
+
+def aucroc_per_layer(scores: Float[torch.Tensor, "n layer classes"], pred) -> Float[np.ndarray, "layer"]:
+    """``AUCROC_l`` for every layer."""
+    s = np.asarray(scores)
+    y = np.asarray(pred.pred if hasattr(pred, "pred") else pred)
+    return np.array([auc_roc(s[:, l], y) for l in range(s.shape[1])])
+
+
+def cumulative_r(auc: Float[np.ndarray, "layer"]) -> Float[np.ndarray, "layer"]:
+    """``R_l``: cumulative share of sum(AUCROC - 0.5) up to layer l (ends at 1; nan if the total is 0)."""
+    d = np.asarray(auc, dtype=np.float64) - 0.5
+    tot = d.sum()
+    if not np.isfinite(tot) or tot == 0:
+        return np.full_like(d, np.nan)
+    return np.cumsum(d) / tot
+
+
+def crossing_layer(r: Float[np.ndarray, "layer"], threshold: float = 0.5) -> int | None:
+    """First layer (0-based) where ``R_l`` exceeds ``threshold``, or None."""
+    hit = np.flatnonzero(np.asarray(r) > threshold)
+    return int(hit[0]) if len(hit) else None
+
+
+def aucroc_budget(profile) -> dict:
+    """Run size of notebook 03 (one forward pass per input, for each of the two offline models).
+
+    ``default`` uses ``n_test`` inputs per task and seed (half of it on AGNews,
+    whose prompts are ~2.5x longer), all seeds; ``smoke`` and ``paper`` use
+    ``n_test`` as is.
+    """
+    if profile.name == "default":
+        n = {t: (profile.n_test // 2 if t == "agnews" else profile.n_test) for t in profile.tasks}
+    else:
+        n = {t: profile.n_test for t in profile.tasks}
+    return {"seeds": tuple(profile.seeds), "n": n, "batch_size": profile.batch_size}
+
+
+def aucroc_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int, batch_size: int = 16,
+                profile: str = "", progress: bool = True):
+    """``AUCROC_l`` and ``R_l`` for every (task, seed), cached; a long ``pandas.DataFrame``.
+
+    Columns: model, task, seed, layer, auc, r, n, accuracy, n_pred_classes.
+    """
+    import warnings
+
+    import pandas as pd
+
+    from .prompts import make_icl_set
+    from .results import cached
+    from .tasks import LabelWordWarning
+
+    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
+    rows = []
+    combos = [(t, s) for t in tasks for s in seeds]
+    for task, seed in tqdm(combos, desc=f"AUC-ROC {name.split('/')[-1]}", disable=not progress):
+        m = n[task] if isinstance(n, dict) else int(n)
+
+        def run():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", LabelWordWarning)
+                s = make_icl_set(model, task, seed, m)
+            scores, preds = label_attention(model, s.prompts, s.label_ids, batch_size=batch_size)
+            return {"scores": scores, "pred": preds.pred, "gold": preds.gold}
+
+        res = cached("aucroc", {"model": name, "task": task, "seed": seed, "n": m, "profile": profile}, run)
+        auc = aucroc_per_layer(res["scores"], res["pred"])
+        r = cumulative_r(auc)
+        acc = float((res["pred"] == res["gold"]).float().mean())
+        for layer in range(len(auc)):
+            rows.append({"model": name, "task": task, "seed": seed, "layer": layer, "auc": auc[layer], "r": r[layer],
+                         "n": len(res["pred"]), "accuracy": acc, "n_pred_classes": int(res["pred"].unique().numel())})
+    return pd.DataFrame(rows)
+
+
+def mean_curves(df) -> "pd.DataFrame":
+    """AUCROC_l averaged over tasks and seeds (nan runs skipped), and R_l recomputed from that mean curve."""
+    mean = df.groupby("layer", as_index=False)["auc"].mean()
+    mean["r"] = cumulative_r(mean["auc"].to_numpy())
+    return mean
+
+
+def aucroc_verdict(mean: "pd.DataFrame", peak_target: float = 0.8, tolerance: float = 0.05) -> tuple[str, dict]:
+    """Verdict on the §2.3 claim from one model's task/seed-averaged curve (:func:`mean_curves`).
+
+    Criteria, fixed before any run:
+      1. the peak AUCROC_l is >= ``peak_target - tolerance`` (paper: "about 0.8");
+      2. the peak lies in the deeper half of the layers;
+      3. R_l first passes 0.5 outside the shallow third of the layers (growth mainly in middle/late layers).
+    "replicates" if all hold; "partly" if at least one holds; else "does not replicate".
+    """
+    auc, r = mean["auc"].to_numpy(), mean["r"].to_numpy()
+    L = len(auc)
+    cross = crossing_layer(r)
+    checks = {
+        f"peak AUCROC >= {peak_target - tolerance:.2f}": bool(np.nanmax(auc) >= peak_target - tolerance),
+        "peak in deeper half": bool(int(np.nanargmax(auc)) >= L // 2),
+        "R_l passes 0.5 after the first third": bool(cross is not None and cross >= L // 3),
+    }
+    n_ok = sum(checks.values())
+    verdict = "replicates" if n_ok == len(checks) else "partly" if n_ok else "does not replicate"
+    return verdict, checks
+
+
+def other_offline_model(name: str) -> str | None:
+    """The other of the two offline models (Gemma 3 270M <-> SmolLM2-135M), or None for any other model."""
+    from .models import DEFAULT_MODEL, SMOLLM2, resolve_name
+
+    try:
+        canon = resolve_name(name)
+    except Exception:
+        canon = name
+    return {DEFAULT_MODEL: SMOLLM2, SMOLLM2: DEFAULT_MODEL}.get(canon)

@@ -1,0 +1,82 @@
+"""AUC-ROC (§2.3): equals sklearn on constructed cases, R_l ends at 1, attention at q read correctly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+from helpers.aucroc import auc_roc, aucroc_per_layer, crossing_layer, cumulative_r, label_attention
+from helpers.predict import predict
+from helpers.prompts import make_icl_set
+
+
+def test_binary_hand_and_sklearn():
+    s = np.array([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7], [0.2, 0.8]])
+    assert auc_roc(s, np.array([0, 0, 1, 1])) == 1.0
+    assert auc_roc(s, np.array([1, 1, 0, 0])) == 0.0
+    y = np.array([0, 1, 0, 1])
+    # positives' scores 0.4, 0.8 vs negatives 0.1, 0.7: 3 of 4 pairs ranked right
+    assert auc_roc(s, y) == 0.75 == roc_auc_score(y, s[:, 1])
+    # unnormalised scores give the same as normalised ones
+    assert auc_roc(3 * s, y) == 0.75
+
+
+def test_multiclass_equals_sklearn_ovo():
+    rng = np.random.default_rng(0)
+    s = rng.random((60, 4))
+    y = rng.integers(0, 4, 60)
+    norm = s / s.sum(1, keepdims=True)
+    assert auc_roc(s, y) == pytest.approx(roc_auc_score(y, norm, multi_class="ovo"))
+
+
+def test_unpredicted_classes_dropped():
+    rng = np.random.default_rng(1)
+    s = rng.random((40, 4))
+    y = rng.choice([0, 2, 3], 40)  # class 1 never predicted
+    keep = s[:, [0, 2, 3]]
+    want = roc_auc_score(np.searchsorted([0, 2, 3], y), keep / keep.sum(1, keepdims=True), multi_class="ovo")
+    assert auc_roc(s, y) == pytest.approx(want)
+    y2 = rng.choice([1, 3], 40)  # two classes left: binary AUC of class 3's renormalised share
+    sub = s[:, [1, 3]]
+    assert auc_roc(s, y2) == pytest.approx(roc_auc_score(y2 == 3, sub[:, 1] / sub.sum(1)))
+    assert np.isnan(auc_roc(s, np.zeros(40, dtype=int)))
+
+
+def test_cumulative_r():
+    auc = np.array([0.5, 0.6, 0.9, 0.7])
+    r = cumulative_r(auc)
+    np.testing.assert_allclose(r, [0.0, 0.1 / 0.7, 0.5 / 0.7, 1.0])
+    assert r[-1] == pytest.approx(1.0)
+    assert crossing_layer(r) == 2
+    assert crossing_layer(np.array([0.1, 0.2])) is None
+
+
+@pytest.fixture(scope="module")
+def auc_setup(tiny_model):
+    ps = make_icl_set(tiny_model, "trec", seed=42, n_test=6)
+    return tiny_model, ps.prompts, ps.label_ids
+
+
+def test_label_attention_matches_cache_and_predict(auc_setup):
+    model, prompts, lids = auc_setup
+    scores, preds = label_attention(model, prompts, lids, batch_size=4)
+    ones, _ = label_attention(model, prompts, lids, batch_size=1)
+    torch.testing.assert_close(scores, ones, atol=1e-6, rtol=1e-5)
+    plain = predict(model, prompts, lids, batch_size=4)
+    torch.testing.assert_close(preds.label_logits, plain.label_logits, atol=1e-5, rtol=1e-5)
+    p = prompts[0]
+    with torch.no_grad():
+        _, cache = model.run_with_cache(p.tokens[None], names_filter=lambda n: n.endswith("hook_pattern"))
+    for layer in range(model.cfg.n_layers):
+        row = cache[f"blocks.{layer}.attn.hook_pattern"][0, :, p.q].sum(0)  # heads summed
+        want = torch.zeros(len(lids))
+        for pos, c in zip(p.label_pos, p.label_class):
+            want[c] += row[pos]
+        torch.testing.assert_close(scores[0, layer], want, atol=1e-6, rtol=1e-5)
+    auc = aucroc_per_layer(scores, preds)
+    assert auc.shape == (model.cfg.n_layers,)
+    r = cumulative_r(auc)
+    if np.isfinite(r).all():
+        assert r[-1] == pytest.approx(1.0)
