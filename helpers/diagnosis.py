@@ -1,0 +1,195 @@
+"""Anchor distances for error diagnosis (paper A, §3.3).
+
+At one deep layer, the key vectors at the label positions (one per class) and
+the query vectors at the target position q of many test inputs are taken with
+all heads concatenated. A PCA fitted on the queries gives the directions the
+queries actually vary along; keys are projected on them and scaled by the
+singular values, and the pairwise distances between the class keys,
+normalised by their maximum, form the *predicted* confusion (small distance =
+confusable). The *actual* confusion of classes a and b is the ROC AUC of
+prob(a)/prob(b) on the test inputs whose gold label is a or b (0.5 =
+indistinguishable). Both matrices read "low = confused"; their agreement is
+the Spearman rank correlation over the off-diagonal pairs.
+
+Vectors are taken before the rotary embedding (``hook_q``/``hook_k``), so
+keys at different positions are comparable. Grouped-query attention (Gemma 3:
+1 key/value head for 4 query heads; SmolLM2: 3 for 9): each key/value head is
+shared by a group of query heads, so the key of query head h is the key of its
+group's KV head; we repeat each KV head for the query heads that read it
+(TransformerLens's ``repeat_interleave`` order) and concatenate, so keys and
+queries both have width n_heads * d_head and column blocks correspond head by
+head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+from jaxtyping import Float
+from scipy.stats import spearmanr
+from sklearn.decomposition import PCA
+from sklearn.metrics import roc_auc_score
+from tqdm.auto import tqdm
+
+from .predict import length_batches, logits_at
+from .prompts import Prompt, pad_batch
+
+__all__ = [
+    "QKVectors",
+    "collect_qk",
+    "predicted_confusion",
+    "actual_confusion",
+    "rank_correlation",
+    "diagnose",
+    "layer_sweep",
+    "default_layer",
+    "diagnosis_verdict",
+]
+
+
+@dataclass
+class QKVectors:
+    queries: Float[torch.Tensor, "n layer width"]  # query at q, heads concatenated
+    keys: Float[torch.Tensor, "layer classes width"]  # mean key at each class's label positions
+    label_probs: Float[torch.Tensor, "n classes"]
+    gold: torch.Tensor
+    layers: list[int]
+
+
+def collect_qk(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int] | None = None,
+               batch_size: int = 16, progress: bool | str = False) -> QKVectors:
+    """Queries at q, class keys at the label positions (GQA keys repeated per query head) and label probs.
+
+    One forward pass per batch collects every requested layer. The key of a
+    class is the mean over its demonstrations and over the prompts (with one
+    fixed demonstration set the prefix keys are the same in every prompt).
+    """
+    layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
+    n_classes = len(label_ids)
+    H = model.cfg.n_heads
+    rep = H // (model.cfg.n_key_value_heads or H)
+    ids = torch.tensor(list(label_ids), device=model.cfg.device)
+    n = len(prompts)
+    width = H * model.cfg.d_head
+    Q = torch.zeros(n, len(layers), width)
+    Ksum = torch.zeros(len(layers), n_classes, width)
+    Kcnt = torch.zeros(n_classes)
+    probs = torch.zeros(n, n_classes)
+    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    with torch.inference_mode():
+        for idx in tqdm(length_batches(prompts, batch_size), desc=progress if isinstance(progress, str) else "q/k",
+                        disable=not progress, leave=False):
+            batch = [prompts[i] for i in idx]
+            tokens, q = pad_batch(batch, pad)
+            B = len(batch)
+            rows = torch.arange(B)
+            store: dict = {}
+
+            def grab(x, hook, kind):
+                store[(kind, hook.layer())] = x
+                return x
+
+            hooks = []
+            for l in layers:
+                hooks += [(f"blocks.{l}.attn.hook_q", lambda x, hook: grab(x, hook, "q")),
+                          (f"blocks.{l}.attn.hook_k", lambda x, hook: grab(x, hook, "k"))]
+            logits = logits_at(model, tokens.to(model.cfg.device), q, hooks)[:, ids].float().cpu()
+            probs[idx] = logits.softmax(-1)
+            for j, l in enumerate(layers):
+                qv = store[("q", l)].float().cpu()[rows, q]  # [B, H, d]
+                Q[idx, j] = qv.reshape(B, width)
+                k = store[("k", l)].float().cpu()  # [B, T, kvH, d]
+                k = torch.repeat_interleave(k, rep, dim=2).reshape(B, k.shape[1], width)
+                for b, p in enumerate(batch):
+                    for pos, c in zip(p.label_pos, p.label_class):
+                        Ksum[j, c] += k[b, pos]
+                        if j == 0:
+                            Kcnt[c] += 1
+    if (Kcnt == 0).any():
+        raise ValueError(f"classes {torch.nonzero(Kcnt == 0).flatten().tolist()} have no demonstration")
+    gold = torch.tensor([p.gold if p.gold is not None else -1 for p in prompts])
+    return QKVectors(Q, Ksum / Kcnt[None, :, None], probs, gold, layers)
+
+
+def predicted_confusion(queries: Float[torch.Tensor, "n width"], keys: Float[torch.Tensor, "classes width"],
+                        n_components: int = 10) -> np.ndarray:
+    """Normalised distances between class keys in the queries' PCA space (scaled by singular values).
+
+    Diagonal set to 1 (a class is not confused with itself), like the paper's figure.
+    """
+    X = np.asarray(queries, dtype=np.float64)
+    nc = int(min(n_components, X.shape[0], X.shape[1]))
+    if nc < 1:
+        raise ValueError("need at least one query vector")
+    pca = PCA(n_components=nc).fit(X)
+    Z = (np.asarray(keys, dtype=np.float64) - pca.mean_) @ pca.components_.T * pca.singular_values_
+    D = np.linalg.norm(Z[:, None, :] - Z[None, :, :], axis=-1)
+    off = ~np.eye(len(D), dtype=bool)
+    mx = D[off].max() if off.any() else 0.0
+    D = D / mx if mx > 0 else D
+    np.fill_diagonal(D, 1.0)
+    return D
+
+
+def actual_confusion(label_probs, gold) -> np.ndarray:
+    """AUC-ROC of prob(a)/prob(b) on inputs with gold a or b (positive class a). NaN where undefined; diagonal 1."""
+    P = np.asarray(label_probs, dtype=np.float64)
+    g = np.asarray(gold)
+    C = P.shape[1]
+    out = np.ones((C, C))
+    for a in range(C):
+        for b in range(C):
+            if a == b:
+                continue
+            m = (g == a) | (g == b)
+            y = (g[m] == a).astype(int)
+            if len(np.unique(y)) < 2:
+                out[a, b] = np.nan
+                continue
+            out[a, b] = roc_auc_score(y, P[m, a] / np.maximum(P[m, b], 1e-30))
+    return out
+
+
+def rank_correlation(pred: np.ndarray, actual: np.ndarray) -> float:
+    """Spearman correlation over the upper triangle (pairs a<b), ignoring NaN pairs."""
+    iu = np.triu_indices(len(pred), k=1)
+    x, y = np.asarray(pred)[iu], np.asarray(actual)[iu]
+    ok = ~(np.isnan(x) | np.isnan(y))
+    if ok.sum() < 3:
+        return float("nan")
+    return float(spearmanr(x[ok], y[ok]).statistic)
+
+
+def diagnose(vecs: QKVectors, layer: int, n_components: int = 10) -> dict:
+    """Predicted and actual confusion matrices and their rank correlation at ``layer``."""
+    if layer not in vecs.layers:
+        raise ValueError(f"layer {layer} not collected; collected: {vecs.layers}")
+    j = vecs.layers.index(layer)
+    pred = predicted_confusion(vecs.queries[:, j], vecs.keys[j], n_components)
+    act = actual_confusion(vecs.label_probs, vecs.gold)
+    return dict(layer=layer, predicted=pred, actual=act, spearman=rank_correlation(pred, act))
+
+
+def layer_sweep(vecs: QKVectors, n_components: int = 10) -> dict[int, float]:
+    """Rank correlation of predicted vs actual confusion at every collected layer."""
+    return {l: diagnose(vecs, l, n_components)["spearman"] for l in vecs.layers}
+
+
+def default_layer(model) -> int:
+    """The paper's depth ratio: GPT2-XL layer 32 of 48 -> round(2/3 * n_layers)."""
+    return int(round(model.cfg.n_layers * 32 / 48))
+
+
+def diagnosis_verdict(rho: float, strong: float = 0.5, weak: float = 0.2) -> str:
+    """Verdict on §3.3 from the rank correlation at the chosen layer (criteria fixed before running):
+    "replicates" if rho >= 0.5, "partly" if rho >= 0.2, else "does not replicate" (NaN: "undetermined")."""
+    if rho != rho:
+        return "undetermined"
+    if rho >= strong:
+        return "replicates"
+    if rho >= weak:
+        return "partly"
+    return "does not replicate"

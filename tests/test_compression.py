@@ -1,0 +1,179 @@
+"""Anchor-only compression: the cache machinery reproduces full ICL and keeps original positions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers.compression import (anchor_keep, build_cache, cached_logits, predict_cached, prefix_len, random_keep,
+                                 text_anchor_prompts, token_counts)
+from helpers.predict import logits_at
+from helpers.prompts import Demo, build_prompt
+
+DEMOS = [Demo("a truly great film", 1), Demo("dull and far too long", 0), Demo("I loved every minute", 1)]
+QUERIES = [Demo("what a waste of time", 0), Demo("a joy", 1), Demo("not bad at all, really quite charming", 1)]
+
+
+def prompts_for(model):
+    return [build_prompt(model, "sst2", DEMOS, qd) for qd in QUERIES]
+
+
+def blocked_full_logits(model, prompt, keep):
+    """Full prompt, but query rows (>= P0) may not attend to dropped demonstration positions."""
+    p0 = prefix_len(prompt)
+    drop = torch.ones(len(prompt), dtype=torch.bool)
+    drop[keep] = False
+    drop[p0:] = False
+
+    def hook(scores, hook):
+        s = scores.clone()
+        s[:, :, p0:, :][..., drop] = float("-inf")
+        return s
+
+    hooks = [(f"blocks.{l}.attn.hook_attn_scores", hook) for l in range(model.cfg.n_layers)]
+    with torch.inference_mode():
+        return logits_at(model, prompt.tokens[None], torch.tensor([prompt.q]), hooks)[0]
+
+
+def test_keep_everything_reproduces_full_icl(tiny_model):
+    ps = prompts_for(tiny_model)
+    cache = build_cache(tiny_model, ps[0], keep=range(prefix_len(ps[0])))
+    with torch.inference_mode():
+        for p in ps:
+            full = logits_at(tiny_model, p.tokens[None], torch.tensor([p.q]))[0]
+            qt = p.tokens[cache.prefix_len:][None]
+            got = cached_logits(tiny_model, cache, qt, torch.tensor([qt.shape[1] - 1]))[0]
+            torch.testing.assert_close(got, full, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("which", ["anchor", "random"])
+def test_pruned_cache_keeps_original_positions(tiny_model, which):
+    """Pruned cache == full prompt with the dropped positions masked: only true if the anchors keep
+    their original positions and the query continues at P0 (not at the cache length)."""
+    ps = prompts_for(tiny_model)
+    keep = anchor_keep(ps[0]) if which == "anchor" else random_keep(ps[0], seed=3)
+    cache = build_cache(tiny_model, ps[0], keep=keep)
+    assert len(cache) < cache.prefix_len  # really pruned
+    assert cache.kept == keep
+    for p in ps:
+        ref = blocked_full_logits(tiny_model, p, keep)
+        qt = p.tokens[cache.prefix_len:][None]
+        with torch.inference_mode():
+            got = cached_logits(tiny_model, cache, qt, torch.tensor([qt.shape[1] - 1]))[0]
+        torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4)
+        # and positions matter: the same cache with TL's default (contiguous) positions differs
+        from helpers import compression as C
+        orig = C._cache_hooks
+        try:
+            C._cache_hooks = lambda *a, **k: []
+            with torch.inference_mode():
+                naive = cached_logits(tiny_model, cache, qt, torch.tensor([qt.shape[1] - 1]))[0]
+        finally:
+            C._cache_hooks = orig
+        assert (naive - ref).abs().max() > 1e-3
+
+
+def test_query_positions_seen_by_hooks(tiny_model):
+    """The query's first token gets position P0: learned W_pos[P0] or rotary angle P0."""
+    ps = prompts_for(tiny_model)
+    cache = build_cache(tiny_model, ps[0])
+    p = ps[0]
+    qt = p.tokens[cache.prefix_len:][None]
+    seen = {}
+    if tiny_model.cfg.positional_embedding_type == "standard":
+        name = "hook_pos_embed"
+    else:
+        name = "blocks.0.attn.hook_rot_q"
+    with torch.inference_mode():
+        cached_logits(tiny_model, cache, qt, torch.tensor([qt.shape[1] - 1]),
+                      fwd_hooks=[(name, lambda x, hook: seen.setdefault("c", x.clone()))])
+        _, full = tiny_model.run_with_cache(p.tokens[None], names_filter=name)
+    torch.testing.assert_close(seen["c"][0], full[name][0, cache.prefix_len:], atol=1e-4, rtol=1e-4)
+
+
+def test_batched_equals_one_by_one(tiny_model):
+    ps = prompts_for(tiny_model)
+    from helpers.tasks import label_token_ids
+
+    lid = label_token_ids(tiny_model.tokenizer, "sst2")
+    cache = build_cache(tiny_model, ps[0])
+    a = predict_cached(tiny_model, cache, ps, lid, batch_size=3)
+    b = predict_cached(tiny_model, cache, ps, lid, batch_size=1)
+    torch.testing.assert_close(a.label_logits, b.label_logits, atol=1e-4, rtol=1e-4)
+    assert torch.equal(a.topk, b.topk)
+
+
+def test_anchor_and_random_positions(tiny_model):
+    p = prompts_for(tiny_model)[0]
+    keep = anchor_keep(p)
+    p0 = prefix_len(p)
+    assert set(p.label_pos) <= set(keep) and max(keep) == p0 - 1
+    assert tiny_model.tokenizer.decode([int(p.tokens[p0 - 1])]) == "\n"
+    assert tiny_model.tokenizer.decode(p.tokens[p0:p0 + 1]).strip() == "Review"
+    for s, e in p.text_spans:
+        assert not set(range(s, e)) & set(keep)
+    r = random_keep(p, seed=0)
+    assert not set(p.label_pos) & set(r)
+    assert r == random_keep(p, seed=0)
+    extra = sorted(set(r) - set(keep))
+    assert len(extra) == p.n_demos
+    assert all(any(s <= i < e for s, e in p.text_spans) for i in extra)
+    cache = build_cache(tiny_model, p)
+    c = token_counts(prompts_for(tiny_model), cache)
+    assert c["L_anchor"] == len(keep) and c["bound"] > 1
+
+
+def test_text_anchor_strings(tiny_models):
+    m = tiny_models["gpt2"]
+    ps = text_anchor_prompts(m, "sst2", DEMOS[:2], QUERIES[:1])
+    assert ps[0].text == ("Review: \nSentiment: Positive\nReview: \nSentiment: Negative\n"
+                          "Review: what a waste of time\nSentiment:")
+    assert m.tokenizer.decode(ps[0].tokens) == ps[0].text
+    ps = text_anchor_prompts(m, "trec", [Demo("Who was it?", 3)], [Demo("Where is Rome?", 4)])
+    assert ps[0].text == "Question: \nAnswer Type: Person\nQuestion: Where is Rome?\nAnswer Type:"
+
+
+@pytest.mark.slow
+def test_gemma_cache_matches_full_and_masked(gemma):
+    """On the real model (rotary, GQA, sliding-window layers, BOS): keep-all == full ICL, pruned == masked full."""
+    from helpers.prompts import make_icl_set
+
+    s = make_icl_set(gemma, "sst2", 42, 2)
+    p = s.prompts[0]
+    qt = p.tokens[prefix_len(p):][None]
+    qi = torch.tensor([qt.shape[1] - 1])
+    with torch.inference_mode():
+        full = logits_at(gemma, p.tokens[None], torch.tensor([p.q]))[0]
+        allc = cached_logits(gemma, build_cache(gemma, p, keep=range(prefix_len(p))), qt, qi)[0]
+        cache = build_cache(gemma, p)
+        pruned = cached_logits(gemma, cache, qt, qi)[0]
+    torch.testing.assert_close(allc, full, atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(pruned, blocked_full_logits(gemma, p, cache.kept), atol=1e-3, rtol=1e-3)
+
+
+def test_timing_helper_runs(tiny_models):
+    from helpers.compression import time_icl_vs_anchor
+    from helpers.prompts import PromptSet
+    from helpers.tasks import get_task, label_token_ids
+
+    m = tiny_models["rotary"]
+    ps = prompts_for(m)
+    s = PromptSet(get_task("sst2"), 0, 1, DEMOS, QUERIES, ps, 0, label_token_ids(m.tokenizer, "sst2"))
+    for lo in (False, True):
+        r = time_icl_vs_anchor(m, s, n_inputs=3, repeats=1, warmup=1, label_only=lo)
+        assert r["t_full"] > 0 and r["t_anchor"] > 0 and r["n_inputs"] == 3
+        assert r["speedup_over_bound"] == pytest.approx(r["speedup"] / r["bound"])
+
+
+def test_run_compression_end_to_end(tiny_models):
+    from helpers.compression import METHODS, run_compression
+    from helpers.prompts import PromptSet
+    from helpers.tasks import get_task, label_token_ids
+
+    m = tiny_models["gqa"]
+    s = PromptSet(get_task("sst2"), 0, 1, DEMOS, QUERIES, prompts_for(m), 0, label_token_ids(m.tokenizer, "sst2"))
+    r = run_compression(m, s, random_top_draws=3, batch_size=2)
+    assert list(r.metrics) == list(METHODS)
+    assert r.metrics["ICL"]["label_loyalty"] == 1.0 and r.metrics["ICL"]["word_loyalty"] == 1.0
+    assert r.metrics["Hidden_random-top"]["label_loyalty"] >= r.metrics["Hidden_random"]["label_loyalty"]
+    assert all(0 <= v <= 1 for d in r.metrics.values() for v in d.values())

@@ -1,0 +1,87 @@
+"""Error diagnosis: distances, AUC confusion, rank correlation, q/k collection with GQA."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+from helpers.diagnosis import actual_confusion, collect_qk, diagnose, layer_sweep, predicted_confusion, rank_correlation
+from helpers.predict import predict
+from helpers.prompts import Demo, build_prompt
+from helpers.tasks import label_token_ids
+
+
+def test_predicted_confusion_symmetric_normalised():
+    rng = np.random.default_rng(0)
+    Q = rng.normal(size=(30, 12))
+    K = rng.normal(size=(4, 12))
+    D = predicted_confusion(Q, K, n_components=10)
+    assert D.shape == (4, 4)
+    np.testing.assert_allclose(D, D.T)
+    np.testing.assert_allclose(np.diag(D), 1.0)
+    off = D[~np.eye(4, dtype=bool)]
+    assert off.max() == pytest.approx(1.0) and off.min() > 0
+    # fewer samples than components: still works
+    assert predicted_confusion(Q[:3], K).shape == (4, 4)
+
+
+def test_predicted_confusion_hand_case():
+    """Queries vary only along axis 0: keys differing only along axis 1 are indistinguishable."""
+    Q = np.zeros((20, 3))
+    Q[:, 0] = np.linspace(-1, 1, 20)
+    K = np.array([[0.0, 0, 0], [0.0, 5, 0], [1.0, 0, 0]])
+    D = predicted_confusion(Q, K, n_components=1)
+    assert D[0, 1] == pytest.approx(0.0, abs=1e-9)
+    assert D[0, 2] == pytest.approx(1.0) and D[1, 2] == pytest.approx(1.0)
+
+
+def test_actual_confusion_matches_sklearn():
+    rng = np.random.default_rng(1)
+    gold = rng.integers(0, 3, size=60)
+    P = rng.dirichlet(np.ones(3), size=60)
+    A = actual_confusion(P, gold)
+    for a in range(3):
+        for b in range(3):
+            if a == b:
+                assert A[a, b] == 1.0
+                continue
+            m = (gold == a) | (gold == b)
+            assert A[a, b] == pytest.approx(roc_auc_score(gold[m] == a, P[m, a] / P[m, b]))
+    # a perfectly separating classifier: AUC 1; a class absent: NaN
+    P2 = np.array([[0.9, 0.1, 0.0], [0.2, 0.8, 0.0]]) + 1e-3
+    A2 = actual_confusion(P2, np.array([0, 1]))
+    assert A2[0, 1] == 1.0 and np.isnan(A2[0, 2])
+
+
+def test_rank_correlation():
+    a = np.array([[1, 0.1, 0.5, 0.9], [0.1, 1, 0.3, 0.2], [0.5, 0.3, 1, 0.7], [0.9, 0.2, 0.7, 1]])
+    assert rank_correlation(a, a) == pytest.approx(1.0)
+    assert rank_correlation(a, -a) == pytest.approx(-1.0)
+
+
+def test_collect_qk_shapes_and_gqa(tiny_model):
+    demos = [Demo("a truly great film", 1), Demo("dull and far too long", 0)]
+    qs = [Demo("wonderful", 1), Demo("awful, simply awful", 0), Demo("I smiled", 1), Demo("boring, long", 0)]
+    ps = [build_prompt(tiny_model, "sst2", demos, d) for d in qs]
+    lid = label_token_ids(tiny_model.tokenizer, "sst2")
+    cfg = tiny_model.cfg
+    v = collect_qk(tiny_model, ps, lid, batch_size=3)
+    assert v.queries.shape == (4, cfg.n_layers, cfg.n_heads * cfg.d_head)
+    assert v.keys.shape == (cfg.n_layers, 2, cfg.n_heads * cfg.d_head)
+    torch.testing.assert_close(v.label_probs, predict(tiny_model, ps, lid).label_probs, atol=1e-5, rtol=1e-5)
+    # hand check: layer 1, query of prompt 0 and key of class 1 (demo 0's label)
+    p = ps[0]
+    with torch.inference_mode():
+        _, c = tiny_model.run_with_cache(p.tokens[None], names_filter=lambda n: n.startswith("blocks.1.attn.hook_"))
+    torch.testing.assert_close(v.queries[0, 1], c["blocks.1.attn.hook_q"][0, p.q].reshape(-1), atol=1e-5, rtol=1e-5)
+    k = c["blocks.1.attn.hook_k"][0, p.label_pos[0]]  # [kvH, d]
+    rep = cfg.n_heads // (cfg.n_key_value_heads or cfg.n_heads)
+    torch.testing.assert_close(v.keys[1, 1], k.repeat_interleave(rep, dim=0).reshape(-1), atol=1e-5, rtol=1e-5)
+    if rep > 1:  # shared KV head: consecutive query heads see the same key block
+        d = cfg.d_head
+        torch.testing.assert_close(v.keys[1, 1, :d], v.keys[1, 1, d:2 * d])
+    out = diagnose(v, 1, n_components=10)
+    assert out["predicted"].shape == (2, 2) and out["actual"].shape == (2, 2)
+    assert set(layer_sweep(v)) == set(range(cfg.n_layers))

@@ -1,0 +1,114 @@
+"""Anchor re-weighting: identity at beta=0, the hand-computed multiplier, gradients only on beta, training helps."""
+
+from __future__ import annotations
+
+import torch
+
+from helpers.predict import logits_at, predict
+from helpers.prompts import Demo, build_prompt, class_draws
+from helpers.reweighting import (reweight_factory, reweight_hooks, reweight_train_demos, train_reweighting,
+                                 vanilla_5shot_demos)
+from helpers.tasks import label_token_ids, load_split
+
+DEMOS = [Demo("a truly great film", 1), Demo("dull and far too long", 0)]
+TRAIN = [Demo("wonderful", 1), Demo("awful, simply awful", 0), Demo("I smiled all the way", 1), Demo("boring", 0)]
+
+
+def prompts(model, rows=TRAIN):
+    return [build_prompt(model, "sst2", DEMOS, d) for d in rows]
+
+
+def test_beta_zero_is_identity(tiny_model):
+    ps = prompts(tiny_model)
+    lid = label_token_ids(tiny_model.tokenizer, "sst2")
+    beta = torch.zeros(tiny_model.cfg.n_layers, tiny_model.cfg.n_heads, 2)
+    a = predict(tiny_model, ps, lid, batch_size=4)
+    b = predict(tiny_model, ps, lid, batch_size=4, hooks=reweight_factory(beta))
+    torch.testing.assert_close(a.label_logits, b.label_logits, atol=1e-5, rtol=1e-5)
+
+
+def test_multiplier_hand_computed(tiny_model):
+    """The pattern at (q, p_i) is multiplied by exp(beta), every other entry unchanged, no renormalisation."""
+    ps = prompts(tiny_model)[:2]  # different lengths -> padded batch
+    L, H = tiny_model.cfg.n_layers, tiny_model.cfg.n_heads
+    beta = torch.randn(L, H, 2, generator=torch.Generator().manual_seed(0))
+    from helpers.prompts import pad_batch
+
+    tokens, q = pad_batch(ps, 0)
+    name = "blocks.1.attn.hook_pattern"
+    seen = {}
+    hooks = reweight_hooks(beta, ps) + [(name, lambda x, hook: seen.setdefault("new", x.clone()))]
+    with torch.inference_mode():
+        logits_at(tiny_model, tokens, q, hooks)
+    new = seen["new"]
+    # layer 1's input differs after layer 0 was re-weighted, so compare the multiplier on the new run's own pattern
+    with torch.inference_mode():
+        seen2 = {}
+        pre = reweight_hooks(beta, ps)[:1] + [(name, lambda x, hook: seen2.setdefault("old", x.clone()))]
+        logits_at(tiny_model, tokens, q, pre)
+    base = seen2["old"]
+    expect = base.clone()
+    for b, p in enumerate(ps):
+        for i, pos in enumerate(p.label_pos):
+            expect[b, :, p.q, pos] *= torch.exp(beta[1, :, i])
+    torch.testing.assert_close(new, expect)
+    rows = torch.arange(2)
+    assert not torch.allclose(new[rows, :, q].sum(-1), torch.ones(2, H))  # not renormalised
+
+
+def test_batched_equals_one_by_one(tiny_model):
+    ps = prompts(tiny_model)
+    lid = label_token_ids(tiny_model.tokenizer, "sst2")
+    cfg = tiny_model.cfg
+    beta = 0.5 * torch.randn(cfg.n_layers, cfg.n_heads, 2, generator=torch.Generator().manual_seed(1))
+    a = predict(tiny_model, ps, lid, batch_size=4, hooks=reweight_factory(beta))
+    b = predict(tiny_model, ps, lid, batch_size=1, hooks=reweight_factory(beta))
+    torch.testing.assert_close(a.label_logits, b.label_logits, atol=1e-5, rtol=1e-5)
+    c = predict(tiny_model, ps, lid, batch_size=1)
+    assert not torch.allclose(a.label_logits, c.label_logits)
+
+
+def test_only_beta_gets_gradient_and_flags_restored(tiny_model):
+    ps = prompts(tiny_model)
+    lid = label_token_ids(tiny_model.tokenizer, "sst2")
+    flags = [p.requires_grad for p in tiny_model.parameters()]
+    for p in tiny_model.parameters():
+        p.grad = None
+    res = train_reweighting(tiny_model, ps, lid, epochs=1, lr=0.01, seed=0)
+    assert all(p.grad is None for p in tiny_model.parameters())
+    assert [p.requires_grad for p in tiny_model.parameters()] == flags
+    assert res.beta.shape == (tiny_model.cfg.n_layers, tiny_model.cfg.n_heads, 2)
+    assert res.beta.abs().sum() > 0 and len(res.losses) == len(ps)
+
+
+def test_training_lowers_loss(tiny_model):
+    ps = prompts(tiny_model)
+    lid = label_token_ids(tiny_model.tokenizer, "sst2")
+    res = train_reweighting(tiny_model, ps, lid, epochs=15, lr=0.1, batch_size=4, seed=0)
+    assert res.epoch_losses[-1] < res.epoch_losses[0] - 1e-3
+    # same seed -> same beta
+    res2 = train_reweighting(tiny_model, ps, lid, epochs=15, lr=0.1, batch_size=4, seed=0)
+    torch.testing.assert_close(res.beta, res2.beta)
+
+
+def test_training_data_disjoint_and_5shot():
+    train = load_split("agnews", "train")
+    demos, extra = reweight_train_demos(train, "agnews", seed=42, per_class=4)
+    assert len(demos) == 4 and len(extra) == 16
+    assert not {d.idx for d in demos} & {d.idx for d in extra}
+    assert sorted(d.label for d in extra) == sorted([c for c in range(4) for _ in range(4)])
+    draws = class_draws(train, "agnews", 5, 42)
+    assert {d.idx for d in demos} | {d.idx for d in extra} == {i for per in draws for i in per}
+    five = vanilla_5shot_demos(demos, extra, 42)
+    assert sorted(d.idx for d in five) == sorted(d.idx for d in demos + extra)
+    assert five == vanilla_5shot_demos(demos, extra, 42)
+
+
+def test_fast_training_equals_full_run(tiny_model):
+    """The KV-cached single-token training step is the same function of beta as the full run."""
+    ps = prompts(tiny_model)
+    lid = label_token_ids(tiny_model.tokenizer, "sst2")
+    a = train_reweighting(tiny_model, ps, lid, epochs=3, lr=0.05, seed=0, fast=True)
+    b = train_reweighting(tiny_model, ps, lid, epochs=3, lr=0.05, seed=0, fast=False)
+    torch.testing.assert_close(torch.tensor(a.losses), torch.tensor(b.losses), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(a.beta, b.beta, atol=1e-4, rtol=1e-3)
