@@ -1,3 +1,99 @@
-"""Plots for this part of the collection."""
+"""Plots for notebook 07 (paper B: in-context heads)."""
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+__all__ = ["plot_head_map", "plot_ablation", "plot_value_outputs", "plot_two_towers", "plot_biases", "head_attention_view"]
+
+
+def plot_head_map(gain, drop, chosen: Sequence[tuple[int, int]] = (), title: str = ""):
+    """Layer x head heatmaps of mean gain and mean drop (nats); chosen heads boxed."""
+    fig, axes = plt.subplots(1, 2, figsize=(2 + 0.45 * gain.shape[1] * 2, 0.28 * gain.shape[0] + 1.5), squeeze=False)
+    for ax, mat, name in zip(axes[0], (gain, drop), ("gain: direct log-prob effect at q", "drop when ablated at q")):
+        m = np.asarray(mat, float)
+        lim = np.abs(m).max() or 1.0
+        sns.heatmap(m, ax=ax, cmap="RdBu_r", center=0, vmin=-lim, vmax=lim, cbar_kws={"label": "nats"})
+        for l, h in chosen:
+            ax.add_patch(plt.Rectangle((h, l), 1, 1, fill=False, ec="black", lw=2))
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        ax.set_title(name, fontsize=9)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_ablation(df: pd.DataFrame):
+    """Bars of accuracy per task and condition (columns: task, condition, accuracy)."""
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    sns.barplot(data=df, x="task", y="accuracy", hue="condition", ax=ax, errorbar=None)
+    ax.axhline(0.5, ls=":", c="grey", lw=1)
+    ax.set_ylim(0, 1)
+    ax.set_title("ICL accuracy (foo/bar labels): heads ablated at q")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_value_outputs(vo, title: str = ""):
+    """Per in-context head: value-output logit minus (log p(foo) - log p(bar)) at foo vs bar label positions."""
+    rows = []
+    S = len(vo.heads)
+    for s, (l, h) in enumerate(vo.heads):
+        lm = vo.vo_lm[:, s, :].numpy()
+        lc = vo.label_class.numpy()
+        for i in range(lm.shape[0]):
+            for k in range(lm.shape[1]):
+                rows.append({"head": f"L{l}H{h}", "label at position": "foo" if lc[i, k] == 0 else "bar",
+                             "logit minus": lm[i, k]})
+    df = pd.DataFrame(rows)
+    fig, ax = plt.subplots(figsize=(1.6 + 1.2 * S, 3.2))
+    sns.boxplot(data=df, x="head", y="logit minus", hue="label at position", ax=ax, fliersize=1,
+                palette={"foo": "tab:blue", "bar": "tab:orange"})
+    ax.axhline(0, c="k", lw=0.8)
+    ax.set_title(title or "value-output vectors at label positions (per unit attention)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_two_towers(tt: dict, out_lm, title: str = ""):
+    """Model logit minus against the attention difference (foo - bar positions) and the VO difference."""
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    y = np.asarray(out_lm, float)
+    for ax, key, cname, xl in ((axes[0], "d_attn", "corr_attn_logit_minus", "attention on foo - on bar (sum over heads)"),
+                               (axes[1], "d_vo", "corr_vo_logit_minus", "VO logit minus: foo pos. - bar pos.")):
+        x = np.asarray(tt[key], float)
+        ax.scatter(x, y, c=np.where(y > 0, "tab:blue", "tab:orange"), s=14)
+        ax.axhline(0, c="grey", lw=0.7)
+        ax.set_xlabel(xl, fontsize=8)
+        ax.set_ylabel("model: log p(foo) - log p(bar)", fontsize=8)
+        ax.set_title(f"r = {tt[cname]:.2f}", fontsize=9)
+    fig.suptitle(title or "two towers: attention moves, value-output vectors stay", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_biases(df: pd.DataFrame):
+    """Bias size before/after the reduction (columns: task, bias, stage, size)."""
+    g = sns.catplot(data=df, x="task", y="size", hue="stage", col="bias", kind="bar", height=3, aspect=1.2,
+                    errorbar=None)
+    for ax in g.axes.flat:
+        ax.axhline(0, c="k", lw=0.8)
+        ax.set_ylabel("bias (P(favoured label) - 0.5)")
+    return g.figure
+
+
+def head_attention_view(model, prompt, attn_rows, head_names: Sequence[str]):
+    """circuitsvis: the tokens of ``prompt`` coloured by each in-context head's attention from q."""
+    import circuitsvis as cv
+    import torch
+
+    toks = [model.tokenizer.decode([t]) for t in prompt.tokens.tolist()]
+    vals = torch.as_tensor(attn_rows).T.float()  # [seq, heads]
+    return cv.tokens.colored_tokens_multi(tokens=toks, values=vals, labels=list(head_names))

@@ -1,0 +1,723 @@
+"""Paper B (Yu & Ananiadou 2024): in-context heads, value-output vectors, the two towers, biases.
+
+Everything is measured at the last position ``q`` of each prompt.
+
+Definitions (fixed before any result was looked at):
+
+- **Unrelated-label tasks** (:func:`unrelated_task`): a task from ``TASKS``
+  with its label words replaced by ``foo``/``bar`` (class 0 -> foo, class 1 ->
+  bar) and, by default, the paper's prompt shape ``S0 : bar\\nS1 : foo\\n...
+  \\nSx :`` (no input prefix, label prefix ``" :"``). Multi-class sources are
+  made binary by keeping two classes (e.g. AGNews World vs Sports) and
+  relabelling them 0/1.
+- **A head's output at q**: ``z[q, h] @ W_O[l, h]`` (hook_z has ``n_heads``
+  heads). What it adds to the residual stream is that vector, except in
+  models with a norm after attention (Gemma's ``ln1_post``), where the norm is
+  applied with its scale frozen at the actual value at q (the linear part of
+  the norm: centring for LayerNorm, division by the frozen scale, times its
+  weight; the norm's bias belongs to no head). ``b_O`` is per layer and is not
+  split between heads: it is returned separately.
+- **Gain** (a log-probability gain read at the final residual): for head
+  (l, h) and prompt b with predicted label y (the unmodified model's
+  label-restricted argmax), ``log p(y | r) - log p(y | r - c_lh)``, where ``r``
+  is the final residual stream at q, ``c_lh`` the head's residual contribution
+  at q, and ``log p(. | x)`` the full-vocabulary log-softmax of
+  ``unembed(ln_final(x))`` (ln_final recomputed, not frozen). It is what the
+  head's own write at q adds to the predicted label's log-probability (its
+  direct effect). The paper's variant adds ``c_lh`` to the residual entering
+  layer l instead; on Gemma that residual, unembedded, is so far from a
+  distribution in layers 0-1 (gains of ~100-200 nats) that those layers
+  dominated every ranking, so the final residual is used.
+- **Drop**: ``log p(y) - log p(y | head ablated)``, the head's ``hook_z`` at
+  position q only set to zero (``ablation="zero"``) or to its mean at q over
+  the prompts scored (``"mean"``). Ablating at q changes only position q's
+  residual stream (causal attention), so it is computed exactly and cheaply:
+  the prefix ``tokens[:q]`` runs once with a key/value cache and the last token
+  is re-run once per head, all heads in one batch.
+- **In-context heads**: heads ranked by the mean of their two ranks (gain and
+  drop, mean over prompts); the top ``max(min_heads, ceil(frac * n_heads_total))``.
+- **Value-output vector** of source position j for head (l, h) at q:
+  ``A[q, j] * (v_j @ W_O[l, h])`` (GQA: query head h reads KV head
+  ``h // (n_heads // n_kv_heads)``). Summed over j it is the head's output at
+  q (b_O excluded). Its **logit minus** is ``log p(foo) - log p(bar)`` of the
+  vector projected through the (frozen) post-attention norm, the final norm
+  with its scale frozen at that of the actual final residual at q, and
+  ``W_U`` - i.e. a logit difference, since the log-softmax normaliser cancels.
+  :func:`value_outputs` reports it per unit attention (``vo_lm``, from
+  ``v_j @ W_O``) and attention-weighted (``wvo_lm``).
+- **Biases** (label 0 = foo, 1 = bar; size in probability points, 0 = none):
+  majority bias = mean over the two 3:1 imbalanced demonstration sets of
+  P(pred = majority label) - 0.5; recency bias = mean over the two orders
+  ``[a, a, b, b]`` and ``[b, b, a, a]`` of P(pred = label of the last two
+  demonstrations) - 0.5. Averaging the two directions cancels the model's own
+  foo/bar preference and the class balance of the test sample.
+- **Reductions**: (1) majority: in the in-context heads, the attention at q to
+  the minority label's positions is multiplied by ``n_major / n_minor`` (= 3,
+  no renormalisation), which multiplies the minority label's value-output
+  contribution by 3. (2) recency: the positional part of an in-context head's
+  attention is its mean attention from q to the k-th label slot over the two
+  orders (each slot holds each class once, so class content averages out);
+  it is removed by re-weighting ``A[q, p_k] *= mean_k(m) / m_k`` (no
+  renormalisation). % reduction = ``100 * (|before| - |after|) / |before|``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+import torch
+from einops import einsum, rearrange
+from jaxtyping import Float, Int
+from tqdm.auto import tqdm
+
+from .predict import HookFactory, length_batches, predict
+from .prompts import Demo, Prompt, PromptSet, build_prompt, build_prompts, class_draws, demos_from_indices, pad_batch, sample_demos, sample_test
+from .tasks import Task, get_task, label_token_ids, load_split
+
+__all__ = [
+    "PAPER_B",
+    "UnrelatedTask",
+    "unrelated_task",
+    "make_set",
+    "HeadScores",
+    "head_attribution",
+    "n_incontext_heads",
+    "rank_heads",
+    "random_heads",
+    "ablation_hooks",
+    "ablation_accuracy",
+    "value_output_vectors",
+    "ValueOutputs",
+    "value_outputs",
+    "two_towers",
+    "attention_rows_at_q",
+    "fresh_demo_prompts",
+    "label_carrying_rate",
+    "BiasResult",
+    "reduction_pct",
+    "majority_bias",
+    "recency_bias",
+    "heads_sizes",
+    "verdict",
+]
+
+Head = tuple[int, int]
+
+# the paper's numbers (Yu & Ananiadou 2024)
+PAPER_B = {"acc_before": 0.876, "acc_after_ablation": 0.244, "head_fraction": 0.01,
+           "majority_reduction_pct": 22.0, "recency_reduction_pct": 17.0}
+
+
+# ------------------------------------------------------------------ tasks
+
+
+@dataclass
+class UnrelatedTask:
+    """A binary task with its own (filtered, relabelled) train/test pools."""
+
+    task: Task
+    train: object  # datasets.Dataset
+    test: object
+    source: str
+    classes: tuple[int, int]
+
+
+def unrelated_task(base: str | Task, classes: tuple[int, int] = (0, 1), words: tuple[str, str] | None = ("foo", "bar"),
+                   paper_shape: bool = True) -> UnrelatedTask:
+    """``base`` made binary on ``classes`` with label words ``words`` (None keeps the real words).
+
+    ``paper_shape=True`` renders ``{text} : {label}`` lines (PAPER.md's
+    ``S0 : bar``); False keeps the base task's prefixes.
+    """
+    import datasets
+
+    base = get_task(base)
+    if len(classes) != 2 or len(set(classes)) != 2 or not all(0 <= c < base.n_classes for c in classes):
+        raise ValueError(f"classes must be two distinct class indices of {base.display} (0..{base.n_classes - 1})")
+    real = tuple(base.label_words[c] for c in classes)
+    lw = tuple(words) if words is not None else real
+    suffix = "foobar" if words is not None else "real"
+    binary = tuple(classes) != (0, 1) or base.n_classes != 2
+    name = f"{base.name}{''.join(map(str, classes)) if binary else ''}_{suffix}"
+    display = f"{base.display}{' ' + '/'.join(real) if binary else ''} ({'/'.join(lw)})"
+    task = replace(base, name=name, display=display, label_words=lw,
+                   input_prefix="" if paper_shape else base.input_prefix,
+                   label_prefix=" :" if paper_shape else base.label_prefix)
+
+    def _filter(split):
+        ds = load_split(base, split)
+        labels = np.asarray(ds["label"])
+        keep = np.flatnonzero(np.isin(labels, classes))
+        texts = ds.select(keep.tolist())["text"]
+        relab = (labels[keep] == classes[1]).astype(int).tolist()
+        return datasets.Dataset.from_dict({"text": texts, "label": relab})
+
+    return UnrelatedTask(task, _filter("train"), _filter("test"), base.name, tuple(classes))
+
+
+def make_set(model, ut: UnrelatedTask, seed: int, n_test: int, k_per_class: int = 2,
+             demos: Sequence[Demo] | None = None) -> PromptSet:
+    """One fixed demonstration set (``k_per_class`` per class, shuffled with ``seed``) for ``n_test`` queries."""
+    demos = list(demos) if demos is not None else sample_demos(ut.train, ut.task, k_per_class, seed)
+    queries = sample_test(ut.test, n_test, seed)
+    prompts, dropped = build_prompts(model, ut.task, demos, queries)
+    return PromptSet(ut.task, seed, k_per_class, demos, [p.query for p in prompts], prompts, dropped,
+                     label_token_ids(model.tokenizer, ut.task))
+
+
+def fresh_demo_prompts(model, ut: UnrelatedTask, seed: int, n: int, k_per_class: int = 2) -> list[Prompt]:
+    """``n`` prompts, each with its own demonstrations (seed ``[seed, i]``), for the two-towers analysis."""
+    queries = sample_test(ut.test, n, seed)
+    lids = label_token_ids(model.tokenizer, ut.task)
+    out = []
+    for i, qd in enumerate(queries):
+        demos = sample_demos(ut.train, ut.task, k_per_class, seed * 1000 + i + 1)
+        p = build_prompt(model, ut.task, demos, qd, label_ids=lids)
+        if len(p) <= model.cfg.n_ctx:
+            out.append(p)
+    return out
+
+
+# ------------------------------------------------------------------ internals
+
+
+def _post_norm(model):
+    return bool(getattr(model.cfg, "use_normalization_before_and_after", False))
+
+
+def _frozen_norm(norm, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """The linear part of a LayerNorm/RMSNorm applied to a component ``x`` with the norm's scale frozen."""
+    kind = type(norm).__name__
+    if kind.startswith("LayerNorm"):
+        x = x - x.mean(-1, keepdim=True)
+    elif not kind.startswith("RMSNorm"):
+        raise NotImplementedError(f"frozen norm for {kind}")
+    x = x / scale
+    w = getattr(norm, "w", None)
+    return x * w if w is not None else x
+
+
+def _log_probs(model, resid: Float[torch.Tensor, "... d_model"]) -> Float[torch.Tensor, "... vocab"]:
+    """Full-vocabulary log-probs of residual vectors (ln_final recomputed, unembed, soft cap)."""
+    shape = resid.shape
+    x = resid.reshape(-1, 1, shape[-1])
+    logits = model.unembed(model.ln_final(x))[:, 0, :]
+    cap = getattr(model.cfg, "output_logits_soft_cap", -1.0)
+    if cap and cap > 0:
+        logits = cap * torch.tanh(logits / cap)
+    return logits.float().log_softmax(-1).reshape(*shape[:-1], -1)
+
+
+def _final_scale(model, resid: Float[torch.Tensor, "batch d_model"]) -> Float[torch.Tensor, "batch 1"] | None:
+    """The scale ln_final divides ``resid`` by (None if ln_final has no scale)."""
+    if not hasattr(model.ln_final, "hook_scale"):
+        return None
+    got = {}
+    with model.hooks(fwd_hooks=[("ln_final.hook_scale", lambda act, hook: got.__setitem__("s", act.detach()))]):
+        model.ln_final(resid[:, None, :])
+    return got["s"][:, 0, :]
+
+
+def _kv_index(model) -> torch.Tensor:
+    """KV head read by each query head (TL's repeat_interleave convention)."""
+    n, nkv = model.cfg.n_heads, (model.cfg.n_key_value_heads or model.cfg.n_heads)
+    return torch.arange(n) // (n // nkv)
+
+
+def _collect_at_q(model, tokens, q, want_pattern_layers: Sequence[int] = ()):
+    """One forward pass storing, at each row's q: resid_pre, z, post-attn norm scale, final resid and scale;
+    for ``want_pattern_layers`` also the attention row at q and all values."""
+    B = tokens.shape[0]
+    ar = torch.arange(B)
+    store: dict = {"z": {}, "resid_pre": {}, "post_scale": {}, "pattern": {}, "v": {}}
+
+    def at_q(kind, layer):
+        def fn(act, hook):
+            store[kind][layer] = act[ar, q].detach()
+        return fn
+
+    def keep(kind, layer):
+        def fn(act, hook):
+            store[kind][layer] = act.detach()
+        return fn
+
+    hooks = []
+    for l in range(model.cfg.n_layers):
+        hooks += [(f"blocks.{l}.hook_resid_pre", at_q("resid_pre", l)), (f"blocks.{l}.attn.hook_z", at_q("z", l))]
+        if _post_norm(model):
+            hooks.append((f"blocks.{l}.ln1_post.hook_scale", at_q("post_scale", l)))
+    for l in want_pattern_layers:
+        hooks += [(f"blocks.{l}.attn.hook_pattern", lambda act, hook, l=l: store["pattern"].__setitem__(l, act[ar, :, q].detach())),
+                  (f"blocks.{l}.attn.hook_v", keep("v", l))]
+    with model.hooks(fwd_hooks=hooks):
+        resid = model(tokens, stop_at_layer=model.cfg.n_layers)
+    store["resid_final"] = resid[ar, q].detach()
+    store["final_scale"] = _final_scale(model, store["resid_final"])
+    return store
+
+
+def _head_contrib(model, store, layer: int) -> Float[torch.Tensor, "batch head d_model"]:
+    """Each head's residual contribution at q in ``layer`` (post-attention norm frozen)."""
+    W_O = model.blocks[layer].attn.W_O  # [head, d_head, d_model]
+    out = einsum(store["z"][layer], W_O, "b h dh, h dh d -> b h d")
+    if _post_norm(model):
+        out = _frozen_norm(model.blocks[layer].ln1_post, out, store["post_scale"][layer][:, None, :])
+    return out
+
+
+# ------------------------------------------------------------------ head attribution
+
+
+@dataclass
+class HeadScores:
+    gain: Float[torch.Tensor, "n layer head"]  # per prompt
+    drop: Float[torch.Tensor, "n layer head"]
+    pred: Int[torch.Tensor, "n"]
+    ablation: str
+
+    @property
+    def mean_gain(self) -> Float[torch.Tensor, "layer head"]:
+        return self.gain.mean(0)
+
+    @property
+    def mean_drop(self) -> Float[torch.Tensor, "layer head"]:
+        return self.drop.mean(0)
+
+
+def _ablated_last_logprobs(model, tokens: Int[torch.Tensor, "seq"], masks: Float[torch.Tensor, "rows layer head"],
+                           fill: Float[torch.Tensor, "layer head d_head"] | None) -> Float[torch.Tensor, "rows vocab"]:
+    """Log-probs at the last position of one prompt, once per row of ``masks`` (1 = head's z at q replaced
+    by ``fill``, zero if None). The prefix runs once into a key/value cache."""
+    from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+
+    R = masks.shape[0]
+    dev = model.cfg.device
+    prefix = tokens[None, :-1].to(dev)
+    cache = TransformerLensKeyValueCache.init_cache(model.cfg, dev, batch_size=1)
+    model(prefix, past_kv_cache=cache, attention_mask=torch.ones_like(prefix), stop_at_layer=model.cfg.n_layers)
+    for e in cache.entries:
+        e.past_keys = e.past_keys.expand(R, *e.past_keys.shape[1:])
+        e.past_values = e.past_values.expand(R, *e.past_values.shape[1:])
+    cache.previous_attention_mask = cache.previous_attention_mask.expand(R, -1)
+    cache.freeze()
+    masks = masks.to(dev)
+
+    def hook_for(l):
+        def fn(z, hook):  # z [R, 1, head, d_head]
+            m = masks[:, l, :, None]
+            repl = torch.zeros_like(z[:, 0]) if fill is None else fill[l].to(z.dtype)[None].expand_as(z[:, 0])
+            z = z.clone()
+            z[:, 0] = z[:, 0] * (1 - m) + repl * m
+            return z
+        return fn
+
+    hooks = [(f"blocks.{l}.attn.hook_z", hook_for(l)) for l in range(model.cfg.n_layers) if masks[:, l].any()]
+    last = tokens[-1:].to(dev)[None].expand(R, 1)
+    with model.hooks(fwd_hooks=hooks):
+        resid = model(last, past_kv_cache=cache, attention_mask=torch.ones_like(last), stop_at_layer=model.cfg.n_layers)
+    return _log_probs(model, resid[:, 0])
+
+
+def head_attribution(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 8,
+                     ablation: str = "zero", progress: bool | str = False) -> HeadScores:
+    """Gain and drop (module docstring) of every head for every prompt, at the prompt's q."""
+    if ablation not in ("zero", "mean"):
+        raise ValueError("ablation must be 'zero' or 'mean'")
+    if not prompts:
+        raise ValueError("no prompts to score")
+    L, H = model.cfg.n_layers, model.cfg.n_heads
+    lids = torch.tensor(list(label_ids))
+    n = len(prompts)
+    gain = torch.empty(n, L, H)
+    pred = torch.empty(n, dtype=torch.long)
+    zq = torch.empty(n, L, H, model.cfg.d_head)
+    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    batches = length_batches(prompts, batch_size)
+    with torch.inference_mode():
+        for idx in tqdm(batches, desc="gain" if progress is True else (progress or "gain"), leave=False, disable=not progress):
+            tokens, q = pad_batch([prompts[i] for i in idx], pad)
+            st = _collect_at_q(model, tokens.to(model.cfg.device), q)
+            lp_final = _log_probs(model, st["resid_final"])
+            y = lp_final[:, lids.to(lp_final.device)].argmax(-1)
+            tok_y = lids.to(y.device)[y]
+            r = st["resid_final"]  # [b, d]
+            c = torch.stack([_head_contrib(model, st, l) for l in range(L)], 1)  # [b, L, H, d]
+            without = r[:, None, None, :] - c
+            lp = _log_probs(model, rearrange(without, "b l h d -> b (l h) d"))  # [b, L*H, vocab]
+            ly = lp.gather(-1, tok_y[:, None, None].expand(-1, L * H, 1))[..., 0]
+            ly0 = lp_final.gather(-1, tok_y[:, None])  # [b, 1]
+            gain[idx] = rearrange(ly0 - ly, "b (l h) -> b l h", l=L).float().cpu()
+            for l in range(L):
+                zq[idx, l] = st["z"][l].float().cpu()
+            pred[idx] = y.cpu()
+        fill = zq.mean(0) if ablation == "mean" else None
+        # one row per head plus an unablated row
+        masks = torch.cat([torch.zeros(1, L * H), torch.eye(L * H)]).reshape(-1, L, H)
+        drop = torch.empty(n, L, H)
+        for i in tqdm(range(n), desc="drop", leave=False, disable=not progress):
+            lp = _ablated_last_logprobs(model, prompts[i].tokens, masks, fill)
+            ly = lp[:, lids[pred[i]]].float().cpu()
+            drop[i] = (ly[0] - ly[1:]).reshape(L, H)
+    return HeadScores(gain, drop, pred, ablation)
+
+
+def n_incontext_heads(model, frac: float = 0.01, min_heads: int = 4) -> int:
+    """``max(min_heads, ceil(frac * n_layers * n_heads))``."""
+    return max(min_heads, math.ceil(frac * model.cfg.n_layers * model.cfg.n_heads))
+
+
+def rank_heads(scores: HeadScores, by: str = "both") -> list[Head]:
+    """All heads, best first: by mean gain, mean drop, or the mean of the two ranks (ties: gain)."""
+    g, d = scores.mean_gain.flatten(), scores.mean_drop.flatten()
+    H = scores.gain.shape[2]
+    if by == "gain":
+        key = -g
+    elif by == "drop":
+        key = -d
+    elif by == "both":
+        rg = torch.empty_like(g); rg[(-g).argsort()] = torch.arange(len(g), dtype=g.dtype)
+        rd = torch.empty_like(d); rd[(-d).argsort()] = torch.arange(len(d), dtype=d.dtype)
+        key = (rg + rd) / 2 + 1e-3 * rg / len(g)
+    else:
+        raise ValueError("by must be 'gain', 'drop' or 'both'")
+    return [(int(i) // H, int(i) % H) for i in key.argsort()]
+
+
+def random_heads(model, n: int, seed: int, exclude: Sequence[Head] = (), allow_overlap: bool = False) -> list[Head]:
+    """``n`` distinct heads drawn with ``seed``; never in ``exclude`` unless ``allow_overlap``."""
+    L, H = model.cfg.n_layers, model.cfg.n_heads
+    ex = set() if allow_overlap else {tuple(h) for h in exclude}
+    pool = [(l, h) for l in range(L) for h in range(H) if (l, h) not in ex]
+    if n > len(pool):
+        raise ValueError(f"asked for {n} random heads but only {len(pool)} are available")
+    pick = np.random.default_rng(seed).choice(len(pool), size=n, replace=False)
+    return sorted(pool[i] for i in pick)
+
+
+def ablation_hooks(heads: Sequence[Head], ablation: str = "zero", means: torch.Tensor | None = None,
+                   at: str = "q") -> HookFactory:
+    """A :func:`predict` hook factory replacing the listed heads' ``hook_z`` by zero (or ``means[l, h]``)
+    at each prompt's q (``at="q"``) or at every position (``at="all"``)."""
+    if ablation == "mean" and means is None:
+        raise ValueError("mean ablation needs means[layer, head, d_head] (e.g. from head_attribution's z at q)")
+    if at not in ("q", "all"):
+        raise ValueError("at must be 'q' or 'all'")
+    by_layer: dict[int, list[int]] = {}
+    for l, h in heads:
+        by_layer.setdefault(int(l), []).append(int(h))
+
+    def factory(batch, tokens):
+        q = torch.tensor([p.q for p in batch])
+        ar = torch.arange(len(batch))
+        out = []
+        for l, hs in by_layer.items():
+            hs_t = torch.tensor(hs)
+
+            def fn(z, hook, l=l, hs_t=hs_t):
+                val = 0.0 if ablation == "zero" else means[l, hs_t].to(z.dtype).to(z.device)
+                z = z.clone()
+                if at == "all":
+                    z[:, :, hs_t] = val
+                else:
+                    z[ar[:, None], q[:, None], hs_t[None]] = val if ablation == "zero" else val[None].expand(len(ar), -1, -1)
+                return z
+            out.append((f"blocks.{l}.attn.hook_z", fn))
+        return out
+
+    return factory
+
+
+def ablation_accuracy(model, prompts: Sequence[Prompt], label_ids: Sequence[int], heads: Sequence[Head],
+                      batch_size: int = 16, **kw) -> float:
+    """ICL accuracy with ``heads`` ablated (``**kw`` to :func:`ablation_hooks`)."""
+    hooks = ablation_hooks(heads, **kw) if heads else None
+    return predict(model, prompts, label_ids, batch_size, hooks=hooks).accuracy
+
+
+# ------------------------------------------------------------------ value-output vectors
+
+
+def value_output_vectors(model, pattern_q: Float[torch.Tensor, "batch head seq"], v: Float[torch.Tensor, "batch seq kv d_head"],
+                         layer: int, heads: Sequence[int] | None = None) -> Float[torch.Tensor, "batch head seq d_model"]:
+    """``A[q, j] * (v_j @ W_O[layer, h])`` for every source j (b_O excluded); summed over j = the head's output."""
+    hs = torch.arange(model.cfg.n_heads) if heads is None else torch.as_tensor(list(heads))
+    vh = v[:, :, _kv_index(model)[hs]]  # [b, seq, h, dh]
+    W_O = model.blocks[layer].attn.W_O[hs]
+    vo = einsum(vh, W_O, "b s h dh, h dh d -> b h s d")
+    return pattern_q[:, hs, :, None] * vo
+
+
+@dataclass
+class ValueOutputs:
+    heads: list[Head]
+    attn: Float[torch.Tensor, "n head demo"]  # A[q, p_k]
+    vo_lm: Float[torch.Tensor, "n head demo"]  # logit minus of v_{p_k} W_O (per unit attention)
+    wvo_lm: Float[torch.Tensor, "n head demo"]  # attention-weighted
+    label_class: Int[torch.Tensor, "n demo"]
+    label_pos: Int[torch.Tensor, "n demo"]
+    out_lm: Float[torch.Tensor, "n"]  # the model's log p(foo) - log p(bar) at q
+    pred: Int[torch.Tensor, "n"]
+
+
+def value_outputs(model, prompts: Sequence[Prompt], label_ids: Sequence[int], heads: Sequence[Head],
+                  batch_size: int = 8, progress: bool | str = False) -> ValueOutputs:
+    """Attention and value-output logit minus at every demonstration label position, for ``heads``."""
+    if len(label_ids) != 2:
+        raise ValueError("logit minus needs a binary task (label_ids = [foo, bar])")
+    K = {p.n_demos for p in prompts}
+    if len(K) != 1:
+        raise ValueError("all prompts must have the same number of demonstrations")
+    K = K.pop()
+    n, S = len(prompts), len(heads)
+    layers = sorted({l for l, _ in heads})
+    W_U = model.W_U
+    u = (W_U[:, label_ids[0]] - W_U[:, label_ids[1]]).float()
+    attn = torch.empty(n, S, K)
+    vo_lm = torch.empty(n, S, K)
+    out_lm = torch.empty(n)
+    pred = torch.empty(n, dtype=torch.long)
+    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    with torch.inference_mode():
+        for idx in tqdm(length_batches(prompts, batch_size), desc="value-output", leave=False, disable=not progress):
+            batch = [prompts[i] for i in idx]
+            tokens, q = pad_batch(batch, pad)
+            st = _collect_at_q(model, tokens.to(model.cfg.device), q, want_pattern_layers=layers)
+            lp = _log_probs(model, st["resid_final"])[:, list(label_ids)]
+            out_lm[idx] = (lp[:, 0] - lp[:, 1]).cpu()
+            pred[idx] = lp.argmax(-1).cpu()
+            pos = torch.tensor([p.label_pos for p in batch])  # [b, K]
+            ar = torch.arange(len(batch))[:, None]
+            for s, (l, h) in enumerate(heads):
+                ones = torch.ones_like(st["pattern"][l])
+                vo = value_output_vectors(model, ones, st["v"][l], l, [h])[:, 0]  # [b, seq, d] unweighted
+                vo = vo[ar, pos]  # [b, K, d]
+                if _post_norm(model):
+                    vo = _frozen_norm(model.blocks[l].ln1_post, vo, st["post_scale"][l][:, None, :])
+                fs = st["final_scale"][:, None, :] if st["final_scale"] is not None else 1.0
+                vo_lm[idx, s] = (_frozen_norm(model.ln_final, vo, fs).float() @ u).cpu()
+                attn[idx, s] = st["pattern"][l][ar, h, pos].float().cpu()
+    lc = torch.tensor([p.label_class for p in prompts])
+    lpos = torch.tensor([p.label_pos for p in prompts])
+    return ValueOutputs(list(heads), attn, vo_lm, attn * vo_lm, lc, lpos, out_lm, pred)
+
+
+def attention_rows_at_q(model, prompt: Prompt, heads: Sequence[Head]) -> Float[torch.Tensor, "head seq"]:
+    """Each head's attention row from q over the prompt's tokens (for the circuitsvis view)."""
+    layers = sorted({l for l, _ in heads})
+    with torch.inference_mode():
+        st = _collect_at_q(model, prompt.tokens[None].to(model.cfg.device), torch.tensor([prompt.q]), layers)
+    return torch.stack([st["pattern"][l][0, h] for l, h in heads]).float().cpu()
+
+
+def label_carrying_rate(vo: ValueOutputs) -> float:
+    """Share of (input, head, label position) whose value-output logit minus has the sign of the position's
+    label (foo > 0, bar < 0)."""
+    want = 1 - 2 * vo.label_class[:, None, :].float()  # foo(0) -> +1, bar(1) -> -1
+    return float(((vo.vo_lm * want) > 0).float().mean())
+
+
+def _corr(a, b) -> float:
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.std() == 0 or b.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def two_towers(vo: ValueOutputs) -> dict:
+    """Per input: attention difference d_attn = sum over heads of (attention on foo positions - on bar
+    positions) and value-output difference d_vo = mean over heads of (mean vo_lm at foo positions - at bar
+    positions, per unit attention). Pearson correlation of each with the model's logit minus, and with the
+    predicted label (point-biserial, foo = 1); coefficient of variation (std / |mean|) of each."""
+    foo = (vo.label_class == 0).float()[:, None, :]
+    bar = 1 - foo
+    d_attn = ((vo.attn * foo).sum(-1) - (vo.attn * bar).sum(-1)).sum(1)
+    d_vo = ((vo.vo_lm * foo).sum(-1) / foo.sum(-1).clamp(min=1) - (vo.vo_lm * bar).sum(-1) / bar.sum(-1).clamp(min=1)).mean(1)
+    is_foo = (vo.pred == 0).float()
+    cv = lambda x: float(x.std() / x.mean().abs().clamp(min=1e-8))
+    return {
+        "d_attn": d_attn, "d_vo": d_vo,
+        "corr_attn_logit_minus": _corr(d_attn, vo.out_lm), "corr_vo_logit_minus": _corr(d_vo, vo.out_lm),
+        "corr_attn_pred": _corr(d_attn, is_foo), "corr_vo_pred": _corr(d_vo, is_foo),
+        "cv_attn": cv(d_attn), "cv_vo": cv(d_vo),
+        "frac_pred_foo": float(is_foo.mean()),
+    }
+
+
+# ------------------------------------------------------------------ biases
+
+
+@dataclass
+class BiasResult:
+    kind: str  # "majority" | "recency"
+    bias_before: float
+    bias_after: float
+    acc_before: float
+    acc_after: float
+    per_direction: dict
+
+    @property
+    def reduction_pct(self) -> float:
+        return reduction_pct(self.bias_before, self.bias_after)
+
+
+def reduction_pct(before: float, after: float) -> float:
+    """``100 * (|before| - |after|) / |before|``: an overshoot to the opposite bias counts as bias, not as a
+    reduction beyond 100%; NaN when there is no bias."""
+    return 100.0 * (abs(before) - abs(after)) / abs(before) if abs(before) > 0 else float("nan")
+
+
+def _reweight_hooks(heads: Sequence[Head], weights_of) -> HookFactory:
+    """Multiply, in ``heads``, the attention row at q by ``weights_of(prompt) -> {head: [seq] tensor}``."""
+    by_layer: dict[int, list[int]] = {}
+    for l, h in heads:
+        by_layer.setdefault(int(l), []).append(int(h))
+
+    def factory(batch, tokens):
+        T = tokens.shape[1]
+        out = []
+        for l, hs in by_layer.items():
+            w = torch.ones(len(batch), len(hs), T)
+            for b, p in enumerate(batch):
+                for j, h in enumerate(hs):
+                    w[b, j, : len(p)] = weights_of(p, (l, h), len(p))
+            q = torch.tensor([p.q for p in batch])
+
+            def fn(pat, hook, hs=torch.tensor(hs), w=w, q=q):
+                pat = pat.clone()
+                ar = torch.arange(pat.shape[0])[:, None]
+                pat[ar, hs[None], q[:, None]] = pat[ar, hs[None], q[:, None]] * w.to(pat.dtype).to(pat.device)
+                return pat
+            out.append((f"blocks.{l}.attn.hook_pattern", fn))
+        return out
+
+    return factory
+
+
+def _bias_from(preds: dict[int, torch.Tensor]) -> float:
+    """mean over directions c of P(pred = c) - 0.5 (c = the favoured label of that direction)."""
+    return float(np.mean([float((p == c).float().mean()) for c, p in preds.items()]) - 0.5)
+
+
+def majority_bias(model, ut: UnrelatedTask, heads: Sequence[Head], seed: int, n_test: int,
+                  n_major: int = 3, n_minor: int = 1, batch_size: int = 16, progress: bool = False) -> BiasResult:
+    """Majority-label bias with ``n_major:n_minor`` demonstrations, before/after amplifying the minority label's
+    value-output contribution (attention at q on its label positions x ``n_major / n_minor``) in ``heads``."""
+    draws = class_draws(ut.train, ut.task, n_major, seed)
+    queries = sample_test(ut.test, n_test, seed)
+    lids = label_token_ids(model.tokenizer, ut.task)
+    factor = n_major / n_minor
+    before, after, acc_b, acc_a = {}, {}, [], []
+    for c in (0, 1):
+        idx = draws[c][:n_major] + draws[1 - c][:n_minor]
+        order = np.random.default_rng([seed, 2, c]).permutation(len(idx))
+        demos = demos_from_indices(ut.train, [idx[j] for j in order])
+        prompts, _ = build_prompts(model, ut.task, demos, queries)
+        pb = predict(model, prompts, lids, batch_size, progress=progress and f"majority {c} before")
+
+        def w_of(p, head, T, minority=1 - c):
+            w = torch.ones(T)
+            w[[pos for pos, k in zip(p.label_pos, p.label_class) if k == minority]] = factor
+            return w
+        pa = predict(model, prompts, lids, batch_size, hooks=_reweight_hooks(heads, w_of), progress=progress and f"majority {c} after")
+        before[c], after[c] = pb.pred, pa.pred
+        acc_b.append(pb.accuracy); acc_a.append(pa.accuracy)
+    return BiasResult("majority", _bias_from(before), _bias_from(after), float(np.mean(acc_b)), float(np.mean(acc_a)),
+                      {"pred_before": before, "pred_after": after})
+
+
+def recency_bias(model, ut: UnrelatedTask, heads: Sequence[Head], seed: int, n_test: int, k_per_class: int = 2,
+                 batch_size: int = 16, progress: bool = False) -> BiasResult:
+    """Recency bias with class-blocked orders ``[a]*k + [b]*k`` and its reverse, before/after removing the
+    positional part of ``heads``' attention at q (re-weight slot k by mean(m) / m_k, m = mean attention per
+    slot over both orders and all queries)."""
+    draws = class_draws(ut.train, ut.task, k_per_class, seed)
+    queries = sample_test(ut.test, n_test, seed)
+    lids = label_token_ids(model.tokenizer, ut.task)
+    sets = {}
+    for last in (0, 1):
+        demos = demos_from_indices(ut.train, draws[1 - last] + draws[last])
+        sets[last], _ = build_prompts(model, ut.task, demos, queries)
+    # positional profile m[head, slot]
+    prof = torch.zeros(len(heads), 2 * k_per_class)
+    cnt = 0
+    for last in (0, 1):
+        vo = value_outputs(model, sets[last], lids, heads, batch_size)
+        prof += vo.attn.sum(0)
+        cnt += vo.attn.shape[0]
+    prof /= cnt
+    corr = prof.mean(-1, keepdim=True) / prof.clamp(min=1e-8)  # [head, slot]
+    head_row = {tuple(h): i for i, h in enumerate(heads)}
+
+    def w_of(p, head, T):
+        w = torch.ones(T)
+        w[p.label_pos] = corr[head_row[head]]
+        return w
+
+    before, after, acc_b, acc_a = {}, {}, [], []
+    for last in (0, 1):
+        pb = predict(model, sets[last], lids, batch_size)
+        pa = predict(model, sets[last], lids, batch_size, hooks=_reweight_hooks(heads, w_of))
+        before[last], after[last] = pb.pred, pa.pred
+        acc_b.append(pb.accuracy); acc_a.append(pa.accuracy)
+    return BiasResult("recency", _bias_from(before), _bias_from(after), float(np.mean(acc_b)), float(np.mean(acc_a)),
+                      {"pred_before": before, "pred_after": after, "slot_profile": prof, "slot_weights": corr})
+
+
+# ------------------------------------------------------------------ sizes and verdict
+
+
+def heads_sizes(profile) -> dict:
+    """Run sizes for notebook 07 from the shared profile (documented fractions of it).
+
+    n_attr: prompts for head attribution; n_eval: accuracy / ablation / bias queries per seed;
+    n_towers: fresh-demonstration prompts for the two-towers analysis; seeds: the seeds used;
+    bias_tasks: tasks for the bias experiments (AGNews prompts are ~5x longer than SST-2's, so the
+    CPU profiles run the biases on SST-2 only).
+    """
+    if profile.name == "smoke":
+        return {"n_attr": 3, "n_eval": 8, "n_towers": 8, "seeds": profile.seeds[:1], "k_per_class": 2,
+                "bias_tasks": ("sst2",)}
+    if profile.name == "default":
+        return {"n_attr": 8, "n_eval": min(profile.n_test, 24), "n_towers": 32, "seeds": profile.seeds[:2],
+                "k_per_class": 2, "bias_tasks": ("sst2",)}
+    return {"n_attr": 64, "n_eval": profile.n_test, "n_towers": 200, "seeds": profile.seeds, "k_per_class": 2,
+            "bias_tasks": ("sst2", "agnews")}
+
+
+# criteria fixed before the runs (see notebook 07)
+def verdict(acc_before: float, acc_ablated: float, acc_random: float, carrying: float, corr_attn: float,
+            corr_vo: float, majority_red: float, majority_bias: float, recency_red: float, recency_bias: float) -> tuple[str, dict]:
+    """Per-claim and overall verdicts.
+
+    - ablation: replicates if the in-context heads drop accuracy by >= 0.20 and by >= 2x the random heads'
+      drop; partly if by >= 0.05 and more than the random heads; else does not replicate.
+    - value-output: replicates if label-carrying rate >= 0.75; partly if >= 0.60.
+    - two towers: replicates if corr(attention diff, logit minus) >= 0.5 and exceeds |corr(VO diff, logit
+      minus)| by >= 0.2; partly if it exceeds it at all.
+    - each bias reduction: "no measurable bias" if the bias is < 0.05; replicates if the reduction is >= 10%;
+      partly if > 0; else does not replicate.
+    Overall: "replicates" if every measurable claim replicates, "does not replicate" if none does even
+    partly, else "partly".
+    """
+    def grade(ok, part):
+        return "replicates" if ok else ("partly" if part else "does not replicate")
+
+    d_heads, d_rand = acc_before - acc_ablated, acc_before - acc_random
+    parts = {
+        "ablation": grade(d_heads >= 0.20 and d_heads >= 2 * max(d_rand, 0), d_heads >= 0.05 and d_heads > d_rand),
+        "value_output": grade(carrying >= 0.75, carrying >= 0.60),
+        "two_towers": grade(corr_attn >= 0.5 and corr_attn - abs(corr_vo) >= 0.2, corr_attn > abs(corr_vo)),
+    }
+    for name, red, b in (("majority", majority_red, majority_bias), ("recency", recency_red, recency_bias)):
+        parts[name] = "no measurable bias" if not abs(b) >= 0.05 else grade(red >= 10, red > 0)
+    graded = [v for v in parts.values() if v != "no measurable bias"]
+    if graded and all(v == "replicates" for v in graded):
+        overall = "replicates"
+    elif all(v == "does not replicate" for v in graded):
+        overall = "does not replicate"
+    else:
+        overall = "partly"
+    return overall, parts

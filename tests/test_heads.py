@@ -1,0 +1,326 @@
+"""Tests of helpers.heads (paper B) on the tiny models, plus one slow check on Gemma."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import heads as H
+from helpers.predict import logits_at, predict
+from helpers.prompts import pad_batch
+from helpers.tasks import label_token_ids
+
+ATOL = 2e-4
+
+
+@pytest.fixture(scope="module")
+def ut():
+    """SST-2 with foo/bar, on small slices of the pools (fast)."""
+    full = H.unrelated_task("sst2", (0, 1), ("foo", "bar"))
+    return H.UnrelatedTask(full.task, full.train.select(range(300)), full.test.select(range(60)), "sst2", (0, 1))
+
+
+@pytest.fixture(scope="module")
+def ag():
+    return H.unrelated_task("trec", (0, 1), ("foo", "bar"))
+
+
+def _set(model, ut, n=3, k=1, seed=42):
+    return H.make_set(model, ut, seed, n, k)
+
+
+def _final_logprobs(model, toks, q, hooks=()):
+    return logits_at(model, toks[None], torch.tensor([q]), hooks)[0].log_softmax(-1)
+
+
+# ------------------------------------------------------------------ tasks
+
+
+def test_unrelated_task_relabels_and_filters(ut, ag):
+    from helpers.tasks import load_split
+
+    assert ut.task.label_words == ("foo", "bar")
+    assert ut.task.input_prefix == "" and ut.task.label_prefix == " :"
+    assert set(ut.train["label"]) == {0, 1}
+    # a multi-class source (TREC Abbreviation/Entity): exactly the rows of classes 0 and 1, relabelled
+    src = load_split("trec", "test")
+    assert len(ag.test) == sum(1 for lbl in src["label"] if lbl in (0, 1))
+    assert set(ag.test["label"]) == {0, 1}
+    real = H.unrelated_task("agnews", (1, 3), None, paper_shape=False)
+    assert real.task.label_words == ("Sports", "Technology") and real.task.input_prefix == "Article: "
+    with pytest.raises(ValueError, match="two distinct"):
+        H.unrelated_task("sst2", (0, 0))
+
+
+def test_prompt_shape_and_positions(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=2, k=2)
+    p = ps.prompts[0]
+    assert " : foo" in p.text or " : bar" in p.text
+    assert p.text.endswith(" :")
+    assert [p.tokens[i].item() for i in p.label_pos] == [ps.label_ids[c] for c in p.label_class]
+
+
+# ------------------------------------------------------------------ attribution
+
+
+def test_head_attribution_equals_direct_recomputation(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=3)
+    sc = H.head_attribution(tiny_model, ps.prompts, ps.label_ids, batch_size=2)
+    L, Hn = tiny_model.cfg.n_layers, tiny_model.cfg.n_heads
+    assert sc.gain.shape == sc.drop.shape == (3, L, Hn)
+    l, h = L - 2, 1
+    for i, p in enumerate(ps.prompts):
+        with torch.inference_mode():
+            _, cache = tiny_model.run_with_cache(p.tokens[None])
+            resid = cache[f"blocks.{L - 1}.hook_resid_post"][0, p.q]
+            c = cache[f"blocks.{l}.attn.hook_z"][0, p.q, h] @ tiny_model.W_O[l, h]
+            lp = lambda r: tiny_model.unembed(tiny_model.ln_final(r[None, None]))[0, 0].log_softmax(-1)
+            y = ps.label_ids[int(lp(resid)[ps.label_ids].argmax())]
+            assert sc.pred[i] == ps.label_ids.index(y)
+            gain = lp(resid)[y] - lp(resid - c)[y]
+
+            def zero(z, hook):
+                z = z.clone()
+                z[:, p.q, h] = 0
+                return z
+            abl = _final_logprobs(tiny_model, p.tokens, p.q, [(f"blocks.{l}.attn.hook_z", zero)])
+            drop = lp(resid)[y] - abl[y]
+        assert torch.allclose(sc.gain[i, l, h], gain, atol=ATOL)
+        assert torch.allclose(sc.drop[i, l, h], drop, atol=ATOL)
+
+
+def test_attribution_batched_equals_one_by_one(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=3)
+    a = H.head_attribution(tiny_model, ps.prompts, ps.label_ids, batch_size=3)
+    b = H.head_attribution(tiny_model, ps.prompts, ps.label_ids, batch_size=1)
+    assert torch.allclose(a.gain, b.gain, atol=ATOL) and torch.allclose(a.drop, b.drop, atol=ATOL)
+    assert torch.equal(a.pred, b.pred)
+
+
+def test_mean_ablation_with_own_mean_is_identity(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=1)
+    sc = H.head_attribution(tiny_model, ps.prompts, ps.label_ids, ablation="mean")
+    # one prompt: its mean z at q is its own z at q, so replacing it changes nothing
+    assert sc.drop.abs().max() < ATOL
+
+
+def test_rank_heads_and_count():
+    g = torch.zeros(2, 2, 3)
+    d = torch.zeros(2, 2, 3)
+    g[:, 1, 2], d[:, 1, 2] = 5, 5
+    g[:, 0, 0], d[:, 0, 1] = 3, 4
+    sc = H.HeadScores(g, d, torch.zeros(2, dtype=torch.long), "zero")
+    assert H.rank_heads(sc)[0] == (1, 2)
+    assert H.rank_heads(sc, "gain")[:2] == [(1, 2), (0, 0)]
+    assert H.rank_heads(sc, "drop")[:2] == [(1, 2), (0, 1)]
+    assert sorted(H.rank_heads(sc)) == [(l, h) for l in range(2) for h in range(3)]
+
+
+def test_n_incontext_heads(tiny_model):
+    assert H.n_incontext_heads(tiny_model, 0.01, 4) == 4
+    assert H.n_incontext_heads(tiny_model, 0.5, 1) == 6
+
+
+# ------------------------------------------------------------------ ablation
+
+
+def test_ablating_no_heads_equals_plain_run(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=4)
+    plain = predict(tiny_model, ps.prompts, ps.label_ids, 2)
+    none = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=H.ablation_hooks([]))
+    assert torch.equal(plain.label_logits, none.label_logits)
+    assert H.ablation_accuracy(tiny_model, ps.prompts, ps.label_ids, []) == plain.accuracy
+
+
+def test_ablation_hooks_match_cached_ablation(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=3)
+    heads = [(0, 1), (tiny_model.cfg.n_layers - 1, 3)]
+    out = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=H.ablation_hooks(heads))
+    plain = predict(tiny_model, ps.prompts, ps.label_ids, 2)
+    assert not torch.allclose(out.label_logits, plain.label_logits)
+    L, Hn = tiny_model.cfg.n_layers, tiny_model.cfg.n_heads
+    mask = torch.zeros(1, L, Hn)
+    for l, h in heads:
+        mask[0, l, h] = 1
+    for i, p in enumerate(ps.prompts):
+        lp = H._ablated_last_logprobs(tiny_model, p.tokens, mask, None)[0]
+        a = lp[ps.label_ids[0]] - lp[ps.label_ids[1]]
+        b = out.label_logits[i, 0] - out.label_logits[i, 1]
+        assert torch.allclose(a, b, atol=ATOL)
+
+
+def test_ablation_all_positions_differs_from_q_only(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=2)
+    heads = [(0, 0), (0, 1), (0, 2), (0, 3)]
+    q_only = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=H.ablation_hooks(heads, at="q"))
+    every = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=H.ablation_hooks(heads, at="all"))
+    assert not torch.allclose(q_only.label_logits, every.label_logits)
+    with pytest.raises(ValueError, match="means"):
+        H.ablation_hooks(heads, ablation="mean")
+
+
+def test_random_heads_seeded_and_disjoint(tiny_model):
+    chosen = [(0, 0), (1, 2), (2, 3)]
+    a = H.random_heads(tiny_model, 4, seed=7, exclude=chosen)
+    assert a == H.random_heads(tiny_model, 4, seed=7, exclude=chosen)
+    assert len(set(a)) == 4 and not set(a) & set(chosen)
+    total = tiny_model.cfg.n_layers * tiny_model.cfg.n_heads
+    assert set(H.random_heads(tiny_model, total, seed=0, exclude=chosen, allow_overlap=True)) >= set(chosen)
+    with pytest.raises(ValueError, match="available"):
+        H.random_heads(tiny_model, total - 2, seed=0, exclude=chosen)
+    draws = {tuple(H.random_heads(tiny_model, 3, seed=s, exclude=chosen)) for s in range(10)}
+    assert len(draws) > 1
+
+
+# ------------------------------------------------------------------ value-output vectors
+
+
+def test_value_output_vectors_sum_to_head_output(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=3, k=2)
+    tokens, q = pad_batch(ps.prompts, 0)
+    L = tiny_model.cfg.n_layers
+    with torch.inference_mode():
+        st = H._collect_at_q(tiny_model, tokens, q, want_pattern_layers=range(L))
+        _, cache = tiny_model.run_with_cache(tokens)
+        ar = torch.arange(len(q))
+        for l in range(L):
+            assert st["v"][l].shape[2] == (tiny_model.cfg.n_key_value_heads or tiny_model.cfg.n_heads)
+            vo = H.value_output_vectors(tiny_model, st["pattern"][l], st["v"][l], l)  # [b, h, seq, d]
+            per_head = vo.sum(2)
+            want = torch.einsum("bhe,hed->bhd", st["z"][l], tiny_model.W_O[l])
+            assert torch.allclose(per_head, want, atol=ATOL)
+            assert torch.allclose(H._head_contrib(tiny_model, st, l), want, atol=ATOL)
+            total = per_head.sum(1) + tiny_model.b_O[l]
+            assert torch.allclose(total, cache[f"blocks.{l}.hook_attn_out"][ar, q], atol=ATOL)
+            # a subset of heads gives the same rows
+            sub = H.value_output_vectors(tiny_model, st["pattern"][l], st["v"][l], l, [3, 1])
+            assert torch.allclose(sub, vo[:, [3, 1]], atol=1e-6)
+
+
+def test_value_outputs_logit_minus_hand_computed(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=2, k=2)
+    heads = [(1, 2), (0, 3)]
+    vo = H.value_outputs(tiny_model, ps.prompts, ps.label_ids, heads)
+    assert vo.attn.shape == vo.vo_lm.shape == (2, 2, 4)
+    p, (l, h) = ps.prompts[1], heads[0]
+    kv = h // (tiny_model.cfg.n_heads // (tiny_model.cfg.n_key_value_heads or tiny_model.cfg.n_heads))
+    with torch.inference_mode():
+        _, cache = tiny_model.run_with_cache(p.tokens[None])
+        v = cache[f"blocks.{l}.attn.hook_v"][0, p.label_pos[2], kv]
+        x = v @ tiny_model.W_O[l, h]
+        scale = cache["ln_final.hook_scale"][0, p.q]
+        normed = H._frozen_norm(tiny_model.ln_final, x, scale)
+        u = tiny_model.W_U[:, ps.label_ids[0]] - tiny_model.W_U[:, ps.label_ids[1]]
+        att = cache[f"blocks.{l}.attn.hook_pattern"][0, h, p.q, p.label_pos[2]]
+        lp = _final_logprobs(tiny_model, p.tokens, p.q)
+    assert torch.allclose(vo.vo_lm[1, 0, 2], normed @ u, atol=ATOL)
+    assert torch.allclose(vo.attn[1, 0, 2], att, atol=1e-6)
+    assert torch.allclose(vo.out_lm[1], lp[ps.label_ids[0]] - lp[ps.label_ids[1]], atol=ATOL)
+    assert torch.allclose(vo.wvo_lm, vo.attn * vo.vo_lm)
+    r = H.label_carrying_rate(vo)
+    assert 0.0 <= r <= 1.0
+    t = H.two_towers(vo)
+    assert t["d_attn"].shape == (2,) and -1 <= abs(t["corr_attn_logit_minus"]) <= 1
+
+
+def test_label_carrying_rate_hand_case():
+    lc = torch.tensor([[0, 1]])
+    vo = H.ValueOutputs([(0, 0)], torch.ones(1, 1, 2), torch.tensor([[[2.0, -1.0]]]), torch.zeros(1, 1, 2), lc,
+                        torch.tensor([[3, 7]]), torch.zeros(1), torch.zeros(1, dtype=torch.long))
+    assert H.label_carrying_rate(vo) == 1.0
+    vo.vo_lm = torch.tensor([[[2.0, 1.0]]])
+    assert H.label_carrying_rate(vo) == 0.5
+
+
+@pytest.fixture(scope="module")
+def post_norm_model():
+    """A tiny Gemma-like model: GQA, rotary, and an RMSNorm after attention (ln1_post), with a non-zero b_O."""
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+    cfg = HookedTransformerConfig(n_layers=2, d_model=32, d_head=8, n_heads=4, n_ctx=64, d_vocab=100, act_fn="gelu",
+                                  normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=8,
+                                  gated_mlp=True, final_rms=True, use_normalization_before_and_after=True,
+                                  n_key_value_heads=2, init_weights=True, initializer_range=0.2, d_mlp=64, seed=0)
+    m = HookedTransformer(cfg)
+    with torch.no_grad():
+        for b in m.blocks:
+            b.attn.b_O.normal_()
+            b.ln1_post.w.uniform_(0.5, 2.0)
+    return m
+
+
+def test_post_norm_head_contributions_sum_to_attn_out(post_norm_model):
+    m = post_norm_model
+    tokens = torch.randint(0, 100, (2, 9))
+    q = torch.tensor([8, 8])
+    with torch.inference_mode():
+        st = H._collect_at_q(m, tokens, q, want_pattern_layers=[0, 1])
+        _, cache = m.run_with_cache(tokens)
+        for l in range(2):
+            contrib = H._head_contrib(m, st, l).sum(1)
+            bias = H._frozen_norm(m.blocks[l].ln1_post, m.b_O[l], st["post_scale"][l])
+            assert torch.allclose(contrib + bias, cache[f"blocks.{l}.hook_attn_out"][:, 8], atol=ATOL)
+            vo = H.value_output_vectors(m, st["pattern"][l], st["v"][l], l).sum(2)
+            assert torch.allclose(vo, torch.einsum("bhe,hed->bhd", st["z"][l], m.W_O[l]), atol=ATOL)
+
+
+# ------------------------------------------------------------------ biases
+
+
+def test_reweight_with_ones_is_identity(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=3, k=2)
+    plain = predict(tiny_model, ps.prompts, ps.label_ids, 2)
+    same = predict(tiny_model, ps.prompts, ps.label_ids, 2,
+                   hooks=H._reweight_hooks([(0, 1), (1, 2)], lambda p, head, T: torch.ones(T)))
+    assert torch.allclose(plain.label_logits, same.label_logits, atol=1e-5)
+    double = predict(tiny_model, ps.prompts, ps.label_ids, 2,
+                     hooks=H._reweight_hooks([(1, 2)], lambda p, head, T: torch.full((T,), 2.0)))
+    assert not torch.allclose(plain.label_logits, double.label_logits)
+
+
+def test_bias_definition_hand_case():
+    preds = {0: torch.tensor([0, 0, 1, 1]), 1: torch.tensor([1, 1, 1, 0])}
+    assert H._bias_from(preds) == pytest.approx(0.125)
+    r = H.BiasResult("majority", 0.2, 0.15, 0.7, 0.7, {})
+    assert r.reduction_pct == pytest.approx(25.0)
+    assert H.reduction_pct(0.1, -0.1) == pytest.approx(0.0)  # overshoot is not a reduction
+    assert np.isnan(H.BiasResult("recency", 0.0, 0.1, 0, 0, {}).reduction_pct)
+
+
+def test_bias_runs_on_tiny(ut):
+    from helpers.models import make_tiny_model
+
+    tiny_model = make_tiny_model("gqa", seed=0)
+    heads = [(1, 0), (2, 1)]
+    maj = H.majority_bias(tiny_model, ut, heads, seed=1, n_test=3, batch_size=4)
+    rec = H.recency_bias(tiny_model, ut, heads, seed=1, n_test=3, batch_size=4)
+    for r in (maj, rec):
+        assert -0.5 <= r.bias_before <= 0.5 and -0.5 <= r.bias_after <= 0.5
+        assert set(r.per_direction["pred_before"]) == {0, 1}
+    w = rec.per_direction["slot_weights"]
+    assert w.shape == (2, 4)
+    # re-weighting divides out the slot profile: profile * weights is flat per head
+    flat = rec.per_direction["slot_profile"] * w
+    assert torch.allclose(flat, flat.mean(-1, keepdim=True).expand_as(flat), atol=1e-5)
+
+
+def test_verdict_criteria():
+    ok = H.verdict(0.9, 0.4, 0.88, 0.9, 0.8, 0.1, 30, 0.2, 20, 0.2)
+    assert ok[0] == "replicates" and set(ok[1].values()) == {"replicates"}
+    none = H.verdict(0.6, 0.6, 0.55, 0.4, 0.1, 0.5, -5, 0.2, -3, 0.2)
+    assert none[0] == "does not replicate"
+    mixed = H.verdict(0.9, 0.8, 0.89, 0.9, 0.8, 0.1, 30, 0.01, 5, 0.2)
+    assert mixed[1]["majority"] == "no measurable bias" and mixed[1]["recency"] == "partly" and mixed[0] == "partly"
+
+
+# ------------------------------------------------------------------ real model
+
+
+@pytest.mark.slow
+def test_gemma_foobar_tokens_and_attribution(gemma, ut):
+    lids = label_token_ids(gemma.tokenizer, ut.task)
+    assert len(set(lids)) == 2
+    ps = _set(gemma, ut, n=1, k=1)
+    sc = H.head_attribution(gemma, ps.prompts, ps.label_ids)
+    assert sc.gain.shape == (1, 18, 4) and torch.isfinite(sc.drop).all()
