@@ -13,7 +13,6 @@ full ICL / Hidden_anchor, one input at a time, same run) and speed-up / bound
 from __future__ import annotations
 
 import argparse
-import json
 
 import pandas as pd
 import torch

@@ -40,7 +40,6 @@ import tempfile
 import time
 import warnings
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-import numpy as np
 import torch
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm

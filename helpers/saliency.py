@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 from typing import Sequence
 
-import numpy as np
 import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm

@@ -43,3 +43,12 @@ def smollm2():
     from helpers.models import load_model
 
     return load_model("smollm2", verbose=False)
+
+
+@pytest.fixture(scope="module")
+def tiny_sst2_set(tiny_model):
+    """(model, prompts, label_ids): 4 SST-2 test prompts of seed 42 on each tiny architecture."""
+    from helpers.prompts import make_icl_set
+
+    ps = make_icl_set(tiny_model, "sst2", seed=42, n_test=4)
+    return tiny_model, ps.prompts, ps.label_ids

@@ -6,19 +6,13 @@ import pytest
 import torch
 
 from helpers.isolation import (block_rows, isolation_experiment, label_isolation, layer_range, loyalty_rows,
-                               random_isolation, random_positions, run_isolation)
+                               random_positions, run_isolation)
 from helpers.predict import predict
-from helpers.prompts import make_icl_set, pad_batch
+from helpers.prompts import pad_batch
 
 
-@pytest.fixture(scope="module")
-def iso_setup(tiny_model):
-    ps = make_icl_set(tiny_model, "sst2", seed=42, n_test=4)
-    return tiny_model, ps.prompts, ps.label_ids
-
-
-def test_no_layers_is_identity(iso_setup):
-    model, prompts, lids = iso_setup
+def test_no_layers_is_identity(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
     plain = predict(model, prompts, lids, batch_size=4)
     none = predict(model, prompts, lids, batch_size=4, hooks=label_isolation([]))
     torch.testing.assert_close(none.label_logits, plain.label_logits, atol=0, rtol=0)
@@ -40,8 +34,8 @@ def _patterns(model, tokens, layer, hooks=()):
 
 
 @pytest.mark.parametrize("layer", [0, 1])
-def test_label_rows_one_hot_other_rows_unchanged(iso_setup, layer):
-    model, prompts, lids = iso_setup
+def test_label_rows_one_hot_other_rows_unchanged(tiny_sst2_set, layer):
+    model, prompts, lids = tiny_sst2_set
     tokens, _ = pad_batch(prompts, model.tokenizer.pad_token_id)
     hooks = label_isolation([layer])(prompts, tokens)
     before = _patterns(model, tokens, layer)
@@ -65,8 +59,8 @@ def test_block_rows_hand_case():
     torch.testing.assert_close(out[0, :, 1], torch.tensor([[0.5, 0.5, 0, 0]] * 2))
 
 
-def test_random_control(iso_setup):
-    model, prompts, lids = iso_setup
+def test_random_control(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
     for i, p in enumerate(prompts):
         label_tokens = {j for a, b in p.label_spans for j in range(a, b)}
         for seed in range(20):
@@ -83,16 +77,16 @@ def test_random_control(iso_setup):
         random_positions(prompts[0], 10_000, 0)
 
 
-def test_batched_equals_one_by_one(iso_setup):
-    model, prompts, lids = iso_setup
+def test_batched_equals_one_by_one(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
     a = run_isolation(model, prompts, lids, "label", "last", 2, batch_size=4)
     b = run_isolation(model, prompts, lids, "label", "last", 2, batch_size=1)
     torch.testing.assert_close(a.label_logits, b.label_logits, atol=1e-5, rtol=1e-4)
     assert torch.equal(a.topk, b.topk)
 
 
-def test_experiment_rows(iso_setup):
-    model, prompts, lids = iso_setup
+def test_experiment_rows(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
     runs = isolation_experiment(model, prompts, lids, ks=(1,), seed=0, batch_size=4)
     rows = loyalty_rows(runs)
     assert {(r["condition"], r["where"], r["k"]) for r in rows} == {

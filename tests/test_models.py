@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from helpers import models
-from helpers.models import MissingWeightsError, NoNetworkError, UnknownModelError, load_model, resolve_name
+from helpers.models import MissingWeightsError, UnknownModelError, load_model, resolve_name
 
 
 def test_unknown_model_error_names_the_options():

@@ -6,19 +6,13 @@ import pytest
 import torch
 
 from helpers.predict import logits_at
-from helpers.prompts import Prompt, make_icl_set
+from helpers.prompts import Prompt
 from helpers.saliency import (flow_masks, flow_scores, first_layer_pq_exceeds_wp, relative_flow, saliency_batch,
                               saliency_flow, saliency_matrices, saliency_prompts)
 
 
-@pytest.fixture(scope="module")
-def sal_setup(tiny_model):
-    ps = make_icl_set(tiny_model, "sst2", seed=42, n_test=4)
-    return tiny_model, ps.prompts, ps.label_ids
-
-
-def test_batched_equals_one_by_one(sal_setup):
-    model, prompts, lids = sal_setup
+def test_batched_equals_one_by_one(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
     assert len({len(p) for p in prompts}) > 1  # real padding happens
     batched = saliency_matrices(model, prompts, lids, batch_size=4)
     for p, m in zip(prompts, batched):
@@ -30,8 +24,8 @@ def test_batched_equals_one_by_one(sal_setup):
     torch.testing.assert_close(flows_b, flows_1, atol=1e-6, rtol=1e-4)
 
 
-def test_padding_zero_and_no_param_grads(sal_setup):
-    model, prompts, lids = sal_setup
+def test_padding_zero_and_no_param_grads(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
     sal = saliency_batch(model, prompts, lids)
     for b, p in enumerate(prompts):
         assert sal[b, :, len(p):, :].abs().sum() == 0 and sal[b, :, :, len(p):].abs().sum() == 0
@@ -41,9 +35,9 @@ def test_padding_zero_and_no_param_grads(sal_setup):
     assert all(p.requires_grad for p in model.parameters())  # restored
 
 
-def test_last_layer_only_row_q(sal_setup):
+def test_last_layer_only_row_q(tiny_sst2_set):
     """In the last layer only row q reaches the loss: every other row of I is 0, so S_wp is 0 and S_pq is not."""
-    model, prompts, lids = sal_setup
+    model, prompts, lids = tiny_sst2_set
     sal = saliency_batch(model, prompts, lids)
     for b, p in enumerate(prompts):
         assert sal[b, -1, : p.q].abs().sum() == 0 and sal[b, -1, p.q].abs().sum() > 0
@@ -56,9 +50,9 @@ def _loss(model, prompt, lids, hooks=()):
     return torch.nn.functional.cross_entropy(logits.double(), torch.tensor([prompt.gold]))
 
 
-def test_finite_difference(sal_setup):
+def test_finite_difference(tiny_sst2_set):
     """|sum_h A*dL/dA| at (i, j) equals |dL/d eps| when A[:, :, i, j] is scaled by (1 + eps) in all heads."""
-    model, prompts, lids = sal_setup
+    model, prompts, lids = tiny_sst2_set
     p = prompts[0]
     sal = saliency_batch(model, [p], lids)[0]
     checked = 0
@@ -134,7 +128,7 @@ def test_gemma_batched_equals_one_by_one(gemma):
     torch.testing.assert_close(both, ones, atol=1e-6, rtol=2e-3)
 
 
-def test_memory_cap_splits_batches_without_changing_results(sal_setup):
-    model, prompts, lids = sal_setup
+def test_memory_cap_splits_batches_without_changing_results(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
     capped = saliency_flow(model, prompts, lids, batch_size=4, max_pattern_mb=1e-6)  # forces one prompt per batch
     torch.testing.assert_close(capped, saliency_flow(model, prompts, lids, batch_size=4), atol=1e-6, rtol=1e-4)

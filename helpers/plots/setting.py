@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-from typing import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
