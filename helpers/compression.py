@@ -49,7 +49,7 @@ from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
 from .loyalty import label_loyalty, word_loyalty
-from .predict import Predictions, length_batches, predict
+from .predict import Predictions, length_batches, logits_at, predict
 from .prompts import Demo, Prompt, build_prompts
 
 __all__ = [
@@ -225,19 +225,8 @@ def cached_logits(model, cache: AnchorCache, tokens: Int[torch.Tensor, "batch m"
                                                  frozen=True) for k, v in zip(cache.keys, cache.values)]
     kv = TransformerLensKeyValueCache(entries, torch.ones(B, len(cache), dtype=torch.long, device=dev), frozen=True)
     hooks = _cache_hooks(model, cache, m) + list(fwd_hooks)
-    with model.hooks(fwd_hooks=hooks):
-        resid = model(tokens.to(dev), past_kv_cache=kv, attention_mask=torch.ones(B, m, dtype=torch.long, device=dev),
-                      stop_at_layer=model.cfg.n_layers)
-        at_q = model.ln_final(resid[torch.arange(B, device=dev), q.to(dev)][:, None, :])[:, 0, :]
-        if vocab is None:
-            logits = model.unembed(at_q[:, None, :])[:, 0, :]
-        else:
-            vocab = vocab.to(dev)
-            logits = at_q @ model.unembed.W_U[:, vocab] + model.unembed.b_U[vocab]
-    cap = getattr(model.cfg, "output_logits_soft_cap", -1.0)
-    if cap and cap > 0:
-        logits = cap * torch.tanh(logits / cap)
-    return logits
+    return logits_at(model, tokens.to(dev), q, hooks, vocab=vocab, past_kv_cache=kv,
+                     attention_mask=torch.ones(B, m, dtype=torch.long, device=dev))
 
 
 def _query_tokens(cache: AnchorCache, prompts: Sequence[Prompt]) -> list[torch.Tensor]:

@@ -25,16 +25,23 @@ HookFactory = Callable[[Sequence[Prompt], torch.Tensor], list]
 
 
 def logits_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, "batch"],
-              fwd_hooks: Sequence = ()) -> Float[torch.Tensor, "batch vocab"]:
-    """Full-vocabulary logits at position ``q[b]`` of each row (unembedding only there).
+              fwd_hooks: Sequence = (), vocab: torch.Tensor | None = None,
+              **forward_kwargs) -> Float[torch.Tensor, "batch vocab"]:
+    """Logits at position ``q[b]`` of each row, unembedding only there.
 
-    Differentiable (no inference mode inside): gradient-based experiments call
-    it directly.
+    ``vocab``: token ids whose columns to compute (all when ``None``).
+    ``forward_kwargs`` go to the model's forward (e.g. ``past_kv_cache``,
+    ``attention_mask``). Differentiable (no inference mode inside):
+    gradient-based experiments call it directly.
     """
     with model.hooks(fwd_hooks=list(fwd_hooks)):
-        resid = model(tokens, stop_at_layer=model.cfg.n_layers)  # [batch, seq, d_model]
-        at_q = resid[torch.arange(tokens.shape[0], device=resid.device), q.to(resid.device)]
-        logits = model.unembed(model.ln_final(at_q[:, None, :]))[:, 0, :]
+        resid = model(tokens, stop_at_layer=model.cfg.n_layers, **forward_kwargs)  # [batch, seq, d_model]
+        at_q = model.ln_final(resid[torch.arange(tokens.shape[0], device=resid.device), q.to(resid.device)][:, None, :])
+        if vocab is None:
+            logits = model.unembed(at_q)[:, 0, :]
+        else:
+            vocab = vocab.to(at_q.device)
+            logits = at_q[:, 0, :] @ model.unembed.W_U[:, vocab] + model.unembed.b_U[vocab]
     cap = getattr(model.cfg, "output_logits_soft_cap", -1.0)
     if cap and cap > 0:
         logits = cap * torch.tanh(logits / cap)
