@@ -47,8 +47,12 @@ def summary_rows(sections: dict, models: list[str]) -> list[dict]:
     return list(rows.values())
 
 
-def build_report(results_root: Path, profile: str, models: list[str], runs: dict | None = None) -> Path:
-    """Write ``results_root/RESULTS-<profile>.md`` and ``.html``; returns the markdown path."""
+def build_report(results_root: Path, profile: str, models: list[str], runs: dict | None = None,
+                 note: str = "") -> Path:
+    """Write ``results_root/RESULTS-<profile>.md`` and ``.html``; returns the markdown path.
+
+    ``note``: one line about the run (e.g. jobs and wall time), printed under the runs table.
+    """
     from .results import model_slug
 
     results_root = Path(results_root)
@@ -60,6 +64,8 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
         lines.append("## Runs\n")
         lines.append(markdown_table([{"model": m, "notebook": nb, **info} for m, d in runs.items()
                                      for nb, info in d.items()]))
+    if note:
+        lines.append(f"Run: {note}.\n")
     sections: dict[str, dict[str, dict]] = {}
     for m in models:
         for f in sorted((results_root / model_slug(m) / profile / "metrics").glob("*.json")):
