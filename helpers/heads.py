@@ -59,6 +59,10 @@ Definitions (fixed before any result was looked at):
   orders (each slot holds each class once, so class content averages out);
   it is removed by re-weighting ``A[q, p_k] *= mean_k(m) / m_k`` (no
   renormalisation). % reduction = ``100 * (|before| - |after|) / |before|``.
+
+Notebook 07's steps, each cached on disk, are the ``*_runs`` functions at the end (:func:`accuracy_runs`,
+:func:`attribution_runs`, :func:`ablation_runs`, :func:`value_output_runs`, :func:`towers_runs`,
+:func:`bias_runs`).
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ from tqdm.auto import tqdm
 
 from .predict import HookFactory, length_batches, predict
 from .prompts import Demo, Prompt, PromptSet, build_prompt, build_prompts, class_draws, demos_from_indices, pad_batch, sample_demos, sample_test
+from .results import cached
 from .tasks import Task, get_task, label_token_ids, load_split
 
 __all__ = [
@@ -102,6 +107,15 @@ __all__ = [
     "recency_bias",
     "heads_sizes",
     "verdict",
+    "attribution_seed",
+    "towers_seed",
+    "eval_set",
+    "accuracy_runs",
+    "attribution_runs",
+    "ablation_runs",
+    "value_output_runs",
+    "towers_runs",
+    "bias_runs",
 ]
 
 Head = tuple[int, int]
@@ -721,3 +735,162 @@ def verdict(acc_before: float, acc_ablated: float, acc_random: float, carrying: 
     else:
         overall = "partly"
     return overall, parts
+
+
+# ------------------------------------------------------------------ cached runs (notebook 07)
+#
+# Each ``*_runs`` function runs one step of notebook 07 for every task (and seed) and caches each result on disk
+# with helpers.results.cached. The cache kinds and parameter dicts are part of the results' identity: changing
+# them orphans every stored result. ``uts`` maps a task name (the cache key's "task", e.g. "sst2") to its
+# :class:`UnrelatedTask`; ``sizes`` is :func:`heads_sizes`'s dict; ``heads`` maps a task name to its in-context
+# heads; ``model_name`` is the name recorded in the cache key (default: the name :func:`helpers.models.load_model`
+# records, ``model.cfg.icl_model_name``; notebook 07 passes ``current_model_name()``).
+
+
+def _run_name(model, model_name: str | None) -> str:
+    return model_name if model_name is not None else getattr(model.cfg, "icl_model_name", model.cfg.model_name)
+
+
+def _uses_real_words(ut: UnrelatedTask) -> bool:
+    """True for the real label words, False for foo/bar (the only two variants the cache key tells apart)."""
+    base = get_task(ut.source)
+    if tuple(ut.task.label_words) == tuple(base.label_words[c] for c in ut.classes):
+        return True
+    if tuple(ut.task.label_words) == ("foo", "bar"):
+        return False
+    raise ValueError(f"{ut.task.name}: cached runs know only foo/bar or the real label words, not {ut.task.label_words}")
+
+
+def attribution_seed(sizes: dict) -> int:
+    """Seed of the head-attribution prompts: the first seed + 1000 (never the evaluation prompts)."""
+    return sizes["seeds"][0] + 1000
+
+
+def towers_seed(sizes: dict) -> int:
+    """Seed of the two-towers prompts: the first seed + 2000."""
+    return sizes["seeds"][0] + 2000
+
+
+def eval_set(model, ut: UnrelatedTask, seed: int, sizes: dict) -> PromptSet:
+    """The evaluation prompts of ``seed``: ``sizes["n_eval"]`` queries, ``sizes["k_per_class"]`` demos per class."""
+    return make_set(model, ut, seed, sizes["n_eval"], sizes["k_per_class"])
+
+
+def accuracy_runs(model, uts: dict[str, UnrelatedTask], sizes: dict, seeds: Sequence[int] | None = None,
+                  batch_size: int = 16, model_name: str | None = None) -> dict[tuple[str, int], dict]:
+    """ICL accuracy on the evaluation prompts, per (task, seed) (cache kind ``"heads_acc"``).
+
+    Returns ``{(task, seed): {"acc", "foo_share" (share predicted as label 0), "n" (prompts scored)}}``.
+    Whether ``uts`` hold foo/bar or the real label words is read from the tasks (key ``"real"``).
+    """
+    name, K, seeds = _run_name(model, model_name), sizes["k_per_class"], sizes["seeds"] if seeds is None else seeds
+    out = {}
+    for t, ut in uts.items():
+        real = _uses_real_words(ut)
+        for seed in seeds:
+            def compute(ut=ut, seed=seed):
+                ps = eval_set(model, ut, seed, sizes)
+                pr = predict(model, ps.prompts, ps.label_ids, batch_size)
+                return {"acc": pr.accuracy, "foo_share": float((pr.pred == 0).float().mean()), "n": len(ps.prompts)}
+            out[(t, seed)] = cached("heads_acc", {"model": name, "task": t, "seed": seed, "real": real, "k": K,
+                                                      "n": sizes["n_eval"]}, compute)
+    return out
+
+
+def attribution_runs(model, uts: dict[str, UnrelatedTask], sizes: dict, batch_size: int = 16,
+                     model_name: str | None = None, progress: bool | str = False) -> dict[str, HeadScores]:
+    """:func:`head_attribution` (zero ablation) per task on ``sizes["n_attr"]`` prompts of
+    :func:`attribution_seed` (cache kind ``"heads_attr"``). Returns ``{task: HeadScores}``."""
+    name, K, seed = _run_name(model, model_name), sizes["k_per_class"], attribution_seed(sizes)
+    out = {}
+    for t, ut in uts.items():
+        def compute(ut=ut):
+            ps = make_set(model, ut, seed, sizes["n_attr"], K)
+            return head_attribution(model, ps.prompts, ps.label_ids, batch_size=batch_size, progress=progress)
+        out[t] = cached("heads_attr", {"model": name, "task": t, "seed": seed, "k": K, "n": sizes["n_attr"],
+                                           "def": "final-resid-v1"}, compute)
+    return out
+
+
+def ablation_runs(model, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]], sizes: dict,
+                  seeds: Sequence[int] | None = None, batch_size: int = 16,
+                  model_name: str | None = None) -> dict[tuple[str, int], dict]:
+    """Accuracy on the evaluation prompts plain, with ``heads[task]`` zero-ablated at q, and with as many random
+    heads (drawn with the seed, disjoint from ``heads[task]``) ablated (cache kind ``"heads_ablation"``).
+
+    Returns ``{(task, seed): {"plain", "in-context heads ablated", "random heads ablated", "random_heads"}}``.
+    """
+    name, K, seeds = _run_name(model, model_name), sizes["k_per_class"], sizes["seeds"] if seeds is None else seeds
+    out = {}
+    for t, ut in uts.items():
+        hs = heads[t]
+        for seed in seeds:
+            def compute(ut=ut, seed=seed, hs=hs):
+                ps = eval_set(model, ut, seed, sizes)
+                rnd = random_heads(model, len(hs), seed=seed, exclude=hs)
+                return {"plain": ablation_accuracy(model, ps.prompts, ps.label_ids, [], batch_size),
+                        "in-context heads ablated": ablation_accuracy(model, ps.prompts, ps.label_ids, hs, batch_size),
+                        "random heads ablated": ablation_accuracy(model, ps.prompts, ps.label_ids, rnd, batch_size),
+                        "random_heads": rnd}
+            out[(t, seed)] = cached("heads_ablation", {"model": name, "task": t, "seed": seed, "k": K,
+                                                           "n": sizes["n_eval"], "heads": hs}, compute)
+    return out
+
+
+def value_output_runs(model, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]], sizes: dict,
+                      seeds: Sequence[int] | None = None, batch_size: int = 16,
+                      model_name: str | None = None) -> dict[tuple[str, int], ValueOutputs]:
+    """:func:`value_outputs` of ``heads[task]`` on the evaluation prompts, per (task, seed) (cache kind
+    ``"heads_vo"``). Returns ``{(task, seed): ValueOutputs}``."""
+    name, K, seeds = _run_name(model, model_name), sizes["k_per_class"], sizes["seeds"] if seeds is None else seeds
+    out = {}
+    for t, ut in uts.items():
+        hs = heads[t]
+        for seed in seeds:
+            def compute(ut=ut, seed=seed, hs=hs):
+                ps = eval_set(model, ut, seed, sizes)
+                return value_outputs(model, ps.prompts, ps.label_ids, hs, batch_size)
+            out[(t, seed)] = cached("heads_vo", {"model": name, "task": t, "seed": seed, "k": K,
+                                                     "n": sizes["n_eval"], "heads": hs}, compute)
+    return out
+
+
+def towers_runs(model, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]], sizes: dict,
+                batch_size: int = 16, model_name: str | None = None) -> dict[str, ValueOutputs]:
+    """:func:`value_outputs` of ``heads[task]`` on ``sizes["n_towers"]`` prompts that each have their own
+    demonstrations (:func:`fresh_demo_prompts`, seed :func:`towers_seed`), per task (cache kind
+    ``"heads_towers"``); :func:`two_towers` reads them. Returns ``{task: ValueOutputs}``."""
+    name, K, seed = _run_name(model, model_name), sizes["k_per_class"], towers_seed(sizes)
+    out = {}
+    for t, ut in uts.items():
+        hs = heads[t]
+
+        def compute(ut=ut, hs=hs):
+            prompts = fresh_demo_prompts(model, ut, seed, sizes["n_towers"], K)
+            return value_outputs(model, prompts, label_token_ids(model.tokenizer, ut.task), hs, batch_size)
+        out[t] = cached("heads_towers", {"model": name, "task": t, "seed": seed, "k": K, "n": sizes["n_towers"],
+                                             "heads": hs}, compute)
+    return out
+
+
+def bias_runs(model, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]], sizes: dict,
+              seeds: Sequence[int] | None = None, kinds: Sequence[str] = ("majority", "recency"),
+              batch_size: int = 16, model_name: str | None = None) -> dict[tuple[str, int, str], BiasResult]:
+    """:func:`majority_bias` / :func:`recency_bias` (default demonstration counts) with ``sizes["n_eval"]``
+    queries, before/after the reduction in ``heads[task]``, per (task, seed, kind) (cache kind
+    ``"heads_bias"``). Runs every task of ``uts``: notebook 07 passes only those in ``sizes["bias_tasks"]``.
+    Returns ``{(task, seed, kind): BiasResult}``."""
+    fns = {"majority": majority_bias, "recency": recency_bias}
+    if not set(kinds) <= set(fns):
+        raise ValueError(f"kinds must be among {sorted(fns)}")
+    name, seeds = _run_name(model, model_name), sizes["seeds"] if seeds is None else seeds
+    out = {}
+    for t, ut in uts.items():
+        hs = heads[t]
+        for seed in seeds:
+            for kind in kinds:
+                def compute(fn=fns[kind], ut=ut, seed=seed, hs=hs):
+                    return fn(model, ut, hs, seed=seed, n_test=sizes["n_eval"], batch_size=batch_size)
+                out[(t, seed, kind)] = cached("heads_bias", {"model": name, "task": t, "seed": seed, "kind": kind,
+                                                                 "n": sizes["n_eval"], "heads": hs}, compute)
+    return out

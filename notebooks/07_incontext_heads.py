@@ -37,15 +37,13 @@ import warnings
 
 import numpy as np
 import pandas as pd
-import torch
 from IPython.display import display
 
 from helpers import heads as H
 from helpers import plots
 from helpers.models import load_model
-from helpers.predict import predict
 from helpers.profiles import current_model_name, get_profile
-from helpers.results import cached, save_figure, save_metrics
+from helpers.results import save_figure, save_metrics
 
 warnings.filterwarnings("ignore", category=UserWarning)
 profile = get_profile()
@@ -55,6 +53,7 @@ sizes = H.heads_sizes(profile)
 n_heads_total = model.cfg.n_layers * model.cfg.n_heads
 N_IC = H.n_incontext_heads(model, frac=0.01, min_heads=4)
 BS = max(profile.batch_size, 16)  # one forward costs about the same for 1 or 16 short prompts on CPU
+RUN = {"sizes": sizes, "batch_size": BS, "model_name": model_name}  # shared by the cached helpers.heads.*_runs
 print(profile.name, model_name, sizes, f"{n_heads_total} heads -> {N_IC} in-context heads")
 
 # %% [markdown]
@@ -66,7 +65,8 @@ print(profile.name, model_name, sizes, f"{n_heads_total} heads -> {N_IC} in-cont
 # `S0 : bar\nS1 : foo\n...\nSx :` (no "Review:" prefix): with unrelated labels the task's own
 # template words ("Sentiment:") would hint at the label meaning the paper removes on purpose.
 # `k_per_class` demonstrations per class, one fixed, shuffled set per seed (as in notebooks 00-06).
-# We also report the same prompts with the real label words.
+# We also report the same prompts with the real label words. Every step below is one cached
+# `helpers.heads.*_runs` call (results stored on disk per task and seed; see the end of `helpers/heads.py`).
 
 # %%
 SOURCES = {"sst2": (0, 1), "agnews": (0, 1)}  # class pairs made binary
@@ -78,30 +78,11 @@ print({t: UT[t].task.display for t in task_names})
 _example = H.make_set(model, UT["sst2" if "sst2" in UT else task_names[0]], 42, 1, K).prompts[0]
 print(_example.text)
 
-
 # %%
-def eval_set(t, seed, real=False):
-    ut = (UT_REAL if real else UT)[t]
-    return H.make_set(model, ut, seed, sizes["n_eval"], K)
-
-
-def accuracy_of(t, seed, real=False):
-    def compute():
-        ps = eval_set(t, seed, real)
-        pr = predict(model, ps.prompts, ps.label_ids, BS)
-        return {"acc": pr.accuracy, "foo_share": float((pr.pred == 0).float().mean()), "n": len(ps.prompts)}
-    return cached("heads_acc", {"model": model_name, "task": t, "seed": seed, "real": real, "k": K,
-                                "n": sizes["n_eval"]}, compute)
-
-
-rows = []
-for t in task_names:
-    for seed in sizes["seeds"]:
-        for real in (False, True):
-            r = accuracy_of(t, seed, real)
-            rows.append({"task": UT[t].task.display.split(" (")[0], "labels": "real" if real else "foo/bar",
-                         "seed": seed, **r})
-acc_df = pd.DataFrame(rows)
+ACC = {labels: H.accuracy_runs(model, uts, **RUN) for labels, uts in (("foo/bar", UT), ("real", UT_REAL))}
+acc_df = pd.DataFrame([{"task": UT[t].task.display.split(" (")[0], "labels": labels, "seed": seed,
+                        **ACC[labels][(t, seed)]}
+                       for t in task_names for seed in sizes["seeds"] for labels in ACC])
 display(acc_df.groupby(["task", "labels"])[["acc", "foo_share"]].mean().round(3))
 
 # %% [markdown]
@@ -115,18 +96,9 @@ display(acc_df.groupby(["task", "labels"])[["acc", "foo_share"]].mean().round(3)
 # ranks; the top `max(4, ceil(1% of heads))` are the in-context heads.
 
 # %%
-def attribution(t):
-    def compute():
-        ps = H.make_set(model, UT[t], sizes["seeds"][0] + 1000, sizes["n_attr"], K)
-        return H.head_attribution(model, ps.prompts, ps.label_ids, batch_size=BS, progress="attribution")
-    return cached("heads_attr", {"model": model_name, "task": t, "seed": sizes["seeds"][0] + 1000, "k": K,
-                                 "n": sizes["n_attr"], "def": "final-resid-v1"}, compute)
-
-
-SCORES, IC_HEADS = {}, {}
+SCORES = H.attribution_runs(model, UT, **RUN, progress="attribution")
+IC_HEADS = {t: H.rank_heads(SCORES[t])[:N_IC] for t in task_names}
 for t in task_names:
-    SCORES[t] = attribution(t)
-    IC_HEADS[t] = H.rank_heads(SCORES[t])[:N_IC]
     fig = plots.plot_head_map(SCORES[t].mean_gain, SCORES[t].mean_drop, IC_HEADS[t], UT[t].task.display)
     save_figure(fig, f"07_head_map_{t}")
     print(UT[t].task.display, "in-context heads (layer, head):", IC_HEADS[t])
@@ -138,25 +110,10 @@ for t in task_names:
 # evaluation seed, never overlapping the in-context heads.
 
 # %%
-def ablation_row(t, seed):
-    def compute():
-        ps = eval_set(t, seed)
-        rnd = H.random_heads(model, len(IC_HEADS[t]), seed=seed, exclude=IC_HEADS[t])
-        return {"plain": H.ablation_accuracy(model, ps.prompts, ps.label_ids, [], BS),
-                "in-context heads ablated": H.ablation_accuracy(model, ps.prompts, ps.label_ids, IC_HEADS[t], BS),
-                "random heads ablated": H.ablation_accuracy(model, ps.prompts, ps.label_ids, rnd, BS),
-                "random_heads": rnd}
-    return cached("heads_ablation", {"model": model_name, "task": t, "seed": seed, "k": K, "n": sizes["n_eval"],
-                                     "heads": IC_HEADS[t]}, compute)
-
-
-rows = []
-for t in task_names:
-    for seed in sizes["seeds"]:
-        r = ablation_row(t, seed)
-        for cond in ("plain", "in-context heads ablated", "random heads ablated"):
-            rows.append({"task": UT[t].task.display.split(" (")[0], "seed": seed, "condition": cond, "accuracy": r[cond]})
-abl_df = pd.DataFrame(rows)
+ABL = H.ablation_runs(model, UT, IC_HEADS, **RUN)
+abl_df = pd.DataFrame([{"task": UT[t].task.display.split(" (")[0], "seed": seed, "condition": cond, "accuracy": r[cond]}
+                       for (t, seed), r in ABL.items()
+                       for cond in ("plain", "in-context heads ablated", "random heads ablated")])
 abl_table = abl_df.pivot_table(index="task", columns="condition", values="accuracy", aggfunc="mean").round(3)
 display(abl_table)
 fig = plots.plot_ablation(abl_df)
@@ -172,15 +129,8 @@ save_figure(fig, "07_ablation")
 # positions negative. *Label-carrying rate* = share of (input, head, position) with the right sign.
 
 # %%
-def vo_of(t, seed):
-    def compute():
-        ps = eval_set(t, seed)
-        return H.value_outputs(model, ps.prompts, ps.label_ids, IC_HEADS[t], BS)
-    return cached("heads_vo", {"model": model_name, "task": t, "seed": seed, "k": K, "n": sizes["n_eval"],
-                               "heads": IC_HEADS[t]}, compute)
-
-
-VO = {t: vo_of(t, sizes["seeds"][0]) for t in task_names}
+seed0 = sizes["seeds"][0]
+VO = {t: vo for (t, _), vo in H.value_output_runs(model, UT, IC_HEADS, seeds=[seed0], **RUN).items()}
 carry = {t: H.label_carrying_rate(VO[t]) for t in task_names}
 for t in task_names:
     fig = plots.plot_value_outputs(VO[t], f"{UT[t].task.display}: VO logit minus per in-context head "
@@ -193,7 +143,7 @@ print({t: round(c, 3) for t, c in carry.items()})
 
 # %%
 t0 = task_names[0]
-_p = eval_set(t0, sizes["seeds"][0]).prompts[0]
+_p = H.eval_set(model, UT[t0], seed0, sizes).prompts[0]
 plots.head_attention_view(model, _p, H.attention_rows_at_q(model, _p, IC_HEADS[t0]), [f"L{l}H{h}" for l, h in IC_HEADS[t0]])
 
 # %% [markdown]
@@ -208,20 +158,10 @@ plots.head_attention_view(model, _p, H.attention_rows_at_q(model, _p, IC_HEADS[t
 # `d_vo`.
 
 # %%
-def towers_of(t):
-    def compute():
-        prompts = H.fresh_demo_prompts(model, UT[t], sizes["seeds"][0] + 2000, sizes["n_towers"], K)
-        lids = H.label_token_ids(model.tokenizer, UT[t].task)
-        return H.value_outputs(model, prompts, lids, IC_HEADS[t], BS)
-    return cached("heads_towers", {"model": model_name, "task": t, "seed": sizes["seeds"][0] + 2000, "k": K,
-                                   "n": sizes["n_towers"], "heads": IC_HEADS[t]}, compute)
-
-
-TT = {}
+TOWERS = H.towers_runs(model, UT, IC_HEADS, **RUN)
+TT = {t: H.two_towers(TOWERS[t]) for t in task_names}
 for t in task_names:
-    vo_t = towers_of(t)
-    TT[t] = H.two_towers(vo_t)
-    fig = plots.plot_two_towers(TT[t], vo_t.out_lm, f"{UT[t].task.display}: two towers")
+    fig = plots.plot_two_towers(TT[t], TOWERS[t].out_lm, f"{UT[t].task.display}: two towers")
     save_figure(fig, f"07_two_towers_{t}")
 towers_df = pd.DataFrame({UT[t].task.display: {k: v for k, v in TT[t].items() if not k.startswith("d_")}
                           for t in task_names}).T.round(3)
@@ -243,23 +183,14 @@ display(towers_df)
 # only where the bias is measurable (>= 0.05). Tasks: `sizes["bias_tasks"]`.
 
 # %%
-def bias_of(t, seed, kind):
-    fn = H.majority_bias if kind == "majority" else H.recency_bias
-    return cached("heads_bias", {"model": model_name, "task": t, "seed": seed, "kind": kind, "n": sizes["n_eval"],
-                                 "heads": IC_HEADS[t]},
-                  lambda: fn(model, UT[t], IC_HEADS[t], seed=seed, n_test=sizes["n_eval"], batch_size=BS))
-
-
+BIAS = H.bias_runs(model, {t: UT[t] for t in task_names if t in sizes["bias_tasks"]}, IC_HEADS, **RUN)
 rows, bias_rows = [], []
-for t in [t for t in task_names if t in sizes["bias_tasks"]]:
-    for seed in sizes["seeds"]:
-        for kind in ("majority", "recency"):
-            r = bias_of(t, seed, kind)
-            name = UT[t].task.display.split(" (")[0]
-            rows += [{"task": name, "bias": kind, "stage": "before", "size": r.bias_before, "seed": seed},
-                     {"task": name, "bias": kind, "stage": "after reduction", "size": r.bias_after, "seed": seed}]
-            bias_rows.append({"task": name, "bias": kind, "seed": seed, "before": r.bias_before, "after": r.bias_after,
-                              "acc before": r.acc_before, "acc after": r.acc_after})
+for (t, seed, kind), r in BIAS.items():
+    name = UT[t].task.display.split(" (")[0]
+    rows += [{"task": name, "bias": kind, "stage": "before", "size": r.bias_before, "seed": seed},
+             {"task": name, "bias": kind, "stage": "after reduction", "size": r.bias_after, "seed": seed}]
+    bias_rows.append({"task": name, "bias": kind, "seed": seed, "before": r.bias_before, "after": r.bias_after,
+                      "acc before": r.acc_before, "acc after": r.acc_after})
 bias_df = pd.DataFrame(bias_rows)
 bias_summary = bias_df.groupby("bias")[["before", "after", "acc before", "acc after"]].mean()
 bias_summary["reduction %"] = [H.reduction_pct(b, a) for b, a in zip(bias_summary["before"], bias_summary["after"])]

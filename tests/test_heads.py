@@ -324,3 +324,128 @@ def test_gemma_foobar_tokens_and_attribution(gemma, ut):
     ps = _set(gemma, ut, n=1, k=1)
     sc = H.head_attribution(gemma, ps.prompts, ps.label_ids)
     assert sc.gain.shape == (1, 18, 4) and torch.isfinite(sc.drop).all()
+
+
+# ------------------------------------------------------------------ cached runs (notebook 07)
+
+RUN_SIZES = {"n_attr": 2, "n_eval": 3, "n_towers": 3, "seeds": [1], "k_per_class": 1, "bias_tasks": ("sst2",)}
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2():
+    from helpers.models import make_tiny_model
+
+    return make_tiny_model("gpt2", seed=0)
+
+
+@pytest.fixture(scope="module")
+def ut_real(ut):
+    full = H.unrelated_task("sst2", (0, 1), None)
+    return H.UnrelatedTask(full.task, full.train.select(range(300)), full.test.select(range(60)), "sst2", (0, 1))
+
+
+@pytest.fixture
+def run_cache(tmp_path, monkeypatch):
+    """A fresh results cache, and a log of every (kind, params) passed to helpers.results.cached."""
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    monkeypatch.delenv("ICL_RECOMPUTE", raising=False)
+    calls = []
+    real_cached = H.cached
+
+    def logged(kind, params, compute, **kw):
+        calls.append((kind, params))
+        return real_cached(kind, params, compute, **kw)
+    monkeypatch.setattr(H, "cached", logged)
+    return tmp_path, calls
+
+
+def _all_runs(model, ut, ut_real, heads):
+    kw = {"sizes": RUN_SIZES, "batch_size": 2}
+    return {"acc": H.accuracy_runs(model, {"sst2": ut}, **kw), "acc_real": H.accuracy_runs(model, {"sst2": ut_real}, **kw),
+            "attr": H.attribution_runs(model, {"sst2": ut}, **kw),
+            "abl": H.ablation_runs(model, {"sst2": ut}, heads, **kw),
+            "vo": H.value_output_runs(model, {"sst2": ut}, heads, **kw),
+            "towers": H.towers_runs(model, {"sst2": ut}, heads, **kw),
+            "bias": H.bias_runs(model, {"sst2": ut}, heads, **kw)}
+
+
+def _same(a, b):
+    """Equality of run results (dataclasses of tensors, dicts, lists, floats)."""
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    if hasattr(a, "__dataclass_fields__"):
+        return type(a) is type(b) and all(_same(getattr(a, f), getattr(b, f)) for f in a.__dataclass_fields__)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b or (a != a and b != b)
+
+
+def test_runs_cache_keys_are_the_notebooks(tiny_gpt2, ut, ut_real, run_cache):
+    """Kinds and parameter dicts exactly as notebook 07 wrote them before the move (stored results stay valid)."""
+    _, calls = run_cache
+    heads = {"sst2": [(0, 1), (2, 3)]}
+    _all_runs(tiny_gpt2, ut, ut_real, heads)
+    m, hs = "tiny-gpt2", heads["sst2"]
+    want = [("heads_acc", {"model": m, "task": "sst2", "seed": 1, "real": False, "k": 1, "n": 3}),
+            ("heads_acc", {"model": m, "task": "sst2", "seed": 1, "real": True, "k": 1, "n": 3}),
+            ("heads_attr", {"model": m, "task": "sst2", "seed": 1001, "k": 1, "n": 2, "def": "final-resid-v1"}),
+            ("heads_ablation", {"model": m, "task": "sst2", "seed": 1, "k": 1, "n": 3, "heads": hs}),
+            ("heads_vo", {"model": m, "task": "sst2", "seed": 1, "k": 1, "n": 3, "heads": hs}),
+            ("heads_towers", {"model": m, "task": "sst2", "seed": 2001, "k": 1, "n": 3, "heads": hs}),
+            ("heads_bias", {"model": m, "task": "sst2", "seed": 1, "kind": "majority", "n": 3, "heads": hs}),
+            ("heads_bias", {"model": m, "task": "sst2", "seed": 1, "kind": "recency", "n": 3, "heads": hs})]
+    assert calls == want
+    calls.clear()
+    H.accuracy_runs(tiny_gpt2, {"sst2": ut}, RUN_SIZES, model_name="gemma")  # the notebook's name wins
+    assert calls[0][1]["model"] == "gemma"
+
+
+def test_runs_equal_direct_calls_and_second_call_is_cached(tiny_gpt2, ut, ut_real, run_cache, monkeypatch):
+    root, _ = run_cache
+    heads = {"sst2": [(0, 1), (2, 3)]}
+    first = _all_runs(tiny_gpt2, ut, ut_real, heads)
+    kinds = {p.parent.name for p in root.rglob("*.pt")}
+    assert kinds == {"heads_acc", "heads_attr", "heads_ablation", "heads_vo", "heads_towers", "heads_bias"}
+    assert len(list(root.rglob("*.pt"))) == 8
+
+    # the same numbers as the underlying functions called directly
+    ps = H.eval_set(tiny_gpt2, ut, 1, RUN_SIZES)
+    pr = predict(tiny_gpt2, ps.prompts, ps.label_ids, 2)
+    assert first["acc"][("sst2", 1)] == {"acc": pr.accuracy, "foo_share": float((pr.pred == 0).float().mean()), "n": 3}
+    ps_r = H.eval_set(tiny_gpt2, ut_real, 1, RUN_SIZES)
+    assert first["acc_real"][("sst2", 1)]["acc"] == predict(tiny_gpt2, ps_r.prompts, ps_r.label_ids, 2).accuracy
+    attr_ps = H.make_set(tiny_gpt2, ut, 1001, 2, 1)
+    assert _same(first["attr"]["sst2"], H.head_attribution(tiny_gpt2, attr_ps.prompts, attr_ps.label_ids, batch_size=2))
+    abl = first["abl"][("sst2", 1)]
+    assert abl["random_heads"] == H.random_heads(tiny_gpt2, 2, seed=1, exclude=heads["sst2"])
+    assert abl["plain"] == pr.accuracy
+    assert abl["in-context heads ablated"] == H.ablation_accuracy(tiny_gpt2, ps.prompts, ps.label_ids, heads["sst2"], 2)
+    assert abl["random heads ablated"] == H.ablation_accuracy(tiny_gpt2, ps.prompts, ps.label_ids, abl["random_heads"], 2)
+    assert _same(first["vo"][("sst2", 1)], H.value_outputs(tiny_gpt2, ps.prompts, ps.label_ids, heads["sst2"], 2))
+    fresh = H.fresh_demo_prompts(tiny_gpt2, ut, 2001, 3, 1)
+    assert _same(first["towers"]["sst2"], H.value_outputs(tiny_gpt2, fresh, ps.label_ids, heads["sst2"], 2))
+    assert _same(first["bias"][("sst2", 1, "majority")], H.majority_bias(tiny_gpt2, ut, heads["sst2"], 1, 3, batch_size=2))
+    assert _same(first["bias"][("sst2", 1, "recency")], H.recency_bias(tiny_gpt2, ut, heads["sst2"], 1, 3, batch_size=2))
+
+    # a second call is served from the cache: nothing is recomputed
+    def boom(*a, **k):
+        raise AssertionError("recomputed instead of read from the cache")
+    for fn in ("predict", "head_attribution", "ablation_accuracy", "value_outputs", "majority_bias", "recency_bias",
+               "make_set", "fresh_demo_prompts"):
+        monkeypatch.setattr(H, fn, boom)
+    assert _same(_all_runs(tiny_gpt2, ut, ut_real, heads), first)
+    # other in-context heads are another run
+    with pytest.raises(AssertionError, match="recomputed"):
+        H.ablation_runs(tiny_gpt2, {"sst2": ut}, {"sst2": [(1, 1)]}, RUN_SIZES)
+
+
+def test_runs_read_label_words_from_the_task(tiny_gpt2, ut):
+    assert H._uses_real_words(H.unrelated_task("sst2", (0, 1), None)) is True
+    assert H._uses_real_words(ut) is False
+    other = H.unrelated_task("sst2", (0, 1), ("yes", "no"))
+    with pytest.raises(ValueError, match="foo/bar or the real"):
+        H.accuracy_runs(tiny_gpt2, {"sst2": other}, RUN_SIZES)
+    with pytest.raises(ValueError, match="kinds"):
+        H.bias_runs(tiny_gpt2, {"sst2": ut}, {"sst2": [(0, 0)]}, RUN_SIZES, kinds=("order",))
