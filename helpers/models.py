@@ -54,6 +54,7 @@ __all__ = [
     "NoNetworkError",
     "cache_dir",
     "load_model",
+    "matmul_layout",
     "resolve_name",
     "make_tiny_model",
     "gpt2_tokenizer",
@@ -301,6 +302,39 @@ def resolve_name(name: str) -> str:
     )
 
 
+def _relayout(param: torch.nn.Parameter, order: tuple[int, ...]) -> None:
+    """Store ``param`` so that ``param.permute(order)`` is contiguous; same shape and values."""
+    inverse = tuple(order.index(i) for i in range(len(order)))
+    param.data = param.data.permute(order).contiguous().permute(inverse)
+
+
+def matmul_layout(model) -> None:
+    """Store weights in the memory order TransformerLens' forward reads them, so it stops copying them.
+
+    TransformerLens (3.x) calls ``W.T.contiguous()`` on the unembedding and the
+    gated-MLP weights, and ``rearrange(W_O, ...).contiguous()`` in attention, on
+    every forward: a full copy of those matrices per call (Gemma 3's 640 x 262k
+    unembedding alone is 670 MB, ~0.8 s on one CPU core, more than a short
+    prompt's whole forward). Storing each matrix transposed in memory, behind a
+    view with the usual shape, makes those ``.contiguous()`` calls no-ops.
+    Shapes, values and every output are unchanged (the matmuls see the same
+    contiguous operands as before); ``benchmarks/run_benchmarks.py`` measures
+    the time saved. Idempotent.
+    """
+    _relayout(model.unembed.W_U, (1, 0))
+    for block in model.blocks:
+        mlp = block.mlp
+        for name in ("W_in", "W_gate", "W_out"):
+            w = getattr(mlp, name, None)
+            if isinstance(w, torch.nn.Parameter) and w.ndim == 2 and getattr(model.cfg, "gated_mlp", False):
+                _relayout(w, (1, 0))
+        attn = block.attn
+        w_o = getattr(attn, "W_O", None)
+        if isinstance(w_o, torch.nn.Parameter) and w_o.ndim == 3:  # [head, d_head, d_model] read as [d_model, head, d_head]
+            _relayout(w_o, (2, 0, 1))
+    return model
+
+
 def load_model(
     name: str = DEFAULT_MODEL,
     device: str | None = None,
@@ -326,6 +360,7 @@ def load_model(
     else:
         model = _load_hub(canonical, device, dtype)
     model.eval()
+    matmul_layout(model)
     model.cfg.icl_model_name = canonical  # the name experiments record
     if verbose:
         print(f"loaded {canonical} in {time.perf_counter() - t0:.1f}s "
@@ -424,4 +459,5 @@ def make_tiny_model(kind: str = "gpt2", seed: int = 0, n_layers: int = 3, n_head
     model.cfg.default_prepend_bos = cfg.default_prepend_bos
     model.cfg.icl_model_name = f"tiny-{kind}"
     model.eval()
+    matmul_layout(model)
     return model

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -48,6 +49,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs-json", type=Path, help=argparse.SUPPRESS)  # worker mode: write runs, no report
     a = ap.parse_args(argv)
     t_start = time.perf_counter()
+    signal.signal(signal.SIGTERM, _interrupt)  # kill <pid> stops workers and their notebook kernels too
     models = [resolve_name(m) for m in a.models]
     cores = os.cpu_count() or 1
     jobs = min(len(models), a.jobs or cores, cores) if a.runs_json is None else 1
@@ -66,39 +68,58 @@ def main(argv=None) -> int:
     return 1 if failed else 0
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def _parallel(a, models: list[str], jobs: int, cores: int) -> tuple[dict, int]:
-    """One worker process per model (``jobs`` at a time), each with cores // jobs torch threads."""
+    """One worker process per model (``jobs`` at a time), each with cores // jobs torch threads.
+
+    Interrupted (Ctrl-C, SIGTERM), it stops its workers, which stop their notebook kernels.
+    """
     threads = str(max(1, cores // jobs))
     env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
     runs: dict[str, dict] = {}
-    failed = 0
+
     with tempfile.TemporaryDirectory() as tmp:
         pending = list(models)
         active: list[tuple[str, subprocess.Popen, Path]] = []
-        while pending or active:
-            while pending and len(active) < jobs:
-                m = pending.pop(0)
-                out = Path(tmp) / f"{len(pending)}.json"
-                cmd = [sys.executable, __file__, "--profile", a.profile, "--models", m, "--out", str(a.out),
-                       "--timeout", str(a.timeout), "--runs-json", str(out), "--notebooks-dir", str(a.notebooks_dir)]
-                if a.notebooks:
-                    cmd += ["--notebooks", *a.notebooks]
-                print(f"worker for {m}: {threads} thread(s)", flush=True)
-                active.append((m, subprocess.Popen(cmd, env=env), out))
-            time.sleep(2)
-            for item in list(active):
-                m, proc, out = item
+        try:
+            _dispatch(a, pending, active, jobs, threads, env, tmp, runs)
+        finally:  # interrupted: stop the workers too (each stops its notebook kernel)
+            for _, proc, _ in active:
                 if proc.poll() is None:
-                    continue
-                active.remove(item)
-                if out.exists():
-                    got = json.loads(out.read_text())
-                    runs.update(got["runs"])
-                    failed += got["failed"]
-                else:
-                    runs[m] = {"worker": {"status": f"FAILED: worker exited with {proc.returncode}", "seconds": 0}}
-                    failed += 1
+                    proc.terminate()
+            for _, proc, _ in active:
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    failed = sum(1 for d in runs.values() for info in d.values() if info["status"] != "ok")
     return {m: runs[m] for m in models if m in runs}, failed
+
+
+def _dispatch(a, pending, active, jobs, threads, env, tmp, runs) -> None:
+    while pending or active:
+        while pending and len(active) < jobs:
+            m = pending.pop(0)
+            out = Path(tmp) / f"{len(pending)}.json"
+            cmd = [sys.executable, __file__, "--profile", a.profile, "--models", m, "--out", str(a.out),
+                   "--timeout", str(a.timeout), "--runs-json", str(out), "--notebooks-dir", str(a.notebooks_dir)]
+            if a.notebooks:
+                cmd += ["--notebooks", *a.notebooks]
+            print(f"worker for {m}: {threads} thread(s)", flush=True)
+            active.append((m, subprocess.Popen(cmd, env=env), out))
+        time.sleep(2)
+        for item in list(active):
+            m, proc, out = item
+            if proc.poll() is None:
+                continue
+            active.remove(item)
+            if out.exists():
+                runs.update(json.loads(out.read_text())["runs"])
+            else:
+                runs[m] = {"worker": {"status": f"FAILED: worker exited with {proc.returncode}", "seconds": 0}}
 
 
 def _serial(a, models: list[str]) -> tuple[dict, int]:

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import einops
 import pytest
 import torch
 
@@ -92,3 +93,24 @@ def test_no_weight_processing(gemma):
     assert not gemma.cfg.layer_norm_folding
     w_u = gemma.unembed.W_U
     assert w_u.mean(0).abs().max() > 1e-6  # center_unembed would make every column mean 0
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "rotary", "gqa"])
+def test_matmul_layout_changes_memory_order_not_outputs(kind):
+    from helpers.models import make_tiny_model, matmul_layout
+
+    model = make_tiny_model(kind)  # already laid out by make_tiny_model
+    tokens = torch.randint(0, 1000, (2, 12))
+    assert model.unembed.W_U.T.is_contiguous()  # TransformerLens' W_U.T.contiguous() is a no-op
+    assert einops.rearrange(model.blocks[0].attn.W_O, "h d m -> m (h d)").is_contiguous()
+    if model.cfg.gated_mlp:
+        assert all(getattr(model.blocks[0].mlp, n).T.is_contiguous() for n in ("W_in", "W_gate", "W_out"))
+    shapes = {n: p.shape for n, p in model.named_parameters()}
+    laid_out = model(tokens)
+    for p in model.parameters():
+        p.data = p.data.contiguous()
+    plain = model(tokens)
+    assert torch.equal(laid_out, plain)  # bit-identical: the matmuls see the same operands
+    matmul_layout(matmul_layout(model))  # idempotent
+    assert {n: p.shape for n, p in model.named_parameters()} == shapes
+    assert torch.equal(model(tokens), plain)

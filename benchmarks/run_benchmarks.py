@@ -1,0 +1,216 @@
+"""All performance figures in one run on one model: what batching buys, what compression buys, peak memory.
+
+    python benchmarks/run_benchmarks.py [--model gemma] [--n 16] [--tasks sst2 trec agnews tweet_emotion]
+    make bench
+
+Measured in this one process, on the same prompts, one after the other:
+
+(a) batched vs one-by-one throughput for label prediction
+    (``helpers.predict.predict``), saliency (``helpers.saliency.saliency_flow``,
+    forward + backward) and isolation (``helpers.isolation.run_isolation``,
+    label words isolated in the first 5 layers), with the largest difference
+    between the two modes (they must agree);
+(b) Hidden_anchor vs full ICL time per input, per task, with the token-ratio
+    bound (``helpers.compression.time_icl_vs_anchor``; goal: >= 90% of the bound);
+(c) peak resident memory of the process after each stage;
+(d) what ``helpers.models.matmul_layout`` saves: label prediction one input at
+    a time and batched, with the weights as TransformerLens stores them
+    (copied on every forward) vs laid out for its matmuls (outputs identical).
+
+Writes ``results/<model>/<profile>/benchmarks.json`` and
+``results/<model>/<profile>/benchmarks.md``. Timings depend on the machine and
+on its load: read the ratios, and run it on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+TASKS = ("sst2", "trec", "agnews", "tweet_emotion")
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure_isolation(model, tasks, n: int = 16, batch_size: int = 16, k: int = 5, seed: int = 42) -> dict:
+    """Label words isolated in the first ``k`` layers: one-by-one vs batched on the same prompts."""
+    from helpers.isolation import run_isolation
+    from helpers.prompts import make_icl_set
+
+    out = {}
+    for task in tasks:
+        s = make_icl_set(model, task, seed, n)
+        run_isolation(model, s.prompts[:2], s.label_ids, "label", "first", k, batch_size=2)  # warm-up
+        t0 = time.perf_counter()
+        ones = [run_isolation(model, [p], s.label_ids, "label", "first", k, batch_size=1) for p in s.prompts]
+        t_one = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        batched = run_isolation(model, s.prompts, s.label_ids, "label", "first", k, batch_size=batch_size)
+        t_b = time.perf_counter() - t0
+        diff = max((o.label_logits[0] - batched.label_logits[i]).abs().max().item() for i, o in enumerate(ones))
+        out[task] = {"n": len(s.prompts), "one_by_one_s": t_one, "batched_s": t_b, "ratio": t_one / t_b,
+                     "max_abs_diff": diff}
+        print(f"  {task:<14} one-by-one {t_one:6.2f}s  batched {t_b:6.2f}s  ratio {t_one / t_b:4.2f}x  "
+              f"max|diff| {diff:.1e}", flush=True)
+    return out
+
+
+def measure_compression(model, tasks, n: int = 16, repeats: int = 3, seed: int = 42) -> list[dict]:
+    from helpers.compression import time_icl_vs_anchor
+    from helpers.prompts import make_icl_set
+
+    rows = []
+    for task in tasks:
+        s = make_icl_set(model, task, seed, n)
+        r = time_icl_vs_anchor(model, s, n_inputs=n, repeats=repeats)
+        rows.append(r)
+        print(f"  {task:<14} L_demo {r['L_demo']:6.1f}  L_x {r['L_x']:5.1f}  L_anchor {r['L_anchor']:3d}  "
+              f"bound {r['bound']:4.2f}x  speed-up {r['speedup']:4.2f}x  ({100 * r['speedup_over_bound']:.0f}% "
+              f"of the bound)", flush=True)
+    return rows
+
+
+def measure_layout(model, task: str = "sst2", n: int = 16, batch_size: int = 16, seed: int = 42) -> dict:
+    """Prediction time with TransformerLens' own weight layout vs :func:`helpers.models.matmul_layout`."""
+    from helpers.models import matmul_layout
+    from helpers.predict import predict
+    from helpers.prompts import make_icl_set
+
+    s = make_icl_set(model, task, seed, n)
+
+    def timed():
+        predict(model, s.prompts[:2], s.label_ids, batch_size=2)  # warm-up
+        t0 = time.perf_counter()
+        ones = [predict(model, [p], s.label_ids, batch_size=1) for p in s.prompts]
+        t1 = time.perf_counter()
+        batched = predict(model, s.prompts, s.label_ids, batch_size=batch_size)
+        t2 = time.perf_counter()
+        return t1 - t0, t2 - t1, torch.cat([o.label_logits for o in ones]), batched.label_logits
+
+    one_fast, b_fast, l1, lb = timed()
+    for p in model.parameters():  # TransformerLens' layout: contiguous as declared
+        p.data = p.data.contiguous()
+    try:
+        one_plain, b_plain, l1p, lbp = timed()
+    finally:
+        matmul_layout(model)
+    out = {"task": task, "n": len(s.prompts), "one_by_one_plain_s": one_plain, "one_by_one_laid_out_s": one_fast,
+           "one_by_one_ratio": one_plain / one_fast, "batched_plain_s": b_plain, "batched_laid_out_s": b_fast,
+           "batched_ratio": b_plain / b_fast,
+           "identical": bool(torch.equal(l1, l1p) and torch.equal(lb, lbp))}
+    print(f"  {task}: one-by-one {one_plain:.2f}s -> {one_fast:.2f}s ({out['one_by_one_ratio']:.2f}x), batched "
+          f"{b_plain:.2f}s -> {b_fast:.2f}s ({out['batched_ratio']:.2f}x), identical logits: {out['identical']}",
+          flush=True)
+    return out
+
+
+def markdown(res: dict) -> str:
+    from helpers.report import markdown_table
+
+    lines = [f"# Benchmarks: {res['model']}\n",
+             f"{res['threads']} torch thread(s), {res['cpu']}, torch {res['torch']}; measured in one run "
+             f"({res['seconds']:.0f} s). Timings depend on the machine and its load; read the ratios.\n",
+             "## (a) Batched vs one-by-one (same prompts, same run)\n"]
+    rows = [{"what": "prediction", "task": t, **{k: v for k, v in r.items() if k != "mean_tokens"}}
+            for t, r in res["prediction"]["tasks"].items()]
+    sal = res["saliency"]
+    rows.append({"what": "saliency (fwd + bwd)", "task": sal["task"], "n": sal["n"], "one_by_one_s": sal["one_by_one_s"],
+                 "batched_s": sal["batched_s"], "ratio": sal["ratio"], "max_abs_diff": sal["max_abs_diff"]})
+    rows += [{"what": "isolation (label, first 5)", "task": t, **r} for t, r in res["isolation"].items()]
+    for r in rows:
+        r["max_abs_diff"] = f"{r['max_abs_diff']:.1e}"
+        r.setdefault("n", res["prediction"]["n"])
+    lines.append(markdown_table([{k: r.get(k, "") for k in ("what", "task", "n", "one_by_one_s", "batched_s",
+                                                             "ratio", "max_abs_diff")} for r in rows]))
+    lines.append("## (b) Hidden_anchor vs full ICL, time per input (one input at a time)\n")
+    lines.append(markdown_table([{"task": r["task"], "L_demo": r["L_demo"], "L_x": r["L_x"], "L_anchor": r["L_anchor"],
+                                  "bound": r["bound"], "speed-up": r["speedup"],
+                                  "% of bound": 100 * r["speedup_over_bound"], "full ms": 1e3 * r["t_full"],
+                                  "anchor ms": 1e3 * r["t_anchor"]} for r in res["compression"]]))
+    lines.append(f"Goal (speed-up >= 90% of the token-ratio bound on every task): **{res['compression_verdict']}**.\n")
+    lay = res["layout"]
+    lines.append("## (d) Weight layout for TransformerLens' matmuls (helpers.models.matmul_layout)\n")
+    lines.append(markdown_table([
+        {"mode": "one by one", "TransformerLens layout s": lay["one_by_one_plain_s"],
+         "laid out s": lay["one_by_one_laid_out_s"], "speed-up": lay["one_by_one_ratio"]},
+        {"mode": "batched", "TransformerLens layout s": lay["batched_plain_s"], "laid out s": lay["batched_laid_out_s"],
+         "speed-up": lay["batched_ratio"]}]))
+    lines.append(f"{lay['n']} {lay['task']} inputs; logits bit-identical in both layouts: {lay['identical']}.\n")
+    lines.append("## (c) Peak resident memory (MB, process, after each stage)\n")
+    lines.append(markdown_table([{"after": k, "peak RSS MB": v} for k, v in res["peak_rss_mb"].items()]))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> dict:
+    import bench_predict
+    import bench_saliency
+
+    from helpers.compression import speed_verdict
+    from helpers.models import load_model
+    from helpers.profiles import current_model_name, get_profile
+    from helpers.results import model_slug, results_dir
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=current_model_name())
+    ap.add_argument("--tasks", nargs="+", default=list(TASKS))
+    ap.add_argument("--n", type=int, default=16, help="inputs per task for prediction, isolation, compression")
+    ap.add_argument("--n-saliency", type=int, default=8, help="inputs for the saliency benchmark (SST-2)")
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--repeats", type=int, default=3, help="repeats of the compression timing (median)")
+    ap.add_argument("--profile", default=None, help="results folder's profile (default: $ICL_PROFILE or default)")
+    a = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    t_start = time.perf_counter()
+    mem = {"start": peak_rss_mb()}
+    model = load_model(a.model)
+    name = getattr(model.cfg, "icl_model_name", a.model)
+    mem["model loaded"] = peak_rss_mb()
+    res = {"model": name, "threads": torch.get_num_threads(), "torch": torch.__version__,
+           "cpu": platform.processor() or platform.machine()}
+    print(f"(a) prediction, batched ({a.batch_size}) vs one-by-one", flush=True)
+    res["prediction"] = bench_predict.measure(model, a.tasks, a.n, a.batch_size)
+    mem["prediction"] = peak_rss_mb()
+    print("(a) saliency, batched (4) vs one-by-one", flush=True)
+    res["saliency"] = bench_saliency.measure(model, "sst2", a.n_saliency, 4)
+    print(f"  sst2 ratio {res['saliency']['ratio']:.2f}x", flush=True)
+    mem["saliency"] = peak_rss_mb()
+    print(f"(a) isolation, batched ({a.batch_size}) vs one-by-one", flush=True)
+    res["isolation"] = measure_isolation(model, a.tasks, a.n, a.batch_size)
+    mem["isolation"] = peak_rss_mb()
+    print("(b) Hidden_anchor vs full ICL", flush=True)
+    res["compression"] = measure_compression(model, a.tasks, a.n, a.repeats)
+    res["compression_verdict"] = speed_verdict({r["task"]: r["speedup"] for r in res["compression"]},
+                                               {r["task"]: r["bound"] for r in res["compression"]})
+    mem["compression"] = peak_rss_mb()
+    print("(d) weight layout: TransformerLens' own vs laid out for its matmuls", flush=True)
+    res["layout"] = measure_layout(model, "sst2", a.n, a.batch_size)
+    mem["layout"] = peak_rss_mb()
+    res["peak_rss_mb"] = mem
+    res["seconds"] = time.perf_counter() - t_start
+    profile = a.profile or get_profile().name
+    out = results_dir(name, profile)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "benchmarks.json").write_text(json.dumps(res, indent=1))
+    md = out / "benchmarks.md"
+    md.write_text(markdown(res))
+    print(f"(c) peak RSS: {max(mem.values()):.0f} MB\nwrote {md} ({model_slug(name)}, {res['seconds']:.0f} s)")
+    return res
+
+
+if __name__ == "__main__":
+    main()
