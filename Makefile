@@ -1,6 +1,7 @@
 # Two commands on a fresh machine (see README.md):
 #   make run    set up, then execute every notebook on the offline models and write results/
 #   make test   set up, then run the unit tests and every notebook (smoke profile) under nbmake
+#   make bench  performance figures on the default model (run it on an idle machine)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,8 +10,10 @@ TORCH ?= torch==2.13.0
 PROFILE ?= default
 MODELS ?= google/gemma-3-270m HuggingFaceTB/SmolLM2-135M-Instruct
 PYTEST_ARGS ?=
+# models run in parallel workers (0: one per model, at most one per CPU core); 1 on a single GPU
+JOBS ?= 0
 
-.PHONY: setup test test-fast run lab data clean
+.PHONY: setup test test-fast run bench figures lab data clean
 
 setup: $(VENV)/.setup-done
 
@@ -30,7 +33,14 @@ test-fast: setup
 	ICL_PROFILE=smoke $(PY) -m pytest tests -q -m "not slow" $(PYTEST_ARGS)
 
 run: setup
-	$(PY) scripts/run_all.py --profile $(PROFILE) --models $(MODELS)
+	$(PY) scripts/run_all.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS)
+
+bench: setup
+	$(PY) benchmarks/run_benchmarks.py --model $(word 1,$(MODELS))
+
+# copy the README's key figures from a finished default run into docs/figures
+figures:
+	$(PY) scripts/readme_figures.py --profile $(PROFILE)
 
 lab: setup
 	$(PY) -m pip install --quiet jupyterlab
