@@ -312,8 +312,8 @@ def matmul_layout(model) -> None:
     """Store weights in the memory order TransformerLens' forward reads them, so it stops copying them.
 
     TransformerLens (3.x) calls ``W.T.contiguous()`` on the unembedding and the
-    gated-MLP weights, and ``rearrange(W_O, ...).contiguous()`` in attention, on
-    every forward: a full copy of those matrices per call (Gemma 3's 640 x 262k
+    gated-MLP weights, ``rearrange(W_O, ...).contiguous()`` in attention and a
+    reshape of ``rearrange(W_Q/W_K/W_V, ...)`` on every forward: a full copy of those matrices per call (Gemma 3's 640 x 262k
     unembedding alone is 670 MB, ~0.8 s on one CPU core, more than a short
     prompt's whole forward). Storing each matrix transposed in memory, behind a
     view with the usual shape, makes those ``.contiguous()`` calls no-ops.
@@ -329,9 +329,14 @@ def matmul_layout(model) -> None:
             if isinstance(w, torch.nn.Parameter) and w.ndim == 2 and getattr(model.cfg, "gated_mlp", False):
                 _relayout(w, (1, 0))
         attn = block.attn
-        w_o = getattr(attn, "W_O", None)
+        params = attn._parameters  # not getattr: with grouped-query attention W_K/W_V are expanding properties
+        w_o = params.get("W_O")
         if isinstance(w_o, torch.nn.Parameter) and w_o.ndim == 3:  # [head, d_head, d_model] read as [d_model, head, d_head]
             _relayout(w_o, (2, 0, 1))
+        for name in ("W_Q", "W_K", "W_V", "_W_K", "_W_V"):  # [head, d_model, d_head] read as [(head d_head), d_model]
+            w = params.get(name)
+            if isinstance(w, torch.nn.Parameter) and w.ndim == 3:
+                _relayout(w, (0, 2, 1))
     return model
 
 

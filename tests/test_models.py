@@ -103,6 +103,7 @@ def test_matmul_layout_changes_memory_order_not_outputs(kind):
     tokens = torch.randint(0, 1000, (2, 12))
     assert model.unembed.W_U.T.is_contiguous()  # TransformerLens' W_U.T.contiguous() is a no-op
     assert einops.rearrange(model.blocks[0].attn.W_O, "h d m -> m (h d)").is_contiguous()
+    assert einops.rearrange(model.blocks[0].attn.W_Q, "h m d -> (h d) m").is_contiguous()
     if model.cfg.gated_mlp:
         assert all(getattr(model.blocks[0].mlp, n).T.is_contiguous() for n in ("W_in", "W_gate", "W_out"))
     shapes = {n: p.shape for n, p in model.named_parameters()}
