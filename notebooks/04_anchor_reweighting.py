@@ -41,7 +41,7 @@ import pandas as pd
 from helpers import plots
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
-from helpers.results import cached, save_figure, save_metrics
+from helpers.results import cached, save_figure, save_metrics, summary_row
 from helpers.reweighting import run_table1, table1_verdict
 from helpers.tasks import get_task
 
@@ -126,9 +126,15 @@ save_figure(fig, "04_training_loss")
 # %%
 avg = mean["Average"] / 100
 verdict = table1_verdict(avg["vanilla 1-shot"], avg["vanilla 5-shot"], avg["anchor re-weighting"])
+paper_avg = {"vanilla 1-shot": 51.90, "vanilla 5-shot": 46.87, "anchor re-weighting": 68.64}
+summary = [summary_row(f"04 Table 1 average accuracy (%), {c}", paper_avg[c], list(per_seed_avg[c]), verdict)
+           for c in cols.values()]
+summary.append(summary_row("04 re-weighting minus vanilla 1-shot (points)", round(68.64 - 51.90, 2),
+                           list(per_seed_avg["anchor re-weighting"] - per_seed_avg["vanilla 1-shot"]), verdict))
 save_metrics("04_anchor_reweighting", {"table1_mean": mean.to_dict(), "table1_std": std.to_dict(),
-                                       "seeds": list(seeds), "n_test": N_TEST, "epochs": profile.reweight_epochs,
-                                       "verdict": verdict})
+                                       "table": [{"setting": c, **table1.loc[c].to_dict()} for c in cols.values()],
+                                       "summary": summary, "seeds": list(seeds), "n_test": N_TEST,
+                                       "epochs": profile.reweight_epochs, "verdict": verdict})
 print(f"Paper (GPT2-XL): 1-shot 51.90, 5-shot 46.87, re-weighting 68.64 (average accuracy).")
 print(f"Ours ({model_name}, profile {profile.name}, seeds {list(seeds)}, n={N_TEST}): "
       f"1-shot {100 * avg['vanilla 1-shot']:.2f}, 5-shot {100 * avg['vanilla 5-shot']:.2f}, "

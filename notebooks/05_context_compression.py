@@ -43,7 +43,7 @@ from helpers.compression import METHODS, run_compression, speed_verdict, table2_
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
 from helpers.prompts import make_icl_set
-from helpers.results import cached, save_figure, save_metrics
+from helpers.results import cached, save_figure, save_metrics, summary_row
 from helpers.tasks import get_task
 
 profile = get_profile()
@@ -132,9 +132,19 @@ avg_frac = {m: {"label_loyalty": avg.loc[m, "LL"] / 100, "word_loyalty": avg.loc
                 "accuracy": avg.loc[m, "Acc"] / 100} for m in METHODS}
 verdict = table2_verdict(avg_frac)
 sverdict = speed_verdict(dict(zip(speed.task, speed.speedup)), dict(zip(speed.task, speed.bound)))
+per_seed = 100 * long.groupby(["method", "metric", "seed"]).value.mean()  # mean over tasks, per seed
+names = {"label_loyalty": "label loyalty", "word_loyalty": "word loyalty", "accuracy": "accuracy"}
+summary = [summary_row(f"05 Table 2 {meth}: {names[met]} (%)", float(paper2.loc[meth, f"GPT2-XL {col}"]),
+                       list(per_seed[meth, met]), verdict)
+           for meth in METHODS if meth != "ICL" for met, col in zip(names, ("LL", "WL", "Acc"))]
+summary.append(summary_row("05 Table 2 ICL accuracy (%)", 51.90, list(per_seed["ICL", "accuracy"]), verdict))
+summary += [summary_row(f"05 Table 3 speed-up, {get_task(r.task).display} (bound {r.bound:.2f}x)",
+                        {"sst2": 1.1, "trec": 1.5, "agnews": 2.5}.get(r.task, 1.4), f"{r.speedup:.2f}x "
+                        f"({100 * r.speedup_over_bound:.0f}% of bound, 1 run)", sverdict) for r in speed.itertuples()]
 save_metrics("05_context_compression", {"table2": avg.to_dict(), "table3": speed.to_dict(orient="records"),
-                                        "seeds": list(seeds), "n_test": N_TEST, "verdict": verdict,
-                                        "speed_verdict": sverdict})
+                                        "table": table2.reset_index(names="method").to_dict(orient="records"),
+                                        "summary": summary, "seeds": list(seeds), "n_test": N_TEST,
+                                        "verdict": verdict, "speed_verdict": sverdict})
 print("Paper (GPT2-XL): Hidden_anchor LL 79.47 / WL 62.17 / Acc 45.04 vs ICL Acc 51.90; best compressed method.")
 ha = avg.loc["Hidden_anchor"]
 print(f"Ours ({model_name}, profile {profile.name}, seeds {list(seeds)}, n={N_TEST}): Hidden_anchor LL {ha.LL:.2f} / "

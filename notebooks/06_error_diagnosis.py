@@ -43,7 +43,7 @@ from helpers.diagnosis import (collect_qk, default_layer, diagnose, diagnosis_ve
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
 from helpers.prompts import make_icl_set
-from helpers.results import cached, save_figure, save_metrics
+from helpers.results import cached, save_figure, save_metrics, summary_row
 from helpers.tasks import get_task
 
 profile = get_profile()
@@ -117,9 +117,18 @@ table = pd.DataFrame({"paper (GPT2-XL, layer 32/48)": ["heatmaps agree; Descript
                           [f"most confused (actual): {pairs.sort_values('actual (AUC)').pair.iloc[0]}; "
                            f"(predicted): {pairs.sort_values('predicted (distance)').pair.iloc[0]}", f"{rho:.2f}"]},
                      index=["reading", "Spearman rank correlation"])
+per_seed_rho = [rank_correlation(o["predicted"], o["actual"]) for o in out.values()]
+summary = [
+    summary_row(f"06 Spearman(predicted, actual confusion), TREC, layer {LAYER} of {model.cfg.n_layers}",
+                "agree qualitatively (no number)", per_seed_rho, verdict),
+    summary_row("06 most confused pair, actual / predicted", "Description–Entity",
+                f"{pairs.sort_values('actual (AUC)').pair.iloc[0]} / "
+                f"{pairs.sort_values('predicted (distance)').pair.iloc[0]}", verdict),
+]
 save_metrics("06_error_diagnosis", {"layer": LAYER, "spearman": rho, "sweep": sweep, "predicted": pred,
                                     "actual": act, "seeds": list(seeds), "n": profile.n_diagnosis,
-                                    "verdict": verdict})
+                                    "table": table.reset_index(names="row").to_dict(orient="records"),
+                                    "summary": summary, "verdict": verdict})
 print(f"Ours ({model_name}, profile {profile.name}, n={profile.n_diagnosis}): Spearman {rho:.2f} at layer {LAYER} "
       f" ->  {verdict}")
 table

@@ -43,7 +43,7 @@ from helpers import heads as H
 from helpers import plots
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
-from helpers.results import save_figure, save_metrics
+from helpers.results import save_figure, save_metrics, summary_row
 
 warnings.filterwarnings("ignore", category=UserWarning)
 profile = get_profile()
@@ -235,7 +235,16 @@ summary = pd.DataFrame([
 display(summary)
 verdict_text = f"{overall} ({', '.join(f'{k}: {v}' for k, v in parts.items())})"
 print("Verdict:", verdict_text)
+# the report's rows: accuracies as mean ± std over seeds, the rest as computed above
+part_of = ["overall", "ablation", "ablation", "ablation", "value_output", "two_towers", "majority", "recency"]
+by_seed = abl_df.groupby(["condition", "seed"]).accuracy.mean()  # mean over tasks, per seed
+seed_lists = {1: "plain", 2: "in-context heads ablated", 3: "random heads ablated"}
+report_rows = [summary_row(f"07 {row.quantity}", row.paper,
+                           list(by_seed[seed_lists[i]]) if i in seed_lists else str(row.ours),
+                           overall if part_of[i] == "overall" else parts[part_of[i]])
+               for i, row in enumerate(summary.itertuples())]
 save_metrics("07_incontext_heads", {
+    "table": summary.astype(str).to_dict("records"), "summary": report_rows,
     "model": model_name, "profile": profile.name, "sizes": sizes, "tasks": task_names,
     "incontext_heads": {t: IC_HEADS[t] for t in task_names}, "accuracy": acc_df.to_dict("records"),
     "ablation": abl_df.to_dict("records"), "label_carrying": carry,
