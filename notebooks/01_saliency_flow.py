@@ -42,7 +42,7 @@ from IPython.display import display
 from helpers import plots
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
-from helpers.results import save_figure, save_metrics, summary_row
+from helpers.results import mean_std, save_figure, save_metrics, summary_row
 from helpers.saliency import (FLOWS, first_layer_pq_exceeds_wp, flow_frame, relative_flow, saliency_budget,
                               saliency_matrices, saliency_prompts, saliency_runs, saliency_verdict)
 from helpers.tasks import get_task
@@ -140,9 +140,10 @@ summary_rows = [
     summary_row("01 S_wp and S_pq above S_ww (tasks passing)", "both above",
                 f"{sum(checks[(t, 'S_wp and S_pq above S_ww')] for t in profile.tasks)}/{n_tasks} tasks", verdict),
 ] + [
-    summary_row(f"01 first layer where S_pq > S_wp, {get_task(t).display} (0-based, of {L})",
+    summary_row(f"01 first layer where S_pq > S_wp, {get_task(t).display} (0-based)",
                 "curve only (S_wp early, S_pq late)",
-                [first_layer_pq_exceeds_wp(relative_flow(runs[(t, s)])) for s in budget["seeds"]], verdict)
+                mean_std([first_layer_pq_exceeds_wp(relative_flow(runs[(t, s)])) for s in budget["seeds"]])
+                + f" of {L} layers", verdict)
     for t in profile.tasks
 ]
 save_metrics("01_saliency_flow", {

@@ -46,7 +46,7 @@ from helpers import paper, plots
 from helpers.aucroc import aucroc_budget, aucroc_runs, aucroc_verdict, crossing_layer, mean_curves, other_offline_model
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
-from helpers.results import save_figure, save_metrics, summary_row
+from helpers.results import mean_std, save_figure, save_metrics, summary_row
 from helpers.tasks import get_task
 
 profile = get_profile()
@@ -139,10 +139,11 @@ cur = frames[current_model_name()]
 seed_curves = {s: mean_curves(d) for s, d in cur.groupby("seed")}
 L = model.cfg.n_layers
 summary_rows = [
-    summary_row("03 peak AUCROC_l (mean over tasks)", f"about {paper.FIG5_PEAK_AUCROC}",
+    summary_row("03 peak AUCROC_l (each seed's curve, mean over tasks)", f"about {paper.FIG5_PEAK_AUCROC}",
                 [float(np.nanmax(c["auc"])) for c in seed_curves.values()], verdicts[current_model_name()]),
-    summary_row(f"03 layer where R_l passes 0.5 (0-based, of {L})", "middle / later layers",
-                [crossing_layer(c["r"].to_numpy()) for c in seed_curves.values()], verdicts[current_model_name()]),
+    summary_row("03 layer where R_l passes 0.5 (0-based)", "middle / later layers",
+                mean_std([crossing_layer(c["r"].to_numpy()) for c in seed_curves.values()]) + f" of {L} layers",
+                verdicts[current_model_name()]),
 ]
 save_metrics("03_deep_aucroc", {"profile": profile.name, "seeds": budget["seeds"], "n": budget["n"],
                                 "table": summary_rows_tbl,

@@ -43,7 +43,7 @@ from helpers.diagnosis import (collect_qk, default_layer, diagnose, diagnosis_ve
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
 from helpers.prompts import make_icl_set
-from helpers.results import cached, save_figure, save_metrics, summary_row
+from helpers.results import cached, mean_std, save_figure, save_metrics, summary_row
 from helpers.tasks import get_task
 
 profile = get_profile()
@@ -119,8 +119,9 @@ table = pd.DataFrame({"paper (GPT2-XL, layer 32/48)": ["heatmaps agree; Descript
                      index=["reading", "Spearman rank correlation"])
 per_seed_rho = [rank_correlation(o["predicted"], o["actual"]) for o in out.values()]
 summary = [
-    summary_row(f"06 Spearman(predicted, actual confusion), TREC, layer {LAYER} of {model.cfg.n_layers}",
-                "agree qualitatively (no number)", per_seed_rho, verdict),
+    summary_row("06 Spearman(predicted, actual confusion), TREC, preset deep layer",
+                "agree qualitatively (no number)",
+                mean_std(per_seed_rho) + f" at layer {LAYER} of {model.cfg.n_layers}", verdict),
     summary_row("06 most confused pair, actual / predicted", "Description–Entity",
                 f"{pairs.sort_values('actual (AUC)').pair.iloc[0]} / "
                 f"{pairs.sort_values('predicted (distance)').pair.iloc[0]}", verdict),
