@@ -81,3 +81,32 @@ def test_gemma_batched_equals_one_by_one(gemma):
     for i, p in enumerate(s.prompts[:3]):
         one = predict(gemma, [p], s.label_ids, batch_size=1)
         assert torch.allclose(one.label_logits[0], batched.label_logits[i], atol=1e-3)
+
+
+def test_length_batches_respect_size_and_token_budget():
+    from helpers.predict import length_batches
+
+    lens = [50, 400, 60, 900, 420, 55, 1500, 58]
+    prompts = [type("P", (), {"__len__": (lambda self, n=n: n)})() for n in lens]
+    batches = length_batches(prompts, batch_size=3, max_tokens=1024)
+    assert sorted(i for b in batches for i in b) == list(range(len(lens)))  # every prompt once
+    for b in batches:
+        assert len(b) <= 3
+        longest = max(lens[i] for i in b)
+        assert len(b) == 1 or longest * len(b) <= 1024  # over-long prompts go alone
+        assert lens[b[0]] == longest  # longest first
+    assert [lens[b[0]] for b in batches] == sorted((lens[b[0]] for b in batches), reverse=True)
+    assert [[lens[i] for i in b] for b in batches] == [[1500], [900], [420, 400], [60, 58, 55], [50]]
+    # no token cap: only the batch size counts
+    assert [len(b) for b in length_batches(prompts, batch_size=3, max_tokens=0)] == [3, 3, 2]
+    with pytest.raises(ValueError):
+        length_batches(prompts, batch_size=0)
+
+
+def test_batch_token_budget_reads_the_environment(monkeypatch):
+    from helpers.predict import batch_token_budget
+
+    monkeypatch.setenv("ICL_BATCH_TOKENS", "256")
+    assert batch_token_budget() == 256
+    monkeypatch.delenv("ICL_BATCH_TOKENS")
+    assert batch_token_budget() == (0 if torch.cuda.is_available() else 1024)
