@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -776,6 +776,27 @@ def eval_set(model, ut: UnrelatedTask, seed: int, sizes: dict) -> PromptSet:
     return make_set(model, ut, seed, sizes["n_eval"], sizes["k_per_class"])
 
 
+def _eval_runs(kind: str, model, uts: dict[str, UnrelatedTask], sizes: dict, seeds: Sequence[int] | None,
+               model_name: str | None, run: Callable, heads: dict[str, Sequence[Head]] | None = None,
+               extra: Callable[[UnrelatedTask], dict] | None = None) -> dict[tuple[str, int], Any]:
+    """``run(prompt_set, heads)`` on each (task, seed)'s :func:`eval_set`, cached under ``kind``.
+
+    Cache parameters: model, task, seed, k, n (``sizes["n_eval"]``), the heads if given, and ``extra(ut)``.
+    """
+    name, K, seeds = _run_name(model, model_name), sizes["k_per_class"], sizes["seeds"] if seeds is None else seeds
+    out = {}
+    for t, ut in uts.items():
+        hs = None if heads is None else heads[t]
+        params = {"model": name, "task": t, "k": K, "n": sizes["n_eval"], **(extra(ut) if extra else {})}
+        if hs is not None:
+            params["heads"] = hs
+        for seed in seeds:
+            def compute(ut=ut, seed=seed, hs=hs):
+                return run(eval_set(model, ut, seed, sizes), hs, seed)
+            out[(t, seed)] = cached(kind, {**params, "seed": seed}, compute)
+    return out
+
+
 def accuracy_runs(model, uts: dict[str, UnrelatedTask], sizes: dict, seeds: Sequence[int] | None = None,
                   batch_size: int = 16, model_name: str | None = None) -> dict[tuple[str, int], dict]:
     """ICL accuracy on the evaluation prompts, per (task, seed) (cache kind ``"heads_acc"``).
@@ -783,18 +804,12 @@ def accuracy_runs(model, uts: dict[str, UnrelatedTask], sizes: dict, seeds: Sequ
     Returns ``{(task, seed): {"acc", "foo_share" (share predicted as label 0), "n" (prompts scored)}}``.
     Whether ``uts`` hold foo/bar or the real label words is read from the tasks (key ``"real"``).
     """
-    name, K, seeds = _run_name(model, model_name), sizes["k_per_class"], sizes["seeds"] if seeds is None else seeds
-    out = {}
-    for t, ut in uts.items():
-        real = _uses_real_words(ut)
-        for seed in seeds:
-            def compute(ut=ut, seed=seed):
-                ps = eval_set(model, ut, seed, sizes)
-                pr = predict(model, ps.prompts, ps.label_ids, batch_size)
-                return {"acc": pr.accuracy, "foo_share": float((pr.pred == 0).float().mean()), "n": len(ps.prompts)}
-            out[(t, seed)] = cached("heads_acc", {"model": name, "task": t, "seed": seed, "real": real, "k": K,
-                                                      "n": sizes["n_eval"]}, compute)
-    return out
+    def run(ps, _heads, _seed):
+        pr = predict(model, ps.prompts, ps.label_ids, batch_size)
+        return {"acc": pr.accuracy, "foo_share": float((pr.pred == 0).float().mean()), "n": len(ps.prompts)}
+
+    return _eval_runs("heads_acc", model, uts, sizes, seeds, model_name, run,
+                      extra=lambda ut: {"real": _uses_real_words(ut)})
 
 
 def attribution_runs(model, uts: dict[str, UnrelatedTask], sizes: dict, batch_size: int = 16,
@@ -820,21 +835,14 @@ def ablation_runs(model, uts: dict[str, UnrelatedTask], heads: dict[str, Sequenc
 
     Returns ``{(task, seed): {"plain", "in-context heads ablated", "random heads ablated", "random_heads"}}``.
     """
-    name, K, seeds = _run_name(model, model_name), sizes["k_per_class"], sizes["seeds"] if seeds is None else seeds
-    out = {}
-    for t, ut in uts.items():
-        hs = heads[t]
-        for seed in seeds:
-            def compute(ut=ut, seed=seed, hs=hs):
-                ps = eval_set(model, ut, seed, sizes)
-                rnd = random_heads(model, len(hs), seed=seed, exclude=hs)
-                return {"plain": ablation_accuracy(model, ps.prompts, ps.label_ids, [], batch_size),
-                        "in-context heads ablated": ablation_accuracy(model, ps.prompts, ps.label_ids, hs, batch_size),
-                        "random heads ablated": ablation_accuracy(model, ps.prompts, ps.label_ids, rnd, batch_size),
-                        "random_heads": rnd}
-            out[(t, seed)] = cached("heads_ablation", {"model": name, "task": t, "seed": seed, "k": K,
-                                                           "n": sizes["n_eval"], "heads": hs}, compute)
-    return out
+    def run(ps, hs, seed):
+        rnd = random_heads(model, len(hs), seed=seed, exclude=hs)
+        return {"plain": ablation_accuracy(model, ps.prompts, ps.label_ids, [], batch_size),
+                "in-context heads ablated": ablation_accuracy(model, ps.prompts, ps.label_ids, hs, batch_size),
+                "random heads ablated": ablation_accuracy(model, ps.prompts, ps.label_ids, rnd, batch_size),
+                "random_heads": rnd}
+
+    return _eval_runs("heads_ablation", model, uts, sizes, seeds, model_name, run, heads=heads)
 
 
 def value_output_runs(model, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]], sizes: dict,
@@ -842,17 +850,10 @@ def value_output_runs(model, uts: dict[str, UnrelatedTask], heads: dict[str, Seq
                       model_name: str | None = None) -> dict[tuple[str, int], ValueOutputs]:
     """:func:`value_outputs` of ``heads[task]`` on the evaluation prompts, per (task, seed) (cache kind
     ``"heads_vo"``). Returns ``{(task, seed): ValueOutputs}``."""
-    name, K, seeds = _run_name(model, model_name), sizes["k_per_class"], sizes["seeds"] if seeds is None else seeds
-    out = {}
-    for t, ut in uts.items():
-        hs = heads[t]
-        for seed in seeds:
-            def compute(ut=ut, seed=seed, hs=hs):
-                ps = eval_set(model, ut, seed, sizes)
-                return value_outputs(model, ps.prompts, ps.label_ids, hs, batch_size)
-            out[(t, seed)] = cached("heads_vo", {"model": name, "task": t, "seed": seed, "k": K,
-                                                     "n": sizes["n_eval"], "heads": hs}, compute)
-    return out
+    def run(ps, hs, _seed):
+        return value_outputs(model, ps.prompts, ps.label_ids, hs, batch_size)
+
+    return _eval_runs("heads_vo", model, uts, sizes, seeds, model_name, run, heads=heads)
 
 
 def towers_runs(model, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]], sizes: dict,
