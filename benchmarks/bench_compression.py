@@ -19,12 +19,10 @@ import torch
 
 from helpers.compression import speed_verdict, time_icl_vs_anchor
 from helpers.models import load_model
+from helpers.paper import TABLE3_SPEEDUP as PAPER
 from helpers.profiles import OFFLINE_TASKS, current_model_name
 from helpers.prompts import make_icl_set
 from helpers.results import save_metrics
-
-PAPER = {"GPT2-XL": {"sst2": 1.1, "trec": 1.5, "agnews": 2.5, "emoc": 1.4},
-         "GPT-J": {"sst2": 1.5, "trec": 2.2, "agnews": 2.9, "emoc": 1.9}}
 
 
 def main(argv=None):

@@ -23,26 +23,33 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def measure(model, tasks, n: int = 32, batch_size: int = 16, seed: int = 42) -> dict:
-    """Seconds one-by-one vs batched per task on the same prompts, their ratio and max logit difference."""
+def measure(model, tasks, n: int = 32, batch_size: int = 16, seed: int = 42, run=None) -> dict:
+    """Seconds one-by-one vs batched per task on the same prompts, their ratio and max logit difference.
+
+    ``run(prompts, label_ids, batch_size) -> Predictions`` is what gets timed
+    (default :func:`helpers.predict.predict`; e.g. an isolation run).
+    """
     from helpers.predict import predict
     from helpers.prompts import make_icl_set
 
+    run = run or (lambda prompts, lids, bs: predict(model, prompts, lids, batch_size=bs))
     out = {"n": n, "batch_size": batch_size, "threads": torch.get_num_threads(), "tasks": {}}
     print(f"{'task':<15}{'tokens':>8}{'one-by-one s':>14}{'batched s':>11}{'ratio':>8}{'max |diff|':>12}")
     for task in tasks:
         s = make_icl_set(model, task, seed, n, 1)
-        predict(model, s.prompts[:2], s.label_ids, batch_size=2)  # warm-up
+        run(s.prompts[:2], s.label_ids, 2)  # warm-up
         t0 = time.perf_counter()
-        ones = [predict(model, [p], s.label_ids, batch_size=1) for p in s.prompts]
+        ones = [run([p], s.label_ids, 1) for p in s.prompts]
         t_one = time.perf_counter() - t0
         t0 = time.perf_counter()
-        batched = predict(model, s.prompts, s.label_ids, batch_size=batch_size)
+        batched = run(s.prompts, s.label_ids, batch_size)
         t_b = time.perf_counter() - t0
-        diff = max((o.label_logits[0] - batched.label_logits[i]).abs().max().item() for i, o in enumerate(ones))
+        one_logits = torch.cat([o.label_logits for o in ones])
+        diff = (one_logits - batched.label_logits).abs().max().item()
         mean_len = sum(len(p) for p in s.prompts) / len(s.prompts)
         out["tasks"][task] = {"mean_tokens": mean_len, "one_by_one_s": t_one, "batched_s": t_b,
-                              "ratio": t_one / t_b, "max_abs_diff": diff}
+                              "ratio": t_one / t_b, "max_abs_diff": diff,
+                              "one_by_one_logits": one_logits, "batched_logits": batched.label_logits}
         print(f"{task:<15}{mean_len:>8.0f}{t_one:>14.2f}{t_b:>11.2f}{t_one / t_b:>7.2f}x{diff:>12.1e}", flush=True)
     return out
 
@@ -60,6 +67,8 @@ def main(argv=None) -> dict:
     warnings.simplefilter("ignore")
     model = load_model(a.model)
     out = {"model": a.model, **measure(model, a.tasks, a.n, a.batch_size)}
+    for r in out["tasks"].values():  # keep the JSON to numbers
+        r.pop("one_by_one_logits"), r.pop("batched_logits")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["peak_rss_mb"] = peak_mb
     print(f"peak resident memory: {peak_mb:.0f} MB")

@@ -47,27 +47,21 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _numbers(measured: dict) -> dict:
+    """:func:`bench_predict.measure`'s per-task rows without the logits."""
+    return {t: {k: v for k, v in r.items() if not k.endswith("_logits")} for t, r in measured["tasks"].items()}
+
+
 def measure_isolation(model, tasks, n: int = 16, batch_size: int = 16, k: int = 5, seed: int = 42) -> dict:
     """Label words isolated in the first ``k`` layers: one-by-one vs batched on the same prompts."""
-    from helpers.isolation import run_isolation
-    from helpers.prompts import make_icl_set
+    import bench_predict
 
-    out = {}
-    for task in tasks:
-        s = make_icl_set(model, task, seed, n)
-        run_isolation(model, s.prompts[:2], s.label_ids, "label", "first", k, batch_size=2)  # warm-up
-        t0 = time.perf_counter()
-        ones = [run_isolation(model, [p], s.label_ids, "label", "first", k, batch_size=1) for p in s.prompts]
-        t_one = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        batched = run_isolation(model, s.prompts, s.label_ids, "label", "first", k, batch_size=batch_size)
-        t_b = time.perf_counter() - t0
-        diff = max((o.label_logits[0] - batched.label_logits[i]).abs().max().item() for i, o in enumerate(ones))
-        out[task] = {"n": len(s.prompts), "one_by_one_s": t_one, "batched_s": t_b, "ratio": t_one / t_b,
-                     "max_abs_diff": diff}
-        print(f"  {task:<14} one-by-one {t_one:6.2f}s  batched {t_b:6.2f}s  ratio {t_one / t_b:4.2f}x  "
-              f"max|diff| {diff:.1e}", flush=True)
-    return out
+    from helpers.isolation import run_isolation
+
+    def run(prompts, lids, bs):
+        return run_isolation(model, prompts, lids, "label", "first", k, batch_size=bs)
+
+    return _numbers(bench_predict.measure(model, tasks, n, batch_size, seed, run=run))
 
 
 def measure_compression(model, tasks, n: int = 16, repeats: int = 3, seed: int = 42) -> list[dict]:
@@ -87,32 +81,23 @@ def measure_compression(model, tasks, n: int = 16, repeats: int = 3, seed: int =
 
 def measure_layout(model, task: str = "sst2", n: int = 16, batch_size: int = 16, seed: int = 42) -> dict:
     """Prediction time with TransformerLens' own weight layout vs :func:`helpers.models.matmul_layout`."""
+    import bench_predict
+
     from helpers.models import matmul_layout
-    from helpers.predict import predict
-    from helpers.prompts import make_icl_set
 
-    s = make_icl_set(model, task, seed, n)
-
-    def timed():
-        predict(model, s.prompts[:2], s.label_ids, batch_size=2)  # warm-up
-        t0 = time.perf_counter()
-        ones = [predict(model, [p], s.label_ids, batch_size=1) for p in s.prompts]
-        t1 = time.perf_counter()
-        batched = predict(model, s.prompts, s.label_ids, batch_size=batch_size)
-        t2 = time.perf_counter()
-        return t1 - t0, t2 - t1, torch.cat([o.label_logits for o in ones]), batched.label_logits
-
-    one_fast, b_fast, l1, lb = timed()
+    fast = bench_predict.measure(model, [task], n, batch_size, seed)["tasks"][task]
     for p in model.parameters():  # TransformerLens' layout: contiguous as declared
         p.data = p.data.contiguous()
     try:
-        one_plain, b_plain, l1p, lbp = timed()
+        plain = bench_predict.measure(model, [task], n, batch_size, seed)["tasks"][task]
     finally:
         matmul_layout(model)
-    out = {"task": task, "n": len(s.prompts), "one_by_one_plain_s": one_plain, "one_by_one_laid_out_s": one_fast,
+    one_plain, one_fast = plain["one_by_one_s"], fast["one_by_one_s"]
+    b_plain, b_fast = plain["batched_s"], fast["batched_s"]
+    out = {"task": task, "n": n, "one_by_one_plain_s": one_plain, "one_by_one_laid_out_s": one_fast,
            "one_by_one_ratio": one_plain / one_fast, "batched_plain_s": b_plain, "batched_laid_out_s": b_fast,
            "batched_ratio": b_plain / b_fast,
-           "identical": bool(torch.equal(l1, l1p) and torch.equal(lb, lbp))}
+           "identical": all(torch.equal(fast[k], plain[k]) for k in ("one_by_one_logits", "batched_logits"))}
     print(f"  {task}: one-by-one {one_plain:.2f}s -> {one_fast:.2f}s ({out['one_by_one_ratio']:.2f}x), batched "
           f"{b_plain:.2f}s -> {b_fast:.2f}s ({out['batched_ratio']:.2f}x), identical logits: {out['identical']}",
           flush=True)
@@ -184,6 +169,7 @@ def main(argv=None) -> dict:
            "cpu": platform.processor() or platform.machine()}
     print(f"(a) prediction, batched ({a.batch_size}) vs one-by-one", flush=True)
     res["prediction"] = bench_predict.measure(model, a.tasks, a.n, a.batch_size)
+    res["prediction"]["tasks"] = _numbers(res["prediction"])
     mem["prediction"] = peak_rss_mb()
     print("(a) saliency, batched (4) vs one-by-one", flush=True)
     res["saliency"] = bench_saliency.measure(model, "sst2", a.n_saliency, 4)

@@ -389,11 +389,7 @@ def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, war
     ids = torch.tensor(icl_set.label_ids, device=dev) if label_only else None
 
     def full(p):
-        if ids is None:
-            logits_at(model, p.tokens[None].to(dev), torch.tensor([p.q]))
-        else:
-            resid = model(p.tokens[None].to(dev), stop_at_layer=model.cfg.n_layers)[:, -1:]
-            model.ln_final(resid)[:, 0] @ model.unembed.W_U[:, ids]
+        logits_at(model, p.tokens[None].to(dev), torch.tensor([p.q]), vocab=ids)
 
     def anchor(i):
         t = qtok[i][None]

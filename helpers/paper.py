@@ -11,6 +11,15 @@ TASK_ORDER = ("sst2", "trec", "agnews", "emoc")
 # our offline task standing in for each paper column
 OURS_FOR = {"sst2": "sst2", "trec": "trec", "agnews": "agnews", "emoc": "tweet_emotion"}
 
+
+def paper_key(task: str) -> str:
+    """The paper's column for one of our tasks (``tweet_emotion`` -> ``emoc``, its stand-in)."""
+    inverse = {ours: key for key, ours in OURS_FOR.items()}
+    if task not in inverse and task not in TASK_ORDER:
+        raise KeyError(f"{task!r} has no column in the paper's tables ({sorted(inverse)})")
+    return inverse.get(task, task)
+
+
 # Table 1 (GPT2-XL)
 TABLE1_GPT2XL = {
     "vanilla 1-shot": {"sst2": 0.6128, "trec": 0.5756, "agnews": 0.7332, "emoc": 0.1544, "average": 0.5190},

@@ -38,6 +38,7 @@
 import numpy as np
 import pandas as pd
 
+from helpers import paper as PA
 from helpers import plots
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
@@ -94,9 +95,9 @@ table1 = mean.round(2).astype(str) + " ± " + std.round(2).astype(str)
 table1
 
 # %%
-paper = pd.DataFrame({"SST-2": [61.28, 64.75, 90.07], "TREC": [57.56, 60.40, 60.92], "AGNews": [73.32, 52.52, 81.94],
-                      "EmoC": [15.44, 9.80, 41.64], "Average": [51.90, 46.87, 68.64]},
-                     index=[f"GPT2-XL (paper) {c}" for c in cols.values()])
+paper = (100 * pd.DataFrame(PA.TABLE1_GPT2XL).T[[*PA.TASK_ORDER, "average"]]).round(2)
+paper.columns = ["SST-2", "TREC", "AGNews", "EmoC", "Average"]
+paper.index = [f"GPT2-XL (paper) {c}" for c in paper.index]
 ours = mean.copy()
 ours.index = [f"{model_name} (ours) {c}" for c in ours.index]
 pd.concat([paper, ours.round(2)])
@@ -126,10 +127,11 @@ save_figure(fig, "04_training_loss")
 # %%
 avg = mean["Average"] / 100
 verdict = table1_verdict(avg["vanilla 1-shot"], avg["vanilla 5-shot"], avg["anchor re-weighting"])
-paper_avg = {"vanilla 1-shot": 51.90, "vanilla 5-shot": 46.87, "anchor re-weighting": 68.64}
+paper_avg = {c: round(100 * PA.TABLE1_GPT2XL[c]["average"], 2) for c in cols.values()}
 summary = [summary_row(f"04 Table 1 average accuracy (%), {c}", paper_avg[c], list(per_seed_avg[c]), verdict)
            for c in cols.values()]
-summary.append(summary_row("04 re-weighting minus vanilla 1-shot (points)", round(68.64 - 51.90, 2),
+summary.append(summary_row("04 re-weighting minus vanilla 1-shot (points)",
+                           round(paper_avg["anchor re-weighting"] - paper_avg["vanilla 1-shot"], 2),
                            list(per_seed_avg["anchor re-weighting"] - per_seed_avg["vanilla 1-shot"]), verdict))
 save_metrics("04_anchor_reweighting", {"table1_mean": mean.to_dict(), "table1_std": std.to_dict(),
                                        "table": [{"setting": c, **table1.loc[c].to_dict()} for c in cols.values()],

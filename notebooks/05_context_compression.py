@@ -38,6 +38,7 @@
 # %%
 import pandas as pd
 
+from helpers import paper as PA
 from helpers import plots
 from helpers.compression import METHODS, run_compression, speed_verdict, table2_verdict, time_icl_vs_anchor
 from helpers.models import load_model
@@ -81,10 +82,8 @@ long = pd.DataFrame([dict(task=t, seed=s, method=meth, metric=met, value=val)
 per_task = long.groupby(["method", "metric", "task"]).value.mean().unstack("task")
 avg = (100 * per_task.mean(axis=1)).unstack("metric")[["label_loyalty", "word_loyalty", "accuracy"]].loc[list(METHODS)]
 avg.columns = ["LL", "WL", "Acc"]
-paper2 = pd.DataFrame({"GPT2-XL LL": [100, 51.05, 48.96, 57.52, 79.47], "GPT2-XL WL": [100, 36.65, 5.59, 4.49, 62.17],
-                       "GPT2-XL Acc": [51.90, 38.77, 39.96, 41.72, 45.04],
-                       "GPT-J LL": [100, 53.45, 49.03, 71.10, 89.06], "GPT-J WL": [100, 43.85, 2.16, 11.36, 75.04],
-                       "GPT-J Acc": [56.82, 40.83, 31.51, 52.34, 55.59]}, index=list(METHODS))
+paper2 = pd.DataFrame({f"{m} {col}": [PA.TABLE2[m][meth][i] for meth in METHODS]
+                       for m in ("GPT2-XL", "GPT-J") for i, col in enumerate(("LL", "WL", "Acc"))}, index=list(METHODS))
 table2 = pd.concat([paper2, avg.add_prefix(f"{model_name.split('/')[-1]} (ours) ").round(2)], axis=1)
 table2
 
@@ -109,10 +108,10 @@ for task in profile.tasks:
     speed.append(time_icl_vs_anchor(model, icl, n_inputs=N_TIME, repeats=reps))
 speed = pd.DataFrame(speed)
 table3 = speed[["task", "L_demo", "L_x", "L_anchor", "bound", "speedup", "speedup_over_bound"]].round(2)
-table3["paper GPT2-XL"] = [{"sst2": 1.1, "trec": 1.5, "agnews": 2.5}.get(t, 1.4) for t in table3.task]
-table3["paper GPT-J"] = [{"sst2": 1.5, "trec": 2.2, "agnews": 2.9}.get(t, 1.9) for t in table3.task]
-table3["paper L_demo / L_x"] = [{"sst2": "18 / 19", "trec": "61 / 7", "agnews": "151 / 37"}.get(t, "53 / 12 (EmoC)")
-                               for t in table3.task]
+for m in ("GPT2-XL", "GPT-J"):
+    table3[f"paper {m}"] = [PA.TABLE3_SPEEDUP[m][PA.paper_key(t)] for t in table3.task]
+table3["paper L_demo / L_x"] = [f"{PA.TABLE3_LDEMO[PA.paper_key(t)]} / {PA.TABLE3_LX[PA.paper_key(t)]}"
+                               + (" (EmoC)" if PA.paper_key(t) == "emoc" else "") for t in table3.task]
 table3
 
 # %%
@@ -139,7 +138,7 @@ summary = [summary_row(f"05 Table 2 {meth}: {names[met]} (%)", float(paper2.loc[
            for meth in METHODS if meth != "ICL" for met, col in zip(names, ("LL", "WL", "Acc"))]
 summary.append(summary_row("05 Table 2 ICL accuracy (%)", 51.90, list(per_seed["ICL", "accuracy"]), verdict))
 summary += [summary_row(f"05 Table 3 speed-up, {get_task(r.task).display}",
-                        {"sst2": 1.1, "trec": 1.5, "agnews": 2.5}.get(r.task, 1.4), f"{r.speedup:.2f}x "
+                        PA.TABLE3_SPEEDUP["GPT2-XL"][PA.paper_key(r.task)], f"{r.speedup:.2f}x "
                         f"(bound {r.bound:.2f}x: {100 * r.speedup_over_bound:.0f}%; 1 run)", sverdict)
             for r in speed.itertuples()]
 save_metrics("05_context_compression", {"table2": avg.to_dict(), "table3": speed.to_dict(orient="records"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import html
 
 import matplotlib.pyplot as plt
@@ -80,7 +82,5 @@ def accuracy_bars(df: pd.DataFrame, paper: dict | None = None, ax=None):
     ax.set_ylim(0, 1)
     ax.legend(fontsize=8)
     ax.set_ylabel("accuracy")
-    import textwrap
-
     ax.set_xticks(ax.get_xticks(), [textwrap.fill(t.get_text(), 18) for t in ax.get_xticklabels()])
     return ax
