@@ -55,6 +55,7 @@ __all__ = [
     "cache_dir",
     "load_model",
     "matmul_layout",
+    "fast_attention",
     "resolve_name",
     "make_tiny_model",
     "gpt2_tokenizer",
@@ -308,6 +309,54 @@ def _relayout(param: torch.nn.Parameter, order: tuple[int, ...]) -> None:
     param.data = param.data.permute(order).contiguous().permute(inverse)
 
 
+def _grouped_scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """TransformerLens' attention scores without its copies: ``[batch, head, query_pos, key_pos]``.
+
+    TL repeats every key/value head for the query heads that read it
+    (``repeat_interleave``) and rearranges keys to ``[batch, head, d_head, key_pos]``
+    before a matmul that then copies them again; with a long shared prefix those
+    copies cost more than the products. Here query head ``h`` reads key head
+    ``h // (n_heads / n_kv_heads)`` (TL's order) through strided views, one batched
+    product per key head. Same values (tests compare with TL's own method).
+    """
+    from transformer_lens.utilities.activation_functions import apply_softcap
+
+    B, m, H, d = q.shape
+    T, G = k.shape[1], k.shape[2]
+    r = H // G
+    qg = q.reshape(B, m, G, r, d).permute(2, 0, 3, 1, 4).reshape(G, B, r * m, d)
+    out = torch.stack([torch.bmm(qg[g], k[:, :, g, :].transpose(1, 2)) for g in range(G)], 1)  # [B, G, r*m, T]
+    scores = out.reshape(B, H, m, T) / self.attn_scale
+    return apply_softcap(scores, self.cfg.attn_scores_soft_cap)
+
+
+def _grouped_z(self, v: torch.Tensor, pattern: torch.Tensor) -> torch.Tensor:
+    """TransformerLens' ``z`` (``[batch, pos, head, d_head]``, through ``hook_z``) without repeating values."""
+    B, H, m, T = pattern.shape
+    G, d = v.shape[2], v.shape[3]
+    r = H // G
+    pg = pattern.reshape(B, G, r * m, T)
+    z = torch.stack([torch.bmm(pg[:, g], v[:, :, g, :]) for g in range(G)], 1)  # [B, G, r*m, d]
+    return self.hook_z(z.reshape(B, H, m, d).transpose(1, 2))
+
+
+def fast_attention(model):
+    """Give every attention layer :func:`_grouped_scores` and :func:`_grouped_z` (same values, no copies).
+
+    Measured on Gemma 3 270M (one core, 16 suffixes of 35 tokens after a
+    598-token prefix): 7.8 s -> see ``make bench``. Idempotent; returns the model.
+    """
+    import types
+
+    for block in model.blocks:
+        attn = block.attn
+        if type(attn).__name__ not in ("Attention", "GroupedQueryAttention"):
+            continue
+        attn.calculate_attention_scores = types.MethodType(_grouped_scores, attn)
+        attn.calculate_z_scores = types.MethodType(_grouped_z, attn)
+    return model
+
+
 def matmul_layout(model) -> None:
     """Store weights in the memory order TransformerLens' forward reads them, so it stops copying them.
 
@@ -366,6 +415,7 @@ def load_model(
         model = _load_hub(canonical, device, dtype)
     model.eval()
     matmul_layout(model)
+    fast_attention(model)
     model.cfg.icl_model_name = canonical  # the name experiments record
     if verbose:
         print(f"loaded {canonical} in {time.perf_counter() - t0:.1f}s "
@@ -465,4 +515,5 @@ def make_tiny_model(kind: str = "gpt2", seed: int = 0, n_layers: int = 3, n_head
     model.cfg.icl_model_name = f"tiny-{kind}"
     model.eval()
     matmul_layout(model)
+    fast_attention(model)
     return model

@@ -20,10 +20,36 @@ from tqdm.auto import tqdm
 
 from .prompts import Prompt, pad_batch
 
-__all__ = ["Predictions", "predict", "logits_at", "length_batches", "batch_token_budget", "HookFactory"]
+__all__ = ["Predictions", "predict", "logits_at", "unembed_at", "resid_at", "unembed_rows", "predictions_from_resid", "length_batches", "batch_token_budget", "HookFactory"]
 
-# given the prompts of a batch and its padded tokens, the (hook name, fn) pairs to run
-HookFactory = Callable[[Sequence[Prompt], torch.Tensor], list]
+# given the prompts of a batch, the padded tokens that run and (keyword ``offset``) the prompt position of
+# their first column, the (hook name, fn) pairs to run. A full-prompt run has offset 0; a suffix run after a
+# shared prefix (helpers.prefix) has offset P0, so query rows in hooked tensors are ``position - offset`` while
+# key columns stay prompt positions.
+HookFactory = Callable[..., list]
+
+
+def unembed_at(model, resid: Float[torch.Tensor, "batch seq d_model"], q: Int[torch.Tensor, "batch"],
+               vocab: torch.Tensor | None = None) -> Float[torch.Tensor, "batch vocab"]:
+    """Logits of ``resid`` (the final residual stream) at ``q[b]`` of each row; ``vocab``: only these columns."""
+    at_q = model.ln_final(resid[torch.arange(resid.shape[0], device=resid.device), q.to(resid.device)][:, None, :])
+    if vocab is None:
+        logits = model.unembed(at_q)[:, 0, :]
+    else:
+        vocab = vocab.to(at_q.device)
+        logits = at_q[:, 0, :] @ model.unembed.W_U[:, vocab] + model.unembed.b_U[vocab]
+    cap = getattr(model.cfg, "output_logits_soft_cap", -1.0)
+    if cap and cap > 0:
+        logits = cap * torch.tanh(logits / cap)
+    return logits
+
+
+def resid_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, "batch"], fwd_hooks: Sequence = (),
+             **forward_kwargs) -> Float[torch.Tensor, "batch d_model"]:
+    """The final residual stream (before ln_final) at ``q[b]`` of each row."""
+    with model.hooks(fwd_hooks=list(fwd_hooks)):
+        resid = model(tokens, stop_at_layer=model.cfg.n_layers, **forward_kwargs)
+    return resid[torch.arange(resid.shape[0], device=resid.device), q.to(resid.device)]
 
 
 def logits_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, "batch"],
@@ -32,22 +58,12 @@ def logits_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor
     """Logits at position ``q[b]`` of each row, unembedding only there.
 
     ``vocab``: token ids whose columns to compute (all when ``None``).
-    ``forward_kwargs`` go to the model's forward (e.g. ``past_kv_cache``,
-    ``attention_mask``). Differentiable (no inference mode inside):
-    gradient-based experiments call it directly.
+    ``forward_kwargs`` go to the model's forward. Differentiable (no
+    inference mode inside): gradient-based experiments call it directly.
     """
     with model.hooks(fwd_hooks=list(fwd_hooks)):
         resid = model(tokens, stop_at_layer=model.cfg.n_layers, **forward_kwargs)  # [batch, seq, d_model]
-        at_q = model.ln_final(resid[torch.arange(tokens.shape[0], device=resid.device), q.to(resid.device)][:, None, :])
-        if vocab is None:
-            logits = model.unembed(at_q)[:, 0, :]
-        else:
-            vocab = vocab.to(at_q.device)
-            logits = at_q[:, 0, :] @ model.unembed.W_U[:, vocab] + model.unembed.b_U[vocab]
-    cap = getattr(model.cfg, "output_logits_soft_cap", -1.0)
-    if cap and cap > 0:
-        logits = cap * torch.tanh(logits / cap)
-    return logits
+        return unembed_at(model, resid, q, vocab)
 
 
 def batch_token_budget() -> int:
@@ -64,28 +80,72 @@ def batch_token_budget() -> int:
     return 0 if torch.cuda.is_available() else 1024
 
 
-def length_batches(prompts: Sequence[Prompt], batch_size: int, max_tokens: int | None = None) -> list[list[int]]:
-    """Indices of ``prompts`` grouped into batches of similar length (longest first).
+def length_batches(prompts: Sequence, batch_size: int, max_tokens: int | None = None,
+                   fixed_tokens: int = 32) -> list[list[int]]:
+    """Indices of ``prompts`` (or token tensors) grouped into batches of similar length (longest first).
 
-    A batch holds at most ``batch_size`` prompts and at most ``max_tokens``
-    padded tokens (its longest prompt times its size; a prompt longer than
-    that is a batch of its own). ``max_tokens=None`` uses :func:`batch_token_budget`;
-    0 means no token cap.
+    A batch holds at most ``batch_size`` items and at most ``max_tokens``
+    padded tokens (its longest item times its size; an item longer than that
+    is a batch of its own). ``max_tokens=None`` uses :func:`batch_token_budget`;
+    0 means no token cap. Within those caps the split of the length-sorted
+    items minimises padded tokens plus ``fixed_tokens`` per batch (the cost of
+    one more forward pass, in tokens), by dynamic programming: short inputs of
+    very different lengths are not padded to the longest of sixteen.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     budget = batch_token_budget() if max_tokens is None else int(max_tokens)
     order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
+    lens = [len(prompts[i]) for i in order]
+    n = len(order)
+    best = [0.0] + [float("inf")] * n  # best[i]: cost of batching the first i sorted items
+    cut = [0] * (n + 1)
+    for i in range(1, n + 1):
+        for j in range(i - 1, max(i - batch_size, 0) - 1, -1):  # last batch = sorted items j..i-1
+            rows = i - j
+            if rows > 1 and budget > 0 and lens[j] * rows > budget:
+                break
+            cost = best[j] + fixed_tokens + lens[j] * rows
+            if cost < best[i]:
+                best[i], cut[i] = cost, j
     batches: list[list[int]] = []
-    for i in order:
-        if batches:
-            cur = batches[-1]
-            longest = len(prompts[cur[0]])  # sorted: the batch's first prompt is its longest
-            if len(cur) < batch_size and (budget <= 0 or longest * (len(cur) + 1) <= budget):
-                cur.append(i)
-                continue
-        batches.append([i])
-    return batches
+    i = n
+    while i > 0:
+        batches.append(order[cut[i]:i])
+        i = cut[i]
+    return batches[::-1]
+
+
+def unembed_rows(model, resid: Float[torch.Tensor, "n d_model"], vocab: torch.Tensor | None = None,
+                 chunk: int = 256) -> Float[torch.Tensor, "n vocab"]:
+    """Logits of final residual vectors (ln_final, unembedding, soft cap), ``chunk`` rows at a time.
+
+    Collecting every input's residual at q and unembedding them together reads
+    the unembedding matrix (Gemma 3: 640 x 262k) once per ``chunk`` rows rather
+    than once per batch. ``vocab``: only these columns.
+    """
+    q = torch.zeros(1, dtype=torch.long)
+    parts = [unembed_at(model, resid[s:s + chunk, None, :], q.expand(min(chunk, resid.shape[0] - s)), vocab)
+             for s in range(0, resid.shape[0], chunk)]
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def predictions_from_resid(model, resid: Float[torch.Tensor, "n d_model"], prompts: Sequence[Prompt],
+                           label_ids: Sequence[int], top_k: int = 5) -> "Predictions":
+    """:class:`Predictions` from each prompt's final residual at q.
+
+    ``top_k=0`` computes the label words' logits only (prediction and accuracy
+    need nothing else; full-vocabulary logits cost Gemma 3 about 10 ms per input
+    on a CPU core) and leaves ``topk`` empty.
+    """
+    ids = torch.tensor(list(label_ids))
+    gold = torch.tensor([p.gold if p.gold is not None else -1 for p in prompts])
+    resid = resid.to(model.cfg.device)
+    if top_k == 0:
+        label_logits = unembed_rows(model, resid, vocab=ids).float().cpu()
+        return Predictions(label_logits, torch.empty(len(prompts), 0, dtype=torch.long), gold)
+    logits = unembed_rows(model, resid).float().cpu()
+    return Predictions(logits[:, ids], logits.topk(top_k, dim=-1).indices, gold)
 
 
 @dataclass
@@ -125,11 +185,8 @@ def predict(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_si
         raise ValueError("no prompts to predict")
     if len(set(label_ids)) != len(label_ids):
         raise ValueError("label_ids must be distinct (see tasks.label_token_ids)")
-    ids = torch.tensor(list(label_ids), device=model.cfg.device)
-    n = len(prompts)
-    label_logits = torch.empty(n, len(ids))
-    topk = torch.empty(n, top_k, dtype=torch.long)
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    resid = torch.empty(len(prompts), model.cfg.d_model, dtype=model.cfg.dtype, device=model.cfg.device)
     batches = length_batches(prompts, batch_size)
     it = tqdm(batches, desc=progress if isinstance(progress, str) else "predict", leave=False,
               disable=not progress)
@@ -138,12 +195,9 @@ def predict(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_si
             batch = [prompts[i] for i in idx]
             tokens, q = pad_batch(batch, pad)
             tokens = tokens.to(model.cfg.device)
-            fwd = hooks(batch, tokens) if hooks else []
-            logits = logits_at(model, tokens, q, fwd).float().cpu()
-            label_logits[idx] = logits[:, ids.cpu()]
-            topk[idx] = logits.topk(top_k, dim=-1).indices
-    gold = torch.tensor([p.gold if p.gold is not None else -1 for p in prompts])
-    return Predictions(label_logits, topk, gold)
+            fwd = hooks(batch, tokens, offset=0) if hooks else []
+            resid[idx] = resid_at(model, tokens, q, fwd)
+        return predictions_from_resid(model, resid, prompts, label_ids, top_k)
 
 
 def shots_for(task: str, k_per_class: int) -> int:
@@ -169,8 +223,10 @@ def vanilla_accuracy(model, tasks: Sequence[str], seeds: Sequence[int], n_test: 
         k = shots_for(task, k_per_class)
         for seed in seeds:
             def run():
+                from .prefix import predict_shared
+
                 s = make_icl_set(model, task, seed, n_test, k)
-                r = predict(model, s.prompts, s.label_ids, batch_size=batch_size)
+                r = predict_shared(model, s.prompts, s.label_ids, batch_size=batch_size, top_k=0)
                 return {"n": len(r), "dropped": s.n_dropped, "accuracy": r.accuracy,
                         "pred": r.pred.tolist(), "gold": r.gold.tolist()}
             out = cached("vanilla_accuracy", {"model": name, "task": task, "seed": seed, "n_test": n_test,

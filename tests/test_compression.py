@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.compression import (anchor_keep, build_cache, cached_logits, predict_cached, prefix_len, random_keep,
+from helpers.compression import (anchor_keep, build_cache, predict_cached, prefix_len, random_keep,
                                  text_anchor_prompts, token_counts)
+from helpers.prefix import suffix_logits as cached_logits
 from helpers.predict import logits_at
 from helpers.prompts import Demo, build_prompt
 
@@ -61,16 +62,27 @@ def test_pruned_cache_keeps_original_positions(tiny_model, which):
         with torch.inference_mode():
             got = cached_logits(tiny_model, cache, qt, torch.tensor([qt.shape[1] - 1]))[0]
         torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4)
-        # and positions matter: the same cache with TL's default (contiguous) positions differs
-        from helpers import compression as C
-        orig = C._cache_hooks
-        try:
-            C._cache_hooks = lambda *a, **k: []
-            with torch.inference_mode():
-                naive = cached_logits(tiny_model, cache, qt, torch.tensor([qt.shape[1] - 1]))[0]
-        finally:
-            C._cache_hooks = orig
+        # and positions matter: the same rows at contiguous positions 0..K-1, with the query at K, differ
+        import dataclasses
+        naive_cache = dataclasses.replace(cache, kept=list(range(len(keep))), length=len(keep))
+        if tiny_model.cfg.positional_embedding_type == "rotary":  # keys re-rotated at 0..K-1
+            from helpers.prefix import _rotate
+            naive_cache.keys = [_rotate(tiny_model.blocks[l].attn, _rotate_back(tiny_model, l, k, keep), torch.arange(len(keep)))
+                                for l, k in enumerate(cache.keys)]
+        with torch.inference_mode():
+            naive = cached_logits(tiny_model, naive_cache, qt, torch.tensor([qt.shape[1] - 1]))[0]
         assert (naive - ref).abs().max() > 1e-3
+
+
+def _rotate_back(model, layer, k, positions):
+    """Undo the rotation of cached keys stored at ``positions`` (rotate by -position)."""
+    attn = model.blocks[layer].attn
+    pos = torch.as_tensor(list(positions))
+    rd = attn.cfg.rotary_dim
+    cos, sin = attn.rotary_cos[pos][:, None, :], attn.rotary_sin[pos][:, None, :]
+    xr = k[..., :rd]
+    # the rotation is x*cos + rot(x)*sin with rot(rot(x)) = -x; its inverse is x*cos - rot(x)*sin
+    return torch.cat([xr * cos - attn.rotate_every_two(xr) * sin, k[..., rd:]], dim=-1)
 
 
 def test_query_positions_seen_by_hooks(tiny_model):
@@ -86,7 +98,7 @@ def test_query_positions_seen_by_hooks(tiny_model):
         name = "blocks.0.attn.hook_rot_q"
     with torch.inference_mode():
         cached_logits(tiny_model, cache, qt, torch.tensor([qt.shape[1] - 1]),
-                      fwd_hooks=[(name, lambda x, hook: seen.setdefault("c", x.clone()))])
+                      hooks=[(name, lambda x, hook: seen.setdefault("c", x.clone()))])
         _, full = tiny_model.run_with_cache(p.tokens[None], names_filter=name)
     torch.testing.assert_close(seen["c"][0], full[name][0, cache.prefix_len:], atol=1e-4, rtol=1e-4)
 

@@ -55,7 +55,7 @@ def test_hooks_are_per_batch_and_removed(tiny_model):
     plain = predict(tiny_model, ps, lids, batch_size=3)
     seen = []
 
-    def factory(batch, tokens):
+    def factory(batch, tokens, offset=0):
         seen.append([p.q for p in batch])
         assert tokens.shape[0] == len(batch)
         return [("blocks.0.hook_resid_post", lambda x, hook: x * 0.0)]
@@ -97,10 +97,33 @@ def test_length_batches_respect_size_and_token_budget():
         assert lens[b[0]] == longest  # longest first
     assert [lens[b[0]] for b in batches] == sorted((lens[b[0]] for b in batches), reverse=True)
     assert [[lens[i] for i in b] for b in batches] == [[1500], [900], [420, 400], [60, 58, 55], [50]]
-    # no token cap: only the batch size counts
-    assert [len(b) for b in length_batches(prompts, batch_size=3, max_tokens=0)] == [3, 3, 2]
+    # no token cap: padding is still not worth a batch of [1500, 900, 420]
+    assert [[lens[i] for i in b] for b in length_batches(prompts, batch_size=3, max_tokens=0)] == \
+        [[1500], [900], [420, 400], [60, 58, 55], [50]]
+    # when a forward pass costs more than any padding, the fewest batches win
+    assert len(length_batches(prompts, batch_size=3, max_tokens=0, fixed_tokens=10**6)) == 3
     with pytest.raises(ValueError):
         length_batches(prompts, batch_size=0)
+
+
+def test_length_batches_minimise_padding_plus_forward_cost():
+    """Brute force over every split of a sorted list: the dynamic programme finds the cheapest one."""
+    import itertools
+
+    from helpers.predict import length_batches
+
+    lens = [49, 40, 33, 27, 21, 20, 15, 11, 10, 8]
+    prompts = [type("P", (), {"__len__": (lambda self, n=n: n)})() for n in lens]
+    F = 32
+
+    def cost(groups):
+        return sum(F + g[0] * len(g) for g in groups)
+
+    best = min(cost([lens[a:b] for a, b in zip((0,) + cuts, cuts + (len(lens),))])
+               for r in range(len(lens)) for cuts in itertools.combinations(range(1, len(lens)), r)
+               if all(b - a <= 4 for a, b in zip((0,) + cuts, cuts + (len(lens),))))
+    got = [[lens[i] for i in b] for b in length_batches(prompts, batch_size=4, max_tokens=0, fixed_tokens=F)]
+    assert cost(got) == best and max(len(g) for g in got) <= 4
 
 
 def test_batch_token_budget_reads_the_environment(monkeypatch):

@@ -1,0 +1,450 @@
+"""Shared-prefix engine: run a demonstration set once, then every input against it.
+
+In the paper's setting one demonstration set serves every test input of a
+(task, seed). Under causal attention the demonstrations' keys and values do
+not depend on what follows them, so they can be computed once and every input
+run as a short *suffix* against them. This module is the one place that does
+so; every experiment with shared demonstrations goes through it.
+
+- :func:`run_prefix` runs the prefix tokens once, optionally under hooks (e.g.
+  label words isolated in some layers: an isolated row is a prefix row, so
+  each hook condition runs its prefix once), and keeps the keys and values of
+  all positions or of a chosen subset (Hidden_anchor), each with its ORIGINAL
+  position.
+- :func:`extend_prefix` appends more tokens to a cache (one input's query
+  without its last token, so that only the last token is re-run, e.g. once
+  per ablated head).
+- :func:`suffix_forward` / :func:`suffix_logits` run right-padded suffixes
+  against a cache; every TransformerLens hook works as in a full run, with the
+  suffix's query positions and the cache's key positions.
+- :func:`predict_shared` is :func:`helpers.predict.predict` on this path.
+
+Exactness (tests on learned-position, rotary and grouped-query models, and on
+Gemma 3 and SmolLM2): a keep-everything cache plus a suffix gives the full
+prompt's logits; a pruned cache gives the full prompt with attention from the
+suffix to the dropped positions blocked.
+
+Position mechanics (TransformerLens 3.9). TL caches *un-rotated* keys and, on
+every forward with a cache of length ``K``, rotates cached and new keys at
+positions ``0..K+m-1`` and gives new tokens learned position embeddings
+``K..K+m-1``. Two things are wrong with that here: re-rotating the cache for
+every row of every batch costs as much as the suffix itself, and after a
+pruned cache the kept rows must keep their original positions ``o_j`` while
+the suffix continues at ``P0``, not at ``K``. So:
+
+- rotary: the cache stores each kept key already rotated at ``o_j``; during a
+  suffix run each attention layer's ``apply_rotary`` rotates only the new
+  queries and keys, at ``P0..P0+m-1`` (:func:`_suffix_rotary`, same formula
+  as TL's). ``hook_rot_q``/``hook_rot_k`` see what they see in a full run.
+- learned positions: the new tokens' ``hook_pos_embed`` is ``W_pos[P0:P0+m]``;
+- sliding-window layers (Gemma 3's local layers, 512 tokens): TL measures the
+  window in cache indices, which are closer together than original positions,
+  so after a pruned cache it masks too little; ``hook_attn_scores``
+  additionally masks every key whose original position is a window or more
+  before the query's.
+
+An explicit attention mask of ones is always passed: with a cache TL would
+otherwise build one from pad ids (GPT-2's pad id equals its BOS id). Suffixes
+are right-padded, so pads come after every real token and change nothing.
+
+A cache remembers the model and the tokens it was built from;
+:func:`suffix_tokens` refuses prompts that do not start with those tokens and
+every run refuses another model, so a cache never serves other inputs.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from jaxtyping import Float, Int
+from tqdm.auto import tqdm
+
+from .prompts import Prompt
+
+__all__ = [
+    "PrefixCache",
+    "PrefixError",
+    "demo_prefix_len",
+    "shared_prefix_len",
+    "run_prefix",
+    "extend_prefix",
+    "suffix_tokens",
+    "pad_suffixes",
+    "suffix_forward",
+    "suffix_logits",
+    "suffix_batches",
+    "predict_shared",
+    "token_bound",
+]
+
+
+class PrefixError(ValueError):
+    """The prompts, the cache or the model do not fit together."""
+
+
+@dataclass(eq=False)
+class PrefixCache:
+    """Per-layer keys/values of the kept prefix positions, in TL's cache convention."""
+
+    keys: list[Float[torch.Tensor, "kept kv_head d_head"]]
+    values: list[Float[torch.Tensor, "kept kv_head d_head"]]
+    kept: list[int]  # original positions o_j of the cache rows
+    length: int  # P0: original position of the first suffix token
+    tokens: Int[torch.Tensor, "prefix"]  # the prefix tokens (all P0, kept or not)
+    model_ref: Callable = field(repr=False, default=lambda: None)  # weakref to the model it was built with
+    note: str = ""  # what ran on the prefix (hooks), for display
+
+    def __len__(self) -> int:
+        return len(self.kept)
+
+    @property
+    def full(self) -> bool:
+        """True when every prefix position is kept (then suffix runs equal full-prompt runs)."""
+        return len(self.kept) == self.length
+
+    @property
+    def prefix_len(self) -> int:  # the name compression code and notebooks use
+        return self.length
+
+    def check_model(self, model) -> None:
+        if self.model_ref() is not model:
+            raise PrefixError("this prefix cache was built with another model; build one with run_prefix(model, ...)")
+
+
+def demo_prefix_len(prompt: Prompt, tokenizer=None) -> int:
+    """P0 of a prompt: one past the newline that ends its last demonstration (the query's first position)."""
+    if not prompt.label_spans:
+        raise PrefixError("prompt has no demonstrations: there is no shared prefix")
+    p0 = prompt.label_spans[-1][1] + 1
+    nl = p0 - 1
+    if nl not in prompt.format_pos or p0 >= len(prompt):
+        raise PrefixError("expected exactly one separator token between the last label and the query; this "
+                          "tokenizer merges them, so the prompt cannot be cut there")
+    if tokenizer is not None and tokenizer.decode([int(prompt.tokens[nl])]) != "\n":
+        raise PrefixError(f"token at {nl} is {tokenizer.decode([int(prompt.tokens[nl])])!r}, not a newline")
+    return p0
+
+
+def shared_prefix_len(prompts: Sequence[Prompt]) -> int:
+    """P0 shared by all ``prompts``: their demonstrations, token for token, or a :class:`PrefixError`."""
+    if not prompts:
+        raise PrefixError("no prompts")
+    p0 = demo_prefix_len(prompts[0])
+    ref = prompts[0].tokens[:p0]
+    for i, p in enumerate(prompts):
+        if len(p) <= p0 or not torch.equal(p.tokens[:p0], ref):
+            raise PrefixError(f"prompt {i} does not share prompt 0's demonstrations (first {p0} tokens); build "
+                              "all prompts with the same demonstrations (make_icl_set), or use the full-prompt path")
+    return p0
+
+
+def _kv_cache_classes():
+    from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+    from transformer_lens.cache.key_value_cache_entry import TransformerLensKeyValueCacheEntry
+
+    return TransformerLensKeyValueCache, TransformerLensKeyValueCacheEntry
+
+
+def _check_pos_type(model) -> str:
+    t = model.cfg.positional_embedding_type
+    if t not in ("rotary", "standard"):
+        raise NotImplementedError(f"shared prefixes support rotary and learned ('standard') positions, not {t!r}")
+    return t
+
+
+def _rotate(attn, x: torch.Tensor, n: torch.Tensor | int) -> torch.Tensor:
+    """Rotate ``x[..., pos, head, d_head]`` by ``n`` positions (scalar or one per ``pos``), n >= 0."""
+    rd = attn.cfg.rotary_dim
+    n = torch.as_tensor(n, device=attn.rotary_cos.device)
+    need = int(n.max()) + 1
+    if need > attn.rotary_cos.shape[0]:
+        attn._extend_rotary_embeddings(min(attn.cfg.n_ctx, max(need, 2 * attn.rotary_cos.shape[0])))
+    cos, sin = attn.rotary_cos[n], attn.rotary_sin[n]  # [pos, rd] or [rd]
+    if cos.dim() == 2:
+        cos, sin = cos[:, None, :], sin[:, None, :]
+    xr = x[..., :rd]
+    out = xr * cos.to(x.dtype) + attn.rotate_every_two(xr) * sin.to(x.dtype)
+    return torch.cat([out, x[..., rd:]], dim=-1)
+
+
+def _window_layers(model) -> list[int]:
+    """Layers whose attention is local (sliding window), as TL built them."""
+    return [l for l, b in enumerate(model.blocks) if getattr(b.attn, "attn_type", "global") == "local"]
+
+
+def _kv(model, cache: PrefixCache | None, B: int):
+    """A frozen TL cache holding ``cache`` expanded to ``B`` rows (None: an empty one to fill)."""
+    KV, Entry = _kv_cache_classes()
+    dev = model.cfg.device
+    if cache is None:
+        return KV.init_cache(model.cfg, dev, B)
+    entries = [Entry(k[None].expand(B, -1, -1, -1), v[None].expand(B, -1, -1, -1), frozen=True)
+               for k, v in zip(cache.keys, cache.values)]
+    return KV(entries, torch.ones(B, len(cache), dtype=torch.long, device=dev), frozen=True)
+
+
+def _rotate_from(attn, x: torch.Tensor, start: int) -> torch.Tensor:
+    """TL's rotary embedding of ``x[batch, pos, head, d_head]`` at positions ``start, start+1, ...``."""
+    n = x.shape[1]
+    if start + n > attn.rotary_cos.shape[0]:
+        attn._extend_rotary_embeddings(min(attn.cfg.n_ctx, max(start + n, 2 * attn.rotary_cos.shape[0])))
+    rd = attn.cfg.rotary_dim
+    cos = attn.rotary_cos[None, start:start + n, None, :]
+    sin = attn.rotary_sin[None, start:start + n, None, :]
+    xr = x[..., :rd]
+    return torch.cat([xr * cos + attn.rotate_every_two(xr) * sin, x[..., rd:]], dim=-1)
+
+
+def _suffix_rotary(self, x, past_kv_pos_offset: int = 0, attention_mask=None):
+    """``apply_rotary`` of an attention layer: TL's own unless a suffix run is under way (``_icl_suffix``)."""
+    state = self.__dict__.get("_icl_suffix")
+    if state is None:
+        return type(self).apply_rotary(self, x, past_kv_pos_offset, attention_mask)
+    K, P0 = state
+    if x.device != self.rotary_sin.device:
+        x = x.to(self.rotary_sin.device)
+    if past_kv_pos_offset == K:  # the new queries
+        return _rotate_from(self, x, P0)
+    # the keys: K cached rows, already rotated at their original positions, then the new ones
+    return torch.cat([x[:, :K], _rotate_from(self, x[:, K:], P0)], dim=1)
+
+
+def _install(model) -> None:
+    """Make ``model`` ready for suffix runs (idempotent): copy-free attention products and
+    :func:`_suffix_rotary` (inactive outside suffix runs)."""
+    import types
+
+    from .models import fast_attention
+
+    if getattr(model, "_icl_prefix_ready", False):
+        return
+    if model.cfg.positional_embedding_type == "rotary":
+        if getattr(model.cfg, "use_dynamic_ntk_rope", False) or getattr(model.cfg, "use_logn_attn", False):
+            raise NotImplementedError("shared prefixes do not support dynamic-NTK or log-n rotary variants")
+        for block in model.blocks:
+            block.attn.apply_rotary = types.MethodType(_suffix_rotary, block.attn)
+    fast_attention(model)
+    model._icl_prefix_ready = True
+
+
+class _SuffixPositions:
+    """Context: the suffix of ``m`` tokens runs at positions ``P0..`` after ``cache`` (see module doc)."""
+
+    def __init__(self, model, cache: PrefixCache, m: int):
+        self.model, self.cache, self.m = model, cache, m
+
+    def hooks(self) -> list:
+        model, cache, m = self.model, self.cache, self.m
+        P0 = cache.length
+        hooks = []
+        if model.cfg.positional_embedding_type == "standard" and not cache.full:
+            W = model.pos_embed.W_pos[P0: P0 + m]
+
+            def pos_hook(x, hook):
+                return W[None].expand(x.shape[0], -1, -1).to(x.dtype).clone()
+
+            hooks.append(("hook_pos_embed", pos_hook))
+        window = getattr(model.cfg, "window_size", None)
+        local = _window_layers(model)
+        if local and not cache.full and P0 + m > window:
+            kpos = torch.tensor(list(cache.kept) + list(range(P0, P0 + m)))
+            qpos = torch.arange(P0, P0 + m)
+            too_far = kpos[None, :] <= qpos[:, None] - window  # [m, K+m]
+
+            def window_hook(scores, hook):
+                return scores.masked_fill(too_far.to(scores.device), float("-inf"))
+
+            hooks += [(f"blocks.{l}.attn.hook_attn_scores", window_hook) for l in local]
+        return hooks
+
+    def __enter__(self):
+        if self.model.cfg.positional_embedding_type == "rotary":
+            for block in self.model.blocks:
+                block.attn._icl_suffix = (len(self.cache), self.cache.length)
+        return self
+
+    def __exit__(self, *exc):
+        for block in self.model.blocks:
+            block.attn.__dict__.pop("_icl_suffix", None)
+        return False
+
+
+def run_prefix(model, tokens: Int[torch.Tensor, "prefix"], keep: Sequence[int] | None = None,
+               hooks: Sequence = (), note: str = "") -> PrefixCache:
+    """One forward pass over ``tokens`` (under ``hooks``); keep the keys/values of ``keep`` (default: all).
+
+    Kept rows keep their original positions. ``hooks`` act on the prefix rows
+    only (e.g. isolation of label words). No gradient flows into the cache.
+    """
+    _check_pos_type(model)
+    _install(model)
+    tokens = torch.as_tensor(tokens).reshape(-1)
+    p0 = int(tokens.shape[0])
+    if p0 == 0:
+        raise PrefixError("empty prefix")
+    if p0 > model.cfg.n_ctx:
+        raise PrefixError(f"the prefix has {p0} tokens but the model's context (n_ctx) is {model.cfg.n_ctx}")
+    keep = sorted(set(range(p0) if keep is None else (int(k) for k in keep)))
+    if not keep or keep[0] < 0 or keep[-1] >= p0:
+        raise PrefixError(f"kept positions must lie in [0, {p0}) (the prefix)")
+    dev = model.cfg.device
+    kv = _kv(model, None, 1)
+    with torch.no_grad(), model.hooks(fwd_hooks=list(hooks)):
+        model(tokens[None].to(dev), past_kv_cache=kv, attention_mask=torch.ones(1, p0, dtype=torch.long, device=dev),
+              stop_at_layer=model.cfg.n_layers)
+    idx = torch.tensor(keep, device=dev)
+    keys, values = [], []
+    for layer, entry in enumerate(kv.entries):
+        k, v = entry.past_keys[0, idx].clone(), entry.past_values[0, idx].clone()
+        if model.cfg.positional_embedding_type == "rotary":  # stored rotated at the original positions
+            k = _rotate(model.blocks[layer].attn, k, idx)
+        keys.append(k)
+        values.append(v)
+    return PrefixCache(keys, values, keep, p0, tokens.clone().cpu(), weakref.ref(model), note)
+
+
+def extend_prefix(model, cache: PrefixCache, tokens: Int[torch.Tensor, "more"], hooks: Sequence = ()) -> PrefixCache:
+    """``cache`` followed by ``tokens`` (all kept): the cache of the longer prefix, from one suffix pass."""
+    cache.check_model(model)
+    tokens = torch.as_tensor(tokens).reshape(-1)
+    if tokens.numel() == 0:
+        return cache
+    if not cache.full:
+        raise PrefixError("extend_prefix needs a keep-everything cache")
+    kv = _kv(model, cache, 1)
+    for e in kv.entries:
+        e.frozen = False
+    kv.frozen = False
+    with torch.no_grad():
+        suffix_forward(model, cache, tokens[None], hooks, kv=kv)
+    K = len(cache)
+    keys = [e.past_keys[0].clone() for e in kv.entries]
+    if model.cfg.positional_embedding_type == "rotary":  # TL appended the new keys un-rotated
+        keys = [torch.cat([k[:K], _rotate_from(model.blocks[l].attn, k[None, K:], cache.length)[0]])
+                for l, k in enumerate(keys)]
+    values = [e.past_values[0].clone() for e in kv.entries]
+    n = cache.length + int(tokens.shape[0])
+    return PrefixCache(keys, values, list(range(n)), n, torch.cat([cache.tokens, tokens.cpu()]), cache.model_ref,
+                       cache.note)
+
+
+def suffix_forward(model, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], hooks: Sequence = (),
+                   kv=None) -> Float[torch.Tensor, "batch m d_model"]:
+    """The final residual stream of right-padded ``tokens`` run after ``cache`` (no inference mode inside:
+    differentiable with respect to hook parameters)."""
+    cache.check_model(model)
+    _check_pos_type(model)
+    B, m = tokens.shape
+    if cache.length + m > model.cfg.n_ctx:
+        raise PrefixError(f"prefix ({cache.length}) plus suffix ({m}) tokens exceed the model's context "
+                          f"(n_ctx = {model.cfg.n_ctx})")
+    _install(model)
+    dev = model.cfg.device
+    kv = _kv(model, cache, B) if kv is None else kv
+    with _SuffixPositions(model, cache, m) as pos, model.hooks(fwd_hooks=pos.hooks() + list(hooks)):
+        return model(tokens.to(dev), past_kv_cache=kv, attention_mask=torch.ones(B, m, dtype=torch.long, device=dev),
+                     stop_at_layer=model.cfg.n_layers)
+
+
+def suffix_logits(model, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], q: Int[torch.Tensor, "batch"],
+                  hooks: Sequence = (), vocab: Int[torch.Tensor, "v"] | None = None
+                  ) -> Float[torch.Tensor, "batch vocab"]:
+    """Logits at ``q[b]`` (an index into the suffix ``tokens``), unembedding only there (``vocab``: only these
+    columns). Differentiable with respect to hook parameters."""
+    from .predict import unembed_at
+
+    resid = suffix_forward(model, cache, tokens, hooks)
+    return unembed_at(model, resid, q, vocab)
+
+
+def suffix_tokens(cache: PrefixCache, prompts: Sequence[Prompt]) -> list[torch.Tensor]:
+    """Each prompt's tokens after the cache's prefix, after checking that it starts with exactly that prefix."""
+    p0 = cache.length
+    out = []
+    for i, p in enumerate(prompts):
+        if len(p) <= p0 or not torch.equal(p.tokens[:p0], cache.tokens):
+            raise PrefixError(f"prompt {i} does not start with the cache's {p0} prefix tokens; build all prompts "
+                              "with the same demonstrations as the cache (make_icl_set)")
+        out.append(p.tokens[p0:])
+    return out
+
+
+def pad_suffixes(suffixes: Sequence[torch.Tensor], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad suffixes into ``(tokens [B, m], last index [B])``."""
+    m = max(len(s) for s in suffixes)
+    out = torch.full((len(suffixes), m), pad_id, dtype=torch.long)
+    for i, s in enumerate(suffixes):
+        out[i, : len(s)] = s
+    return out, torch.tensor([len(s) - 1 for s in suffixes])
+
+
+def suffix_batches(cache: PrefixCache, prompts: Sequence[Prompt], batch_size: int, max_tokens: int | None = None):
+    """``(indices, suffix tokens [B, m], q in the suffix [B])`` batches of similar suffix length.
+
+    Batches are formed on suffix lengths (what is run), capped by
+    :func:`helpers.predict.batch_token_budget` padded suffix tokens.
+    """
+    from .predict import length_batches
+
+    suf = suffix_tokens(cache, prompts)
+    p0 = cache.length
+    for i, p in enumerate(prompts):
+        if p.q < p0:
+            raise PrefixError(f"prompt {i}: its position q ({p.q}) lies inside the shared prefix")
+    for idx in length_batches(suf, batch_size, max_tokens):
+        toks, _ = pad_suffixes([suf[i] for i in idx])
+        yield idx, toks, torch.tensor([prompts[i].q - p0 for i in idx])
+
+
+def predict_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
+                   top_k: int = 5, hooks=None, prefix_hooks: Sequence = (), cache: PrefixCache | None = None,
+                   progress: bool | str = False):
+    """:func:`helpers.predict.predict` with the shared demonstrations run once.
+
+    ``prefix_hooks``: TL hooks for the prefix pass (positions are prompt
+    positions). ``hooks``: a hook factory, called per batch as
+    ``hooks(batch_prompts, suffix_tokens, offset=P0)``: query positions in
+    the hooked tensors are ``position - offset``, key positions are prompt
+    positions. ``cache``: a prefix already built (e.g. pruned); by default the
+    prompts' shared demonstrations are run here. Same predictions as the full
+    prompts (tests).
+    """
+    from .predict import predictions_from_resid
+
+    if not prompts:
+        raise ValueError("no prompts to predict")
+    if len(set(label_ids)) != len(label_ids):
+        raise ValueError("label_ids must be distinct (see tasks.label_token_ids)")
+    if cache is None:
+        p0 = shared_prefix_len(prompts)
+        cache = run_prefix(model, prompts[0].tokens[:p0], hooks=prefix_hooks)
+    elif prefix_hooks:
+        raise ValueError("pass prefix_hooks or a ready cache, not both")
+    resid = torch.empty(len(prompts), model.cfg.d_model, dtype=model.cfg.dtype, device=model.cfg.device)
+    batches = list(suffix_batches(cache, prompts, batch_size))
+    with torch.inference_mode():
+        for idx, toks, q in tqdm(batches, desc=progress if isinstance(progress, str) else "predict", leave=False,
+                                 disable=not progress):
+            fwd = hooks([prompts[i] for i in idx], toks, offset=cache.length) if hooks else []
+            r = suffix_forward(model, cache, toks, fwd)
+            resid[idx] = r[torch.arange(len(idx)), q.to(r.device)]
+        return predictions_from_resid(model, resid, prompts, label_ids, top_k)
+
+
+def token_bound(prompts: Sequence[Prompt], conditions: int = 1, prefix_len: int | None = None) -> dict:
+    """Tokens a full-prompt run processes against the unique-token bound of a shared-prefix run.
+
+    ``full`` = the prompts' tokens, per condition; ``unique`` = the shared prefix
+    once per condition plus each input's own tokens per condition; ``bound`` =
+    full / unique, the speed-up a cost linear in tokens allows.
+    """
+    p0 = shared_prefix_len(prompts) if prefix_len is None else prefix_len
+    lens = np.array([len(p) for p in prompts])
+    full = int(lens.sum()) * conditions
+    unique = (p0 + int((lens - p0).sum())) * conditions
+    return {"n": len(prompts), "prefix": p0, "mean_suffix": float((lens - p0).mean()), "full_tokens": full,
+            "unique_tokens": unique, "bound": full / unique}

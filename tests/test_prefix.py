@@ -1,0 +1,246 @@
+"""The shared-prefix engine: a demonstration set run once gives exactly what the full prompts give."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from helpers.predict import logits_at, predict
+from helpers.prefix import (PrefixError, extend_prefix, predict_shared, run_prefix, shared_prefix_len, suffix_logits,
+                            token_bound)
+from helpers.prompts import make_icl_set
+
+
+@pytest.fixture(scope="module")
+def icl(tiny_model):
+    """(model, PromptSet): 6 SST-2 prompts of seed 42 that share one demonstration set."""
+    return tiny_model, make_icl_set(tiny_model, "sst2", seed=42, n_test=6)
+
+
+def _close(a, b):
+    torch.testing.assert_close(a.label_logits, b.label_logits, atol=1e-4, rtol=1e-4)
+    assert torch.equal(a.pred, b.pred) and torch.equal(a.topk, b.topk)
+
+
+def test_shared_prefix_equals_full_prompt(icl):
+    model, s = icl
+    full = predict(model, s.prompts, s.label_ids, batch_size=4)
+    _close(predict_shared(model, s.prompts, s.label_ids, batch_size=4), full)
+
+
+def test_batched_equals_one_by_one(icl):
+    model, s = icl
+    a = predict_shared(model, s.prompts, s.label_ids, batch_size=6)
+    b = predict_shared(model, s.prompts, s.label_ids, batch_size=1)
+    _close(a, b)
+
+
+def test_label_only_logits_equal_full_vocabulary(icl):
+    model, s = icl
+    a = predict_shared(model, s.prompts, s.label_ids, top_k=0)
+    b = predict_shared(model, s.prompts, s.label_ids, top_k=5)
+    torch.testing.assert_close(a.label_logits, b.label_logits, atol=1e-5, rtol=1e-5)
+    assert a.topk.shape == (len(s.prompts), 0)
+
+
+def test_cache_holds_the_keys_the_full_run_uses(icl):
+    """Hand check of the position mechanics: the cache stores, for every layer, exactly the (rotated) keys and
+    the values a full run of the prompt computes at the prefix positions."""
+    model, s = icl
+    p = s.prompts[0]
+    p0 = shared_prefix_len(s.prompts)
+    cache = run_prefix(model, p.tokens[:p0])
+    rotary = model.cfg.positional_embedding_type == "rotary"
+    kname = "attn.hook_rot_k" if rotary else "attn.hook_k"
+    _, act = model.run_with_cache(p.tokens[None], names_filter=lambda n: n.endswith((kname, "attn.hook_v")))
+    for l in range(model.cfg.n_layers):
+        torch.testing.assert_close(cache.keys[l], act[f"blocks.{l}.{kname}"][0, :p0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(cache.values[l], act[f"blocks.{l}.attn.hook_v"][0, :p0], atol=1e-5, rtol=1e-5)
+
+
+def test_identity_hooks_change_nothing(icl):
+    model, s = icl
+    ident = [(f"blocks.{l}.attn.hook_attn_scores", lambda x, hook: x) for l in range(model.cfg.n_layers)]
+    a = predict_shared(model, s.prompts, s.label_ids, prefix_hooks=ident,
+                       hooks=lambda batch, toks, offset=0: list(ident))
+    _close(a, predict_shared(model, s.prompts, s.label_ids))
+
+
+def test_prefix_hooks_equal_the_same_hooks_on_full_prompts(icl):
+    """Isolating the label words (prefix rows) in the first layer: prefix pass once == every full prompt."""
+    from helpers.isolation import run_isolation
+
+    model, s = icl
+    for cond in ("label", "random"):
+        for where in ("first", "last"):
+            a = run_isolation(model, s.prompts, s.label_ids, cond, where, 2, seed=3, shared=True)
+            b = run_isolation(model, s.prompts, s.label_ids, cond, where, 2, seed=3, shared=False)
+            _close(a, b)
+            # isolation in the last layer cannot reach q (keys/values there come from the layer's input);
+            # in the first layers it must change something, or this test could not fail
+            if where == "first":
+                assert not torch.allclose(a.label_logits, predict(model, s.prompts, s.label_ids).label_logits)
+
+
+def test_random_set_draw_is_per_layer_and_avoids_labels(icl):
+    from helpers.isolation import random_set_positions
+
+    model, s = icl
+    p, p0 = s.prompts[0], shared_prefix_len(s.prompts)
+    d = random_set_positions(p, p0, [0, 1, 2], seed=5)
+    label_tokens = {i for a, b in p.label_spans for i in range(a, b)}
+    for pos in d.values():
+        assert len(pos) == p.n_demos and all(0 < i < p0 and i not in label_tokens for i in pos)
+    assert len({tuple(v) for v in d.values()}) > 1  # a fresh draw per layer
+    assert d == random_set_positions(p, p0, [0, 1, 2], seed=5)
+
+
+def test_suffix_hooks_see_query_rows_and_prompt_key_columns(icl):
+    """Re-weighting with non-zero beta acts on q's row in the suffix run exactly as in the full prompt."""
+    from helpers.reweighting import reweight_factory
+
+    model, s = icl
+    g = torch.Generator().manual_seed(0)
+    beta = torch.randn(model.cfg.n_layers, model.cfg.n_heads, s.prompts[0].n_demos, generator=g)
+    a = predict_shared(model, s.prompts, s.label_ids, hooks=reweight_factory(beta))
+    b = predict(model, s.prompts, s.label_ids, hooks=reweight_factory(beta))
+    _close(a, b)
+    assert not torch.allclose(a.label_logits, predict(model, s.prompts, s.label_ids).label_logits)
+
+
+def test_extend_prefix_equals_a_longer_prefix(icl):
+    model, s = icl
+    p = s.prompts[1]
+    p0 = shared_prefix_len(s.prompts)
+    ext = extend_prefix(model, run_prefix(model, p.tokens[:p0]), p.tokens[p0:p.q])
+    direct = run_prefix(model, p.tokens[:p.q])
+    assert ext.length == direct.length == p.q and ext.kept == direct.kept
+    for a, b in zip(ext.keys + ext.values, direct.keys + direct.values):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    last = p.tokens[p.q:][None]
+    with torch.inference_mode():
+        got = suffix_logits(model, ext, last, torch.tensor([0]))[0]
+        ref = logits_at(model, p.tokens[None], torch.tensor([p.q]))[0]
+    torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4)
+
+
+def test_gradients_flow_through_suffix_hooks(icl):
+    """Re-weighting trains through a suffix run against a constant cache: the gradient equals the full run's."""
+    from helpers.reweighting import reweight_hooks
+
+    model, s = icl
+    p = s.prompts[2]
+    p0 = shared_prefix_len(s.prompts)
+    ids = torch.tensor(s.label_ids)
+    cache = extend_prefix(model, run_prefix(model, p.tokens[:p0]), p.tokens[p0:p.q])
+    grads = []
+    for shared in (True, False):
+        beta = torch.full((model.cfg.n_layers, model.cfg.n_heads, p.n_demos), 0.3, requires_grad=True)
+        if shared:
+            logits = suffix_logits(model, cache, p.tokens[p.q:][None], torch.tensor([0]), reweight_hooks(beta, [p]), ids)
+        else:
+            logits = logits_at(model, p.tokens[None], torch.tensor([p.q]), reweight_hooks(beta, [p]), ids)
+        torch.nn.functional.cross_entropy(logits, torch.tensor([p.gold])).backward()
+        grads.append(beta.grad)
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-4)
+    assert grads[0].abs().sum() > 0
+
+
+def test_token_bound(icl):
+    model, s = icl
+    b = token_bound(s.prompts, conditions=2)
+    p0 = shared_prefix_len(s.prompts)
+    lens = [len(p) for p in s.prompts]
+    assert b["full_tokens"] == 2 * sum(lens)
+    assert b["unique_tokens"] == 2 * (p0 + sum(n - p0 for n in lens))
+    assert b["bound"] == pytest.approx(b["full_tokens"] / b["unique_tokens"]) and b["bound"] > 1
+
+
+def test_refuses_prompts_with_other_demonstrations(tiny_models):
+    m = tiny_models["rotary"]
+    a = make_icl_set(m, "sst2", seed=42, n_test=2).prompts
+    b = make_icl_set(m, "sst2", seed=43, n_test=2).prompts
+    with pytest.raises(PrefixError, match="demonstrations"):
+        predict_shared(m, a + b, [0, 1])
+    cache = run_prefix(m, a[0].tokens[:shared_prefix_len(a)])
+    with pytest.raises(PrefixError, match="prefix tokens"):
+        predict_shared(m, b, [0, 1], cache=cache)
+
+
+def test_refuses_another_model_and_overlong_input(tiny_models):
+    a, b = tiny_models["rotary"], tiny_models["gqa"]
+    s = make_icl_set(a, "sst2", seed=42, n_test=2)
+    cache = run_prefix(a, s.prompts[0].tokens[:shared_prefix_len(s.prompts)])
+    with pytest.raises(PrefixError, match="another model"):
+        predict_shared(b, s.prompts, s.label_ids, cache=cache)
+    with pytest.raises(PrefixError, match="n_ctx"):
+        suffix_logits(a, cache, torch.zeros(1, a.cfg.n_ctx, dtype=torch.long), torch.tensor([0]))
+    with pytest.raises(PrefixError, match="n_ctx"):
+        run_prefix(a, torch.zeros(a.cfg.n_ctx + 1, dtype=torch.long))
+
+
+def _windowed_model(window: int = 24):
+    """A tiny Gemma-3-like model: rotary, grouped-query, local (sliding-window) layers between global ones."""
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+    from helpers.models import fast_attention, gpt2_tokenizer, matmul_layout
+
+    cfg = HookedTransformerConfig(
+        n_layers=3, d_model=32, d_head=8, n_heads=4, n_key_value_heads=2, n_ctx=512, d_vocab=50257, act_fn="gelu",
+        d_mlp=64, normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=8, gated_mlp=True,
+        final_rms=True, default_prepend_bos=True, seed=1, init_weights=True, initializer_range=0.2,
+        use_local_attn=True, attn_types=["local", "global", "local"], window_size=window, dtype=torch.float32, device="cpu")
+    model = HookedTransformer(cfg, tokenizer=gpt2_tokenizer(), default_padding_side="right")
+    model.cfg.icl_model_name = "tiny-window"
+    model.eval()
+    return fast_attention(matmul_layout(model))
+
+
+def test_sliding_window_layers_keep_all_and_pruned():
+    """Prompts longer than the window: keep-all == full prompt; a pruned cache == the full prompt with the
+    dropped positions blocked (the window is measured in original positions, not cache rows)."""
+    from helpers.compression import anchor_keep, build_cache
+    from tests.test_compression import blocked_full_logits
+
+    model = _windowed_model(16)
+    s = make_icl_set(model, "sst2", seed=42, n_test=3)
+    assert min(len(p) for p in s.prompts) > 2 * 16
+    _close(predict_shared(model, s.prompts, s.label_ids), predict(model, s.prompts, s.label_ids))
+    p = s.prompts[0]
+    keep = anchor_keep(p)
+    cache = build_cache(model, p, keep)
+    qt = p.tokens[cache.length:][None]
+    with torch.inference_mode():
+        got = suffix_logits(model, cache, qt, torch.tensor([qt.shape[1] - 1]))[0]
+    ref = blocked_full_logits(model, p, keep)
+    torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4)
+    # without the original-position window the result differs: the test can fail
+    no_window = dataclasses.replace(cache)
+    model.cfg.window_size, saved = 10**6, model.cfg.window_size
+    try:
+        with torch.inference_mode():
+            wrong = suffix_logits(model, no_window, qt, torch.tensor([qt.shape[1] - 1]))[0]
+    finally:
+        model.cfg.window_size = saved
+    assert (wrong - ref).abs().max() > 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["gemma", "smollm2"])
+def test_real_models_shared_equals_full(which, request):
+    """Gemma 3 (sliding-window layers, GQA, BOS) and SmolLM2 (Llama): vanilla, isolation and re-weighting."""
+    from helpers.isolation import run_isolation
+    from helpers.reweighting import reweight_factory
+
+    model = request.getfixturevalue(which)
+    for task in ("sst2", "trec"):
+        s = make_icl_set(model, task, seed=42, n_test=4)
+        _close(predict_shared(model, s.prompts, s.label_ids, batch_size=4),
+               predict(model, s.prompts, s.label_ids, batch_size=4))
+        _close(run_isolation(model, s.prompts, s.label_ids, "label", "first", 5, shared=True),
+               run_isolation(model, s.prompts, s.label_ids, "label", "first", 5, shared=False))
+        beta = torch.full((model.cfg.n_layers, model.cfg.n_heads, s.prompts[0].n_demos), 0.5)
+        _close(predict_shared(model, s.prompts, s.label_ids, hooks=reweight_factory(beta)),
+               predict(model, s.prompts, s.label_ids, hooks=reweight_factory(beta)))
