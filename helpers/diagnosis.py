@@ -19,6 +19,12 @@ group's KV head; we repeat each KV head for the query heads that read it
 (TransformerLens's ``repeat_interleave`` order) and concatenate, so keys and
 queries both have width n_heads * d_head and column blocks correspond head by
 head.
+
+With one demonstration set for all inputs (the paper's setting) the
+demonstrations run once (:mod:`helpers.prefix`): the class keys come from that
+one pass, the queries and label probabilities from each input run as a suffix
+against it; ``collect_qk(..., shared=False)`` runs full prompts (same outputs,
+tests).
 """
 
 from __future__ import annotations
@@ -60,14 +66,23 @@ class QKVectors:
 
 
 def collect_qk(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int] | None = None,
-               batch_size: int = 16, progress: bool | str = False) -> QKVectors:
+               batch_size: int = 16, progress: bool | str = False, shared: bool = True) -> QKVectors:
     """Queries at q, class keys at the label positions (GQA keys repeated per query head) and label probs.
 
     One forward pass per batch collects every requested layer. The key of a
     class is the mean over its demonstrations and over the prompts (with one
     fixed demonstration set the prefix keys are the same in every prompt).
+
+    ``shared`` (default): when the prompts share their demonstrations token for
+    token, the demonstrations run once (:func:`helpers.prefix.run_prefix`; the
+    class keys are read in that pass) and every input as a suffix against them
+    (queries at q and label probabilities). Otherwise (``shared=False``, or no
+    common demonstration set) full prompts are run. Same outputs (tests).
     """
     layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
+    p0 = _shared_p0(model, prompts, shared)
+    if p0 is not None:
+        return _collect_qk_shared(model, prompts, label_ids, layers, p0, batch_size, progress)
     n_classes = len(label_ids)
     H = model.cfg.n_heads
     rep = H // (model.cfg.n_key_value_heads or H)
@@ -112,6 +127,78 @@ def collect_qk(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layer
         raise ValueError(f"classes {torch.nonzero(Kcnt == 0).flatten().tolist()} have no demonstration")
     gold = torch.tensor([p.gold if p.gold is not None else -1 for p in prompts])
     return QKVectors(Q, Ksum / Kcnt[None, :, None], probs, gold, layers)
+
+
+def _shared_p0(model, prompts: Sequence[Prompt], shared: bool) -> int | None:
+    """P0 when the shared-prefix path applies (``shared`` and one demonstration set), else None."""
+    from .prefix import PrefixError, shared_prefix_len
+
+    if not shared or not prompts or model.cfg.positional_embedding_type not in ("rotary", "standard"):
+        return None
+    try:
+        return shared_prefix_len(prompts)
+    except PrefixError:
+        return None
+
+
+def _collect_qk_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: list[int], p0: int,
+                       batch_size: int, progress: bool | str) -> QKVectors:
+    """:func:`collect_qk` with the shared demonstrations (``p0`` tokens) run once.
+
+    Keys: ``hook_k`` of the one prefix pass (every label position lies in the
+    prefix, and the prefix keys are the same in every prompt, so the mean over
+    prompts is the mean of the prefix's keys with the same weights). Queries:
+    ``hook_q`` rows at q of the suffix runs (query rows are suffix rows).
+    """
+    from .prefix import run_prefix, suffix_batches, suffix_forward
+    from .predict import predictions_from_resid
+
+    n_classes = len(label_ids)
+    H = model.cfg.n_heads
+    rep = H // (model.cfg.n_key_value_heads or H)
+    n = len(prompts)
+    width = H * model.cfg.d_head
+    # weight of each prefix position in each class's mean key, counted over demonstrations and prompts
+    W = torch.zeros(n_classes, p0)
+    for p in prompts:
+        for pos, c in zip(p.label_pos, p.label_class):
+            if pos >= p0:
+                raise ValueError(f"label position {pos} lies after the shared prefix ({p0} tokens)")
+            W[c, pos] += 1
+    cnt = W.sum(1)
+    if (cnt == 0).any():
+        raise ValueError(f"classes {torch.nonzero(cnt == 0).flatten().tolist()} have no demonstration")
+    W = W / cnt[:, None]
+
+    pkeys: dict = {}
+
+    def grab_k(x, hook):  # [1, p0, kvH, d], before the rotary embedding
+        pkeys[hook.layer()] = x[0].float().cpu()
+        return x
+
+    cache = run_prefix(model, prompts[0].tokens[:p0], hooks=[(f"blocks.{l}.attn.hook_k", grab_k) for l in layers])
+    keys = torch.stack([W @ torch.repeat_interleave(pkeys[l], rep, dim=1).reshape(p0, width) for l in layers])
+
+    Q = torch.zeros(n, len(layers), width)
+    resid = torch.empty(n, model.cfg.d_model, dtype=model.cfg.dtype, device=model.cfg.device)
+    batches = list(suffix_batches(cache, prompts, batch_size))
+    with torch.inference_mode():
+        for idx, toks, q in tqdm(batches, desc=progress if isinstance(progress, str) else "q/k",
+                                 disable=not progress, leave=False):
+            B = len(idx)
+            store: dict = {}
+
+            def grab_q(x, hook):  # [B, m, H, d]: suffix rows
+                store[hook.layer()] = x[torch.arange(B, device=x.device), q.to(x.device)].float().cpu()
+                return x
+
+            r = suffix_forward(model, cache, toks, [(f"blocks.{l}.attn.hook_q", grab_q) for l in layers])
+            resid[idx] = r[torch.arange(B, device=r.device), q.to(r.device)]
+            for j, l in enumerate(layers):
+                Q[idx, j] = store[l].reshape(B, width)
+        probs = predictions_from_resid(model, resid, prompts, label_ids, top_k=0).label_probs
+    gold = torch.tensor([p.gold if p.gold is not None else -1 for p in prompts])
+    return QKVectors(Q, keys, probs, gold, layers)
 
 
 def predicted_confusion(queries: Float[torch.Tensor, "n width"], keys: Float[torch.Tensor, "classes width"],

@@ -33,7 +33,9 @@ Definitions (fixed before any result was looked at):
   the prompts scored (``"mean"``). Ablating at q changes only position q's
   residual stream (causal attention), so it is computed exactly and cheaply:
   the prefix ``tokens[:q]`` runs once with a key/value cache and the last token
-  is re-run once per head, all heads in one batch.
+  is re-run once per head, all heads in one batch. With shared demonstrations
+  that cache is the demonstrations' (run once for all prompts) extended by the
+  prompt's own query tokens.
 - **In-context heads**: heads ranked by the mean of their two ranks (gain and
   drop, mean over prompts); the top ``max(min_heads, ceil(frac * n_heads_total))``.
 - **Value-output vector** of source position j for head (l, h) at q:
@@ -60,6 +62,12 @@ Definitions (fixed before any result was looked at):
   it is removed by re-weighting ``A[q, p_k] *= mean_k(m) / m_k`` (no
   renormalisation). % reduction = ``100 * (|before| - |after|) / |before|``.
 
+Shared demonstrations: when the prompts of a call share their demonstrations token for token (one
+:class:`PromptSet`), the demonstrations run once (:mod:`helpers.prefix`) and each input runs as a short suffix
+against them; every function here then gives the full prompts' numbers (tests, to float rounding). Prompts
+with their own demonstrations (:func:`fresh_demo_prompts`) run as full prompts; ``shared=False`` forces that
+path everywhere.
+
 Notebook 07's steps, each cached on disk, are the ``*_runs`` functions at the end (:func:`accuracy_runs`,
 :func:`attribution_runs`, :func:`ablation_runs`, :func:`value_output_runs`, :func:`towers_runs`,
 :func:`bias_runs`).
@@ -77,7 +85,8 @@ from einops import einsum, rearrange
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from .predict import HookFactory, length_batches, predict
+from .predict import HookFactory, Predictions, length_batches, predict
+from .prefix import PrefixCache, PrefixError, extend_prefix, predict_shared, run_prefix, shared_prefix_len, suffix_batches, suffix_forward
 from .prompts import Demo, Prompt, PromptSet, build_prompt, build_prompts, class_draws, demos_from_indices, pad_batch, sample_demos, sample_test
 from .results import cached
 from .tasks import Task, get_task, label_token_ids, load_split
@@ -93,6 +102,7 @@ __all__ = [
     "rank_heads",
     "random_heads",
     "ablation_hooks",
+    "ablation_hook_pair",
     "ablation_accuracy",
     "value_output_vectors",
     "ValueOutputs",
@@ -241,9 +251,45 @@ def _kv_index(model) -> torch.Tensor:
     return torch.arange(n) // (n // nkv)
 
 
-def _collect_at_q(model, tokens, q, want_pattern_layers: Sequence[int] = ()):
+def _shared_cache(model, prompts: Sequence[Prompt], shared: bool = True, prefix_hooks: Sequence = ()) -> PrefixCache | None:
+    """The prompts' shared demonstrations run once (under ``prefix_hooks``) into a keep-everything cache, or
+    None when ``shared`` is False or the prompts do not share their demonstrations token for token (or the
+    model's positions are not supported): then the caller runs full prompts."""
+    if not shared or not prompts:
+        return None
+    try:
+        p0 = shared_prefix_len(prompts)
+        return run_prefix(model, prompts[0].tokens[:p0], hooks=prefix_hooks)
+    except (PrefixError, NotImplementedError):
+        return None
+
+
+def _predict(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int, hooks: HookFactory | None = None,
+             cache: PrefixCache | None = None, top_k: int = 0, progress: bool | str = False) -> Predictions:
+    """:func:`predict_shared` against ``cache`` if given, else :func:`predict` on the full prompts."""
+    if cache is not None:
+        return predict_shared(model, prompts, label_ids, batch_size, top_k=top_k, hooks=hooks, cache=cache,
+                              progress=progress)
+    return predict(model, prompts, label_ids, batch_size, top_k=top_k, hooks=hooks, progress=progress)
+
+
+def _batches(model, prompts: Sequence[Prompt], batch_size: int, cache: PrefixCache | None):
+    """``(indices, tokens, q)`` batches: suffixes after ``cache`` (q in the suffix) or padded full prompts."""
+    if cache is not None:
+        return list(suffix_batches(cache, prompts, batch_size))
+    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    return [(idx, *pad_batch([prompts[i] for i in idx], pad)) for idx in length_batches(prompts, batch_size)]
+
+
+def _collect_at_q(model, tokens, q, want_pattern_layers: Sequence[int] = (), cache: PrefixCache | None = None):
     """One forward pass storing, at each row's q: resid_pre, z, post-attn norm scale, final resid and scale;
-    for ``want_pattern_layers`` also the attention row at q and all values."""
+    for ``want_pattern_layers`` also the attention row at q and all values.
+
+    With ``cache`` (a keep-everything prefix cache) ``tokens`` are suffixes run after it and ``q`` indexes
+    the suffix; the attention row at q and the values then cover every prompt position (the prefix's values
+    come from the cache), as in a full run."""
+    if cache is not None and not cache.full:
+        raise PrefixError("_collect_at_q needs a keep-everything cache (pattern columns = prompt positions)")
     B = tokens.shape[0]
     ar = torch.arange(B)
     store: dict = {"z": {}, "resid_pre": {}, "post_scale": {}, "pattern": {}, "v": {}}
@@ -266,8 +312,15 @@ def _collect_at_q(model, tokens, q, want_pattern_layers: Sequence[int] = ()):
     for l in want_pattern_layers:
         hooks += [(f"blocks.{l}.attn.hook_pattern", lambda act, hook, l=l: store["pattern"].__setitem__(l, act[ar, :, q].detach())),
                   (f"blocks.{l}.attn.hook_v", keep("v", l))]
-    with model.hooks(fwd_hooks=hooks):
-        resid = model(tokens, stop_at_layer=model.cfg.n_layers)
+    if cache is None:
+        with model.hooks(fwd_hooks=hooks):
+            resid = model(tokens, stop_at_layer=model.cfg.n_layers)
+    else:
+        resid = suffix_forward(model, cache, tokens, hooks)
+        for l in want_pattern_layers:
+            v = store["v"][l]
+            pre = cache.values[l].to(v.device, v.dtype)[None].expand(B, -1, -1, -1)
+            store["v"][l] = torch.cat([pre, v], 1)
     store["resid_final"] = resid[ar, q].detach()
     store["final_scale"] = _final_scale(model, store["resid_final"])
     return store
@@ -301,24 +354,10 @@ class HeadScores:
         return self.drop.mean(0)
 
 
-def _ablated_last_logprobs(model, tokens: Int[torch.Tensor, "seq"], masks: Float[torch.Tensor, "rows layer head"],
-                           fill: Float[torch.Tensor, "layer head d_head"] | None) -> Float[torch.Tensor, "rows vocab"]:
-    """Log-probs at the last position of one prompt, once per row of ``masks`` (1 = head's z at q replaced
-    by ``fill``, zero if None). The prefix runs once into a key/value cache."""
-    from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
-
-    R = masks.shape[0]
-    dev = model.cfg.device
-    prefix = tokens[None, :-1].to(dev)
-    cache = TransformerLensKeyValueCache.init_cache(model.cfg, dev, batch_size=1)
-    model(prefix, past_kv_cache=cache, attention_mask=torch.ones_like(prefix), stop_at_layer=model.cfg.n_layers)
-    for e in cache.entries:
-        e.past_keys = e.past_keys.expand(R, *e.past_keys.shape[1:])
-        e.past_values = e.past_values.expand(R, *e.past_values.shape[1:])
-    cache.previous_attention_mask = cache.previous_attention_mask.expand(R, -1)
-    cache.freeze()
-    masks = masks.to(dev)
-
+def _z_mask_hooks(model, masks: Float[torch.Tensor, "rows layer head"],
+                  fill: Float[torch.Tensor, "layer head d_head"] | None) -> list:
+    """hook_z hooks for a one-token run of ``rows`` copies: row r's heads with ``masks[r] == 1`` get ``fill``
+    (zero if None)."""
     def hook_for(l):
         def fn(z, hook):  # z [R, 1, head, d_head]
             m = masks[:, l, :, None]
@@ -328,16 +367,48 @@ def _ablated_last_logprobs(model, tokens: Int[torch.Tensor, "seq"], masks: Float
             return z
         return fn
 
-    hooks = [(f"blocks.{l}.attn.hook_z", hook_for(l)) for l in range(model.cfg.n_layers) if masks[:, l].any()]
+    return [(f"blocks.{l}.attn.hook_z", hook_for(l)) for l in range(model.cfg.n_layers) if masks[:, l].any()]
+
+
+def _ablated_last_logprobs(model, tokens: Int[torch.Tensor, "seq"], masks: Float[torch.Tensor, "rows layer head"],
+                           fill: Float[torch.Tensor, "layer head d_head"] | None,
+                           cache: PrefixCache | None = None) -> Float[torch.Tensor, "rows vocab"]:
+    """Log-probs at the last position of one prompt, once per row of ``masks`` (1 = head's z at q replaced
+    by ``fill``, zero if None). The prefix runs once into a key/value cache; with ``cache`` (the shared
+    demonstrations, keep-everything) only the tokens between it and the last token run, to extend it."""
+    R = masks.shape[0]
+    dev = model.cfg.device
+    masks = masks.to(dev)
+    hooks = _z_mask_hooks(model, masks, fill)
     last = tokens[-1:].to(dev)[None].expand(R, 1)
+    if cache is not None:
+        P0 = cache.length
+        if len(tokens) <= P0 or not torch.equal(tokens[:P0].cpu(), cache.tokens):
+            raise PrefixError("the prompt does not start with the cache's prefix tokens")
+        ext = extend_prefix(model, cache, tokens[P0:-1])
+        resid = suffix_forward(model, ext, last, hooks)
+        return _log_probs(model, resid[:, 0])
+
+    from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+
+    prefix = tokens[None, :-1].to(dev)
+    kv = TransformerLensKeyValueCache.init_cache(model.cfg, dev, batch_size=1)
+    model(prefix, past_kv_cache=kv, attention_mask=torch.ones_like(prefix), stop_at_layer=model.cfg.n_layers)
+    for e in kv.entries:
+        e.past_keys = e.past_keys.expand(R, *e.past_keys.shape[1:])
+        e.past_values = e.past_values.expand(R, *e.past_values.shape[1:])
+    kv.previous_attention_mask = kv.previous_attention_mask.expand(R, -1)
+    kv.freeze()
     with model.hooks(fwd_hooks=hooks):
-        resid = model(last, past_kv_cache=cache, attention_mask=torch.ones_like(last), stop_at_layer=model.cfg.n_layers)
+        resid = model(last, past_kv_cache=kv, attention_mask=torch.ones_like(last), stop_at_layer=model.cfg.n_layers)
     return _log_probs(model, resid[:, 0])
 
 
 def head_attribution(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 8,
-                     ablation: str = "zero", progress: bool | str = False) -> HeadScores:
-    """Gain and drop (module docstring) of every head for every prompt, at the prompt's q."""
+                     ablation: str = "zero", progress: bool | str = False, shared: bool = True) -> HeadScores:
+    """Gain and drop (module docstring) of every head for every prompt, at the prompt's q.
+
+    Prompts sharing their demonstrations run them once (``shared=False``: full prompts throughout)."""
     if ablation not in ("zero", "mean"):
         raise ValueError("ablation must be 'zero' or 'mean'")
     if not prompts:
@@ -348,12 +419,12 @@ def head_attribution(model, prompts: Sequence[Prompt], label_ids: Sequence[int],
     gain = torch.empty(n, L, H)
     pred = torch.empty(n, dtype=torch.long)
     zq = torch.empty(n, L, H, model.cfg.d_head)
-    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
-    batches = length_batches(prompts, batch_size)
+    cache = _shared_cache(model, prompts, shared)
+    batches = _batches(model, prompts, batch_size, cache)
     with torch.inference_mode():
-        for idx in tqdm(batches, desc="gain" if progress is True else (progress or "gain"), leave=False, disable=not progress):
-            tokens, q = pad_batch([prompts[i] for i in idx], pad)
-            st = _collect_at_q(model, tokens.to(model.cfg.device), q)
+        for idx, tokens, q in tqdm(batches, desc="gain" if progress is True else (progress or "gain"), leave=False,
+                                   disable=not progress):
+            st = _collect_at_q(model, tokens.to(model.cfg.device), q, cache=cache)
             lp_final = _log_probs(model, st["resid_final"])
             y = lp_final[:, lids.to(lp_final.device)].argmax(-1)
             tok_y = lids.to(y.device)[y]
@@ -372,7 +443,7 @@ def head_attribution(model, prompts: Sequence[Prompt], label_ids: Sequence[int],
         masks = torch.cat([torch.zeros(1, L * H), torch.eye(L * H)]).reshape(-1, L, H)
         drop = torch.empty(n, L, H)
         for i in tqdm(range(n), desc="drop", leave=False, disable=not progress):
-            lp = _ablated_last_logprobs(model, prompts[i].tokens, masks, fill)
+            lp = _ablated_last_logprobs(model, prompts[i].tokens, masks, fill, cache=cache)
             ly = lp[:, lids[pred[i]]].float().cpu()
             drop[i] = (ly[0] - ly[1:]).reshape(L, H)
     return HeadScores(gain, drop, pred, ablation)
@@ -411,44 +482,73 @@ def random_heads(model, n: int, seed: int, exclude: Sequence[Head] = (), allow_o
     return sorted(pool[i] for i in pick)
 
 
-def ablation_hooks(heads: Sequence[Head], ablation: str = "zero", means: torch.Tensor | None = None,
-                   at: str = "q") -> HookFactory:
-    """A :func:`predict` hook factory replacing the listed heads' ``hook_z`` by zero (or ``means[l, h]``)
-    at each prompt's q (``at="q"``) or at every position (``at="all"``)."""
+def ablation_hook_pair(heads: Sequence[Head], ablation: str = "zero", means: torch.Tensor | None = None,
+                       at: str = "q") -> tuple[list, HookFactory]:
+    """``(prefix_hooks, factory)``: the listed heads' ``hook_z`` replaced by zero (or ``means[l, h]``) at each
+    prompt's q (``at="q"``) or at every position (``at="all"``).
+
+    ``factory`` is a :func:`predict` / :func:`helpers.prefix.predict_shared` hook factory (q row =
+    ``p.q - offset``; with ``at="all"`` every row it sees). On full prompts it is all that is needed. In a
+    shared-prefix run the prefix rows are not in the suffix's tensors: ``prefix_hooks`` (plain TL hooks,
+    empty for ``at="q"``) ablate them in the prefix pass (``predict_shared(..., prefix_hooks=...)``).
+    """
     if ablation == "mean" and means is None:
         raise ValueError("mean ablation needs means[layer, head, d_head] (e.g. from head_attribution's z at q)")
+    if ablation not in ("zero", "mean"):
+        raise ValueError("ablation must be 'zero' or 'mean'")
     if at not in ("q", "all"):
         raise ValueError("at must be 'q' or 'all'")
-    by_layer: dict[int, list[int]] = {}
+    lists: dict[int, list[int]] = {}
     for l, h in heads:
-        by_layer.setdefault(int(l), []).append(int(h))
+        lists.setdefault(int(l), []).append(int(h))
+    by_layer = {l: torch.tensor(hs) for l, hs in lists.items()}
 
-    def factory(batch, tokens):
-        q = torch.tensor([p.q for p in batch])
+    def value(l, hs_t, z):
+        return 0.0 if ablation == "zero" else means[l, hs_t].to(z.dtype).to(z.device)
+
+    def every_row(l, hs_t):
+        def fn(z, hook):
+            z = z.clone()
+            z[:, :, hs_t] = value(l, hs_t, z)
+            return z
+        return fn
+
+    def factory(batch, tokens, offset: int = 0):
+        q = torch.tensor([p.q - offset for p in batch])
         ar = torch.arange(len(batch))
         out = []
-        for l, hs in by_layer.items():
-            hs_t = torch.tensor(hs)
+        for l, hs_t in by_layer.items():
+            if at == "all":
+                out.append((f"blocks.{l}.attn.hook_z", every_row(l, hs_t)))
+                continue
 
             def fn(z, hook, l=l, hs_t=hs_t):
-                val = 0.0 if ablation == "zero" else means[l, hs_t].to(z.dtype).to(z.device)
+                val = value(l, hs_t, z)
                 z = z.clone()
-                if at == "all":
-                    z[:, :, hs_t] = val
-                else:
-                    z[ar[:, None], q[:, None], hs_t[None]] = val if ablation == "zero" else val[None].expand(len(ar), -1, -1)
+                z[ar[:, None], q[:, None], hs_t[None]] = val if ablation == "zero" else val[None].expand(len(ar), -1, -1)
                 return z
             out.append((f"blocks.{l}.attn.hook_z", fn))
         return out
 
-    return factory
+    prefix_hooks = [(f"blocks.{l}.attn.hook_z", every_row(l, hs_t)) for l, hs_t in by_layer.items()] if at == "all" else []
+    return prefix_hooks, factory
+
+
+def ablation_hooks(heads: Sequence[Head], ablation: str = "zero", means: torch.Tensor | None = None,
+                   at: str = "q") -> HookFactory:
+    """A :func:`predict` hook factory replacing the listed heads' ``hook_z`` by zero (or ``means[l, h]``)
+    at each prompt's q (``at="q"``) or at every position (``at="all"``; after a shared prefix this covers
+    the suffix rows only: use :func:`ablation_hook_pair`'s prefix hooks too)."""
+    return ablation_hook_pair(heads, ablation, means, at)[1]
 
 
 def ablation_accuracy(model, prompts: Sequence[Prompt], label_ids: Sequence[int], heads: Sequence[Head],
-                      batch_size: int = 16, **kw) -> float:
-    """ICL accuracy with ``heads`` ablated (``**kw`` to :func:`ablation_hooks`)."""
-    hooks = ablation_hooks(heads, **kw) if heads else None
-    return predict(model, prompts, label_ids, batch_size, hooks=hooks).accuracy
+                      batch_size: int = 16, *, shared: bool = True, **kw) -> float:
+    """ICL accuracy with ``heads`` ablated (``**kw`` to :func:`ablation_hook_pair`). Prompts sharing their
+    demonstrations run them once (with ``at="all"``, with the heads ablated there too)."""
+    prefix_hooks, hooks = ablation_hook_pair(heads, **kw) if heads else ([], None)
+    cache = _shared_cache(model, prompts, shared, prefix_hooks)
+    return _predict(model, prompts, label_ids, batch_size, hooks=hooks, cache=cache).accuracy
 
 
 # ------------------------------------------------------------------ value-output vectors
@@ -477,8 +577,13 @@ class ValueOutputs:
 
 
 def value_outputs(model, prompts: Sequence[Prompt], label_ids: Sequence[int], heads: Sequence[Head],
-                  batch_size: int = 8, progress: bool | str = False) -> ValueOutputs:
-    """Attention and value-output logit minus at every demonstration label position, for ``heads``."""
+                  batch_size: int = 8, progress: bool | str = False, shared: bool = True,
+                  cache: PrefixCache | None = None) -> ValueOutputs:
+    """Attention and value-output logit minus at every demonstration label position, for ``heads``.
+
+    Prompts sharing their demonstrations run them once (values at the label positions from the prefix
+    cache, attention rows from the suffix runs; ``cache``: that prefix already built, keep-everything);
+    otherwise (e.g. :func:`fresh_demo_prompts`, or ``shared=False``) full prompts run."""
     if len(label_ids) != 2:
         raise ValueError("logit minus needs a binary task (label_ids = [foo, bar])")
     K = {p.n_demos for p in prompts}
@@ -493,24 +598,25 @@ def value_outputs(model, prompts: Sequence[Prompt], label_ids: Sequence[int], he
     vo_lm = torch.empty(n, S, K)
     out_lm = torch.empty(n)
     pred = torch.empty(n, dtype=torch.long)
-    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    if cache is None:
+        cache = _shared_cache(model, prompts, shared)
+    batches = _batches(model, prompts, batch_size, cache)
     with torch.inference_mode():
-        for idx in tqdm(length_batches(prompts, batch_size), desc="value-output", leave=False, disable=not progress):
+        for idx, tokens, q in tqdm(batches, desc="value-output", leave=False, disable=not progress):
             batch = [prompts[i] for i in idx]
-            tokens, q = pad_batch(batch, pad)
-            st = _collect_at_q(model, tokens.to(model.cfg.device), q, want_pattern_layers=layers)
+            st = _collect_at_q(model, tokens.to(model.cfg.device), q, want_pattern_layers=layers, cache=cache)
             lp = _log_probs(model, st["resid_final"])[:, list(label_ids)]
             out_lm[idx] = (lp[:, 0] - lp[:, 1]).cpu()
             pred[idx] = lp.argmax(-1).cpu()
-            pos = torch.tensor([p.label_pos for p in batch])  # [b, K]
+            pos = torch.tensor([p.label_pos for p in batch])  # [b, K] prompt positions
             ar = torch.arange(len(batch))[:, None]
+            fs = st["final_scale"][:, None, :] if st["final_scale"] is not None else 1.0
             for s, (l, h) in enumerate(heads):
-                ones = torch.ones_like(st["pattern"][l])
-                vo = value_output_vectors(model, ones, st["v"][l], l, [h])[:, 0]  # [b, seq, d] unweighted
-                vo = vo[ar, pos]  # [b, K, d]
+                v_pos = st["v"][l][ar, pos]  # [b, K, kv, dh]
+                ones = torch.ones(len(batch), model.cfg.n_heads, K, dtype=v_pos.dtype, device=v_pos.device)
+                vo = value_output_vectors(model, ones, v_pos, l, [h])[:, 0]  # [b, K, d] unweighted
                 if _post_norm(model):
                     vo = _frozen_norm(model.blocks[l].ln1_post, vo, st["post_scale"][l][:, None, :])
-                fs = st["final_scale"][:, None, :] if st["final_scale"] is not None else 1.0
                 vo_lm[idx, s] = (_frozen_norm(model.ln_final, vo, fs).float() @ u).cpu()
                 attn[idx, s] = st["pattern"][l][ar, h, pos].float().cpu()
     lc = torch.tensor([p.label_class for p in prompts])
@@ -584,22 +690,27 @@ def reduction_pct(before: float, after: float) -> float:
 
 
 def _reweight_hooks(heads: Sequence[Head], weights_of) -> HookFactory:
-    """Multiply, in ``heads``, the attention row at q by ``weights_of(prompt) -> {head: [seq] tensor}``."""
+    """Multiply, in ``heads``, the attention row at q by ``weights_of(prompt, head, len(prompt)) -> [seq]``
+    (over prompt positions; after a shared prefix the key columns are prompt positions, the q row is
+    ``p.q - offset``)."""
     by_layer: dict[int, list[int]] = {}
     for l, h in heads:
         by_layer.setdefault(int(l), []).append(int(h))
 
-    def factory(batch, tokens):
-        T = tokens.shape[1]
+    def factory(batch, tokens, offset: int = 0):
+        T = offset + tokens.shape[1]  # key columns: the prefix's positions, then the suffix's
         out = []
         for l, hs in by_layer.items():
             w = torch.ones(len(batch), len(hs), T)
             for b, p in enumerate(batch):
                 for j, h in enumerate(hs):
                     w[b, j, : len(p)] = weights_of(p, (l, h), len(p))
-            q = torch.tensor([p.q for p in batch])
+            q = torch.tensor([p.q - offset for p in batch])
 
             def fn(pat, hook, hs=torch.tensor(hs), w=w, q=q):
+                if pat.shape[-1] != T:
+                    raise PrefixError(f"{hook.name}: {pat.shape[-1]} key columns, expected {T} (re-weighting needs "
+                                      "a keep-everything prefix cache)")
                 pat = pat.clone()
                 ar = torch.arange(pat.shape[0])[:, None]
                 pat[ar, hs[None], q[:, None]] = pat[ar, hs[None], q[:, None]] * w.to(pat.dtype).to(pat.device)
@@ -616,9 +727,11 @@ def _bias_from(preds: dict[int, torch.Tensor]) -> float:
 
 
 def majority_bias(model, ut: UnrelatedTask, heads: Sequence[Head], seed: int, n_test: int,
-                  n_major: int = 3, n_minor: int = 1, batch_size: int = 16, progress: bool = False) -> BiasResult:
+                  n_major: int = 3, n_minor: int = 1, batch_size: int = 16, progress: bool = False,
+                  shared: bool = True) -> BiasResult:
     """Majority-label bias with ``n_major:n_minor`` demonstrations, before/after amplifying the minority label's
-    value-output contribution (attention at q on its label positions x ``n_major / n_minor``) in ``heads``."""
+    value-output contribution (attention at q on its label positions x ``n_major / n_minor``) in ``heads``.
+    Each demonstration set runs once for both (the re-weighting acts on the query's row only)."""
     draws = class_draws(ut.train, ut.task, n_major, seed)
     queries = sample_test(ut.test, n_test, seed)
     lids = label_token_ids(model.tokenizer, ut.task)
@@ -629,13 +742,15 @@ def majority_bias(model, ut: UnrelatedTask, heads: Sequence[Head], seed: int, n_
         order = np.random.default_rng([seed, 2, c]).permutation(len(idx))
         demos = demos_from_indices(ut.train, [idx[j] for j in order])
         prompts, _ = build_prompts(model, ut.task, demos, queries)
-        pb = predict(model, prompts, lids, batch_size, progress=progress and f"majority {c} before")
+        cache = _shared_cache(model, prompts, shared)
+        pb = _predict(model, prompts, lids, batch_size, cache=cache, progress=progress and f"majority {c} before")
 
         def w_of(p, head, T, minority=1 - c):
             w = torch.ones(T)
             w[[pos for pos, k in zip(p.label_pos, p.label_class) if k == minority]] = factor
             return w
-        pa = predict(model, prompts, lids, batch_size, hooks=_reweight_hooks(heads, w_of), progress=progress and f"majority {c} after")
+        pa = _predict(model, prompts, lids, batch_size, hooks=_reweight_hooks(heads, w_of), cache=cache,
+                      progress=progress and f"majority {c} after")
         before[c], after[c] = pb.pred, pa.pred
         acc_b.append(pb.accuracy); acc_a.append(pa.accuracy)
     return BiasResult("majority", _bias_from(before), _bias_from(after), float(np.mean(acc_b)), float(np.mean(acc_a)),
@@ -643,22 +758,23 @@ def majority_bias(model, ut: UnrelatedTask, heads: Sequence[Head], seed: int, n_
 
 
 def recency_bias(model, ut: UnrelatedTask, heads: Sequence[Head], seed: int, n_test: int, k_per_class: int = 2,
-                 batch_size: int = 16, progress: bool = False) -> BiasResult:
+                 batch_size: int = 16, progress: bool = False, shared: bool = True) -> BiasResult:
     """Recency bias with class-blocked orders ``[a]*k + [b]*k`` and its reverse, before/after removing the
     positional part of ``heads``' attention at q (re-weight slot k by mean(m) / m_k, m = mean attention per
-    slot over both orders and all queries)."""
+    slot over both orders and all queries). Each order's demonstrations run once for all three passes."""
     draws = class_draws(ut.train, ut.task, k_per_class, seed)
     queries = sample_test(ut.test, n_test, seed)
     lids = label_token_ids(model.tokenizer, ut.task)
-    sets = {}
+    sets, caches = {}, {}
     for last in (0, 1):
         demos = demos_from_indices(ut.train, draws[1 - last] + draws[last])
         sets[last], _ = build_prompts(model, ut.task, demos, queries)
+        caches[last] = _shared_cache(model, sets[last], shared)
     # positional profile m[head, slot]
     prof = torch.zeros(len(heads), 2 * k_per_class)
     cnt = 0
     for last in (0, 1):
-        vo = value_outputs(model, sets[last], lids, heads, batch_size)
+        vo = value_outputs(model, sets[last], lids, heads, batch_size, shared=shared, cache=caches[last])
         prof += vo.attn.sum(0)
         cnt += vo.attn.shape[0]
     prof /= cnt
@@ -672,8 +788,8 @@ def recency_bias(model, ut: UnrelatedTask, heads: Sequence[Head], seed: int, n_t
 
     before, after, acc_b, acc_a = {}, {}, [], []
     for last in (0, 1):
-        pb = predict(model, sets[last], lids, batch_size)
-        pa = predict(model, sets[last], lids, batch_size, hooks=_reweight_hooks(heads, w_of))
+        pb = _predict(model, sets[last], lids, batch_size, cache=caches[last])
+        pa = _predict(model, sets[last], lids, batch_size, hooks=_reweight_hooks(heads, w_of), cache=caches[last])
         before[last], after[last] = pb.pred, pa.pred
         acc_b.append(pb.accuracy); acc_a.append(pa.accuracy)
     return BiasResult("recency", _bias_from(before), _bias_from(after), float(np.mean(acc_b)), float(np.mean(acc_a)),
@@ -695,7 +811,7 @@ def heads_sizes(profile) -> dict:
         return {"n_attr": 3, "n_eval": 8, "n_towers": 8, "seeds": profile.seeds[:1], "k_per_class": 2,
                 "bias_tasks": ("sst2",)}
     if profile.name == "default":
-        return {"n_attr": 8, "n_eval": min(profile.n_test, 24), "n_towers": 32, "seeds": profile.seeds[:2],
+        return {"n_attr": 8, "n_eval": profile.n_test, "n_towers": 32, "seeds": profile.seeds,
                 "k_per_class": 2, "bias_tasks": ("sst2",)}
     return {"n_attr": 64, "n_eval": profile.n_test, "n_towers": 200, "seeds": profile.seeds, "k_per_class": 2,
             "bias_tasks": ("sst2", "agnews")}
@@ -805,7 +921,7 @@ def accuracy_runs(model, uts: dict[str, UnrelatedTask], sizes: dict, seeds: Sequ
     Whether ``uts`` hold foo/bar or the real label words is read from the tasks (key ``"real"``).
     """
     def run(ps, _heads, _seed):
-        pr = predict(model, ps.prompts, ps.label_ids, batch_size)
+        pr = _predict(model, ps.prompts, ps.label_ids, batch_size, cache=_shared_cache(model, ps.prompts))
         return {"acc": pr.accuracy, "foo_share": float((pr.pred == 0).float().mean()), "n": len(ps.prompts)}
 
     return _eval_runs("heads_acc", model, uts, sizes, seeds, model_name, run,

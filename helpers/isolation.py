@@ -7,7 +7,10 @@ row onto r itself (the diagonal is never blocked, so no row is all ``-inf``).
 Isolating the label words uses r = p_k for every demonstration; the control
 isolates the same number of random positions that are neither label tokens
 (any token of a label word) nor q nor position 0 (BOS, or the first token,
-which has nothing earlier to block), drawn with a seed per input.
+which has nothing earlier to block). By default the control is drawn once per
+demonstration set, a fresh draw in every isolated layer, among the
+demonstrations (so it runs as one shared prefix, like the label condition);
+``random_draw="input"`` draws per input, anywhere before q.
 
 The effect is measured with :mod:`helpers.loyalty` against the unmodified run.
 """
@@ -31,8 +34,12 @@ __all__ = [
     "block_rows",
     "isolation_hooks",
     "label_isolation",
+    "label_prefix_hooks",
     "random_positions",
     "random_isolation",
+    "random_set_positions",
+    "random_prefix_hooks",
+    "RANDOM_DRAWS",
     "run_isolation",
     "isolation_experiment",
     "loyalty_rows",
@@ -87,10 +94,23 @@ def label_isolation(layers: Iterable[int]) -> HookFactory:
     """Hook factory for :func:`helpers.predict.predict`: isolate every p_k in ``layers``."""
     layers = list(layers)
 
-    def factory(batch: Sequence[Prompt], tokens: torch.Tensor) -> list:
+    def factory(batch: Sequence[Prompt], tokens: torch.Tensor, offset: int = 0) -> list:
+        if offset:
+            raise ValueError("label isolation acts on prefix rows: pass label_prefix_hooks(...) as prefix_hooks")
         return isolation_hooks(layers, _rows(batch, tokens.shape[1], lambda b, p: p.label_pos))
 
     return factory
+
+
+def label_prefix_hooks(layers: Iterable[int], prompt: Prompt, prefix_len: int) -> list:
+    """Hooks for a shared prefix's pass (:func:`helpers.prefix.run_prefix`) isolating its label words in
+    ``layers``. Every label position lies in the demonstrations, so isolating them changes the prefix only
+    and each condition's prefix runs once for all inputs."""
+    if max(prompt.label_pos) >= prefix_len:
+        raise ValueError("a label position lies after the shared prefix")
+    rows = torch.zeros(1, prefix_len, dtype=torch.bool)
+    rows[0, prompt.label_pos] = True
+    return isolation_hooks(layers, rows)
 
 
 def random_positions(prompt: Prompt, count: int, seed) -> list[int]:
@@ -106,6 +126,37 @@ def random_positions(prompt: Prompt, count: int, seed) -> list[int]:
     return sorted(int(i) for i in rng.choice(pool, size=count, replace=False))
 
 
+def random_set_positions(prompt: Prompt, prefix_len: int, layers: Iterable[int], seed: int,
+                         count: int | None = None) -> dict[int, list[int]]:
+    """The control drawn once per demonstration set: for every layer its own ``count`` (default: as many as
+    there are demonstrations) random positions among the demonstrations (``1..prefix_len-1``), never a label
+    token, drawn with seed ``[seed, layer]``. Every input of the set shares the draw, so the isolated prefix
+    runs once, as for the label words."""
+    label_tokens = {i for a, b in prompt.label_spans for i in range(a, b)} | set(prompt.label_pos)
+    pool = [i for i in range(1, prefix_len) if i not in label_tokens]
+    count = prompt.n_demos if count is None else count
+    if count > len(pool):
+        raise ValueError(f"asked for {count} random positions but the demonstrations have only {len(pool)}")
+    return {l: sorted(int(i) for i in np.random.default_rng([seed, l]).choice(pool, size=count, replace=False))
+            for l in layers}
+
+
+def _per_layer_hooks(rows_of: dict[int, list[int]], batch: int, seq: int) -> list:
+    """Isolation hooks for ``{layer: positions}``, every row of a ``[batch, seq]`` run."""
+    hooks = []
+    for l, pos in rows_of.items():
+        rows = torch.zeros(batch, seq, dtype=torch.bool)
+        rows[:, pos] = True
+        hooks += isolation_hooks([l], rows)
+    return hooks
+
+
+def random_prefix_hooks(prompt: Prompt, prefix_len: int, layers: Iterable[int], seed: int,
+                        count: int | None = None) -> list:
+    """Prefix-pass hooks isolating :func:`random_set_positions` (each layer its own draw)."""
+    return _per_layer_hooks(random_set_positions(prompt, prefix_len, layers, seed, count), 1, prefix_len)
+
+
 def random_isolation(prompts: Sequence[Prompt], layers: Iterable[int], seed: int,
                      count: int | None = None) -> HookFactory:
     """Hook factory isolating random non-label positions; the i-th prompt's draw uses seed ``[seed, i]``.
@@ -117,7 +168,10 @@ def random_isolation(prompts: Sequence[Prompt], layers: Iterable[int], seed: int
     chosen = {id(p): random_positions(p, p.n_demos if count is None else count, [seed, i])
               for i, p in enumerate(prompts)}
 
-    def factory(batch: Sequence[Prompt], tokens: torch.Tensor) -> list:
+    def factory(batch: Sequence[Prompt], tokens: torch.Tensor, offset: int = 0) -> list:
+        if offset:
+            raise ValueError("random positions are drawn per input (some lie in the demonstrations): "
+                             "run this control on full prompts")
         try:
             return isolation_hooks(layers, _rows(batch, tokens.shape[1], lambda b, p: chosen[id(p)]))
         except KeyError as e:
@@ -127,34 +181,72 @@ def random_isolation(prompts: Sequence[Prompt], layers: Iterable[int], seed: int
     return factory
 
 
+RANDOM_DRAWS = ("set", "input")
+
+
 def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], condition: str, where: str,
                   k: int, seed: int = 0, batch_size: int = 16, top_k: int = 5,
-                  progress: bool | str = False) -> Predictions:
-    """Predictions with ``condition`` ("label"/"random") isolated in the first/last ``k`` layers."""
+                  progress: bool | str = False, shared: bool = True, random_draw: str = "set") -> Predictions:
+    """Predictions with ``condition`` ("label"/"random") isolated in the first/last ``k`` layers.
+
+    Label words lie in the shared demonstrations, so with ``shared`` (default)
+    the isolated prefix runs once and every input runs as a suffix against it
+    (:mod:`helpers.prefix`; same predictions as the full prompts, tests).
+
+    ``random_draw`` picks the control's positions: ``"set"`` (default) draws them
+    once per demonstration set, per layer, among the demonstrations
+    (:func:`random_set_positions`), so the control costs what the label
+    condition costs; ``"input"`` draws them per input anywhere before q
+    (:func:`random_positions`, one draw for all layers), so every prompt differs
+    and runs whole.
+    """
+    from .prefix import predict_shared, shared_prefix_len
+
+    if random_draw not in RANDOM_DRAWS:
+        raise ValueError(f"random_draw must be one of {RANDOM_DRAWS}, got {random_draw!r}")
     layers = layer_range(model, where, k)
-    if condition == "label":
-        factory = label_isolation(layers)
-    elif condition == "random":
-        factory = random_isolation(prompts, layers, seed)
-    else:
+    if condition not in CONDITIONS:
         raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")
+    if condition == "label" or random_draw == "set":
+        p0 = shared_prefix_len(prompts)
+        rows_of = ({l: list(prompts[0].label_pos) for l in layers} if condition == "label"
+                   else random_set_positions(prompts[0], p0, layers, seed))
+        if shared:
+            pre = _per_layer_hooks(rows_of, 1, p0)
+            return predict_shared(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, prefix_hooks=pre,
+                                  progress=progress)
+        # the same rows isolated in every full prompt (the reference the shared path is tested against)
+        return predict(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, progress=progress,
+                       hooks=lambda batch, tokens, offset=0: _per_layer_hooks(rows_of, len(batch), tokens.shape[1]))
+    factory = random_isolation(prompts, layers, seed)
     return predict(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, hooks=factory, progress=progress)
 
 
 def isolation_experiment(model, prompts: Sequence[Prompt], label_ids: Sequence[int], ks: Sequence[int] = (5,),
                          conditions: Sequence[str] = CONDITIONS, wheres: Sequence[str] = ("first", "last"),
-                         seed: int = 0, batch_size: int = 16, top_k: int = 5, progress: bool = False
-                         ) -> dict:
+                         seed: int = 0, batch_size: int = 16, top_k: int = 5, progress: bool = False,
+                         shared: bool = True, random_draw: str = "set", sub_n: dict | None = None) -> dict:
     """The unmodified run plus every (condition, where, k) run.
 
+    ``sub_n`` maps some k to a number of inputs: those runs use only the first
+    that many prompts (a cheaper sweep); :func:`loyalty_rows` compares them with
+    the same first inputs of the base run.
     Returns ``{"base": Predictions, ("label", "first", 5): Predictions, ...}``.
     """
-    out: dict = {"base": predict(model, prompts, label_ids, batch_size=batch_size, top_k=top_k)}
+    from .prefix import predict_shared
+
+    base = (predict_shared if shared else predict)(model, prompts, label_ids, batch_size=batch_size, top_k=top_k)
+    out: dict = {"base": base}
     combos = [(c, w, k) for k in ks for c in conditions for w in wheres]
     for c, w, k in tqdm(combos, desc="isolation", leave=False, disable=not progress):
-        out[(c, w, k)] = run_isolation(model, prompts, label_ids, c, w, k, seed=seed, batch_size=batch_size,
-                                       top_k=top_k)
+        ps = prompts[: (sub_n or {}).get(k, len(prompts))]
+        out[(c, w, k)] = run_isolation(model, ps, label_ids, c, w, k, seed=seed, batch_size=batch_size,
+                                       top_k=top_k, shared=shared, random_draw=random_draw)
     return out
+
+
+def _first(pred: Predictions, n: int) -> Predictions:
+    return Predictions(pred.label_logits[:n], pred.topk[:n], pred.gold[:n])
 
 
 def loyalty_rows(runs: dict, k_words: int = 5) -> list[dict]:
@@ -165,8 +257,9 @@ def loyalty_rows(runs: dict, k_words: int = 5) -> list[dict]:
         if key == "base":
             continue
         c, w, k = key
-        rows.append({"condition": c, "where": w, "k": k, "label_loyalty": label_loyalty(pred, base),
-                     "word_loyalty": word_loyalty(pred, base, k_words),
+        ref = base if len(pred) == len(base) else _first(base, len(pred))  # a sweep on the first inputs
+        rows.append({"condition": c, "where": w, "k": k, "n": len(pred), "label_loyalty": label_loyalty(pred, ref),
+                     "word_loyalty": word_loyalty(pred, ref, k_words),
                      "accuracy": pred.accuracy if (pred.gold >= 0).any() else float("nan")})
     return rows
 
@@ -174,32 +267,35 @@ def loyalty_rows(runs: dict, k_words: int = 5) -> list[dict]:
 def isolation_budget(profile) -> dict:
     """Run size of notebook 02.
 
-    Every condition costs one full pass over the inputs (1 + 4 conditions x 4
-    layer counts = 17 passes), so the notebook uses a fraction of ``n_test``:
-    ``smoke`` 4 inputs per task (2 on AGNews) and a sweep over k in {1} only;
-    ``default`` 8 inputs (4 on AGNews, ~2.5x longer prompts), the k=5
-    conditions on every seed and the k in {1,3,7} sweep on the first seed only;
-    ``paper`` the full ``n_test`` and the sweep on every seed.
+    With a shared prefix every condition costs about one vanilla pass (the
+    isolated demonstrations run once, the inputs as suffixes). ``default`` and
+    ``paper``: the four k=5 conditions on ``n_test`` inputs per task and every
+    seed; the k in {1, 3, 7} sweep (12 more conditions, a curve) on the first
+    ``sweep_n`` inputs (16 by default) of the first seed (``paper``: all inputs,
+    every seed). ``smoke``: 4 inputs per task (2 on AGNews), k in {1} only.
     """
     name = profile.name
     k_sweep = (1, 3, 7)
+    sweep_n = None
     if name == "paper":
         n = {t: profile.n_test for t in profile.tasks}
         sweep_seeds = tuple(profile.seeds)
     elif name == "default":
-        n = {t: 4 if t == "agnews" else 8 for t in profile.tasks}
+        n = {t: profile.n_test for t in profile.tasks}
         sweep_seeds = tuple(profile.seeds[:1])
+        sweep_n = 16
     else:
         n = {t: min(2 if t == "agnews" else 4, profile.n_test) for t in profile.tasks}
         sweep_seeds = tuple(profile.seeds[:1])
         k_sweep = (1,)
     return {"seeds": tuple(profile.seeds), "n": n, "sweep_seeds": sweep_seeds, "k_main": 5,
-            "k_sweep": k_sweep, "batch_size": profile.batch_size}
+            "k_sweep": k_sweep, "sweep_n": sweep_n, "batch_size": profile.batch_size}
 
 
 def isolation_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int, k_main: int = 5,
                    k_sweep: Sequence[int] = (1, 3, 7), sweep_seeds: Sequence[int] = (), batch_size: int = 16,
-                   top_k: int = 5, profile: str = "", progress: bool = True) -> dict:
+                   top_k: int = 5, profile: str = "", progress: bool = True, sweep_n: int | None = None,
+                   random_draw: str = "set") -> dict:
     """All isolation runs of notebook 02, cached per (task, seed).
 
     Every seed gets the four conditions at ``k_main`` layers; seeds in
@@ -223,11 +319,13 @@ def isolation_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", LabelWordWarning)
                 s = make_icl_set(model, task, seed, m)
+            sub = {k: sweep_n for k in ks if k != k_main} if sweep_n else None
             return isolation_experiment(model, s.prompts, s.label_ids, ks=ks, seed=seed, batch_size=batch_size,
-                                        top_k=top_k)
+                                        top_k=top_k, random_draw=random_draw, sub_n=sub)
 
         out[(task, seed)] = cached("isolation", {"model": name, "task": task, "seed": seed, "n": m, "ks": ks,
-                                                 "top_k": top_k, "profile": profile}, run)
+                                                 "top_k": top_k, "profile": profile, "sweep_n": sweep_n,
+                                                 "random_draw": random_draw}, run)
     return out
 
 

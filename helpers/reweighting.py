@@ -28,6 +28,7 @@ from jaxtyping import Float
 from tqdm.auto import tqdm
 
 from .predict import logits_at, predict
+from .prefix import predict_shared
 from .prompts import Demo, Prompt, build_prompts, class_draws, demos_from_indices, pad_batch
 from .tasks import get_task, label_token_ids
 
@@ -88,7 +89,7 @@ def reweight_hooks(beta: Float[torch.Tensor, "layer head demo"], prompts: Sequen
 def reweight_factory(beta: Float[torch.Tensor, "layer head demo"]):
     """A :func:`helpers.predict.predict` hook factory applying the learned ``beta``."""
     beta = beta.detach()
-    return lambda batch, tokens: reweight_hooks(beta, batch)
+    return lambda batch, tokens, offset=0: reweight_hooks(beta, batch)  # rows found from the pattern's shape
 
 
 def reweight_train_demos(train, task, seed: int, per_class: int = 4) -> tuple[list[Demo], list[Demo]]:
@@ -131,12 +132,13 @@ def train_reweighting(model, train_prompts: Sequence[Prompt], label_ids: Sequenc
     ``requires_grad_(False)`` during training and their flags are restored after.
 
     ``fast`` (batch size 1 only): beta changes only the attention row of q, so
-    every earlier position is independent of beta (causal attention). Each
-    training prompt's prefix (all tokens but q) is therefore run once into a
-    keep-everything KV cache, and every step runs only the last token through
-    the model with gradients, computing only the label logits. This is the
-    same function of beta as the full run (a test checks the trained betas
-    agree), ~prompt-length times cheaper.
+    every earlier position is independent of beta (causal attention). The
+    shared demonstrations run once (:func:`helpers.prefix.run_prefix`), each
+    training prompt's query up to q extends that cache once
+    (:func:`helpers.prefix.extend_prefix`), and every step runs only the last
+    token through the model with gradients, computing only the label logits.
+    This is the same function of beta as the full run (a test checks the
+    trained betas agree), ~prompt-length times cheaper.
     """
     if not train_prompts:
         raise ValueError("no training prompts")
@@ -157,9 +159,11 @@ def train_reweighting(model, train_prompts: Sequence[Prompt], label_ids: Sequenc
     fast = fast and batch_size == 1 and cfg.positional_embedding_type in ("rotary", "standard")
     caches = []
     if fast:
-        from .compression import cache_from_tokens
+        from .prefix import extend_prefix, run_prefix, shared_prefix_len
 
-        caches = [cache_from_tokens(model, p.tokens[: p.q]) for p in train_prompts]
+        p0 = shared_prefix_len(train_prompts)
+        demos = run_prefix(model, train_prompts[0].tokens[:p0])
+        caches = [extend_prefix(model, demos, p.tokens[p0: p.q]) for p in train_prompts]
     try:
         for p in params:
             p.requires_grad_(False)
@@ -171,10 +175,10 @@ def train_reweighting(model, train_prompts: Sequence[Prompt], label_ids: Sequenc
                 for s in range(0, len(order), batch_size):
                     batch = [train_prompts[i] for i in order[s:s + batch_size]]
                     if fast:
-                        from .compression import cached_logits
+                        from .prefix import suffix_logits
 
                         p = batch[0]
-                        logits = cached_logits(model, caches[order[s]], p.tokens[p.q:][None], torch.tensor([0]),
+                        logits = suffix_logits(model, caches[order[s]], p.tokens[p.q:][None], torch.tensor([0]),
                                                reweight_hooks(beta, batch), vocab=ids)
                     else:
                         tokens, q = pad_batch(batch, pad)
@@ -239,9 +243,10 @@ def run_table1(model, task, seed: int, n_test: int, epochs: int = 10, lr: float 
     p_train, _ = build_prompts(model, task, demos, extra)
     res = train_reweighting(model, p_train, lids, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
                             progress=f"train {task.name}" if progress else False)
-    acc1 = predict(model, p1, lids, eval_batch_size).accuracy
-    acc5 = predict(model, p5, lids, eval_batch_size).accuracy
-    accr = predict(model, p1, lids, eval_batch_size, hooks=reweight_factory(res.beta)).accuracy
+    # each demonstration set runs once (helpers.prefix); beta acts on q's row only, so the prefix is unchanged
+    acc1 = predict_shared(model, p1, lids, eval_batch_size, top_k=0).accuracy
+    acc5 = predict_shared(model, p5, lids, eval_batch_size, top_k=0).accuracy
+    accr = predict_shared(model, p1, lids, eval_batch_size, top_k=0, hooks=reweight_factory(res.beta)).accuracy
     return Table1Row(task.name, seed, acc1, acc5, accr, res, len(p1), n_test - len(p1))
 
 

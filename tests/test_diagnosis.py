@@ -85,3 +85,47 @@ def test_collect_qk_shapes_and_gqa(tiny_model):
     out = diagnose(v, 1, n_components=10)
     assert out["predicted"].shape == (2, 2) and out["actual"].shape == (2, 2)
     assert set(layer_sweep(v)) == set(range(cfg.n_layers))
+
+
+def _count_prefix_runs(monkeypatch):
+    import helpers.prefix as prefix
+
+    calls = []
+    real = prefix.run_prefix
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(prefix, "run_prefix", counting)
+    return calls
+
+
+@pytest.mark.parametrize("layers", [None, [1, 0]])
+def test_collect_qk_shared_equals_full(tiny_sst2_set, monkeypatch, layers):
+    """Keys from one prefix pass, queries and label probs from suffix runs == the full-prompt collection."""
+    model, prompts, lids = tiny_sst2_set
+    calls = _count_prefix_runs(monkeypatch)
+    sh = collect_qk(model, prompts, lids, layers=layers, batch_size=3)
+    assert len(calls) == 1  # the shared path ran, with one prefix pass
+    full = collect_qk(model, prompts, lids, layers=layers, batch_size=3, shared=False)
+    assert len(calls) == 1
+    assert sh.layers == full.layers
+    assert sh.queries.shape == full.queries.shape and sh.keys.shape == full.keys.shape
+    torch.testing.assert_close(sh.queries, full.queries, atol=1e-4, rtol=0)
+    torch.testing.assert_close(sh.keys, full.keys, atol=1e-4, rtol=0)
+    torch.testing.assert_close(sh.label_probs, full.label_probs, atol=1e-4, rtol=0)
+    assert torch.equal(sh.gold, full.gold)
+
+
+def test_collect_qk_falls_back_without_shared_demos(tiny_model, monkeypatch):
+    """Different demonstrations per prompt: the full-prompt path runs and keys average over prompts."""
+    lid = label_token_ids(tiny_model.tokenizer, "sst2")
+    ps = [build_prompt(tiny_model, "sst2", [Demo("a truly great film", 1), Demo("dull", 0)], Demo("wonderful", 1)),
+          build_prompt(tiny_model, "sst2", [Demo("dull and far too long", 0), Demo("fun", 1)], Demo("awful", 0))]
+    calls = _count_prefix_runs(monkeypatch)
+    v = collect_qk(tiny_model, ps, lid, batch_size=2)
+    assert not calls
+    full = collect_qk(tiny_model, ps, lid, batch_size=2, shared=False)
+    torch.testing.assert_close(v.keys, full.keys, atol=0, rtol=0)
+    torch.testing.assert_close(v.queries, full.queries, atol=0, rtol=0)

@@ -314,6 +314,146 @@ def test_verdict_criteria():
     assert mixed[1]["majority"] == "no measurable bias" and mixed[1]["recency"] == "partly" and mixed[0] == "partly"
 
 
+# ------------------------------------------------------------------ shared demonstrations == full prompts
+
+SHARED_ATOL = 1e-4
+
+
+def _shared_vs_full(model, ps, factory=None, prefix_hooks=()):
+    from helpers.prefix import predict_shared
+
+    full = predict(model, ps.prompts, ps.label_ids, 2, hooks=factory)
+    shared = predict_shared(model, ps.prompts, ps.label_ids, 2, hooks=factory, prefix_hooks=prefix_hooks)
+    return full, shared
+
+
+def _assert_same_predictions(a, b):
+    assert torch.allclose(a.label_logits, b.label_logits, atol=SHARED_ATOL), (a.label_logits - b.label_logits).abs().max()
+    assert torch.equal(a.pred, b.pred)
+
+
+@pytest.mark.parametrize("at", ["q", "all"])
+@pytest.mark.parametrize("ablation", ["zero", "mean"])
+def test_shared_ablation_equals_full_prompts(tiny_model, ut, at, ablation):
+    from helpers.prefix import predict_shared
+
+    ps = _set(tiny_model, ut, n=4, k=2)
+    L, Hn = tiny_model.cfg.n_layers, tiny_model.cfg.n_heads
+    heads = [(0, 1), (0, 2), (L - 2, 0), (L - 1, 3)]
+    means = torch.randn(L, Hn, tiny_model.cfg.d_head, generator=torch.Generator().manual_seed(0)) if ablation == "mean" else None
+    prefix_hooks, factory = H.ablation_hook_pair(heads, ablation, means, at)
+    assert (len(prefix_hooks) > 0) == (at == "all")
+    full, shared = _shared_vs_full(tiny_model, ps, factory, prefix_hooks)
+    _assert_same_predictions(full, shared)
+    plain = predict(tiny_model, ps.prompts, ps.label_ids, 2)
+    assert not torch.allclose(full.label_logits, plain.label_logits, atol=1e-3)  # the ablation does something
+    if at == "all":  # the prefix positions are ablated too: without the prefix hooks the result differs
+        partial = predict_shared(tiny_model, ps.prompts, ps.label_ids, 2, hooks=factory)
+        assert not torch.allclose(partial.label_logits, full.label_logits, atol=1e-3)
+    kw = {"ablation": ablation, "means": means, "at": at}
+    assert H._shared_cache(tiny_model, ps.prompts) is not None  # the shared path is the one taken
+    assert H.ablation_accuracy(tiny_model, ps.prompts, ps.label_ids, heads, 2, **kw) == \
+        H.ablation_accuracy(tiny_model, ps.prompts, ps.label_ids, heads, 2, shared=False, **kw) == full.accuracy
+
+
+def test_shared_reweighting_equals_full_prompts(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=4, k=2)
+    heads = [(0, 1), (1, 2), (tiny_model.cfg.n_layers - 1, 3)]
+
+    def majority(p, head, T):  # the majority reduction's weights: the class-1 label positions x 3
+        w = torch.ones(T)
+        w[[pos for pos, c in zip(p.label_pos, p.label_class) if c == 1]] = 3.0
+        return w
+
+    slot = torch.tensor([0.5, 1.5, 0.8, 2.0])
+
+    def recency(p, head, T):  # the recency reduction's weights: one factor per label slot
+        w = torch.ones(T)
+        w[p.label_pos] = slot * (1 + head[1])
+        return w
+
+    plain = predict(tiny_model, ps.prompts, ps.label_ids, 2)
+    for w_of in (majority, recency):
+        full, shared = _shared_vs_full(tiny_model, ps, H._reweight_hooks(heads, w_of))
+        _assert_same_predictions(full, shared)
+        assert not torch.allclose(full.label_logits, plain.label_logits, atol=1e-3)
+
+
+def test_shared_bias_functions_equal_full_prompts(tiny_model, ut):
+    heads = [(1, 0), (2, 1)]
+    for fn in (H.majority_bias, H.recency_bias):
+        a = fn(tiny_model, ut, heads, seed=1, n_test=3, batch_size=2)
+        b = fn(tiny_model, ut, heads, seed=1, n_test=3, batch_size=2, shared=False)
+        assert (a.bias_before, a.bias_after, a.acc_before, a.acc_after) == (b.bias_before, b.bias_after, b.acc_before, b.acc_after)
+        for key in ("pred_before", "pred_after"):
+            assert all(torch.equal(a.per_direction[key][c], b.per_direction[key][c]) for c in (0, 1))
+    for key in ("slot_profile", "slot_weights"):
+        assert torch.allclose(a.per_direction[key], b.per_direction[key], rtol=1e-4, atol=1e-5)
+
+
+def test_shared_value_outputs_equal_full_prompts(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=4, k=2)
+    heads = [(1, 2), (0, 3), (tiny_model.cfg.n_layers - 1, 1)]
+    assert H._shared_cache(tiny_model, ps.prompts) is not None  # the shared path is the one taken
+    a = H.value_outputs(tiny_model, ps.prompts, ps.label_ids, heads, batch_size=3)
+    b = H.value_outputs(tiny_model, ps.prompts, ps.label_ids, heads, batch_size=3, shared=False)
+    for f in ("attn", "vo_lm", "wvo_lm", "out_lm"):
+        x, y = getattr(a, f), getattr(b, f)
+        assert torch.allclose(x, y, atol=SHARED_ATOL), (f, (x - y).abs().max())
+    for f in ("pred", "label_class", "label_pos"):
+        assert torch.equal(getattr(a, f), getattr(b, f))
+    # prompts with their own demonstrations (two towers) fall back to the full prompts
+    fresh = H.fresh_demo_prompts(tiny_model, ut, 5, 3, 1)
+    assert H._shared_cache(tiny_model, fresh) is None
+    assert _same(H.value_outputs(tiny_model, fresh, ps.label_ids, heads, 2),
+                 H.value_outputs(tiny_model, fresh, ps.label_ids, heads, 2, shared=False))
+
+
+def test_shared_collect_at_q_covers_prompt_positions(tiny_model, ut):
+    """The suffix store's attention row at q and values span every prompt position, like a full run's."""
+    from helpers.prefix import suffix_batches
+
+    ps = _set(tiny_model, ut, n=3, k=2)
+    L = tiny_model.cfg.n_layers
+    cache = H._shared_cache(tiny_model, ps.prompts)
+    tokens, q = pad_batch(ps.prompts, 0)
+    with torch.inference_mode():
+        full = H._collect_at_q(tiny_model, tokens, q, want_pattern_layers=range(L))
+        for idx, toks, qs in suffix_batches(cache, ps.prompts, 3):
+            st = H._collect_at_q(tiny_model, toks, qs, want_pattern_layers=range(L), cache=cache)
+            assert torch.equal(qs + cache.length, q[idx])
+            for l in range(L):
+                for j, i in enumerate(idx):
+                    n = len(ps.prompts[i])
+                    assert torch.allclose(st["pattern"][l][j, :, :n], full["pattern"][l][i, :, :n], atol=1e-5)
+                    assert torch.allclose(st["v"][l][j, :n], full["v"][l][i, :n], atol=1e-5)
+                for key in ("z", "resid_pre"):
+                    assert torch.allclose(st[key][l], full[key][l][idx], atol=SHARED_ATOL)
+                vo = H.value_output_vectors(tiny_model, st["pattern"][l], st["v"][l], l).sum(2)
+                assert torch.allclose(vo, torch.einsum("bhe,hed->bhd", st["z"][l], tiny_model.W_O[l]), atol=ATOL)
+            assert torch.allclose(st["resid_final"], full["resid_final"][idx], atol=SHARED_ATOL)
+
+
+@pytest.mark.parametrize("ablation", ["zero", "mean"])
+def test_shared_head_attribution_equals_full_prompts(tiny_model, ut, ablation):
+    ps = _set(tiny_model, ut, n=3, k=2)
+    assert H._shared_cache(tiny_model, ps.prompts) is not None  # the shared path is the one taken
+    a = H.head_attribution(tiny_model, ps.prompts, ps.label_ids, batch_size=2, ablation=ablation)
+    b = H.head_attribution(tiny_model, ps.prompts, ps.label_ids, batch_size=2, ablation=ablation, shared=False)
+    assert torch.equal(a.pred, b.pred)
+    assert torch.allclose(a.gain, b.gain, atol=SHARED_ATOL), (a.gain - b.gain).abs().max()
+    assert torch.allclose(a.drop, b.drop, atol=SHARED_ATOL), (a.drop - b.drop).abs().max()
+    assert a.drop.abs().max() > 1e-3  # not trivially equal
+    # the cached drop alone: the shared demonstrations extended by the query == the prompt from scratch
+    L, Hn = tiny_model.cfg.n_layers, tiny_model.cfg.n_heads
+    masks = torch.cat([torch.zeros(1, L * Hn), torch.eye(L * Hn)[:5]]).reshape(-1, L, Hn)
+    cache = H._shared_cache(tiny_model, ps.prompts)
+    with torch.inference_mode():
+        x = H._ablated_last_logprobs(tiny_model, ps.prompts[1].tokens, masks, None, cache=cache)
+        y = H._ablated_last_logprobs(tiny_model, ps.prompts[1].tokens, masks, None)
+    assert torch.allclose(x, y, atol=SHARED_ATOL)
+
+
 # ------------------------------------------------------------------ real model
 
 
