@@ -29,8 +29,11 @@
 # tokens at $q$ over the full vocabulary).
 #
 # **Method.** A `hook_attn_scores` hook sets the pre-softmax score from $p_k$ to every $j < p_k$ to
-# $-\infty$, so the row renormalises onto $p_k$ itself. The random control draws positions with a
-# seed per input; they are never label tokens, never $q$ and never position 0. Our offline
+# $-\infty$, so the row renormalises onto $p_k$ itself. The random control isolates as many random
+# positions as there are label words, drawn (seeded) once per demonstration set and afresh in every
+# isolated layer, among the demonstrations: never label tokens and never position 0. Because every
+# isolated row lies in the demonstrations, each condition's demonstrations run once and every input
+# runs as a short suffix against them (`helpers.prefix`; tested equal to the full prompts). Our offline
 # models are shallower than the paper's (Gemma 3 270M has 18 layers, SmolLM2-135M has 30, GPT2-XL
 # has 48), so 5 layers is a larger share of the depth here.
 
@@ -64,7 +67,7 @@ print(profile.name, current_model_name(), budget)
 # %%
 runs = isolation_runs(model, profile.tasks, budget["seeds"], budget["n"], k_main=budget["k_main"],
                       k_sweep=budget["k_sweep"], sweep_seeds=budget["sweep_seeds"],
-                      batch_size=budget["batch_size"], profile=profile.name)
+                      batch_size=budget["batch_size"], profile=profile.name, sweep_n=budget["sweep_n"])
 df = loyalty_frame(runs)
 df["task"] = df["task"].map(lambda t: get_task(t).display)
 k = budget["k_main"]
@@ -78,7 +81,8 @@ save_figure(fig, "02_isolation_loyalty")
 
 # %%
 sweep = df[df.seed.isin(budget["sweep_seeds"])]
-fig = plots.loyalty_sweep(sweep, title=f"Loyalty vs isolated layers (seed(s) {list(budget['sweep_seeds'])})")
+fig = plots.loyalty_sweep(sweep, title=f"Loyalty vs isolated layers (seed(s) {list(budget['sweep_seeds'])}; "
+                                      f"k != {k} on the first {budget['sweep_n'] or 'all'} inputs)")
 save_figure(fig, "02_isolation_sweep")
 
 # %% [markdown]

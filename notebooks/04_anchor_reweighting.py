@@ -59,8 +59,8 @@ print(profile)
 # `paper`, 5 in `default` (training is most of this notebook's CPU time). The `paper` profile uses everything.
 
 # %%
-N_SEEDS = {"smoke": 1, "default": 2}.get(profile.name, len(profile.seeds))
-N_TEST = {"default": profile.n_test // 2}.get(profile.name, profile.n_test)
+N_SEEDS = {"smoke": 1}.get(profile.name, len(profile.seeds))
+N_TEST = profile.n_test
 seeds = profile.seeds[:N_SEEDS]
 
 

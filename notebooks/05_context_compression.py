@@ -58,7 +58,7 @@ print(profile)
 # `profile.n_test` inputs; `paper` uses everything.
 
 # %%
-N_SEEDS = {"smoke": 1, "default": 2}.get(profile.name, len(profile.seeds))
+N_SEEDS = {"smoke": 1}.get(profile.name, len(profile.seeds))
 N_TEST = profile.n_test
 seeds = profile.seeds[:N_SEEDS]
 results = {}
