@@ -15,7 +15,15 @@ Measured in this one process, on the same prompts, one after the other:
 (c) peak resident memory of the process after each stage;
 (d) what ``helpers.models.matmul_layout`` saves: label prediction one input at
     a time and batched, with the weights as TransformerLens stores them
-    (copied on every forward) vs laid out for its matmuls (outputs identical).
+    (copied on every forward) vs laid out for its matmuls (outputs identical);
+(e) the shared-prefix engine (``helpers.prefix``) against full prompts, per
+    experiment and task on the same prompts: vanilla 1-shot and 5-shot
+    prediction (label logits, the paper's prediction), the base run with
+    top-5 tokens, label isolation in the first 5 layers and re-weighted
+    prediction: tokens each path processes, the unique-token bound (each
+    demonstration set once plus every input's own tokens), both wall times,
+    the speed-up as a share of the bound, and whether predictions are identical
+    (goal: >= 80% of the bound for vanilla prediction on every task).
 
 Writes ``results/<model>/<profile>/benchmarks.json`` and
 ``results/<model>/<profile>/benchmarks.md``. Timings depend on the machine and
@@ -104,38 +112,107 @@ def measure_layout(model, task: str = "sst2", n: int = 16, batch_size: int = 16,
     return out
 
 
+SHARED_EXPERIMENTS = ("vanilla 1-shot", "vanilla 5-shot", "base run, top-5", "isolation label first 5",
+                      "re-weighted 1-shot")
+
+
+def measure_shared(model, tasks, n: int = 64, batch_size: int = 16, seed: int = 42,
+                   experiments=SHARED_EXPERIMENTS) -> list[dict]:
+    """Shared prefix vs full prompts, same prompts, same run (the full path first, then the shared one)."""
+    from helpers.isolation import run_isolation
+    from helpers.predict import predict, shots_for
+    from helpers.prefix import predict_shared, token_bound
+    from helpers.prompts import make_icl_set
+    from helpers.reweighting import reweight_factory
+
+    rows = []
+    for exp in experiments:
+        for task in tasks:
+            k = shots_for(task, 5) if exp == "vanilla 5-shot" else 1
+            s = make_icl_set(model, task, seed, n, k)
+            ps, ids = s.prompts, s.label_ids
+            if exp.startswith("isolation"):
+                run = {"full": lambda: run_isolation(model, ps, ids, "label", "first", 5, batch_size=batch_size,
+                                                     shared=False),
+                       "shared": lambda: run_isolation(model, ps, ids, "label", "first", 5, batch_size=batch_size)}
+            else:
+                kw = {"top_k": 5 if exp.startswith("base") else 0}
+                if exp.startswith("re-weighted"):
+                    g = torch.Generator().manual_seed(0)
+                    beta = 0.5 * torch.randn(model.cfg.n_layers, model.cfg.n_heads, ps[0].n_demos, generator=g)
+                    kw["hooks"] = reweight_factory(beta)
+                run = {"full": lambda: predict(model, ps, ids, batch_size, **kw),
+                       "shared": lambda: predict_shared(model, ps, ids, batch_size, **kw)}
+            predict_shared(model, ps[:2], ids, batch_size)  # warm-up
+            out, secs = {}, {}
+            for path in ("full", "shared"):
+                t0 = time.perf_counter()
+                out[path] = run[path]()
+                secs[path] = time.perf_counter() - t0
+            tb = token_bound(ps)
+            speedup = secs["full"] / secs["shared"]
+            row = {"experiment": exp, "task": task, "n": len(ps), "prefix": tb["prefix"],
+                   "suffix": round(tb["mean_suffix"], 1), "full_tokens": tb["full_tokens"],
+                   "shared_tokens": tb["unique_tokens"], "bound": tb["bound"], "full_s": secs["full"],
+                   "shared_s": secs["shared"], "speedup": speedup, "pct_bound": 100 * speedup / tb["bound"],
+                   "same_pred": bool(torch.equal(out["full"].pred, out["shared"].pred)),
+                   "same_topk": bool(torch.equal(out["full"].topk, out["shared"].topk)),
+                   "max_abs_diff": float((out["full"].label_logits - out["shared"].label_logits).abs().max())}
+            rows.append(row)
+            print(f"  {exp:24s} {task:13s} full {secs['full']:6.1f}s shared {secs['shared']:5.1f}s "
+                  f"{speedup:5.2f}x of bound {tb['bound']:5.2f} ({row['pct_bound']:.0f}%), same predictions "
+                  f"{row['same_pred']}, max diff {row['max_abs_diff']:.1e}", flush=True)
+    return rows
+
+
 def markdown(res: dict) -> str:
     from helpers.report import markdown_table
 
     lines = [f"# Benchmarks: {res['model']}\n",
              f"{res['threads']} torch thread(s), {res['cpu']}, torch {res['torch']}; measured in one run "
              f"({res['seconds']:.0f} s). Timings depend on the machine and its load; read the ratios.\n",
-             "## (a) Batched vs one-by-one (same prompts, same run)\n"]
-    rows = [{"what": "prediction", "task": t, **{k: v for k, v in r.items() if k != "mean_tokens"}}
-            for t, r in res["prediction"]["tasks"].items()]
-    sal = res["saliency"]
-    rows.append({"what": "saliency (fwd + bwd)", "task": sal["task"], "n": sal["n"], "one_by_one_s": sal["one_by_one_s"],
-                 "batched_s": sal["batched_s"], "ratio": sal["ratio"], "max_abs_diff": sal["max_abs_diff"]})
-    rows += [{"what": "isolation (label, first 5)", "task": t, **r} for t, r in res["isolation"].items()]
-    for r in rows:
-        r["max_abs_diff"] = f"{r['max_abs_diff']:.1e}"
-        r.setdefault("n", res["prediction"]["n"])
-    lines.append(markdown_table([{k: r.get(k, "") for k in ("what", "task", "n", "one_by_one_s", "batched_s",
-                                                             "ratio", "max_abs_diff")} for r in rows]))
-    lines.append("## (b) Hidden_anchor vs full ICL, time per input (one input at a time)\n")
-    lines.append(markdown_table([{"task": r["task"], "L_demo": r["L_demo"], "L_x": r["L_x"], "L_anchor": r["L_anchor"],
-                                  "bound": r["bound"], "speed-up": r["speedup"],
-                                  "% of bound": 100 * r["speedup_over_bound"], "full ms": 1e3 * r["t_full"],
-                                  "anchor ms": 1e3 * r["t_anchor"]} for r in res["compression"]]))
-    lines.append(f"Goal (speed-up >= 90% of the token-ratio bound on every task): **{res['compression_verdict']}**.\n")
-    lay = res["layout"]
-    lines.append("## (d) Weight layout for TransformerLens' matmuls (helpers.models.matmul_layout)\n")
-    lines.append(markdown_table([
-        {"mode": "one by one", "TransformerLens layout s": lay["one_by_one_plain_s"],
-         "laid out s": lay["one_by_one_laid_out_s"], "speed-up": lay["one_by_one_ratio"]},
-        {"mode": "batched", "TransformerLens layout s": lay["batched_plain_s"], "laid out s": lay["batched_laid_out_s"],
-         "speed-up": lay["batched_ratio"]}]))
-    lines.append(f"{lay['n']} {lay['task']} inputs; logits bit-identical in both layouts: {lay['identical']}.\n")
+             ]
+    if "prediction" in res:
+        lines.append("## (a) Batched vs one-by-one (same prompts, same run)\n")
+        rows = [{"what": "prediction", "task": t, **{k: v for k, v in r.items() if k != "mean_tokens"}}
+                for t, r in res["prediction"]["tasks"].items()]
+        sal = res["saliency"]
+        rows.append({"what": "saliency (fwd + bwd)", "task": sal["task"], "n": sal["n"], "one_by_one_s": sal["one_by_one_s"],
+                     "batched_s": sal["batched_s"], "ratio": sal["ratio"], "max_abs_diff": sal["max_abs_diff"]})
+        rows += [{"what": "isolation (label, first 5)", "task": t, **r} for t, r in res["isolation"].items()]
+        for r in rows:
+            r["max_abs_diff"] = f"{r['max_abs_diff']:.1e}"
+            r.setdefault("n", res["prediction"]["n"])
+        lines.append(markdown_table([{k: r.get(k, "") for k in ("what", "task", "n", "one_by_one_s", "batched_s",
+                                                                 "ratio", "max_abs_diff")} for r in rows]))
+    if "compression" in res:
+        lines.append("## (b) Hidden_anchor vs full ICL, time per input (one input at a time)\n")
+        lines.append(markdown_table([{"task": r["task"], "L_demo": r["L_demo"], "L_x": r["L_x"], "L_anchor": r["L_anchor"],
+                                      "bound": r["bound"], "speed-up": r["speedup"],
+                                      "% of bound": 100 * r["speedup_over_bound"], "full ms": 1e3 * r["t_full"],
+                                      "anchor ms": 1e3 * r["t_anchor"]} for r in res["compression"]]))
+        lines.append(f"Goal (speed-up >= 90% of the token-ratio bound on every task): **{res['compression_verdict']}**.\n")
+    if "layout" in res:
+        lay = res["layout"]
+        lines.append("## (d) Weight layout for TransformerLens' matmuls (helpers.models.matmul_layout)\n")
+        lines.append(markdown_table([
+            {"mode": "one by one", "TransformerLens layout s": lay["one_by_one_plain_s"],
+             "laid out s": lay["one_by_one_laid_out_s"], "speed-up": lay["one_by_one_ratio"]},
+            {"mode": "batched", "TransformerLens layout s": lay["batched_plain_s"], "laid out s": lay["batched_laid_out_s"],
+             "speed-up": lay["batched_ratio"]}]))
+        lines.append(f"{lay['n']} {lay['task']} inputs; logits bit-identical in both layouts: {lay['identical']}.\n")
+    if res.get("shared"):
+        lines.append("## (e) Shared prefix vs full prompts (helpers.prefix), same prompts, same run\n")
+        lines.append(markdown_table([{
+            "experiment": r["experiment"], "task": r["task"], "n": r["n"], "prefix tok": r["prefix"],
+            "suffix tok": r["suffix"], "full tokens": r["full_tokens"], "shared tokens": r["shared_tokens"],
+            "bound": r["bound"], "full s": r["full_s"], "shared s": r["shared_s"], "speed-up": r["speedup"],
+            "% of bound": r["pct_bound"], "same pred": r["same_pred"], "max |diff|": f"{r['max_abs_diff']:.1e}"}
+            for r in res["shared"]]))
+        van = [r for r in res["shared"] if r["experiment"].startswith("vanilla")]
+        ok = all(r["pct_bound"] >= 80 and r["same_pred"] for r in van)
+        lines.append(f"Goal (vanilla prediction >= 80% of the unique-token bound on every task, identical "
+                     f"predictions): **{'met' if ok else 'not met'}**.\n")
     lines.append("## (c) Peak resident memory (MB, process, after each stage)\n")
     lines.append(markdown_table([{"after": k, "peak RSS MB": v} for k, v in res["peak_rss_mb"].items()]))
     return "\n".join(lines)
@@ -158,6 +235,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=3, help="repeats of the compression timing (median)")
     ap.add_argument("--profile", default=None, help="results folder's profile (default: $ICL_PROFILE or default)")
+    ap.add_argument("--n-shared", type=int, default=64, help="inputs per task for the shared-prefix comparison")
+    ap.add_argument("--only", nargs="*", default=None, choices=["a", "b", "d", "e"],
+                    help="run only these sections (default: all)")
     a = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     t_start = time.perf_counter()
@@ -167,25 +247,33 @@ def main(argv=None) -> dict:
     mem["model loaded"] = peak_rss_mb()
     res = {"model": name, "threads": torch.get_num_threads(), "torch": torch.__version__,
            "cpu": platform.processor() or platform.machine()}
-    print(f"(a) prediction, batched ({a.batch_size}) vs one-by-one", flush=True)
-    res["prediction"] = bench_predict.measure(model, a.tasks, a.n, a.batch_size)
-    res["prediction"]["tasks"] = _numbers(res["prediction"])
-    mem["prediction"] = peak_rss_mb()
-    print("(a) saliency, batched (4) vs one-by-one", flush=True)
-    res["saliency"] = bench_saliency.measure(model, "sst2", a.n_saliency, 4)
-    print(f"  sst2 ratio {res['saliency']['ratio']:.2f}x", flush=True)
-    mem["saliency"] = peak_rss_mb()
-    print(f"(a) isolation, batched ({a.batch_size}) vs one-by-one", flush=True)
-    res["isolation"] = measure_isolation(model, a.tasks, a.n, a.batch_size)
-    mem["isolation"] = peak_rss_mb()
-    print("(b) Hidden_anchor vs full ICL", flush=True)
-    res["compression"] = measure_compression(model, a.tasks, a.n, a.repeats)
-    res["compression_verdict"] = speed_verdict({r["task"]: r["speedup"] for r in res["compression"]},
-                                               {r["task"]: r["bound"] for r in res["compression"]})
-    mem["compression"] = peak_rss_mb()
-    print("(d) weight layout: TransformerLens' own vs laid out for its matmuls", flush=True)
-    res["layout"] = measure_layout(model, "sst2", a.n, a.batch_size)
-    mem["layout"] = peak_rss_mb()
+    want = set(a.only or "abde")
+    if "a" in want:
+        print(f"(a) prediction, batched ({a.batch_size}) vs one-by-one", flush=True)
+        res["prediction"] = bench_predict.measure(model, a.tasks, a.n, a.batch_size)
+        res["prediction"]["tasks"] = _numbers(res["prediction"])
+        mem["prediction"] = peak_rss_mb()
+        print("(a) saliency, batched (4) vs one-by-one", flush=True)
+        res["saliency"] = bench_saliency.measure(model, "sst2", a.n_saliency, 4)
+        print(f"  sst2 ratio {res['saliency']['ratio']:.2f}x", flush=True)
+        mem["saliency"] = peak_rss_mb()
+        print(f"(a) isolation, batched ({a.batch_size}) vs one-by-one", flush=True)
+        res["isolation"] = measure_isolation(model, a.tasks, a.n, a.batch_size)
+        mem["isolation"] = peak_rss_mb()
+    if "b" in want:
+        print("(b) Hidden_anchor vs full ICL", flush=True)
+        res["compression"] = measure_compression(model, a.tasks, a.n, a.repeats)
+        res["compression_verdict"] = speed_verdict({r["task"]: r["speedup"] for r in res["compression"]},
+                                                   {r["task"]: r["bound"] for r in res["compression"]})
+        mem["compression"] = peak_rss_mb()
+    if "d" in want:
+        print("(d) weight layout: TransformerLens' own vs laid out for its matmuls", flush=True)
+        res["layout"] = measure_layout(model, "sst2", a.n, a.batch_size)
+        mem["layout"] = peak_rss_mb()
+    if "e" in want:
+        print(f"(e) shared prefix vs full prompts ({a.n_shared} inputs per task)", flush=True)
+        res["shared"] = measure_shared(model, a.tasks, a.n_shared, a.batch_size)
+        mem["shared prefix"] = peak_rss_mb()
     res["peak_rss_mb"] = mem
     res["seconds"] = time.perf_counter() - t_start
     profile = a.profile or get_profile().name
