@@ -238,6 +238,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--n-shared", type=int, default=64, help="inputs per task for the shared-prefix comparison")
     ap.add_argument("--only", nargs="*", default=None, choices=["a", "b", "d", "e"],
                     help="run only these sections (default: all)")
+    ap.add_argument("--shared-experiments", nargs="*", default=list(SHARED_EXPERIMENTS), choices=SHARED_EXPERIMENTS,
+                    help="experiments of section (e)")
     a = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     t_start = time.perf_counter()
@@ -272,7 +274,8 @@ def main(argv=None) -> dict:
         mem["layout"] = peak_rss_mb()
     if "e" in want:
         print(f"(e) shared prefix vs full prompts ({a.n_shared} inputs per task)", flush=True)
-        res["shared"] = measure_shared(model, a.tasks, a.n_shared, a.batch_size)
+        res["shared"] = measure_shared(model, a.tasks, a.n_shared, a.batch_size,
+                                       experiments=a.shared_experiments)
         mem["shared prefix"] = peak_rss_mb()
     res["peak_rss_mb"] = mem
     res["seconds"] = time.perf_counter() - t_start
