@@ -26,23 +26,12 @@ from jaxtyping import Float, Int
 from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 
+from .prefix import shared_prefix_or_none
 from .predict import Predictions, length_batches, logits_at, predictions_from_resid
 from .prompts import Prompt, pad_batch
 
 __all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "aucroc_budget",
            "aucroc_runs", "mean_curves", "aucroc_verdict", "other_offline_model"]
-
-
-def _shared_p0(model, prompts: Sequence[Prompt], shared: bool) -> int | None:
-    """P0 when the shared-prefix path applies (``shared`` and one demonstration set), else None."""
-    from .prefix import PrefixError, shared_prefix_len
-
-    if not shared or model.cfg.positional_embedding_type not in ("rotary", "standard"):
-        return None
-    try:
-        return shared_prefix_len(prompts)
-    except PrefixError:
-        return None
 
 
 def _class_onehot(batch: Sequence[Prompt], T: int, C: int) -> torch.Tensor:
@@ -71,7 +60,7 @@ def label_attention(model, prompts: Sequence[Prompt], label_ids: Sequence[int], 
     """
     if not prompts:
         raise ValueError("no prompts")
-    p0 = _shared_p0(model, prompts, shared)
+    p0 = shared_prefix_or_none(model, prompts, shared)
     if p0 is not None:
         return _label_attention_shared(model, prompts, label_ids, p0, batch_size, top_k, progress)
     C, L = len(label_ids), model.cfg.n_layers

@@ -40,6 +40,7 @@ from sklearn.decomposition import PCA
 from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 
+from .prefix import shared_prefix_or_none
 from .predict import length_batches, logits_at
 from .prompts import Prompt, pad_batch
 
@@ -80,7 +81,7 @@ def collect_qk(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layer
     common demonstration set) full prompts are run. Same outputs (tests).
     """
     layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
-    p0 = _shared_p0(model, prompts, shared)
+    p0 = shared_prefix_or_none(model, prompts, shared)
     if p0 is not None:
         return _collect_qk_shared(model, prompts, label_ids, layers, p0, batch_size, progress)
     n_classes = len(label_ids)
@@ -127,18 +128,6 @@ def collect_qk(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layer
         raise ValueError(f"classes {torch.nonzero(Kcnt == 0).flatten().tolist()} have no demonstration")
     gold = torch.tensor([p.gold if p.gold is not None else -1 for p in prompts])
     return QKVectors(Q, Ksum / Kcnt[None, :, None], probs, gold, layers)
-
-
-def _shared_p0(model, prompts: Sequence[Prompt], shared: bool) -> int | None:
-    """P0 when the shared-prefix path applies (``shared`` and one demonstration set), else None."""
-    from .prefix import PrefixError, shared_prefix_len
-
-    if not shared or not prompts or model.cfg.positional_embedding_type not in ("rotary", "standard"):
-        return None
-    try:
-        return shared_prefix_len(prompts)
-    except PrefixError:
-        return None
 
 
 def _collect_qk_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: list[int], p0: int,

@@ -86,7 +86,7 @@ from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
 from .predict import HookFactory, Predictions, length_batches, predict
-from .prefix import PrefixCache, PrefixError, extend_prefix, predict_shared, run_prefix, shared_prefix_len, suffix_batches, suffix_forward
+from .prefix import PrefixCache, PrefixError, extend_prefix, predict_shared, run_prefix, suffix_batches, suffix_forward, shared_prefix_or_none
 from .prompts import Demo, Prompt, PromptSet, build_prompt, build_prompts, class_draws, demos_from_indices, pad_batch, sample_demos, sample_test
 from .results import cached
 from .tasks import Task, get_task, label_token_ids, load_split
@@ -255,13 +255,8 @@ def _shared_cache(model, prompts: Sequence[Prompt], shared: bool = True, prefix_
     """The prompts' shared demonstrations run once (under ``prefix_hooks``) into a keep-everything cache, or
     None when ``shared`` is False or the prompts do not share their demonstrations token for token (or the
     model's positions are not supported): then the caller runs full prompts."""
-    if not shared or not prompts:
-        return None
-    try:
-        p0 = shared_prefix_len(prompts)
-        return run_prefix(model, prompts[0].tokens[:p0], hooks=prefix_hooks)
-    except (PrefixError, NotImplementedError):
-        return None
+    p0 = shared_prefix_or_none(model, prompts, shared)
+    return None if p0 is None else run_prefix(model, prompts[0].tokens[:p0], hooks=prefix_hooks)
 
 
 def _predict(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int, hooks: HookFactory | None = None,

@@ -70,6 +70,7 @@ __all__ = [
     "PrefixError",
     "demo_prefix_len",
     "shared_prefix_len",
+    "shared_prefix_or_none",
     "run_prefix",
     "extend_prefix",
     "suffix_tokens",
@@ -140,6 +141,17 @@ def shared_prefix_len(prompts: Sequence[Prompt]) -> int:
             raise PrefixError(f"prompt {i} does not share prompt 0's demonstrations (first {p0} tokens); build "
                               "all prompts with the same demonstrations (make_icl_set), or use the full-prompt path")
     return p0
+
+
+def shared_prefix_or_none(model, prompts: Sequence[Prompt], shared: bool = True) -> int | None:
+    """P0 when the shared-prefix path applies (``shared``, one demonstration set, rotary or learned
+    positions), else None: the caller then runs the full prompts."""
+    if not shared or not prompts or model.cfg.positional_embedding_type not in ("rotary", "standard"):
+        return None
+    try:
+        return shared_prefix_len(prompts)
+    except PrefixError:
+        return None
 
 
 def _kv_cache_classes():

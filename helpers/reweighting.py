@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from tqdm.auto import tqdm
 
-from .predict import logits_at, predict
+from .predict import logits_at
 from .prefix import predict_shared
 from .prompts import Demo, Prompt, build_prompts, class_draws, demos_from_indices, pad_batch
 from .tasks import get_task, label_token_ids

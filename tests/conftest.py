@@ -52,3 +52,22 @@ def tiny_sst2_set(tiny_model):
 
     ps = make_icl_set(tiny_model, "sst2", seed=42, n_test=4)
     return tiny_model, ps.prompts, ps.label_ids
+
+
+@pytest.fixture
+def prefix_runs(monkeypatch):
+    """Call it to start counting :func:`helpers.prefix.run_prefix` calls; returns the list of calls."""
+    def start():
+        import helpers.prefix as prefix
+
+        calls = []
+        real = prefix.run_prefix
+
+        def counting(*a, **k):
+            calls.append(1)
+            return real(*a, **k)
+
+        monkeypatch.setattr(prefix, "run_prefix", counting)
+        return calls
+
+    return start

@@ -81,26 +81,11 @@ def test_label_attention_matches_cache_and_predict(auc_setup):
     if np.isfinite(r).all():
         assert r[-1] == pytest.approx(1.0)
 
-
-def _count_prefix_runs(monkeypatch):
-    import helpers.prefix as prefix
-
-    calls = []
-    real = prefix.run_prefix
-
-    def counting(*a, **k):
-        calls.append(1)
-        return real(*a, **k)
-
-    monkeypatch.setattr(prefix, "run_prefix", counting)
-    return calls
-
-
 @pytest.mark.parametrize("top_k", [5, 0])
-def test_label_attention_shared_equals_full(tiny_sst2_set, monkeypatch, top_k):
+def test_label_attention_shared_equals_full(tiny_sst2_set, prefix_runs, top_k):
     """One prefix pass + suffix runs give the full prompts' attention at q and predictions."""
     model, prompts, lids = tiny_sst2_set
-    calls = _count_prefix_runs(monkeypatch)
+    calls = prefix_runs()
     s_sh, p_sh = label_attention(model, prompts, lids, batch_size=3, top_k=top_k)
     assert len(calls) == 1  # the shared path ran, with one prefix pass
     s_full, p_full = label_attention(model, prompts, lids, batch_size=3, top_k=top_k, shared=False)
@@ -114,7 +99,7 @@ def test_label_attention_shared_equals_full(tiny_sst2_set, monkeypatch, top_k):
         assert torch.equal(p_sh.topk, p_full.topk)
 
 
-def test_label_attention_falls_back_without_shared_demos(tiny_model, monkeypatch):
+def test_label_attention_falls_back_without_shared_demos(tiny_model, prefix_runs):
     """Prompts with different demonstrations: no shared prefix, the full-prompt path runs (same as shared=False)."""
     from helpers.prompts import Demo, build_prompt
     from helpers.tasks import label_token_ids
@@ -122,7 +107,7 @@ def test_label_attention_falls_back_without_shared_demos(tiny_model, monkeypatch
     lids = label_token_ids(tiny_model.tokenizer, "sst2")
     ps = [build_prompt(tiny_model, "sst2", [Demo("a truly great film", 1), Demo("dull", 0)], Demo("wonderful", 1)),
           build_prompt(tiny_model, "sst2", [Demo("dull and far too long", 0), Demo("fun", 1)], Demo("awful", 0))]
-    calls = _count_prefix_runs(monkeypatch)
+    calls = prefix_runs()
     s, p = label_attention(tiny_model, ps, lids, batch_size=2)
     assert not calls
     s_full, p_full = label_attention(tiny_model, ps, lids, batch_size=2, shared=False)

@@ -86,26 +86,11 @@ def test_collect_qk_shapes_and_gqa(tiny_model):
     assert out["predicted"].shape == (2, 2) and out["actual"].shape == (2, 2)
     assert set(layer_sweep(v)) == set(range(cfg.n_layers))
 
-
-def _count_prefix_runs(monkeypatch):
-    import helpers.prefix as prefix
-
-    calls = []
-    real = prefix.run_prefix
-
-    def counting(*a, **k):
-        calls.append(1)
-        return real(*a, **k)
-
-    monkeypatch.setattr(prefix, "run_prefix", counting)
-    return calls
-
-
 @pytest.mark.parametrize("layers", [None, [1, 0]])
-def test_collect_qk_shared_equals_full(tiny_sst2_set, monkeypatch, layers):
+def test_collect_qk_shared_equals_full(tiny_sst2_set, prefix_runs, layers):
     """Keys from one prefix pass, queries and label probs from suffix runs == the full-prompt collection."""
     model, prompts, lids = tiny_sst2_set
-    calls = _count_prefix_runs(monkeypatch)
+    calls = prefix_runs()
     sh = collect_qk(model, prompts, lids, layers=layers, batch_size=3)
     assert len(calls) == 1  # the shared path ran, with one prefix pass
     full = collect_qk(model, prompts, lids, layers=layers, batch_size=3, shared=False)
@@ -118,12 +103,12 @@ def test_collect_qk_shared_equals_full(tiny_sst2_set, monkeypatch, layers):
     assert torch.equal(sh.gold, full.gold)
 
 
-def test_collect_qk_falls_back_without_shared_demos(tiny_model, monkeypatch):
+def test_collect_qk_falls_back_without_shared_demos(tiny_model, prefix_runs):
     """Different demonstrations per prompt: the full-prompt path runs and keys average over prompts."""
     lid = label_token_ids(tiny_model.tokenizer, "sst2")
     ps = [build_prompt(tiny_model, "sst2", [Demo("a truly great film", 1), Demo("dull", 0)], Demo("wonderful", 1)),
           build_prompt(tiny_model, "sst2", [Demo("dull and far too long", 0), Demo("fun", 1)], Demo("awful", 0))]
-    calls = _count_prefix_runs(monkeypatch)
+    calls = prefix_runs()
     v = collect_qk(tiny_model, ps, lid, batch_size=2)
     assert not calls
     full = collect_qk(tiny_model, ps, lid, batch_size=2, shared=False)
