@@ -174,9 +174,8 @@ def crossing_layer(r: Float[np.ndarray, "layer"], threshold: float = 0.5) -> int
 def aucroc_budget(profile) -> dict:
     """Run size of notebook 03 (one forward pass per input, for each of the two offline models).
 
-    ``default`` uses ``n_test`` inputs per task and seed (half of it on AGNews,
-    whose prompts are ~2.5x longer), all seeds; ``smoke`` and ``paper`` use
-    ``n_test`` as is.
+    Every profile uses ``n_test`` inputs per task and seed and all its seeds
+    (the demonstrations run once per (task, seed), :mod:`helpers.prefix`).
     """
     n = {t: profile.n_test for t in profile.tasks}
     return {"seeds": tuple(profile.seeds), "n": n, "batch_size": profile.batch_size}

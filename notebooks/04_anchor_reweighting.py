@@ -52,11 +52,11 @@ model = load_model(model_name)
 print(profile)
 
 # %% [markdown]
-# Run size. Three evaluations per (task, seed), one of them on prompts 3-5x longer (5-shot), do not fit the
-# default profile's minutes with 5 seeds on a CPU; this notebook uses the first `N_SEEDS` seeds
-# (default: 2) and `N_TEST` inputs (default: half of `profile.n_test`), a documented fraction. The
-# training set (4 per class) is the paper's; the epochs are `profile.reweight_epochs`: the paper's 10 in
-# `paper`, 5 in `default` (training is most of this notebook's CPU time). The `paper` profile uses everything.
+# Run size: every seed of the profile and `profile.n_test` inputs per (task, seed) (`smoke`: one seed).
+# Each demonstration set (1-shot, 5-shot) runs once and the inputs as suffixes against it
+# (`helpers.prefix`); beta acts only on q's attention row, so the demonstrations are the same with and
+# without it, and training runs only each training prompt's last token with gradients. The training set
+# (4 per class) and the epochs (`profile.reweight_epochs`, 10 as in the paper) are the paper's.
 
 # %%
 N_SEEDS = {"smoke": 1}.get(profile.name, len(profile.seeds))

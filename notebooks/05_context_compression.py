@@ -53,9 +53,9 @@ model = load_model(model_name)
 print(profile)
 
 # %% [markdown]
-# Run size: every method is one pass over the test inputs, and Hidden_random-top one per draw, so this
-# notebook uses the first `N_SEEDS` seeds of the profile (default: 2), a documented fraction, and
-# `profile.n_test` inputs; `paper` uses everything.
+# Run size: every method is one pass over the test inputs (as suffixes after its cache), and
+# Hidden_random-top one per draw (`profile.random_top_draws`: 3 in `default`, the paper's 20 in `paper`);
+# every seed of the profile (`smoke`: one) and `profile.n_test` inputs per (task, seed).
 
 # %%
 N_SEEDS = {"smoke": 1}.get(profile.name, len(profile.seeds))
