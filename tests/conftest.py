@@ -71,3 +71,12 @@ def prefix_runs(monkeypatch):
         return calls
 
     return start
+
+
+@pytest.fixture
+def mixed_demo_prompts(tiny_model):
+    """Two SST-2 prompts with different demonstrations (no shared prefix), on each tiny architecture."""
+    from helpers.prompts import Demo, build_prompt
+
+    return [build_prompt(tiny_model, "sst2", [Demo("a truly great film", 1), Demo("dull", 0)], Demo("wonderful", 1)),
+            build_prompt(tiny_model, "sst2", [Demo("dull and far too long", 0), Demo("fun", 1)], Demo("awful", 0))]

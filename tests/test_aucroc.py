@@ -99,14 +99,12 @@ def test_label_attention_shared_equals_full(tiny_sst2_set, prefix_runs, top_k):
         assert torch.equal(p_sh.topk, p_full.topk)
 
 
-def test_label_attention_falls_back_without_shared_demos(tiny_model, prefix_runs):
+def test_label_attention_falls_back_without_shared_demos(tiny_model, prefix_runs, mixed_demo_prompts):
     """Prompts with different demonstrations: no shared prefix, the full-prompt path runs (same as shared=False)."""
-    from helpers.prompts import Demo, build_prompt
     from helpers.tasks import label_token_ids
 
     lids = label_token_ids(tiny_model.tokenizer, "sst2")
-    ps = [build_prompt(tiny_model, "sst2", [Demo("a truly great film", 1), Demo("dull", 0)], Demo("wonderful", 1)),
-          build_prompt(tiny_model, "sst2", [Demo("dull and far too long", 0), Demo("fun", 1)], Demo("awful", 0))]
+    ps = mixed_demo_prompts
     calls = prefix_runs()
     s, p = label_attention(tiny_model, ps, lids, batch_size=2)
     assert not calls

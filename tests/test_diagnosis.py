@@ -103,11 +103,10 @@ def test_collect_qk_shared_equals_full(tiny_sst2_set, prefix_runs, layers):
     assert torch.equal(sh.gold, full.gold)
 
 
-def test_collect_qk_falls_back_without_shared_demos(tiny_model, prefix_runs):
+def test_collect_qk_falls_back_without_shared_demos(tiny_model, prefix_runs, mixed_demo_prompts):
     """Different demonstrations per prompt: the full-prompt path runs and keys average over prompts."""
     lid = label_token_ids(tiny_model.tokenizer, "sst2")
-    ps = [build_prompt(tiny_model, "sst2", [Demo("a truly great film", 1), Demo("dull", 0)], Demo("wonderful", 1)),
-          build_prompt(tiny_model, "sst2", [Demo("dull and far too long", 0), Demo("fun", 1)], Demo("awful", 0))]
+    ps = mixed_demo_prompts
     calls = prefix_runs()
     v = collect_qk(tiny_model, ps, lid, batch_size=2)
     assert not calls
