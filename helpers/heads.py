@@ -153,7 +153,7 @@ def unrelated_task(base: str | Task, classes: tuple[int, int] = (0, 1), words: t
                    paper_shape: bool = True) -> UnrelatedTask:
     """``base`` made binary on ``classes`` with label words ``words`` (None keeps the real words).
 
-    ``paper_shape=True`` renders ``{text} : {label}`` lines (PAPER.md's
+    ``paper_shape=True`` renders ``{text} : {label}`` lines (paper B's
     ``S0 : bar``); False keeps the base task's prefixes.
     """
     import datasets

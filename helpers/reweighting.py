@@ -10,7 +10,7 @@ renormalising the row. ``beta = 0`` is the identity. Only ``beta`` is trained
 (Adam, cross-entropy on the label-restricted logits at q); the model's own
 parameters are frozen for the duration of training and restored afterwards.
 
-Training data (PAPER.md): the 4 extra train examples per class drawn right
+Training data (paper A §3.1, arXiv 2305.14160): the 4 extra train examples per class drawn right
 after the 1-shot demonstrations by :func:`helpers.prompts.class_draws` (draws
 2..5 of each class, disjoint from the demonstrations), each wrapped with the
 same 1-shot demonstrations.

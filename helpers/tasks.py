@@ -1,6 +1,6 @@
 """Tasks: templates, label words, and the stored datasets.
 
-Templates follow the paper (PAPER.md): one demonstration is
+Templates follow the paper (arXiv 2305.14160, Table 1 setting): one demonstration is
 ``{input_prefix}{text}{label_prefix} {label word}`` (the label word has a
 leading space, nothing trails it), demonstrations are joined by ``"\\n"``, and
 the query ends right after the colon of ``label_prefix``.

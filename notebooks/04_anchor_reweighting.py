@@ -23,7 +23,7 @@
 # simply putting those examples into the prompt (vanilla 5-shot). Paper (GPT2-XL): 51.90 → 68.64 average
 # accuracy, while 5-shot *drops* to 46.87.
 #
-# Setting (PAPER.md): 1 demonstration per class; training examples = draws 2..5 per class of the same seeded
+# Setting (paper A §3.1, arXiv 2305.14160): 1 demonstration per class; training examples = draws 2..5 per class of the same seeded
 # draw (disjoint from the demonstrations), each wrapped with the same demonstrations; Adam lr 0.01, betas
 # (0.9, 0.999), `profile.reweight_epochs` epochs, batch 1, shuffled per epoch with the seed; only beta is
 # trained. The vanilla "5-shot" prompt holds the demonstrations plus the training examples (3 per class for

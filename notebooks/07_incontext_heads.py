@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 07 · In-context heads: query and key as two towers (paper B)
 #
-# **Claim** (Yu & Ananiadou 2024, see `shared/PAPER.md`, "Paper B"): on classification with
+# **Claim** (Yu & Ananiadou 2024, [arXiv 2402.02872](https://arxiv.org/abs/2402.02872)): on classification with
 # semantically unrelated labels ("foo"/"bar"), about 1% of the attention heads - the
 # *in-context heads* - carry in-context learning. Ablating them drops ICL accuracy from 87.6% to
 # 24.4%. In those heads the value-output (VO) vector at each demonstration's label position
@@ -25,7 +25,7 @@
 # not because the VO vectors change. This explains the majority-label and recency biases, which the
 # paper reduces by 22% and 17%.
 #
-# The notebook follows the order: (1) tasks with unrelated labels, (2) head attribution and
+# The notebook goes in this order: (1) tasks with unrelated labels, (2) head attribution and
 # the in-context heads, (3) ablation vs random heads, (4) value-output vectors, (5) two towers,
 # (6) biases and their reductions, then the paper's numbers beside ours and a computed verdict.
 # All definitions (gain, drop, logit minus, bias size, reductions) are in the docstring of
