@@ -205,7 +205,8 @@ def aucroc_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", LabelWordWarning)
                 s = make_icl_set(model, task, seed, m)
-            scores, preds = label_attention(model, s.prompts, s.label_ids, batch_size=batch_size)
+            # only predictions are stored: label logits suffice (no full-vocabulary unembedding)
+            scores, preds = label_attention(model, s.prompts, s.label_ids, batch_size=batch_size, top_k=0)
             return {"scores": scores, "pred": preds.pred, "gold": preds.gold}
 
         res = cached("aucroc", {"model": name, "task": task, "seed": seed, "n": m, "profile": profile}, run)

@@ -29,7 +29,8 @@ from tqdm.auto import tqdm
 
 from .loyalty import label_loyalty, word_loyalty
 from .predict import Predictions, predict
-from .prefix import PrefixCache, demo_prefix_len, predict_shared, run_prefix, suffix_logits, suffix_tokens
+from .prefix import (PrefixCache, demo_prefix_len, predict_shared, run_prefix, shared_prefix_or_none, suffix_logits,
+                     suffix_tokens)
 from .prompts import Demo, Prompt, build_prompts
 
 __all__ = [
@@ -142,7 +143,8 @@ def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int 
 
     out = {"ICL": score(ref)}
     ta = text_anchor_prompts(model, icl_set.task, icl_set.demos, icl_set.test)
-    out["Text_anchor"] = score(predict(model, ta, lids, batch_size))
+    shared = shared_prefix_or_none(model, ta) is not None  # the text-less demonstrations, also run once
+    out["Text_anchor"] = score((predict_shared if shared else predict)(model, ta, lids, batch_size))
     anchor = build_cache(model, prompts[0])
     out["Hidden_anchor"] = score(predict_cached(model, anchor, prompts, lids, batch_size))
     draws = []
