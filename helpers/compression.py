@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from .loyalty import label_loyalty, word_loyalty
 from .predict import Predictions, predict
 from .prefix import (PrefixCache, demo_prefix_len, predict_shared, run_prefix, shared_prefix_or_none, suffix_logits,
-                     suffix_tokens)
+                     suffix_tokens, vanilla_predictions)
 from .prompts import Demo, Prompt, build_prompts
 
 __all__ = [
@@ -134,7 +134,7 @@ def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int 
                     progress: bool = False) -> CompressionResult:
     """Table 2 for one :class:`helpers.prompts.PromptSet` (1-shot, one seed): every method vs full ICL."""
     prompts, lids, seed = icl_set.prompts, icl_set.label_ids, icl_set.seed
-    ref = predict_shared(model, prompts, lids, batch_size)  # full ICL, its demonstrations run once
+    ref = vanilla_predictions(model, prompts, lids, batch_size)  # full ICL (notebook 00's run, stored by content)
 
     def score(pr: Predictions) -> dict:
         return dict(label_loyalty=label_loyalty(pr.pred, ref.pred),

@@ -184,6 +184,38 @@ def random_isolation(prompts: Sequence[Prompt], layers: Iterable[int], seed: int
 RANDOM_DRAWS = ("set", "input")
 
 
+def _isolated_rows(prompts: Sequence[Prompt], condition: str, layers: list[int], seed: int):
+    """``(P0, {layer: prefix rows})`` isolated by ``condition`` with the per-set draw (label words, or random words)."""
+    from .prefix import shared_prefix_len
+
+    p0 = shared_prefix_len(prompts)
+    if condition == "label":
+        return p0, {l: list(prompts[0].label_pos) for l in layers}
+    return p0, random_set_positions(prompts[0], p0, layers, seed)
+
+
+def run_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[int], conditions: Sequence[str],
+                       k: int, seed: int = 0, batch_size: int = 16, top_k: int = 5) -> dict:
+    """:func:`run_isolation` for every condition isolated in the last ``k`` layers, in one pass.
+
+    Below layer ``n_layers - k`` nothing is isolated, so every input's residual
+    stream there is the unmodified run's: each batch of inputs runs those layers
+    once for all conditions (:func:`helpers.prefix.predict_shared_split`).
+    Returns ``{condition: Predictions}``, equal to separate :func:`run_isolation` runs (tests).
+    """
+    from .prefix import predict_shared_split, run_prefix
+
+    layers = layer_range(model, "last", k)
+    caches = {}
+    for c in conditions:
+        if c not in CONDITIONS:
+            raise ValueError(f"condition must be one of {CONDITIONS}, got {c!r}")
+        p0, rows_of = _isolated_rows(prompts, c, layers, seed)
+        caches[c] = run_prefix(model, prompts[0].tokens[:p0], hooks=_per_layer_hooks(rows_of, 1, p0),
+                               note=f"{c} words isolated in the last {k} layers")
+    return predict_shared_split(model, prompts, label_ids, caches, model.cfg.n_layers - k, batch_size, top_k)
+
+
 def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], condition: str, where: str,
                   k: int, seed: int = 0, batch_size: int = 16, top_k: int = 5,
                   progress: bool | str = False, shared: bool = True, random_draw: str = "set") -> Predictions:
@@ -200,7 +232,7 @@ def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], co
     (:func:`random_positions`, one draw for all layers), so every prompt differs
     and runs whole.
     """
-    from .prefix import predict_shared, shared_prefix_len
+    from .prefix import predict_shared
 
     if random_draw not in RANDOM_DRAWS:
         raise ValueError(f"random_draw must be one of {RANDOM_DRAWS}, got {random_draw!r}")
@@ -208,9 +240,7 @@ def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], co
     if condition not in CONDITIONS:
         raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")
     if condition == "label" or random_draw == "set":
-        p0 = shared_prefix_len(prompts)
-        rows_of = ({l: list(prompts[0].label_pos) for l in layers} if condition == "label"
-                   else random_set_positions(prompts[0], p0, layers, seed))
+        p0, rows_of = _isolated_rows(prompts, condition, layers, seed)
         if shared:
             pre = _per_layer_hooks(rows_of, 1, p0)
             return predict_shared(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, prefix_hooks=pre,
@@ -233,16 +263,24 @@ def isolation_experiment(model, prompts: Sequence[Prompt], label_ids: Sequence[i
     the same first inputs of the base run.
     Returns ``{"base": Predictions, ("label", "first", 5): Predictions, ...}``.
     """
-    from .prefix import predict_shared
+    from .prefix import vanilla_predictions
 
-    base = (predict_shared if shared else predict)(model, prompts, label_ids, batch_size=batch_size, top_k=top_k)
+    base = (vanilla_predictions if shared else predict)(model, prompts, label_ids, batch_size=batch_size, top_k=top_k)
     out: dict = {"base": base}
     combos = [(c, w, k) for k in ks for c in conditions for w in wheres]
+    # last-k conditions on a shared prefix share the unisolated lower layers of every input (run_isolation_last)
+    together = shared and random_draw == "set" and "last" in wheres
     for c, w, k in tqdm(combos, desc="isolation", leave=False, disable=not progress):
         ps = prompts[: (sub_n or {}).get(k, len(prompts))]
+        if together and w == "last":
+            if (c, w, k) not in out:
+                last = run_isolation_last(model, ps, label_ids, conditions, k, seed=seed, batch_size=batch_size,
+                                          top_k=top_k)
+                out.update({(cc, "last", k): pred for cc, pred in last.items()})
+            continue
         out[(c, w, k)] = run_isolation(model, ps, label_ids, c, w, k, seed=seed, batch_size=batch_size,
                                        top_k=top_k, shared=shared, random_draw=random_draw)
-    return out
+    return {"base": base, **{key: out[key] for key in combos}}
 
 
 def _first(pred: Predictions, n: int) -> Predictions:

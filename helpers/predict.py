@@ -223,10 +223,10 @@ def vanilla_accuracy(model, tasks: Sequence[str], seeds: Sequence[int], n_test: 
         k = shots_for(task, k_per_class)
         for seed in seeds:
             def run():
-                from .prefix import predict_shared
+                from .prefix import vanilla_predictions
 
                 s = make_icl_set(model, task, seed, n_test, k)
-                r = predict_shared(model, s.prompts, s.label_ids, batch_size=batch_size, top_k=0)
+                r = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=batch_size, top_k=0)
                 return {"n": len(r), "dropped": s.n_dropped, "accuracy": r.accuracy,
                         "pred": r.pred.tolist(), "gold": r.gold.tolist()}
             out = cached("vanilla_accuracy", {"model": name, "task": task, "seed": seed, "n_test": n_test,

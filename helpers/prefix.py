@@ -72,6 +72,8 @@ __all__ = [
     "shared_prefix_len",
     "shared_prefix_or_none",
     "run_prefix",
+    "vanilla_predictions",
+    "predict_shared_split",
     "extend_prefix",
     "suffix_tokens",
     "pad_suffixes",
@@ -445,6 +447,103 @@ def predict_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], b
             r = suffix_forward(model, cache, toks, fwd)
             resid[idx] = r[torch.arange(len(idx)), q.to(r.device)]
         return predictions_from_resid(model, resid, prompts, label_ids, top_k)
+
+
+def _layers(model, kv, x: torch.Tensor, start: int | None, stop: int, m: int) -> torch.Tensor:
+    """Layers ``start..stop-1`` of a suffix run: ``x`` is the token batch when ``start`` is None (embedding
+    first), else the residual stream entering layer ``start``. Returns the residual after layer ``stop - 1``
+    (before ``ln_final``)."""
+    dev = model.cfg.device
+    ones = torch.ones(x.shape[0], m, dtype=torch.long, device=dev)
+    if start is None:
+        return model(x.to(dev), past_kv_cache=kv, attention_mask=ones, stop_at_layer=stop)
+    # what TL's input_to_embed does with a cache, which start_at_layer skips (kv is frozen: nothing is stored)
+    return model(x, start_at_layer=start, stop_at_layer=stop, past_kv_cache=kv,
+                 attention_mask=kv.append_attention_mask(ones))
+
+
+def predict_shared_split(model, prompts: Sequence[Prompt], label_ids: Sequence[int], caches: dict,
+                         split_layer: int, batch_size: int = 16, top_k: int = 5) -> dict:
+    """:func:`predict_shared` against several prefix caches that agree below ``split_layer``.
+
+    Conditions that change the prefix only from ``split_layer`` on (label words
+    or random words isolated in the last layers) leave every suffix's residual
+    stream below that layer as in the unmodified run, because each layer reads
+    only earlier layers' outputs. Each batch of suffixes runs layers
+    ``0..split_layer-1`` once and the remaining layers once per cache. The caches
+    must hold identical keys and values below ``split_layer`` (checked: a cache
+    that differs there raises :class:`PrefixError` instead of giving a wrong
+    number). Returns ``{name: Predictions}``, the same as :func:`predict_shared`
+    per cache (tests).
+    """
+    from .predict import predictions_from_resid
+
+    if not prompts or not caches:
+        raise ValueError("predict_shared_split needs prompts and at least one cache")
+    names = list(caches)
+    first = caches[names[0]]
+    n_layers = model.cfg.n_layers
+    if not 0 <= split_layer <= n_layers:
+        raise ValueError(f"split_layer must lie in 0..{n_layers}, got {split_layer}")
+    for name in names[1:]:
+        c = caches[name]
+        if c.kept != first.kept or not torch.equal(c.tokens, first.tokens):
+            raise PrefixError(f"cache {name!r} holds other prefix tokens or positions than {names[0]!r}")
+        for layer in range(split_layer):
+            if not (torch.equal(c.keys[layer], first.keys[layer]) and torch.equal(c.values[layer], first.values[layer])):
+                raise PrefixError(f"cache {name!r} differs from {names[0]!r} in layer {layer} < split_layer "
+                                  f"{split_layer}: run it with predict_shared instead")
+    for c in caches.values():
+        c.check_model(model)
+    _check_pos_type(model)
+    _install(model)
+    resid = {n: torch.empty(len(prompts), model.cfg.d_model, dtype=model.cfg.dtype, device=model.cfg.device)
+             for n in names}
+    with torch.inference_mode():
+        for idx, toks, q in suffix_batches(first, prompts, batch_size):
+            B, m = toks.shape
+            if first.length + m > model.cfg.n_ctx:
+                raise PrefixError(f"prefix ({first.length}) plus suffix ({m}) tokens exceed the model's context "
+                                  f"(n_ctx = {model.cfg.n_ctx})")
+            rows = torch.arange(B)
+            with _SuffixPositions(model, first, m) as pos, model.hooks(fwd_hooks=pos.hooks()):
+                lower = _layers(model, _kv(model, first, B), toks, None, split_layer, m)
+                for n in names:
+                    upper = _layers(model, _kv(model, caches[n], B), lower, split_layer, n_layers, m)
+                    resid[n][idx] = upper[rows, q.to(upper.device)]
+    return {n: predictions_from_resid(model, resid[n], prompts, label_ids, top_k) for n in names}
+
+
+STORED_TOP_K = 5
+
+
+def _has_hooks(model) -> bool:
+    return any(hp.fwd_hooks or hp.bwd_hooks for hp in model.hook_dict.values())
+
+
+def vanilla_predictions(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
+                        top_k: int = 5, progress: bool | str = False):
+    """:func:`predict_shared` without hooks, stored on disk by content.
+
+    Several experiments start from the same unmodified predictions (vanilla
+    accuracy, the isolation and compression references, Table 1's baselines).
+    The store key is the model's weights (:func:`helpers.results.model_fingerprint`),
+    every prompt's tokens, query position and gold label, and ``label_ids``
+    (:func:`helpers.results.prompts_digest`), so a stored result is only ever
+    returned for the same inputs to the same weights. Batch size is not part of
+    the key: batched and one-by-one runs agree (tests). The stored run keeps the
+    top-5 tokens; ``top_k`` up to 5 is sliced from it. A model with hooks
+    attached, or ``top_k > 5``, is computed afresh and not stored.
+    """
+    from .predict import Predictions
+    from .results import cached, model_fingerprint, prompts_digest
+
+    if top_k > STORED_TOP_K or _has_hooks(model):
+        return predict_shared(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, progress=progress)
+    key = {"model": model_fingerprint(model), "prompts": prompts_digest(prompts, label_ids), "n": len(prompts)}
+    full = cached("vanilla_predictions", key, lambda: predict_shared(model, prompts, label_ids, batch_size=batch_size,
+                                                                     top_k=STORED_TOP_K, progress=progress))
+    return Predictions(full.label_logits.clone(), full.topk[:, :top_k].clone(), full.gold.clone())
 
 
 def token_bound(prompts: Sequence[Prompt], conditions: int = 1, prefix_len: int | None = None) -> dict:

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import torch
 
 __all__ = ["results_dir", "save_metrics", "load_metrics", "save_figure", "cached", "model_slug", "CACHE_VERSION",
-           "summary_row", "mean_std"]
+           "summary_row", "mean_std", "model_fingerprint", "prompts_digest"]
 
 # bump when a change in helpers changes what a cached result means
 CACHE_VERSION = 1
@@ -88,6 +88,33 @@ def save_figure(fig, name: str, model_name: str | None = None, profile: str | No
 def _key(kind: str, params: dict) -> str:
     blob = json.dumps({"kind": kind, "v": CACHE_VERSION, **_jsonable(params)}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def model_fingerprint(model) -> str:
+    """Digest of a model's name, config and weights, for content-keyed caches.
+
+    Every parameter contributes its name, shape, dtype and first and last 64
+    values, so a cached result never outlives the weights it came from (another
+    checkpoint, a fine-tune, a different dtype) even under the same name.
+    """
+    h = hashlib.sha256()
+    h.update(str(getattr(model.cfg, "icl_model_name", model.cfg.model_name)).encode())
+    h.update(repr(sorted((k, str(v)) for k, v in model.cfg.to_dict().items())).encode())
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            flat = p.detach().reshape(-1)
+            h.update(f"{name}{tuple(p.shape)}{p.dtype}".encode())
+            h.update(torch.cat([flat[:64], flat[-64:]]).float().cpu().numpy().tobytes())
+    return h.hexdigest()[:24]
+
+
+def prompts_digest(prompts, label_ids=()) -> str:
+    """Digest of every prompt's tokens, query position and gold label (and ``label_ids``)."""
+    h = hashlib.sha256(repr([int(i) for i in label_ids]).encode())
+    for p in prompts:
+        h.update(p.tokens.to(torch.int64).cpu().numpy().tobytes())
+        h.update(f"|{int(p.q)}|{p.gold}|".encode())
+    return h.hexdigest()[:24]
 
 
 def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = True) -> Any:

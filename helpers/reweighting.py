@@ -28,7 +28,7 @@ from jaxtyping import Float
 from tqdm.auto import tqdm
 
 from .predict import logits_at
-from .prefix import predict_shared
+from .prefix import predict_shared, vanilla_predictions
 from .prompts import Demo, Prompt, build_prompts, class_draws, demos_from_indices, pad_batch
 from .tasks import get_task, label_token_ids
 
@@ -106,11 +106,18 @@ def reweight_train_demos(train, task, seed: int, per_class: int = 4) -> tuple[li
     return demos, demos_from_indices(train, extra)
 
 
-def vanilla_5shot_demos(demos: Sequence[Demo], train_examples: Sequence[Demo], seed: int) -> list[Demo]:
-    """The paper's vanilla 5-shot baseline: demonstrations + training examples, order shuffled with ``seed``."""
-    allx = list(demos) + list(train_examples)
-    order = np.random.default_rng([seed, 5]).permutation(len(allx))
-    return [allx[i] for i in order]
+def vanilla_5shot_demos(train, task, shots_per_class: int, seed: int) -> list[Demo]:
+    """The vanilla many-shot baseline of Table 1: ``shots_per_class`` demonstrations per class.
+
+    These are the demonstrations of notebook 00's vanilla 5-shot run
+    (:func:`helpers.prompts.sample_demos`, same order): the draws are nested, so
+    they are the 1-shot demonstrations plus the first ``shots_per_class - 1``
+    re-weighting training examples of every class, and both notebooks score the
+    same prompts.
+    """
+    from .prompts import sample_demos
+
+    return sample_demos(train, task, shots_per_class, seed)
 
 
 @dataclass
@@ -234,8 +241,9 @@ def run_table1(model, task, seed: int, n_test: int, epochs: int = 10, lr: float 
     lids = label_token_ids(model.tokenizer, task)
     queries = sample_test(test, n_test, seed)
     shots = shots_per_class or FIVE_SHOT_PER_CLASS.get(task.name, 1 + per_class)
+    five = vanilla_5shot_demos(train, task, shots, seed)
     extra_k = [d for c in range(task.n_classes) for d in [e for e in extra if e.label == c][: shots - 1]]
-    five = vanilla_5shot_demos(demos, extra_k, seed)
+    assert {d.idx for d in five} == {d.idx for d in demos + extra_k}, "nested draws broken"
     p5, _ = build_prompts(model, task, five, queries)
     kept = {p.query.idx for p in p5}
     queries = [qd for qd in queries if qd.idx in kept]
@@ -244,8 +252,9 @@ def run_table1(model, task, seed: int, n_test: int, epochs: int = 10, lr: float 
     res = train_reweighting(model, p_train, lids, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
                             progress=f"train {task.name}" if progress else False)
     # each demonstration set runs once (helpers.prefix); beta acts on q's row only, so the prefix is unchanged
-    acc1 = predict_shared(model, p1, lids, eval_batch_size, top_k=0).accuracy
-    acc5 = predict_shared(model, p5, lids, eval_batch_size, top_k=0).accuracy
+    # the unmodified runs are notebook 00's (same prompts: stored by content, helpers.prefix.vanilla_predictions)
+    acc1 = vanilla_predictions(model, p1, lids, eval_batch_size, top_k=0).accuracy
+    acc5 = vanilla_predictions(model, p5, lids, eval_batch_size, top_k=0).accuracy
     accr = predict_shared(model, p1, lids, eval_batch_size, top_k=0, hooks=reweight_factory(res.beta)).accuracy
     return Table1Row(task.name, seed, acc1, acc5, accr, res, len(p1), n_test - len(p1))
 

@@ -56,7 +56,8 @@ print(profile)
 # Each demonstration set (1-shot, 5-shot) runs once and the inputs as suffixes against it
 # (`helpers.prefix`); beta acts only on q's attention row, so the demonstrations are the same with and
 # without it, and training runs only each training prompt's last token with gradients. The training set
-# (4 per class) and the epochs (`profile.reweight_epochs`, 10 as in the paper) are the paper's.
+# (4 per class) is the paper's; the epochs are `profile.reweight_epochs` (the paper's 10 in `paper`, 5 in `default`
+# to fit a CPU: each training step is one token at batch size 1, bound by reading the weights).
 
 # %%
 N_SEEDS = {"smoke": 1}.get(profile.name, len(profile.seeds))

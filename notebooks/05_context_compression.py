@@ -54,7 +54,7 @@ print(profile)
 
 # %% [markdown]
 # Run size: every method is one pass over the test inputs (as suffixes after its cache), and
-# Hidden_random-top one per draw (`profile.random_top_draws`: 3 in `default`, the paper's 20 in `paper`);
+# Hidden_random-top one per draw (`profile.random_top_draws`: 2 in `default`, the paper's 20 in `paper`);
 # every seed of the profile (`smoke`: one) and `profile.n_test` inputs per (task, seed).
 
 # %%

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import warnings
 
 import pytest
 import torch
 
 os.environ.setdefault("ICL_PROFILE", "smoke")
+# results stored on disk (helpers.results.cached) go to a fresh folder: tests never pass on old results
+os.environ.setdefault("ICL_RESULTS_CACHE", tempfile.mkdtemp(prefix="icl-test-results-"))
 warnings.filterwarnings("ignore", category=UserWarning, module="transformer_lens")
 
 TINY_KINDS = ("gpt2", "rotary", "gqa")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.isolation import (block_rows, isolation_experiment, label_isolation, layer_range, loyalty_rows,
-                               random_positions, run_isolation)
+from helpers.isolation import (_isolated_rows, _per_layer_hooks, block_rows, isolation_experiment, label_isolation,
+                               layer_range, loyalty_rows, random_positions, run_isolation, run_isolation_last)
+from helpers.prefix import PrefixError, predict_shared_split, run_prefix
 from helpers.predict import predict
 from helpers.prompts import pad_batch
 
@@ -95,3 +96,54 @@ def test_experiment_rows(tiny_sst2_set):
     assert layer_range(model, "last", 2) == [model.cfg.n_layers - 2, model.cfg.n_layers - 1]
     with pytest.raises(ValueError):
         layer_range(model, "middle", 1)
+
+
+def _same(a, b):
+    torch.testing.assert_close(a.label_logits, b.label_logits, atol=1e-4, rtol=1e-4)
+    assert torch.equal(a.pred, b.pred) and torch.equal(a.topk, b.topk)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])  # k = 3 = n_layers: nothing below the split is shared
+def test_last_layer_conditions_together_equal_separate_and_full_prompts(tiny_sst2_set, k):
+    model, prompts, lids = tiny_sst2_set
+    together = run_isolation_last(model, prompts, lids, ("label", "random"), k, seed=3, batch_size=3)
+    for c in ("label", "random"):
+        alone = run_isolation(model, prompts, lids, c, "last", k, seed=3, batch_size=4)
+        full = run_isolation(model, prompts, lids, c, "last", k, seed=3, batch_size=4, shared=False)
+        _same(together[c], alone)
+        _same(together[c], full)
+
+
+def test_experiment_shared_equals_full_prompts(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
+    a = isolation_experiment(model, prompts, lids, ks=(1, 2), seed=5, batch_size=4)
+    b = isolation_experiment(model, prompts, lids, ks=(1, 2), seed=5, batch_size=4, shared=False)
+    assert list(a) == list(b)
+    for key in a:
+        _same(a[key], b[key])
+
+
+def test_split_refuses_caches_that_differ_below_the_split(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
+    p0, rows = _isolated_rows(prompts, "label", [0], 0)
+    plain = run_prefix(model, prompts[0].tokens[:p0])
+    first = run_prefix(model, prompts[0].tokens[:p0], hooks=_per_layer_hooks(rows, 1, p0))
+    # isolating layer 0 changes what the label rows write, so keys and values differ from layer 1 on
+    with pytest.raises(PrefixError, match="layer 1"):
+        predict_shared_split(model, prompts, lids, {"plain": plain, "first": first}, split_layer=2)
+    # at split 0 nothing is shared, so the same caches are fine
+    out = predict_shared_split(model, prompts, lids, {"plain": plain, "first": first}, split_layer=0)
+    _same(out["first"], run_isolation(model, prompts, lids, "label", "first", 1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["gemma", "smollm2"])
+def test_real_models_last_layer_conditions_together_equal_full_prompts(which, request):
+    from helpers.prompts import make_icl_set
+
+    model = request.getfixturevalue(which)
+    s = make_icl_set(model, "sst2", seed=43, n_test=6)
+    together = run_isolation_last(model, s.prompts, s.label_ids, ("label", "random"), 5, seed=43, batch_size=4)
+    for c in ("label", "random"):
+        _same(together[c], run_isolation(model, s.prompts, s.label_ids, c, "last", 5, seed=43, batch_size=4,
+                                         shared=False))

@@ -9,7 +9,7 @@ import torch
 
 from helpers.predict import logits_at, predict
 from helpers.prefix import (PrefixError, extend_prefix, predict_shared, run_prefix, shared_prefix_len, suffix_logits,
-                            token_bound)
+                            token_bound, vanilla_predictions)
 from helpers.prompts import make_icl_set
 
 
@@ -146,6 +146,53 @@ def test_gradients_flow_through_suffix_hooks(icl):
         grads.append(beta.grad)
     torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-4)
     assert grads[0].abs().sum() > 0
+
+
+def test_vanilla_predictions_are_stored_by_content(icl, prefix_runs, tmp_path, monkeypatch):
+    """Stored unmodified predictions come back only for the same prompts, labels and weights."""
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    model, s = icl
+    ref = predict_shared(model, s.prompts, s.label_ids, batch_size=4)
+    calls = prefix_runs()
+    first = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=4)
+    assert len(calls) == 1
+    _close(first, ref)
+    again = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=2, top_k=3)
+    assert len(calls) == 1  # served from the store, sliced to top-3
+    assert torch.equal(again.topk, ref.topk[:, :3]) and torch.equal(again.label_logits, first.label_logits)
+    assert vanilla_predictions(model, s.prompts, s.label_ids, top_k=0).topk.shape == (len(s.prompts), 0)
+    # other inputs are recomputed: fewer prompts, another query, other label ids
+    vanilla_predictions(model, s.prompts[:3], s.label_ids)
+    assert len(calls) == 2
+    other = s.prompts[:-1] + [dataclasses.replace(s.prompts[-1], gold=1 - s.prompts[-1].gold)]
+    assert vanilla_predictions(model, other, s.label_ids).gold[-1] == 1 - s.prompts[-1].gold
+    assert len(calls) == 3
+    swapped = vanilla_predictions(model, s.prompts, list(reversed(s.label_ids)))
+    assert len(calls) == 4
+    torch.testing.assert_close(swapped.label_logits, first.label_logits.flip(-1))
+    # other weights are recomputed
+    w = model.blocks[0].attn.W_Q
+    old = w.detach().clone()
+    try:
+        with torch.no_grad():
+            w.mul_(3.0)
+        changed = vanilla_predictions(model, s.prompts, s.label_ids)
+        assert len(calls) == 5
+        _close(changed, predict_shared(model, s.prompts, s.label_ids))
+        assert not torch.allclose(changed.label_logits, first.label_logits)
+    finally:
+        with torch.no_grad():
+            w.copy_(old)
+    # a model with hooks attached is never served from, or written to, the store
+    model.blocks[0].hook_resid_post.add_hook(lambda x, hook: x * 0.5)
+    try:
+        hooked = vanilla_predictions(model, s.prompts, s.label_ids)
+        assert len(calls) == 7  # the call above, and this one
+        assert not torch.allclose(hooked.label_logits, first.label_logits)
+    finally:
+        model.reset_hooks()
+    assert torch.equal(vanilla_predictions(model, s.prompts, s.label_ids).label_logits, first.label_logits)
+    assert len(calls) == 7
 
 
 def test_token_bound(icl):

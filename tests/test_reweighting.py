@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from helpers.predict import logits_at, predict
-from helpers.prompts import Demo, build_prompt, class_draws
+from helpers.prompts import Demo, build_prompt, class_draws, sample_demos
 from helpers.reweighting import (reweight_factory, reweight_hooks, reweight_train_demos, train_reweighting,
                                  vanilla_5shot_demos)
 from helpers.tasks import label_token_ids, load_split
@@ -99,9 +99,9 @@ def test_training_data_disjoint_and_5shot():
     assert sorted(d.label for d in extra) == sorted([c for c in range(4) for _ in range(4)])
     draws = class_draws(train, "agnews", 5, 42)
     assert {d.idx for d in demos} | {d.idx for d in extra} == {i for per in draws for i in per}
-    five = vanilla_5shot_demos(demos, extra, 42)
+    five = vanilla_5shot_demos(train, "agnews", 5, 42)
     assert sorted(d.idx for d in five) == sorted(d.idx for d in demos + extra)
-    assert five == vanilla_5shot_demos(demos, extra, 42)
+    assert five == sample_demos(train, "agnews", 5, 42)  # notebook 00's 5-shot demonstrations, same order
 
 
 def test_fast_training_equals_full_run(tiny_model):
