@@ -1,0 +1,87 @@
+"""Two-level bootstrap intervals and interval verdicts: hand cases, pairing, coverage, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers.stats import Interval, bootstrap_means, interval_verdict, paired_differences
+
+
+def test_constant_values_give_a_point():
+    iv = bootstrap_means({("a", 1): [0.5] * 10, ("a", 2): [0.5] * 7, ("b", 1): [1.0] * 3, ("b", 2): [1.0] * 4})
+    assert iv.estimate == pytest.approx(0.75) and iv.low == pytest.approx(0.75) and iv.high == pytest.approx(0.75)
+    assert (iv.n_seeds, iv.n_inputs) == (2, 24)
+
+
+def test_estimate_is_mean_over_tasks_of_mean_over_seeds():
+    cells = {("a", 1): [1, 1, 1, 0], ("a", 2): [0, 0], ("b", 1): [1], ("b", 2): [0, 1]}
+    iv = bootstrap_means(cells)
+    assert iv.estimate == pytest.approx(((0.75 + 0.0) / 2 + (1.0 + 0.5) / 2) / 2)
+    assert iv.low <= iv.estimate <= iv.high
+
+
+def test_one_seed_matches_the_normal_approximation():
+    rng = np.random.default_rng(1)
+    v = rng.integers(0, 2, 400)
+    iv = bootstrap_means({42: v})
+    se = v.std() / np.sqrt(v.size)
+    assert iv.high - iv.low == pytest.approx(2 * 1.96 * se, rel=0.1)
+    assert iv.n_seeds == 1
+
+
+def test_seed_variation_widens_the_interval():
+    """Inputs identical within a seed but seeds far apart: the spread comes from the seed level."""
+    same = bootstrap_means({s: [0.5] * 50 for s in range(5)})
+    apart = bootstrap_means({s: [0.1 + 0.2 * s] * 50 for s in range(5)})
+    assert same.high - same.low == pytest.approx(0)
+    assert apart.high - apart.low > 0.2
+    assert apart.estimate == pytest.approx(0.5)
+
+
+def test_coverage_at_least_nominal():
+    """95% intervals of a Bernoulli mean over 3 seeds x 40 inputs cover the truth at least ~95% of the time
+    (conservative when the seeds agree: both levels carry the input noise)."""
+    rng = np.random.default_rng(7)
+    hits = 0
+    for rep in range(200):
+        cells = {s: rng.random(40) < 0.6 for s in range(3)}
+        iv = bootstrap_means(cells, n_boot=800, seed=rep)
+        hits += iv.low <= 0.6 <= iv.high
+    assert hits / 200 >= 0.9
+
+
+def test_deterministic_and_paired():
+    a = {("t", s): np.arange(10) % 2 for s in (1, 2)}
+    b = {("t", s): (np.arange(10) % 2) * 0.5 for s in (1, 2)}
+    d = paired_differences(a, b)
+    assert bootstrap_means(d, seed=3) == bootstrap_means(d, seed=3)
+    # the pairing removes the shared input variation: the contrast's interval is narrower than either side's
+    iv_d, iv_a = bootstrap_means(d), bootstrap_means(a)
+    assert iv_d.high - iv_d.low < iv_a.high - iv_a.low
+    with pytest.raises(ValueError, match="same inputs"):
+        paired_differences(a, {k: v[:5] for k, v in b.items()})
+    with pytest.raises(ValueError, match="same"):
+        paired_differences(a, {("u", 1): [0]})
+
+
+def test_verdicts_from_intervals():
+    assert interval_verdict(Interval(0.3, 0.1, 0.5, 5, 320)) == "replicates"
+    assert interval_verdict(Interval(0.3, 0.1, 0.5, 5, 320), direction=-1) == "opposite"
+    assert interval_verdict(Interval(0.1, -0.1, 0.3, 5, 320)) == "inconclusive"
+    assert interval_verdict(Interval(0.9, 0.82, 0.95, 5, 320), value=0.8) == "replicates"
+    with pytest.raises(ValueError):
+        interval_verdict(Interval(0, 0, 0, 1, 1), direction=0)
+
+
+def test_formatting_and_scaling():
+    iv = Interval(0.5, 0.4, 0.6, 5, 320)
+    assert f"{iv}" == "0.500 [0.400, 0.600]"
+    assert f"{iv.scaled(100):.1f}" == "50.0 [40.0, 60.0]"
+    assert iv.scaled(-1).low == pytest.approx(-0.6)
+
+
+@pytest.mark.parametrize("bad", [{}, {1: []}, {1: [0.1, float("nan")]}, {("a", 1): [1], ("b", 2): [1]}, [1, 2]])
+def test_bad_input_is_refused(bad):
+    with pytest.raises(ValueError):
+        bootstrap_means(bad)
