@@ -95,24 +95,32 @@ class Prompt:
         return sorted(keep)
 
 
-def class_draws(train, task: str | Task, k_per_class: int, seed: int, exclude: Sequence[int] = ()) -> list[list[int]]:
-    """Per class, ``k_per_class`` row indices of ``train`` drawn with ``seed``.
+def _pool_order(train, seed: int, exclude: Sequence[int] = ()) -> np.ndarray:
+    """Row indices of ``train`` shuffled with ``seed``, ``exclude`` removed."""
+    order = np.random.default_rng(seed).permutation(len(train))
+    if len(exclude):
+        order = order[~np.isin(order, np.asarray(list(exclude)))]
+    return order
 
-    Draws are nested: the first j of a k-draw equal the j-draw with the same
-    seed, so the 1-shot demonstrations are part of the 5-shot ones and the
-    re-weighting training examples (draws 2..5) are disjoint from them.
+
+def class_draws(train, task: str | Task, k_per_class: int, seed: int, exclude: Sequence[int] = ()) -> list[list[int]]:
+    """Per class, the first ``k_per_class`` rows of that class in ``train`` shuffled with ``seed``.
+
+    This is the authors' draw (paper A's code): the training pool is shuffled
+    with the seed and examples are taken in that order. Draws are nested: the
+    first j of a k-draw equal the j-draw with the same seed, so the 1-shot
+    demonstrations are part of the 5-shot ones and the re-weighting training
+    examples (draws 2..5) are disjoint from them.
     """
     task = get_task(task)
-    rng = np.random.default_rng(seed)
     labels = np.asarray(train["label"])
-    excluded = np.zeros(len(labels), dtype=bool)
-    excluded[list(exclude)] = True
+    order = _pool_order(train, seed, exclude)
     out = []
     for c in range(task.n_classes):
-        pool = np.flatnonzero((labels == c) & ~excluded)
-        if len(pool) < k_per_class:
-            raise PromptError(f"{task.display}: class {c} has {len(pool)} rows, need {k_per_class}.")
-        out.append(rng.permutation(pool)[:k_per_class].tolist())
+        rows = order[labels[order] == c][:k_per_class]
+        if len(rows) < k_per_class:
+            raise PromptError(f"{task.display}: class {c} has {len(rows)} rows, need {k_per_class}.")
+        out.append(rows.tolist())
     return out
 
 
@@ -124,15 +132,17 @@ def demos_from_indices(train, indices: Sequence[int]) -> list[Demo]:
 def sample_demos(
     train, task: str | Task, k_per_class: int, seed: int, exclude: Sequence[int] = ()
 ) -> list[Demo]:
-    """Draw ``k_per_class`` demonstrations of every class from ``train`` with ``seed``.
+    """``k_per_class`` demonstrations of every class, in the order of the training pool shuffled with ``seed``.
 
-    The order is shuffled with the same seed (not grouped by class). Rows in
-    ``exclude`` (indices into ``train``) are never drawn.
+    The authors' protocol (paper A's code): walk the shuffled pool and take each
+    example whose class still has fewer than ``k_per_class``. The class order of
+    the demonstrations therefore differs by task and by seed (it is not grouped
+    by class, and not the same for every task with the same number of classes).
+    Rows in ``exclude`` (indices into ``train``) are never drawn.
     """
-    draws = class_draws(train, task, k_per_class, seed, exclude)
-    chosen = [i for per in draws for i in per]
-    order = np.random.default_rng([seed, 1]).permutation(len(chosen))
-    return demos_from_indices(train, [chosen[j] for j in order])
+    chosen = {i for per in class_draws(train, task, k_per_class, seed, exclude) for i in per}
+    order = _pool_order(train, seed, exclude)
+    return demos_from_indices(train, [int(i) for i in order if i in chosen])
 
 
 def sample_test(test, n: int, seed: int) -> list[Demo]:

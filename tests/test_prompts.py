@@ -67,6 +67,27 @@ def test_demo_sampling_is_seeded_nested_and_shuffled():
     assert len(orders) > 1  # order is shuffled, not grouped by class
 
 
+def test_demonstrations_follow_the_seeded_training_pool():
+    """The authors' draw: shuffle the training pool with the seed, take examples in that order."""
+    import numpy as np
+
+    for name in ("sst2", "agnews", "tweet_emotion"):
+        train = tasks.load_split(name, "train")
+        labels = np.asarray(train["label"])
+        for seed in (42, 43):
+            pool = np.random.default_rng(seed).permutation(len(train))
+            first = {}
+            for rank, i in enumerate(pool):
+                first.setdefault(int(labels[i]), (rank, int(i)))
+            expect = [i for _, i in sorted(first.values())]  # first example of each class, in pool order
+            assert [d.idx for d in prompts.sample_demos(train, name, 1, seed)] == expect
+    # so the class order depends on the task, not only on the seed and the number of classes
+    # (the earlier draw gave every 4-class task the same class order for a seed)
+    order = {name: [[d.label for d in prompts.sample_demos(tasks.load_split(name, "train"), name, 1, s)]
+                    for s in (42, 43, 44, 45, 46)] for name in ("agnews", "tweet_emotion")}
+    assert order["agnews"] != order["tweet_emotion"]
+
+
 def test_test_sample_is_seeded_min_n():
     test = tasks.load_split("trec", "test")
     a = prompts.sample_test(test, 10000, 42)
