@@ -86,10 +86,15 @@ class Prompt:
 
     @property
     def anchor_pos(self) -> list[int]:
-        """Label tokens plus formatting tokens of the demonstrations (Hidden_anchor's cache)."""
-        last = self.label_pos[-1] if self.label_pos else -1
-        demo_format = [p for p in self.format_pos if p <= last + 1]
-        keep = set(demo_format) | set(self.label_pos)
+        """Every label-word token plus the demonstrations' formatting tokens and BOS (Hidden_anchor's cache).
+
+        As in the authors' code, the whole "Sentiment: <label>" line stays: all
+        tokens of a multi-token label word (prediction still reads the first
+        one) and the newline after the last demonstration's label.
+        """
+        end = self.label_spans[-1][1] if self.label_spans else -1  # the token after the last label word
+        demo_format = [p for p in self.format_pos if p <= end]
+        keep = set(demo_format) | {i for a, b in self.label_spans for i in range(a, b)}
         if self.bos:
             keep.add(0)
         return sorted(keep)
@@ -156,7 +161,9 @@ def _pieces(task: Task, demos: Sequence[Demo], query: str | None):
     """(string, kind, demo index) pieces whose concatenation is the prompt text."""
     out: list[tuple[str, str, int]] = []
     for k, d in enumerate(demos):
-        out += [(task.input_prefix, FORMAT, k), (d.text, TEXT, k), (task.label_prefix, FORMAT, k),
+        # a demonstration without text (Text_anchor) renders "Review:\nSentiment: ...", no space before the newline
+        prefix = task.input_prefix if d.text else task.input_prefix.rstrip(" ")
+        out += [(prefix, FORMAT, k), (d.text, TEXT, k), (task.label_prefix, FORMAT, k),
                 (" " + task.label_words[d.label], LABEL, k), ("\n", FORMAT, k)]
     if query is not None:
         out += [(task.input_prefix, FORMAT, -1), (query, QUERY_TEXT, -1), (task.label_prefix, FORMAT, -1)]

@@ -138,11 +138,12 @@ def test_anchor_and_random_positions(tiny_model):
 def test_text_anchor_strings(tiny_models):
     m = tiny_models["gpt2"]
     ps = text_anchor_prompts(m, "sst2", DEMOS[:2], QUERIES[:1])
-    assert ps[0].text == ("Review: \nSentiment: Positive\nReview: \nSentiment: Negative\n"
+    assert ps[0].text == ("Review:\nSentiment: Positive\nReview:\nSentiment: Negative\n"
                           "Review: what a waste of time\nSentiment:")
     assert m.tokenizer.decode(ps[0].tokens) == ps[0].text
+    assert " \n" not in "".join(m.tokenizer.decode([t]) for t in ps[0].tokens[: ps[0].label_spans[-1][1]])
     ps = text_anchor_prompts(m, "trec", [Demo("Who was it?", 3)], [Demo("Where is Rome?", 4)])
-    assert ps[0].text == "Question: \nAnswer Type: Person\nQuestion: Where is Rome?\nAnswer Type:"
+    assert ps[0].text == "Question:\nAnswer Type: Person\nQuestion: Where is Rome?\nAnswer Type:"
 
 
 @pytest.mark.slow

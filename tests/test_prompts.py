@@ -26,6 +26,18 @@ def test_hand_computed_positions_gpt2(tok):
     assert p.anchor_pos == [0, 1, 3, 4, 5, 6, 7, 8]
 
 
+def test_anchor_keeps_every_label_token_and_the_newline_after(tok):
+    """Hidden_anchor keeps the whole "Answer Type: <label>" line, also for a multi-token label word that comes last."""
+    # " Abbreviation" is 3 GPT-2 tokens; as the last demonstration its newline precedes the query
+    p = build_prompt(tok, "trec", [Demo("who?", 3), Demo("what is NASA?", 0)], Demo("why?", 2), bos=False)
+    (a, b) = p.label_spans[-1]
+    assert b - a == 3 and tok.decode(p.tokens[a:b].tolist()) == " Abbreviation"
+    assert set(range(a, b)) <= set(p.anchor_pos)
+    assert b in p.anchor_pos and tok.decode([int(p.tokens[b])]) == "\n"
+    assert all(i not in p.anchor_pos for s, e in p.text_spans for i in range(s, e))
+    assert max(p.anchor_pos) == b  # nothing of the query
+
+
 def test_bos_shifts_every_position(tok):
     a = build_prompt(tok, "sst2", [Demo("good", 1)], "bad", bos=False)
     b = build_prompt(tok, "sst2", [Demo("good", 1)], "bad", bos=True)
