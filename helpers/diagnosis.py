@@ -11,8 +11,10 @@ prob(a)/prob(b) on the test inputs whose gold label is a or b (0.5 =
 indistinguishable). Both matrices read "low = confused"; their agreement is
 the Spearman rank correlation over the off-diagonal pairs.
 
-Vectors are taken before the rotary embedding (``hook_q``/``hook_k``), so
-keys at different positions are comparable. Grouped-query attention (Gemma 3:
+Vectors are the ones the attention uses, before the rotary embedding, so
+keys at different positions are comparable: ``hook_q``/``hook_k``, followed
+by the per-head q/k normalisation for models that have one (Gemma 3's
+``q_norm``/``k_norm``; TransformerLens hooks q and k before it). Grouped-query attention (Gemma 3:
 1 key/value head for 4 query heads; SmolLM2: 3 for 9): each key/value head is
 shared by a group of query heads, so the key of query head h is the key of its
 group's KV head; we repeat each KV head for the query heads that read it
@@ -66,6 +68,14 @@ class QKVectors:
     layers: list[int]
 
 
+def as_attention_uses(model, layer: int, x: torch.Tensor, kind: str) -> torch.Tensor:
+    """``hook_q``/``hook_k`` output ``x`` as layer ``layer``'s attention uses it before rotary (q/k norm applied)."""
+    if not getattr(model.cfg, "use_qk_norm", False):
+        return x
+    attn = model.blocks[layer].attn
+    return attn._apply_qk_norm(x, attn.q_norm if kind == "q" else attn.k_norm)
+
+
 def collect_qk(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int] | None = None,
                batch_size: int = 16, progress: bool | str = False, shared: bool = True) -> QKVectors:
     """Queries at q, class keys at the label positions (GQA keys repeated per query head) and label probs.
@@ -105,7 +115,7 @@ def collect_qk(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layer
             store: dict = {}
 
             def grab(x, hook, kind):
-                store[(kind, hook.layer())] = x
+                store[(kind, hook.layer())] = as_attention_uses(model, hook.layer(), x, kind)
                 return x
 
             hooks = []
@@ -162,7 +172,7 @@ def _collect_qk_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int
     pkeys: dict = {}
 
     def grab_k(x, hook):  # [1, p0, kvH, d], before the rotary embedding
-        pkeys[hook.layer()] = x[0].float().cpu()
+        pkeys[hook.layer()] = as_attention_uses(model, hook.layer(), x, "k")[0].float().cpu()
         return x
 
     cache = run_prefix(model, prompts[0].tokens[:p0], hooks=[(f"blocks.{l}.attn.hook_k", grab_k) for l in layers])
@@ -178,7 +188,8 @@ def _collect_qk_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int
             store: dict = {}
 
             def grab_q(x, hook):  # [B, m, H, d]: suffix rows
-                store[hook.layer()] = x[torch.arange(B, device=x.device), q.to(x.device)].float().cpu()
+                x_used = as_attention_uses(model, hook.layer(), x, "q")
+                store[hook.layer()] = x_used[torch.arange(B, device=x.device), q.to(x.device)].float().cpu()
                 return x
 
             r = suffix_forward(model, cache, toks, [(f"blocks.{l}.attn.hook_q", grab_q) for l in layers])
