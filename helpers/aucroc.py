@@ -3,10 +3,12 @@
 For every layer l, the attention from q to each class's label positions (summed
 over heads and over the positions of the same class) is a score per class.
 ``AUCROC_l`` scores those against the model's *own* predicted label with
-scikit-learn's ``roc_auc_score``: classes never predicted are dropped, the
-remaining scores are normalised to sum 1, and multi-class uses one-vs-one
-averaging (binary: the normalised score of the second remaining class).
-``R_l = sum_{i<=l}(AUCROC_i - 0.5) / sum_{i<=N}(AUCROC_i - 0.5)``.
+scikit-learn's ``roc_auc_score``, as in the authors' code: classes never
+predicted are dropped; with two classes left the score is the raw attention to
+the second one's label (binary AUC); with more, the scores are normalised to
+sum 1 and averaged one-vs-one.
+``R_l = sum_{i<=l}(AUCROC_i - 0.5) / sum_{i<=N}(AUCROC_i - 0.5)``, reported
+only when that total is positive (otherwise the ratio has no meaning: NaN).
 
 The attention is read at q only (``hook_pattern`` hooks keep row q, nothing
 else is stored) under ``torch.inference_mode``, in the same pass as the
@@ -129,9 +131,10 @@ def _label_attention_shared(model, prompts: Sequence[Prompt], label_ids: Sequenc
 def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, "n"]) -> float:
     """ROC AUC of per-class scores against predicted labels (nan if fewer than 2 classes were predicted).
 
-    Classes never predicted are dropped and the remaining scores renormalised to
-    sum 1 per row; two classes: binary AUC of the second one's score;
-    more: one-vs-one macro average (sklearn ``multi_class="ovo"``).
+    Classes never predicted are dropped. Two classes left: binary AUC of the
+    second one's raw score (the authors' binary case, e.g. SST-2). More: the
+    scores are renormalised to sum 1 per row and averaged one-vs-one (sklearn
+    ``multi_class="ovo"``).
     """
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(pred).astype(int)
@@ -141,11 +144,11 @@ def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, "n"]) 
     if len(present) < 2:
         return float("nan")
     s = s[:, present]
-    tot = s.sum(1, keepdims=True)
-    s = np.where(tot > 0, s / np.where(tot > 0, tot, 1.0), 1.0 / len(present))
     y_local = np.searchsorted(present, y)
     if len(present) == 2:
         return float(roc_auc_score(y_local, s[:, 1]))
+    tot = s.sum(1, keepdims=True)
+    s = np.where(tot > 0, s / np.where(tot > 0, tot, 1.0), 1.0 / len(present))
     return float(roc_auc_score(y_local, s, multi_class="ovo", labels=np.arange(len(present))))
 
 
@@ -157,10 +160,15 @@ def aucroc_per_layer(scores: Float[torch.Tensor, "n layer classes"], pred) -> Fl
 
 
 def cumulative_r(auc: Float[np.ndarray, "layer"]) -> Float[np.ndarray, "layer"]:
-    """``R_l``: cumulative share of sum(AUCROC - 0.5) up to layer l (ends at 1; nan if the total is 0)."""
+    """``R_l``: cumulative share of sum(AUCROC - 0.5) up to layer l (ends at 1).
+
+    NaN everywhere unless the total is positive: with a total at or below zero
+    (attention no better than chance overall) the shares are not fractions
+    (they can exceed 1 or run backwards), so there is nothing to report.
+    """
     d = np.asarray(auc, dtype=np.float64) - 0.5
     tot = d.sum()
-    if not np.isfinite(tot) or tot == 0:
+    if not np.isfinite(tot) or tot <= 0:
         return np.full_like(d, np.nan)
     return np.cumsum(d) / tot
 

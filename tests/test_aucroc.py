@@ -19,8 +19,12 @@ def test_binary_hand_and_sklearn():
     y = np.array([0, 1, 0, 1])
     # positives' scores 0.4, 0.8 vs negatives 0.1, 0.7: 3 of 4 pairs ranked right
     assert auc_roc(s, y) == 0.75 == roc_auc_score(y, s[:, 1])
-    # unnormalised scores give the same as normalised ones
     assert auc_roc(3 * s, y) == 0.75
+    # the authors' binary score is the raw attention to the class-1 label, not its share of the two
+    raw = np.array([[0.5, 0.3], [0.01, 0.09], [0.01, 0.2], [0.1, 0.25]])
+    y = np.array([0, 0, 1, 1])
+    assert auc_roc(raw, y) == roc_auc_score(y, raw[:, 1]) == 0.5
+    assert roc_auc_score(y, raw[:, 1] / raw.sum(1)) == 0.75  # what the shares would give
 
 
 def test_multiclass_equals_sklearn_ovo():
@@ -38,9 +42,8 @@ def test_unpredicted_classes_dropped():
     keep = s[:, [0, 2, 3]]
     want = roc_auc_score(np.searchsorted([0, 2, 3], y), keep / keep.sum(1, keepdims=True), multi_class="ovo")
     assert auc_roc(s, y) == pytest.approx(want)
-    y2 = rng.choice([1, 3], 40)  # two classes left: binary AUC of class 3's renormalised share
-    sub = s[:, [1, 3]]
-    assert auc_roc(s, y2) == pytest.approx(roc_auc_score(y2 == 3, sub[:, 1] / sub.sum(1)))
+    y2 = rng.choice([1, 3], 40)  # two classes left: binary AUC of class 3's raw score
+    assert auc_roc(s, y2) == pytest.approx(roc_auc_score(y2 == 3, s[:, 3]))
     assert np.isnan(auc_roc(s, np.zeros(40, dtype=int)))
 
 
@@ -51,6 +54,9 @@ def test_cumulative_r():
     assert r[-1] == pytest.approx(1.0)
     assert crossing_layer(r) == 2
     assert crossing_layer(np.array([0.1, 0.2])) is None
+    # a total at or below zero has no shares to report (it gave R_l = 1.035 on a near-chance curve)
+    assert np.isnan(cumulative_r(np.array([0.6, 0.3, 0.55]))).all()
+    assert np.isnan(cumulative_r(np.array([0.5, 0.5]))).all()
 
 
 @pytest.fixture(scope="module")
