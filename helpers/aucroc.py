@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from .prefix import shared_prefix_or_none
 from .predict import Predictions, length_batches, logits_at, predictions_from_resid
-from .prompts import Prompt, pad_batch
+from .prompts import Prompt, check_prompts, pad_batch
 
 __all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "aucroc_budget",
            "aucroc_runs", "mean_curves", "aucroc_verdict", "other_offline_model"]
@@ -60,8 +60,7 @@ def label_attention(model, prompts: Sequence[Prompt], label_ids: Sequence[int], 
     or prompts without one common demonstration set) full prompts are run.
     Both paths give the same outputs (tests).
     """
-    if not prompts:
-        raise ValueError("no prompts")
+    check_prompts(model, prompts, "read attention for")
     p0 = shared_prefix_or_none(model, prompts, shared)
     if p0 is not None:
         return _label_attention_shared(model, prompts, label_ids, p0, batch_size, top_k, progress)
@@ -140,6 +139,8 @@ def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, "n"]) 
     y = np.asarray(pred).astype(int)
     if s.ndim != 2 or y.shape != (s.shape[0],):
         raise ValueError(f"scores must be [n, classes] and pred [n]; got {s.shape} and {y.shape}")
+    if s.shape[0] == 0:
+        raise ValueError("no inputs to score: AUCROC needs at least one prediction per class it compares")
     present = np.unique(y)
     if len(present) < 2:
         return float("nan")

@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 
 from .prefix import shared_prefix_or_none
 from .predict import length_batches, logits_at
-from .prompts import Prompt, pad_batch
+from .prompts import Prompt, check_prompts, pad_batch
 
 __all__ = [
     "QKVectors",
@@ -90,6 +90,7 @@ def collect_qk(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layer
     (queries at q and label probabilities). Otherwise (``shared=False``, or no
     common demonstration set) full prompts are run. Same outputs (tests).
     """
+    check_prompts(model, prompts, "collect q/k vectors for")
     layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
     p0 = shared_prefix_or_none(model, prompts, shared)
     if p0 is not None:

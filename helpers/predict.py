@@ -18,7 +18,7 @@ import torch
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from .prompts import Prompt, pad_batch
+from .prompts import Prompt, check_prompts, pad_batch
 
 __all__ = ["Predictions", "predict", "logits_at", "unembed_at", "resid_at", "unembed_rows", "predictions_from_resid", "length_batches", "batch_token_budget", "HookFactory"]
 
@@ -181,8 +181,7 @@ def predict(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_si
     and returns TransformerLens ``(hook_name, fn)`` pairs for that batch, so
     per-prompt positions (label positions, q) can be used inside hooks.
     """
-    if not prompts:
-        raise ValueError("no prompts to predict")
+    check_prompts(model, prompts, "predict")
     if len(set(label_ids)) != len(label_ids):
         raise ValueError("label_ids must be distinct (see tasks.label_token_ids)")
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0

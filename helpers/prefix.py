@@ -63,7 +63,7 @@ import torch
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from .prompts import Prompt
+from .prompts import Prompt, check_prompts
 
 __all__ = [
     "PrefixCache",
@@ -429,8 +429,7 @@ def predict_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], b
     """
     from .predict import predictions_from_resid
 
-    if not prompts:
-        raise ValueError("no prompts to predict")
+    check_prompts(model, prompts, "predict")
     if len(set(label_ids)) != len(label_ids):
         raise ValueError("label_ids must be distinct (see tasks.label_token_ids)")
     if cache is None:

@@ -37,6 +37,7 @@ __all__ = [
     "PromptSet",
     "PromptError",
     "sample_demos",
+    "check_prompts",
     "class_draws",
     "demos_from_indices",
     "sample_test",
@@ -294,8 +295,25 @@ def make_icl_set(model, task: str | Task, seed: int, n_test: int, k_per_class: i
     demos = list(demos) if demos is not None else sample_demos(train, task, k_per_class, seed)
     queries = sample_test(test, n_test, seed)
     prompts, dropped = build_prompts(model, task, demos, queries, max_len=max_len)
+    if queries and not prompts:
+        raise PromptError(f"{task.display}, seed {seed}: all {len(queries)} prompts are longer than "
+                          f"{max_len or model.cfg.n_ctx} tokens (the model's context n_ctx = {model.cfg.n_ctx}); "
+                          "use fewer demonstrations per class or a model with a longer context")
     kept = [p.query for p in prompts]  # over-long rows are gone
     return PromptSet(task, seed, k_per_class, demos, kept, prompts, dropped, label_token_ids(model.tokenizer, task))
+
+
+def check_prompts(model, prompts: Sequence[Prompt], what: str = "run") -> None:
+    """Refuse an empty prompt list, or a prompt longer than the model's context, with a message that says what to do."""
+    if not len(prompts):
+        raise PromptError(f"no prompts to {what}: pass at least one (a prompt set whose prompts were all "
+                          "dropped as longer than the context has none; see PromptSet.n_dropped)")
+    n_ctx = model.cfg.n_ctx
+    for i, p in enumerate(prompts):
+        if len(p) > n_ctx:
+            raise PromptError(f"prompt {i} is {len(p)} tokens, longer than the model's context (n_ctx = {n_ctx}); "
+                              "use fewer or shorter demonstrations, or build_prompts / make_icl_set, which drop "
+                              "over-long prompts and count them")
 
 
 def pad_batch(prompts: Sequence[Prompt], pad_id: int = 0) -> tuple[Int[torch.Tensor, "batch seq"], torch.Tensor]:

@@ -36,7 +36,7 @@ from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
 from .predict import length_batches, logits_at
-from .prompts import Prompt, build_prompt, sample_demos, sample_test
+from .prompts import Prompt, build_prompt, check_prompts, sample_demos, sample_test
 from .tasks import get_task, label_token_ids, load_split
 
 __all__ = [
@@ -133,6 +133,7 @@ def saliency_matrices(model, prompts: Sequence[Prompt], label_ids: Sequence[int]
                       progress: bool | str = False, max_pattern_mb: float = 256
                       ) -> list[Float[torch.Tensor, "layer seq seq"]]:
     """Per-prompt ``I`` (``[layer, len, len]``, unpadded), in input order. Memory grows with len^2: use for few prompts."""
+    check_prompts(model, prompts, "compute saliency for")
     out: list[torch.Tensor | None] = [None] * len(prompts)
     for idx in tqdm(_batches(model, prompts, batch_size, max_pattern_mb), disable=not progress, leave=False,
                     desc=progress if isinstance(progress, str) else "saliency"):
@@ -183,6 +184,7 @@ def saliency_flow(model, prompts: Sequence[Prompt], label_ids: Sequence[int], ba
     batch's attention patterns (all layers and heads, float32) stay under
     ``max_pattern_mb`` (the backward pass keeps a few times that alive).
     """
+    check_prompts(model, prompts, "compute saliency flows for")
     out = torch.empty(len(prompts), model.cfg.n_layers, 3)
     for idx in tqdm(_batches(model, prompts, batch_size, max_pattern_mb), disable=not progress, leave=False,
                     desc=progress if isinstance(progress, str) else "saliency"):
@@ -193,6 +195,8 @@ def saliency_flow(model, prompts: Sequence[Prompt], label_ids: Sequence[int], ba
 
 def relative_flow(scores: Float[torch.Tensor, "n layer 3"]) -> Float[torch.Tensor, "layer 3"]:
     """The paper's plotted quantity: mean over inputs, then each layer's three values divided by their sum."""
+    if scores.shape[0] == 0:
+        raise ValueError("no saliency scores to average: run saliency_flow on at least one prompt")
     mean = torch.nanmean(scores, dim=0)
     return mean / mean.sum(-1, keepdim=True)
 
