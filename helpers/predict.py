@@ -208,7 +208,8 @@ def vanilla_accuracy(model, tasks: Sequence[str], seeds: Sequence[int], n_test: 
                      batch_size: int = 16, profile: str = "", progress: bool = True):
     """Vanilla ICL accuracy for every (task, seed): a ``pandas.DataFrame`` row per run.
 
-    Columns: task, seed, shots (per class), n (inputs scored), dropped (over-long), accuracy.
+    Columns: task, seed, shots (per class), n (inputs scored), dropped (over-long), accuracy, and per
+    input ``idx`` (test row) and ``correct`` (0/1), for intervals (:mod:`helpers.stats`).
     Results are cached on disk (helpers.results.cached).
     """
     import pandas as pd
@@ -227,9 +228,10 @@ def vanilla_accuracy(model, tasks: Sequence[str], seeds: Sequence[int], n_test: 
                 s = make_icl_set(model, task, seed, n_test, k)
                 r = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=batch_size, top_k=0)
                 return {"n": len(r), "dropped": s.n_dropped, "accuracy": r.accuracy,
-                        "pred": r.pred.tolist(), "gold": r.gold.tolist()}
+                        "pred": r.pred.tolist(), "gold": r.gold.tolist(), "idx": [p.query.idx for p in s.prompts]}
             out = cached("vanilla_accuracy", {"model": name, "task": task, "seed": seed, "n_test": n_test,
                                               "k": k, "profile": profile}, run)
             rows.append({"task": task, "seed": seed, "shots": k, "n": out["n"], "dropped": out["dropped"],
-                         "accuracy": out["accuracy"]})
+                         "accuracy": out["accuracy"], "idx": out["idx"],
+                         "correct": [int(a == b) for a, b in zip(out["pred"], out["gold"])]})
     return pd.DataFrame(rows)

@@ -175,10 +175,15 @@ def mean_std(values) -> str:
 def summary_row(claim: str, paper, ours, verdict: str) -> dict:
     """One line of the report's summary: the paper's value, ours, and a computed verdict.
 
-    ``ours``: a list of per-seed values (rendered mean ± std) or a ready string.
+    ``ours``: a :class:`helpers.stats.Interval` (rendered "estimate [low, high] (95% CI; seeds, inputs)"),
+    a list of per-seed values (rendered mean ± std) or a ready string.
     Notebooks save a list of these as ``save_metrics(section, {"summary": [...], ...})``.
     """
-    if not isinstance(ours, str):
+    from .stats import Interval
+
+    if isinstance(ours, Interval):
+        ours = f"{ours:.3f} (95% CI; {ours.n_seeds} seed(s), {ours.n_inputs} inputs)"
+    elif not isinstance(ours, str):
         ours = mean_std(list(ours))
     if isinstance(paper, float):
         paper = f"{paper:.3f}"

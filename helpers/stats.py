@@ -35,7 +35,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Interval", "bootstrap_means", "paired_differences", "interval_verdict", "N_BOOT", "LEVEL"]
+__all__ = ["Interval", "bootstrap_means", "paired_differences", "interval_verdict", "cells_from_frame", "N_BOOT",
+           "LEVEL"]
 
 N_BOOT = 4000
 LEVEL = 0.95
@@ -120,18 +121,43 @@ def bootstrap_means(values, n_boot: int = N_BOOT, level: float = LEVEL, seed: in
     return Interval(estimate, float(lo), float(hi), len(seeds), int(sum(v.size for v in cells.values())), level)
 
 
-def paired_differences(a, b) -> dict[tuple, np.ndarray]:
-    """Per-input ``a - b`` in every cell; both must score the same inputs in the same order."""
+def paired_differences(a, b, a_ids=None, b_ids=None) -> dict[tuple, np.ndarray]:
+    """Per-input ``a - b`` in every cell.
+
+    Without ids both sides must score the same inputs in the same order. With
+    ``a_ids``/``b_ids`` (``{cell: input ids}``, e.g. test-row indices) the
+    inputs are matched by id and only those scored on both sides are kept (a
+    5-shot run drops prompts that exceed the context; its 1-shot partner keeps them).
+    """
     ca, cb = _cells(a), _cells(b)
     if set(ca) != set(cb):
         raise ValueError("a paired contrast needs the same (task, seed) cells on both sides")
+    ia = {k if isinstance(k, tuple) else ("", k): v for k, v in (a_ids or {}).items()}
+    ib = {k if isinstance(k, tuple) else ("", k): v for k, v in (b_ids or {}).items()}
     out = {}
     for key in ca:
+        if key in ia and key in ib:
+            pos_b = {int(i): j for j, i in enumerate(ib[key])}
+            pairs = [(j, pos_b[int(i)]) for j, i in enumerate(ia[key]) if int(i) in pos_b]
+            if not pairs:
+                raise ValueError(f"cell {key}: no input is scored on both sides")
+            ja, jb = map(list, zip(*pairs))
+            out[key] = ca[key][ja] - cb[key][jb]
+            continue
         if ca[key].shape != cb[key].shape:
             raise ValueError(f"cell {key}: {ca[key].size} vs {cb[key].size} inputs; a paired contrast needs the "
-                             "same inputs on both sides")
+                             "same inputs on both sides (or pass their ids)")
         out[key] = ca[key] - cb[key]
     return out
+
+
+def cells_from_frame(df, value: str = "correct", ids: str | None = None):
+    """``{(task, seed): per-input values}`` (and ``{(task, seed): ids}`` when ``ids`` names a column)
+    from a frame with one row per (task, seed) holding per-input lists."""
+    vals = {(r.task, r.seed): np.asarray(getattr(r, value), dtype=float) for r in df.itertuples()}
+    if ids is None:
+        return vals
+    return vals, {(r.task, r.seed): list(getattr(r, ids)) for r in df.itertuples()}
 
 
 def interval_verdict(interval: Interval, direction: int = 1, value: float = 0.0) -> str:

@@ -85,3 +85,19 @@ def test_formatting_and_scaling():
 def test_bad_input_is_refused(bad):
     with pytest.raises(ValueError):
         bootstrap_means(bad)
+
+
+def test_pairing_by_ids_keeps_inputs_scored_on_both_sides():
+    a = {("t", 1): [1, 0, 1, 1]}
+    b = {("t", 1): [0, 0, 1]}
+    d = paired_differences(a, b, {("t", 1): [10, 11, 12, 13]}, {("t", 1): [13, 10, 12]})
+    np.testing.assert_array_equal(d[("t", 1)], [1 - 0, 1 - 1, 1 - 0])  # ids 10, 12, 13
+    with pytest.raises(ValueError, match="no input"):
+        paired_differences(a, b, {("t", 1): [1, 2, 3, 4]}, {("t", 1): [5, 6, 7]})
+
+
+def test_summary_row_renders_an_interval():
+    from helpers.results import summary_row
+
+    row = summary_row("claim", 0.5, Interval(0.61, 0.55, 0.67, 5, 320), "replicates")
+    assert row["ours"] == "0.610 [0.550, 0.670] (95% CI; 5 seed(s), 320 inputs)"
