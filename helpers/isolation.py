@@ -24,7 +24,7 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
-from .loyalty import label_loyalty, word_loyalty
+from .loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from .predict import HookFactory, Predictions, predict
 from .prompts import Prompt
 
@@ -48,6 +48,7 @@ __all__ = [
     "loyalty_frame",
     "label_token_share",
     "isolation_verdict",
+    "isolation_interval_verdict",
 ]
 
 CONDITIONS = ("label", "random")
@@ -288,7 +289,8 @@ def _first(pred: Predictions, n: int) -> Predictions:
 
 
 def loyalty_rows(runs: dict, k_words: int = 5) -> list[dict]:
-    """One row per isolation run: condition, where, k, label_loyalty, word_loyalty, accuracy (fractions)."""
+    """One row per isolation run: condition, where, k, label_loyalty, word_loyalty, accuracy (fractions),
+    and per input ``label_loyal`` (0/1) and ``word_loyal`` (Jaccard), for intervals."""
     base = runs["base"]
     rows = []
     for key, pred in runs.items():
@@ -298,7 +300,9 @@ def loyalty_rows(runs: dict, k_words: int = 5) -> list[dict]:
         ref = base if len(pred) == len(base) else _first(base, len(pred))  # a sweep on the first inputs
         rows.append({"condition": c, "where": w, "k": k, "n": len(pred), "label_loyalty": label_loyalty(pred, ref),
                      "word_loyalty": word_loyalty(pred, ref, k_words),
-                     "accuracy": pred.accuracy if (pred.gold >= 0).any() else float("nan")})
+                     "accuracy": pred.accuracy if (pred.gold >= 0).any() else float("nan"),
+                     "label_loyal": label_loyalty_rows(pred, ref).tolist(),
+                     "word_loyal": word_loyalty_rows(pred, ref, k_words).tolist()})
     return rows
 
 
@@ -383,6 +387,33 @@ def label_token_share(pred: Predictions, label_ids: Sequence[int], k: int = 5) -
     ids = torch.tensor(list(label_ids))
     top = pred.topk[:, :k]
     return float((top[..., None] == ids).any(-1).float().mean())
+
+
+def isolation_interval_verdict(loyalty: dict, drop: dict, barely: float = 0.80) -> tuple[str, dict]:
+    """Verdict on the §2.2 claim from 95% intervals (criteria fixed before the run).
+
+    ``loyalty[(condition, where)]``: the interval of mean label loyalty (fraction) at k=5;
+    ``drop[(condition, where)]``: the interval of that condition's loyalty minus
+    label-first's, paired per input, for the three other conditions.
+
+      1. label words isolated in the first layers hurt most: every ``drop`` interval lies above zero;
+      2. label words isolated in the last layers barely matter: the loyalty interval lies at or above ``barely``;
+      3. random words barely matter: both loyalty intervals lie at or above ``barely``.
+
+    "replicates" if all hold; "partly" if check 1 holds but not all; "does not replicate"
+    if some ``drop`` interval lies below zero; otherwise "inconclusive".
+    """
+    checks = {
+        "label-first lowest (every paired drop above 0)": all(iv.low > 0 for iv in drop.values()),
+        f"label-last >= {barely:.0%}": loyalty[("label", "last")].low >= barely,
+        f"random first and last >= {barely:.0%}": all(loyalty[("random", w)].low >= barely for w in ("first", "last")),
+    }
+    c1 = next(iter(checks.values()))
+    if c1:
+        return ("replicates" if all(checks.values()) else "partly"), checks
+    if any(iv.high < 0 for iv in drop.values()):
+        return "does not replicate", checks
+    return "inconclusive", checks
 
 
 def isolation_verdict(means: dict[tuple[str, str], float], hurt_margin: float = 0.10,

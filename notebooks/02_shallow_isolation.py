@@ -44,12 +44,13 @@ import pandas as pd
 from IPython.display import display
 
 from helpers import plots
-from helpers.isolation import (isolation_budget, isolation_runs, isolation_verdict, label_token_share,
+from helpers.isolation import (isolation_budget, isolation_interval_verdict, isolation_runs, label_token_share,
                                loyalty_frame)
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
 from helpers.prompts import make_icl_set
 from helpers.results import save_figure, save_metrics, summary_row
+from helpers.stats import bootstrap_means, paired_differences
 from helpers.tasks import LabelWordWarning, get_task, label_token_ids
 
 profile = get_profile()
@@ -111,56 +112,68 @@ print(f"{get_task(t5_task).display}: share of top-5 tokens that are label words:
 # %% [markdown]
 # ## Numbers beside the paper's claim
 #
-# The paper gives Fig. 4 as bars. Its claims become checks that were fixed before any run
-# (`helpers.isolation.isolation_verdict`), on the mean label loyalty over tasks and seeds at
-# $k = 5$:
-# 1. label words isolated in the first layers have the lowest loyalty, at least 10 points below
-#    every other condition;
-# 2. label words isolated in the last layers keep loyalty at 80% or more;
-# 3. random words keep loyalty at 80% or more in both places.
+# The paper gives Fig. 4 as bars. Its claims become checks fixed before the run
+# (`helpers.isolation.isolation_interval_verdict`), on mean label loyalty over tasks and seeds at
+# $k = 5$ with 95% intervals that resample seeds and, within each seed, the test inputs
+# (`helpers.stats`):
+# 1. label words isolated in the first layers hurt most: for each of the three other conditions,
+#    the interval of its loyalty minus label-first's (paired on the same inputs) lies above zero;
+# 2. label words isolated in the last layers barely matter: the interval of their loyalty lies at
+#    or above 80%;
+# 3. random words barely matter: both intervals lie at or above 80%.
 #
-# The verdict is "replicates" if all three hold, "partly" if check 1 holds but not all, and
-# "does not replicate" otherwise.
+# "replicates" if all three hold, "partly" if check 1 holds but not all, "does not replicate" if
+# some condition's paired difference lies below zero, "inconclusive" otherwise.
 
 # %%
 main = df[df.k == k]
-means = main.groupby(["condition", "where"])[["label_loyalty", "word_loyalty"]].mean()
-per_task = main.pivot_table(index=["condition", "where"], columns="task", values="label_loyalty", aggfunc="mean")
+conds = [("label", "first"), ("label", "last"), ("random", "first"), ("random", "last")]
 paper_expect = {("label", "first"): "lowest (hurts most)", ("label", "last"): "high (barely matters)",
                 ("random", "first"): "high", ("random", "last"): "high"}
+
+
+def cells(c, w, metric):
+    sub = main[(main.condition == c) & (main["where"] == w)]
+    return {(r.task, r.seed): getattr(r, metric) for r in sub.itertuples()}
+
+
+ivs = {(c, w, m): bootstrap_means(cells(c, w, m)) for c, w in conds for m in ("label_loyal", "word_loyal")}
+drop = {(c, w): bootstrap_means(paired_differences(cells(c, w, "label_loyal"), cells("label", "first", "label_loyal")))
+        for c, w in conds[1:]}
 table = pd.DataFrame({
     "paper (GPT2-XL / GPT-J)": pd.Series(paper_expect),
-    "ours: label loyalty %": 100 * means["label_loyalty"],
-    "ours: word loyalty %": 100 * means["word_loyalty"],
+    "ours: label loyalty % [95% CI]": pd.Series({cw: f"{ivs[(*cw, 'label_loyal')].scaled(100):.1f}" for cw in conds}),
+    "ours: word loyalty % [95% CI]": pd.Series({cw: f"{ivs[(*cw, 'word_loyal')].scaled(100):.1f}" for cw in conds}),
+    "minus label-first, points": pd.Series({cw: f"{drop[cw].scaled(100):+.1f}" for cw in conds[1:]}),
 })
-display(table.round(1))
+display(table)
+per_task = main.pivot_table(index=["condition", "where"], columns="task", values="label_loyalty", aggfunc="mean")
 display((100 * per_task).round(1))
-verdict, checks = isolation_verdict({key: float(v) for key, v in means["label_loyalty"].items()})
+verdict, checks = isolation_interval_verdict({cw: ivs[(*cw, "label_loyal")] for cw in conds}, drop)
 display(pd.Series(checks, name="holds").to_frame())
-ll = {f"{c}-{w}-{k}": float(100 * means.loc[(c, w), "label_loyalty"]) for c, w in means.index}
-wl = {f"{c}-{w}-{k}": float(100 * means.loc[(c, w), "word_loyalty"]) for c, w in means.index}
+ll = {f"{c}-{w}-{k}": ivs[(c, w, "label_loyal")].scaled(100) for c, w in conds}
+wl = {f"{c}-{w}-{k}": ivs[(c, w, "word_loyal")].scaled(100) for c, w in conds}
 summary = (
     f"On {current_model_name()} ({model.cfg.n_layers} layers, profile {profile.name}, "
     f"{len(budget['seeds'])} seed(s), {sum(budget['n'].values())} inputs per seed over {len(profile.tasks)} tasks), "
     f"label loyalty is {ll[f'label-first-{k}']:.0f}% with the label words isolated in the first {k} layers, "
     f"{ll[f'label-last-{k}']:.0f}% in the last {k}, and {ll[f'random-first-{k}']:.0f}% / "
-    f"{ll[f'random-last-{k}']:.0f}% for random words (first / last); word loyalty "
-    f"{wl[f'label-first-{k}']:.0f}% / {wl[f'label-last-{k}']:.0f}% / {wl[f'random-first-{k}']:.0f}% / "
-    f"{wl[f'random-last-{k}']:.0f}%. The paper finds first-layer label isolation hurts most, and the other three "
-    f"barely matter. Verdict: {verdict}."
+    f"{ll[f'random-last-{k}']:.0f}% for random words (first / last; 95% intervals). The paper finds first-layer "
+    f"label isolation hurts most, and the other three barely matter. Verdict: {verdict}."
 )
 print(summary)
-per_seed = main.groupby(["condition", "where", "seed"])[["label_loyalty", "word_loyalty"]].mean()  # mean over tasks
 summary_rows = [
-    summary_row(f"02 {metric.replace('_', ' ')} (%), {c} words isolated in the {w} {k} layers", paper_expect[(c, w)],
-                (100 * per_seed.loc[(c, w), metric]).tolist(), verdict)
-    for metric in ["label_loyalty", "word_loyalty"] for c, w in paper_expect
-]
+    summary_row(f"02 {name} (%), {c} words isolated in the {w} {k} layers", paper_expect[(c, w)],
+                ivs[(c, w, metric)].scaled(100), verdict)
+    for metric, name in [("label_loyal", "label loyalty"), ("word_loyal", "word loyalty")] for c, w in conds
+] + [summary_row(f"02 label loyalty, {c} words in the {w} {k} layers minus label words in the first (points)",
+                 "above 0", drop[(c, w)].scaled(100), verdict) for c, w in conds[1:]]
 save_metrics("02_shallow_isolation", {
     "model": current_model_name(), "profile": profile.name, "budget": {kk: v for kk, v in budget.items()},
-    "table": table.reset_index(names=["condition", "where"]).round(2).to_dict("records"),
-    "label_loyalty": ll, "word_loyalty": wl, "per_task_label_loyalty": {f"{c}-{w}": per_task.loc[(c, w)].to_dict()
-                                                                          for c, w in per_task.index},
+    "table": table.reset_index(names=["condition", "where"]).to_dict("records"),
+    "label_loyalty": {kk: [iv.estimate, iv.low, iv.high] for kk, iv in ll.items()},
+    "word_loyalty": {kk: [iv.estimate, iv.low, iv.high] for kk, iv in wl.items()},
+    "per_task_label_loyalty": {f"{c}-{w}": per_task.loc[(c, w)].to_dict() for c, w in per_task.index},
     "table5_label_token_share": share, "checks": checks, "verdict": f"{verdict}. {summary}",
     "summary": summary_rows,
 })

@@ -147,3 +147,31 @@ def test_real_models_last_layer_conditions_together_equal_full_prompts(which, re
     for c in ("label", "random"):
         _same(together[c], run_isolation(model, s.prompts, s.label_ids, c, "last", 5, seed=43, batch_size=4,
                                          shared=False))
+
+
+def test_isolation_interval_verdict():
+    from helpers.isolation import isolation_interval_verdict
+    from helpers.stats import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 5, 320)
+
+    high = {("label", "first"): iv(0.4, 0.6), ("label", "last"): iv(0.9, 0.99), ("random", "first"): iv(0.85, 0.95),
+            ("random", "last"): iv(0.95, 1.0)}
+    above = {cw: iv(0.2, 0.4) for cw in [("label", "last"), ("random", "first"), ("random", "last")]}
+    assert isolation_interval_verdict(high, above)[0] == "replicates"
+    low_random = {**high, ("random", "first"): iv(0.7, 0.9)}  # straddles 80%: check 3 fails
+    assert isolation_interval_verdict(low_random, above)[0] == "partly"
+    straddle = {**above, ("random", "first"): iv(-0.05, 0.1)}
+    assert isolation_interval_verdict(high, straddle)[0] == "inconclusive"
+    below = {**above, ("random", "first"): iv(-0.2, -0.05)}
+    assert isolation_interval_verdict(high, below)[0] == "does not replicate"
+
+
+def test_loyalty_rows_carry_per_input_values(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
+    rows = loyalty_rows(isolation_experiment(model, prompts, lids, ks=(1,), seed=0, batch_size=4))
+    for r in rows:
+        assert len(r["label_loyal"]) == len(r["word_loyal"]) == r["n"]
+        assert sum(r["label_loyal"]) / r["n"] == pytest.approx(r["label_loyalty"])
+        assert sum(r["word_loyal"]) / r["n"] == pytest.approx(r["word_loyalty"])
