@@ -20,14 +20,14 @@ test inputs as the paper does).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .loyalty import label_loyalty, word_loyalty
+from .loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from .predict import Predictions, predict
 from .prefix import (PrefixCache, demo_prefix_len, predict_shared, run_prefix, shared_prefix_or_none, suffix_logits,
                      suffix_tokens, vanilla_predictions)
@@ -46,6 +46,7 @@ __all__ = [
     "run_compression",
     "METHODS",
     "table2_verdict",
+    "table2_interval_verdict",
     "speed_verdict",
     "time_icl_vs_anchor",
 ]
@@ -125,6 +126,8 @@ class CompressionResult:
     counts: dict  # token_counts of Hidden_anchor
     random_top_draw: int  # which draw won Hidden_random-top
     n_test: int
+    # method -> {"label_loyal": 0/1, "word_loyal": Jaccard, "correct": 0/1} per input (same inputs for every method)
+    per_input: dict = field(default_factory=dict)
 
 
 METHODS = ("ICL", "Text_anchor", "Hidden_random", "Hidden_random-top", "Hidden_anchor")
@@ -136,26 +139,61 @@ def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int 
     prompts, lids, seed = icl_set.prompts, icl_set.label_ids, icl_set.seed
     ref = vanilla_predictions(model, prompts, lids, batch_size)  # full ICL (notebook 00's run, stored by content)
 
-    def score(pr: Predictions) -> dict:
+    per_input: dict = {}
+
+    def score(pr: Predictions, name: str | None = None) -> dict:
+        if name is not None:
+            per_input[name] = {"label_loyal": label_loyalty_rows(pr.pred, ref.pred).tolist(),
+                               "word_loyal": word_loyalty_rows(pr.topk, ref.topk, k=5).tolist(),
+                               "correct": (pr.pred == pr.gold).int().tolist()}
         return dict(label_loyalty=label_loyalty(pr.pred, ref.pred),
                     word_loyalty=word_loyalty(pr.topk, ref.topk, k=5),
                     accuracy=pr.accuracy)
 
-    out = {"ICL": score(ref)}
+    out = {"ICL": score(ref, "ICL")}
     ta = text_anchor_prompts(model, icl_set.task, icl_set.demos, icl_set.test)
     shared = shared_prefix_or_none(model, ta) is not None  # the text-less demonstrations, also run once
-    out["Text_anchor"] = score((predict_shared if shared else predict)(model, ta, lids, batch_size))
+    out["Text_anchor"] = score((predict_shared if shared else predict)(model, ta, lids, batch_size), "Text_anchor")
     anchor = build_cache(model, prompts[0])
-    out["Hidden_anchor"] = score(predict_cached(model, anchor, prompts, lids, batch_size))
+    out["Hidden_anchor"] = score(predict_cached(model, anchor, prompts, lids, batch_size), "Hidden_anchor")
     draws = []
     for d in tqdm(range(max(1, random_top_draws)), desc="random draws", disable=not progress, leave=False):
         c = build_cache(model, prompts[0], random_keep(prompts[0], seed=int(seed) * 1000 + d))
-        draws.append(score(predict_cached(model, c, prompts, lids, batch_size)))
+        draws.append(score(predict_cached(model, c, prompts, lids, batch_size), f"draw {d}"))
     out["Hidden_random"] = draws[0]
     best = int(np.argmax([s["label_loyalty"] for s in draws]))
     out["Hidden_random-top"] = draws[best]
+    per_input["Hidden_random"], per_input["Hidden_random-top"] = per_input["draw 0"], per_input[f"draw {best}"]
+    per_input = {m: per_input[m] for m in METHODS}
     return CompressionResult(icl_set.task.name, seed, {m: out[m] for m in METHODS}, token_counts(prompts, anchor),
-                             best, len(prompts))
+                             best, len(prompts), per_input)
+
+
+def table2_interval_verdict(gaps: dict) -> tuple[str, dict]:
+    """Verdict on §3.2 from 95% intervals (criteria fixed before the run).
+
+    ``gaps[(other, metric)]``: the interval of Hidden_anchor minus ``other``
+    (Text_anchor, Hidden_random, Hidden_random-top), paired per input, for
+    ``metric`` in label_loyalty / word_loyalty (task-averaged).
+
+    "replicates": all six intervals lie above zero (Hidden_anchor is the most
+    loyal compressed method on both metrics); "partly": all three lie above zero
+    for one metric, or the four against the hidden random baselines do;
+    "does not replicate": on both metrics some method's interval lies below zero
+    (Hidden_anchor clearly less loyal); otherwise "inconclusive".
+    """
+    others = ["Text_anchor", "Hidden_random", "Hidden_random-top"]
+    metrics = ("label_loyalty", "word_loyalty")
+    above = {k: iv.low > 0 for k, iv in gaps.items()}
+    checks = {f"above all on {m}": all(above[(o, m)] for o in others) for m in metrics}
+    checks["above the hidden random baselines on both"] = all(above[(o, m)] for o in others[1:] for m in metrics)
+    if all(checks[f"above all on {m}"] for m in metrics):
+        return "replicates", checks
+    if any(checks.values()):
+        return "partly", checks
+    if all(any(gaps[(o, m)].high < 0 for o in others) for m in metrics):
+        return "does not replicate", checks
+    return "inconclusive", checks
 
 
 def table2_verdict(table: dict) -> str:

@@ -190,3 +190,26 @@ def test_run_compression_end_to_end(tiny_models):
     assert r.metrics["ICL"]["label_loyalty"] == 1.0 and r.metrics["ICL"]["word_loyalty"] == 1.0
     assert r.metrics["Hidden_random-top"]["label_loyalty"] >= r.metrics["Hidden_random"]["label_loyalty"]
     assert all(0 <= v <= 1 for d in r.metrics.values() for v in d.values())
+    # per-input values average to the reported metrics, for every method
+    assert list(r.per_input) == list(METHODS)
+    for meth, d in r.per_input.items():
+        for col, met in [("label_loyal", "label_loyalty"), ("word_loyal", "word_loyalty"), ("correct", "accuracy")]:
+            assert len(d[col]) == r.n_test
+            assert sum(d[col]) / r.n_test == pytest.approx(r.metrics[meth][met])
+
+
+def test_table2_interval_verdict():
+    from helpers.compression import table2_interval_verdict
+    from helpers.stats import Interval
+
+    up, zero, down = Interval(5, 1, 9, 5, 320), Interval(0, -3, 3, 5, 320), Interval(-5, -9, -1, 5, 320)
+    others = ["Text_anchor", "Hidden_random", "Hidden_random-top"]
+    metrics = ["label_loyalty", "word_loyalty"]
+    assert table2_interval_verdict({(o, m): up for o in others for m in metrics})[0] == "replicates"
+    one_metric = {(o, m): (up if m == "label_loyalty" else zero) for o in others for m in metrics}
+    assert table2_interval_verdict(one_metric)[0] == "partly"
+    hidden_only = {(o, m): (down if o == "Text_anchor" else up) for o in others for m in metrics}
+    assert table2_interval_verdict(hidden_only)[0] == "partly"
+    assert table2_interval_verdict({(o, m): zero for o in others for m in metrics})[0] == "inconclusive"
+    worse = {(o, m): (down if o == "Text_anchor" else zero) for o in others for m in metrics}
+    assert table2_interval_verdict(worse)[0] == "does not replicate"
