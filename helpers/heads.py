@@ -104,6 +104,8 @@ __all__ = [
     "ablation_hooks",
     "ablation_hook_pair",
     "ablation_accuracy",
+    "ablation_predictions",
+    "ablation_interval_part",
     "value_output_vectors",
     "ValueOutputs",
     "value_outputs",
@@ -537,13 +539,19 @@ def ablation_hooks(heads: Sequence[Head], ablation: str = "zero", means: torch.T
     return ablation_hook_pair(heads, ablation, means, at)[1]
 
 
-def ablation_accuracy(model, prompts: Sequence[Prompt], label_ids: Sequence[int], heads: Sequence[Head],
-                      batch_size: int = 16, *, shared: bool = True, **kw) -> float:
-    """ICL accuracy with ``heads`` ablated (``**kw`` to :func:`ablation_hook_pair`). Prompts sharing their
+def ablation_predictions(model, prompts: Sequence[Prompt], label_ids: Sequence[int], heads: Sequence[Head],
+                         batch_size: int = 16, *, shared: bool = True, **kw) -> Predictions:
+    """Predictions with ``heads`` ablated (``**kw`` to :func:`ablation_hook_pair`). Prompts sharing their
     demonstrations run them once (with ``at="all"``, with the heads ablated there too)."""
     prefix_hooks, hooks = ablation_hook_pair(heads, **kw) if heads else ([], None)
     cache = _shared_cache(model, prompts, shared, prefix_hooks)
-    return _predict(model, prompts, label_ids, batch_size, hooks=hooks, cache=cache).accuracy
+    return _predict(model, prompts, label_ids, batch_size, hooks=hooks, cache=cache)
+
+
+def ablation_accuracy(model, prompts: Sequence[Prompt], label_ids: Sequence[int], heads: Sequence[Head],
+                      batch_size: int = 16, *, shared: bool = True, **kw) -> float:
+    """ICL accuracy with ``heads`` ablated (:func:`ablation_predictions`)."""
+    return ablation_predictions(model, prompts, label_ids, heads, batch_size, shared=shared, **kw).accuracy
 
 
 # ------------------------------------------------------------------ value-output vectors
@@ -813,8 +821,25 @@ def heads_sizes(profile) -> dict:
 
 
 # criteria fixed before the runs (see notebook 07)
+def ablation_interval_part(drop, excess, big: float = 0.20) -> str:
+    """The ablation claim from 95% intervals (criteria fixed before the run).
+
+    ``drop``: plain minus in-context-heads-ablated accuracy; ``excess``: random-heads-ablated minus
+    in-context-heads-ablated accuracy (the paper's contrast), both paired per input
+    (:class:`helpers.stats.Interval`). "replicates": the excess lies above zero and the drop at or above
+    ``big``; "partly": the excess lies above zero; "does not replicate": it lies below zero;
+    "inconclusive": it contains zero.
+    """
+    if excess.low > 0:
+        return "replicates" if drop.low >= big else "partly"
+    if excess.high < 0:
+        return "does not replicate"
+    return "inconclusive"
+
+
 def verdict(acc_before: float, acc_ablated: float, acc_random: float, carrying: float, corr_attn: float,
-            corr_vo: float, majority_red: float, majority_bias: float, recency_red: float, recency_bias: float) -> tuple[str, dict]:
+            corr_vo: float, majority_red: float, majority_bias: float, recency_red: float, recency_bias: float,
+            ablation: str | None = None) -> tuple[str, dict]:
     """Per-claim and overall verdicts.
 
     - ablation: replicates if the in-context heads drop accuracy by >= 0.20 and by >= 2x the random heads'
@@ -825,7 +850,9 @@ def verdict(acc_before: float, acc_ablated: float, acc_random: float, carrying: 
     - each bias reduction: "no measurable bias" if the bias is < 0.05; replicates if the reduction is >= 10%;
       partly if > 0; else does not replicate.
     Overall: "replicates" if every measurable claim replicates, "does not replicate" if none does even
-    partly, else "partly".
+    partly, else "partly". ``ablation``: the ablation part already graded from intervals
+    (:func:`ablation_interval_part`), used instead of the point rule. Overall "inconclusive" when no
+    part replicates even partly and some part is inconclusive.
     """
     def grade(ok, part):
         return "replicates" if ok else ("partly" if part else "does not replicate")
@@ -836,15 +863,19 @@ def verdict(acc_before: float, acc_ablated: float, acc_random: float, carrying: 
         "value_output": grade(carrying >= 0.75, carrying >= 0.60),
         "two_towers": grade(corr_attn >= 0.5 and corr_attn - abs(corr_vo) >= 0.2, corr_attn > abs(corr_vo)),
     }
+    if ablation is not None:
+        parts["ablation"] = ablation
     for name, red, b in (("majority", majority_red, majority_bias), ("recency", recency_red, recency_bias)):
         parts[name] = "no measurable bias" if not abs(b) >= 0.05 else grade(red >= 10, red > 0)
     graded = [v for v in parts.values() if v != "no measurable bias"]
     if graded and all(v == "replicates" for v in graded):
         overall = "replicates"
-    elif all(v == "does not replicate" for v in graded):
-        overall = "does not replicate"
-    else:
+    elif any(v in ("replicates", "partly") for v in graded):
         overall = "partly"
+    elif "inconclusive" in graded:
+        overall = "inconclusive"
+    else:
+        overall = "does not replicate"
     return overall, parts
 
 
@@ -944,14 +975,16 @@ def ablation_runs(model, uts: dict[str, UnrelatedTask], heads: dict[str, Sequenc
     """Accuracy on the evaluation prompts plain, with ``heads[task]`` zero-ablated at q, and with as many random
     heads (drawn with the seed, disjoint from ``heads[task]``) ablated (cache kind ``"heads_ablation"``).
 
-    Returns ``{(task, seed): {"plain", "in-context heads ablated", "random heads ablated", "random_heads"}}``.
+    Returns ``{(task, seed): {"plain", "in-context heads ablated", "random heads ablated", "random_heads",
+    "correct"}}``; ``correct`` maps each condition to its per-input 0/1 (same inputs in every condition).
     """
     def run(ps, hs, seed):
         rnd = random_heads(model, len(hs), seed=seed, exclude=hs)
-        return {"plain": ablation_accuracy(model, ps.prompts, ps.label_ids, [], batch_size),
-                "in-context heads ablated": ablation_accuracy(model, ps.prompts, ps.label_ids, hs, batch_size),
-                "random heads ablated": ablation_accuracy(model, ps.prompts, ps.label_ids, rnd, batch_size),
-                "random_heads": rnd}
+        preds = {"plain": ablation_predictions(model, ps.prompts, ps.label_ids, [], batch_size),
+                 "in-context heads ablated": ablation_predictions(model, ps.prompts, ps.label_ids, hs, batch_size),
+                 "random heads ablated": ablation_predictions(model, ps.prompts, ps.label_ids, rnd, batch_size)}
+        return {**{c: p.accuracy for c, p in preds.items()}, "random_heads": rnd,
+                "correct": {c: (p.pred == p.gold).int().tolist() for c, p in preds.items()}}
 
     return _eval_runs("heads_ablation", model, uts, sizes, seeds, model_name, run, heads=heads)
 

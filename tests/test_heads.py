@@ -589,3 +589,19 @@ def test_runs_read_label_words_from_the_task(tiny_gpt2, ut):
         H.accuracy_runs(tiny_gpt2, {"sst2": other}, RUN_SIZES)
     with pytest.raises(ValueError, match="kinds"):
         H.bias_runs(tiny_gpt2, {"sst2": ut}, {"sst2": [(0, 0)]}, RUN_SIZES, kinds=("order",))
+
+
+def test_ablation_interval_part_and_overall_verdict():
+    from helpers.stats import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 5, 320)
+
+    assert H.ablation_interval_part(iv(0.3, 0.5), iv(0.2, 0.4)) == "replicates"
+    assert H.ablation_interval_part(iv(0.1, 0.3), iv(0.05, 0.2)) == "partly"
+    assert H.ablation_interval_part(iv(-0.05, 0.05), iv(-0.03, 0.04)) == "inconclusive"
+    assert H.ablation_interval_part(iv(-0.2, -0.1), iv(-0.2, -0.05)) == "does not replicate"
+    overall, parts = H.verdict(0.5, 0.5, 0.5, 0.5, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, ablation="inconclusive")
+    assert parts["ablation"] == "inconclusive" and overall == "inconclusive"
+    overall, _ = H.verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, ablation="inconclusive")
+    assert overall == "partly"  # the value-output part replicates
