@@ -72,7 +72,20 @@ runs = isolation_runs(model, profile.tasks, budget["seeds"], budget["n"], k_main
 df = loyalty_frame(runs)
 df["task"] = df["task"].map(lambda t: get_task(t).display)
 k = budget["k_main"]
-fig = plots.loyalty_bars(df, k=k, title=f"Isolation in the first / last {k} layers, {current_model_name()}")
+main = df[df.k == k]
+conds = [("label", "first"), ("label", "last"), ("random", "first"), ("random", "last")]
+
+
+def cells(c, w, metric):
+    """{(task, seed): per-input values} of one condition at k (metric: label_loyal / word_loyal)."""
+    sub = main[(main.condition == c) & (main["where"] == w)]
+    return {(r.task, r.seed): getattr(r, metric) for r in sub.itertuples()}
+
+
+# 95% intervals over seeds and, within each seed, test inputs (helpers.stats)
+ivs = {(c, w, m): bootstrap_means(cells(c, w, m)) for c, w in conds for m in ("label_loyal", "word_loyal")}
+fig = plots.loyalty_bars(df, k=k, title=f"Isolation in the first / last {k} layers, {current_model_name()}",
+                         intervals={((c, w), f"{m}ty"): iv.scaled(100) for (c, w, m), iv in ivs.items()})
 save_figure(fig, "02_isolation_loyalty")
 
 # %% [markdown]
@@ -126,18 +139,8 @@ print(f"{get_task(t5_task).display}: share of top-5 tokens that are label words:
 # some condition's paired difference lies below zero, "inconclusive" otherwise.
 
 # %%
-main = df[df.k == k]
-conds = [("label", "first"), ("label", "last"), ("random", "first"), ("random", "last")]
 paper_expect = {("label", "first"): "lowest (hurts most)", ("label", "last"): "high (barely matters)",
                 ("random", "first"): "high", ("random", "last"): "high"}
-
-
-def cells(c, w, metric):
-    sub = main[(main.condition == c) & (main["where"] == w)]
-    return {(r.task, r.seed): getattr(r, metric) for r in sub.itertuples()}
-
-
-ivs = {(c, w, m): bootstrap_means(cells(c, w, m)) for c, w in conds for m in ("label_loyal", "word_loyal")}
 drop = {(c, w): bootstrap_means(paired_differences(cells(c, w, "label_loyal"), cells("label", "first", "label_loyal")))
         for c, w in conds[1:]}
 table = pd.DataFrame({

@@ -89,8 +89,19 @@ table2 = pd.concat([paper2, avg.add_prefix(f"{model_name.split('/')[-1]} (ours) 
 table2
 
 # %%
-fig = plots.plot_compression_bars(long.groupby(["method", "metric"]).value.mean().reset_index(),
-                                  title=f"{model_name}: loyalty and accuracy, mean over tasks")
+per_metric = {"label_loyalty": "label_loyal", "word_loyalty": "word_loyal", "accuracy": "correct"}
+
+
+def cells(method, metric):
+    """{(task, seed): per-input values} of one method (metric: label_loyal / word_loyal / correct)."""
+    return {(t, s): r.per_input[method][metric] for (t, s), r in results.items()}
+
+
+# 95% intervals over seeds and, within each seed, test inputs (helpers.stats)
+ivs = {(m, met): bootstrap_means(cells(m, col)).scaled(100) for m in METHODS for met, col in per_metric.items()}
+bars = long.groupby(["method", "metric"], sort=False).value.mean().reset_index()
+fig = plots.plot_compression_bars(bars, title=f"{model_name}: loyalty and accuracy, mean over tasks",
+                                  intervals={(met, m): iv.scaled(0.01) for (m, met), iv in ivs.items()})
 save_figure(fig, "05_table2_bars")
 
 # %% [markdown]
@@ -130,13 +141,7 @@ save_figure(fig, "05_speedup")
 # task is faster than full ICL.
 
 # %%
-def cells(method, metric):
-    return {(t, s): r.per_input[method][metric] for (t, s), r in results.items()}
-
-
-per_metric = {"label_loyalty": "label_loyal", "word_loyalty": "word_loyal", "accuracy": "correct"}
 names_ = {"label_loyalty": "label loyalty", "word_loyalty": "word loyalty", "accuracy": "accuracy"}
-ivs = {(m, met): bootstrap_means(cells(m, col)).scaled(100) for m in METHODS for met, col in per_metric.items()}
 gaps = {(o, met): bootstrap_means(paired_differences(cells("Hidden_anchor", per_metric[met]),
                                                      cells(o, per_metric[met]))).scaled(100)
         for o in ("Text_anchor", "Hidden_random", "Hidden_random-top") for met in ("label_loyalty", "word_loyalty")}

@@ -117,7 +117,11 @@ abl_df = pd.DataFrame([{"task": UT[t].task.display.split(" (")[0], "seed": seed,
                        for cond in ("plain", "in-context heads ablated", "random heads ablated")])
 abl_table = abl_df.pivot_table(index="task", columns="condition", values="accuracy", aggfunc="mean").round(3)
 display(abl_table)
-fig = plots.plot_ablation(abl_df)
+conds = ("plain", "in-context heads ablated", "random heads ablated")
+abl_cells = {c: {key: r["correct"][c] for key, r in ABL.items()} for c in conds}  # per-input 0/1
+task_iv = {(UT[t].task.display.split(" (")[0], c): bootstrap_means({s: v for (tt, s), v in abl_cells[c].items() if tt == t})
+           for t in task_names for c in conds}
+fig = plots.plot_ablation(abl_df, intervals=task_iv)
 save_figure(fig, "07_ablation")
 
 # %% [markdown]
@@ -207,8 +211,6 @@ save_figure(fig, "07_biases")
 # a small offline model on a CPU budget.
 
 # %%
-conds = ("plain", "in-context heads ablated", "random heads ablated")
-abl_cells = {c: {key: r["correct"][c] for key, r in ABL.items()} for c in conds}
 abl_iv = {c: bootstrap_means(abl_cells[c]) for c in conds}
 drop_iv = bootstrap_means(paired_differences(abl_cells["plain"], abl_cells["in-context heads ablated"]))
 excess_iv = bootstrap_means(paired_differences(abl_cells["random heads ablated"], abl_cells["in-context heads ablated"]))

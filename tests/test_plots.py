@@ -24,3 +24,30 @@ def test_anchor_html_marks_label_format_and_q(tiny_models):
     p = build_prompt(m, "sst2", [Demo("good", 1)], Demo("bad", 0))
     html = plots.anchor_html(m, p)
     assert html.count("(p_k)") == 1 and f"pos {p.q}: q" in html and "format" in html
+
+
+def test_interval_bars_sit_on_their_bars():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    import seaborn as sns
+
+    from helpers.plots import interval_bars
+    from helpers.stats import Interval
+
+    df = pd.DataFrame({"x": ["a", "a", "b", "b"], "hue": ["u", "v", "u", "v"], "y": [0.2, 0.4, 0.6, 0.8]})
+    fig, ax = plt.subplots()
+    sns.barplot(data=df, x="x", y="y", hue="hue", errorbar=None, ax=ax)
+    ivs = {(r.x, r.hue): Interval(r.y, r.y - 0.05, r.y + 0.1, 5, 320) for r in df.itertuples()}
+    interval_bars(ax, ["a", "b"], ["u", "v"], ivs)
+    from matplotlib.container import ErrorbarContainer
+
+    bars = sorted((p.get_x() + p.get_width() / 2, p.get_height()) for p in ax.patches if p.get_height() > 0)
+    segs = [c.lines[2][0].get_segments()[0] for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    lines = sorted((seg[0][0], min(seg[0][1], seg[1][1]), max(seg[0][1], seg[1][1])) for seg in segs)
+    assert len(lines) == 4
+    for (bx, by), (lx, lo, hi) in zip(bars, lines):
+        assert abs(bx - lx) < 1e-9 and abs(lo - (by - 0.05)) < 1e-9 and abs(hi - (by + 0.1)) < 1e-9
+    plt.close(fig)

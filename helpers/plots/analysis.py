@@ -49,10 +49,12 @@ def saliency_view(model, prompt, sal, layers: Sequence[int]):
     return cv.attention.attention_patterns(tokens=toks, attention=mats)
 
 
-def loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = ""):
+def loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: dict | None = None):
     """Label and word loyalty (%) of the four isolation conditions at ``k`` layers (paper Fig 4).
 
     ``df`` columns: task, seed, condition, where, k, label_loyalty, word_loyalty (fractions).
+    ``intervals[((condition, where), metric)]``: intervals in % drawn as the error bars (otherwise
+    the std over tasks and seeds).
     """
     d = df[df.k == k].copy()
     d["setting"] = d["condition"] + " words, " + d["where"] + f" {k}"
@@ -62,7 +64,14 @@ def loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = ""):
     order = [f"label words, first {k}", f"label words, last {k}", f"random words, first {k}",
              f"random words, last {k}"]
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    sns.barplot(data=long, x="setting", y="loyalty", hue="metric", order=order, errorbar="sd", ax=ax)
+    sns.barplot(data=long, x="setting", y="loyalty", hue="metric", order=order, hue_order=["label_loyalty", "word_loyalty"],
+                errorbar=None if intervals else "sd", ax=ax)
+    if intervals:
+        from .setting import interval_bars
+
+        interval_bars(ax, order, ["label_loyalty", "word_loyalty"],
+                      {(f"{c} words, {w} {k}", m): iv for ((c, w), m), iv in intervals.items()})
+        ax.legend(fontsize=8)
     ax.set_ylim(0, 105)
     ax.set_ylabel("loyalty (%)")
     ax.set_xlabel("")

@@ -29,14 +29,19 @@ def plot_head_map(gain, drop, chosen: Sequence[tuple[int, int]] = (), title: str
     return fig
 
 
-def plot_ablation(df: pd.DataFrame):
-    """Bars of accuracy per task and condition (columns: task, condition, accuracy)."""
+def plot_ablation(df: pd.DataFrame, intervals: dict | None = None):
+    """Bars of accuracy per task and condition (columns: task, condition, accuracy); ``intervals[(task,
+    condition)]`` drawn as error bars."""
     fig, ax = plt.subplots(figsize=(7, 3.2))
     sns.barplot(data=df, x="task", y="accuracy", hue="condition", ax=ax, errorbar=None)
-    ax.axhline(0.5, ls=":", c="grey", lw=1)
+    if intervals:
+        from .setting import interval_bars
+
+        interval_bars(ax, list(dict.fromkeys(df["task"])), list(dict.fromkeys(df["condition"])), intervals)
+    ax.axhline(0.5, ls=":", c="grey", lw=1, label="chance")
     ax.set_ylim(0, 1)
     ax.set_title("ICL accuracy (foo/bar labels): heads ablated at q")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return fig
 
