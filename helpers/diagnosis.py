@@ -31,6 +31,7 @@ tests).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -52,6 +53,9 @@ __all__ = [
     "predicted_confusion",
     "actual_confusion",
     "rank_correlation",
+    "seed_averaged_spearman",
+    "spearman_interval",
+    "diagnosis_interval_verdict",
     "diagnose",
     "layer_sweep",
     "default_layer",
@@ -264,6 +268,44 @@ def diagnose(vecs: QKVectors, layer: int, n_components: int = 10) -> dict:
 def layer_sweep(vecs: QKVectors, n_components: int = 10) -> dict[int, float]:
     """Rank correlation of predicted vs actual confusion at every collected layer."""
     return {l: diagnose(vecs, l, n_components)["spearman"] for l in vecs.layers}
+
+
+def _subset(v: QKVectors, idx) -> QKVectors:
+    idx = torch.as_tensor(np.asarray(idx), dtype=torch.long)
+    return QKVectors(v.queries[idx], v.keys, v.label_probs[idx], v.gold[idx], v.layers)
+
+
+def seed_averaged_spearman(vecs: dict, layer: int, n_components: int = 10, sample=None) -> float:
+    """Spearman of the predicted and actual confusion, each averaged over seeds (``vecs``: ``{seed: QKVectors}``).
+
+    ``sample``: ``[(seed, input indices), ...]`` (:func:`helpers.stats.bootstrap_statistic`); default all inputs.
+    """
+    sample = sample if sample is not None else [(s, np.arange(len(v.gold))) for s, v in vecs.items()]
+    outs = [diagnose(_subset(vecs[s], idx), layer, n_components) for s, idx in sample]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pred = np.mean([o["predicted"] for o in outs], axis=0)
+        act = np.nanmean([o["actual"] for o in outs], axis=0)
+    return rank_correlation(pred, act)
+
+
+def spearman_interval(vecs: dict, layer: int, n_components: int = 10, n_boot: int = 1000, seed: int = 0):
+    """:func:`seed_averaged_spearman` with its 95% two-level bootstrap interval (seeds, then inputs)."""
+    from .stats import bootstrap_statistic
+
+    return bootstrap_statistic({s: len(v.gold) for s, v in vecs.items()},
+                               lambda sample: seed_averaged_spearman(vecs, layer, n_components, sample), n_boot, seed=seed)
+
+
+def diagnosis_interval_verdict(iv, strong: float = 0.5) -> str:
+    """Verdict on §3.3 from the 95% interval of the rank correlation (criteria fixed before the run):
+    "replicates" if the interval lies above zero and the estimate is at least ``strong``; "partly" if it lies
+    above zero; "does not replicate" if it lies below zero; "inconclusive" if it contains zero."""
+    if iv.low > 0:
+        return "replicates" if iv.estimate >= strong else "partly"
+    if iv.high < 0:
+        return "does not replicate"
+    return "inconclusive"
 
 
 def default_layer(model) -> int:

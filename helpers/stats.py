@@ -35,8 +35,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Interval", "bootstrap_means", "paired_differences", "interval_verdict", "cells_from_frame", "N_BOOT",
-           "LEVEL"]
+__all__ = ["Interval", "bootstrap_means", "bootstrap_statistic", "paired_differences", "interval_verdict",
+           "cells_from_frame", "N_BOOT", "LEVEL"]
 
 N_BOOT = 4000
 LEVEL = 0.95
@@ -119,6 +119,36 @@ def bootstrap_means(values, n_boot: int = N_BOOT, level: float = LEVEL, seed: in
     a = (1 - level) / 2
     lo, hi = np.quantile(stat, [a, 1 - a])
     return Interval(estimate, float(lo), float(hi), len(seeds), int(sum(v.size for v in cells.values())), level)
+
+
+def bootstrap_statistic(sizes: Mapping, statistic, n_boot: int = 1000, level: float = LEVEL, seed: int = 0,
+                        max_undefined: float = 0.1) -> Interval:
+    """Two-level bootstrap of a statistic that is not a mean of per-input values (a rank correlation, an AUC).
+
+    ``sizes``: ``{seed: number of inputs}``. ``statistic(sample)`` gets a list of
+    ``(seed, input indices)``, one entry per drawn seed (a seed may be drawn
+    twice), and returns a float; the full data is ``[(s, arange(n)) for each seed]``.
+    Resampling as in :func:`bootstrap_means`: seeds with replacement (skipped with
+    one seed), then inputs within each. Replicates where the statistic is NaN are
+    dropped; if more than ``max_undefined`` of them are, a ValueError says so
+    instead of reporting an interval of the rest.
+    """
+    if not sizes or any(int(n) < 1 for n in sizes.values()):
+        raise ValueError("bootstrap_statistic needs at least one seed with at least one input")
+    keys = list(sizes)
+    rng = np.random.default_rng(seed)
+    estimate = float(statistic([(k, np.arange(int(sizes[k]))) for k in keys]))
+    stats = np.empty(n_boot)
+    for b in range(n_boot):
+        drawn = [keys[i] for i in rng.integers(0, len(keys), len(keys))] if len(keys) > 1 else keys
+        stats[b] = statistic([(k, rng.integers(0, int(sizes[k]), int(sizes[k]))) for k in drawn])
+    ok = np.isfinite(stats)
+    if (~ok).mean() > max_undefined:
+        raise ValueError(f"the statistic is undefined in {(~ok).mean():.0%} of the bootstrap samples; "
+                         "too few inputs for an interval")
+    a = (1 - level) / 2
+    lo, hi = np.quantile(stats[ok], [a, 1 - a])
+    return Interval(estimate, float(lo), float(hi), len(keys), int(sum(int(n) for n in sizes.values())), level)
 
 
 def paired_differences(a, b, a_ids=None, b_ids=None) -> dict[tuple, np.ndarray]:

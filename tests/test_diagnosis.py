@@ -139,3 +139,22 @@ def test_gemma_vectors_are_the_ones_attention_uses(gemma, shared):
         k_used = v.keys[0, c].reshape(H, d)[::rep][None]
         torch.testing.assert_close(_rotate(attn, k_used, pos)[0], cache[f"blocks.{l}.attn.hook_rot_k"][0, pos],
                                    atol=1e-4, rtol=1e-4)
+
+
+def test_spearman_interval_and_verdict(tiny_model):
+    from helpers.diagnosis import diagnosis_interval_verdict, seed_averaged_spearman, spearman_interval
+    from helpers.prompts import make_icl_set
+    from helpers.stats import Interval
+
+    vecs = {}
+    for seed in (42, 43):
+        s = make_icl_set(tiny_model, "trec", seed=seed, n_test=24)
+        vecs[seed] = collect_qk(tiny_model, s.prompts, s.label_ids, layers=[1])
+    rho = seed_averaged_spearman(vecs, 1, n_components=4)
+    iv = spearman_interval(vecs, 1, n_components=4, n_boot=40)
+    assert iv.estimate == pytest.approx(rho) and iv.n_seeds == 2 and iv.n_inputs == 48
+    assert -1 <= iv.low <= iv.high <= 1
+    assert diagnosis_interval_verdict(Interval(0.6, 0.2, 0.8, 1, 120)) == "replicates"
+    assert diagnosis_interval_verdict(Interval(0.3, 0.1, 0.5, 1, 120)) == "partly"
+    assert diagnosis_interval_verdict(Interval(0.3, -0.1, 0.6, 1, 120)) == "inconclusive"
+    assert diagnosis_interval_verdict(Interval(-0.4, -0.6, -0.1, 1, 120)) == "does not replicate"

@@ -101,3 +101,22 @@ def test_summary_row_renders_an_interval():
 
     row = summary_row("claim", 0.5, Interval(0.61, 0.55, 0.67, 5, 320), "replicates")
     assert row["ours"] == "0.610 [0.550, 0.670] (95% CI; 5 seed(s), 320 inputs)"
+
+
+def test_bootstrap_statistic_matches_bootstrap_means_for_a_mean():
+    from helpers.stats import bootstrap_statistic
+
+    rng = np.random.default_rng(3)
+    data = {s: rng.random(50) for s in (1, 2, 3)}
+
+    def mean_stat(sample):
+        return float(np.mean([data[s][idx].mean() for s, idx in sample]))
+
+    a = bootstrap_statistic({s: 50 for s in data}, mean_stat, n_boot=2000)
+    b = bootstrap_means(data, n_boot=2000)
+    assert a.estimate == pytest.approx(b.estimate)
+    assert a.low == pytest.approx(b.low, abs=0.02) and a.high == pytest.approx(b.high, abs=0.02)
+    with pytest.raises(ValueError, match="undefined"):
+        bootstrap_statistic({1: 5}, lambda sample: float("nan"), n_boot=50)
+    with pytest.raises(ValueError, match="at least one"):
+        bootstrap_statistic({}, mean_stat)
