@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import warnings
+
 import numpy as np
 import torch
 from jaxtyping import Float, Int
@@ -191,10 +193,11 @@ def aucroc_budget(profile) -> dict:
 
 
 def aucroc_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int, batch_size: int = 16,
-                profile: str = "", progress: bool = True):
+                profile: str = "", progress: bool = True, raw: dict | None = None):
     """``AUCROC_l`` and ``R_l`` for every (task, seed), cached; a long ``pandas.DataFrame``.
 
-    Columns: model, task, seed, layer, auc, r, n, accuracy, n_pred_classes.
+    Columns: model, task, seed, layer, auc, r, n, accuracy, n_pred_classes. ``raw``, if
+    given, is filled with ``{(task, seed): {"scores", "pred", "gold"}}`` (for intervals).
     """
     import warnings
 
@@ -219,6 +222,8 @@ def aucroc_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int
             return {"scores": scores, "pred": preds.pred, "gold": preds.gold}
 
         res = cached("aucroc", {"model": name, "task": task, "seed": seed, "n": m, "profile": profile}, run)
+        if raw is not None:
+            raw[(task, seed)] = res
         auc = aucroc_per_layer(res["scores"], res["pred"])
         r = cumulative_r(auc)
         acc = float((res["pred"] == res["gold"]).float().mean())
@@ -228,6 +233,38 @@ def aucroc_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int
     return pd.DataFrame(rows)
 
 
+def seed_curve(raw: dict, seed, idx: dict | None = None) -> np.ndarray:
+    """One seed's ``AUCROC_l`` curve, averaged over tasks (``idx``: ``{task: input indices}``, default all)."""
+    curves = []
+    for (t, s), res in raw.items():
+        if s != seed:
+            continue
+        i = slice(None) if idx is None else torch.as_tensor(np.asarray(idx[t]), dtype=torch.long)
+        curves.append(aucroc_per_layer(res["scores"][i], res["pred"][i]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(curves, axis=0)
+
+
+def peak_interval(raw: dict, n_boot: int = 200, seed: int = 0):
+    """Peak ``AUCROC_l`` of each seed's task-averaged curve, mean over seeds, with its 95% interval
+    (:func:`helpers.stats.bootstrap_statistic`: seeds, then inputs within each task and seed).
+
+    The peak is a maximum over layers, so on few inputs the resampled peaks lean high (each resample
+    picks its own best layer); read the interval as the spread of that statistic, not as a bound
+    on one fixed layer's AUCROC.
+    """
+    from .stats import bootstrap_statistic
+
+    seeds = sorted({s for _, s in raw})
+    sizes = {s: {t: len(res["pred"]) for (t, ss), res in raw.items() if ss == s} for s in seeds}
+
+    def stat(sample):
+        return float(np.mean([np.nanmax(seed_curve(raw, s, idx)) for s, idx in sample]))
+
+    return bootstrap_statistic(sizes, stat, n_boot, seed=seed)
+
+
 def mean_curves(df) -> "pd.DataFrame":
     """AUCROC_l averaged over tasks and seeds (nan runs skipped), and R_l recomputed from that mean curve."""
     mean = df.groupby("layer", as_index=False)["auc"].mean()
@@ -235,26 +272,36 @@ def mean_curves(df) -> "pd.DataFrame":
     return mean
 
 
-def aucroc_verdict(mean: "pd.DataFrame", peak_target: float = 0.8, tolerance: float = 0.05) -> tuple[str, dict]:
+def aucroc_verdict(mean: "pd.DataFrame", peak_target: float = 0.8, tolerance: float = 0.05,
+                   peak_iv=None) -> tuple[str, dict]:
     """Verdict on the §2.3 claim from one model's task/seed-averaged curve (:func:`mean_curves`).
 
     Criteria, fixed before any run:
-      1. the peak AUCROC_l is >= ``peak_target - tolerance`` (paper: "about 0.8");
+      1. the peak AUCROC_l is >= ``peak_target - tolerance`` (paper: "about 0.8"); with ``peak_iv``
+         (:func:`peak_interval`), its whole 95% interval must be;
       2. the peak lies in the deeper half of the layers;
       3. R_l first passes 0.5 outside the shallow third of the layers (growth mainly in middle/late layers).
-    "replicates" if all hold; "partly" if at least one holds; else "does not replicate".
+    "replicates" if all hold; "partly" if at least one holds; "inconclusive" if none holds but the
+    interval of check 1 straddles the threshold; else "does not replicate".
     """
     auc, r = mean["auc"].to_numpy(), mean["r"].to_numpy()
     L = len(auc)
     cross = crossing_layer(r)
+    thr = peak_target - tolerance
+    peak_ok = bool(np.nanmax(auc) >= thr) if peak_iv is None else bool(peak_iv.low >= thr)
     checks = {
-        f"peak AUCROC >= {peak_target - tolerance:.2f}": bool(np.nanmax(auc) >= peak_target - tolerance),
+        f"peak AUCROC >= {thr:.2f}" + (" (whole interval)" if peak_iv is not None else ""): peak_ok,
         "peak in deeper half": bool(int(np.nanargmax(auc)) >= L // 2),
         "R_l passes 0.5 after the first third": bool(cross is not None and cross >= L // 3),
     }
     n_ok = sum(checks.values())
-    verdict = "replicates" if n_ok == len(checks) else "partly" if n_ok else "does not replicate"
-    return verdict, checks
+    if n_ok == len(checks):
+        return "replicates", checks
+    if n_ok:
+        return "partly", checks
+    if peak_iv is not None and peak_iv.high >= thr:
+        return "inconclusive", checks
+    return "does not replicate", checks
 
 
 def other_offline_model(name: str) -> str | None:

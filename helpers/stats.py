@@ -125,30 +125,44 @@ def bootstrap_statistic(sizes: Mapping, statistic, n_boot: int = 1000, level: fl
                         max_undefined: float = 0.1) -> Interval:
     """Two-level bootstrap of a statistic that is not a mean of per-input values (a rank correlation, an AUC).
 
-    ``sizes``: ``{seed: number of inputs}``. ``statistic(sample)`` gets a list of
-    ``(seed, input indices)``, one entry per drawn seed (a seed may be drawn
-    twice), and returns a float; the full data is ``[(s, arange(n)) for each seed]``.
+    ``sizes``: ``{seed: number of inputs}``, or ``{seed: {task: number of inputs}}``.
+    ``statistic(sample)`` gets a list of ``(seed, input indices)`` (or ``(seed,
+    {task: input indices})``), one entry per drawn seed (a seed may be drawn
+    twice), and returns a float; the full data is ``arange(n)`` everywhere.
     Resampling as in :func:`bootstrap_means`: seeds with replacement (skipped with
     one seed), then inputs within each. Replicates where the statistic is NaN are
     dropped; if more than ``max_undefined`` of them are, a ValueError says so
     instead of reporting an interval of the rest.
     """
-    if not sizes or any(int(n) < 1 for n in sizes.values()):
+    def counts(v):
+        return list(v.values()) if isinstance(v, Mapping) else [v]
+
+    if not sizes or any(int(n) < 1 for v in sizes.values() for n in counts(v)):
         raise ValueError("bootstrap_statistic needs at least one seed with at least one input")
     keys = list(sizes)
     rng = np.random.default_rng(seed)
-    estimate = float(statistic([(k, np.arange(int(sizes[k]))) for k in keys]))
+
+    def full(v):
+        return {t: np.arange(int(n)) for t, n in v.items()} if isinstance(v, Mapping) else np.arange(int(v))
+
+    def draw(v):
+        if isinstance(v, Mapping):
+            return {t: rng.integers(0, int(n), int(n)) for t, n in v.items()}
+        return rng.integers(0, int(v), int(v))
+
+    estimate = float(statistic([(k, full(sizes[k])) for k in keys]))
     stats = np.empty(n_boot)
     for b in range(n_boot):
         drawn = [keys[i] for i in rng.integers(0, len(keys), len(keys))] if len(keys) > 1 else keys
-        stats[b] = statistic([(k, rng.integers(0, int(sizes[k]), int(sizes[k]))) for k in drawn])
+        stats[b] = statistic([(k, draw(sizes[k])) for k in drawn])
     ok = np.isfinite(stats)
     if (~ok).mean() > max_undefined:
         raise ValueError(f"the statistic is undefined in {(~ok).mean():.0%} of the bootstrap samples; "
                          "too few inputs for an interval")
     a = (1 - level) / 2
     lo, hi = np.quantile(stats[ok], [a, 1 - a])
-    return Interval(estimate, float(lo), float(hi), len(keys), int(sum(int(n) for n in sizes.values())), level)
+    return Interval(estimate, float(lo), float(hi), len(keys),
+                    int(sum(int(n) for v in sizes.values() for n in counts(v))), level)
 
 
 def paired_differences(a, b, a_ids=None, b_ids=None) -> dict[tuple, np.ndarray]:

@@ -43,7 +43,8 @@ import pandas as pd
 from IPython.display import display
 
 from helpers import paper, plots
-from helpers.aucroc import aucroc_budget, aucroc_runs, aucroc_verdict, crossing_layer, mean_curves, other_offline_model
+from helpers.aucroc import (aucroc_budget, aucroc_runs, aucroc_verdict, crossing_layer, mean_curves, other_offline_model,
+                            peak_interval)
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
 from helpers.results import mean_std, save_figure, save_metrics, summary_row
@@ -65,11 +66,11 @@ names = [current_model_name()]
 other = other_offline_model(current_model_name())
 if other:
     names.append(other)
-frames = {}
+frames, raw = {}, {}  # raw: this run's model, per (task, seed) scores and predictions (for intervals)
 for name in names:
     m = model if name == current_model_name() else load_model(name)
     frames[name] = aucroc_runs(m, profile.tasks, budget["seeds"], budget["n"], batch_size=budget["batch_size"],
-                               profile=profile.name)
+                               profile=profile.name, raw=raw if name == current_model_name() else None)
     if m is not model:
         del m
         gc.collect()
@@ -102,17 +103,26 @@ display(pd.DataFrame(rows).round(3))
 #
 # Checks fixed before any run (`helpers.aucroc.aucroc_verdict`), on each model's curve averaged
 # over tasks and seeds:
-# 1. the peak $\mathrm{AUCROC}_l$ is at least 0.75 (the paper: "about 0.8");
+# 1. the peak $\mathrm{AUCROC}_l$ is at least 0.75 (the paper: "about 0.8"); for this run's model the
+#    whole 95% interval of the peak must be (seeds and test inputs resampled, `helpers.aucroc.peak_interval`);
 # 2. the peak lies in the deeper half of the layers;
 # 3. $R_l$ first passes 0.5 after the first third of the layers.
 #
-# The verdict is "replicates" if all hold, "partly" if some hold, and "does not replicate" if none
-# hold.
+# The verdict is "replicates" if all hold, "partly" if some hold, "inconclusive" if none holds but
+# the interval of check 1 straddles 0.75, and "does not replicate" otherwise.
 
 # %%
 summary_rows_tbl, verdicts, metrics = [], {}, {}
+# this run's model: 95% interval of the peak (each seed's task-averaged curve; seeds, then inputs resampled)
+try:
+    peak_iv = peak_interval(raw)
+    print(f"{current_model_name()}: peak AUCROC_l {peak_iv:.3f} (95% CI)")
+except ValueError as e:  # e.g. a single predicted class in most resamples of a tiny run
+    peak_iv = None
+    print(f"{current_model_name()}: no interval for the peak AUCROC_l: {e}")
 for name, c in curves.items():
-    v, checks = aucroc_verdict(c, peak_target=paper.FIG5_PEAK_AUCROC)
+    v, checks = aucroc_verdict(c, peak_target=paper.FIG5_PEAK_AUCROC,
+                               peak_iv=peak_iv if name == current_model_name() else None)
     verdicts[name] = v
     L = len(c)
     cross = crossing_layer(c["r"].to_numpy())
@@ -140,7 +150,8 @@ seed_curves = {s: mean_curves(d) for s, d in cur.groupby("seed")}
 L = model.cfg.n_layers
 summary_rows = [
     summary_row("03 peak AUCROC_l (each seed's curve, mean over tasks)", f"about {paper.FIG5_PEAK_AUCROC}",
-                [float(np.nanmax(c["auc"])) for c in seed_curves.values()], verdicts[current_model_name()]),
+                peak_iv if peak_iv is not None else [float(np.nanmax(c["auc"])) for c in seed_curves.values()],
+                verdicts[current_model_name()]),
     summary_row("03 layer where R_l passes 0.5 (0-based)", "middle / later layers",
                 mean_std([crossing_layer(c["r"].to_numpy()) for c in seed_curves.values()]) + f" of {L} layers",
                 verdicts[current_model_name()]),

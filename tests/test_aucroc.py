@@ -117,3 +117,30 @@ def test_label_attention_falls_back_without_shared_demos(tiny_model, prefix_runs
     s_full, p_full = label_attention(tiny_model, ps, lids, batch_size=2, shared=False)
     torch.testing.assert_close(s, s_full, atol=0, rtol=0)
     torch.testing.assert_close(p.label_logits, p_full.label_logits, atol=0, rtol=0)
+
+
+def test_peak_interval_and_interval_verdict(tiny_model):
+    import pandas as pd
+
+    from helpers.aucroc import aucroc_verdict, peak_interval, seed_curve
+    from helpers.stats import Interval
+
+    model = tiny_model
+    s = make_icl_set(model, "sst2", seed=42, n_test=40)
+    scores, preds = label_attention(model, s.prompts, s.label_ids)
+    raw = {("trec", 42): {"scores": scores, "pred": preds.pred, "gold": preds.gold},
+           ("trec", 43): {"scores": scores.flip(0), "pred": preds.pred.flip(0), "gold": preds.gold.flip(0)}}
+    np.testing.assert_allclose(seed_curve(raw, 42), aucroc_per_layer(scores, preds.pred))
+    if len(preds.pred.unique()) < 2:
+        pytest.skip("the tiny model predicts one class: no AUC")
+    iv = peak_interval(raw, n_boot=30)
+    assert iv.estimate == pytest.approx(np.nanmax(seed_curve(raw, 42)))  # both seeds hold the same inputs
+    assert iv.low <= iv.estimate <= iv.high and iv.n_seeds == 2
+    L = model.cfg.n_layers
+    curve = pd.DataFrame({"auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})
+    straddle = Interval(0.74, 0.6, 0.85, 5, 320)
+    assert aucroc_verdict(curve)[0] == "replicates"
+    assert aucroc_verdict(curve, peak_iv=straddle)[0] == "partly"
+    flat = pd.DataFrame({"auc": [0.9] + [0.5] * (L - 1), "r": [1.0] * L})
+    assert aucroc_verdict(flat, peak_target=0.95, peak_iv=straddle)[0] == "does not replicate"
+    assert aucroc_verdict(flat, peak_target=0.8, peak_iv=straddle)[0] == "inconclusive"
