@@ -106,6 +106,8 @@ __all__ = [
     "ablation_accuracy",
     "ablation_predictions",
     "ablation_interval_part",
+    "label_carrying_rows",
+    "value_output_interval_part",
     "value_output_vectors",
     "ValueOutputs",
     "value_outputs",
@@ -635,11 +637,30 @@ def attention_rows_at_q(model, prompt: Prompt, heads: Sequence[Head]) -> Float[t
     return torch.stack([st["pattern"][l][0, h] for l, h in heads]).float().cpu()
 
 
+def label_carrying_rows(vo: ValueOutputs) -> np.ndarray:
+    """Per input, the share of (head, label position) whose value-output logit minus has the sign of the
+    position's label (foo > 0, bar < 0)."""
+    want = 1 - 2 * vo.label_class[:, None, :].float()  # foo(0) -> +1, bar(1) -> -1
+    return ((vo.vo_lm * want) > 0).float().flatten(1).mean(1).numpy()
+
+
 def label_carrying_rate(vo: ValueOutputs) -> float:
     """Share of (input, head, label position) whose value-output logit minus has the sign of the position's
-    label (foo > 0, bar < 0)."""
-    want = 1 - 2 * vo.label_class[:, None, :].float()  # foo(0) -> +1, bar(1) -> -1
-    return float(((vo.vo_lm * want) > 0).float().mean())
+    label (every input has the same number of heads and label positions: the mean of :func:`label_carrying_rows`)."""
+    return float(label_carrying_rows(vo).mean())
+
+
+def value_output_interval_part(carrying, high: float = 0.75, fair: float = 0.60) -> str:
+    """The value-output claim from the 95% interval of the label-carrying rate (criteria fixed before the
+    run): "replicates" if it lies at or above ``high``; "partly" if at or above ``fair``; "does not
+    replicate" if it lies below ``fair``; "inconclusive" otherwise."""
+    if carrying.low >= high:
+        return "replicates"
+    if carrying.low >= fair:
+        return "partly"
+    if carrying.high < fair:
+        return "does not replicate"
+    return "inconclusive"
 
 
 def _corr(a, b) -> float:
@@ -839,7 +860,7 @@ def ablation_interval_part(drop, excess, big: float = 0.20) -> str:
 
 def verdict(acc_before: float, acc_ablated: float, acc_random: float, carrying: float, corr_attn: float,
             corr_vo: float, majority_red: float, majority_bias: float, recency_red: float, recency_bias: float,
-            ablation: str | None = None) -> tuple[str, dict]:
+            ablation: str | None = None, value_output: str | None = None) -> tuple[str, dict]:
     """Per-claim and overall verdicts.
 
     - ablation: replicates if the in-context heads drop accuracy by >= 0.20 and by >= 2x the random heads'
@@ -851,7 +872,8 @@ def verdict(acc_before: float, acc_ablated: float, acc_random: float, carrying: 
       partly if > 0; else does not replicate.
     Overall: "replicates" if every measurable claim replicates, "does not replicate" if none does even
     partly, else "partly". ``ablation``: the ablation part already graded from intervals
-    (:func:`ablation_interval_part`), used instead of the point rule. Overall "inconclusive" when no
+    (:func:`ablation_interval_part`), and ``value_output`` (:func:`value_output_interval_part`), used instead of
+    the point rules. Overall "inconclusive" when no
     part replicates even partly and some part is inconclusive.
     """
     def grade(ok, part):
@@ -865,6 +887,8 @@ def verdict(acc_before: float, acc_ablated: float, acc_random: float, carrying: 
     }
     if ablation is not None:
         parts["ablation"] = ablation
+    if value_output is not None:
+        parts["value_output"] = value_output
     for name, red, b in (("majority", majority_red, majority_bias), ("recency", recency_red, recency_bias)):
         parts[name] = "no measurable bias" if not abs(b) >= 0.05 else grade(red >= 10, red > 0)
     graded = [v for v in parts.values() if v != "no measurable bias"]

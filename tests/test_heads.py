@@ -231,6 +231,7 @@ def test_label_carrying_rate_hand_case():
     assert H.label_carrying_rate(vo) == 1.0
     vo.vo_lm = torch.tensor([[[2.0, 1.0]]])
     assert H.label_carrying_rate(vo) == 0.5
+    np.testing.assert_allclose(H.label_carrying_rows(vo), [0.5])
 
 
 @pytest.fixture(scope="module")
@@ -605,3 +606,17 @@ def test_ablation_interval_part_and_overall_verdict():
     assert parts["ablation"] == "inconclusive" and overall == "inconclusive"
     overall, _ = H.verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, ablation="inconclusive")
     assert overall == "partly"  # the value-output part replicates
+
+
+def test_value_output_interval_part():
+    from helpers.stats import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 1, 64)
+
+    assert H.value_output_interval_part(iv(0.78, 0.9)) == "replicates"
+    assert H.value_output_interval_part(iv(0.65, 0.85)) == "partly"
+    assert H.value_output_interval_part(iv(0.55, 0.7)) == "inconclusive"
+    assert H.value_output_interval_part(iv(0.4, 0.55)) == "does not replicate"
+    _, parts = H.verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, value_output="inconclusive")
+    assert parts["value_output"] == "inconclusive"
