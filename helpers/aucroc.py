@@ -246,9 +246,11 @@ def seed_curve(raw: dict, seed, idx: dict | None = None) -> np.ndarray:
         return np.nanmean(curves, axis=0)
 
 
-def peak_interval(raw: dict, n_boot: int = 200, seed: int = 0):
-    """Peak ``AUCROC_l`` of each seed's task-averaged curve, mean over seeds, with its 95% interval
-    (:func:`helpers.stats.bootstrap_statistic`: seeds, then inputs within each task and seed).
+def curve_intervals(raw: dict, n_boot: int = 200, seed: int = 0) -> dict:
+    """95% intervals of two summaries of each seed's task-averaged ``AUCROC_l`` curve, mean over seeds:
+    ``"peak"`` (its maximum) and ``"crossing"`` (the layer where ``R_l`` first passes 0.5), from the same
+    resamples (:func:`helpers.stats.bootstrap_statistic`: seeds, then inputs within each task and seed).
+    A value is None when the statistic is undefined in too many resamples.
 
     The peak is a maximum over layers, so on few inputs the resampled peaks lean high (each resample
     picks its own best layer); read the interval as the spread of that statistic, not as a bound
@@ -260,9 +262,20 @@ def peak_interval(raw: dict, n_boot: int = 200, seed: int = 0):
     sizes = {s: {t: len(res["pred"]) for (t, ss), res in raw.items() if ss == s} for s in seeds}
 
     def stat(sample):
-        return float(np.mean([np.nanmax(seed_curve(raw, s, idx)) for s, idx in sample]))
+        curves = [seed_curve(raw, s, idx) for s, idx in sample]
+        cross = [crossing_layer(cumulative_r(c)) for c in curves]
+        return {"peak": float(np.mean([np.nanmax(c) for c in curves])),
+                "crossing": float("nan") if None in cross else float(np.mean(cross))}
 
     return bootstrap_statistic(sizes, stat, n_boot, seed=seed)
+
+
+def peak_interval(raw: dict, n_boot: int = 200, seed: int = 0):
+    """The ``"peak"`` interval of :func:`curve_intervals` (ValueError when it is undefined too often)."""
+    iv = curve_intervals(raw, n_boot, seed)["peak"]
+    if iv is None:
+        raise ValueError("the peak AUCROC_l is undefined in too many bootstrap samples; too few inputs for an interval")
+    return iv
 
 
 def mean_curves(df) -> "pd.DataFrame":

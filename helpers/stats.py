@@ -122,13 +122,15 @@ def bootstrap_means(values, n_boot: int = N_BOOT, level: float = LEVEL, seed: in
 
 
 def bootstrap_statistic(sizes: Mapping, statistic, n_boot: int = 1000, level: float = LEVEL, seed: int = 0,
-                        max_undefined: float = 0.1) -> Interval:
+                        max_undefined: float = 0.1):
     """Two-level bootstrap of a statistic that is not a mean of per-input values (a rank correlation, an AUC).
 
     ``sizes``: ``{seed: number of inputs}``, or ``{seed: {task: number of inputs}}``.
     ``statistic(sample)`` gets a list of ``(seed, input indices)`` (or ``(seed,
     {task: input indices})``), one entry per drawn seed (a seed may be drawn
-    twice), and returns a float; the full data is ``arange(n)`` everywhere.
+    twice), and returns a float, or a dict of floats (several statistics from the same resamples: the result
+    is then a dict of Intervals, None where a statistic is undefined too often); the full data is
+    ``arange(n)`` everywhere.
     Resampling as in :func:`bootstrap_means`: seeds with replacement (skipped with
     one seed), then inputs within each. Replicates where the statistic is NaN are
     dropped; if more than ``max_undefined`` of them are, a ValueError says so
@@ -150,19 +152,30 @@ def bootstrap_statistic(sizes: Mapping, statistic, n_boot: int = 1000, level: fl
             return {t: rng.integers(0, int(n), int(n)) for t, n in v.items()}
         return rng.integers(0, int(v), int(v))
 
-    estimate = float(statistic([(k, full(sizes[k])) for k in keys]))
-    stats = np.empty(n_boot)
+    first = statistic([(k, full(sizes[k])) for k in keys])
+    several = isinstance(first, Mapping)
+    names = list(first) if several else [None]
+    estimate = {n: float(first[n]) for n in names} if several else {None: float(first)}
+    stats = np.empty((n_boot, len(names)))
     for b in range(n_boot):
         drawn = [keys[i] for i in rng.integers(0, len(keys), len(keys))] if len(keys) > 1 else keys
-        stats[b] = statistic([(k, draw(sizes[k])) for k in drawn])
-    ok = np.isfinite(stats)
-    if (~ok).mean() > max_undefined:
-        raise ValueError(f"the statistic is undefined in {(~ok).mean():.0%} of the bootstrap samples; "
-                         "too few inputs for an interval")
+        out = statistic([(k, draw(sizes[k])) for k in drawn])
+        stats[b] = [out[n] for n in names] if several else [out]
+    n_in = int(sum(int(n) for v in sizes.values() for n in counts(v)))
     a = (1 - level) / 2
-    lo, hi = np.quantile(stats[ok], [a, 1 - a])
-    return Interval(estimate, float(lo), float(hi), len(keys),
-                    int(sum(int(n) for v in sizes.values() for n in counts(v))), level)
+    result = {}
+    for j, name in enumerate(names):
+        ok = np.isfinite(stats[:, j])
+        if (~ok).mean() > max_undefined:
+            msg = (f"the statistic{'' if name is None else ' ' + repr(name)} is undefined in {(~ok).mean():.0%} "
+                   "of the bootstrap samples; too few inputs for an interval")
+            if not several:
+                raise ValueError(msg)
+            result[name] = None  # several statistics: the others still get their intervals
+            continue
+        lo, hi = np.quantile(stats[ok, j], [a, 1 - a])
+        result[name] = Interval(estimate[name], float(lo), float(hi), len(keys), n_in, level)
+    return result if several else result[None]
 
 
 def paired_differences(a, b, a_ids=None, b_ids=None) -> dict[tuple, np.ndarray]:

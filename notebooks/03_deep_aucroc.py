@@ -43,8 +43,8 @@ import pandas as pd
 from IPython.display import display
 
 from helpers import paper, plots
-from helpers.aucroc import (aucroc_budget, aucroc_runs, aucroc_verdict, crossing_layer, mean_curves, other_offline_model,
-                            peak_interval)
+from helpers.aucroc import (aucroc_budget, aucroc_runs, aucroc_verdict, crossing_layer, curve_intervals, mean_curves,
+                            other_offline_model)
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
 from helpers.results import mean_std, save_figure, save_metrics, summary_row
@@ -114,12 +114,10 @@ display(pd.DataFrame(rows).round(3))
 # %%
 summary_rows_tbl, verdicts, metrics = [], {}, {}
 # this run's model: 95% interval of the peak (each seed's task-averaged curve; seeds, then inputs resampled)
-try:
-    peak_iv = peak_interval(raw)
-    print(f"{current_model_name()}: peak AUCROC_l {peak_iv:.3f} (95% CI)")
-except ValueError as e:  # e.g. a single predicted class in most resamples of a tiny run
-    peak_iv = None
-    print(f"{current_model_name()}: no interval for the peak AUCROC_l: {e}")
+ivs = curve_intervals(raw)  # None where undefined in too many resamples (e.g. one predicted class, tiny runs)
+peak_iv, cross_iv = ivs["peak"], ivs["crossing"]
+print(f"{current_model_name()}: peak AUCROC_l {'no interval' if peak_iv is None else format(peak_iv, '.3f')}; "
+      f"R_l passes 0.5 at layer {'no interval' if cross_iv is None else format(cross_iv, '.1f')} (95% CI)")
 for name, c in curves.items():
     v, checks = aucroc_verdict(c, peak_target=paper.FIG5_PEAK_AUCROC,
                                peak_iv=peak_iv if name == current_model_name() else None)
@@ -153,8 +151,9 @@ summary_rows = [
                 peak_iv if peak_iv is not None else [float(np.nanmax(c["auc"])) for c in seed_curves.values()],
                 verdicts[current_model_name()]),
     summary_row("03 layer where R_l passes 0.5 (0-based)", "middle / later layers",
-                mean_std([crossing_layer(c["r"].to_numpy()) for c in seed_curves.values()]) + f" of {L} layers",
-                verdicts[current_model_name()]),
+                (mean_std([crossing_layer(c["r"].to_numpy()) for c in seed_curves.values()]) if cross_iv is None
+                 else f"{cross_iv:.1f} (95% CI; {cross_iv.n_seeds} seed(s), {cross_iv.n_inputs} inputs)")
+                + f" of {L} layers", verdicts[current_model_name()]),
 ]
 save_metrics("03_deep_aucroc", {"profile": profile.name, "seeds": budget["seeds"], "n": budget["n"],
                                 "table": summary_rows_tbl,

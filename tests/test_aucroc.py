@@ -136,6 +136,12 @@ def test_peak_interval_and_interval_verdict(tiny_model):
     iv = peak_interval(raw, n_boot=30)
     assert iv.estimate == pytest.approx(np.nanmax(seed_curve(raw, 42)))  # both seeds hold the same inputs
     assert iv.low <= iv.estimate <= iv.high and iv.n_seeds == 2
+    from helpers.aucroc import curve_intervals
+
+    both = curve_intervals(raw, n_boot=30)
+    assert both["peak"] == iv  # same resamples, same seed
+    if both["crossing"] is not None:
+        assert both["crossing"].estimate == crossing_layer(cumulative_r(seed_curve(raw, 42)))
     L = model.cfg.n_layers
     curve = pd.DataFrame({"auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})
     straddle = Interval(0.74, 0.6, 0.85, 5, 320)

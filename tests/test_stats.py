@@ -120,3 +120,18 @@ def test_bootstrap_statistic_matches_bootstrap_means_for_a_mean():
         bootstrap_statistic({1: 5}, lambda sample: float("nan"), n_boot=50)
     with pytest.raises(ValueError, match="at least one"):
         bootstrap_statistic({}, mean_stat)
+
+
+def test_bootstrap_statistic_several_statistics_share_resamples():
+    from helpers.stats import bootstrap_statistic
+
+    rng = np.random.default_rng(5)
+    data = {s: rng.random(40) for s in (1, 2)}
+
+    def stats(sample):
+        m = float(np.mean([data[s][idx].mean() for s, idx in sample]))
+        return {"mean": m, "twice": 2 * m, "never": float("nan")}
+
+    out = bootstrap_statistic({s: 40 for s in data}, stats, n_boot=300)
+    assert out["never"] is None
+    assert out["twice"].low == pytest.approx(2 * out["mean"].low) and out["twice"].high == pytest.approx(2 * out["mean"].high)
