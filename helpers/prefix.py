@@ -346,22 +346,39 @@ def extend_prefix(model, cache: PrefixCache, tokens: Int[torch.Tensor, "more"], 
                        cache.note)
 
 
-def suffix_forward(model, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], hooks: Sequence = (),
-                   kv=None) -> Float[torch.Tensor, "batch m d_model"]:
-    """The final residual stream of right-padded ``tokens`` run after ``cache`` (no inference mode inside:
-    differentiable with respect to hook parameters)."""
+def _layers(model, kv, x: torch.Tensor, start: int | None, stop: int, m: int) -> torch.Tensor:
+    """Layers ``start..stop-1`` of a suffix run: ``x`` is the token batch when ``start`` is None (embedding
+    first), else the residual stream entering layer ``start``. Returns the residual after layer ``stop - 1``
+    (before ``ln_final``)."""
+    dev = model.cfg.device
+    ones = torch.ones(x.shape[0], m, dtype=torch.long, device=dev)
+    if start is None:
+        return model(x.to(dev), past_kv_cache=kv, attention_mask=ones, stop_at_layer=stop)
+    # what TL's input_to_embed does with a cache, which start_at_layer skips (kv is frozen: nothing is stored)
+    return model(x, start_at_layer=start, stop_at_layer=stop, past_kv_cache=kv,
+                 attention_mask=kv.append_attention_mask(ones))
+
+
+def _check_suffix(model, cache: PrefixCache, m: int) -> None:
+    """Refuse another model, unsupported positions, or ``m`` suffix tokens past the context; install the
+    suffix-run attention patches."""
     cache.check_model(model)
     _check_pos_type(model)
-    B, m = tokens.shape
     if cache.length + m > model.cfg.n_ctx:
         raise PrefixError(f"prefix ({cache.length}) plus suffix ({m}) tokens exceed the model's context "
                           f"(n_ctx = {model.cfg.n_ctx})")
     _install(model)
-    dev = model.cfg.device
+
+
+def suffix_forward(model, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], hooks: Sequence = (),
+                   kv=None) -> Float[torch.Tensor, "batch m d_model"]:
+    """The final residual stream of right-padded ``tokens`` run after ``cache`` (no inference mode inside:
+    differentiable with respect to hook parameters)."""
+    B, m = tokens.shape
+    _check_suffix(model, cache, m)
     kv = _kv(model, cache, B) if kv is None else kv
     with _SuffixPositions(model, cache, m) as pos, model.hooks(fwd_hooks=pos.hooks() + list(hooks)):
-        return model(tokens.to(dev), past_kv_cache=kv, attention_mask=torch.ones(B, m, dtype=torch.long, device=dev),
-                     stop_at_layer=model.cfg.n_layers)
+        return _layers(model, kv, tokens, None, model.cfg.n_layers, m)
 
 
 def suffix_logits(model, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], q: Int[torch.Tensor, "batch"],
@@ -448,19 +465,6 @@ def predict_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], b
         return predictions_from_resid(model, resid, prompts, label_ids, top_k)
 
 
-def _layers(model, kv, x: torch.Tensor, start: int | None, stop: int, m: int) -> torch.Tensor:
-    """Layers ``start..stop-1`` of a suffix run: ``x`` is the token batch when ``start`` is None (embedding
-    first), else the residual stream entering layer ``start``. Returns the residual after layer ``stop - 1``
-    (before ``ln_final``)."""
-    dev = model.cfg.device
-    ones = torch.ones(x.shape[0], m, dtype=torch.long, device=dev)
-    if start is None:
-        return model(x.to(dev), past_kv_cache=kv, attention_mask=ones, stop_at_layer=stop)
-    # what TL's input_to_embed does with a cache, which start_at_layer skips (kv is frozen: nothing is stored)
-    return model(x, start_at_layer=start, stop_at_layer=stop, past_kv_cache=kv,
-                 attention_mask=kv.append_attention_mask(ones))
-
-
 def predict_shared_split(model, prompts: Sequence[Prompt], label_ids: Sequence[int], caches: dict,
                          split_layer: int, batch_size: int = 16, top_k: int = 5) -> dict:
     """:func:`predict_shared` against several prefix caches that agree below ``split_layer``.
@@ -492,18 +496,13 @@ def predict_shared_split(model, prompts: Sequence[Prompt], label_ids: Sequence[i
             if not (torch.equal(c.keys[layer], first.keys[layer]) and torch.equal(c.values[layer], first.values[layer])):
                 raise PrefixError(f"cache {name!r} differs from {names[0]!r} in layer {layer} < split_layer "
                                   f"{split_layer}: run it with predict_shared instead")
-    for c in caches.values():
-        c.check_model(model)
-    _check_pos_type(model)
-    _install(model)
     resid = {n: torch.empty(len(prompts), model.cfg.d_model, dtype=model.cfg.dtype, device=model.cfg.device)
              for n in names}
     with torch.inference_mode():
         for idx, toks, q in suffix_batches(first, prompts, batch_size):
             B, m = toks.shape
-            if first.length + m > model.cfg.n_ctx:
-                raise PrefixError(f"prefix ({first.length}) plus suffix ({m}) tokens exceed the model's context "
-                                  f"(n_ctx = {model.cfg.n_ctx})")
+            for c in caches.values():
+                _check_suffix(model, c, m)
             rows = torch.arange(B)
             with _SuffixPositions(model, first, m) as pos, model.hooks(fwd_hooks=pos.hooks()):
                 lower = _layers(model, _kv(model, first, B), toks, None, split_layer, m)
