@@ -47,6 +47,7 @@ __all__ = [
     "METHODS",
     "table2_verdict",
     "table2_interval_verdict",
+    "method_cells",
     "speed_verdict",
     "time_icl_vs_anchor",
 ]
@@ -167,6 +168,12 @@ def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int 
     per_input = {m: per_input[m] for m in METHODS}
     return CompressionResult(icl_set.task.name, seed, {m: out[m] for m in METHODS}, token_counts(prompts, anchor),
                              best, len(prompts), per_input)
+
+
+def method_cells(results: dict, method: str, metric: str) -> dict:
+    """``{(task, seed): per-input values}`` of one method over ``{(task, seed): CompressionResult}``
+    (``metric``: ``label_loyal``, ``word_loyal`` or ``correct``), the input of :func:`helpers.stats.bootstrap_means`."""
+    return {key: r.per_input[method][metric] for key, r in results.items()}
 
 
 def table2_interval_verdict(gaps: dict) -> tuple[str, dict]:

@@ -49,6 +49,7 @@ __all__ = [
     "label_token_share",
     "isolation_verdict",
     "isolation_interval_verdict",
+    "condition_cells",
 ]
 
 CONDITIONS = ("label", "random")
@@ -304,6 +305,15 @@ def loyalty_rows(runs: dict, k_words: int = 5) -> list[dict]:
                      "label_loyal": label_loyalty_rows(pred, ref).tolist(),
                      "word_loyal": word_loyalty_rows(pred, ref, k_words).tolist()})
     return rows
+
+
+def condition_cells(df, condition: str, where: str, k: int, metric: str = "label_loyal") -> dict:
+    """``{(task, seed): per-input values}`` of one condition of :func:`loyalty_frame` (``metric``:
+    ``label_loyal`` or ``word_loyal``), the input of :func:`helpers.stats.bootstrap_means`."""
+    sub = df[(df.condition == condition) & (df["where"] == where) & (df.k == k)]
+    if sub.empty:
+        raise ValueError(f"no isolation runs for ({condition}, {where}, k={k})")
+    return {(r.task, r.seed): getattr(r, metric) for r in sub.itertuples()}
 
 
 def isolation_budget(profile) -> dict:

@@ -44,8 +44,8 @@ import pandas as pd
 from IPython.display import display
 
 from helpers import plots
-from helpers.isolation import (isolation_budget, isolation_interval_verdict, isolation_runs, label_token_share,
-                               loyalty_frame)
+from helpers.isolation import (condition_cells, isolation_budget, isolation_interval_verdict, isolation_runs,
+                               label_token_share, loyalty_frame)
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
 from helpers.prompts import make_icl_set
@@ -77,9 +77,7 @@ conds = [("label", "first"), ("label", "last"), ("random", "first"), ("random", 
 
 
 def cells(c, w, metric):
-    """{(task, seed): per-input values} of one condition at k (metric: label_loyal / word_loyal)."""
-    sub = main[(main.condition == c) & (main["where"] == w)]
-    return {(r.task, r.seed): getattr(r, metric) for r in sub.itertuples()}
+    return condition_cells(df, c, w, k, metric)
 
 
 # 95% intervals over seeds and, within each seed, test inputs (helpers.stats)

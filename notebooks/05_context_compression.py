@@ -40,7 +40,8 @@ import pandas as pd
 
 from helpers import paper as PA
 from helpers import plots
-from helpers.compression import METHODS, run_compression, speed_verdict, table2_interval_verdict, time_icl_vs_anchor
+from helpers.compression import (METHODS, method_cells, run_compression, speed_verdict, table2_interval_verdict,
+                                 time_icl_vs_anchor)
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
 from helpers.prompts import make_icl_set
@@ -93,8 +94,7 @@ per_metric = {"label_loyalty": "label_loyal", "word_loyalty": "word_loyal", "acc
 
 
 def cells(method, metric):
-    """{(task, seed): per-input values} of one method (metric: label_loyal / word_loyal / correct)."""
-    return {(t, s): r.per_input[method][metric] for (t, s), r in results.items()}
+    return method_cells(results, method, metric)
 
 
 # 95% intervals over seeds and, within each seed, test inputs (helpers.stats)

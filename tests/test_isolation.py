@@ -175,3 +175,14 @@ def test_loyalty_rows_carry_per_input_values(tiny_sst2_set):
         assert len(r["label_loyal"]) == len(r["word_loyal"]) == r["n"]
         assert sum(r["label_loyal"]) / r["n"] == pytest.approx(r["label_loyalty"])
         assert sum(r["word_loyal"]) / r["n"] == pytest.approx(r["word_loyalty"])
+
+
+def test_condition_cells(tiny_sst2_set):
+    from helpers.isolation import condition_cells, loyalty_frame
+
+    model, prompts, lids = tiny_sst2_set
+    df = loyalty_frame({("sst2", 42): isolation_experiment(model, prompts, lids, ks=(1,), seed=0, batch_size=4)})
+    cells = condition_cells(df, "label", "first", 1)
+    assert list(cells) == [("sst2", 42)] and len(cells[("sst2", 42)]) == len(prompts)
+    with pytest.raises(ValueError, match="no isolation runs"):
+        condition_cells(df, "label", "first", 5)
