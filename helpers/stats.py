@@ -35,7 +35,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Interval", "bootstrap_means", "bootstrap_statistic", "paired_differences", "interval_verdict",
+__all__ = ["Interval", "bootstrap_means", "bootstrap_statistic", "bootstrap_of_means", "paired_differences", "interval_verdict",
            "cells_from_frame", "N_BOOT", "LEVEL"]
 
 N_BOOT = 4000
@@ -176,6 +176,39 @@ def bootstrap_statistic(sizes: Mapping, statistic, n_boot: int = 1000, level: fl
         lo, hi = np.quantile(stats[ok, j], [a, 1 - a])
         result[name] = Interval(estimate[name], float(lo), float(hi), len(keys), n_in, level)
     return result if several else result[None]
+
+
+def bootstrap_of_means(groups: Mapping, fn, n_boot: int = 1000, level: float = LEVEL, seed: int = 0,
+                       max_undefined: float = 0.1) -> Interval:
+    """A function of several paired means (a ratio, a % reduction), with its two-level bootstrap interval.
+
+    ``groups``: ``{name: {(task, seed): per-input values}}``, every group with the same cells and, within a
+    cell, the same inputs in the same order (paired: one resample of input indices serves every group).
+    Each group's mean is taken as :func:`bootstrap_means` takes it (over tasks of the mean over seeds of
+    the cell means); ``fn({name: mean})`` returns the statistic. Resampling and NaN handling:
+    :func:`bootstrap_statistic`.
+    """
+    if not isinstance(groups, Mapping) or not groups:
+        raise ValueError("pass {name: {(task, seed): per-input values}} with at least one group")
+    cells = {name: _cells(v) for name, v in groups.items()}
+    first = next(iter(cells.values()))
+    for name, c in cells.items():
+        if c.keys() != first.keys() or any(c[k].size != first[k].size for k in first):
+            raise ValueError(f"group {name!r} does not have the same cells and inputs as the others: the groups "
+                             "must be paired")
+    tasks = sorted({t for t, _ in first}, key=str)
+    seeds = sorted({s for _, s in first}, key=str)
+    missing = [(t, s) for t in tasks for s in seeds if (t, s) not in first]
+    if missing:
+        raise ValueError(f"every task needs every seed; missing cells {missing[:4]}")
+
+    def statistic(sample):
+        means = {name: float(np.mean([np.mean([c[t, s][idx[t]].mean() for s, idx in sample]) for t in tasks]))
+                 for name, c in cells.items()}
+        return fn(means)
+
+    sizes = {s: {t: first[t, s].size for t in tasks} for s in seeds}
+    return bootstrap_statistic(sizes, statistic, n_boot, level, seed, max_undefined)
 
 
 def paired_differences(a, b, a_ids=None, b_ids=None) -> dict[tuple, np.ndarray]:

@@ -135,3 +135,22 @@ def test_bootstrap_statistic_several_statistics_share_resamples():
     out = bootstrap_statistic({s: 40 for s in data}, stats, n_boot=300)
     assert out["never"] is None
     assert out["twice"].low == pytest.approx(2 * out["mean"].low) and out["twice"].high == pytest.approx(2 * out["mean"].high)
+
+
+def test_bootstrap_of_means_is_a_function_of_the_paired_means():
+    from helpers.stats import bootstrap_of_means
+
+    rng = np.random.default_rng(0)
+    a = {("t", s): rng.normal(1.0, 0.3, 40) for s in range(4)}
+    b = {k: v * 0.5 for k, v in a.items()}
+    iv = bootstrap_of_means({"a": a, "b": b}, lambda m: m["b"] / m["a"], n_boot=300)
+    # paired: b is exactly half of a input by input, so every resample gives exactly 0.5
+    assert iv.estimate == pytest.approx(0.5) and iv.low == pytest.approx(0.5) and iv.high == pytest.approx(0.5)
+    one = bootstrap_of_means({"a": a}, lambda m: m["a"], n_boot=2000)
+    ref = bootstrap_means(a)
+    assert one.estimate == pytest.approx(ref.estimate)
+    assert abs(one.low - ref.low) < 0.05 and abs(one.high - ref.high) < 0.05
+    with pytest.raises(ValueError, match="paired"):
+        bootstrap_of_means({"a": a, "b": {k: v[:-1] for k, v in a.items()}}, lambda m: m["a"])
+    with pytest.raises(ValueError, match="at least one group"):
+        bootstrap_of_means({}, lambda m: 0.0)
