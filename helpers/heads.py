@@ -1017,16 +1017,17 @@ def bias_interval_part(before: Interval, reduction: Interval | None) -> str:
 def heads_sizes(profile) -> dict:
     """Run sizes for notebook 07 from the shared profile (documented fractions of it).
 
-    n_attr: prompts for head attribution; n_eval: accuracy / ablation / bias queries per seed;
+    n_attr: prompts for head attribution (each label word is ranked on the prompts whose gold label it is,
+    about half of them); n_eval: accuracy / ablation / bias queries per seed;
     n_towers: fresh-demonstration prompts for the two-towers analysis; seeds: the seeds used;
     bias_tasks: tasks for the bias experiments (AGNews prompts are ~5x longer than SST-2's, so the
     CPU profiles run the biases on SST-2 only).
     """
     if profile.name == "smoke":
-        return {"n_attr": 3, "n_eval": 8, "n_towers": 8, "seeds": profile.seeds[:1], "k_per_class": 2,
+        return {"n_attr": 6, "n_eval": 8, "n_towers": 8, "seeds": profile.seeds[:1], "k_per_class": 2,
                 "bias_tasks": ("sst2",)}
     if profile.name == "default":
-        return {"n_attr": 8, "n_eval": profile.n_test, "n_towers": 32, "seeds": profile.seeds,
+        return {"n_attr": 16, "n_eval": profile.n_test, "n_towers": 32, "seeds": profile.seeds,
                 "k_per_class": 2, "bias_tasks": ("sst2",)}
     return {"n_attr": 64, "n_eval": profile.n_test, "n_towers": 200, "seeds": profile.seeds, "k_per_class": 2,
             "bias_tasks": ("sst2", "agnews")}

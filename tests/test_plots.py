@@ -51,3 +51,23 @@ def test_interval_bars_sit_on_their_bars():
     for (bx, by), (lx, lo, hi) in zip(bars, lines):
         assert abs(bx - lx) < 1e-9 and abs(lo - (by - 0.05)) < 1e-9 and abs(hi - (by + 0.1)) < 1e-9
     plt.close(fig)
+
+
+def test_bias_plot_draws_an_interval_on_every_bar():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+    from matplotlib.container import ErrorbarContainer
+
+    from helpers.plots import plot_biases
+    from helpers.stats import Interval
+
+    df = pd.DataFrame({"bias": ["majority", "majority", "recency", "recency"],
+                       "stage": ["before", "after reduction"] * 2, "size": [0.2, 0.1, 0.15, 0.05]})
+    ivs = {(r.bias, r.stage): Interval(r.size, r.size - 0.05, r.size + 0.05, 5, 320) for r in df.itertuples()}
+    fig = plot_biases(df, intervals=ivs)
+    ax = fig.axes[0]
+    segs = [c.lines[2][0].get_segments()[0] for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    assert len(segs) == 4
+    assert sorted(round(min(s[0][1], s[1][1]), 3) for s in segs) == sorted(round(v - 0.05, 3) for v in df["size"])
