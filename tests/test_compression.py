@@ -135,6 +135,22 @@ def test_anchor_and_random_positions(tiny_model):
     assert c["L_anchor"] == len(keep) and c["bound"] > 1
 
 
+def test_hidden_random_keeps_the_rest_of_a_multi_token_label(tiny_models):
+    """Hidden_random drops only the label words' first tokens: a multi-token label's continuation tokens and
+    the newline after the last demonstration stay, as in Hidden_anchor."""
+    from helpers.prompts import build_prompt
+
+    m = tiny_models["gpt2"]
+    p = build_prompt(m, "trec", [Demo("who?", 3), Demo("what is NASA?", 0)], Demo("why?", 2))
+    a, b = p.label_spans[-1]
+    assert b - a == 3  # " Abbreviation"
+    r = random_keep(p, seed=0)
+    assert set(range(a + 1, b)) <= set(r) and b in r  # continuation tokens and the newline
+    assert not set(p.label_pos) & set(r)
+    assert set(anchor_keep(p)) - set(p.label_pos) <= set(r)
+    assert len(set(r) - set(anchor_keep(p))) == p.n_demos
+
+
 def test_text_anchor_strings(tiny_models):
     m = tiny_models["gpt2"]
     ps = text_anchor_prompts(m, "sst2", DEMOS[:2], QUERIES[:1])
@@ -173,9 +189,10 @@ def test_timing_helper_runs(tiny_models):
     ps = prompts_for(m)
     s = PromptSet(get_task("sst2"), 0, 1, DEMOS, QUERIES, ps, 0, label_token_ids(m.tokenizer, "sst2"))
     for lo in (False, True):
-        r = time_icl_vs_anchor(m, s, n_inputs=3, repeats=1, warmup=1, label_only=lo)
+        r = time_icl_vs_anchor(m, s, n_inputs=3, repeats=2, warmup=1, label_only=lo)
         assert r["t_full"] > 0 and r["t_anchor"] > 0 and r["n_inputs"] == 3
         assert r["speedup_over_bound"] == pytest.approx(r["speedup"] / r["bound"])
+        assert r["speedup_low"] <= r["speedup"] + 1e-12 and r["speedup"] <= r["speedup_high"] + 1e-12
 
 
 def test_run_compression_end_to_end(tiny_models):
