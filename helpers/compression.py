@@ -16,6 +16,22 @@ Hidden_random (formatting + BOS + one random text position per demonstration
 instead of the label token; seeded) and Hidden_random-top (best of N seeded
 Hidden_random draws by label loyalty against full ICL, selected on the same
 test inputs as the paper does).
+
+Query positions (``query_positions``, the methods with a cache: Hidden_anchor,
+Hidden_random, Hidden_random-top). ``"original"`` (default, the method above):
+the test input continues at P0, where it stands in the full prompt.
+``"restart"``: its tokens get positions ``0..len-1``, as if no context preceded
+them, while they still attend to the kept keys and values, whose positions were
+fixed when the demonstrations ran (learned positions: ``W_pos[0:len]``; rotary:
+the input's queries and its own keys rotated at ``0..len-1``). That is what the
+released GPT-2 code of arXiv 2305.14160 (§3.2) runs: with the cached keys and
+values it passes position ids ``0..len-1`` plus an offset that it sets only for
+GPT-J (to the position after the last kept token, i.e. P0), so its GPT2-XL
+Table 2 restarts the input at position 0 while its GPT-J Table 2 keeps the
+original positions. ``"restart"`` exists to set a run beside the GPT2-XL
+numbers; Text_anchor and full ICL have no cache and are the same in both modes.
+Results of the two modes are stored under different keys
+(:func:`cached_compression`).
 """
 
 from __future__ import annotations
@@ -29,8 +45,8 @@ from tqdm.auto import tqdm
 
 from .loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from .predict import Predictions, predict
-from .prefix import (PrefixCache, demo_prefix_len, predict_shared, run_prefix, shared_prefix_or_none, suffix_logits,
-                     suffix_tokens, vanilla_predictions)
+from .prefix import (PrefixCache, demo_prefix_len, predict_shared, restart_positions, run_prefix,
+                     shared_prefix_or_none, suffix_logits, suffix_tokens, vanilla_predictions)
 from .prompts import Demo, Prompt, build_prompts
 from .stats import bootstrap_of_means
 
@@ -38,6 +54,8 @@ __all__ = [
     "prefix_len",
     "anchor_keep",
     "random_keep",
+    "QUERY_POSITIONS",
+    "check_query_positions",
     "build_cache",
     "predict_cached",
     "text_anchor_demos",
@@ -45,6 +63,7 @@ __all__ = [
     "token_counts",
     "CompressionResult",
     "run_compression",
+    "cached_compression",
     "METHODS",
     "table2_verdict",
     "table2_interval_verdict",
@@ -54,6 +73,16 @@ __all__ = [
 ]
 
 prefix_len = demo_prefix_len  # P0: one past the newline that ends the last demonstration
+
+QUERY_POSITIONS = ("original", "restart")  # where a test input run after a cache starts (module doc)
+
+
+def check_query_positions(query_positions: str) -> str:
+    """``query_positions`` if it is one of :data:`QUERY_POSITIONS`, else a ValueError naming them."""
+    if not isinstance(query_positions, str) or query_positions not in QUERY_POSITIONS:
+        raise ValueError(f"query_positions must be one of {', '.join(map(repr, QUERY_POSITIONS))}; "
+                         f"got {query_positions!r}")
+    return query_positions
 
 
 def anchor_keep(prompt: Prompt) -> list[int]:
@@ -74,15 +103,20 @@ def random_keep(prompt: Prompt, seed: int) -> list[int]:
     return sorted(keep)
 
 
-def build_cache(model, prompt: Prompt, keep: Sequence[int] | None = None) -> PrefixCache:
+def build_cache(model, prompt: Prompt, keep: Sequence[int] | None = None,
+                query_positions: str = "original") -> PrefixCache:
     """Run ``prompt``'s demonstrations (tokens before P0) once and keep the positions ``keep``.
 
     ``keep=None`` keeps the Hidden_anchor positions (:func:`anchor_keep`);
     ``keep=range(P0)`` keeps everything (then the cached run is plain ICL).
+    ``query_positions``: ``"original"`` (inputs run after the cache continue at
+    P0) or ``"restart"`` (they start at position 0; module doc).
     """
+    check_query_positions(query_positions)
     p0 = prefix_len(prompt)
     keep = anchor_keep(prompt) if keep is None else keep
-    return run_prefix(model, prompt.tokens[:p0], keep, note="anchor cache")
+    cache = run_prefix(model, prompt.tokens[:p0], keep, note="anchor cache")
+    return restart_positions(cache) if query_positions == "restart" else cache
 
 
 def predict_cached(model, cache: PrefixCache, prompts: Sequence[Prompt], label_ids: Sequence[int],
@@ -129,14 +163,20 @@ class CompressionResult:
     n_test: int
     # method -> {"label_loyal": 0/1, "word_loyal": Jaccard, "correct": 0/1} per input (same inputs for every method)
     per_input: dict = field(default_factory=dict)
+    query_positions: str = "original"  # positions of the inputs run after a cache (module doc)
 
 
 METHODS = ("ICL", "Text_anchor", "Hidden_random", "Hidden_random-top", "Hidden_anchor")
 
 
 def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int = 16,
-                    progress: bool = False) -> CompressionResult:
-    """Table 2 for one :class:`helpers.prompts.PromptSet` (1-shot, one seed): every method vs full ICL."""
+                    progress: bool = False, query_positions: str = "original") -> CompressionResult:
+    """Table 2 for one :class:`helpers.prompts.PromptSet` (1-shot, one seed): every method vs full ICL.
+
+    ``query_positions`` applies to the cached methods (Hidden_anchor, Hidden_random, Hidden_random-top):
+    ``"original"`` (default) or ``"restart"`` (module doc).
+    """
+    check_query_positions(query_positions)
     prompts, lids, seed = icl_set.prompts, icl_set.label_ids, icl_set.seed
     ref = vanilla_predictions(model, prompts, lids, batch_size)  # full ICL (notebook 00's run, stored by content)
 
@@ -155,11 +195,11 @@ def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int 
     ta = text_anchor_prompts(model, icl_set.task, icl_set.demos, icl_set.test)
     shared = shared_prefix_or_none(model, ta) is not None  # the text-less demonstrations, also run once
     out["Text_anchor"] = score((predict_shared if shared else predict)(model, ta, lids, batch_size), "Text_anchor")
-    anchor = build_cache(model, prompts[0])
+    anchor = build_cache(model, prompts[0], query_positions=query_positions)
     out["Hidden_anchor"] = score(predict_cached(model, anchor, prompts, lids, batch_size), "Hidden_anchor")
     draws = []
     for d in tqdm(range(max(1, random_top_draws)), desc="random draws", disable=not progress, leave=False):
-        c = build_cache(model, prompts[0], random_keep(prompts[0], seed=int(seed) * 1000 + d))
+        c = build_cache(model, prompts[0], random_keep(prompts[0], seed=int(seed) * 1000 + d), query_positions)
         draws.append(score(predict_cached(model, c, prompts, lids, batch_size), f"draw {d}"))
     out["Hidden_random"] = draws[0]
     best = int(np.argmax([s["label_loyalty"] for s in draws]))
@@ -167,7 +207,27 @@ def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int 
     per_input["Hidden_random"], per_input["Hidden_random-top"] = per_input["draw 0"], per_input[f"draw {best}"]
     per_input = {m: per_input[m] for m in METHODS}
     return CompressionResult(icl_set.task.name, seed, {m: out[m] for m in METHODS}, token_counts(prompts, anchor),
-                             best, len(prompts), per_input)
+                             best, len(prompts), per_input, query_positions)
+
+
+def cached_compression(model, icl_set, random_top_draws: int = 20, batch_size: int = 16, progress: bool = False,
+                       query_positions: str = "original") -> CompressionResult:
+    """:func:`run_compression`, stored on disk (:func:`helpers.results.cached`).
+
+    The key is the model's weights (:func:`helpers.results.model_fingerprint`),
+    the task, seed and every prompt (:func:`helpers.results.prompts_digest`),
+    the number of Hidden_random draws and ``query_positions``, so a stored
+    result only serves a request for the same inputs, draws and positions
+    (batch size is not part of it: batched and one-by-one runs agree).
+    """
+    from .results import cached, model_fingerprint, prompts_digest
+
+    check_query_positions(query_positions)
+    params = dict(model=model_fingerprint(model), task=icl_set.task.name, seed=int(icl_set.seed),
+                  prompts=prompts_digest(icl_set.prompts, icl_set.label_ids), n_test=len(icl_set.prompts),
+                  draws=int(random_top_draws), query_positions=query_positions)
+    return cached("compression_table2", params,
+                  lambda: run_compression(model, icl_set, random_top_draws, batch_size, progress, query_positions))
 
 
 def method_cells(results: dict, method: str, metric: str) -> dict:

@@ -32,6 +32,15 @@
 # demonstration instead of the label; Hidden_random-top is the best of `profile.random_top_draws` seeded draws
 # by label loyalty, chosen on the same test inputs (as in the paper; this flatters it).
 #
+# Query positions (`QUERY_POSITIONS` below, default `"original"`: the method above). The two released code paths
+# of the paper (arXiv 2305.14160, §3.2) differ here: the GPT-J code continues the input at its original position,
+# as we do, while the GPT-2 code passes the anchors' keys and values but restarts the input at position 0. Setting
+# `QUERY_POSITIONS = "restart"` runs that GPT-2 variant for the three cached methods (Hidden_anchor, Hidden_random,
+# Hidden_random-top): the input's tokens get positions 0..len-1 (learned positions `W_pos[0:len]`; rotary angles
+# 0..len-1 for its queries and its own keys) while the anchors keep the positions they had in the full context.
+# A GPT2-XL run with `"restart"` is the one to set beside the paper's GPT2-XL Table 2. ICL and Text_anchor have
+# no cache and do not change; results of the two settings are stored apart (`helpers.compression.cached_compression`).
+#
 # Data note: seeded test/demonstration pools from StaICC's merged data (data/README.md); TweetEval-emotion
 # stands in for EmoC.
 
@@ -40,12 +49,12 @@ import pandas as pd
 
 from helpers import paper as PA
 from helpers import plots
-from helpers.compression import (METHODS, method_cells, run_compression, speed_verdict, table2_interval_verdict,
+from helpers.compression import (METHODS, cached_compression, method_cells, speed_verdict, table2_interval_verdict,
                                  time_icl_vs_anchor)
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
 from helpers.prompts import make_icl_set
-from helpers.results import cached, save_figure, save_metrics, summary_row
+from helpers.results import save_figure, save_metrics, summary_row
 from helpers.stats import bootstrap_means, paired_differences
 from helpers.tasks import get_task
 
@@ -58,18 +67,20 @@ print(profile)
 # Run size: every method is one pass over the test inputs (as suffixes after its cache), and
 # Hidden_random-top one per draw (`profile.random_top_draws`: 2 in `default`, the paper's 20 in `paper`);
 # every seed of the profile (`smoke`: one) and `profile.n_test` inputs per (task, seed).
+# `QUERY_POSITIONS`: `"original"` (the method) or `"restart"` (the paper's GPT-2 code; see above).
 
 # %%
+QUERY_POSITIONS = "original"
+SUFFIX = "" if QUERY_POSITIONS == "original" else f"_{QUERY_POSITIONS}"  # a variant's figures/metrics stay apart
 N_SEEDS = {"smoke": 1}.get(profile.name, len(profile.seeds))
 N_TEST = profile.n_test
 seeds = profile.seeds[:N_SEEDS]
 results = {}
 for task in profile.tasks:
     for seed in seeds:
-        params = dict(model=model_name, task=task, seed=seed, n_test=N_TEST, draws=profile.random_top_draws)
         icl = make_icl_set(model, task, seed, N_TEST)
-        results[task, seed] = cached("compression_table2", params,
-                                     lambda: run_compression(model, icl, profile.random_top_draws, profile.batch_size))
+        results[task, seed] = cached_compression(model, icl, profile.random_top_draws, profile.batch_size,
+                                                 query_positions=QUERY_POSITIONS)
         m = results[task, seed].metrics
         print(f"{task:14s} seed {seed}: " + "  ".join(f"{k} LL {100 * v['label_loyalty']:.0f} "
                                                      f"WL {100 * v['word_loyalty']:.0f} Acc {100 * v['accuracy']:.0f}"
@@ -102,7 +113,7 @@ ivs = {(m, met): bootstrap_means(cells(m, col)).scaled(100) for m in METHODS for
 bars = long.groupby(["method", "metric"], sort=False).value.mean().reset_index()
 fig = plots.plot_compression_bars(bars, title=f"{model_name}: loyalty and accuracy, mean over tasks",
                                   intervals={(met, m): iv.scaled(0.01) for (m, met), iv in ivs.items()})
-save_figure(fig, "05_table2_bars")
+save_figure(fig, "05_table2_bars" + SUFFIX)
 
 # %% [markdown]
 # ## Table 3: speed-up of Hidden_anchor over full ICL
@@ -162,16 +173,17 @@ summary += [summary_row(f"05 Table 3 speed-up, {get_task(r.task).display}",
                         PA.TABLE3_SPEEDUP["GPT2-XL"][PA.paper_key(r.task)], f"{r.speedup:.2f}x "
                         f"(bound {r.bound:.2f}x: {100 * r.speedup_over_bound:.0f}%; 1 run)", sverdict)
             for r in speed.itertuples()]
-save_metrics("05_context_compression", {"table2": avg.to_dict(), "table3": speed.to_dict(orient="records"),
-                                        "table": table2.reset_index(names="method").to_dict(orient="records"),
-                                        "table2_ci": {f"{m}|{met}": [iv.estimate, iv.low, iv.high]
-                                                      for (m, met), iv in ivs.items()},
-                                        "checks": checks,
-                                        "summary": summary, "seeds": list(seeds), "n_test": N_TEST,
-                                        "verdict": verdict, "speed_verdict": sverdict})
+save_metrics("05_context_compression" + SUFFIX, {"table2": avg.to_dict(), "table3": speed.to_dict(orient="records"),
+                                                 "table": table2.reset_index(names="method").to_dict(orient="records"),
+                                                 "table2_ci": {f"{m}|{met}": [iv.estimate, iv.low, iv.high]
+                                                               for (m, met), iv in ivs.items()},
+                                                 "checks": checks, "query_positions": QUERY_POSITIONS,
+                                                 "summary": summary, "seeds": list(seeds), "n_test": N_TEST,
+                                                 "verdict": verdict, "speed_verdict": sverdict})
 print("Paper (GPT2-XL): Hidden_anchor LL 79.47 / WL 62.17 / Acc 45.04 vs ICL Acc 51.90; best compressed method.")
 ha = avg.loc["Hidden_anchor"]
-print(f"Ours ({model_name}, profile {profile.name}, seeds {list(seeds)}, n={N_TEST}): Hidden_anchor LL {ha.LL:.2f} / "
+print(f"Ours ({model_name}, profile {profile.name}, seeds {list(seeds)}, n={N_TEST}, query positions "
+      f"{QUERY_POSITIONS}): Hidden_anchor LL {ha.LL:.2f} / "
       f"WL {ha.WL:.2f} / Acc {ha.Acc:.2f} vs ICL Acc {avg.loc['ICL', 'Acc']:.2f}  ->  {verdict}")
 print("Speed-up per task: " + ", ".join(f"{r.task} {r.speedup:.2f}x (bound {r.bound:.2f}x)" for r in speed.itertuples())
       + f"  ->  {sverdict}")
