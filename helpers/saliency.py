@@ -40,6 +40,7 @@ contrast is paired. :func:`saliency_interval_verdict` restates the checks of
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import warnings
 from typing import Sequence
 
@@ -430,7 +431,10 @@ def flow_intervals(runs: dict, n_boot: int = 1000, seed: int = 0) -> dict:
         out.update({(MEAN_OVER_TASKS, *k): v for k, v in flow_statistics(mean).items()})
         return out
 
-    return bootstrap_statistic(sizes, stat, n_boot, seed=seed)
+    out = bootstrap_statistic(sizes, stat, n_boot, seed=seed)
+    per_task = {t: sum(cells[t, s].shape[0] for s in seeds) for t in tasks}  # a task's interval rests on its inputs
+    return {k: iv if iv is None or k[0] not in per_task else dataclasses.replace(iv, n_inputs=per_task[k[0]])
+            for k, iv in out.items()}
 
 
 def saliency_interval_verdict(intervals: dict, tasks: Sequence[str]) -> tuple[str, dict]:

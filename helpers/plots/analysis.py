@@ -40,7 +40,7 @@ def flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None = None
                 ax.fill_between(layers, [np.nan if iv is None else iv.low for iv in ivs],
                                 [np.nan if iv is None else iv.high for iv in ivs], color=color, alpha=0.2, lw=0)
             ax.fill_between([], [], [], color="grey", alpha=0.2, lw=0, label="95% CI (seeds and inputs)")
-            ax.legend(fontsize=8)
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # outside: the curves fill the panel
             ax.set_xlabel("layer")
         ax.set_title(task)
         ax.set_ylim(0, 1)
