@@ -101,7 +101,7 @@ plots.saliency_view(model, prompts[0], sal, [shallow, deep])
 # 3. all layers: the intervals of $S_{wp} - S_{ww}$ and of $S_{pq} - S_{ww}$ both lie above zero.
 #
 # A check "holds" on a task when both of its intervals lie above zero, "fails" when one lies below
-# zero, and is "inconclusive" when an interval contains zero. The verdict is "replicates" if every
+# zero, and is "inconclusive" otherwise (an interval contains zero, none lies below it). The verdict is "replicates" if every
 # check holds on every task, "partly" if at least half hold, "does not replicate" if more than half
 # fail, and "inconclusive" otherwise. The first layer where $S_{pq}$ exceeds $S_{wp}$ is reported
 # with its interval but is not a check (the paper shows it as a curve only).
