@@ -286,33 +286,40 @@ def mean_curves(df) -> "pd.DataFrame":
 
 
 def aucroc_verdict(mean: "pd.DataFrame", peak_target: float = 0.8, tolerance: float = 0.05,
-                   peak_iv=None) -> tuple[str, dict]:
+                   peak_iv=None, cross_iv=None) -> tuple[str, dict]:
     """Verdict on the §2.3 claim from one model's task/seed-averaged curve (:func:`mean_curves`).
 
     Criteria, fixed before any run:
       1. the peak AUCROC_l is >= ``peak_target - tolerance`` (paper: "about 0.8"); with ``peak_iv``
-         (:func:`peak_interval`), its whole 95% interval must be;
+         (:func:`curve_intervals`' ``"peak"``), its whole 95% interval must be;
       2. the peak lies in the deeper half of the layers;
-      3. R_l first passes 0.5 outside the shallow third of the layers (growth mainly in middle/late layers).
+      3. R_l first passes 0.5 outside the shallow third of the layers (growth mainly in middle/late layers),
+         i.e. at layer >= L // 3; with ``cross_iv`` (:func:`curve_intervals`' ``"crossing"``), its whole 95%
+         interval must lie at or above L // 3.
     "replicates" if all hold; "partly" if at least one holds; "inconclusive" if none holds but the
-    interval of check 1 straddles the threshold; else "does not replicate".
+    interval of check 1 or of check 3 straddles its threshold; else "does not replicate".
     """
     auc, r = mean["auc"].to_numpy(), mean["r"].to_numpy()
     L = len(auc)
     cross = crossing_layer(r)
     thr = peak_target - tolerance
+    first_third = L // 3
     peak_ok = bool(np.nanmax(auc) >= thr) if peak_iv is None else bool(peak_iv.low >= thr)
+    if cross_iv is None:
+        cross_ok = bool(cross is not None and cross >= first_third)
+    else:
+        cross_ok = bool(cross_iv.low >= first_third)
     checks = {
         f"peak AUCROC >= {thr:.2f}" + (" (whole interval)" if peak_iv is not None else ""): peak_ok,
         "peak in deeper half": bool(int(np.nanargmax(auc)) >= L // 2),
-        "R_l passes 0.5 after the first third": bool(cross is not None and cross >= L // 3),
+        "R_l passes 0.5 after the first third" + (" (whole interval)" if cross_iv is not None else ""): cross_ok,
     }
     n_ok = sum(checks.values())
     if n_ok == len(checks):
         return "replicates", checks
     if n_ok:
         return "partly", checks
-    if peak_iv is not None and peak_iv.high >= thr:
+    if (peak_iv is not None and peak_iv.high >= thr) or (cross_iv is not None and cross_iv.high >= first_third):
         return "inconclusive", checks
     return "does not replicate", checks
 

@@ -150,3 +150,30 @@ def test_peak_interval_and_interval_verdict(tiny_model):
     flat = pd.DataFrame({"auc": [0.9] + [0.5] * (L - 1), "r": [1.0] * L})
     assert aucroc_verdict(flat, peak_target=0.95, peak_iv=straddle)[0] == "does not replicate"
     assert aucroc_verdict(flat, peak_target=0.8, peak_iv=straddle)[0] == "inconclusive"
+
+
+def test_crossing_check_is_judged_on_its_interval():
+    """Check 3 (R_l passes 0.5 after the first third) uses the whole interval of the crossing layer when given:
+    a point estimate past the first third no longer suffices when the interval reaches into it."""
+    import pandas as pd
+
+    from helpers.aucroc import aucroc_verdict
+    from helpers.stats import Interval
+
+    L = 12  # first third: layers 0-3; the check needs the crossing at layer >= 4
+    curve = pd.DataFrame({"auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})
+    assert crossing_layer(curve["r"].to_numpy()) == 6
+    assert aucroc_verdict(curve)[0] == "replicates"  # the point estimate alone
+    inside = Interval(6.0, 4.5, 8.0, 5, 320)
+    straddle = Interval(6.0, 2.4, 8.0, 5, 320)
+    below = Interval(1.0, 0.2, 3.0, 5, 320)
+    assert aucroc_verdict(curve, cross_iv=inside)[0] == "replicates"
+    verdict, checks = aucroc_verdict(curve, cross_iv=straddle)
+    assert verdict == "partly" and checks["R_l passes 0.5 after the first third (whole interval)"] is False
+    # nothing holds on the point estimates (peak 0.9 at layer 0 below a 0.95 target, R_l past 0.5 at layer 0)
+    flat = pd.DataFrame({"auc": [0.9] + [0.5] * (L - 1), "r": [1.0] * L})
+    assert aucroc_verdict(flat, peak_target=1.0)[0] == "does not replicate"
+    assert aucroc_verdict(flat, peak_target=1.0, cross_iv=straddle)[0] == "inconclusive"
+    assert aucroc_verdict(flat, peak_target=1.0, cross_iv=below)[0] == "does not replicate"
+    # the interval decides, not the point estimate: a crossing interval wholly past the first third holds
+    assert aucroc_verdict(flat, peak_target=1.0, cross_iv=inside)[0] == "partly"

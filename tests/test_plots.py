@@ -71,3 +71,34 @@ def test_bias_plot_draws_an_interval_on_every_bar():
     segs = [c.lines[2][0].get_segments()[0] for c in ax.containers if isinstance(c, ErrorbarContainer)]
     assert len(segs) == 4
     assert sorted(round(min(s[0][1], s[1][1]), 3) for s in segs) == sorted(round(v - 0.05, 3) for v in df["size"])
+
+
+def test_flow_curves_draw_the_interval_bands():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+
+    from helpers.plots import flow_curves
+    from helpers.stats import Interval
+
+    flows = ("S_wp", "S_pq", "S_ww")
+    df = pd.DataFrame([{"task": t, "seed": 1, "layer": l, "flow": f, "value": 0.1 * (i + 1)}
+                       for t in ("A", "B") for l in range(3) for i, f in enumerate(flows)])
+    ivs = {(r.task, "curve", r.layer, r.flow): Interval(r.value, r.value - 0.05, r.value + 0.02 * (r.layer + 1), 5, 60)
+           for r in df.itertuples()}
+    fig = flow_curves(df, intervals=ivs)
+    ax = fig.axes[0]
+    line = next(l for l in ax.get_lines() if l.get_label() == "S_pq")
+    np.testing.assert_allclose(line.get_ydata(), [0.2, 0.2, 0.2])
+    bands = [c for c in ax.collections if len(c.get_paths()) and len(c.get_paths()[0].vertices)]
+    assert len(bands) == 3  # one band per flow
+    ys = np.concatenate([b.get_paths()[0].vertices[:, 1] for b in bands])
+    for r in df[df.task == "A"].itertuples():
+        iv = ivs[(r.task, "curve", r.layer, r.flow)]
+        assert np.isclose(ys, iv.low).any() and np.isclose(ys, iv.high).any()
+    assert "95% CI (seeds and inputs)" in [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
+    plt.close(fig)
+    plt.close(flow_curves(df))  # without intervals: the sd over seeds, as before
