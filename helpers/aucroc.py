@@ -247,8 +247,9 @@ def seed_curve(raw: dict, seed, idx: dict | None = None) -> np.ndarray:
 
 
 def curve_intervals(raw: dict, n_boot: int = 200, seed: int = 0) -> dict:
-    """95% intervals of two summaries of each seed's task-averaged ``AUCROC_l`` curve, mean over seeds:
-    ``"peak"`` (its maximum) and ``"crossing"`` (the layer where ``R_l`` first passes 0.5), from the same
+    """95% intervals of three summaries of each seed's task-averaged ``AUCROC_l`` curve, mean over seeds:
+    ``"peak"`` (its maximum), ``"crossing"`` (the layer where ``R_l`` first passes 0.5) and ``"peak_layer"``
+    (the layer where the seed-averaged curve peaks), from the same
     resamples (:func:`helpers.stats.bootstrap_statistic`: seeds, then inputs within each task and seed).
     A value is None when the statistic is undefined in too many resamples.
 
@@ -265,7 +266,8 @@ def curve_intervals(raw: dict, n_boot: int = 200, seed: int = 0) -> dict:
         curves = [seed_curve(raw, s, idx) for s, idx in sample]
         cross = [crossing_layer(cumulative_r(c)) for c in curves]
         return {"peak": float(np.mean([np.nanmax(c) for c in curves])),
-                "crossing": float("nan") if None in cross else float(np.mean(cross))}
+                "crossing": float("nan") if None in cross else float(np.mean(cross)),
+                "peak_layer": float(np.nanargmax(np.nanmean(np.stack(curves), 0)))}
 
     return bootstrap_statistic(sizes, stat, n_boot, seed=seed)
 
@@ -286,18 +288,19 @@ def mean_curves(df) -> "pd.DataFrame":
 
 
 def aucroc_verdict(mean: "pd.DataFrame", peak_target: float = 0.8, tolerance: float = 0.05,
-                   peak_iv=None, cross_iv=None) -> tuple[str, dict]:
+                   peak_iv=None, cross_iv=None, peak_layer_iv=None) -> tuple[str, dict]:
     """Verdict on the §2.3 claim from one model's task/seed-averaged curve (:func:`mean_curves`).
 
     Criteria, fixed before any run:
       1. the peak AUCROC_l is >= ``peak_target - tolerance`` (paper: "about 0.8"); with ``peak_iv``
          (:func:`curve_intervals`' ``"peak"``), its whole 95% interval must be;
-      2. the peak lies in the deeper half of the layers;
+      2. the peak lies in the deeper half of the layers (at layer >= L // 2); with ``peak_layer_iv``
+         (:func:`curve_intervals`' ``"peak_layer"``), its whole 95% interval must;
       3. R_l first passes 0.5 outside the shallow third of the layers (growth mainly in middle/late layers),
          i.e. at layer >= L // 3; with ``cross_iv`` (:func:`curve_intervals`' ``"crossing"``), its whole 95%
          interval must lie at or above L // 3.
     "replicates" if all hold; "partly" if at least one holds; "inconclusive" if none holds but the
-    interval of check 1 or of check 3 straddles its threshold; else "does not replicate".
+    interval of check 1, 2 or 3 straddles its threshold; else "does not replicate".
     """
     auc, r = mean["auc"].to_numpy(), mean["r"].to_numpy()
     L = len(auc)
@@ -311,7 +314,8 @@ def aucroc_verdict(mean: "pd.DataFrame", peak_target: float = 0.8, tolerance: fl
         cross_ok = bool(cross_iv.low >= first_third)
     checks = {
         f"peak AUCROC >= {thr:.2f}" + (" (whole interval)" if peak_iv is not None else ""): peak_ok,
-        "peak in deeper half": bool(int(np.nanargmax(auc)) >= L // 2),
+        "peak in deeper half" + (" (whole interval)" if peak_layer_iv is not None else ""):
+            bool(int(np.nanargmax(auc)) >= L // 2) if peak_layer_iv is None else bool(peak_layer_iv.low >= L // 2),
         "R_l passes 0.5 after the first third" + (" (whole interval)" if cross_iv is not None else ""): cross_ok,
     }
     n_ok = sum(checks.values())
@@ -319,7 +323,8 @@ def aucroc_verdict(mean: "pd.DataFrame", peak_target: float = 0.8, tolerance: fl
         return "replicates", checks
     if n_ok:
         return "partly", checks
-    if (peak_iv is not None and peak_iv.high >= thr) or (cross_iv is not None and cross_iv.high >= first_third):
+    if (peak_iv is not None and peak_iv.high >= thr) or (cross_iv is not None and cross_iv.high >= first_third) \
+            or (peak_layer_iv is not None and peak_layer_iv.high >= L // 2):
         return "inconclusive", checks
     return "does not replicate", checks
 

@@ -105,12 +105,14 @@ display(pd.DataFrame(rows).round(3))
 # over tasks and seeds:
 # 1. the peak $\mathrm{AUCROC}_l$ is at least 0.75 (the paper: "about 0.8"); for this run's model the
 #    whole 95% interval of the peak must be (seeds and test inputs resampled, `helpers.aucroc.curve_intervals`);
-# 2. the peak lies in the deeper half of the layers;
+# 2. the peak lies in the deeper half of the layers; for this run's model the whole 95% interval of the
+#    peak layer (of the seed-averaged curve) must (same resamples);
 # 3. $R_l$ first passes 0.5 after the first third of the layers (at layer $\ge \lfloor L/3 \rfloor$, 0-based);
 #    for this run's model the whole 95% interval of that layer must (same resamples as check 1).
 #
 # The verdict is "replicates" if all hold, "partly" if some hold, "inconclusive" if none holds but
-# the interval of check 1 straddles 0.75 or that of check 3 straddles $\lfloor L/3 \rfloor$, and
+# the interval of check 1 straddles 0.75, that of check 2 straddles $\lfloor L/2 \rfloor$ or that of check 3
+# straddles $\lfloor L/3 \rfloor$, and
 # "does not replicate" otherwise. The other model is judged on its point estimates (its runs keep no
 # per-input scores for an interval).
 
@@ -118,13 +120,14 @@ display(pd.DataFrame(rows).round(3))
 summary_rows_tbl, verdicts, metrics = [], {}, {}
 # this run's model: 95% interval of the peak (each seed's task-averaged curve; seeds, then inputs resampled)
 ivs = curve_intervals(raw)  # None where undefined in too many resamples (e.g. one predicted class, tiny runs)
-peak_iv, cross_iv = ivs["peak"], ivs["crossing"]
+peak_iv, cross_iv, peak_layer_iv = ivs["peak"], ivs["crossing"], ivs["peak_layer"]
 print(f"{current_model_name()}: peak AUCROC_l {'no interval' if peak_iv is None else format(peak_iv, '.3f')}; "
-      f"R_l passes 0.5 at layer {'no interval' if cross_iv is None else format(cross_iv, '.1f')} (95% CI)")
+      f"R_l passes 0.5 at layer {'no interval' if cross_iv is None else format(cross_iv, '.1f')}; "
+      f"peak layer {'no interval' if peak_layer_iv is None else format(peak_layer_iv, '.1f')} (95% CI)")
 for name, c in curves.items():
     this = name == current_model_name()
     v, checks = aucroc_verdict(c, peak_target=paper.FIG5_PEAK_AUCROC, peak_iv=peak_iv if this else None,
-                               cross_iv=cross_iv if this else None)
+                               cross_iv=cross_iv if this else None, peak_layer_iv=peak_layer_iv if this else None)
     verdicts[name] = v
     L = len(c)
     cross = crossing_layer(c["r"].to_numpy())

@@ -140,6 +140,7 @@ def test_peak_interval_and_interval_verdict(tiny_model):
 
     both = curve_intervals(raw, n_boot=30)
     assert both["peak"] == iv  # same resamples, same seed
+    assert both["peak_layer"].estimate == int(np.nanargmax(seed_curve(raw, 42)))
     if both["crossing"] is not None:
         assert both["crossing"].estimate == crossing_layer(cumulative_r(seed_curve(raw, 42)))
     L = model.cfg.n_layers
@@ -177,3 +178,23 @@ def test_crossing_check_is_judged_on_its_interval():
     assert aucroc_verdict(flat, peak_target=1.0, cross_iv=below)[0] == "does not replicate"
     # the interval decides, not the point estimate: a crossing interval wholly past the first third holds
     assert aucroc_verdict(flat, peak_target=1.0, cross_iv=inside)[0] == "partly"
+
+
+def test_peak_layer_check_is_judged_on_its_interval():
+    """Check 2 (peak in the deeper half) uses the whole interval of the peak layer when given."""
+    import pandas as pd
+
+    from helpers.aucroc import aucroc_verdict
+    from helpers.stats import Interval
+
+    L = 12
+    curve = pd.DataFrame({"auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})
+    assert aucroc_verdict(curve)[0] == "replicates"  # peak at layer 11 >= 6
+    deep = Interval(11.0, 8.0, 11.0, 5, 320)
+    straddle = Interval(11.0, 3.0, 11.0, 5, 320)
+    assert aucroc_verdict(curve, peak_layer_iv=deep)[0] == "replicates"
+    verdict, checks = aucroc_verdict(curve, peak_layer_iv=straddle)
+    assert verdict == "partly" and checks["peak in deeper half (whole interval)"] is False
+    flat = pd.DataFrame({"auc": [0.9] + [0.5] * (L - 1), "r": [1.0] * L})
+    assert aucroc_verdict(flat, peak_target=1.0, peak_layer_iv=straddle)[0] == "inconclusive"
+    assert aucroc_verdict(flat, peak_target=1.0, peak_layer_iv=Interval(1.0, 0.0, 2.0, 5, 320))[0] == "does not replicate"
