@@ -13,10 +13,10 @@ The control's draw (``random_draw``):
   authors' code: a fresh draw for every input AND every isolated layer, among
   the positions before q-1 (``0..q-2``, so never q nor the token before it)
   that are not label tokens. Ours differs in two details: a label token is any
-  token of a label word (the authors exclude the first token only, their label
-  words being one token), and position 0 is never drawn (BOS, or the first
-  token: its row has nothing earlier to block, so the authors' draw of 0 is a
-  no-op that isolates one word fewer). The draw of input i in layer l is
+  token of a label word (the authors exclude the label word's first token, the
+  one they locate after "Sentiment:" and the like), and position 0 is never
+  drawn (BOS, or the first token: its row has nothing earlier to block, so the
+  authors' draw of 0 is a no-op that isolates one word fewer). The draw of input i in layer l is
   ``numpy.random.default_rng([seed, i, layer])`` (:func:`authors_positions`):
   fixed by (seed, input index, layer), whatever the batching or the number of
   inputs run. Every input has its own isolated demonstrations, so this control
@@ -382,8 +382,11 @@ def condition_ids(df, condition: str, where: str, k: int) -> dict:
 def isolation_budget(profile) -> dict:
     """Run size of notebook 02.
 
-    With a shared prefix every condition costs about one vanilla pass (the
-    isolated demonstrations run once, the inputs as suffixes). ``default`` and
+    With a shared prefix the label conditions cost about one vanilla pass each
+    (the isolated demonstrations run once, the inputs as suffixes). The random
+    control with the authors' draw runs every input's full prompt (a draw per
+    input and layer), so it runs on the first ``random_n`` inputs
+    (``profile.n_random_control``) of each task and seed. ``default`` and
     ``paper``: the four k=5 conditions on ``n_test`` inputs per task and every
     seed; the k in {1, 3, 7} sweep (12 more conditions, a curve) on the first
     ``sweep_n`` inputs (16 by default) of the first seed (``paper``: all inputs,
@@ -403,18 +406,21 @@ def isolation_budget(profile) -> dict:
         n = {t: min(2 if t == "agnews" else 4, profile.n_test) for t in profile.tasks}
         sweep_seeds = tuple(profile.seeds[:1])
         k_sweep = (1,)
+    random_n = min(profile.n_random_control, max(n.values()))
     return {"seeds": tuple(profile.seeds), "n": n, "sweep_seeds": sweep_seeds, "k_main": 5,
-            "k_sweep": k_sweep, "sweep_n": sweep_n, "batch_size": profile.batch_size}
+            "k_sweep": k_sweep, "sweep_n": sweep_n, "random_n": random_n, "random_draw": "authors",
+            "batch_size": profile.batch_size}
 
 
 def isolation_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int, k_main: int = 5,
                    k_sweep: Sequence[int] = (1, 3, 7), sweep_seeds: Sequence[int] = (), batch_size: int = 16,
                    top_k: int = 5, profile: str = "", progress: bool = True, sweep_n: int | None = None,
-                   random_draw: str = "authors") -> dict:
+                   random_draw: str = "authors", random_n: int | None = None) -> dict:
     """All isolation runs of notebook 02, cached per (task, seed).
 
     Every seed gets the four conditions at ``k_main`` layers; seeds in
-    ``sweep_seeds`` also get ``k_sweep``. The random control uses the run's seed.
+    ``sweep_seeds`` also get ``k_sweep``. The random control uses the run's seed
+    and, with ``random_n``, only the first that many inputs (:func:`isolation_experiment`).
     Returns ``{(task, seed): {"base": Predictions, (condition, where, k): Predictions, ...}}``.
     """
     import warnings
@@ -436,11 +442,11 @@ def isolation_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | 
                 s = make_icl_set(model, task, seed, m)
             sub = {k: sweep_n for k in ks if k != k_main} if sweep_n else None
             return isolation_experiment(model, s.prompts, s.label_ids, ks=ks, seed=seed, batch_size=batch_size,
-                                        top_k=top_k, random_draw=random_draw, sub_n=sub)
+                                        top_k=top_k, random_draw=random_draw, sub_n=sub, random_n=random_n)
 
         out[(task, seed)] = cached("isolation", {"model": name, "task": task, "seed": seed, "n": m, "ks": ks,
                                                  "top_k": top_k, "profile": profile, "sweep_n": sweep_n,
-                                                 "random_draw": random_draw}, run)
+                                                 "random_draw": random_draw, "random_n": random_n}, run)
     return out
 
 

@@ -224,6 +224,41 @@ def test_random_subset_pairs_with_full_label_runs(tiny_sst2_set, draw):
     bootstrap_means(a)
 
 
+def test_budget_runs_the_random_control_on_a_subset():
+    from helpers.isolation import isolation_budget
+    from helpers.profiles import get_profile
+
+    for name in ("smoke", "default", "paper"):
+        prof = get_profile(name)
+        b = isolation_budget(prof)
+        assert b["random_draw"] == "authors"
+        assert b["random_n"] == min(prof.n_random_control, max(b["n"].values()))
+    assert isolation_budget(get_profile("default"))["random_n"] == 16
+    assert isolation_budget(get_profile("paper"))["random_n"] == get_profile("paper").n_test
+    smoke = isolation_budget(get_profile("smoke"))
+    assert smoke["random_n"] < max(smoke["n"].values())  # CI runs the subset's pairing
+
+
+def test_batched_equals_one_by_one(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
+    a = run_isolation(model, prompts, lids, "label", "last", 2, batch_size=4)
+    b = run_isolation(model, prompts, lids, "label", "last", 2, batch_size=1)
+    torch.testing.assert_close(a.label_logits, b.label_logits, atol=1e-5, rtol=1e-4)
+    assert torch.equal(a.topk, b.topk)
+
+
+def test_experiment_rows(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
+    runs = isolation_experiment(model, prompts, lids, ks=(1,), seed=0, batch_size=4)
+    rows = loyalty_rows(runs)
+    assert {(r["condition"], r["where"], r["k"]) for r in rows} == {
+        ("label", "first", 1), ("label", "last", 1), ("random", "first", 1), ("random", "last", 1)}
+    assert all(0 <= r["label_loyalty"] <= 1 and 0 <= r["word_loyalty"] <= 1 for r in rows)
+    assert layer_range(model, "last", 2) == [model.cfg.n_layers - 2, model.cfg.n_layers - 1]
+    with pytest.raises(ValueError):
+        layer_range(model, "middle", 1)
+
+
 def _same(a, b):
     torch.testing.assert_close(a.label_logits, b.label_logits, atol=1e-4, rtol=1e-4)
     assert torch.equal(a.pred, b.pred) and torch.equal(a.topk, b.topk)
