@@ -3,10 +3,12 @@
 For every layer l, the attention from q to each class's label positions (summed
 over heads and over the positions of the same class) is a score per class.
 ``AUCROC_l`` scores those against the model's *own* predicted label with
-scikit-learn's ``roc_auc_score``: classes never predicted are dropped, the
-remaining scores are normalised to sum 1, and multi-class uses one-vs-one
-averaging (binary: the normalised score of the second remaining class).
-``R_l = sum_{i<=l}(AUCROC_i - 0.5) / sum_{i<=N}(AUCROC_i - 0.5)``.
+scikit-learn's ``roc_auc_score``, as in the authors' code: classes never
+predicted are dropped; with two classes left the score is the raw attention to
+the second one's label (binary AUC); with more, the scores are normalised to
+sum 1 and averaged one-vs-one.
+``R_l = sum_{i<=l}(AUCROC_i - 0.5) / sum_{i<=N}(AUCROC_i - 0.5)``, reported
+only when that total is positive (otherwise the ratio has no meaning: NaN).
 
 The attention is read at q only (``hook_pattern`` hooks keep row q, nothing
 else is stored) under ``torch.inference_mode``, in the same pass as the
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import warnings
+
 import numpy as np
 import torch
 from jaxtyping import Float, Int
@@ -28,7 +32,7 @@ from tqdm.auto import tqdm
 
 from .prefix import shared_prefix_or_none
 from .predict import Predictions, length_batches, logits_at, predictions_from_resid
-from .prompts import Prompt, pad_batch
+from .prompts import Prompt, check_prompts, pad_batch
 
 __all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "aucroc_budget",
            "aucroc_runs", "mean_curves", "aucroc_verdict", "other_offline_model"]
@@ -58,8 +62,7 @@ def label_attention(model, prompts: Sequence[Prompt], label_ids: Sequence[int], 
     or prompts without one common demonstration set) full prompts are run.
     Both paths give the same outputs (tests).
     """
-    if not prompts:
-        raise ValueError("no prompts")
+    check_prompts(model, prompts, "read attention for")
     p0 = shared_prefix_or_none(model, prompts, shared)
     if p0 is not None:
         return _label_attention_shared(model, prompts, label_ids, p0, batch_size, top_k, progress)
@@ -129,23 +132,26 @@ def _label_attention_shared(model, prompts: Sequence[Prompt], label_ids: Sequenc
 def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, "n"]) -> float:
     """ROC AUC of per-class scores against predicted labels (nan if fewer than 2 classes were predicted).
 
-    Classes never predicted are dropped and the remaining scores renormalised to
-    sum 1 per row; two classes: binary AUC of the second one's score;
-    more: one-vs-one macro average (sklearn ``multi_class="ovo"``).
+    Classes never predicted are dropped. Two classes left: binary AUC of the
+    second one's raw score (the authors' binary case, e.g. SST-2). More: the
+    scores are renormalised to sum 1 per row and averaged one-vs-one (sklearn
+    ``multi_class="ovo"``).
     """
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(pred).astype(int)
     if s.ndim != 2 or y.shape != (s.shape[0],):
         raise ValueError(f"scores must be [n, classes] and pred [n]; got {s.shape} and {y.shape}")
+    if s.shape[0] == 0:
+        raise ValueError("no inputs to score: AUCROC needs at least one prediction per class it compares")
     present = np.unique(y)
     if len(present) < 2:
         return float("nan")
     s = s[:, present]
-    tot = s.sum(1, keepdims=True)
-    s = np.where(tot > 0, s / np.where(tot > 0, tot, 1.0), 1.0 / len(present))
     y_local = np.searchsorted(present, y)
     if len(present) == 2:
         return float(roc_auc_score(y_local, s[:, 1]))
+    tot = s.sum(1, keepdims=True)
+    s = np.where(tot > 0, s / np.where(tot > 0, tot, 1.0), 1.0 / len(present))
     return float(roc_auc_score(y_local, s, multi_class="ovo", labels=np.arange(len(present))))
 
 
@@ -157,10 +163,15 @@ def aucroc_per_layer(scores: Float[torch.Tensor, "n layer classes"], pred) -> Fl
 
 
 def cumulative_r(auc: Float[np.ndarray, "layer"]) -> Float[np.ndarray, "layer"]:
-    """``R_l``: cumulative share of sum(AUCROC - 0.5) up to layer l (ends at 1; nan if the total is 0)."""
+    """``R_l``: cumulative share of sum(AUCROC - 0.5) up to layer l (ends at 1).
+
+    NaN everywhere unless the total is positive: with a total at or below zero
+    (attention no better than chance overall) the shares are not fractions
+    (they can exceed 1 or run backwards), so there is nothing to report.
+    """
     d = np.asarray(auc, dtype=np.float64) - 0.5
     tot = d.sum()
-    if not np.isfinite(tot) or tot == 0:
+    if not np.isfinite(tot) or tot <= 0:
         return np.full_like(d, np.nan)
     return np.cumsum(d) / tot
 
@@ -182,10 +193,11 @@ def aucroc_budget(profile) -> dict:
 
 
 def aucroc_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int, batch_size: int = 16,
-                profile: str = "", progress: bool = True):
+                profile: str = "", progress: bool = True, raw: dict | None = None):
     """``AUCROC_l`` and ``R_l`` for every (task, seed), cached; a long ``pandas.DataFrame``.
 
-    Columns: model, task, seed, layer, auc, r, n, accuracy, n_pred_classes.
+    Columns: model, task, seed, layer, auc, r, n, accuracy, n_pred_classes. ``raw``, if
+    given, is filled with ``{(task, seed): {"scores", "pred", "gold"}}`` (for intervals).
     """
     import warnings
 
@@ -210,6 +222,8 @@ def aucroc_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int
             return {"scores": scores, "pred": preds.pred, "gold": preds.gold}
 
         res = cached("aucroc", {"model": name, "task": task, "seed": seed, "n": m, "profile": profile}, run)
+        if raw is not None:
+            raw[(task, seed)] = res
         auc = aucroc_per_layer(res["scores"], res["pred"])
         r = cumulative_r(auc)
         acc = float((res["pred"] == res["gold"]).float().mean())
@@ -219,6 +233,53 @@ def aucroc_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int
     return pd.DataFrame(rows)
 
 
+def seed_curve(raw: dict, seed, idx: dict | None = None) -> np.ndarray:
+    """One seed's ``AUCROC_l`` curve, averaged over tasks (``idx``: ``{task: input indices}``, default all)."""
+    curves = []
+    for (t, s), res in raw.items():
+        if s != seed:
+            continue
+        i = slice(None) if idx is None else torch.as_tensor(np.asarray(idx[t]), dtype=torch.long)
+        curves.append(aucroc_per_layer(res["scores"][i], res["pred"][i]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(curves, axis=0)
+
+
+def curve_intervals(raw: dict, n_boot: int = 200, seed: int = 0) -> dict:
+    """95% intervals of three summaries of each seed's task-averaged ``AUCROC_l`` curve, mean over seeds:
+    ``"peak"`` (its maximum), ``"crossing"`` (the layer where ``R_l`` first passes 0.5) and ``"peak_layer"``
+    (the layer where the seed-averaged curve peaks), from the same
+    resamples (:func:`helpers.stats.bootstrap_statistic`: seeds, then inputs within each task and seed).
+    A value is None when the statistic is undefined in too many resamples.
+
+    The peak is a maximum over layers, so on few inputs the resampled peaks lean high (each resample
+    picks its own best layer); read the interval as the spread of that statistic, not as a bound
+    on one fixed layer's AUCROC.
+    """
+    from .stats import bootstrap_statistic
+
+    seeds = sorted({s for _, s in raw})
+    sizes = {s: {t: len(res["pred"]) for (t, ss), res in raw.items() if ss == s} for s in seeds}
+
+    def stat(sample):
+        curves = [seed_curve(raw, s, idx) for s, idx in sample]
+        cross = [crossing_layer(cumulative_r(c)) for c in curves]
+        return {"peak": float(np.mean([np.nanmax(c) for c in curves])),
+                "crossing": float("nan") if None in cross else float(np.mean(cross)),
+                "peak_layer": float(np.nanargmax(np.nanmean(np.stack(curves), 0)))}
+
+    return bootstrap_statistic(sizes, stat, n_boot, seed=seed)
+
+
+def peak_interval(raw: dict, n_boot: int = 200, seed: int = 0):
+    """The ``"peak"`` interval of :func:`curve_intervals` (ValueError when it is undefined too often)."""
+    iv = curve_intervals(raw, n_boot, seed)["peak"]
+    if iv is None:
+        raise ValueError("the peak AUCROC_l is undefined in too many bootstrap samples; too few inputs for an interval")
+    return iv
+
+
 def mean_curves(df) -> "pd.DataFrame":
     """AUCROC_l averaged over tasks and seeds (nan runs skipped), and R_l recomputed from that mean curve."""
     mean = df.groupby("layer", as_index=False)["auc"].mean()
@@ -226,26 +287,46 @@ def mean_curves(df) -> "pd.DataFrame":
     return mean
 
 
-def aucroc_verdict(mean: "pd.DataFrame", peak_target: float = 0.8, tolerance: float = 0.05) -> tuple[str, dict]:
+def aucroc_verdict(mean: "pd.DataFrame", peak_target: float = 0.8, tolerance: float = 0.05,
+                   peak_iv=None, cross_iv=None, peak_layer_iv=None) -> tuple[str, dict]:
     """Verdict on the §2.3 claim from one model's task/seed-averaged curve (:func:`mean_curves`).
 
     Criteria, fixed before any run:
-      1. the peak AUCROC_l is >= ``peak_target - tolerance`` (paper: "about 0.8");
-      2. the peak lies in the deeper half of the layers;
-      3. R_l first passes 0.5 outside the shallow third of the layers (growth mainly in middle/late layers).
-    "replicates" if all hold; "partly" if at least one holds; else "does not replicate".
+      1. the peak AUCROC_l is >= ``peak_target - tolerance`` (paper: "about 0.8"); with ``peak_iv``
+         (:func:`curve_intervals`' ``"peak"``), its whole 95% interval must be;
+      2. the peak lies in the deeper half of the layers (at layer >= L // 2); with ``peak_layer_iv``
+         (:func:`curve_intervals`' ``"peak_layer"``), its whole 95% interval must;
+      3. R_l first passes 0.5 outside the shallow third of the layers (growth mainly in middle/late layers),
+         i.e. at layer >= L // 3; with ``cross_iv`` (:func:`curve_intervals`' ``"crossing"``), its whole 95%
+         interval must lie at or above L // 3.
+    "replicates" if all hold; "partly" if at least one holds; "inconclusive" if none holds but the
+    interval of check 1, 2 or 3 straddles its threshold; else "does not replicate".
     """
     auc, r = mean["auc"].to_numpy(), mean["r"].to_numpy()
     L = len(auc)
     cross = crossing_layer(r)
+    thr = peak_target - tolerance
+    first_third = L // 3
+    peak_ok = bool(np.nanmax(auc) >= thr) if peak_iv is None else bool(peak_iv.low >= thr)
+    if cross_iv is None:
+        cross_ok = bool(cross is not None and cross >= first_third)
+    else:
+        cross_ok = bool(cross_iv.low >= first_third)
     checks = {
-        f"peak AUCROC >= {peak_target - tolerance:.2f}": bool(np.nanmax(auc) >= peak_target - tolerance),
-        "peak in deeper half": bool(int(np.nanargmax(auc)) >= L // 2),
-        "R_l passes 0.5 after the first third": bool(cross is not None and cross >= L // 3),
+        f"peak AUCROC >= {thr:.2f}" + (" (whole interval)" if peak_iv is not None else ""): peak_ok,
+        "peak in deeper half" + (" (whole interval)" if peak_layer_iv is not None else ""):
+            bool(int(np.nanargmax(auc)) >= L // 2) if peak_layer_iv is None else bool(peak_layer_iv.low >= L // 2),
+        "R_l passes 0.5 after the first third" + (" (whole interval)" if cross_iv is not None else ""): cross_ok,
     }
     n_ok = sum(checks.values())
-    verdict = "replicates" if n_ok == len(checks) else "partly" if n_ok else "does not replicate"
-    return verdict, checks
+    if n_ok == len(checks):
+        return "replicates", checks
+    if n_ok:
+        return "partly", checks
+    if (peak_iv is not None and peak_iv.high >= thr) or (cross_iv is not None and cross_iv.high >= first_third) \
+            or (peak_layer_iv is not None and peak_layer_iv.high >= L // 2):
+        return "inconclusive", checks
+    return "does not replicate", checks
 
 
 def other_offline_model(name: str) -> str | None:

@@ -16,27 +16,46 @@ Hidden_random (formatting + BOS + one random text position per demonstration
 instead of the label token; seeded) and Hidden_random-top (best of N seeded
 Hidden_random draws by label loyalty against full ICL, selected on the same
 test inputs as the paper does).
+
+Query positions (``query_positions``, the methods with a cache: Hidden_anchor,
+Hidden_random, Hidden_random-top). ``"original"`` (default, the method above):
+the test input continues at P0, where it stands in the full prompt.
+``"restart"``: its tokens get positions ``0..len-1``, as if no context preceded
+them, while they still attend to the kept keys and values, whose positions were
+fixed when the demonstrations ran (learned positions: ``W_pos[0:len]``; rotary:
+the input's queries and its own keys rotated at ``0..len-1``). That is what the
+released GPT-2 code of arXiv 2305.14160 (§3.2) runs: with the cached keys and
+values it passes position ids ``0..len-1`` plus an offset that it sets only for
+GPT-J (to the position after the last kept token, i.e. P0), so its GPT2-XL
+Table 2 restarts the input at position 0 while its GPT-J Table 2 keeps the
+original positions. ``"restart"`` exists to set a run beside the GPT2-XL
+numbers; Text_anchor and full ICL have no cache and are the same in both modes.
+Results of the two modes are stored under different keys
+(:func:`cached_compression`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .loyalty import label_loyalty, word_loyalty
+from .loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from .predict import Predictions, predict
-from .prefix import (PrefixCache, demo_prefix_len, predict_shared, run_prefix, shared_prefix_or_none, suffix_logits,
-                     suffix_tokens, vanilla_predictions)
+from .prefix import (PrefixCache, demo_prefix_len, predict_shared, restart_positions, run_prefix,
+                     shared_prefix_or_none, suffix_logits, suffix_tokens, vanilla_predictions)
 from .prompts import Demo, Prompt, build_prompts
+from .stats import bootstrap_of_means
 
 __all__ = [
     "prefix_len",
     "anchor_keep",
     "random_keep",
+    "QUERY_POSITIONS",
+    "check_query_positions",
     "build_cache",
     "predict_cached",
     "text_anchor_demos",
@@ -44,13 +63,26 @@ __all__ = [
     "token_counts",
     "CompressionResult",
     "run_compression",
+    "cached_compression",
     "METHODS",
     "table2_verdict",
+    "table2_interval_verdict",
+    "method_cells",
     "speed_verdict",
     "time_icl_vs_anchor",
 ]
 
 prefix_len = demo_prefix_len  # P0: one past the newline that ends the last demonstration
+
+QUERY_POSITIONS = ("original", "restart")  # where a test input run after a cache starts (module doc)
+
+
+def check_query_positions(query_positions: str) -> str:
+    """``query_positions`` if it is one of :data:`QUERY_POSITIONS`, else a ValueError naming them."""
+    if not isinstance(query_positions, str) or query_positions not in QUERY_POSITIONS:
+        raise ValueError(f"query_positions must be one of {', '.join(map(repr, QUERY_POSITIONS))}; "
+                         f"got {query_positions!r}")
+    return query_positions
 
 
 def anchor_keep(prompt: Prompt) -> list[int]:
@@ -60,27 +92,31 @@ def anchor_keep(prompt: Prompt) -> list[int]:
 
 
 def random_keep(prompt: Prompt, seed: int) -> list[int]:
-    """Hidden_random: formatting + BOS + one random text position per demonstration (no label token)."""
-    p0 = prefix_len(prompt)
+    """Hidden_random: Hidden_anchor's positions without the label words' first tokens (the ones the labels are
+    read from), plus one random text position per demonstration. As in the authors' code, the rest of the
+    label line stays: formatting, BOS, the continuation tokens of a multi-token label word and the newline."""
     rng = np.random.default_rng(seed)
-    keep = set(p for p in prompt.format_pos if p < p0)
-    if prompt.bos:
-        keep.add(0)
+    keep = set(anchor_keep(prompt)) - set(prompt.label_pos)
     for (s, e), lp in zip(prompt.text_spans, prompt.label_pos):
         cand = [i for i in range(s, e) if i not in prompt.label_pos]
         keep.add(int(rng.choice(cand)) if cand else lp)
     return sorted(keep)
 
 
-def build_cache(model, prompt: Prompt, keep: Sequence[int] | None = None) -> PrefixCache:
+def build_cache(model, prompt: Prompt, keep: Sequence[int] | None = None,
+                query_positions: str = "original") -> PrefixCache:
     """Run ``prompt``'s demonstrations (tokens before P0) once and keep the positions ``keep``.
 
     ``keep=None`` keeps the Hidden_anchor positions (:func:`anchor_keep`);
     ``keep=range(P0)`` keeps everything (then the cached run is plain ICL).
+    ``query_positions``: ``"original"`` (inputs run after the cache continue at
+    P0) or ``"restart"`` (they start at position 0; module doc).
     """
+    check_query_positions(query_positions)
     p0 = prefix_len(prompt)
     keep = anchor_keep(prompt) if keep is None else keep
-    return run_prefix(model, prompt.tokens[:p0], keep, note="anchor cache")
+    cache = run_prefix(model, prompt.tokens[:p0], keep, note="anchor cache")
+    return restart_positions(cache) if query_positions == "restart" else cache
 
 
 def predict_cached(model, cache: PrefixCache, prompts: Sequence[Prompt], label_ids: Sequence[int],
@@ -125,37 +161,106 @@ class CompressionResult:
     counts: dict  # token_counts of Hidden_anchor
     random_top_draw: int  # which draw won Hidden_random-top
     n_test: int
+    # method -> {"label_loyal": 0/1, "word_loyal": Jaccard, "correct": 0/1} per input (same inputs for every method)
+    per_input: dict = field(default_factory=dict)
+    query_positions: str = "original"  # positions of the inputs run after a cache (module doc)
 
 
 METHODS = ("ICL", "Text_anchor", "Hidden_random", "Hidden_random-top", "Hidden_anchor")
 
 
 def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int = 16,
-                    progress: bool = False) -> CompressionResult:
-    """Table 2 for one :class:`helpers.prompts.PromptSet` (1-shot, one seed): every method vs full ICL."""
+                    progress: bool = False, query_positions: str = "original") -> CompressionResult:
+    """Table 2 for one :class:`helpers.prompts.PromptSet` (1-shot, one seed): every method vs full ICL.
+
+    ``query_positions`` applies to the cached methods (Hidden_anchor, Hidden_random, Hidden_random-top):
+    ``"original"`` (default) or ``"restart"`` (module doc).
+    """
+    check_query_positions(query_positions)
     prompts, lids, seed = icl_set.prompts, icl_set.label_ids, icl_set.seed
     ref = vanilla_predictions(model, prompts, lids, batch_size)  # full ICL (notebook 00's run, stored by content)
 
-    def score(pr: Predictions) -> dict:
+    per_input: dict = {}
+
+    def score(pr: Predictions, name: str | None = None) -> dict:
+        if name is not None:
+            per_input[name] = {"label_loyal": label_loyalty_rows(pr.pred, ref.pred).tolist(),
+                               "word_loyal": word_loyalty_rows(pr.topk, ref.topk, k=5).tolist(),
+                               "correct": (pr.pred == pr.gold).int().tolist()}
         return dict(label_loyalty=label_loyalty(pr.pred, ref.pred),
                     word_loyalty=word_loyalty(pr.topk, ref.topk, k=5),
                     accuracy=pr.accuracy)
 
-    out = {"ICL": score(ref)}
+    out = {"ICL": score(ref, "ICL")}
     ta = text_anchor_prompts(model, icl_set.task, icl_set.demos, icl_set.test)
     shared = shared_prefix_or_none(model, ta) is not None  # the text-less demonstrations, also run once
-    out["Text_anchor"] = score((predict_shared if shared else predict)(model, ta, lids, batch_size))
-    anchor = build_cache(model, prompts[0])
-    out["Hidden_anchor"] = score(predict_cached(model, anchor, prompts, lids, batch_size))
+    out["Text_anchor"] = score((predict_shared if shared else predict)(model, ta, lids, batch_size), "Text_anchor")
+    anchor = build_cache(model, prompts[0], query_positions=query_positions)
+    out["Hidden_anchor"] = score(predict_cached(model, anchor, prompts, lids, batch_size), "Hidden_anchor")
     draws = []
     for d in tqdm(range(max(1, random_top_draws)), desc="random draws", disable=not progress, leave=False):
-        c = build_cache(model, prompts[0], random_keep(prompts[0], seed=int(seed) * 1000 + d))
-        draws.append(score(predict_cached(model, c, prompts, lids, batch_size)))
+        c = build_cache(model, prompts[0], random_keep(prompts[0], seed=int(seed) * 1000 + d), query_positions)
+        draws.append(score(predict_cached(model, c, prompts, lids, batch_size), f"draw {d}"))
     out["Hidden_random"] = draws[0]
     best = int(np.argmax([s["label_loyalty"] for s in draws]))
     out["Hidden_random-top"] = draws[best]
+    per_input["Hidden_random"], per_input["Hidden_random-top"] = per_input["draw 0"], per_input[f"draw {best}"]
+    per_input = {m: per_input[m] for m in METHODS}
     return CompressionResult(icl_set.task.name, seed, {m: out[m] for m in METHODS}, token_counts(prompts, anchor),
-                             best, len(prompts))
+                             best, len(prompts), per_input, query_positions)
+
+
+def cached_compression(model, icl_set, random_top_draws: int = 20, batch_size: int = 16, progress: bool = False,
+                       query_positions: str = "original") -> CompressionResult:
+    """:func:`run_compression`, stored on disk (:func:`helpers.results.cached`).
+
+    The key is the model's weights (:func:`helpers.results.model_fingerprint`),
+    the task, seed and every prompt (:func:`helpers.results.prompts_digest`),
+    the number of Hidden_random draws and ``query_positions``, so a stored
+    result only serves a request for the same inputs, draws and positions
+    (batch size is not part of it: batched and one-by-one runs agree).
+    """
+    from .results import cached, model_fingerprint, prompts_digest
+
+    check_query_positions(query_positions)
+    params = dict(model=model_fingerprint(model), task=icl_set.task.name, seed=int(icl_set.seed),
+                  prompts=prompts_digest(icl_set.prompts, icl_set.label_ids), n_test=len(icl_set.prompts),
+                  draws=int(random_top_draws), query_positions=query_positions)
+    return cached("compression_table2", params,
+                  lambda: run_compression(model, icl_set, random_top_draws, batch_size, progress, query_positions))
+
+
+def method_cells(results: dict, method: str, metric: str) -> dict:
+    """``{(task, seed): per-input values}`` of one method over ``{(task, seed): CompressionResult}``
+    (``metric``: ``label_loyal``, ``word_loyal`` or ``correct``), the input of :func:`helpers.stats.bootstrap_means`."""
+    return {key: r.per_input[method][metric] for key, r in results.items()}
+
+
+def table2_interval_verdict(gaps: dict) -> tuple[str, dict]:
+    """Verdict on §3.2 from 95% intervals (criteria fixed before the run).
+
+    ``gaps[(other, metric)]``: the interval of Hidden_anchor minus ``other``
+    (Text_anchor, Hidden_random, Hidden_random-top), paired per input, for
+    ``metric`` in label_loyalty / word_loyalty (task-averaged).
+
+    "replicates": all six intervals lie above zero (Hidden_anchor is the most
+    loyal compressed method on both metrics); "partly": all three lie above zero
+    for one metric, or the four against the hidden random baselines do;
+    "does not replicate": on both metrics some method's interval lies below zero
+    (Hidden_anchor clearly less loyal); otherwise "inconclusive".
+    """
+    others = ["Text_anchor", "Hidden_random", "Hidden_random-top"]
+    metrics = ("label_loyalty", "word_loyalty")
+    above = {k: iv.low > 0 for k, iv in gaps.items()}
+    checks = {f"above all on {m}": all(above[(o, m)] for o in others) for m in metrics}
+    checks["above the hidden random baselines on both"] = all(above[(o, m)] for o in others[1:] for m in metrics)
+    if all(checks[f"above all on {m}"] for m in metrics):
+        return "replicates", checks
+    if any(checks.values()):
+        return "partly", checks
+    if all(any(gaps[(o, m)].high < 0 for o in others) for m in metrics):
+        return "does not replicate", checks
+    return "inconclusive", checks
 
 
 def table2_verdict(table: dict) -> str:
@@ -197,8 +302,9 @@ def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, war
     unembedding, e.g. Gemma's 262k x 640 matrix, from both paths). The anchor cache is
     built once (its time is reported separately, amortised over the test set
     as in the paper). Inputs alternate between the two paths so machine load
-    affects both alike; the time per path is the median over ``repeats`` of the
-    mean over ``n_inputs`` inputs.
+    affects both alike; the time per path is the mean over ``n_inputs`` inputs of
+    each input's median over ``repeats``. ``speedup_low``/``speedup_high``: the 95% bootstrap interval of the
+    speed-up over the timed inputs (paired).
     """
     import time
 
@@ -220,19 +326,24 @@ def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, war
         t = qtok[i][None]
         suffix_logits(model, cache, t, torch.tensor([t.shape[1] - 1]), vocab=ids)
 
-    tf, ta = [], []
+    per_f, per_a = np.zeros((repeats, len(prompts))), np.zeros((repeats, len(prompts)))
     with torch.inference_mode():
         for i in range(min(warmup, len(prompts))):
             full(prompts[i]), anchor(i)
-        for _ in range(repeats):
-            sf = sa = 0.0
+        for r in range(repeats):
             for i, p in enumerate(prompts):
-                t = time.perf_counter(); full(p); sf += time.perf_counter() - t
-                t = time.perf_counter(); anchor(i); sa += time.perf_counter() - t
-            tf.append(sf / len(prompts)); ta.append(sa / len(prompts))
+                t = time.perf_counter(); full(p); per_f[r, i] = time.perf_counter() - t
+                t = time.perf_counter(); anchor(i); per_a[r, i] = time.perf_counter() - t
     out = token_counts(prompts, cache)
-    t_full, t_anchor = float(np.median(tf)), float(np.median(ta))
+    med_f, med_a = np.median(per_f, 0), np.median(per_a, 0)  # each input's median over the repeats
+    t_full, t_anchor = float(med_f.mean()), float(med_a.mean())
+    # 95% interval of the speed-up over the timed inputs: the ratio of the two mean times, bootstrapped with the
+    # inputs paired (how much the inputs' lengths and the timing noise move the ratio on this machine, not how
+    # another machine would time it)
+    iv = bootstrap_of_means({"full": {(icl_set.task.name, 0): med_f}, "anchor": {(icl_set.task.name, 0): med_a}},
+                            lambda m: m["full"] / m["anchor"]) if len(prompts) > 1 else None
     out.update(task=icl_set.task.name, label_only=label_only, t_full=t_full, t_anchor=t_anchor, t_build=t_build,
-               speedup=t_full / t_anchor, n_inputs=len(prompts))
+               speedup=t_full / t_anchor, n_inputs=len(prompts),
+               speedup_low=float("nan") if iv is None else iv.low, speedup_high=float("nan") if iv is None else iv.high)
     out["speedup_over_bound"] = out["speedup"] / out["bound"]
     return out

@@ -11,8 +11,10 @@ prob(a)/prob(b) on the test inputs whose gold label is a or b (0.5 =
 indistinguishable). Both matrices read "low = confused"; their agreement is
 the Spearman rank correlation over the off-diagonal pairs.
 
-Vectors are taken before the rotary embedding (``hook_q``/``hook_k``), so
-keys at different positions are comparable. Grouped-query attention (Gemma 3:
+Vectors are the ones the attention uses, before the rotary embedding, so
+keys at different positions are comparable: ``hook_q``/``hook_k``, followed
+by the per-head q/k normalisation for models that have one (Gemma 3's
+``q_norm``/``k_norm``; TransformerLens hooks q and k before it). Grouped-query attention (Gemma 3:
 1 key/value head for 4 query heads; SmolLM2: 3 for 9): each key/value head is
 shared by a group of query heads, so the key of query head h is the key of its
 group's KV head; we repeat each KV head for the query heads that read it
@@ -29,6 +31,7 @@ tests).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -42,7 +45,7 @@ from tqdm.auto import tqdm
 
 from .prefix import shared_prefix_or_none
 from .predict import length_batches, logits_at
-from .prompts import Prompt, pad_batch
+from .prompts import Prompt, check_prompts, pad_batch
 
 __all__ = [
     "QKVectors",
@@ -50,6 +53,9 @@ __all__ = [
     "predicted_confusion",
     "actual_confusion",
     "rank_correlation",
+    "seed_averaged_spearman",
+    "spearman_interval",
+    "diagnosis_interval_verdict",
     "diagnose",
     "layer_sweep",
     "default_layer",
@@ -66,6 +72,14 @@ class QKVectors:
     layers: list[int]
 
 
+def as_attention_uses(model, layer: int, x: torch.Tensor, kind: str) -> torch.Tensor:
+    """``hook_q``/``hook_k`` output ``x`` as layer ``layer``'s attention uses it before rotary (q/k norm applied)."""
+    if not getattr(model.cfg, "use_qk_norm", False):
+        return x
+    attn = model.blocks[layer].attn
+    return attn._apply_qk_norm(x, attn.q_norm if kind == "q" else attn.k_norm)
+
+
 def collect_qk(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int] | None = None,
                batch_size: int = 16, progress: bool | str = False, shared: bool = True) -> QKVectors:
     """Queries at q, class keys at the label positions (GQA keys repeated per query head) and label probs.
@@ -80,6 +94,7 @@ def collect_qk(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layer
     (queries at q and label probabilities). Otherwise (``shared=False``, or no
     common demonstration set) full prompts are run. Same outputs (tests).
     """
+    check_prompts(model, prompts, "collect q/k vectors for")
     layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
     p0 = shared_prefix_or_none(model, prompts, shared)
     if p0 is not None:
@@ -105,7 +120,7 @@ def collect_qk(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layer
             store: dict = {}
 
             def grab(x, hook, kind):
-                store[(kind, hook.layer())] = x
+                store[(kind, hook.layer())] = as_attention_uses(model, hook.layer(), x, kind)
                 return x
 
             hooks = []
@@ -162,7 +177,7 @@ def _collect_qk_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int
     pkeys: dict = {}
 
     def grab_k(x, hook):  # [1, p0, kvH, d], before the rotary embedding
-        pkeys[hook.layer()] = x[0].float().cpu()
+        pkeys[hook.layer()] = as_attention_uses(model, hook.layer(), x, "k")[0].float().cpu()
         return x
 
     cache = run_prefix(model, prompts[0].tokens[:p0], hooks=[(f"blocks.{l}.attn.hook_k", grab_k) for l in layers])
@@ -178,7 +193,8 @@ def _collect_qk_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int
             store: dict = {}
 
             def grab_q(x, hook):  # [B, m, H, d]: suffix rows
-                store[hook.layer()] = x[torch.arange(B, device=x.device), q.to(x.device)].float().cpu()
+                x_used = as_attention_uses(model, hook.layer(), x, "q")
+                store[hook.layer()] = x_used[torch.arange(B, device=x.device), q.to(x.device)].float().cpu()
                 return x
 
             r = suffix_forward(model, cache, toks, [(f"blocks.{l}.attn.hook_q", grab_q) for l in layers])
@@ -252,6 +268,44 @@ def diagnose(vecs: QKVectors, layer: int, n_components: int = 10) -> dict:
 def layer_sweep(vecs: QKVectors, n_components: int = 10) -> dict[int, float]:
     """Rank correlation of predicted vs actual confusion at every collected layer."""
     return {l: diagnose(vecs, l, n_components)["spearman"] for l in vecs.layers}
+
+
+def _subset(v: QKVectors, idx) -> QKVectors:
+    idx = torch.as_tensor(np.asarray(idx), dtype=torch.long)
+    return QKVectors(v.queries[idx], v.keys, v.label_probs[idx], v.gold[idx], v.layers)
+
+
+def seed_averaged_spearman(vecs: dict, layer: int, n_components: int = 10, sample=None) -> float:
+    """Spearman of the predicted and actual confusion, each averaged over seeds (``vecs``: ``{seed: QKVectors}``).
+
+    ``sample``: ``[(seed, input indices), ...]`` (:func:`helpers.stats.bootstrap_statistic`); default all inputs.
+    """
+    sample = sample if sample is not None else [(s, np.arange(len(v.gold))) for s, v in vecs.items()]
+    outs = [diagnose(_subset(vecs[s], idx), layer, n_components) for s, idx in sample]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pred = np.mean([o["predicted"] for o in outs], axis=0)
+        act = np.nanmean([o["actual"] for o in outs], axis=0)
+    return rank_correlation(pred, act)
+
+
+def spearman_interval(vecs: dict, layer: int, n_components: int = 10, n_boot: int = 1000, seed: int = 0):
+    """:func:`seed_averaged_spearman` with its 95% two-level bootstrap interval (seeds, then inputs)."""
+    from .stats import bootstrap_statistic
+
+    return bootstrap_statistic({s: len(v.gold) for s, v in vecs.items()},
+                               lambda sample: seed_averaged_spearman(vecs, layer, n_components, sample), n_boot, seed=seed)
+
+
+def diagnosis_interval_verdict(iv, strong: float = 0.5) -> str:
+    """Verdict on §3.3 from the 95% interval of the rank correlation (criteria fixed before the run):
+    "replicates" if the interval lies above zero and the estimate is at least ``strong``; "partly" if it lies
+    above zero; "does not replicate" if it lies below zero; "inconclusive" if it contains zero."""
+    if iv.low > 0:
+        return "replicates" if iv.estimate >= strong else "partly"
+    if iv.high < 0:
+        return "does not replicate"
+    return "inconclusive"
 
 
 def default_layer(model) -> int:

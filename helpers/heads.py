@@ -36,8 +36,22 @@ Definitions (fixed before any result was looked at):
   is re-run once per head, all heads in one batch. With shared demonstrations
   that cache is the demonstrations' (run once for all prompts) extended by the
   prompt's own query tokens.
-- **In-context heads**: heads ranked by the mean of their two ranks (gain and
-  drop, mean over prompts); the top ``max(min_heads, ceil(frac * n_heads_total))``.
+- **In-context heads**: heads ranked, for each label word separately, by the
+  mean of their two ranks (gain and drop of that label's log-probability, mean
+  over the prompts whose gold label it is: the heads that raise "foo" and the
+  heads that raise "bar"); the two rankings are taken in turn (best foo head,
+  best bar head, ...) up to ``max(min_heads, ceil(frac * n_heads_total))``
+  heads (:func:`incontext_heads`). A single ranking on the predicted label
+  (:func:`rank_heads`) is the option ``per_label=False``: with a model that
+  predicts one word most of the time it finds only that word's heads.
+- **Mapping control**: the same demonstrations and queries with the label
+  words swapped (class 0 -> bar, class 1 -> foo; and " A"/" B" both ways). A
+  model that follows the mapping in context is right under both mappings; a
+  model with only a prior for one word predicts the same word under both, and
+  is then right in exactly one of the two. *Swap-averaged accuracy* = per
+  input, the mean of its correctness under a mapping and under its swap: a
+  fixed word preference gives exactly 0.5, so only in-context use of the
+  mapping lifts it above 0.5 (:func:`mapping_control`).
 - **Value-output vector** of source position j for head (l, h) at q:
   ``A[q, j] * (v_j @ W_O[l, h])`` (GQA: query head h reads KV head
   ``h // (n_heads // n_kv_heads)``). Summed over j it is the head's output at
@@ -89,6 +103,7 @@ from .predict import HookFactory, Predictions, length_batches, predict
 from .prefix import PrefixCache, PrefixError, extend_prefix, predict_shared, run_prefix, suffix_batches, suffix_forward, shared_prefix_or_none
 from .prompts import Demo, Prompt, PromptSet, build_prompt, build_prompts, class_draws, demos_from_indices, pad_batch, sample_demos, sample_test
 from .results import cached
+from .stats import Interval, bootstrap_means, bootstrap_of_means, bootstrap_statistic
 from .tasks import Task, get_task, label_token_ids, load_split
 
 __all__ = [
@@ -100,14 +115,28 @@ __all__ = [
     "head_attribution",
     "n_incontext_heads",
     "rank_heads",
+    "rank_heads_for_label",
+    "incontext_heads",
     "random_heads",
     "ablation_hooks",
     "ablation_hook_pair",
     "ablation_accuracy",
+    "ablation_predictions",
+    "ablation_interval_part",
+    "label_carrying_rows",
+    "value_output_interval_part",
     "value_output_vectors",
     "ValueOutputs",
     "value_outputs",
     "two_towers",
+    "two_towers_intervals",
+    "two_towers_interval_part",
+    "mapping_control",
+    "mapping_interval_part",
+    "bias_cells",
+    "bias_intervals",
+    "bias_interval_part",
+    "ALL_POSITIONS",
     "attention_rows_at_q",
     "fresh_demo_prompts",
     "label_carrying_rate",
@@ -335,10 +364,13 @@ def _head_contrib(model, store, layer: int) -> Float[torch.Tensor, "batch head d
 
 @dataclass
 class HeadScores:
-    gain: Float[torch.Tensor, "n layer head"]  # per prompt
+    gain: Float[torch.Tensor, "n layer head"]  # per prompt, for the predicted label
     drop: Float[torch.Tensor, "n layer head"]
     pred: Int[torch.Tensor, "n"]
     ablation: str
+    label_gain: Float[torch.Tensor, "n label layer head"] | None = None  # per prompt, for every label word
+    label_drop: Float[torch.Tensor, "n label layer head"] | None = None
+    gold: Int[torch.Tensor, "n"] | None = None  # -1 where unknown
 
     @property
     def mean_gain(self) -> Float[torch.Tensor, "layer head"]:
@@ -411,7 +443,9 @@ def head_attribution(model, prompts: Sequence[Prompt], label_ids: Sequence[int],
     L, H = model.cfg.n_layers, model.cfg.n_heads
     lids = torch.tensor(list(label_ids))
     n = len(prompts)
+    C = len(lids)
     gain = torch.empty(n, L, H)
+    label_gain = torch.empty(n, C, L, H)
     pred = torch.empty(n, dtype=torch.long)
     zq = torch.empty(n, L, H, model.cfg.d_head)
     cache = _shared_cache(model, prompts, shared)
@@ -430,6 +464,9 @@ def head_attribution(model, prompts: Sequence[Prompt], label_ids: Sequence[int],
             ly = lp.gather(-1, tok_y[:, None, None].expand(-1, L * H, 1))[..., 0]
             ly0 = lp_final.gather(-1, tok_y[:, None])  # [b, 1]
             gain[idx] = rearrange(ly0 - ly, "b (l h) -> b l h", l=L).float().cpu()
+            lab = lids.to(lp.device)
+            label_gain[idx] = rearrange(lp_final[:, lab][:, None, :] - lp[..., lab], "b (l h) c -> b c l h",
+                                        l=L).float().cpu()
             for l in range(L):
                 zq[idx, l] = st["z"][l].float().cpu()
             pred[idx] = y.cpu()
@@ -437,11 +474,14 @@ def head_attribution(model, prompts: Sequence[Prompt], label_ids: Sequence[int],
         # one row per head plus an unablated row
         masks = torch.cat([torch.zeros(1, L * H), torch.eye(L * H)]).reshape(-1, L, H)
         drop = torch.empty(n, L, H)
+        label_drop = torch.empty(n, C, L, H)
         for i in tqdm(range(n), desc="drop", leave=False, disable=not progress):
             lp = _ablated_last_logprobs(model, prompts[i].tokens, masks, fill, cache=cache)
-            ly = lp[:, lids[pred[i]]].float().cpu()
-            drop[i] = (ly[0] - ly[1:]).reshape(L, H)
-    return HeadScores(gain, drop, pred, ablation)
+            lc = lp[:, lids.to(lp.device)].float().cpu()  # [1 + L*H, C]
+            drop[i] = (lc[0, pred[i]] - lc[1:, pred[i]]).reshape(L, H)
+            label_drop[i] = (lc[:1] - lc[1:]).T.reshape(C, L, H)
+    gold = torch.tensor([-1 if p.gold is None else int(p.gold) for p in prompts])
+    return HeadScores(gain, drop, pred, ablation, label_gain, label_drop, gold)
 
 
 def n_incontext_heads(model, frac: float = 0.01, min_heads: int = 4) -> int:
@@ -464,6 +504,43 @@ def rank_heads(scores: HeadScores, by: str = "both") -> list[Head]:
     else:
         raise ValueError("by must be 'gain', 'drop' or 'both'")
     return [(int(i) // H, int(i) % H) for i in key.argsort()]
+
+
+def rank_heads_for_label(scores: HeadScores, label: int, by: str = "both") -> list[Head]:
+    """All heads, best first, for one label word: gain and drop of that label's log-probability, averaged over
+    the prompts whose gold label it is (heads that raise "foo" when the answer is foo), ranked as
+    :func:`rank_heads` does."""
+    if scores.label_gain is None or scores.gold is None:
+        raise ValueError("these HeadScores have no per-label scores: recompute them with head_attribution")
+    n_labels = scores.label_gain.shape[1]
+    if not 0 <= label < n_labels:
+        raise ValueError(f"label must be in 0..{n_labels - 1}, got {label}")
+    rows = scores.gold == label
+    if not rows.any():
+        raise ValueError(f"no attribution prompt has gold label {label}: score more prompts (n_attr) so that "
+                         "every label has some")
+    g, d = scores.label_gain[rows, label], scores.label_drop[rows, label]
+    return rank_heads(HeadScores(g, d, scores.pred[rows], scores.ablation), by)
+
+
+def incontext_heads(scores: HeadScores, n: int, per_label: bool = True, by: str = "both") -> list[Head]:
+    """The ``n`` in-context heads. ``per_label`` (default): the rankings of each label word
+    (:func:`rank_heads_for_label`) taken in turn - best foo head, best bar head, second foo head, ... - skipping
+    heads already taken, so that heads raising either label are found even when the model favours one label.
+    ``per_label=False``: :func:`rank_heads` on the predicted label."""
+    if n < 1:
+        raise ValueError("n must be at least 1")
+    if not per_label:
+        return rank_heads(scores, by)[:n]
+    ranks = [rank_heads_for_label(scores, c, by) for c in range(scores.label_gain.shape[1])]
+    out: list[Head] = []
+    for tier in zip(*ranks):
+        for h in tier:
+            if h not in out and len(out) < n:
+                out.append(h)
+        if len(out) == n:
+            break
+    return out
 
 
 def random_heads(model, n: int, seed: int, exclude: Sequence[Head] = (), allow_overlap: bool = False) -> list[Head]:
@@ -537,13 +614,19 @@ def ablation_hooks(heads: Sequence[Head], ablation: str = "zero", means: torch.T
     return ablation_hook_pair(heads, ablation, means, at)[1]
 
 
-def ablation_accuracy(model, prompts: Sequence[Prompt], label_ids: Sequence[int], heads: Sequence[Head],
-                      batch_size: int = 16, *, shared: bool = True, **kw) -> float:
-    """ICL accuracy with ``heads`` ablated (``**kw`` to :func:`ablation_hook_pair`). Prompts sharing their
+def ablation_predictions(model, prompts: Sequence[Prompt], label_ids: Sequence[int], heads: Sequence[Head],
+                         batch_size: int = 16, *, shared: bool = True, **kw) -> Predictions:
+    """Predictions with ``heads`` ablated (``**kw`` to :func:`ablation_hook_pair`). Prompts sharing their
     demonstrations run them once (with ``at="all"``, with the heads ablated there too)."""
     prefix_hooks, hooks = ablation_hook_pair(heads, **kw) if heads else ([], None)
     cache = _shared_cache(model, prompts, shared, prefix_hooks)
-    return _predict(model, prompts, label_ids, batch_size, hooks=hooks, cache=cache).accuracy
+    return _predict(model, prompts, label_ids, batch_size, hooks=hooks, cache=cache)
+
+
+def ablation_accuracy(model, prompts: Sequence[Prompt], label_ids: Sequence[int], heads: Sequence[Head],
+                      batch_size: int = 16, *, shared: bool = True, **kw) -> float:
+    """ICL accuracy with ``heads`` ablated (:func:`ablation_predictions`)."""
+    return ablation_predictions(model, prompts, label_ids, heads, batch_size, shared=shared, **kw).accuracy
 
 
 # ------------------------------------------------------------------ value-output vectors
@@ -627,11 +710,30 @@ def attention_rows_at_q(model, prompt: Prompt, heads: Sequence[Head]) -> Float[t
     return torch.stack([st["pattern"][l][0, h] for l, h in heads]).float().cpu()
 
 
+def label_carrying_rows(vo: ValueOutputs) -> np.ndarray:
+    """Per input, the share of (head, label position) whose value-output logit minus has the sign of the
+    position's label (foo > 0, bar < 0)."""
+    want = 1 - 2 * vo.label_class[:, None, :].float()  # foo(0) -> +1, bar(1) -> -1
+    return ((vo.vo_lm * want) > 0).float().flatten(1).mean(1).numpy()
+
+
 def label_carrying_rate(vo: ValueOutputs) -> float:
     """Share of (input, head, label position) whose value-output logit minus has the sign of the position's
-    label (foo > 0, bar < 0)."""
-    want = 1 - 2 * vo.label_class[:, None, :].float()  # foo(0) -> +1, bar(1) -> -1
-    return float(((vo.vo_lm * want) > 0).float().mean())
+    label (every input has the same number of heads and label positions: the mean of :func:`label_carrying_rows`)."""
+    return float(label_carrying_rows(vo).mean())
+
+
+def value_output_interval_part(carrying, high: float = 0.75, fair: float = 0.60) -> str:
+    """The value-output claim from the 95% interval of the label-carrying rate (criteria fixed before the
+    run): "replicates" if it lies at or above ``high``; "partly" if at or above ``fair``; "does not
+    replicate" if it lies below ``fair``; "inconclusive" otherwise."""
+    if carrying.low >= high:
+        return "replicates"
+    if carrying.low >= fair:
+        return "partly"
+    if carrying.high < fair:
+        return "does not replicate"
+    return "inconclusive"
 
 
 def _corr(a, b) -> float:
@@ -659,6 +761,76 @@ def two_towers(vo: ValueOutputs) -> dict:
         "cv_attn": cv(d_attn), "cv_vo": cv(d_vo),
         "frac_pred_foo": float(is_foo.mean()),
     }
+
+
+def two_towers_intervals(towers: dict[str, "ValueOutputs"], n_boot: int = 1000) -> dict[str, Interval | None]:
+    """95% intervals (bootstrap over the inputs of each task) of the two-towers statistics, each the mean over
+    tasks of its per-task value: ``corr_attn`` = corr(d_attn, logit minus), ``abs_corr_vo`` = |corr(d_vo, logit
+    minus)|, ``difference`` = the first minus the second (the contrast the verdict reads). None where a
+    statistic is undefined in too many resamples (e.g. no variation in the logit minus)."""
+    if not towers:
+        raise ValueError("no two-towers runs to summarise")
+    tt = {t: two_towers(vo) for t, vo in towers.items()}
+    out_lm = {t: np.asarray(vo.out_lm, float) for t, vo in towers.items()}
+    cols = {t: (np.asarray(tt[t]["d_attn"], float), np.asarray(tt[t]["d_vo"], float)) for t in towers}
+
+    def statistic(sample):
+        (_, idx), = sample
+        ca = [_corr(cols[t][0][i], out_lm[t][i]) for t, i in idx.items()]
+        cv = [abs(_corr(cols[t][1][i], out_lm[t][i])) for t, i in idx.items()]
+        a, v = float(np.mean(ca)), float(np.mean(cv))
+        return {"corr_attn": a, "abs_corr_vo": v, "difference": a - v}
+
+    return bootstrap_statistic({0: {t: len(out_lm[t]) for t in towers}}, statistic, n_boot=n_boot)
+
+
+def two_towers_interval_part(corr_attn: Interval | None, difference: Interval | None) -> str:
+    """The two-towers claim from 95% intervals (criteria fixed before the run): "replicates" if the
+    attention correlation's interval lies at or above 0.5 and that of (attention correlation - |VO
+    correlation|) at or above 0.2; "partly" if the difference's interval lies above 0; "does not replicate" if
+    it lies below 0; "inconclusive" otherwise (or when an interval is undefined)."""
+    if corr_attn is None or difference is None:
+        return "inconclusive"
+    if difference.low > 0:
+        return "replicates" if corr_attn.low >= 0.5 and difference.low >= 0.2 else "partly"
+    if difference.high < 0:
+        return "does not replicate"
+    return "inconclusive"
+
+
+# ------------------------------------------------------------------ mapping control
+
+
+def mapping_control(runs: dict[tuple[str, int], dict], swapped: dict[tuple[str, int], dict]) -> dict[str, dict]:
+    """Per-input cells of the mapping control from two :func:`accuracy_runs` results on the same demonstrations
+    and queries, the second with the two label words swapped (module docstring).
+
+    Returns ``{"swap_averaged": {(task, seed): (correct + correct_swapped) / 2}, "same_word": {(task, seed):
+    1 where the predicted word is the same under both mappings}}``. A model with only a word prior scores 0.5
+    and 1 on every input; one that follows the mapping scores 1 and 0.
+    """
+    if runs.keys() != swapped.keys():
+        raise ValueError("the two runs must cover the same (task, seed) cells")
+    out = {"swap_averaged": {}, "same_word": {}}
+    for key, r in runs.items():
+        s = swapped[key]
+        if len(r["pred"]) != len(s["pred"]):
+            raise ValueError(f"{key}: {len(r['pred'])} vs {len(s['pred'])} inputs; the swapped run must score the "
+                             "same inputs")
+        a, b = np.asarray(r["pred"]), np.asarray(s["pred"])
+        out["swap_averaged"][key] = (np.asarray(r["correct"], float) + np.asarray(s["correct"], float)) / 2
+        out["same_word"][key] = (a == 1 - b).astype(float)  # label c under one mapping is word 1-c under the other
+    return out
+
+
+def mapping_interval_part(swap_averaged: Interval) -> str:
+    """What the swap-averaged accuracy's 95% interval says: "follows the mapping" (above 0.5), "at chance"
+    (contains 0.5) or "against the mapping" (below 0.5)."""
+    if swap_averaged.low > 0.5:
+        return "follows the mapping"
+    if swap_averaged.high < 0.5:
+        return "against the mapping"
+    return "at chance"
 
 
 # ------------------------------------------------------------------ biases
@@ -791,30 +963,96 @@ def recency_bias(model, ut: UnrelatedTask, heads: Sequence[Head], seed: int, n_t
                       {"pred_before": before, "pred_after": after, "slot_profile": prof, "slot_weights": corr})
 
 
+def bias_cells(runs: dict[tuple[str, int, str], "BiasResult"], kind: str, stage: str) -> dict[tuple[str, int], np.ndarray]:
+    """Per-input bias of :func:`bias_runs` results: for each query, the mean over the two directions of
+    1[pred = that direction's favoured label], minus 0.5 (its mean over inputs is the bias size).
+    ``stage``: "before" or "after" the reduction."""
+    if stage not in ("before", "after"):
+        raise ValueError("stage must be 'before' or 'after'")
+    out = {}
+    for (t, seed, k), r in runs.items():
+        if k != kind:
+            continue
+        preds = r.per_direction[f"pred_{stage}"]
+        lens = {len(p) for p in preds.values()}
+        if len(lens) != 1:
+            raise ValueError(f"({t}, {seed}, {kind}): the two directions scored different numbers of queries {lens}")
+        out[(t, seed)] = np.mean([(np.asarray(p) == c).astype(float) for c, p in preds.items()], axis=0) - 0.5
+    if not out:
+        raise ValueError(f"no {kind!r} bias runs")
+    return out
+
+
+def bias_intervals(runs: dict[tuple[str, int, str], "BiasResult"], kind: str) -> dict[str, Interval | None]:
+    """95% intervals of one bias: its size before and after the reduction, and the % reduction
+    (:func:`reduction_pct` of the two means, paired per input; None when the bias before is too often 0 for the
+    ratio to be defined)."""
+    before, after = bias_cells(runs, kind, "before"), bias_cells(runs, kind, "after")
+    try:
+        red = bootstrap_of_means({"before": before, "after": after},
+                                 lambda m: reduction_pct(m["before"], m["after"]))
+    except ValueError:
+        red = None
+    return {"before": bootstrap_means(before), "after": bootstrap_means(after), "reduction": red}
+
+
+def bias_interval_part(before: Interval, reduction: Interval | None) -> str:
+    """One bias reduction from 95% intervals (criteria fixed before the run): "no measurable bias" unless the
+    interval of the bias before the reduction lies above 0; then "replicates" if the reduction's interval lies
+    at or above 10%, "partly" if above 0, "does not replicate" if at or below 0, else "inconclusive"."""
+    if not before.low > 0 or reduction is None:
+        return "no measurable bias"
+    if reduction.low >= 10:
+        return "replicates"
+    if reduction.low > 0:
+        return "partly"
+    if reduction.high <= 0:
+        return "does not replicate"
+    return "inconclusive"
+
+
 # ------------------------------------------------------------------ sizes and verdict
 
 
 def heads_sizes(profile) -> dict:
     """Run sizes for notebook 07 from the shared profile (documented fractions of it).
 
-    n_attr: prompts for head attribution; n_eval: accuracy / ablation / bias queries per seed;
+    n_attr: prompts for head attribution (each label word is ranked on the prompts whose gold label it is,
+    about half of them); n_eval: accuracy / ablation / bias queries per seed;
     n_towers: fresh-demonstration prompts for the two-towers analysis; seeds: the seeds used;
     bias_tasks: tasks for the bias experiments (AGNews prompts are ~5x longer than SST-2's, so the
     CPU profiles run the biases on SST-2 only).
     """
     if profile.name == "smoke":
-        return {"n_attr": 3, "n_eval": 8, "n_towers": 8, "seeds": profile.seeds[:1], "k_per_class": 2,
+        return {"n_attr": 6, "n_eval": 8, "n_towers": 8, "seeds": profile.seeds[:1], "k_per_class": 2,
                 "bias_tasks": ("sst2",)}
     if profile.name == "default":
-        return {"n_attr": 8, "n_eval": profile.n_test, "n_towers": 32, "seeds": profile.seeds,
+        return {"n_attr": 16, "n_eval": profile.n_test, "n_towers": 32, "seeds": profile.seeds,
                 "k_per_class": 2, "bias_tasks": ("sst2",)}
     return {"n_attr": 64, "n_eval": profile.n_test, "n_towers": 200, "seeds": profile.seeds, "k_per_class": 2,
             "bias_tasks": ("sst2", "agnews")}
 
 
 # criteria fixed before the runs (see notebook 07)
+def ablation_interval_part(drop, excess, big: float = 0.20) -> str:
+    """The ablation claim from 95% intervals (criteria fixed before the run).
+
+    ``drop``: plain minus in-context-heads-ablated accuracy; ``excess``: random-heads-ablated minus
+    in-context-heads-ablated accuracy (the paper's contrast), both paired per input
+    (:class:`helpers.stats.Interval`). "replicates": the excess lies above zero and the drop at or above
+    ``big``; "partly": the excess lies above zero; "does not replicate": it lies below zero;
+    "inconclusive": it contains zero.
+    """
+    if excess.low > 0:
+        return "replicates" if drop.low >= big else "partly"
+    if excess.high < 0:
+        return "does not replicate"
+    return "inconclusive"
+
+
 def verdict(acc_before: float, acc_ablated: float, acc_random: float, carrying: float, corr_attn: float,
-            corr_vo: float, majority_red: float, majority_bias: float, recency_red: float, recency_bias: float) -> tuple[str, dict]:
+            corr_vo: float, majority_red: float, majority_bias: float, recency_red: float, recency_bias: float,
+            ablation: str | None = None, value_output: str | None = None, **graded: str) -> tuple[str, dict]:
     """Per-claim and overall verdicts.
 
     - ablation: replicates if the in-context heads drop accuracy by >= 0.20 and by >= 2x the random heads'
@@ -825,7 +1063,11 @@ def verdict(acc_before: float, acc_ablated: float, acc_random: float, carrying: 
     - each bias reduction: "no measurable bias" if the bias is < 0.05; replicates if the reduction is >= 10%;
       partly if > 0; else does not replicate.
     Overall: "replicates" if every measurable claim replicates, "does not replicate" if none does even
-    partly, else "partly".
+    partly, else "partly". ``ablation``: the ablation part already graded from intervals
+    (:func:`ablation_interval_part`), and ``value_output`` (:func:`value_output_interval_part`), used instead of
+    the point rules; ``**graded``: any other part graded from intervals (``two_towers``, ``majority``,
+    ``recency``, or an extra part such as ``ablation_all``), used as given. Overall "inconclusive" when no
+    part replicates even partly and some part is inconclusive.
     """
     def grade(ok, part):
         return "replicates" if ok else ("partly" if part else "does not replicate")
@@ -836,15 +1078,22 @@ def verdict(acc_before: float, acc_ablated: float, acc_random: float, carrying: 
         "value_output": grade(carrying >= 0.75, carrying >= 0.60),
         "two_towers": grade(corr_attn >= 0.5 and corr_attn - abs(corr_vo) >= 0.2, corr_attn > abs(corr_vo)),
     }
+    if ablation is not None:
+        parts["ablation"] = ablation
+    if value_output is not None:
+        parts["value_output"] = value_output
     for name, red, b in (("majority", majority_red, majority_bias), ("recency", recency_red, recency_bias)):
         parts[name] = "no measurable bias" if not abs(b) >= 0.05 else grade(red >= 10, red > 0)
+    parts.update(graded)
     graded = [v for v in parts.values() if v != "no measurable bias"]
     if graded and all(v == "replicates" for v in graded):
         overall = "replicates"
-    elif all(v == "does not replicate" for v in graded):
-        overall = "does not replicate"
-    else:
+    elif any(v in ("replicates", "partly") for v in graded):
         overall = "partly"
+    elif "inconclusive" in graded:
+        overall = "inconclusive"
+    else:
+        overall = "does not replicate"
     return overall, parts
 
 
@@ -860,16 +1109,6 @@ def verdict(acc_before: float, acc_ablated: float, acc_random: float, carrying: 
 
 def _run_name(model, model_name: str | None) -> str:
     return model_name if model_name is not None else getattr(model.cfg, "icl_model_name", model.cfg.model_name)
-
-
-def _uses_real_words(ut: UnrelatedTask) -> bool:
-    """True for the real label words, False for foo/bar (the only two variants the cache key tells apart)."""
-    base = get_task(ut.source)
-    if tuple(ut.task.label_words) == tuple(base.label_words[c] for c in ut.classes):
-        return True
-    if tuple(ut.task.label_words) == ("foo", "bar"):
-        return False
-    raise ValueError(f"{ut.task.name}: cached runs know only foo/bar or the real label words, not {ut.task.label_words}")
 
 
 def attribution_seed(sizes: dict) -> int:
@@ -912,15 +1151,17 @@ def accuracy_runs(model, uts: dict[str, UnrelatedTask], sizes: dict, seeds: Sequ
                   batch_size: int = 16, model_name: str | None = None) -> dict[tuple[str, int], dict]:
     """ICL accuracy on the evaluation prompts, per (task, seed) (cache kind ``"heads_acc"``).
 
-    Returns ``{(task, seed): {"acc", "foo_share" (share predicted as label 0), "n" (prompts scored)}}``.
-    Whether ``uts`` hold foo/bar or the real label words is read from the tasks (key ``"real"``).
+    Returns ``{(task, seed): {"acc", "foo_share" (share predicted as label 0), "n" (prompts scored), "pred"
+    and "correct" (per input)}}``. The label words are read from the tasks (key ``"words"``), so foo/bar, the
+    swapped mapping, " A"/" B" and the real words are separate runs.
     """
     def run(ps, _heads, _seed):
         pr = _predict(model, ps.prompts, ps.label_ids, batch_size, cache=_shared_cache(model, ps.prompts))
-        return {"acc": pr.accuracy, "foo_share": float((pr.pred == 0).float().mean()), "n": len(ps.prompts)}
+        return {"acc": pr.accuracy, "foo_share": float((pr.pred == 0).float().mean()), "n": len(ps.prompts),
+                "pred": pr.pred.tolist(), "correct": (pr.pred == pr.gold).int().tolist()}
 
     return _eval_runs("heads_acc", model, uts, sizes, seeds, model_name, run,
-                      extra=lambda ut: {"real": _uses_real_words(ut)})
+                      extra=lambda ut: {"words": list(ut.task.label_words)})
 
 
 def attribution_runs(model, uts: dict[str, UnrelatedTask], sizes: dict, batch_size: int = 16,
@@ -934,24 +1175,34 @@ def attribution_runs(model, uts: dict[str, UnrelatedTask], sizes: dict, batch_si
             ps = make_set(model, ut, seed, sizes["n_attr"], K)
             return head_attribution(model, ps.prompts, ps.label_ids, batch_size=batch_size, progress=progress)
         out[t] = cached("heads_attr", {"model": name, "task": t, "seed": seed, "k": K, "n": sizes["n_attr"],
-                                           "def": "final-resid-v1"}, compute)
+                                           "def": "final-resid-v2-per-label"}, compute)
     return out
+
+
+ALL_POSITIONS = " (all positions)"  # suffix of the ablation conditions that ablate every position
 
 
 def ablation_runs(model, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]], sizes: dict,
                   seeds: Sequence[int] | None = None, batch_size: int = 16,
                   model_name: str | None = None) -> dict[tuple[str, int], dict]:
-    """Accuracy on the evaluation prompts plain, with ``heads[task]`` zero-ablated at q, and with as many random
-    heads (drawn with the seed, disjoint from ``heads[task]``) ablated (cache kind ``"heads_ablation"``).
+    """Accuracy on the evaluation prompts plain, with ``heads[task]`` zero-ablated, and with as many random
+    heads (drawn with the seed, disjoint from ``heads[task]``) zero-ablated, each at q only and at every position
+    (cache kind ``"heads_ablation"``).
 
-    Returns ``{(task, seed): {"plain", "in-context heads ablated", "random heads ablated", "random_heads"}}``.
+    Returns ``{(task, seed): {"plain", "in-context heads ablated", "random heads ablated", "in-context heads
+    ablated (all positions)", "random heads ablated (all positions)", "random_heads", "correct"}}``;
+    ``correct`` maps each condition to its per-input 0/1 (same inputs in every condition).
     """
     def run(ps, hs, seed):
         rnd = random_heads(model, len(hs), seed=seed, exclude=hs)
-        return {"plain": ablation_accuracy(model, ps.prompts, ps.label_ids, [], batch_size),
-                "in-context heads ablated": ablation_accuracy(model, ps.prompts, ps.label_ids, hs, batch_size),
-                "random heads ablated": ablation_accuracy(model, ps.prompts, ps.label_ids, rnd, batch_size),
-                "random_heads": rnd}
+        preds = {"plain": ablation_predictions(model, ps.prompts, ps.label_ids, [], batch_size)}
+        for name, at in (("", "q"), (ALL_POSITIONS, "all")):
+            preds["in-context heads ablated" + name] = ablation_predictions(model, ps.prompts, ps.label_ids, hs,
+                                                                            batch_size, at=at)
+            preds["random heads ablated" + name] = ablation_predictions(model, ps.prompts, ps.label_ids, rnd,
+                                                                        batch_size, at=at)
+        return {**{c: p.accuracy for c, p in preds.items()}, "random_heads": rnd,
+                "correct": {c: (p.pred == p.gold).int().tolist() for c, p in preds.items()}}
 
     return _eval_runs("heads_ablation", model, uts, sizes, seeds, model_name, run, heads=heads)
 

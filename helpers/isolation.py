@@ -5,12 +5,27 @@ position: the pre-softmax score ``scores[r, j]`` is set to ``-inf`` for
 ``j < r`` in all heads (``hook_attn_scores``), so the softmax renormalises the
 row onto r itself (the diagonal is never blocked, so no row is all ``-inf``).
 Isolating the label words uses r = p_k for every demonstration; the control
-isolates the same number of random positions that are neither label tokens
-(any token of a label word) nor q nor position 0 (BOS, or the first token,
-which has nothing earlier to block). By default the control is drawn once per
-demonstration set, a fresh draw in every isolated layer, among the
-demonstrations (so it runs as one shared prefix, like the label condition);
-``random_draw="input"`` draws per input, anywhere before q.
+isolates as many random positions as there are demonstrations.
+
+The control's draw (``random_draw``):
+
+- ``"authors"`` (default) follows the paper (arXiv 2305.14160, §2.2) and its
+  authors' code: a fresh draw for every input AND every isolated layer, among
+  the positions before q-1 (``0..q-2``, so never q nor the token before it)
+  that are not label tokens. Ours differs in two details: a label token is any
+  token of a label word (the authors exclude the label word's first token, the
+  one they locate after "Sentiment:" and the like), and position 0 is never
+  drawn (BOS, or the first token: its row has nothing earlier to block, so the
+  authors' draw of 0 is a no-op that isolates one word fewer). The draw of input i in layer l is
+  ``numpy.random.default_rng([seed, i, layer])`` (:func:`authors_positions`):
+  fixed by (seed, input index, layer), whatever the batching or the number of
+  inputs run. Every input has its own isolated demonstrations, so this control
+  runs full prompts (about as costly as an unmodified run without the shared
+  prefix, many times the label condition's cost).
+- ``"set"`` draws once per demonstration set, a fresh draw in every isolated
+  layer, among the demonstrations only (:func:`random_set_positions`, seed
+  ``[seed, layer]``): every input shares it, so it runs as one shared prefix,
+  as cheap as the label condition.
 
 The effect is measured with :mod:`helpers.loyalty` against the unmodified run.
 """
@@ -24,7 +39,7 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
-from .loyalty import label_loyalty, word_loyalty
+from .loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from .predict import HookFactory, Predictions, predict
 from .prompts import Prompt
 
@@ -36,6 +51,7 @@ __all__ = [
     "label_isolation",
     "label_prefix_hooks",
     "random_positions",
+    "authors_positions",
     "random_isolation",
     "random_set_positions",
     "random_prefix_hooks",
@@ -48,6 +64,9 @@ __all__ = [
     "loyalty_frame",
     "label_token_share",
     "isolation_verdict",
+    "isolation_interval_verdict",
+    "condition_cells",
+    "condition_ids",
 ]
 
 CONDITIONS = ("label", "random")
@@ -113,17 +132,33 @@ def label_prefix_hooks(layers: Iterable[int], prompt: Prompt, prefix_len: int) -
     return isolation_hooks(layers, rows)
 
 
-def random_positions(prompt: Prompt, count: int, seed) -> list[int]:
-    """``count`` distinct positions of ``prompt`` that are not label tokens, not q and not 0.
+def random_positions(prompt: Prompt, count: int, seed, stop: int | None = None) -> list[int]:
+    """``count`` distinct positions in ``1..stop-1`` of ``prompt`` that are not label tokens (any token of a
+    label word), sorted.
 
-    ``seed``: anything :func:`numpy.random.default_rng` accepts (an int or a list of ints).
+    ``stop`` defaults to ``q - 1``, the authors' bound (never q nor the token before it); position 0 is never
+    drawn (its row has nothing earlier to block). ``seed``: anything :func:`numpy.random.default_rng` accepts
+    (an int or a list of ints).
     """
+    stop = prompt.q - 1 if stop is None else stop
+    if stop > prompt.q:
+        raise ValueError(f"stop={stop} lies after q={prompt.q}")
     label_tokens = {i for a, b in prompt.label_spans for i in range(a, b)} | set(prompt.label_pos)
-    pool = [i for i in range(1, prompt.q) if i not in label_tokens]
+    pool = [i for i in range(1, stop) if i not in label_tokens]
     if count > len(pool):
-        raise ValueError(f"asked for {count} random positions but the prompt has only {len(pool)} eligible ones")
+        raise ValueError(f"asked for {count} random positions but positions 1..{stop - 1} hold only {len(pool)} "
+                         "eligible ones")
     rng = np.random.default_rng(seed)
     return sorted(int(i) for i in rng.choice(pool, size=count, replace=False))
+
+
+def authors_positions(prompt: Prompt, layers: Iterable[int], seed: int, index: int,
+                      count: int | None = None) -> dict[int, list[int]]:
+    """The authors' draw for the ``index``-th input: for every layer its own ``count`` (default: as many as
+    there are demonstrations) positions among ``1..q-2``, never a label token, drawn with seed
+    ``[seed, index, layer]`` (:func:`random_positions`)."""
+    count = prompt.n_demos if count is None else count
+    return {l: random_positions(prompt, count, [seed, index, l]) for l in layers}
 
 
 def random_set_positions(prompt: Prompt, prefix_len: int, layers: Iterable[int], seed: int,
@@ -132,13 +167,10 @@ def random_set_positions(prompt: Prompt, prefix_len: int, layers: Iterable[int],
     there are demonstrations) random positions among the demonstrations (``1..prefix_len-1``), never a label
     token, drawn with seed ``[seed, layer]``. Every input of the set shares the draw, so the isolated prefix
     runs once, as for the label words."""
-    label_tokens = {i for a, b in prompt.label_spans for i in range(a, b)} | set(prompt.label_pos)
-    pool = [i for i in range(1, prefix_len) if i not in label_tokens]
     count = prompt.n_demos if count is None else count
-    if count > len(pool):
-        raise ValueError(f"asked for {count} random positions but the demonstrations have only {len(pool)}")
-    return {l: sorted(int(i) for i in np.random.default_rng([seed, l]).choice(pool, size=count, replace=False))
-            for l in layers}
+    if prefix_len > prompt.q:
+        raise ValueError(f"prefix_len={prefix_len} lies after q={prompt.q}")
+    return {l: random_positions(prompt, count, [seed, l], stop=prefix_len) for l in layers}
 
 
 def _per_layer_hooks(rows_of: dict[int, list[int]], batch: int, seq: int) -> list:
@@ -159,29 +191,42 @@ def random_prefix_hooks(prompt: Prompt, prefix_len: int, layers: Iterable[int], 
 
 def random_isolation(prompts: Sequence[Prompt], layers: Iterable[int], seed: int,
                      count: int | None = None) -> HookFactory:
-    """Hook factory isolating random non-label positions; the i-th prompt's draw uses seed ``[seed, i]``.
+    """Hook factory for :func:`helpers.predict.predict` isolating the authors' draw: the i-th prompt gets
+    :func:`authors_positions` ``(prompt, layers, seed, i)``, a different draw in every layer.
 
     ``count`` defaults to each prompt's number of demonstrations (the same count as the label words).
-    The draw depends only on (seed, input index), never on batching.
+    The draw depends only on (seed, input index, layer), never on batching; the first n prompts of a
+    set get the same draws whether or not the rest are run.
     """
     layers = list(layers)
-    chosen = {id(p): random_positions(p, p.n_demos if count is None else count, [seed, i])
-              for i, p in enumerate(prompts)}
+    chosen: dict[int, dict[int, list[int]]] = {}
+    for i, p in enumerate(prompts):
+        if id(p) in chosen:
+            raise ValueError(f"prompt {i} is the same object as an earlier one: each input draws by its index, "
+                             "so pass distinct Prompt objects")
+        chosen[id(p)] = authors_positions(p, layers, seed, i, count)
 
     def factory(batch: Sequence[Prompt], tokens: torch.Tensor, offset: int = 0) -> list:
         if offset:
             raise ValueError("random positions are drawn per input (some lie in the demonstrations): "
                              "run this control on full prompts")
         try:
-            return isolation_hooks(layers, _rows(batch, tokens.shape[1], lambda b, p: chosen[id(p)]))
+            draws = [chosen[id(p)] for p in batch]
         except KeyError as e:
             raise ValueError("random_isolation: predict() was given prompts other than the ones the "
                              "factory was built for") from e
+        hooks = []
+        for l in layers:
+            rows = torch.zeros(len(batch), tokens.shape[1], dtype=torch.bool)
+            for b, d in enumerate(draws):
+                rows[b, d[l]] = True
+            hooks += isolation_hooks([l], rows)
+        return hooks
 
     return factory
 
 
-RANDOM_DRAWS = ("set", "input")
+RANDOM_DRAWS = ("authors", "set")
 
 
 def _isolated_rows(prompts: Sequence[Prompt], condition: str, layers: list[int], seed: int):
@@ -218,19 +263,19 @@ def run_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[int
 
 def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], condition: str, where: str,
                   k: int, seed: int = 0, batch_size: int = 16, top_k: int = 5,
-                  progress: bool | str = False, shared: bool = True, random_draw: str = "set") -> Predictions:
+                  progress: bool | str = False, shared: bool = True, random_draw: str = "authors") -> Predictions:
     """Predictions with ``condition`` ("label"/"random") isolated in the first/last ``k`` layers.
 
     Label words lie in the shared demonstrations, so with ``shared`` (default)
     the isolated prefix runs once and every input runs as a suffix against it
     (:mod:`helpers.prefix`; same predictions as the full prompts, tests).
 
-    ``random_draw`` picks the control's positions: ``"set"`` (default) draws them
-    once per demonstration set, per layer, among the demonstrations
-    (:func:`random_set_positions`), so the control costs what the label
-    condition costs; ``"input"`` draws them per input anywhere before q
-    (:func:`random_positions`, one draw for all layers), so every prompt differs
-    and runs whole.
+    ``random_draw`` picks the control's positions (module docstring):
+    ``"authors"`` (default) draws them per input and per layer before q-1
+    (:func:`random_isolation`), so every prompt differs and runs whole
+    (``shared`` does not apply); ``"set"`` draws them once per demonstration
+    set, per layer, among the demonstrations (:func:`random_set_positions`), so
+    the control costs what the label condition costs.
     """
     from .prefix import predict_shared
 
@@ -255,31 +300,42 @@ def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], co
 def isolation_experiment(model, prompts: Sequence[Prompt], label_ids: Sequence[int], ks: Sequence[int] = (5,),
                          conditions: Sequence[str] = CONDITIONS, wheres: Sequence[str] = ("first", "last"),
                          seed: int = 0, batch_size: int = 16, top_k: int = 5, progress: bool = False,
-                         shared: bool = True, random_draw: str = "set", sub_n: dict | None = None) -> dict:
+                         shared: bool = True, random_draw: str = "authors", sub_n: dict | None = None,
+                         random_n: int | None = None) -> dict:
     """The unmodified run plus every (condition, where, k) run.
 
     ``sub_n`` maps some k to a number of inputs: those runs use only the first
-    that many prompts (a cheaper sweep); :func:`loyalty_rows` compares them with
-    the same first inputs of the base run.
+    that many prompts (a cheaper sweep). ``random_n``: the random condition
+    uses at most the first that many prompts (the authors' draw runs full
+    prompts, many times the cost of the label condition). The i-th input's draw
+    depends on i only, so a subset's draws are those of the full run.
+    :func:`loyalty_rows` compares a subset with the same first inputs of the base run.
     Returns ``{"base": Predictions, ("label", "first", 5): Predictions, ...}``.
     """
     from .prefix import vanilla_predictions
 
+    if random_n is not None and random_n < 1:
+        raise ValueError(f"random_n must be >= 1 or None, got {random_n}")
     base = (vanilla_predictions if shared else predict)(model, prompts, label_ids, batch_size=batch_size, top_k=top_k)
     out: dict = {"base": base}
     combos = [(c, w, k) for k in ks for c in conditions for w in wheres]
+
+    def n_of(c, k):
+        n = (sub_n or {}).get(k, len(prompts))
+        return min(n, random_n) if c == "random" and random_n is not None else n
+
     # last-k conditions on a shared prefix share the unisolated lower layers of every input (run_isolation_last)
     together = shared and random_draw == "set" and "last" in wheres
     for c, w, k in tqdm(combos, desc="isolation", leave=False, disable=not progress):
-        ps = prompts[: (sub_n or {}).get(k, len(prompts))]
         if together and w == "last":
             if (c, w, k) not in out:
-                last = run_isolation_last(model, ps, label_ids, conditions, k, seed=seed, batch_size=batch_size,
-                                          top_k=top_k)
-                out.update({(cc, "last", k): pred for cc, pred in last.items()})
+                n = max(n_of(cc, k) for cc in conditions)
+                last = run_isolation_last(model, prompts[:n], label_ids, conditions, k, seed=seed,
+                                          batch_size=batch_size, top_k=top_k)
+                out.update({(cc, "last", k): _first(pred, n_of(cc, k)) for cc, pred in last.items()})
             continue
-        out[(c, w, k)] = run_isolation(model, ps, label_ids, c, w, k, seed=seed, batch_size=batch_size,
-                                       top_k=top_k, shared=shared, random_draw=random_draw)
+        out[(c, w, k)] = run_isolation(model, prompts[: n_of(c, k)], label_ids, c, w, k, seed=seed,
+                                       batch_size=batch_size, top_k=top_k, shared=shared, random_draw=random_draw)
     return {"base": base, **{key: out[key] for key in combos}}
 
 
@@ -288,7 +344,9 @@ def _first(pred: Predictions, n: int) -> Predictions:
 
 
 def loyalty_rows(runs: dict, k_words: int = 5) -> list[dict]:
-    """One row per isolation run: condition, where, k, label_loyalty, word_loyalty, accuracy (fractions)."""
+    """One row per isolation run: condition, where, k, label_loyalty, word_loyalty, accuracy (fractions),
+    and per input ``label_loyal`` (0/1) and ``word_loyal`` (Jaccard), for intervals, and ``input`` (each
+    input's index in the prompt set: a run on a subset scores the first inputs), for paired contrasts."""
     base = runs["base"]
     rows = []
     for key, pred in runs.items():
@@ -298,15 +356,37 @@ def loyalty_rows(runs: dict, k_words: int = 5) -> list[dict]:
         ref = base if len(pred) == len(base) else _first(base, len(pred))  # a sweep on the first inputs
         rows.append({"condition": c, "where": w, "k": k, "n": len(pred), "label_loyalty": label_loyalty(pred, ref),
                      "word_loyalty": word_loyalty(pred, ref, k_words),
-                     "accuracy": pred.accuracy if (pred.gold >= 0).any() else float("nan")})
+                     "accuracy": pred.accuracy if (pred.gold >= 0).any() else float("nan"),
+                     "label_loyal": label_loyalty_rows(pred, ref).tolist(),
+                     "word_loyal": word_loyalty_rows(pred, ref, k_words).tolist(),
+                     "input": list(range(len(pred)))})
     return rows
+
+
+def condition_cells(df, condition: str, where: str, k: int, metric: str = "label_loyal") -> dict:
+    """``{(task, seed): per-input values}`` of one condition of :func:`loyalty_frame` (``metric``:
+    ``label_loyal`` or ``word_loyal``), the input of :func:`helpers.stats.bootstrap_means`."""
+    sub = df[(df.condition == condition) & (df["where"] == where) & (df.k == k)]
+    if sub.empty:
+        raise ValueError(f"no isolation runs for ({condition}, {where}, k={k})")
+    return {(r.task, r.seed): getattr(r, metric) for r in sub.itertuples()}
+
+
+def condition_ids(df, condition: str, where: str, k: int) -> dict:
+    """``{(task, seed): input indices}`` matching :func:`condition_cells`: pass two of them to
+    :func:`helpers.stats.paired_differences` to pair a condition run on the first inputs only (the
+    random control, a sweep) with one run on all of them."""
+    return condition_cells(df, condition, where, k, metric="input")
 
 
 def isolation_budget(profile) -> dict:
     """Run size of notebook 02.
 
-    With a shared prefix every condition costs about one vanilla pass (the
-    isolated demonstrations run once, the inputs as suffixes). ``default`` and
+    With a shared prefix the label conditions cost about one vanilla pass each
+    (the isolated demonstrations run once, the inputs as suffixes). The random
+    control with the authors' draw runs every input's full prompt (a draw per
+    input and layer), so it runs on the first ``random_n`` inputs
+    (``profile.n_random_control``) of each task and seed. ``default`` and
     ``paper``: the four k=5 conditions on ``n_test`` inputs per task and every
     seed; the k in {1, 3, 7} sweep (12 more conditions, a curve) on the first
     ``sweep_n`` inputs (16 by default) of the first seed (``paper``: all inputs,
@@ -326,18 +406,21 @@ def isolation_budget(profile) -> dict:
         n = {t: min(2 if t == "agnews" else 4, profile.n_test) for t in profile.tasks}
         sweep_seeds = tuple(profile.seeds[:1])
         k_sweep = (1,)
+    random_n = min(profile.n_random_control, max(n.values()))
     return {"seeds": tuple(profile.seeds), "n": n, "sweep_seeds": sweep_seeds, "k_main": 5,
-            "k_sweep": k_sweep, "sweep_n": sweep_n, "batch_size": profile.batch_size}
+            "k_sweep": k_sweep, "sweep_n": sweep_n, "random_n": random_n, "random_draw": "authors",
+            "batch_size": profile.batch_size}
 
 
 def isolation_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int, k_main: int = 5,
                    k_sweep: Sequence[int] = (1, 3, 7), sweep_seeds: Sequence[int] = (), batch_size: int = 16,
                    top_k: int = 5, profile: str = "", progress: bool = True, sweep_n: int | None = None,
-                   random_draw: str = "set") -> dict:
+                   random_draw: str = "authors", random_n: int | None = None) -> dict:
     """All isolation runs of notebook 02, cached per (task, seed).
 
     Every seed gets the four conditions at ``k_main`` layers; seeds in
-    ``sweep_seeds`` also get ``k_sweep``. The random control uses the run's seed.
+    ``sweep_seeds`` also get ``k_sweep``. The random control uses the run's seed
+    and, with ``random_n``, only the first that many inputs (:func:`isolation_experiment`).
     Returns ``{(task, seed): {"base": Predictions, (condition, where, k): Predictions, ...}}``.
     """
     import warnings
@@ -359,11 +442,11 @@ def isolation_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | 
                 s = make_icl_set(model, task, seed, m)
             sub = {k: sweep_n for k in ks if k != k_main} if sweep_n else None
             return isolation_experiment(model, s.prompts, s.label_ids, ks=ks, seed=seed, batch_size=batch_size,
-                                        top_k=top_k, random_draw=random_draw, sub_n=sub)
+                                        top_k=top_k, random_draw=random_draw, sub_n=sub, random_n=random_n)
 
         out[(task, seed)] = cached("isolation", {"model": name, "task": task, "seed": seed, "n": m, "ks": ks,
                                                  "top_k": top_k, "profile": profile, "sweep_n": sweep_n,
-                                                 "random_draw": random_draw}, run)
+                                                 "random_draw": random_draw, "random_n": random_n}, run)
     return out
 
 
@@ -383,6 +466,33 @@ def label_token_share(pred: Predictions, label_ids: Sequence[int], k: int = 5) -
     ids = torch.tensor(list(label_ids))
     top = pred.topk[:, :k]
     return float((top[..., None] == ids).any(-1).float().mean())
+
+
+def isolation_interval_verdict(loyalty: dict, drop: dict, barely: float = 0.80) -> tuple[str, dict]:
+    """Verdict on the §2.2 claim from 95% intervals (criteria fixed before the run).
+
+    ``loyalty[(condition, where)]``: the interval of mean label loyalty (fraction) at k=5;
+    ``drop[(condition, where)]``: the interval of that condition's loyalty minus
+    label-first's, paired per input, for the three other conditions.
+
+      1. label words isolated in the first layers hurt most: every ``drop`` interval lies above zero;
+      2. label words isolated in the last layers barely matter: the loyalty interval lies at or above ``barely``;
+      3. random words barely matter: both loyalty intervals lie at or above ``barely``.
+
+    "replicates" if all hold; "partly" if check 1 holds but not all; "does not replicate"
+    if some ``drop`` interval lies below zero; otherwise "inconclusive".
+    """
+    checks = {
+        "label-first lowest (every paired drop above 0)": all(iv.low > 0 for iv in drop.values()),
+        f"label-last >= {barely:.0%}": loyalty[("label", "last")].low >= barely,
+        f"random first and last >= {barely:.0%}": all(loyalty[("random", w)].low >= barely for w in ("first", "last")),
+    }
+    c1 = next(iter(checks.values()))
+    if c1:
+        return ("replicates" if all(checks.values()) else "partly"), checks
+    if any(iv.high < 0 for iv in drop.values()):
+        return "does not replicate", checks
+    return "inconclusive", checks
 
 
 def isolation_verdict(means: dict[tuple[str, str], float], hurt_margin: float = 0.10,

@@ -19,7 +19,8 @@ from jaxtyping import Float, Int
 
 from .predict import Predictions
 
-__all__ = ["label_loyalty", "word_loyalty", "jaccard_rows", "as_pred", "as_topk"]
+__all__ = ["label_loyalty", "word_loyalty", "label_loyalty_rows", "word_loyalty_rows", "jaccard_rows", "as_pred",
+           "as_topk"]
 
 
 def as_pred(x) -> Int[torch.Tensor, "n"]:
@@ -68,3 +69,16 @@ def jaccard_rows(a: Int[torch.Tensor, "n k"], b: Int[torch.Tensor, "n k"]) -> Fl
 def word_loyalty(a, b, k: int | None = 5) -> float:
     """Mean Jaccard similarity of the top-``k`` tokens at q (``k=None``: all stored columns)."""
     return float(jaccard_rows(as_topk(a, k), as_topk(b, k)).mean())
+
+
+def label_loyalty_rows(a, b) -> np.ndarray:
+    """Per input, 1.0 if the predicted label is the same in ``a`` and ``b`` (the mean is :func:`label_loyalty`)."""
+    pa, pb = as_pred(a), as_pred(b)
+    if pa.shape != pb.shape:
+        raise ValueError(f"label_loyalty_rows: {tuple(pa.shape)} vs {tuple(pb.shape)} predictions")
+    return (pa == pb).float().numpy()
+
+
+def word_loyalty_rows(a, b, k: int | None = 5) -> np.ndarray:
+    """Per input, the Jaccard similarity of the top-``k`` tokens (the mean is :func:`word_loyalty`)."""
+    return jaccard_rows(as_topk(a, k), as_topk(b, k)).numpy()

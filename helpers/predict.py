@@ -18,7 +18,7 @@ import torch
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from .prompts import Prompt, pad_batch
+from .prompts import Prompt, check_prompts, pad_batch
 
 __all__ = ["Predictions", "predict", "logits_at", "unembed_at", "resid_at", "unembed_rows", "predictions_from_resid", "length_batches", "batch_token_budget", "HookFactory"]
 
@@ -181,8 +181,7 @@ def predict(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_si
     and returns TransformerLens ``(hook_name, fn)`` pairs for that batch, so
     per-prompt positions (label positions, q) can be used inside hooks.
     """
-    if not prompts:
-        raise ValueError("no prompts to predict")
+    check_prompts(model, prompts, "predict")
     if len(set(label_ids)) != len(label_ids):
         raise ValueError("label_ids must be distinct (see tasks.label_token_ids)")
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
@@ -209,7 +208,8 @@ def vanilla_accuracy(model, tasks: Sequence[str], seeds: Sequence[int], n_test: 
                      batch_size: int = 16, profile: str = "", progress: bool = True):
     """Vanilla ICL accuracy for every (task, seed): a ``pandas.DataFrame`` row per run.
 
-    Columns: task, seed, shots (per class), n (inputs scored), dropped (over-long), accuracy.
+    Columns: task, seed, shots (per class), n (inputs scored), dropped (over-long), accuracy, and per
+    input ``idx`` (test row) and ``correct`` (0/1), for intervals (:mod:`helpers.stats`).
     Results are cached on disk (helpers.results.cached).
     """
     import pandas as pd
@@ -228,9 +228,10 @@ def vanilla_accuracy(model, tasks: Sequence[str], seeds: Sequence[int], n_test: 
                 s = make_icl_set(model, task, seed, n_test, k)
                 r = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=batch_size, top_k=0)
                 return {"n": len(r), "dropped": s.n_dropped, "accuracy": r.accuracy,
-                        "pred": r.pred.tolist(), "gold": r.gold.tolist()}
+                        "pred": r.pred.tolist(), "gold": r.gold.tolist(), "idx": [p.query.idx for p in s.prompts]}
             out = cached("vanilla_accuracy", {"model": name, "task": task, "seed": seed, "n_test": n_test,
                                               "k": k, "profile": profile}, run)
             rows.append({"task": task, "seed": seed, "shots": k, "n": out["n"], "dropped": out["dropped"],
-                         "accuracy": out["accuracy"]})
+                         "accuracy": out["accuracy"], "idx": out["idx"],
+                         "correct": [int(a == b) for a, b in zip(out["pred"], out["gold"])]})
     return pd.DataFrame(rows)

@@ -43,6 +43,15 @@ the suffix continues at ``P0``, not at ``K``. So:
   additionally masks every key whose original position is a window or more
   before the query's.
 
+The suffix's first position is ``PrefixCache.start``: ``P0`` by default. A
+cache with ``query_start=0`` (:func:`restart_positions`) runs the suffix at
+positions ``0..m-1`` instead, as if nothing preceded it, while it still
+attends to the cached rows, whose positions were fixed when the prefix ran:
+learned positions ``W_pos[0:m]``, rotary angles ``0..m-1`` for the new queries
+and keys (sliding-window layers then keep TL's window in cache rows). This is
+the position handling of the GPT-2 code of arXiv 2305.14160 (§3.2), kept as an
+option for comparison with its Table 2 (see :mod:`helpers.compression`).
+
 An explicit attention mask of ones is always passed: with a cache TL would
 otherwise build one from pad ids (GPT-2's pad id equals its BOS id). Suffixes
 are right-padded, so pads come after every real token and change nothing.
@@ -54,6 +63,7 @@ every run refuses another model, so a cache never serves other inputs.
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -63,7 +73,7 @@ import torch
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from .prompts import Prompt
+from .prompts import Prompt, check_prompts
 
 __all__ = [
     "PrefixCache",
@@ -75,6 +85,7 @@ __all__ = [
     "vanilla_predictions",
     "predict_shared_split",
     "extend_prefix",
+    "restart_positions",
     "suffix_tokens",
     "pad_suffixes",
     "suffix_forward",
@@ -96,18 +107,29 @@ class PrefixCache:
     keys: list[Float[torch.Tensor, "kept kv_head d_head"]]
     values: list[Float[torch.Tensor, "kept kv_head d_head"]]
     kept: list[int]  # original positions o_j of the cache rows
-    length: int  # P0: original position of the first suffix token
+    length: int  # P0: the prefix's length, the first suffix token's position in the full prompt
     tokens: Int[torch.Tensor, "prefix"]  # the prefix tokens (all P0, kept or not)
     model_ref: Callable = field(repr=False, default=lambda: None)  # weakref to the model it was built with
     note: str = ""  # what ran on the prefix (hooks), for display
+    query_start: int | None = None  # position of the first suffix token; None: ``length`` (P0)
 
     def __len__(self) -> int:
         return len(self.kept)
 
     @property
+    def start(self) -> int:
+        """Position given to the first suffix token: P0 (it continues the prefix) unless ``query_start`` is set."""
+        return self.length if self.query_start is None else self.query_start
+
+    @property
     def full(self) -> bool:
-        """True when every prefix position is kept (then suffix runs equal full-prompt runs)."""
+        """True when every prefix position is kept (then suffix runs starting at P0 equal full-prompt runs)."""
         return len(self.kept) == self.length
+
+    @property
+    def as_in_prompt(self) -> bool:
+        """True when TL's own positions are right: every row kept and the suffix continuing at P0."""
+        return self.full and self.start == self.length
 
     @property
     def prefix_len(self) -> int:  # the name compression code and notebooks use
@@ -218,13 +240,18 @@ def _suffix_rotary(self, x, past_kv_pos_offset: int = 0, attention_mask=None):
     state = self.__dict__.get("_icl_suffix")
     if state is None:
         return type(self).apply_rotary(self, x, past_kv_pos_offset, attention_mask)
-    K, P0 = state
+    K, start = state  # cache rows, position of the first suffix token (P0 unless restarted)
     if x.device != self.rotary_sin.device:
         x = x.to(self.rotary_sin.device)
     if past_kv_pos_offset == K:  # the new queries
-        return _rotate_from(self, x, P0)
+        return _rotate_from(self, x, start)
     # the keys: K cached rows, already rotated at their original positions, then the new ones
-    return torch.cat([x[:, :K], _rotate_from(self, x[:, K:], P0)], dim=1)
+    return torch.cat([x[:, :K], _rotate_from(self, x[:, K:], start)], dim=1)
+
+
+def restart_positions(cache: PrefixCache) -> PrefixCache:
+    """``cache`` whose suffixes run at positions ``0..m-1`` (the cached rows keep theirs; module doc)."""
+    return dataclasses.replace(cache, query_start=0)
 
 
 def _install(model) -> None:
@@ -246,17 +273,17 @@ def _install(model) -> None:
 
 
 class _SuffixPositions:
-    """Context: the suffix of ``m`` tokens runs at positions ``P0..`` after ``cache`` (see module doc)."""
+    """Context: the suffix of ``m`` tokens runs at positions ``cache.start..`` after ``cache`` (module doc)."""
 
     def __init__(self, model, cache: PrefixCache, m: int):
         self.model, self.cache, self.m = model, cache, m
 
     def hooks(self) -> list:
         model, cache, m = self.model, self.cache, self.m
-        P0 = cache.length
+        start = cache.start
         hooks = []
-        if model.cfg.positional_embedding_type == "standard" and not cache.full:
-            W = model.pos_embed.W_pos[P0: P0 + m]
+        if model.cfg.positional_embedding_type == "standard" and not cache.as_in_prompt:
+            W = model.pos_embed.W_pos[start: start + m]
 
             def pos_hook(x, hook):
                 return W[None].expand(x.shape[0], -1, -1).to(x.dtype).clone()
@@ -264,9 +291,9 @@ class _SuffixPositions:
             hooks.append(("hook_pos_embed", pos_hook))
         window = getattr(model.cfg, "window_size", None)
         local = _window_layers(model)
-        if local and not cache.full and P0 + m > window:
-            kpos = torch.tensor(list(cache.kept) + list(range(P0, P0 + m)))
-            qpos = torch.arange(P0, P0 + m)
+        if local and not cache.as_in_prompt and start + m > window:
+            kpos = torch.tensor(list(cache.kept) + list(range(start, start + m)))
+            qpos = torch.arange(start, start + m)
             too_far = kpos[None, :] <= qpos[:, None] - window  # [m, K+m]
 
             def window_hook(scores, hook):
@@ -278,7 +305,7 @@ class _SuffixPositions:
     def __enter__(self):
         if self.model.cfg.positional_embedding_type == "rotary":
             for block in self.model.blocks:
-                block.attn._icl_suffix = (len(self.cache), self.cache.length)
+                block.attn._icl_suffix = (len(self.cache), self.cache.start)
         return self
 
     def __exit__(self, *exc):
@@ -327,8 +354,8 @@ def extend_prefix(model, cache: PrefixCache, tokens: Int[torch.Tensor, "more"], 
     tokens = torch.as_tensor(tokens).reshape(-1)
     if tokens.numel() == 0:
         return cache
-    if not cache.full:
-        raise PrefixError("extend_prefix needs a keep-everything cache")
+    if not cache.as_in_prompt:
+        raise PrefixError("extend_prefix needs a keep-everything cache whose suffix continues at P0")
     kv = _kv(model, cache, 1)
     for e in kv.entries:
         e.frozen = False
@@ -446,8 +473,7 @@ def predict_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], b
     """
     from .predict import predictions_from_resid
 
-    if not prompts:
-        raise ValueError("no prompts to predict")
+    check_prompts(model, prompts, "predict")
     if len(set(label_ids)) != len(label_ids):
         raise ValueError("label_ids must be distinct (see tasks.label_token_ids)")
     if cache is None:
@@ -491,7 +517,7 @@ def predict_shared_split(model, prompts: Sequence[Prompt], label_ids: Sequence[i
         raise ValueError(f"split_layer must lie in 0..{n_layers}, got {split_layer}")
     for name in names[1:]:
         c = caches[name]
-        if c.kept != first.kept or not torch.equal(c.tokens, first.tokens):
+        if c.kept != first.kept or c.start != first.start or not torch.equal(c.tokens, first.tokens):
             raise PrefixError(f"cache {name!r} holds other prefix tokens or positions than {names[0]!r}")
         for layer in range(split_layer):
             if not (torch.equal(c.keys[layer], first.keys[layer]) and torch.equal(c.values[layer], first.values[layer])):

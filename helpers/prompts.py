@@ -37,6 +37,7 @@ __all__ = [
     "PromptSet",
     "PromptError",
     "sample_demos",
+    "check_prompts",
     "class_draws",
     "demos_from_indices",
     "sample_test",
@@ -86,33 +87,46 @@ class Prompt:
 
     @property
     def anchor_pos(self) -> list[int]:
-        """Label tokens plus formatting tokens of the demonstrations (Hidden_anchor's cache)."""
-        last = self.label_pos[-1] if self.label_pos else -1
-        demo_format = [p for p in self.format_pos if p <= last + 1]
-        keep = set(demo_format) | set(self.label_pos)
+        """Every label-word token plus the demonstrations' formatting tokens and BOS (Hidden_anchor's cache).
+
+        As in the authors' code, the whole "Sentiment: <label>" line stays: all
+        tokens of a multi-token label word (prediction still reads the first
+        one) and the newline after the last demonstration's label.
+        """
+        end = self.label_spans[-1][1] if self.label_spans else -1  # the token after the last label word
+        demo_format = [p for p in self.format_pos if p <= end]
+        keep = set(demo_format) | {i for a, b in self.label_spans for i in range(a, b)}
         if self.bos:
             keep.add(0)
         return sorted(keep)
 
 
-def class_draws(train, task: str | Task, k_per_class: int, seed: int, exclude: Sequence[int] = ()) -> list[list[int]]:
-    """Per class, ``k_per_class`` row indices of ``train`` drawn with ``seed``.
+def _pool_order(train, seed: int, exclude: Sequence[int] = ()) -> np.ndarray:
+    """Row indices of ``train`` shuffled with ``seed``, ``exclude`` removed."""
+    order = np.random.default_rng(seed).permutation(len(train))
+    if len(exclude):
+        order = order[~np.isin(order, np.asarray(list(exclude)))]
+    return order
 
-    Draws are nested: the first j of a k-draw equal the j-draw with the same
-    seed, so the 1-shot demonstrations are part of the 5-shot ones and the
-    re-weighting training examples (draws 2..5) are disjoint from them.
+
+def class_draws(train, task: str | Task, k_per_class: int, seed: int, exclude: Sequence[int] = ()) -> list[list[int]]:
+    """Per class, the first ``k_per_class`` rows of that class in ``train`` shuffled with ``seed``.
+
+    This is the authors' draw (paper A's code): the training pool is shuffled
+    with the seed and examples are taken in that order. Draws are nested: the
+    first j of a k-draw equal the j-draw with the same seed, so the 1-shot
+    demonstrations are part of the 5-shot ones and the re-weighting training
+    examples (draws 2..5) are disjoint from them.
     """
     task = get_task(task)
-    rng = np.random.default_rng(seed)
     labels = np.asarray(train["label"])
-    excluded = np.zeros(len(labels), dtype=bool)
-    excluded[list(exclude)] = True
+    order = _pool_order(train, seed, exclude)
     out = []
     for c in range(task.n_classes):
-        pool = np.flatnonzero((labels == c) & ~excluded)
-        if len(pool) < k_per_class:
-            raise PromptError(f"{task.display}: class {c} has {len(pool)} rows, need {k_per_class}.")
-        out.append(rng.permutation(pool)[:k_per_class].tolist())
+        rows = order[labels[order] == c][:k_per_class]
+        if len(rows) < k_per_class:
+            raise PromptError(f"{task.display}: class {c} has {len(rows)} rows, need {k_per_class}.")
+        out.append(rows.tolist())
     return out
 
 
@@ -124,15 +138,17 @@ def demos_from_indices(train, indices: Sequence[int]) -> list[Demo]:
 def sample_demos(
     train, task: str | Task, k_per_class: int, seed: int, exclude: Sequence[int] = ()
 ) -> list[Demo]:
-    """Draw ``k_per_class`` demonstrations of every class from ``train`` with ``seed``.
+    """``k_per_class`` demonstrations of every class, in the order of the training pool shuffled with ``seed``.
 
-    The order is shuffled with the same seed (not grouped by class). Rows in
-    ``exclude`` (indices into ``train``) are never drawn.
+    The authors' protocol (paper A's code): walk the shuffled pool and take each
+    example whose class still has fewer than ``k_per_class``. The class order of
+    the demonstrations therefore differs by task and by seed (it is not grouped
+    by class, and not the same for every task with the same number of classes).
+    Rows in ``exclude`` (indices into ``train``) are never drawn.
     """
-    draws = class_draws(train, task, k_per_class, seed, exclude)
-    chosen = [i for per in draws for i in per]
-    order = np.random.default_rng([seed, 1]).permutation(len(chosen))
-    return demos_from_indices(train, [chosen[j] for j in order])
+    chosen = {i for per in class_draws(train, task, k_per_class, seed, exclude) for i in per}
+    order = _pool_order(train, seed, exclude)
+    return demos_from_indices(train, [int(i) for i in order if i in chosen])
 
 
 def sample_test(test, n: int, seed: int) -> list[Demo]:
@@ -146,7 +162,9 @@ def _pieces(task: Task, demos: Sequence[Demo], query: str | None):
     """(string, kind, demo index) pieces whose concatenation is the prompt text."""
     out: list[tuple[str, str, int]] = []
     for k, d in enumerate(demos):
-        out += [(task.input_prefix, FORMAT, k), (d.text, TEXT, k), (task.label_prefix, FORMAT, k),
+        # a demonstration without text (Text_anchor) renders "Review:\nSentiment: ...", no space before the newline
+        prefix = task.input_prefix if d.text else task.input_prefix.rstrip(" ")
+        out += [(prefix, FORMAT, k), (d.text, TEXT, k), (task.label_prefix, FORMAT, k),
                 (" " + task.label_words[d.label], LABEL, k), ("\n", FORMAT, k)]
     if query is not None:
         out += [(task.input_prefix, FORMAT, -1), (query, QUERY_TEXT, -1), (task.label_prefix, FORMAT, -1)]
@@ -277,8 +295,25 @@ def make_icl_set(model, task: str | Task, seed: int, n_test: int, k_per_class: i
     demos = list(demos) if demos is not None else sample_demos(train, task, k_per_class, seed)
     queries = sample_test(test, n_test, seed)
     prompts, dropped = build_prompts(model, task, demos, queries, max_len=max_len)
+    if queries and not prompts:
+        raise PromptError(f"{task.display}, seed {seed}: all {len(queries)} prompts are longer than "
+                          f"{max_len or model.cfg.n_ctx} tokens (the model's context n_ctx = {model.cfg.n_ctx}); "
+                          "use fewer demonstrations per class or a model with a longer context")
     kept = [p.query for p in prompts]  # over-long rows are gone
     return PromptSet(task, seed, k_per_class, demos, kept, prompts, dropped, label_token_ids(model.tokenizer, task))
+
+
+def check_prompts(model, prompts: Sequence[Prompt], what: str = "run") -> None:
+    """Refuse an empty prompt list, or a prompt longer than the model's context, with a message that says what to do."""
+    if not len(prompts):
+        raise PromptError(f"no prompts to {what}: pass at least one (a prompt set whose prompts were all "
+                          "dropped as longer than the context has none; see PromptSet.n_dropped)")
+    n_ctx = model.cfg.n_ctx
+    for i, p in enumerate(prompts):
+        if len(p) > n_ctx:
+            raise PromptError(f"prompt {i} is {len(p)} tokens, longer than the model's context (n_ctx = {n_ctx}); "
+                              "use fewer or shorter demonstrations, or build_prompts / make_icl_set, which drop "
+                              "over-long prompts and count them")
 
 
 def pad_batch(prompts: Sequence[Prompt], pad_id: int = 0) -> tuple[Int[torch.Tensor, "batch seq"], torch.Tensor]:

@@ -4,7 +4,9 @@
   ``<model slug>/<profile>``; notebooks write figures (PNG) and metrics (JSON)
   there through :func:`save_figure` and :func:`save_metrics`.
 - :func:`cached`: result of ``compute()`` stored under a key built from
-  (kind, model, task, seed, profile, parameters, code version). Writes are
+  (kind, model, task, seed, profile, parameters) and a digest of the source of
+  ``helpers/`` (:func:`code_digest`), so any change to the code that computed a
+  result, e.g. a protocol fix, recomputes it instead of serving the old one. Writes are
   atomic, so an interrupted run resumes; ``ICL_RECOMPUTE=1`` forces
   recomputation. The store is ``$ICL_RESULTS_CACHE`` or ``cache_dir()/results``
   (``make test`` points it at a fresh folder so tests never pass on old results).
@@ -12,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -22,11 +25,22 @@ from typing import Any, Callable
 import torch
 
 __all__ = ["results_dir", "save_metrics", "load_metrics", "save_figure", "cached", "model_slug", "CACHE_VERSION",
-           "summary_row", "mean_std", "model_fingerprint", "prompts_digest"]
+           "summary_row", "mean_std", "model_fingerprint", "prompts_digest", "code_digest"]
 
-# bump when a change in helpers changes what a cached result means
-CACHE_VERSION = 1
+# bump to invalidate every stored result (the code digest already covers changes to helpers/)
+CACHE_VERSION = 2
 ROOT = Path(__file__).resolve().parent.parent
+HELPERS = Path(__file__).resolve().parent
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """Digest of every ``helpers/**/*.py`` file (paths and contents): part of every :func:`cached` key."""
+    h = hashlib.sha256()
+    for f in sorted(HELPERS.rglob("*.py")):
+        h.update(str(f.relative_to(HELPERS)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def model_slug(name: str) -> str:
@@ -86,7 +100,8 @@ def save_figure(fig, name: str, model_name: str | None = None, profile: str | No
 
 
 def _key(kind: str, params: dict) -> str:
-    blob = json.dumps({"kind": kind, "v": CACHE_VERSION, **_jsonable(params)}, sort_keys=True, default=str)
+    blob = json.dumps({"kind": kind, "v": CACHE_VERSION, "code": code_digest(), **_jsonable(params)},
+                      sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -160,10 +175,15 @@ def mean_std(values) -> str:
 def summary_row(claim: str, paper, ours, verdict: str) -> dict:
     """One line of the report's summary: the paper's value, ours, and a computed verdict.
 
-    ``ours``: a list of per-seed values (rendered mean ± std) or a ready string.
+    ``ours``: a :class:`helpers.stats.Interval` (rendered "estimate [low, high] (95% CI; seeds, inputs)"),
+    a list of per-seed values (rendered mean ± std) or a ready string.
     Notebooks save a list of these as ``save_metrics(section, {"summary": [...], ...})``.
     """
-    if not isinstance(ours, str):
+    from .stats import Interval
+
+    if isinstance(ours, Interval):
+        ours = f"{ours:.3f} (95% CI; {ours.n_seeds} seed(s), {ours.n_inputs} inputs)"
+    elif not isinstance(ours, str):
         ours = mean_std(list(ours))
     if isinstance(paper, float):
         paper = f"{paper:.3f}"

@@ -43,6 +43,7 @@ __all__ = [
     "run_table1",
     "FIVE_SHOT_PER_CLASS",
     "table1_verdict",
+    "table1_interval_verdict",
 ]
 
 
@@ -214,6 +215,11 @@ class Table1Row:
     result: ReweightResult
     n_test: int
     n_dropped: int
+    # per test input (same inputs, same order in all three): 1 if predicted right, and the test row
+    correct_1shot: list[int] = field(default_factory=list)
+    correct_5shot: list[int] = field(default_factory=list)
+    correct_reweight: list[int] = field(default_factory=list)
+    idx: list[int] = field(default_factory=list)
 
 
 # the paper's "5-shot" baseline uses 3 per class for AGNews (context length)
@@ -253,10 +259,32 @@ def run_table1(model, task, seed: int, n_test: int, epochs: int = 10, lr: float 
                             progress=f"train {task.name}" if progress else False)
     # each demonstration set runs once (helpers.prefix); beta acts on q's row only, so the prefix is unchanged
     # the unmodified runs are notebook 00's (same prompts: stored by content, helpers.prefix.vanilla_predictions)
-    acc1 = vanilla_predictions(model, p1, lids, eval_batch_size, top_k=0).accuracy
-    acc5 = vanilla_predictions(model, p5, lids, eval_batch_size, top_k=0).accuracy
-    accr = predict_shared(model, p1, lids, eval_batch_size, top_k=0, hooks=reweight_factory(res.beta)).accuracy
-    return Table1Row(task.name, seed, acc1, acc5, accr, res, len(p1), n_test - len(p1))
+    r1 = vanilla_predictions(model, p1, lids, eval_batch_size, top_k=0)
+    r5 = vanilla_predictions(model, p5, lids, eval_batch_size, top_k=0)
+    rr = predict_shared(model, p1, lids, eval_batch_size, top_k=0, hooks=reweight_factory(res.beta))
+    assert [p.query.idx for p in p1] == [p.query.idx for p in p5], "1-shot and 5-shot must score the same inputs"
+
+    def correct(r):
+        return (r.pred == r.gold).int().tolist()
+
+    return Table1Row(task.name, seed, r1.accuracy, r5.accuracy, rr.accuracy, res, len(p1), n_test - len(p1),
+                     correct(r1), correct(r5), correct(rr), [p.query.idx for p in p1])
+
+
+def table1_interval_verdict(gain_1shot, gain_5shot) -> str:
+    """Verdict on §3.1 from the 95% intervals of two paired contrasts (criteria fixed before the run).
+
+    ``gain_1shot``: re-weighting minus vanilla 1-shot; ``gain_5shot``: re-weighting
+    minus vanilla 5-shot (:class:`helpers.stats.Interval`, task-averaged accuracy).
+    "replicates": both intervals lie above zero; "partly": only the gain over
+    1-shot does; "does not replicate": the gain over 1-shot lies below zero;
+    "inconclusive": its interval contains zero.
+    """
+    if gain_1shot.low > 0:
+        return "replicates" if gain_5shot.low > 0 else "partly"
+    if gain_1shot.high < 0:
+        return "does not replicate"
+    return "inconclusive"
 
 
 def table1_verdict(acc_1shot: float, acc_5shot: float, acc_reweight: float, margin: float = 0.02) -> str:

@@ -24,19 +24,33 @@ Three means per layer (the diagonal is always excluded), from the position recor
 
 BOS (when the model uses one) is an ordinary earlier position here, as in the
 paper's definition ("every j < p_k").
+
+Intervals. The plotted quantity of one (task, seed) run is :func:`relative_flow`:
+each flow's mean over the inputs, divided per layer by the sum of the three;
+a task's curve is the mean of its seeds' curves. :func:`flow_intervals` gives
+every point of those curves, their means over the layer ranges of the checks
+(:func:`layer_ranges`) and the paired contrasts between flows (e.g. shallow
+S_wp minus S_pq) a 95% interval from the two-level bootstrap of
+:func:`helpers.stats.bootstrap_statistic` (seeds, then the inputs within each
+(task, seed)); the three flows of a resampled input stay together, so every
+contrast is paired. :func:`saliency_interval_verdict` restates the checks of
+:func:`saliency_verdict` on the intervals of the contrasts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import warnings
 from typing import Sequence
 
+import numpy as np
 import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
 from .predict import length_batches, logits_at
-from .prompts import Prompt, build_prompt, sample_demos, sample_test
+from .prompts import Prompt, build_prompt, check_prompts, sample_demos, sample_test
 from .tasks import get_task, label_token_ids, load_split
 
 __all__ = [
@@ -54,6 +68,15 @@ __all__ = [
     "saliency_runs",
     "flow_frame",
     "saliency_verdict",
+    "layer_ranges",
+    "FLOW_CHECKS",
+    "MEAN_OVER_TASKS",
+    "CROSSING",
+    "contrast_name",
+    "flow_statistics",
+    "flow_intervals",
+    "saliency_interval_verdict",
+    "flow_interval_table",
 ]
 
 FLOWS = ("S_wp", "S_pq", "S_ww")
@@ -133,6 +156,7 @@ def saliency_matrices(model, prompts: Sequence[Prompt], label_ids: Sequence[int]
                       progress: bool | str = False, max_pattern_mb: float = 256
                       ) -> list[Float[torch.Tensor, "layer seq seq"]]:
     """Per-prompt ``I`` (``[layer, len, len]``, unpadded), in input order. Memory grows with len^2: use for few prompts."""
+    check_prompts(model, prompts, "compute saliency for")
     out: list[torch.Tensor | None] = [None] * len(prompts)
     for idx in tqdm(_batches(model, prompts, batch_size, max_pattern_mb), disable=not progress, leave=False,
                     desc=progress if isinstance(progress, str) else "saliency"):
@@ -183,6 +207,7 @@ def saliency_flow(model, prompts: Sequence[Prompt], label_ids: Sequence[int], ba
     batch's attention patterns (all layers and heads, float32) stay under
     ``max_pattern_mb`` (the backward pass keeps a few times that alive).
     """
+    check_prompts(model, prompts, "compute saliency flows for")
     out = torch.empty(len(prompts), model.cfg.n_layers, 3)
     for idx in tqdm(_batches(model, prompts, batch_size, max_pattern_mb), disable=not progress, leave=False,
                     desc=progress if isinstance(progress, str) else "saliency"):
@@ -193,6 +218,8 @@ def saliency_flow(model, prompts: Sequence[Prompt], label_ids: Sequence[int], ba
 
 def relative_flow(scores: Float[torch.Tensor, "n layer 3"]) -> Float[torch.Tensor, "layer 3"]:
     """The paper's plotted quantity: mean over inputs, then each layer's three values divided by their sum."""
+    if scores.shape[0] == 0:
+        raise ValueError("no saliency scores to average: run saliency_flow on at least one prompt")
     mean = torch.nanmean(scores, dim=0)
     return mean / mean.sum(-1, keepdim=True)
 
@@ -247,8 +274,6 @@ def saliency_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | i
     Returns ``{(task, seed): Float[Tensor, "n layer 3"]}`` (raw, not relative).
     ``n``: inputs per task and seed (an int or a per-task dict, e.g. :func:`saliency_budget`).
     """
-    import warnings
-
     from .results import cached
     from .tasks import LabelWordWarning
 
@@ -304,3 +329,178 @@ def saliency_verdict(rel_by_task: dict[str, torch.Tensor]) -> tuple[str, dict]:
     ok = sum(checks.values())
     verdict = "replicates" if ok == len(checks) else "partly" if ok >= len(checks) / 2 else "does not replicate"
     return verdict, checks
+
+
+# the checks of the §2.1 claim: each names the contrasts (layer range, larger flow, smaller flow) that the paper
+# expects above zero
+FLOW_CHECKS = {
+    "shallow: S_wp dominant": (("shallow", "S_wp", "S_pq"), ("shallow", "S_wp", "S_ww")),
+    "deep: S_pq dominant": (("deep", "S_pq", "S_wp"), ("deep", "S_pq", "S_ww")),
+    "S_wp and S_pq above S_ww": (("all", "S_wp", "S_ww"), ("all", "S_pq", "S_ww")),
+}
+MEAN_OVER_TASKS = "mean over tasks"
+CROSSING = "first layer S_pq > S_wp"
+
+
+def layer_ranges(n_layers: int) -> dict[str, slice]:
+    """The layer ranges of the checks: ``shallow`` (the first third, at least one layer), ``deep`` (the last
+    half), ``all``."""
+    if int(n_layers) < 1:
+        raise ValueError(f"need at least one layer, got {n_layers}")
+    L = int(n_layers)
+    return {"shallow": slice(0, max(1, L // 3)), "deep": slice(L // 2, L), "all": slice(0, L)}
+
+
+def contrast_name(a: str, b: str) -> str:
+    return f"{a} - {b}"
+
+
+def flow_statistics(rel) -> dict[tuple, float]:
+    """Point summaries of one relative-flow curve ``[layer, 3]`` (e.g. a task's seed-averaged curve).
+
+    Keys: ``("curve", layer, flow)``; ``(range, flow)``: the flow's mean over a :func:`layer_ranges`
+    range; ``(range, "S_a - S_b")`` for every contrast of :data:`FLOW_CHECKS`; ``(CROSSING,)``: the
+    first layer where S_pq exceeds S_wp (NaN when it never does).
+    """
+    rel = np.asarray(rel, dtype=np.float64)
+    if rel.ndim != 2 or rel.shape[1] != len(FLOWS) or rel.shape[0] < 1:
+        raise ValueError(f"a relative-flow curve is [layer, {len(FLOWS)}], got shape {rel.shape}")
+    out: dict[tuple, float] = {}
+    for layer in range(rel.shape[0]):
+        for f, name in enumerate(FLOWS):
+            out[("curve", layer, name)] = float(rel[layer, f])
+    means = {r: rel[sl].mean(0) for r, sl in layer_ranges(rel.shape[0]).items()}
+    for r, m in means.items():
+        for f, name in enumerate(FLOWS):
+            out[(r, name)] = float(m[f])
+    for contrasts in FLOW_CHECKS.values():
+        for r, a, b in contrasts:
+            out[(r, contrast_name(a, b))] = float(means[r][FLOWS.index(a)] - means[r][FLOWS.index(b)])
+    hit = np.flatnonzero(rel[:, 1] > rel[:, 0])
+    out[(CROSSING,)] = float(hit[0]) if len(hit) else float("nan")
+    return out
+
+
+def _relative(scores: np.ndarray) -> np.ndarray:
+    """:func:`relative_flow` in numpy: mean over inputs, then each layer divided by its three flows' sum."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column stays NaN, as in relative_flow
+        mean = np.nanmean(scores, axis=0)
+    return mean / mean.sum(-1, keepdims=True)
+
+
+def flow_intervals(runs: dict, n_boot: int = 1000, seed: int = 0) -> dict:
+    """95% intervals of every :func:`flow_statistics` of each task's seed-averaged relative curve, and of the
+    curve averaged over tasks (task :data:`MEAN_OVER_TASKS`).
+
+    ``runs``: ``{(task, seed): per-input raw flows [n, layer, 3]}`` (:func:`saliency_runs`); every task needs
+    every seed. Returns ``{(task, *key): Interval}`` (None where a statistic, e.g. the crossing layer, is
+    undefined in more than 10% of the resamples). Two-level bootstrap
+    (:func:`helpers.stats.bootstrap_statistic`): the seeds (the same draw for every task), then the inputs
+    within each (task, seed). The estimates are those of the full data: a task's curve is the mean over
+    seeds of :func:`relative_flow`.
+    """
+    from .stats import bootstrap_statistic
+
+    if not isinstance(runs, dict) or not runs:
+        raise ValueError("pass the per-input flows as {(task, seed): [n, layer, 3]}, with at least one cell")
+    cells = {}
+    for key, v in runs.items():
+        if not (isinstance(key, tuple) and len(key) == 2):
+            raise ValueError(f"cell keys must be (task, seed), got {key!r}")
+        arr = np.asarray(v.float() if isinstance(v, torch.Tensor) else v, dtype=np.float64)
+        if arr.ndim != 3 or arr.shape[2] != len(FLOWS) or arr.shape[0] < 1 or arr.shape[1] < 1:
+            raise ValueError(f"cell {key}: per-input flows must be [n >= 1, layer, {len(FLOWS)}], got {arr.shape}")
+        cells[key] = arr
+    layers = {a.shape[1] for a in cells.values()}
+    if len(layers) > 1:
+        raise ValueError(f"all cells must come from one model (same number of layers), got {sorted(layers)}")
+    tasks = list(dict.fromkeys(t for t, _ in cells))
+    seeds = sorted({s for _, s in cells}, key=str)
+    missing = [(t, s) for t in tasks for s in seeds if (t, s) not in cells]
+    if missing:
+        raise ValueError(f"every task needs every seed; missing cells {missing[:4]}")
+    sizes = {s: {t: cells[t, s].shape[0] for t in tasks} for s in seeds}
+
+    def stat(sample):
+        curves = {t: np.mean([_relative(cells[t, s][idx[t]]) for s, idx in sample], axis=0) for t in tasks}
+        out = {}
+        for t, rel in curves.items():
+            out.update({(t, *k): v for k, v in flow_statistics(rel).items()})
+        mean = np.mean(list(curves.values()), axis=0)
+        out.update({(MEAN_OVER_TASKS, *k): v for k, v in flow_statistics(mean).items()})
+        return out
+
+    out = bootstrap_statistic(sizes, stat, n_boot, seed=seed)
+    per_task = {t: sum(cells[t, s].shape[0] for s in seeds) for t in tasks}  # a task's interval rests on its inputs
+    return {k: iv if iv is None or k[0] not in per_task else dataclasses.replace(iv, n_inputs=per_task[k[0]])
+            for k, iv in out.items()}
+
+
+def saliency_interval_verdict(intervals: dict, tasks: Sequence[str]) -> tuple[str, dict]:
+    """Verdict on the §2.1 claim from the 95% intervals of the paired contrasts (criteria fixed before the run).
+
+    ``intervals[(task, range, "S_a - S_b")]``: :class:`helpers.stats.Interval` of each contrast of
+    :data:`FLOW_CHECKS` (e.g. :func:`flow_intervals`' output; None counts as straddling zero). The checks of
+    :func:`saliency_verdict`, per task:
+      1. shallow (first third of the layers): S_wp - S_pq > 0 and S_wp - S_ww > 0;
+      2. deep (last half): S_pq - S_wp > 0 and S_pq - S_ww > 0;
+      3. all layers: S_wp - S_ww > 0 and S_pq - S_ww > 0.
+    A (task, check) "holds" when both intervals lie above zero, "fails" when one lies below zero, and is
+    "inconclusive" otherwise. Verdict: "replicates" if every check holds; "partly" if at least half hold;
+    "does not replicate" if more than half fail; otherwise "inconclusive".
+    """
+    if not tasks:
+        raise ValueError("no tasks to judge")
+    checks = {}
+    for task in tasks:
+        for check, contrasts in FLOW_CHECKS.items():
+            ivs = []
+            for r, a, b in contrasts:
+                key = (task, r, contrast_name(a, b))
+                if key not in intervals:
+                    raise ValueError(f"no interval for {key}: pass flow_intervals' output")
+                ivs.append(intervals[key])
+            if all(iv is not None and iv.low > 0 for iv in ivs):
+                checks[(task, check)] = "holds"
+            elif any(iv is not None and iv.high < 0 for iv in ivs):
+                checks[(task, check)] = "fails"
+            else:
+                checks[(task, check)] = "inconclusive"
+    n = len(checks)
+    held = sum(v == "holds" for v in checks.values())
+    failed = sum(v == "fails" for v in checks.values())
+    if held == n:
+        return "replicates", checks
+    if held >= n / 2:
+        return "partly", checks
+    if n - failed < n / 2:
+        return "does not replicate", checks
+    return "inconclusive", checks
+
+
+def flow_interval_table(intervals: dict, tasks: Sequence[str], labels: dict | None = None, digits: int = 3):
+    """One row per task (and the mean over tasks): the flows over the check ranges, the contrasts and the
+    first layer where S_pq > S_wp, each as "estimate [low, high]" (95% interval; "n/a" when undefined).
+
+    ``labels``: display names of the tasks.
+    """
+    import pandas as pd
+
+    def fmt(iv, spec):
+        return "n/a" if iv is None else format(iv, spec)
+
+    cols = [("shallow", "S_wp"), ("shallow", "S_pq"), ("shallow", "S_ww"), ("deep", "S_pq"), ("deep", "S_wp"),
+            ("deep", "S_ww"), ("all", "S_ww")]
+    names = {"shallow": "shallow third", "deep": "deep half", "all": "all layers"}
+    rows = []
+    for task in [*tasks, MEAN_OVER_TASKS]:
+        row = {"task": (labels or {}).get(task, task)}
+        for r, f in cols:
+            row[f"{f} {names[r]}"] = fmt(intervals.get((task, r, f)), f".{digits}f")
+        for contrasts in FLOW_CHECKS.values():
+            for r, a, b in contrasts:
+                row[f"{names[r]}: {a} - {b}"] = fmt(intervals.get((task, r, contrast_name(a, b))), f"+.{digits}f")
+        row[CROSSING] = fmt(intervals.get((task, CROSSING)), ".1f")
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -35,7 +35,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Interval", "bootstrap_means", "paired_differences", "interval_verdict", "N_BOOT", "LEVEL"]
+__all__ = ["Interval", "bootstrap_means", "bootstrap_statistic", "bootstrap_of_means", "paired_differences", "interval_verdict",
+           "cells_from_frame", "N_BOOT", "LEVEL"]
 
 N_BOOT = 4000
 LEVEL = 0.95
@@ -120,18 +121,133 @@ def bootstrap_means(values, n_boot: int = N_BOOT, level: float = LEVEL, seed: in
     return Interval(estimate, float(lo), float(hi), len(seeds), int(sum(v.size for v in cells.values())), level)
 
 
-def paired_differences(a, b) -> dict[tuple, np.ndarray]:
-    """Per-input ``a - b`` in every cell; both must score the same inputs in the same order."""
+def bootstrap_statistic(sizes: Mapping, statistic, n_boot: int = 1000, level: float = LEVEL, seed: int = 0,
+                        max_undefined: float = 0.1):
+    """Two-level bootstrap of a statistic that is not a mean of per-input values (a rank correlation, an AUC).
+
+    ``sizes``: ``{seed: number of inputs}``, or ``{seed: {task: number of inputs}}``.
+    ``statistic(sample)`` gets a list of ``(seed, input indices)`` (or ``(seed,
+    {task: input indices})``), one entry per drawn seed (a seed may be drawn
+    twice), and returns a float, or a dict of floats (several statistics from the same resamples: the result
+    is then a dict of Intervals, None where a statistic is undefined too often); the full data is
+    ``arange(n)`` everywhere.
+    Resampling as in :func:`bootstrap_means`: seeds with replacement (skipped with
+    one seed), then inputs within each. Replicates where the statistic is NaN are
+    dropped; if more than ``max_undefined`` of them are, a ValueError says so
+    instead of reporting an interval of the rest.
+    """
+    def counts(v):
+        return list(v.values()) if isinstance(v, Mapping) else [v]
+
+    if not sizes or any(int(n) < 1 for v in sizes.values() for n in counts(v)):
+        raise ValueError("bootstrap_statistic needs at least one seed with at least one input")
+    keys = list(sizes)
+    rng = np.random.default_rng(seed)
+
+    def full(v):
+        return {t: np.arange(int(n)) for t, n in v.items()} if isinstance(v, Mapping) else np.arange(int(v))
+
+    def draw(v):
+        if isinstance(v, Mapping):
+            return {t: rng.integers(0, int(n), int(n)) for t, n in v.items()}
+        return rng.integers(0, int(v), int(v))
+
+    first = statistic([(k, full(sizes[k])) for k in keys])
+    several = isinstance(first, Mapping)
+    names = list(first) if several else [None]
+    estimate = {n: float(first[n]) for n in names} if several else {None: float(first)}
+    stats = np.empty((n_boot, len(names)))
+    for b in range(n_boot):
+        drawn = [keys[i] for i in rng.integers(0, len(keys), len(keys))] if len(keys) > 1 else keys
+        out = statistic([(k, draw(sizes[k])) for k in drawn])
+        stats[b] = [out[n] for n in names] if several else [out]
+    n_in = int(sum(int(n) for v in sizes.values() for n in counts(v)))
+    a = (1 - level) / 2
+    result = {}
+    for j, name in enumerate(names):
+        ok = np.isfinite(stats[:, j])
+        if (~ok).mean() > max_undefined:
+            msg = (f"the statistic{'' if name is None else ' ' + repr(name)} is undefined in {(~ok).mean():.0%} "
+                   "of the bootstrap samples; too few inputs for an interval")
+            if not several:
+                raise ValueError(msg)
+            result[name] = None  # several statistics: the others still get their intervals
+            continue
+        lo, hi = np.quantile(stats[ok, j], [a, 1 - a])
+        result[name] = Interval(estimate[name], float(lo), float(hi), len(keys), n_in, level)
+    return result if several else result[None]
+
+
+def bootstrap_of_means(groups: Mapping, fn, n_boot: int = 1000, level: float = LEVEL, seed: int = 0,
+                       max_undefined: float = 0.1) -> Interval:
+    """A function of several paired means (a ratio, a % reduction), with its two-level bootstrap interval.
+
+    ``groups``: ``{name: {(task, seed): per-input values}}``, every group with the same cells and, within a
+    cell, the same inputs in the same order (paired: one resample of input indices serves every group).
+    Each group's mean is taken as :func:`bootstrap_means` takes it (over tasks of the mean over seeds of
+    the cell means); ``fn({name: mean})`` returns the statistic. Resampling and NaN handling:
+    :func:`bootstrap_statistic`.
+    """
+    if not isinstance(groups, Mapping) or not groups:
+        raise ValueError("pass {name: {(task, seed): per-input values}} with at least one group")
+    cells = {name: _cells(v) for name, v in groups.items()}
+    first = next(iter(cells.values()))
+    for name, c in cells.items():
+        if c.keys() != first.keys() or any(c[k].size != first[k].size for k in first):
+            raise ValueError(f"group {name!r} does not have the same cells and inputs as the others: the groups "
+                             "must be paired")
+    tasks = sorted({t for t, _ in first}, key=str)
+    seeds = sorted({s for _, s in first}, key=str)
+    missing = [(t, s) for t in tasks for s in seeds if (t, s) not in first]
+    if missing:
+        raise ValueError(f"every task needs every seed; missing cells {missing[:4]}")
+
+    def statistic(sample):
+        means = {name: float(np.mean([np.mean([c[t, s][idx[t]].mean() for s, idx in sample]) for t in tasks]))
+                 for name, c in cells.items()}
+        return fn(means)
+
+    sizes = {s: {t: first[t, s].size for t in tasks} for s in seeds}
+    return bootstrap_statistic(sizes, statistic, n_boot, level, seed, max_undefined)
+
+
+def paired_differences(a, b, a_ids=None, b_ids=None) -> dict[tuple, np.ndarray]:
+    """Per-input ``a - b`` in every cell.
+
+    Without ids both sides must score the same inputs in the same order. With
+    ``a_ids``/``b_ids`` (``{cell: input ids}``, e.g. test-row indices) the
+    inputs are matched by id and only those scored on both sides are kept (a
+    5-shot run drops prompts that exceed the context; its 1-shot partner keeps them).
+    """
     ca, cb = _cells(a), _cells(b)
     if set(ca) != set(cb):
         raise ValueError("a paired contrast needs the same (task, seed) cells on both sides")
+    ia = {k if isinstance(k, tuple) else ("", k): v for k, v in (a_ids or {}).items()}
+    ib = {k if isinstance(k, tuple) else ("", k): v for k, v in (b_ids or {}).items()}
     out = {}
     for key in ca:
+        if key in ia and key in ib:
+            pos_b = {int(i): j for j, i in enumerate(ib[key])}
+            pairs = [(j, pos_b[int(i)]) for j, i in enumerate(ia[key]) if int(i) in pos_b]
+            if not pairs:
+                raise ValueError(f"cell {key}: no input is scored on both sides")
+            ja, jb = map(list, zip(*pairs))
+            out[key] = ca[key][ja] - cb[key][jb]
+            continue
         if ca[key].shape != cb[key].shape:
             raise ValueError(f"cell {key}: {ca[key].size} vs {cb[key].size} inputs; a paired contrast needs the "
-                             "same inputs on both sides")
+                             "same inputs on both sides (or pass their ids)")
         out[key] = ca[key] - cb[key]
     return out
+
+
+def cells_from_frame(df, value: str = "correct", ids: str | None = None):
+    """``{(task, seed): per-input values}`` (and ``{(task, seed): ids}`` when ``ids`` names a column)
+    from a frame with one row per (task, seed) holding per-input lists."""
+    vals = {(r.task, r.seed): np.asarray(getattr(r, value), dtype=float) for r in df.itertuples()}
+    if ids is None:
+        return vals
+    return vals, {(r.task, r.seed): list(getattr(r, ids)) for r in df.itertuples()}
 
 
 def interval_verdict(interval: Interval, direction: int = 1, value: float = 0.0) -> str:

@@ -31,10 +31,12 @@
 # $S_{pq}$ and $S_{ww}$ are means of $I_l$ over the position pairs taken from the prompt's
 # position record. As in the paper, every input gets its **own** demonstrations (one per class,
 # drawn with a per-input seed). We plot the three means per layer relative to their sum, then
-# average over seeds.
+# average over seeds. Every number comes with a 95% interval from a two-level bootstrap: the seeds
+# are resampled, then the inputs within each (task, seed), and the whole curve is recomputed
+# (`helpers.saliency.flow_intervals`, `helpers.stats`). The three flows of an input are resampled
+# together, so the differences between flows are paired.
 
 # %%
-import numpy as np
 import pandas as pd
 import torch
 from IPython.display import display
@@ -42,9 +44,10 @@ from IPython.display import display
 from helpers import plots
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
-from helpers.results import mean_std, save_figure, save_metrics, summary_row
-from helpers.saliency import (FLOWS, first_layer_pq_exceeds_wp, flow_frame, relative_flow, saliency_budget,
-                              saliency_matrices, saliency_prompts, saliency_runs, saliency_verdict)
+from helpers.results import save_figure, save_metrics, summary_row
+from helpers.saliency import (CROSSING, FLOW_CHECKS, MEAN_OVER_TASKS, contrast_name, first_layer_pq_exceeds_wp,
+                              flow_frame, flow_interval_table, flow_intervals, relative_flow, saliency_budget,
+                              saliency_interval_verdict, saliency_matrices, saliency_prompts, saliency_runs)
 from helpers.tasks import get_task
 
 profile = get_profile()
@@ -55,15 +58,19 @@ print(profile.name, current_model_name(), budget)
 # %% [markdown]
 # ## Saliency flows for every task and seed
 #
-# Each (task, seed) run is cached on disk, so a second run of the notebook only plots.
+# Each (task, seed) run is cached on disk, so a second run of the notebook only plots. The line is
+# the seed-averaged curve, the band its 95% interval (seeds and inputs resampled).
 
 # %%
 runs = saliency_runs(model, profile.tasks, budget["seeds"], budget["n"], batch_size=budget["batch_size"],
                      profile=profile.name)
+ivs = flow_intervals(runs)  # {(task, ...): Interval}; task MEAN_OVER_TASKS: the curve averaged over tasks
+display_name = {t: get_task(t).display for t in profile.tasks}
 df = flow_frame(runs)
-df["task"] = df["task"].map(lambda t: get_task(t).display)
-fig = plots.flow_curves(df, title=f"Relative saliency flows per layer, {current_model_name()} "
-                                  f"(mean ± sd over {len(budget['seeds'])} seed(s))")
+df["task"] = df["task"].map(display_name)
+fig = plots.flow_curves(df, intervals={(display_name.get(k[0], k[0]), *k[1:]): iv for k, iv in ivs.items()},
+                        title=f"Relative saliency flows per layer, {current_model_name()} "
+                              f"(mean over {len(budget['seeds'])} seed(s), 95% CI)")
 save_figure(fig, "01_saliency_flow")
 
 # %% [markdown]
@@ -85,72 +92,81 @@ plots.saliency_view(model, prompts[0], sal, [shallow, deep])
 # ## Numbers beside the paper's claim
 #
 # The paper reports curves, not numbers. Its claims are stated as checks that were fixed before
-# any run (`helpers.saliency.saliency_verdict`). For each task, over the seed-averaged relative
-# curves:
-# 1. over the first third of the layers, $S_{wp}$ is larger than $S_{pq}$ and $S_{ww}$;
-# 2. over the last half of the layers, $S_{pq}$ is larger than $S_{wp}$ and $S_{ww}$;
-# 3. averaged over all layers, both $S_{wp}$ and $S_{pq}$ are larger than $S_{ww}$.
+# any run, and each is judged on the 95% intervals of paired contrasts between the flows of each
+# task's seed-averaged relative curve (`helpers.saliency.saliency_interval_verdict`):
+# 1. shallow layers (the first third): the intervals of $S_{wp} - S_{pq}$ and of $S_{wp} - S_{ww}$,
+#    averaged over those layers, both lie above zero;
+# 2. deep layers (the last half): the intervals of $S_{pq} - S_{wp}$ and of $S_{pq} - S_{ww}$ both
+#    lie above zero;
+# 3. all layers: the intervals of $S_{wp} - S_{ww}$ and of $S_{pq} - S_{ww}$ both lie above zero.
 #
-# The verdict is "replicates" if every check passes on every task, "partly" if at least half pass,
-# and "does not replicate" otherwise.
+# A check "holds" on a task when both of its intervals lie above zero, "fails" when one lies below
+# zero, and is "inconclusive" otherwise (an interval contains zero, none lies below it). The verdict is "replicates" if every
+# check holds on every task, "partly" if at least half hold, "does not replicate" if more than half
+# fail, and "inconclusive" otherwise. The first layer where $S_{pq}$ exceeds $S_{wp}$ is reported
+# with its interval but is not a check (the paper shows it as a curve only).
 
 # %%
-rel_by_task, rows = {}, []
-for task in profile.tasks:
-    rels = torch.stack([relative_flow(runs[(task, s)]) for s in budget["seeds"]])  # [seed, layer, 3]
-    rel = rels.mean(0)
-    rel_by_task[task] = rel
-    L = rel.shape[0]
-    firsts = [first_layer_pq_exceeds_wp(r) for r in rels]
-    rows.append({
-        "task": get_task(task).display,
-        "inputs x seeds": f"{budget['n'][task]} x {len(budget['seeds'])}",
-        "S_wp shallow third": float(rel[: max(1, L // 3), 0].mean()),
-        "S_pq shallow third": float(rel[: max(1, L // 3), 1].mean()),
-        "S_pq deep half": float(rel[L // 2:, 1].mean()),
-        "S_wp deep half": float(rel[L // 2:, 0].mean()),
-        "S_ww mean": float(rel[:, 2].mean()),
-        "first layer S_pq > S_wp (seed-mean curve)": first_layer_pq_exceeds_wp(rel),
-        "same, per seed": firsts,
-    })
-table = pd.DataFrame(rows)
-verdict, checks = saliency_verdict(rel_by_task)
-display(table.round(3))
-display(pd.DataFrame([{"task": get_task(t).display, "check": c, "holds": v} for (t, c), v in checks.items()]))
-
-# %%
+tasks = list(profile.tasks)
 L = model.cfg.n_layers
+table = flow_interval_table(ivs, tasks, labels=display_name)
+table.insert(1, "inputs x seeds", [f"{budget['n'][t]} x {len(budget['seeds'])}" for t in tasks]
+             + [f"{sum(budget['n'].values())} x {len(budget['seeds'])}"])
+verdict, checks = saliency_interval_verdict(ivs, tasks)
+display(table.set_index("task").T)
+display(pd.DataFrame([{"task": display_name[t], "check": c, "on the 95% intervals": v} for (t, c), v in checks.items()])
+        .pivot(index="check", columns="task", values="on the 95% intervals"))
+
+# %%
+rel_by_task = {t: torch.stack([relative_flow(runs[(t, s)]) for s in budget["seeds"]]).mean(0) for t in tasks}
+
+
+def crossing(task: str) -> str:
+    """The first layer where S_pq > S_wp, with its interval (or the point value when it has none)."""
+    iv = ivs.get((task, CROSSING))
+    if iv is not None:
+        return f"{iv:.1f} (95% CI; {iv.n_seeds} seed(s), {iv.n_inputs} inputs)"
+    point = first_layer_pq_exceeds_wp(rel_by_task[task])
+    return f"{'never' if point is None else point} (no interval: undefined in over 10% of the resamples)"
+
+
+def tally(check: str) -> str:
+    got = [checks[(t, check)] for t in tasks]
+    return ", ".join(f"{got.count(v)} {v}" for v in ("holds", "fails", "inconclusive") if got.count(v))
+
+
+names = {"shallow": "the first third of the layers", "deep": "the last half of the layers", "all": "all layers"}
+mean_iv = {(r, a, b): ivs[(MEAN_OVER_TASKS, r, contrast_name(a, b))] for cs in FLOW_CHECKS.values() for r, a, b in cs}
 summary = (
-    f"On {current_model_name()} ({L} layers, profile {profile.name}), the relative S_wp is largest over the first "
-    f"third of the layers in {sum(checks[(t, 'shallow: S_wp dominant')] for t in profile.tasks)}/{len(profile.tasks)} "
-    f"tasks, S_pq dominates the last half in {sum(checks[(t, 'deep: S_pq dominant')] for t in profile.tasks)}/"
-    f"{len(profile.tasks)}, and both exceed S_ww in {sum(checks[(t, 'S_wp and S_pq above S_ww')] for t in profile.tasks)}"
-    f"/{len(profile.tasks)}. S_pq first exceeds S_wp at layer(s) "
-    f"{', '.join(f'{get_task(t).display} {first_layer_pq_exceeds_wp(rel_by_task[t])}' for t in profile.tasks)} "
-    f"(0-based). The paper (GPT2-XL 48 layers, GPT-J 28) shows S_wp dominant early and S_pq dominant in deep layers. "
-    f"Verdict: {verdict}."
+    f"On {current_model_name()} ({L} layers, profile {profile.name}, {len(budget['seeds'])} seed(s)), averaged over "
+    f"tasks, S_wp - S_pq over the first third of the layers is {mean_iv[('shallow', 'S_wp', 'S_pq')]:+.3f} and "
+    f"S_pq - S_wp over the last half is {mean_iv[('deep', 'S_pq', 'S_wp')]:+.3f} (relative sizes, 95% intervals). "
+    f"Per task ({len(tasks)}): S_wp the largest flow in shallow layers: {tally('shallow: S_wp dominant')}; "
+    f"S_pq the largest in deep layers: {tally('deep: S_pq dominant')}; both above S_ww: "
+    f"{tally('S_wp and S_pq above S_ww')}. S_pq first exceeds S_wp at layer "
+    f"{'; '.join(f'{display_name[t]} {crossing(t)}' for t in tasks)} (0-based). The paper (GPT2-XL 48 layers, "
+    f"GPT-J 28) shows S_wp dominant early and S_pq dominant in deep layers. Verdict: {verdict}."
 )
 print(summary)
-n_tasks = len(profile.tasks)
 summary_rows = [
-    summary_row("01 shallow layers: S_wp the largest flow (tasks passing)", "S_wp dominant",
-                f"{sum(checks[(t, 'shallow: S_wp dominant')] for t in profile.tasks)}/{n_tasks} tasks", verdict),
-    summary_row("01 deep layers: S_pq the largest flow (tasks passing)", "S_pq dominant",
-                f"{sum(checks[(t, 'deep: S_pq dominant')] for t in profile.tasks)}/{n_tasks} tasks", verdict),
-    summary_row("01 S_wp and S_pq above S_ww (tasks passing)", "both above",
-                f"{sum(checks[(t, 'S_wp and S_pq above S_ww')] for t in profile.tasks)}/{n_tasks} tasks", verdict),
+    summary_row(f"01 {a} minus {b} over {names[r]} (relative size, mean over tasks)", "above 0",
+                mean_iv[(r, a, b)], verdict)
+    for cs in FLOW_CHECKS.values() for r, a, b in cs
 ] + [
-    summary_row(f"01 first layer where S_pq > S_wp, {get_task(t).display} (0-based)",
-                "curve only (S_wp early, S_pq late)",
-                mean_std([first_layer_pq_exceeds_wp(relative_flow(runs[(t, s)])) for s in budget["seeds"]])
-                + f" of {L} layers", verdict)
-    for t in profile.tasks
+    summary_row("01 checks on the 95% intervals (tasks x 3 checks)", "all hold",
+                ", ".join(f"{list(checks.values()).count(v)} {v}" for v in ("holds", "fails", "inconclusive")),
+                verdict),
+] + [
+    summary_row(f"01 first layer where S_pq > S_wp, {display_name[t]} (0-based)", "curve only (S_wp early, S_pq late)",
+                f"{crossing(t)} of {L} layers", verdict)
+    for t in tasks
 ]
 save_metrics("01_saliency_flow", {
     "model": current_model_name(), "profile": profile.name, "seeds": budget["seeds"], "n": budget["n"],
-    "table": table.drop(columns=["same, per seed"]).round(4).to_dict("records"),
-    "relative_flow": {t: rel_by_task[t] for t in profile.tasks},
-    "first_layer_pq_exceeds_wp": {t: first_layer_pq_exceeds_wp(rel_by_task[t]) for t in profile.tasks},
+    "table": table.to_dict("records"),
+    "relative_flow": {t: rel_by_task[t] for t in tasks},
+    "intervals": {" / ".join(map(str, k)): None if iv is None else [iv.estimate, iv.low, iv.high]
+                  for k, iv in ivs.items()},
     "checks": {f"{t}: {c}": v for (t, c), v in checks.items()}, "verdict": f"{verdict}. {summary}",
     "summary": summary_rows,
 })

@@ -43,7 +43,8 @@ import pandas as pd
 from IPython.display import display
 
 from helpers import paper, plots
-from helpers.aucroc import aucroc_budget, aucroc_runs, aucroc_verdict, crossing_layer, mean_curves, other_offline_model
+from helpers.aucroc import (aucroc_budget, aucroc_runs, aucroc_verdict, crossing_layer, curve_intervals, mean_curves,
+                            other_offline_model)
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
 from helpers.results import mean_std, save_figure, save_metrics, summary_row
@@ -65,11 +66,11 @@ names = [current_model_name()]
 other = other_offline_model(current_model_name())
 if other:
     names.append(other)
-frames = {}
+frames, raw = {}, {}  # raw: this run's model, per (task, seed) scores and predictions (for intervals)
 for name in names:
     m = model if name == current_model_name() else load_model(name)
     frames[name] = aucroc_runs(m, profile.tasks, budget["seeds"], budget["n"], batch_size=budget["batch_size"],
-                               profile=profile.name)
+                               profile=profile.name, raw=raw if name == current_model_name() else None)
     if m is not model:
         del m
         gc.collect()
@@ -102,17 +103,31 @@ display(pd.DataFrame(rows).round(3))
 #
 # Checks fixed before any run (`helpers.aucroc.aucroc_verdict`), on each model's curve averaged
 # over tasks and seeds:
-# 1. the peak $\mathrm{AUCROC}_l$ is at least 0.75 (the paper: "about 0.8");
-# 2. the peak lies in the deeper half of the layers;
-# 3. $R_l$ first passes 0.5 after the first third of the layers.
+# 1. the peak $\mathrm{AUCROC}_l$ is at least 0.75 (the paper: "about 0.8"); for this run's model the
+#    whole 95% interval of the peak must be (seeds and test inputs resampled, `helpers.aucroc.curve_intervals`);
+# 2. the peak lies in the deeper half of the layers; for this run's model the whole 95% interval of the
+#    peak layer (of the seed-averaged curve) must (same resamples);
+# 3. $R_l$ first passes 0.5 after the first third of the layers (at layer $\ge \lfloor L/3 \rfloor$, 0-based);
+#    for this run's model the whole 95% interval of that layer must (same resamples as check 1).
 #
-# The verdict is "replicates" if all hold, "partly" if some hold, and "does not replicate" if none
-# hold.
+# The verdict is "replicates" if all hold, "partly" if some hold, "inconclusive" if none holds but
+# the interval of check 1 straddles 0.75, that of check 2 straddles $\lfloor L/2 \rfloor$ or that of check 3
+# straddles $\lfloor L/3 \rfloor$, and
+# "does not replicate" otherwise. The other model is judged on its point estimates (its runs keep no
+# per-input scores for an interval).
 
 # %%
 summary_rows_tbl, verdicts, metrics = [], {}, {}
+# this run's model: 95% interval of the peak (each seed's task-averaged curve; seeds, then inputs resampled)
+ivs = curve_intervals(raw)  # None where undefined in too many resamples (e.g. one predicted class, tiny runs)
+peak_iv, cross_iv, peak_layer_iv = ivs["peak"], ivs["crossing"], ivs["peak_layer"]
+print(f"{current_model_name()}: peak AUCROC_l {'no interval' if peak_iv is None else format(peak_iv, '.3f')}; "
+      f"R_l passes 0.5 at layer {'no interval' if cross_iv is None else format(cross_iv, '.1f')}; "
+      f"peak layer {'no interval' if peak_layer_iv is None else format(peak_layer_iv, '.1f')} (95% CI)")
 for name, c in curves.items():
-    v, checks = aucroc_verdict(c, peak_target=paper.FIG5_PEAK_AUCROC)
+    this = name == current_model_name()
+    v, checks = aucroc_verdict(c, peak_target=paper.FIG5_PEAK_AUCROC, peak_iv=peak_iv if this else None,
+                               cross_iv=cross_iv if this else None, peak_layer_iv=peak_layer_iv if this else None)
     verdicts[name] = v
     L = len(c)
     cross = crossing_layer(c["r"].to_numpy())
@@ -122,6 +137,8 @@ for name, c in curves.items():
                          "ours: peak layer": int(np.nanargmax(c["auc"])),
                          "paper: R_l grows": "mainly middle/late layers",
                          "ours: R_l > 0.5 at layer": cross,
+                         "ours: R_l > 0.5 at layer, mean over seeds [95% CI]":
+                             format(cross_iv, ".1f") if this and cross_iv is not None else "n/a",
                          "ours: R_l > 0.5 at depth": None if cross is None else round(cross / (L - 1), 2),
                          **{k: v for k, v in checks.items()}, "verdict": v})
     metrics[name] = {"auc": c["auc"].to_numpy(), "r": c["r"].to_numpy(), "peak_auc": peak,
@@ -140,10 +157,12 @@ seed_curves = {s: mean_curves(d) for s, d in cur.groupby("seed")}
 L = model.cfg.n_layers
 summary_rows = [
     summary_row("03 peak AUCROC_l (each seed's curve, mean over tasks)", f"about {paper.FIG5_PEAK_AUCROC}",
-                [float(np.nanmax(c["auc"])) for c in seed_curves.values()], verdicts[current_model_name()]),
-    summary_row("03 layer where R_l passes 0.5 (0-based)", "middle / later layers",
-                mean_std([crossing_layer(c["r"].to_numpy()) for c in seed_curves.values()]) + f" of {L} layers",
+                peak_iv if peak_iv is not None else [float(np.nanmax(c["auc"])) for c in seed_curves.values()],
                 verdicts[current_model_name()]),
+    summary_row("03 layer where R_l passes 0.5 (0-based)", "middle / later layers",
+                (mean_std([crossing_layer(c["r"].to_numpy()) for c in seed_curves.values()]) if cross_iv is None
+                 else f"{cross_iv:.1f} (95% CI; {cross_iv.n_seeds} seed(s), {cross_iv.n_inputs} inputs)")
+                + f" of {L} layers", verdicts[current_model_name()]),
 ]
 save_metrics("03_deep_aucroc", {"profile": profile.name, "seeds": budget["seeds"], "n": budget["n"],
                                 "table": summary_rows_tbl,

@@ -43,7 +43,8 @@ from helpers import plots
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
 from helpers.results import cached, save_figure, save_metrics, summary_row
-from helpers.reweighting import run_table1, table1_verdict
+from helpers.reweighting import run_table1, table1_interval_verdict
+from helpers.stats import bootstrap_means, paired_differences
 from helpers.tasks import get_task
 
 profile = get_profile()
@@ -81,18 +82,24 @@ for task in profile.tasks:
               f"re-weighting {r.acc_reweight:.3f}  (n={r.n_test}, dropped {r.n_dropped})")
 
 # %% [markdown]
-# ## Table 1 (accuracy %, mean ± std over seeds)
+# ## Table 1 (accuracy %, mean over seeds [95% interval])
+#
+# Intervals resample the seeds and, within each seed, the test inputs (`helpers.stats.bootstrap_means`).
+# All three settings score the same inputs, so the gains are paired per input.
 
 # %%
 cols = {"acc_1shot": "vanilla 1-shot", "acc_5shot": "vanilla 5-shot", "acc_reweight": "anchor re-weighting"}
+per_input = {"vanilla 1-shot": "correct_1shot", "vanilla 5-shot": "correct_5shot",
+             "anchor re-weighting": "correct_reweight"}
 long = pd.DataFrame([dict(task=get_task(t).display, seed=s, **{v: 100 * getattr(r, k) for k, v in cols.items()})
                      for (t, s), r in rows.items()])
 per_seed_avg = long.groupby("seed")[list(cols.values())].mean()
 mean = long.groupby("task", sort=False)[list(cols.values())].mean().T
-std = long.groupby("task", sort=False)[list(cols.values())].std(ddof=0).T
 mean["Average"] = per_seed_avg.mean()
-std["Average"] = per_seed_avg.std(ddof=0)
-table1 = mean.round(2).astype(str) + " ± " + std.round(2).astype(str)
+cells = {c: {(t, s): getattr(r, f) for (t, s), r in rows.items()} for c, f in per_input.items()}
+ivs = {c: {get_task(t).display: bootstrap_means({s: v for (tt, s), v in cells[c].items() if tt == t}).scaled(100)
+           for t in profile.tasks} | {"Average": bootstrap_means(cells[c]).scaled(100)} for c in cols.values()}
+table1 = pd.DataFrame({c: {k: f"{iv:.1f}" for k, iv in ivs[c].items()} for c in cols.values()}).T
 table1
 
 # %%
@@ -121,24 +128,29 @@ save_figure(fig, "04_training_loss")
 
 # %% [markdown]
 # ## Verdict
-# Criteria (fixed before running, `helpers.reweighting.table1_verdict`): *replicates* if re-weighting's
-# task-averaged accuracy beats vanilla 1-shot by at least 2 points and beats vanilla 5-shot; *partly* if it
-# beats 1-shot by any amount; otherwise *does not replicate*.
+# Criteria (fixed before the run, `helpers.reweighting.table1_interval_verdict`), on the task-averaged gains
+# paired per input: *replicates* if the 95% intervals of re-weighting minus 1-shot and of re-weighting minus
+# 5-shot both lie above zero; *partly* if only the first does; *does not replicate* if the first lies below
+# zero; *inconclusive* if it contains zero.
 
 # %%
-avg = mean["Average"] / 100
-verdict = table1_verdict(avg["vanilla 1-shot"], avg["vanilla 5-shot"], avg["anchor re-weighting"])
+gain1 = bootstrap_means(paired_differences(cells["anchor re-weighting"], cells["vanilla 1-shot"])).scaled(100)
+gain5 = bootstrap_means(paired_differences(cells["anchor re-weighting"], cells["vanilla 5-shot"])).scaled(100)
+verdict = table1_interval_verdict(gain1, gain5)
 paper_avg = {c: round(100 * PA.TABLE1_GPT2XL[c]["average"], 2) for c in cols.values()}
-summary = [summary_row(f"04 Table 1 average accuracy (%), {c}", paper_avg[c], list(per_seed_avg[c]), verdict)
+summary = [summary_row(f"04 Table 1 average accuracy (%), {c}", paper_avg[c], ivs[c]["Average"], verdict)
            for c in cols.values()]
 summary.append(summary_row("04 re-weighting minus vanilla 1-shot (points)",
-                           round(paper_avg["anchor re-weighting"] - paper_avg["vanilla 1-shot"], 2),
-                           list(per_seed_avg["anchor re-weighting"] - per_seed_avg["vanilla 1-shot"]), verdict))
-save_metrics("04_anchor_reweighting", {"table1_mean": mean.to_dict(), "table1_std": std.to_dict(),
+                           round(paper_avg["anchor re-weighting"] - paper_avg["vanilla 1-shot"], 2), gain1, verdict))
+summary.append(summary_row("04 re-weighting minus vanilla 5-shot (points)",
+                           round(paper_avg["anchor re-weighting"] - paper_avg["vanilla 5-shot"], 2), gain5, verdict))
+save_metrics("04_anchor_reweighting", {"table1_mean": mean.to_dict(),
+                                       "table1_ci": {c: {k: [iv.estimate, iv.low, iv.high] for k, iv in ivs[c].items()}
+                                                     for c in cols.values()},
                                        "table": [{"setting": c, **table1.loc[c].to_dict()} for c in cols.values()],
                                        "summary": summary, "seeds": list(seeds), "n_test": N_TEST,
                                        "epochs": profile.reweight_epochs, "verdict": verdict})
-print(f"Paper (GPT2-XL): 1-shot 51.90, 5-shot 46.87, re-weighting 68.64 (average accuracy).")
+print("Paper (GPT2-XL): 1-shot 51.90, 5-shot 46.87, re-weighting 68.64 (average accuracy).")
 print(f"Ours ({model_name}, profile {profile.name}, seeds {list(seeds)}, n={N_TEST}): "
-      f"1-shot {100 * avg['vanilla 1-shot']:.2f}, 5-shot {100 * avg['vanilla 5-shot']:.2f}, "
-      f"re-weighting {100 * avg['anchor re-weighting']:.2f}  ->  {verdict}")
+      + ", ".join(f"{c} {ivs[c]['Average']:.1f}" for c in cols.values())
+      + f"; gain over 1-shot {gain1:+.1f}, over 5-shot {gain5:+.1f} points  ->  {verdict}")

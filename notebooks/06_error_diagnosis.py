@@ -38,12 +38,13 @@ import numpy as np
 import pandas as pd
 
 from helpers import plots
-from helpers.diagnosis import (collect_qk, default_layer, diagnose, diagnosis_verdict, layer_sweep,
+from helpers.diagnosis import (collect_qk, default_layer, diagnose, diagnosis_interval_verdict, layer_sweep,
+                               spearman_interval,
                                rank_correlation)
 from helpers.models import load_model
 from helpers.profiles import current_model_name, get_profile
 from helpers.prompts import make_icl_set
-from helpers.results import cached, mean_std, save_figure, save_metrics, summary_row
+from helpers.results import cached, save_figure, save_metrics, summary_row
 from helpers.tasks import get_task
 
 profile = get_profile()
@@ -104,32 +105,37 @@ print(f"best layer {best}: {sweep[best]:.2f}")
 
 # %% [markdown]
 # ## Verdict
-# Criteria (fixed before running, `helpers.diagnosis.diagnosis_verdict`): at the chosen layer, *replicates* if
-# the Spearman correlation between predicted and actual confusion over the 15 class pairs is ≥ 0.5, *partly* if
-# ≥ 0.2, else *does not replicate*. The paper reports the agreement qualitatively (no correlation number); the
-# best layer of the sweep is shown but not used for the verdict (choosing it after seeing the numbers would
-# flatter the claim).
+# Criteria (fixed before the run, `helpers.diagnosis.diagnosis_interval_verdict`), on the 95% interval of the
+# Spearman correlation between predicted and actual confusion over the 15 class pairs at the chosen layer
+# (bootstrap over seeds and test inputs, recomputing both matrices): *replicates* if the interval lies above zero
+# and the correlation is at least 0.5; *partly* if the interval lies above zero; *does not replicate* if it lies
+# below zero; *inconclusive* if it contains zero. The paper reports the agreement qualitatively (no correlation
+# number); the best layer of the sweep is shown but not used for the verdict (choosing it after seeing the
+# numbers would flatter the claim).
 
 # %%
-verdict = diagnosis_verdict(rho)
+rho_iv = spearman_interval(vecs, LAYER, N_COMPONENTS)
+verdict = diagnosis_interval_verdict(rho_iv)
+print(f"Spearman at layer {LAYER}: {rho_iv:.2f} (95% CI)")
 table = pd.DataFrame({"paper (GPT2-XL, layer 32/48)": ["heatmaps agree; Description–Entity most confused", "—"],
                       f"ours ({model_name}, layer {LAYER}/{model.cfg.n_layers})":
                           [f"most confused (actual): {pairs.sort_values('actual (AUC)').pair.iloc[0]}; "
-                           f"(predicted): {pairs.sort_values('predicted (distance)').pair.iloc[0]}", f"{rho:.2f}"]},
+                           f"(predicted): {pairs.sort_values('predicted (distance)').pair.iloc[0]}", f"{rho_iv:.2f}"]},
                      index=["reading", "Spearman rank correlation"])
-per_seed_rho = [rank_correlation(o["predicted"], o["actual"]) for o in out.values()]
 summary = [
     summary_row("06 Spearman(predicted, actual confusion), TREC, preset deep layer",
                 "agree qualitatively (no number)",
-                mean_std(per_seed_rho) + f" at layer {LAYER} of {model.cfg.n_layers}", verdict),
+                f"{rho_iv:.3f} (95% CI; {rho_iv.n_seeds} seed(s), {rho_iv.n_inputs} inputs) at layer {LAYER} "
+                f"of {model.cfg.n_layers}", verdict),
     summary_row("06 most confused pair, actual / predicted", "Description–Entity",
                 f"{pairs.sort_values('actual (AUC)').pair.iloc[0]} / "
                 f"{pairs.sort_values('predicted (distance)').pair.iloc[0]}", verdict),
 ]
-save_metrics("06_error_diagnosis", {"layer": LAYER, "spearman": rho, "sweep": sweep, "predicted": pred,
+save_metrics("06_error_diagnosis", {"layer": LAYER, "spearman": rho, "spearman_ci": [rho_iv.low, rho_iv.high],
+                                    "sweep": sweep, "predicted": pred,
                                     "actual": act, "seeds": list(seeds), "n": profile.n_diagnosis,
                                     "table": table.reset_index(names="row").to_dict(orient="records"),
                                     "summary": summary, "verdict": verdict})
-print(f"Ours ({model_name}, profile {profile.name}, n={profile.n_diagnosis}): Spearman {rho:.2f} at layer {LAYER} "
+print(f"Ours ({model_name}, profile {profile.name}, n={profile.n_diagnosis}): Spearman {rho_iv:.2f} at layer {LAYER} "
       f" ->  {verdict}")
 table

@@ -19,8 +19,12 @@ def test_binary_hand_and_sklearn():
     y = np.array([0, 1, 0, 1])
     # positives' scores 0.4, 0.8 vs negatives 0.1, 0.7: 3 of 4 pairs ranked right
     assert auc_roc(s, y) == 0.75 == roc_auc_score(y, s[:, 1])
-    # unnormalised scores give the same as normalised ones
     assert auc_roc(3 * s, y) == 0.75
+    # the authors' binary score is the raw attention to the class-1 label, not its share of the two
+    raw = np.array([[0.5, 0.3], [0.01, 0.09], [0.01, 0.2], [0.1, 0.25]])
+    y = np.array([0, 0, 1, 1])
+    assert auc_roc(raw, y) == roc_auc_score(y, raw[:, 1]) == 0.5
+    assert roc_auc_score(y, raw[:, 1] / raw.sum(1)) == 0.75  # what the shares would give
 
 
 def test_multiclass_equals_sklearn_ovo():
@@ -38,9 +42,8 @@ def test_unpredicted_classes_dropped():
     keep = s[:, [0, 2, 3]]
     want = roc_auc_score(np.searchsorted([0, 2, 3], y), keep / keep.sum(1, keepdims=True), multi_class="ovo")
     assert auc_roc(s, y) == pytest.approx(want)
-    y2 = rng.choice([1, 3], 40)  # two classes left: binary AUC of class 3's renormalised share
-    sub = s[:, [1, 3]]
-    assert auc_roc(s, y2) == pytest.approx(roc_auc_score(y2 == 3, sub[:, 1] / sub.sum(1)))
+    y2 = rng.choice([1, 3], 40)  # two classes left: binary AUC of class 3's raw score
+    assert auc_roc(s, y2) == pytest.approx(roc_auc_score(y2 == 3, s[:, 3]))
     assert np.isnan(auc_roc(s, np.zeros(40, dtype=int)))
 
 
@@ -51,6 +54,9 @@ def test_cumulative_r():
     assert r[-1] == pytest.approx(1.0)
     assert crossing_layer(r) == 2
     assert crossing_layer(np.array([0.1, 0.2])) is None
+    # a total at or below zero has no shares to report (it gave R_l = 1.035 on a near-chance curve)
+    assert np.isnan(cumulative_r(np.array([0.6, 0.3, 0.55]))).all()
+    assert np.isnan(cumulative_r(np.array([0.5, 0.5]))).all()
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +117,84 @@ def test_label_attention_falls_back_without_shared_demos(tiny_model, prefix_runs
     s_full, p_full = label_attention(tiny_model, ps, lids, batch_size=2, shared=False)
     torch.testing.assert_close(s, s_full, atol=0, rtol=0)
     torch.testing.assert_close(p.label_logits, p_full.label_logits, atol=0, rtol=0)
+
+
+def test_peak_interval_and_interval_verdict(tiny_model):
+    import pandas as pd
+
+    from helpers.aucroc import aucroc_verdict, peak_interval, seed_curve
+    from helpers.stats import Interval
+
+    model = tiny_model
+    s = make_icl_set(model, "sst2", seed=42, n_test=40)
+    scores, preds = label_attention(model, s.prompts, s.label_ids)
+    raw = {("trec", 42): {"scores": scores, "pred": preds.pred, "gold": preds.gold},
+           ("trec", 43): {"scores": scores.flip(0), "pred": preds.pred.flip(0), "gold": preds.gold.flip(0)}}
+    np.testing.assert_allclose(seed_curve(raw, 42), aucroc_per_layer(scores, preds.pred))
+    if len(preds.pred.unique()) < 2:
+        pytest.skip("the tiny model predicts one class: no AUC")
+    iv = peak_interval(raw, n_boot=30)
+    assert iv.estimate == pytest.approx(np.nanmax(seed_curve(raw, 42)))  # both seeds hold the same inputs
+    assert iv.low <= iv.estimate <= iv.high and iv.n_seeds == 2
+    from helpers.aucroc import curve_intervals
+
+    both = curve_intervals(raw, n_boot=30)
+    assert both["peak"] == iv  # same resamples, same seed
+    assert both["peak_layer"].estimate == int(np.nanargmax(seed_curve(raw, 42)))
+    if both["crossing"] is not None:
+        assert both["crossing"].estimate == crossing_layer(cumulative_r(seed_curve(raw, 42)))
+    L = model.cfg.n_layers
+    curve = pd.DataFrame({"auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})
+    straddle = Interval(0.74, 0.6, 0.85, 5, 320)
+    assert aucroc_verdict(curve)[0] == "replicates"
+    assert aucroc_verdict(curve, peak_iv=straddle)[0] == "partly"
+    flat = pd.DataFrame({"auc": [0.9] + [0.5] * (L - 1), "r": [1.0] * L})
+    assert aucroc_verdict(flat, peak_target=0.95, peak_iv=straddle)[0] == "does not replicate"
+    assert aucroc_verdict(flat, peak_target=0.8, peak_iv=straddle)[0] == "inconclusive"
+
+
+def test_crossing_check_is_judged_on_its_interval():
+    """Check 3 (R_l passes 0.5 after the first third) uses the whole interval of the crossing layer when given:
+    a point estimate past the first third no longer suffices when the interval reaches into it."""
+    import pandas as pd
+
+    from helpers.aucroc import aucroc_verdict
+    from helpers.stats import Interval
+
+    L = 12  # first third: layers 0-3; the check needs the crossing at layer >= 4
+    curve = pd.DataFrame({"auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})
+    assert crossing_layer(curve["r"].to_numpy()) == 6
+    assert aucroc_verdict(curve)[0] == "replicates"  # the point estimate alone
+    inside = Interval(6.0, 4.5, 8.0, 5, 320)
+    straddle = Interval(6.0, 2.4, 8.0, 5, 320)
+    below = Interval(1.0, 0.2, 3.0, 5, 320)
+    assert aucroc_verdict(curve, cross_iv=inside)[0] == "replicates"
+    verdict, checks = aucroc_verdict(curve, cross_iv=straddle)
+    assert verdict == "partly" and checks["R_l passes 0.5 after the first third (whole interval)"] is False
+    # nothing holds on the point estimates (peak 0.9 at layer 0 below a 0.95 target, R_l past 0.5 at layer 0)
+    flat = pd.DataFrame({"auc": [0.9] + [0.5] * (L - 1), "r": [1.0] * L})
+    assert aucroc_verdict(flat, peak_target=1.0)[0] == "does not replicate"
+    assert aucroc_verdict(flat, peak_target=1.0, cross_iv=straddle)[0] == "inconclusive"
+    assert aucroc_verdict(flat, peak_target=1.0, cross_iv=below)[0] == "does not replicate"
+    # the interval decides, not the point estimate: a crossing interval wholly past the first third holds
+    assert aucroc_verdict(flat, peak_target=1.0, cross_iv=inside)[0] == "partly"
+
+
+def test_peak_layer_check_is_judged_on_its_interval():
+    """Check 2 (peak in the deeper half) uses the whole interval of the peak layer when given."""
+    import pandas as pd
+
+    from helpers.aucroc import aucroc_verdict
+    from helpers.stats import Interval
+
+    L = 12
+    curve = pd.DataFrame({"auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})
+    assert aucroc_verdict(curve)[0] == "replicates"  # peak at layer 11 >= 6
+    deep = Interval(11.0, 8.0, 11.0, 5, 320)
+    straddle = Interval(11.0, 3.0, 11.0, 5, 320)
+    assert aucroc_verdict(curve, peak_layer_iv=deep)[0] == "replicates"
+    verdict, checks = aucroc_verdict(curve, peak_layer_iv=straddle)
+    assert verdict == "partly" and checks["peak in deeper half (whole interval)"] is False
+    flat = pd.DataFrame({"auc": [0.9] + [0.5] * (L - 1), "r": [1.0] * L})
+    assert aucroc_verdict(flat, peak_target=1.0, peak_layer_iv=straddle)[0] == "inconclusive"
+    assert aucroc_verdict(flat, peak_target=1.0, peak_layer_iv=Interval(1.0, 0.0, 2.0, 5, 320))[0] == "does not replicate"

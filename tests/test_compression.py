@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -135,14 +137,31 @@ def test_anchor_and_random_positions(tiny_model):
     assert c["L_anchor"] == len(keep) and c["bound"] > 1
 
 
+def test_hidden_random_keeps_the_rest_of_a_multi_token_label(tiny_models):
+    """Hidden_random drops only the label words' first tokens: a multi-token label's continuation tokens and
+    the newline after the last demonstration stay, as in Hidden_anchor."""
+    from helpers.prompts import build_prompt
+
+    m = tiny_models["gpt2"]
+    p = build_prompt(m, "trec", [Demo("who?", 3), Demo("what is NASA?", 0)], Demo("why?", 2))
+    a, b = p.label_spans[-1]
+    assert b - a == 3  # " Abbreviation"
+    r = random_keep(p, seed=0)
+    assert set(range(a + 1, b)) <= set(r) and b in r  # continuation tokens and the newline
+    assert not set(p.label_pos) & set(r)
+    assert set(anchor_keep(p)) - set(p.label_pos) <= set(r)
+    assert len(set(r) - set(anchor_keep(p))) == p.n_demos
+
+
 def test_text_anchor_strings(tiny_models):
     m = tiny_models["gpt2"]
     ps = text_anchor_prompts(m, "sst2", DEMOS[:2], QUERIES[:1])
-    assert ps[0].text == ("Review: \nSentiment: Positive\nReview: \nSentiment: Negative\n"
+    assert ps[0].text == ("Review:\nSentiment: Positive\nReview:\nSentiment: Negative\n"
                           "Review: what a waste of time\nSentiment:")
     assert m.tokenizer.decode(ps[0].tokens) == ps[0].text
+    assert " \n" not in "".join(m.tokenizer.decode([t]) for t in ps[0].tokens[: ps[0].label_spans[-1][1]])
     ps = text_anchor_prompts(m, "trec", [Demo("Who was it?", 3)], [Demo("Where is Rome?", 4)])
-    assert ps[0].text == "Question: \nAnswer Type: Person\nQuestion: Where is Rome?\nAnswer Type:"
+    assert ps[0].text == "Question:\nAnswer Type: Person\nQuestion: Where is Rome?\nAnswer Type:"
 
 
 @pytest.mark.slow
@@ -172,9 +191,10 @@ def test_timing_helper_runs(tiny_models):
     ps = prompts_for(m)
     s = PromptSet(get_task("sst2"), 0, 1, DEMOS, QUERIES, ps, 0, label_token_ids(m.tokenizer, "sst2"))
     for lo in (False, True):
-        r = time_icl_vs_anchor(m, s, n_inputs=3, repeats=1, warmup=1, label_only=lo)
+        r = time_icl_vs_anchor(m, s, n_inputs=3, repeats=2, warmup=1, label_only=lo)
         assert r["t_full"] > 0 and r["t_anchor"] > 0 and r["n_inputs"] == 3
         assert r["speedup_over_bound"] == pytest.approx(r["speedup"] / r["bound"])
+        assert r["speedup_low"] <= r["speedup"] + 1e-12 and r["speedup"] <= r["speedup_high"] + 1e-12
 
 
 def test_run_compression_end_to_end(tiny_models):
@@ -189,3 +209,203 @@ def test_run_compression_end_to_end(tiny_models):
     assert r.metrics["ICL"]["label_loyalty"] == 1.0 and r.metrics["ICL"]["word_loyalty"] == 1.0
     assert r.metrics["Hidden_random-top"]["label_loyalty"] >= r.metrics["Hidden_random"]["label_loyalty"]
     assert all(0 <= v <= 1 for d in r.metrics.values() for v in d.values())
+    # per-input values average to the reported metrics, for every method
+    assert list(r.per_input) == list(METHODS)
+    for meth, d in r.per_input.items():
+        for col, met in [("label_loyal", "label_loyalty"), ("word_loyal", "word_loyalty"), ("correct", "accuracy")]:
+            assert len(d[col]) == r.n_test
+            assert sum(d[col]) / r.n_test == pytest.approx(r.metrics[meth][met])
+
+
+def test_table2_interval_verdict():
+    from helpers.compression import table2_interval_verdict
+    from helpers.stats import Interval
+
+    up, zero, down = Interval(5, 1, 9, 5, 320), Interval(0, -3, 3, 5, 320), Interval(-5, -9, -1, 5, 320)
+    others = ["Text_anchor", "Hidden_random", "Hidden_random-top"]
+    metrics = ["label_loyalty", "word_loyalty"]
+    assert table2_interval_verdict({(o, m): up for o in others for m in metrics})[0] == "replicates"
+    one_metric = {(o, m): (up if m == "label_loyalty" else zero) for o in others for m in metrics}
+    assert table2_interval_verdict(one_metric)[0] == "partly"
+    hidden_only = {(o, m): (down if o == "Text_anchor" else up) for o in others for m in metrics}
+    assert table2_interval_verdict(hidden_only)[0] == "partly"
+    assert table2_interval_verdict({(o, m): zero for o in others for m in metrics})[0] == "inconclusive"
+    worse = {(o, m): (down if o == "Text_anchor" else zero) for o in others for m in metrics}
+    assert table2_interval_verdict(worse)[0] == "does not replicate"
+
+
+# ---- query_positions: "original" (default) vs "restart" (the GPT-2 code of arXiv 2305.14160, §3.2) ----
+
+class _RotaryAngles:
+    """Context: every attention layer's rotary tables re-indexed so that row ``dst + i`` holds angle ``src + i``
+    (TL's own tables and rotation, only looked up elsewhere)."""
+
+    def __init__(self, model, dst: int, src: int, m: int):
+        self.model, self.dst, self.src, self.m = model, dst, src, m
+
+    def __enter__(self):
+        self.saved = []
+        need = max(self.dst, self.src) + self.m
+        for block in self.model.blocks:
+            attn = block.attn
+            if attn.rotary_cos.shape[0] < need:
+                attn._extend_rotary_embeddings(need)
+            cos, sin = attn.rotary_cos, attn.rotary_sin
+            self.saved.append((cos, sin))
+            new_cos, new_sin = cos.clone(), sin.clone()
+            new_cos[self.dst:self.dst + self.m] = cos[self.src:self.src + self.m]
+            new_sin[self.dst:self.dst + self.m] = sin[self.src:self.src + self.m]
+            attn.rotary_cos, attn.rotary_sin = new_cos, new_sin
+        return self
+
+    def __exit__(self, *exc):
+        for block, (cos, sin) in zip(self.model.blocks, self.saved):
+            block.attn.rotary_cos, block.attn.rotary_sin = cos, sin
+        return False
+
+
+def hand_built_logits(model, prompt, keep, start):
+    """The query after the kept rows, built without helpers.prefix: one plain forward (no cache) over
+    [kept tokens] + [query tokens] in which, at every layer, the kept rows' keys and values are replaced by
+    those of the demonstrations' own run at the kept positions (rotary: keys as rotated there), and the
+    query's tokens get positions ``start..start+m-1`` (learned: ``hook_pos_embed``; rotary: angle tables)."""
+    p0 = prefix_len(prompt)
+    K, qt = len(keep), prompt.tokens[p0:]
+    m = len(qt)
+    rotary = model.cfg.positional_embedding_type == "rotary"
+    k_hook = "hook_rot_k" if rotary else "hook_k"
+    with torch.inference_mode():
+        _, ctx = model.run_with_cache(prompt.tokens[None, :p0],
+                                      names_filter=lambda n: n.endswith(k_hook) or n.endswith("hook_v"))
+    idx = torch.tensor(keep)
+
+    def put(name):
+        def hook(x, hook):
+            x = x.clone()
+            x[:, :K] = ctx[name][:, idx]
+            return x
+        return hook
+
+    hooks = [(f"blocks.{l}.attn.{h}", put(f"blocks.{l}.attn.{h}"))
+             for l in range(model.cfg.n_layers) for h in (k_hook, "hook_v")]
+    if not rotary:
+        W = model.pos_embed.W_pos
+
+        def pos(x, hook):
+            x = x.clone()
+            x[:, K:] = W[start:start + m]
+            return x
+        hooks.append(("hook_pos_embed", pos))
+    seq = torch.cat([prompt.tokens[idx], qt])[None]
+    with torch.inference_mode(), _RotaryAngles(model, K, start, m) if rotary else contextlib.nullcontext():
+        return logits_at(model, seq, torch.tensor([K + prompt.q - p0]), hooks)[0]
+
+
+@pytest.mark.parametrize("which", ["anchor", "random"])
+@pytest.mark.parametrize("mode", ["original", "restart"])
+def test_query_positions_equal_hand_built_run(tiny_model, mode, which):
+    """``restart``: the query attends to the kept keys/values (positions fixed by the demonstrations' run)
+    at positions 0..m-1; ``original``: at P0.. (the default, unchanged)."""
+    ps = prompts_for(tiny_model)
+    keep = anchor_keep(ps[0]) if which == "anchor" else random_keep(ps[0], seed=3)
+    cache = build_cache(tiny_model, ps[0], keep=keep, query_positions=mode)
+    assert cache.start == (0 if mode == "restart" else cache.prefix_len)
+    for p in ps:
+        ref = hand_built_logits(tiny_model, p, keep, 0 if mode == "restart" else cache.prefix_len)
+        qt = p.tokens[cache.prefix_len:][None]
+        with torch.inference_mode():
+            got = cached_logits(tiny_model, cache, qt, torch.tensor([p.q - cache.prefix_len]))[0]
+        torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4)
+        if mode == "original":  # the reference agrees with the masked full prompt (the method's definition)
+            torch.testing.assert_close(ref, blocked_full_logits(tiny_model, p, keep), atol=1e-4, rtol=1e-4)
+
+
+def test_restart_starts_the_query_at_zero_and_changes_the_result(tiny_model):
+    """Under ``restart`` the query's first layer sees the positions of the query run alone (W_pos[0:m] or
+    rotary angles 0..m-1), and its predictions differ from ``original``."""
+    from helpers.tasks import label_token_ids
+
+    ps = prompts_for(tiny_model)
+    p = ps[0]
+    cache = build_cache(tiny_model, p, query_positions="restart")
+    qt = p.tokens[cache.prefix_len:][None]
+    name = "hook_pos_embed" if tiny_model.cfg.positional_embedding_type == "standard" else "blocks.0.attn.hook_rot_q"
+    seen = {}
+    with torch.inference_mode():
+        cached_logits(tiny_model, cache, qt, torch.tensor([qt.shape[1] - 1]),
+                      hooks=[(name, lambda x, hook: seen.setdefault("c", x.clone()))])
+        _, alone = tiny_model.run_with_cache(qt, names_filter=name)
+    torch.testing.assert_close(seen["c"][0], alone[name][0], atol=1e-5, rtol=1e-5)
+    lid = label_token_ids(tiny_model.tokenizer, "sst2")
+    orig = predict_cached(tiny_model, build_cache(tiny_model, p), ps, lid)
+    rest = predict_cached(tiny_model, cache, ps, lid)
+    assert (orig.label_logits - rest.label_logits).abs().max() > 1e-3
+
+
+def test_run_compression_restart_changes_only_the_cached_methods(tiny_models):
+    from helpers.compression import run_compression
+    from helpers.prompts import PromptSet
+    from helpers.tasks import get_task, label_token_ids
+
+    m = tiny_models["gpt2"]
+    s = PromptSet(get_task("sst2"), 0, 1, DEMOS, QUERIES, prompts_for(m), 0, label_token_ids(m.tokenizer, "sst2"))
+    a = run_compression(m, s, random_top_draws=2, batch_size=2)
+    b = run_compression(m, s, random_top_draws=2, batch_size=2, query_positions="restart")
+    assert (a.query_positions, b.query_positions) == ("original", "restart")
+    for meth in ("ICL", "Text_anchor"):  # no cache: the option does not apply
+        assert a.per_input[meth] == b.per_input[meth]
+    assert a.counts == b.counts and a.n_test == b.n_test
+
+
+def test_cached_compression_keys_on_query_positions(tiny_models, monkeypatch, tmp_path):
+    """A stored "restart" result never serves an "original" request, and each is served from the store."""
+    import helpers.compression as C
+    from helpers.prompts import PromptSet
+    from helpers.tasks import get_task, label_token_ids
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    calls = []
+    real = C.run_compression
+    monkeypatch.setattr(C, "run_compression", lambda *a, **k: calls.append(a[-1]) or real(*a, **k))
+    m = tiny_models["rotary"]
+    s = PromptSet(get_task("sst2"), 0, 1, DEMOS, QUERIES, prompts_for(m), 0, label_token_ids(m.tokenizer, "sst2"))
+    r = C.cached_compression(m, s, 2, 2, query_positions="restart")
+    o = C.cached_compression(m, s, 2, 2)
+    assert (r.query_positions, o.query_positions) == ("restart", "original")
+    assert calls == ["restart", "original"]
+    assert C.cached_compression(m, s, 2, 2, query_positions="original").query_positions == "original"
+    assert C.cached_compression(m, s, 2, 2, query_positions="restart").query_positions == "restart"
+    assert len(calls) == 2  # both served from the store
+
+
+@pytest.mark.parametrize("bad", ["Restart", "zero", "", None, 0])
+def test_bad_query_positions_are_refused(tiny_models, bad):
+    from helpers.compression import cached_compression, run_compression
+    from helpers.prompts import PromptSet
+    from helpers.tasks import get_task, label_token_ids
+
+    m = tiny_models["gpt2"]
+    ps = prompts_for(m)
+    s = PromptSet(get_task("sst2"), 0, 1, DEMOS, QUERIES, ps, 0, label_token_ids(m.tokenizer, "sst2"))
+    msg = r"query_positions must be one of 'original', 'restart'; got "
+    for run in (lambda: build_cache(m, ps[0], query_positions=bad),
+                lambda: run_compression(m, s, 2, 2, query_positions=bad),
+                lambda: cached_compression(m, s, 2, 2, query_positions=bad)):
+        with pytest.raises(ValueError, match=msg):
+            run()
+
+
+def test_restarted_cache_is_not_mixed_with_original_positions(tiny_models):
+    """Paths that assume the suffix continues at P0 refuse a restarted cache instead of mixing positions."""
+    from helpers.prefix import PrefixError, extend_prefix, predict_shared_split
+    from helpers.tasks import label_token_ids
+
+    m = tiny_models["rotary"]
+    ps = prompts_for(m)
+    lid = label_token_ids(m.tokenizer, "sst2")
+    caches = {"original": build_cache(m, ps[0]), "restart": build_cache(m, ps[0], query_positions="restart")}
+    with pytest.raises(PrefixError, match="other prefix tokens or positions"):
+        predict_shared_split(m, ps, lid, caches, split_layer=1)
+    full = build_cache(m, ps[0], keep=range(prefix_len(ps[0])), query_positions="restart")
+    with pytest.raises(PrefixError, match="continues at P0"):
+        extend_prefix(m, full, ps[0].tokens[prefix_len(ps[0]):-1])

@@ -113,3 +113,48 @@ def test_collect_qk_falls_back_without_shared_demos(tiny_model, prefix_runs, mix
     full = collect_qk(tiny_model, ps, lid, batch_size=2, shared=False)
     torch.testing.assert_close(v.keys, full.keys, atol=0, rtol=0)
     torch.testing.assert_close(v.queries, full.queries, atol=0, rtol=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shared", [True, False])
+def test_gemma_vectors_are_the_ones_attention_uses(gemma, shared):
+    """Gemma 3 normalises q and k per head before rotary: the collected vectors, rotated to their positions,
+    are exactly the attention's rotated q and k (the raw hook_q / hook_k are not)."""
+    from helpers.prefix import _rotate
+    from helpers.prompts import make_icl_set
+
+    s = make_icl_set(gemma, "sst2", seed=42, n_test=3)
+    p, l = s.prompts[0], gemma.cfg.n_layers - 3
+    attn = gemma.blocks[l].attn
+    H, d = gemma.cfg.n_heads, gemma.cfg.d_head
+    rep = H // gemma.cfg.n_key_value_heads
+    v = collect_qk(gemma, s.prompts, s.label_ids, layers=[l], shared=shared)
+    names = {f"blocks.{l}.attn.{h}" for h in ("hook_rot_q", "hook_rot_k", "hook_q")}
+    _, cache = gemma.run_with_cache(p.tokens[None], names_filter=lambda n: n in names)
+    q_used = v.queries[0, 0].reshape(1, H, d)
+    torch.testing.assert_close(_rotate(attn, q_used, p.q)[0], cache[f"blocks.{l}.attn.hook_rot_q"][0, p.q],
+                               atol=1e-4, rtol=1e-4)
+    assert not torch.allclose(q_used[0], cache[f"blocks.{l}.attn.hook_q"][0, p.q], atol=1e-2)
+    for pos, c in zip(p.label_pos, p.label_class):  # one demonstration per class
+        k_used = v.keys[0, c].reshape(H, d)[::rep][None]
+        torch.testing.assert_close(_rotate(attn, k_used, pos)[0], cache[f"blocks.{l}.attn.hook_rot_k"][0, pos],
+                                   atol=1e-4, rtol=1e-4)
+
+
+def test_spearman_interval_and_verdict(tiny_model):
+    from helpers.diagnosis import diagnosis_interval_verdict, seed_averaged_spearman, spearman_interval
+    from helpers.prompts import make_icl_set
+    from helpers.stats import Interval
+
+    vecs = {}
+    for seed in (42, 43):
+        s = make_icl_set(tiny_model, "trec", seed=seed, n_test=24)
+        vecs[seed] = collect_qk(tiny_model, s.prompts, s.label_ids, layers=[1])
+    rho = seed_averaged_spearman(vecs, 1, n_components=4)
+    iv = spearman_interval(vecs, 1, n_components=4, n_boot=40)
+    assert iv.estimate == pytest.approx(rho) and iv.n_seeds == 2 and iv.n_inputs == 48
+    assert -1 <= iv.low <= iv.high <= 1
+    assert diagnosis_interval_verdict(Interval(0.6, 0.2, 0.8, 1, 120)) == "replicates"
+    assert diagnosis_interval_verdict(Interval(0.3, 0.1, 0.5, 1, 120)) == "partly"
+    assert diagnosis_interval_verdict(Interval(0.3, -0.1, 0.6, 1, 120)) == "inconclusive"
+    assert diagnosis_interval_verdict(Interval(-0.4, -0.6, -0.1, 1, 120)) == "does not replicate"

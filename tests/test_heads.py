@@ -88,6 +88,11 @@ def test_head_attribution_equals_direct_recomputation(tiny_model, ut):
             drop = lp(resid)[y] - abl[y]
         assert torch.allclose(sc.gain[i, l, h], gain, atol=ATOL)
         assert torch.allclose(sc.drop[i, l, h], drop, atol=ATOL)
+        # per label word: the same two quantities for each label's log-probability, whatever is predicted
+        for k, tok in enumerate(ps.label_ids):
+            assert torch.allclose(sc.label_gain[i, k, l, h], lp(resid)[tok] - lp(resid - c)[tok], atol=ATOL)
+            assert torch.allclose(sc.label_drop[i, k, l, h], lp(resid)[tok] - abl[tok], atol=ATOL)
+        assert sc.gold[i] == p.gold
 
 
 def test_attribution_batched_equals_one_by_one(tiny_model, ut):
@@ -95,6 +100,7 @@ def test_attribution_batched_equals_one_by_one(tiny_model, ut):
     a = H.head_attribution(tiny_model, ps.prompts, ps.label_ids, batch_size=3)
     b = H.head_attribution(tiny_model, ps.prompts, ps.label_ids, batch_size=1)
     assert torch.allclose(a.gain, b.gain, atol=ATOL) and torch.allclose(a.drop, b.drop, atol=ATOL)
+    assert torch.allclose(a.label_gain, b.label_gain, atol=ATOL) and torch.allclose(a.label_drop, b.label_drop, atol=ATOL)
     assert torch.equal(a.pred, b.pred)
 
 
@@ -115,6 +121,48 @@ def test_rank_heads_and_count():
     assert H.rank_heads(sc, "gain")[:2] == [(1, 2), (0, 0)]
     assert H.rank_heads(sc, "drop")[:2] == [(1, 2), (0, 1)]
     assert sorted(H.rank_heads(sc)) == [(l, h) for l in range(2) for h in range(3)]
+
+
+def _label_scores(n_per_label=2, L=2, Hn=3):
+    """HeadScores where head (0, 0) raises foo (label 0), head (1, 2) raises bar (label 1), and the model
+    predicts foo on every prompt; gold labels alternate."""
+    n = 2 * n_per_label
+    lg = torch.zeros(n, 2, L, Hn)
+    lg[:, 0, 0, 0] = 4.0
+    lg[:, 1, 1, 2] = 3.0
+    lg[:, 0, 0, 1] = 1.0  # a weaker foo head
+    ld = lg.clone()
+    gold = torch.tensor([0, 1] * n_per_label)
+    pred = torch.zeros(n, dtype=torch.long)
+    return H.HeadScores(lg[:, 0], ld[:, 0], pred, "zero", lg, ld, gold)
+
+
+def test_per_label_ranking_finds_both_labels_heads():
+    sc = _label_scores()
+    assert H.rank_heads_for_label(sc, 0)[:2] == [(0, 0), (0, 1)]
+    assert H.rank_heads_for_label(sc, 1)[0] == (1, 2)
+    # the pooled ranking on the predicted label (always foo) never puts the bar head first
+    assert H.incontext_heads(sc, 2, per_label=False) == [(0, 0), (0, 1)]
+    assert H.incontext_heads(sc, 2) == [(0, 0), (1, 2)]
+    assert H.incontext_heads(sc, 3) == [(0, 0), (1, 2), (0, 1)]
+    # only prompts whose gold label is bar rank the bar heads: a foo prompt's bar gain is ignored
+    sc.label_gain[0, 1, 0, 2] = 100.0
+    sc.label_drop[0, 1, 0, 2] = 100.0
+    assert H.rank_heads_for_label(sc, 1)[0] == (1, 2)
+
+
+def test_per_label_ranking_refuses_what_it_cannot_rank():
+    sc = _label_scores()
+    with pytest.raises(ValueError, match="label must be"):
+        H.rank_heads_for_label(sc, 2)
+    with pytest.raises(ValueError, match="at least 1"):
+        H.incontext_heads(sc, 0)
+    old = H.HeadScores(sc.gain, sc.drop, sc.pred, "zero")
+    with pytest.raises(ValueError, match="per-label"):
+        H.rank_heads_for_label(old, 0)
+    sc.gold[:] = 0
+    with pytest.raises(ValueError, match="no attribution prompt has gold label 1"):
+        H.incontext_heads(sc, 2)
 
 
 def test_n_incontext_heads(tiny_model):
@@ -231,6 +279,7 @@ def test_label_carrying_rate_hand_case():
     assert H.label_carrying_rate(vo) == 1.0
     vo.vo_lm = torch.tensor([[[2.0, 1.0]]])
     assert H.label_carrying_rate(vo) == 0.5
+    np.testing.assert_allclose(H.label_carrying_rows(vo), [0.5])
 
 
 @pytest.fixture(scope="module")
@@ -523,14 +572,14 @@ def _same(a, b):
 
 
 def test_runs_cache_keys_are_the_notebooks(tiny_gpt2, ut, ut_real, run_cache):
-    """Kinds and parameter dicts exactly as notebook 07 wrote them before the move (stored results stay valid)."""
+    """Kinds and parameter dicts of notebook 07's steps (the label words are part of the accuracy runs' key)."""
     _, calls = run_cache
     heads = {"sst2": [(0, 1), (2, 3)]}
     _all_runs(tiny_gpt2, ut, ut_real, heads)
     m, hs = "tiny-gpt2", heads["sst2"]
-    want = [("heads_acc", {"model": m, "task": "sst2", "seed": 1, "real": False, "k": 1, "n": 3}),
-            ("heads_acc", {"model": m, "task": "sst2", "seed": 1, "real": True, "k": 1, "n": 3}),
-            ("heads_attr", {"model": m, "task": "sst2", "seed": 1001, "k": 1, "n": 2, "def": "final-resid-v1"}),
+    want = [("heads_acc", {"model": m, "task": "sst2", "seed": 1, "words": ["foo", "bar"], "k": 1, "n": 3}),
+            ("heads_acc", {"model": m, "task": "sst2", "seed": 1, "words": ["Negative", "Positive"], "k": 1, "n": 3}),
+            ("heads_attr", {"model": m, "task": "sst2", "seed": 1001, "k": 1, "n": 2, "def": "final-resid-v2-per-label"}),
             ("heads_ablation", {"model": m, "task": "sst2", "seed": 1, "k": 1, "n": 3, "heads": hs}),
             ("heads_vo", {"model": m, "task": "sst2", "seed": 1, "k": 1, "n": 3, "heads": hs}),
             ("heads_towers", {"model": m, "task": "sst2", "seed": 2001, "k": 1, "n": 3, "heads": hs}),
@@ -553,7 +602,8 @@ def test_runs_equal_direct_calls_and_second_call_is_cached(tiny_gpt2, ut, ut_rea
     # the same numbers as the underlying functions called directly
     ps = H.eval_set(tiny_gpt2, ut, 1, RUN_SIZES)
     pr = predict(tiny_gpt2, ps.prompts, ps.label_ids, 2)
-    assert first["acc"][("sst2", 1)] == {"acc": pr.accuracy, "foo_share": float((pr.pred == 0).float().mean()), "n": 3}
+    assert first["acc"][("sst2", 1)] == {"acc": pr.accuracy, "foo_share": float((pr.pred == 0).float().mean()), "n": 3,
+                                         "pred": pr.pred.tolist(), "correct": (pr.pred == pr.gold).int().tolist()}
     ps_r = H.eval_set(tiny_gpt2, ut_real, 1, RUN_SIZES)
     assert first["acc_real"][("sst2", 1)]["acc"] == predict(tiny_gpt2, ps_r.prompts, ps_r.label_ids, 2).accuracy
     attr_ps = H.make_set(tiny_gpt2, ut, 1001, 2, 1)
@@ -563,6 +613,10 @@ def test_runs_equal_direct_calls_and_second_call_is_cached(tiny_gpt2, ut, ut_rea
     assert abl["plain"] == pr.accuracy
     assert abl["in-context heads ablated"] == H.ablation_accuracy(tiny_gpt2, ps.prompts, ps.label_ids, heads["sst2"], 2)
     assert abl["random heads ablated"] == H.ablation_accuracy(tiny_gpt2, ps.prompts, ps.label_ids, abl["random_heads"], 2)
+    for hs, name in ((heads["sst2"], "in-context heads ablated"), (abl["random_heads"], "random heads ablated")):
+        everywhere = H.ablation_predictions(tiny_gpt2, ps.prompts, ps.label_ids, hs, 2, at="all")
+        assert abl[name + H.ALL_POSITIONS] == everywhere.accuracy
+        assert abl["correct"][name + H.ALL_POSITIONS] == (everywhere.pred == everywhere.gold).int().tolist()
     assert _same(first["vo"][("sst2", 1)], H.value_outputs(tiny_gpt2, ps.prompts, ps.label_ids, heads["sst2"], 2))
     fresh = H.fresh_demo_prompts(tiny_gpt2, ut, 2001, 3, 1)
     assert _same(first["towers"]["sst2"], H.value_outputs(tiny_gpt2, fresh, ps.label_ids, heads["sst2"], 2))
@@ -581,11 +635,140 @@ def test_runs_equal_direct_calls_and_second_call_is_cached(tiny_gpt2, ut, ut_rea
         H.ablation_runs(tiny_gpt2, {"sst2": ut}, {"sst2": [(1, 1)]}, RUN_SIZES)
 
 
-def test_runs_read_label_words_from_the_task(tiny_gpt2, ut):
-    assert H._uses_real_words(H.unrelated_task("sst2", (0, 1), None)) is True
-    assert H._uses_real_words(ut) is False
-    other = H.unrelated_task("sst2", (0, 1), ("yes", "no"))
-    with pytest.raises(ValueError, match="foo/bar or the real"):
-        H.accuracy_runs(tiny_gpt2, {"sst2": other}, RUN_SIZES)
+def test_runs_read_label_words_from_the_task(tiny_gpt2, ut, run_cache):
+    _, calls = run_cache
+    swapped = H.UnrelatedTask(H.unrelated_task("sst2", (0, 1), ("bar", "foo")).task, ut.train, ut.test, "sst2", (0, 1))
+    H.accuracy_runs(tiny_gpt2, {"sst2": ut}, RUN_SIZES)
+    b = H.accuracy_runs(tiny_gpt2, {"sst2": swapped}, RUN_SIZES)
+    assert [c[1]["words"] for c in calls] == [["foo", "bar"], ["bar", "foo"]]  # two runs, never one served for both
+    ps, ps_s = H.eval_set(tiny_gpt2, ut, 1, RUN_SIZES), H.eval_set(tiny_gpt2, swapped, 1, RUN_SIZES)
+    assert [p.query for p in ps.prompts] == [p.query for p in ps_s.prompts]  # same queries and demonstrations
+    assert ps.demos == ps_s.demos and ps.label_ids == ps_s.label_ids[::-1]
+    assert b[("sst2", 1)]["pred"] == predict(tiny_gpt2, ps_s.prompts, ps_s.label_ids, 2).pred.tolist()
     with pytest.raises(ValueError, match="kinds"):
         H.bias_runs(tiny_gpt2, {"sst2": ut}, {"sst2": [(0, 0)]}, RUN_SIZES, kinds=("order",))
+
+
+def test_ablation_interval_part_and_overall_verdict():
+    from helpers.stats import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 5, 320)
+
+    assert H.ablation_interval_part(iv(0.3, 0.5), iv(0.2, 0.4)) == "replicates"
+    assert H.ablation_interval_part(iv(0.1, 0.3), iv(0.05, 0.2)) == "partly"
+    assert H.ablation_interval_part(iv(-0.05, 0.05), iv(-0.03, 0.04)) == "inconclusive"
+    assert H.ablation_interval_part(iv(-0.2, -0.1), iv(-0.2, -0.05)) == "does not replicate"
+    overall, parts = H.verdict(0.5, 0.5, 0.5, 0.5, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, ablation="inconclusive")
+    assert parts["ablation"] == "inconclusive" and overall == "inconclusive"
+    overall, _ = H.verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, ablation="inconclusive")
+    assert overall == "partly"  # the value-output part replicates
+
+
+def test_value_output_interval_part():
+    from helpers.stats import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 1, 64)
+
+    assert H.value_output_interval_part(iv(0.78, 0.9)) == "replicates"
+    assert H.value_output_interval_part(iv(0.65, 0.85)) == "partly"
+    assert H.value_output_interval_part(iv(0.55, 0.7)) == "inconclusive"
+    assert H.value_output_interval_part(iv(0.4, 0.55)) == "does not replicate"
+    _, parts = H.verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, value_output="inconclusive")
+    assert parts["value_output"] == "inconclusive"
+
+
+# ------------------------------------------------------------------ mapping control, bias and two-towers intervals
+
+
+def test_mapping_control_hand_cases():
+    key = ("sst2", 1)
+    gold = np.array([0, 1, 0, 1])
+    prior = {key: {"pred": [0, 0, 0, 0], "correct": (gold == 0).astype(int).tolist()}}  # always the first word
+    prior_swapped = {key: {"pred": [1, 1, 1, 1], "correct": (gold == 1).astype(int).tolist()}}  # the same word
+    mc = H.mapping_control(prior, prior_swapped)
+    assert mc["swap_averaged"][key].tolist() == [0.5] * 4 and mc["same_word"][key].tolist() == [1.0] * 4
+    icl = {key: {"pred": gold.tolist(), "correct": [1, 1, 1, 1]}}
+    mc = H.mapping_control(icl, icl)  # the gold class index is the same under both mappings
+    assert mc["swap_averaged"][key].tolist() == [1.0] * 4 and mc["same_word"][key].tolist() == [0.0] * 4
+    with pytest.raises(ValueError, match="same inputs"):
+        H.mapping_control(icl, {key: {"pred": [0], "correct": [1]}})
+    with pytest.raises(ValueError, match="same"):
+        H.mapping_control(icl, {("sst2", 2): icl[key]})
+    from helpers.stats import Interval
+    assert H.mapping_interval_part(Interval(0.6, 0.55, 0.65, 5, 320)) == "follows the mapping"
+    assert H.mapping_interval_part(Interval(0.5, 0.45, 0.55, 5, 320)) == "at chance"
+    assert H.mapping_interval_part(Interval(0.4, 0.35, 0.45, 5, 320)) == "against the mapping"
+
+
+def _bias_result(before, after):
+    before = {c: torch.tensor(p) for c, p in before.items()}
+    after = {c: torch.tensor(p) for c, p in after.items()}
+    return H.BiasResult("majority", H._bias_from(before), H._bias_from(after), 0.5, 0.5,
+                        {"pred_before": before, "pred_after": after})
+
+
+def test_bias_cells_and_intervals_hand_case():
+    runs = {("sst2", s, "majority"): _bias_result({0: [0, 0, 0, 1], 1: [1, 1, 1, 0]}, {0: [0, 1, 0, 1], 1: [1, 1, 0, 0]})
+            for s in (1, 2)}
+    cells = H.bias_cells(runs, "majority", "before")
+    assert cells[("sst2", 1)].tolist() == [0.5, 0.5, 0.5, -0.5]
+    assert cells[("sst2", 1)].mean() == pytest.approx(runs[("sst2", 1, "majority")].bias_before)
+    iv = H.bias_intervals(runs, "majority")
+    r = runs[("sst2", 1, "majority")]
+    assert iv["before"].estimate == pytest.approx(r.bias_before)
+    assert iv["after"].estimate == pytest.approx(r.bias_after)
+    assert iv["reduction"].estimate == pytest.approx(r.reduction_pct)
+    with pytest.raises(ValueError, match="no 'recency'"):
+        H.bias_cells(runs, "recency", "before")
+    with pytest.raises(ValueError, match="stage"):
+        H.bias_cells(runs, "majority", "during")
+    # no bias at all: the reduction is undefined, not a number
+    flat = {("sst2", 1, "majority"): _bias_result({0: [0, 1], 1: [1, 0]}, {0: [0, 1], 1: [1, 0]})}
+    assert H.bias_intervals(flat, "majority")["reduction"] is None
+
+
+def test_bias_interval_part():
+    from helpers.stats import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 5, 320)
+
+    assert H.bias_interval_part(iv(-0.02, 0.1), iv(20, 40)) == "no measurable bias"
+    assert H.bias_interval_part(iv(0.1, 0.2), None) == "no measurable bias"
+    assert H.bias_interval_part(iv(0.1, 0.2), iv(12, 40)) == "replicates"
+    assert H.bias_interval_part(iv(0.1, 0.2), iv(2, 40)) == "partly"
+    assert H.bias_interval_part(iv(0.1, 0.2), iv(-5, 40)) == "inconclusive"
+    assert H.bias_interval_part(iv(0.1, 0.2), iv(-30, -2)) == "does not replicate"
+    _, parts = H.verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 50, 0.2, 50, 0.2, majority="inconclusive",
+                         two_towers="partly", ablation_all="replicates")
+    assert parts["majority"] == "inconclusive" and parts["two_towers"] == "partly"
+    assert parts["recency"] == "replicates" and parts["ablation_all"] == "replicates"
+
+
+def test_two_towers_intervals_match_point_values(tiny_model, ut):
+    fresh = H.fresh_demo_prompts(tiny_model, ut, 7, 6, 1)
+    lids = label_token_ids(tiny_model.tokenizer, ut.task)
+    vo = H.value_outputs(tiny_model, fresh, lids, [(0, 0), (1, 1)], 4)
+    tt = H.two_towers(vo)
+    iv = H.two_towers_intervals({"sst2": vo, "other": vo}, n_boot=200)
+    if np.isnan(tt["corr_attn_logit_minus"]) or np.isnan(tt["corr_vo_logit_minus"]):
+        pytest.skip("no variation on this tiny model")
+    assert iv["corr_attn"].estimate == pytest.approx(tt["corr_attn_logit_minus"])
+    assert iv["abs_corr_vo"].estimate == pytest.approx(abs(tt["corr_vo_logit_minus"]))
+    assert iv["difference"].estimate == pytest.approx(tt["corr_attn_logit_minus"] - abs(tt["corr_vo_logit_minus"]))
+    assert iv["corr_attn"].low <= iv["corr_attn"].estimate <= iv["corr_attn"].high
+
+
+def test_two_towers_interval_part():
+    from helpers.stats import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 1, 32)
+
+    assert H.two_towers_interval_part(iv(0.6, 0.9), iv(0.3, 0.6)) == "replicates"
+    assert H.two_towers_interval_part(iv(0.3, 0.9), iv(0.3, 0.6)) == "partly"
+    assert H.two_towers_interval_part(iv(0.3, 0.9), iv(-0.1, 0.6)) == "inconclusive"
+    assert H.two_towers_interval_part(iv(-0.3, 0.1), iv(-0.6, -0.1)) == "does not replicate"
+    assert H.two_towers_interval_part(None, iv(0.3, 0.6)) == "inconclusive"

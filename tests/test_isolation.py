@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from helpers.isolation import (_isolated_rows, _per_layer_hooks, block_rows, isolation_experiment, label_isolation,
-                               layer_range, loyalty_rows, random_positions, run_isolation, run_isolation_last)
+from helpers.isolation import (_isolated_rows, _per_layer_hooks, authors_positions, block_rows, isolation_experiment,
+                               label_isolation, layer_range, loyalty_rows, random_isolation, random_positions,
+                               run_isolation, run_isolation_last)
 from helpers.prefix import PrefixError, predict_shared_split, run_prefix
-from helpers.predict import predict
+from helpers.predict import Predictions, predict
 from helpers.prompts import pad_batch
 
 
@@ -60,22 +62,181 @@ def test_block_rows_hand_case():
     torch.testing.assert_close(out[0, :, 1], torch.tensor([[0.5, 0.5, 0, 0]] * 2))
 
 
-def test_random_control(tiny_sst2_set):
+def _label_tokens(p):
+    return {j for a, b in p.label_spans for j in range(a, b)} | set(p.label_pos)
+
+
+def test_random_positions(tiny_sst2_set):
     model, prompts, lids = tiny_sst2_set
     for i, p in enumerate(prompts):
-        label_tokens = {j for a, b in p.label_spans for j in range(a, b)}
         for seed in range(20):
             pos = random_positions(p, p.n_demos, [seed, i])
             assert len(pos) == len(set(pos)) == p.n_demos
-            assert not set(pos) & label_tokens and p.q not in pos and 0 not in pos
+            assert not set(pos) & _label_tokens(p) and all(0 < j < p.q - 1 for j in pos)
         assert random_positions(p, 2, [7, i]) == random_positions(p, 2, [7, i])
     assert len({tuple(random_positions(prompts[0], 2, s)) for s in range(10)}) > 1
+    with pytest.raises(ValueError):
+        random_positions(prompts[0], 10_000, 0)
+
+
+def _authors_draw_by_hand(p, i, layer, seed):
+    """The authors' rule written out again: n_demos positions of 1..q-2 (0 excluded by our rule), none a label
+    token, drawn with numpy's default_rng([seed, input index, layer])."""
+    label_tokens = {j for a, b in p.label_spans for j in range(a, b)}
+    pool = [j for j in range(1, p.q - 1) if j not in label_tokens]
+    return sorted(int(j) for j in np.random.default_rng([seed, i, layer]).choice(pool, p.n_demos, replace=False))
+
+
+def test_authors_draw_per_input_and_per_layer(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
+    layers = list(range(model.cfg.n_layers))
+    for seed in range(10):
+        draws = [authors_positions(p, layers, seed, i) for i, p in enumerate(prompts)]
+        for i, (p, d) in enumerate(zip(prompts, draws)):
+            assert list(d) == layers
+            for l, pos in d.items():
+                assert len(pos) == len(set(pos)) == p.n_demos
+                assert not set(pos) & _label_tokens(p)  # never a label token
+                assert all(0 < j < p.q - 1 for j in pos)  # never 0, q, q-1 or later
+                assert pos == _authors_draw_by_hand(p, i, l, seed)
+            assert len({tuple(v) for v in d.values()}) > 1  # a fresh draw in every layer
+            assert d == authors_positions(p, layers, seed, i)  # same seed, same draw
+        # a fresh draw for every input (the prompts share their demonstrations, so the set draw would repeat)
+        assert len({tuple(d[0]) for d in draws}) > 1
+    # the whole draw changes with the seed
+    assert authors_positions(prompts[0], layers, 0, 0) != authors_positions(prompts[0], layers, 1, 0)
+    # some draws reach into the query text: the pool is everything before q-1, not only the demonstrations
+    from helpers.prefix import shared_prefix_len
+
+    p0 = shared_prefix_len(prompts)
+    assert any(j >= p0 for s in range(10) for i, p in enumerate(prompts)
+               for pos in authors_positions(p, layers, s, i).values() for j in pos)
+
+
+def _hand_masked(model, prompts, lids, layers, seed):
+    """Every prompt alone, its full prompt run with masks built here from the hand-written draw."""
+    out = []
+    for i, p in enumerate(prompts):
+        def hook(scores, hook, i=i, p=p):
+            layer = int(hook.name.split(".")[1])
+            scores = scores.clone()
+            for r in _authors_draw_by_hand(p, i, layer, seed):
+                scores[0, :, r, :r] = float("-inf")
+            return scores
+
+        out.append(predict(model, [p], lids, batch_size=1,
+                           hooks=lambda batch, tokens, offset=0, hook=hook: [
+                               (f"blocks.{l}.attn.hook_attn_scores", hook) for l in layers]))
+    return out
+
+
+@pytest.mark.parametrize("where,k", [("first", 2), ("last", 2)])
+def test_authors_draw_is_the_default_and_equals_hand_built_masks(tiny_sst2_set, where, k):
+    model, prompts, lids = tiny_sst2_set
+    layers = layer_range(model, where, k)
+    got = run_isolation(model, prompts, lids, "random", where, k, seed=3, batch_size=4)
+    for i, want in enumerate(_hand_masked(model, prompts, lids, layers, seed=3)):
+        torch.testing.assert_close(got.label_logits[i:i + 1], want.label_logits, atol=1e-5, rtol=1e-4)
+        assert torch.equal(got.topk[i:i + 1], want.topk)
+    # the control changes the output (so the comparison could fail), and not as the set draw does
+    assert not torch.allclose(got.label_logits, predict(model, prompts, lids, batch_size=4).label_logits)
+    per_set = run_isolation(model, prompts, lids, "random", where, k, seed=3, batch_size=4, random_draw="set")
+    assert not torch.allclose(got.label_logits, per_set.label_logits)
+    exp = isolation_experiment(model, prompts, lids, ks=(k,), wheres=(where,), seed=3, batch_size=4)
+    _same(exp[("random", where, k)], got)
+
+
+def test_authors_hooks_block_exactly_the_drawn_rows_in_each_layer(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
+    layers = list(range(model.cfg.n_layers))
+    tokens, _ = pad_batch(prompts, model.tokenizer.pad_token_id)
+    hooks = random_isolation(prompts, layers, seed=11)(prompts, tokens)
+    before, after = {}, {}
+
+    def grab(store):
+        def fn(scores, hook):
+            store[hook.name] = scores.detach().clone()
+        return fn
+
+    names = [f"blocks.{l}.attn.hook_attn_scores" for l in layers]
+    with torch.no_grad(), model.hooks(fwd_hooks=[(n, grab(before)) for n in names] + hooks
+                                      + [(n, grab(after)) for n in names]):
+        model(tokens)
+    T = tokens.shape[1]
+    drawn_per_layer = []
+    for l, name in zip(layers, names):
+        want = before[name].clone()
+        drawn = []
+        for i, p in enumerate(prompts):
+            rows = _authors_draw_by_hand(p, i, l, seed=11)
+            drawn.append(tuple(rows))
+            for r in rows:
+                want[i, :, r, :r] = float("-inf")
+        torch.testing.assert_close(after[name], want, atol=0, rtol=0)
+        blocked = (after[name] == float("-inf")) & (before[name] != float("-inf"))
+        assert blocked.any(1).any(-1).sum() == sum(len(d) for d in drawn)  # no other row touched
+        assert T > max(max(d) for d in drawn)
+        drawn_per_layer.append(drawn)
+    assert len({tuple(d) for d in drawn_per_layer}) > 1
+
+
+def test_random_control_batching_and_subsets(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
     # reproducible and independent of batching
     a = run_isolation(model, prompts, lids, "random", "first", 2, seed=3, batch_size=4)
     b = run_isolation(model, prompts, lids, "random", "first", 2, seed=3, batch_size=1)
     torch.testing.assert_close(a.label_logits, b.label_logits, atol=1e-5, rtol=1e-4)
-    with pytest.raises(ValueError):
-        random_positions(prompts[0], 10_000, 0)
+    assert torch.equal(a.topk, b.topk)
+    # the first inputs draw the same whether or not the others run
+    c = run_isolation(model, prompts[:2], lids, "random", "first", 2, seed=3, batch_size=4)
+    torch.testing.assert_close(c.label_logits, a.label_logits[:2], atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="same object"):
+        random_isolation([prompts[0], prompts[0]], [0], seed=0)
+    with pytest.raises(ValueError, match="random_draw"):
+        run_isolation(model, prompts, lids, "random", "first", 1, random_draw="input")
+
+
+@pytest.mark.parametrize("draw", ["authors", "set"])
+def test_random_subset_pairs_with_full_label_runs(tiny_sst2_set, draw):
+    from helpers.isolation import condition_cells, condition_ids, loyalty_frame
+    from helpers.stats import bootstrap_means, paired_differences
+
+    model, prompts, lids = tiny_sst2_set
+    full = isolation_experiment(model, prompts, lids, ks=(1,), seed=2, batch_size=4, random_draw=draw)
+    sub = isolation_experiment(model, prompts, lids, ks=(1,), seed=2, batch_size=4, random_draw=draw, random_n=2)
+    for key, pred in sub.items():
+        if key != "base" and key[0] == "random":
+            assert len(pred) == 2
+            _same(pred, Predictions(*(t[:2] for t in (full[key].label_logits, full[key].topk, full[key].gold))))
+        else:
+            assert len(pred) == len(prompts)
+            _same(pred, full[key])
+    df = loyalty_frame({("sst2", 42): sub, ("sst2", 43): full})
+    assert len(condition_cells(df, "random", "first", 1)[("sst2", 42)]) == 2
+    assert list(condition_ids(df, "random", "first", 1)[("sst2", 42)]) == [0, 1]
+    a, b = condition_cells(df, "random", "first", 1), condition_cells(df, "label", "first", 1)
+    with pytest.raises(ValueError, match="ids"):
+        paired_differences(a, b)
+    d = paired_differences(a, b, condition_ids(df, "random", "first", 1), condition_ids(df, "label", "first", 1))
+    assert len(d[("sst2", 42)]) == 2 and len(d[("sst2", 43)]) == len(prompts)
+    np.testing.assert_array_equal(d[("sst2", 42)], np.asarray(a[("sst2", 42)]) - np.asarray(b[("sst2", 42)])[:2])
+    bootstrap_means(d)
+    bootstrap_means(a)
+
+
+def test_budget_runs_the_random_control_on_a_subset():
+    from helpers.isolation import isolation_budget
+    from helpers.profiles import get_profile
+
+    for name in ("smoke", "default", "paper"):
+        prof = get_profile(name)
+        b = isolation_budget(prof)
+        assert b["random_draw"] == "authors"
+        assert b["random_n"] == min(prof.n_random_control, max(b["n"].values()))
+    assert isolation_budget(get_profile("default"))["random_n"] == 16
+    assert isolation_budget(get_profile("paper"))["random_n"] == get_profile("paper").n_test
+    smoke = isolation_budget(get_profile("smoke"))
+    assert smoke["random_n"] < max(smoke["n"].values())  # CI runs the subset's pairing
 
 
 def test_batched_equals_one_by_one(tiny_sst2_set):
@@ -108,16 +269,18 @@ def test_last_layer_conditions_together_equal_separate_and_full_prompts(tiny_sst
     model, prompts, lids = tiny_sst2_set
     together = run_isolation_last(model, prompts, lids, ("label", "random"), k, seed=3, batch_size=3)
     for c in ("label", "random"):
-        alone = run_isolation(model, prompts, lids, c, "last", k, seed=3, batch_size=4)
-        full = run_isolation(model, prompts, lids, c, "last", k, seed=3, batch_size=4, shared=False)
+        alone = run_isolation(model, prompts, lids, c, "last", k, seed=3, batch_size=4, random_draw="set")
+        full = run_isolation(model, prompts, lids, c, "last", k, seed=3, batch_size=4, shared=False,
+                             random_draw="set")
         _same(together[c], alone)
         _same(together[c], full)
 
 
-def test_experiment_shared_equals_full_prompts(tiny_sst2_set):
+@pytest.mark.parametrize("draw", ["authors", "set"])
+def test_experiment_shared_equals_full_prompts(tiny_sst2_set, draw):
     model, prompts, lids = tiny_sst2_set
-    a = isolation_experiment(model, prompts, lids, ks=(1, 2), seed=5, batch_size=4)
-    b = isolation_experiment(model, prompts, lids, ks=(1, 2), seed=5, batch_size=4, shared=False)
+    a = isolation_experiment(model, prompts, lids, ks=(1, 2), seed=5, batch_size=4, random_draw=draw)
+    b = isolation_experiment(model, prompts, lids, ks=(1, 2), seed=5, batch_size=4, shared=False, random_draw=draw)
     assert list(a) == list(b)
     for key in a:
         _same(a[key], b[key])
@@ -146,4 +309,43 @@ def test_real_models_last_layer_conditions_together_equal_full_prompts(which, re
     together = run_isolation_last(model, s.prompts, s.label_ids, ("label", "random"), 5, seed=43, batch_size=4)
     for c in ("label", "random"):
         _same(together[c], run_isolation(model, s.prompts, s.label_ids, c, "last", 5, seed=43, batch_size=4,
-                                         shared=False))
+                                         shared=False, random_draw="set"))
+
+
+def test_isolation_interval_verdict():
+    from helpers.isolation import isolation_interval_verdict
+    from helpers.stats import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 5, 320)
+
+    high = {("label", "first"): iv(0.4, 0.6), ("label", "last"): iv(0.9, 0.99), ("random", "first"): iv(0.85, 0.95),
+            ("random", "last"): iv(0.95, 1.0)}
+    above = {cw: iv(0.2, 0.4) for cw in [("label", "last"), ("random", "first"), ("random", "last")]}
+    assert isolation_interval_verdict(high, above)[0] == "replicates"
+    low_random = {**high, ("random", "first"): iv(0.7, 0.9)}  # straddles 80%: check 3 fails
+    assert isolation_interval_verdict(low_random, above)[0] == "partly"
+    straddle = {**above, ("random", "first"): iv(-0.05, 0.1)}
+    assert isolation_interval_verdict(high, straddle)[0] == "inconclusive"
+    below = {**above, ("random", "first"): iv(-0.2, -0.05)}
+    assert isolation_interval_verdict(high, below)[0] == "does not replicate"
+
+
+def test_loyalty_rows_carry_per_input_values(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
+    rows = loyalty_rows(isolation_experiment(model, prompts, lids, ks=(1,), seed=0, batch_size=4))
+    for r in rows:
+        assert len(r["label_loyal"]) == len(r["word_loyal"]) == r["n"]
+        assert sum(r["label_loyal"]) / r["n"] == pytest.approx(r["label_loyalty"])
+        assert sum(r["word_loyal"]) / r["n"] == pytest.approx(r["word_loyalty"])
+
+
+def test_condition_cells(tiny_sst2_set):
+    from helpers.isolation import condition_cells, loyalty_frame
+
+    model, prompts, lids = tiny_sst2_set
+    df = loyalty_frame({("sst2", 42): isolation_experiment(model, prompts, lids, ks=(1,), seed=0, batch_size=4)})
+    cells = condition_cells(df, "label", "first", 1)
+    assert list(cells) == [("sst2", 42)] and len(cells[("sst2", 42)]) == len(prompts)
+    with pytest.raises(ValueError, match="no isolation runs"):
+        condition_cells(df, "label", "first", 5)

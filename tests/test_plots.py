@@ -24,3 +24,81 @@ def test_anchor_html_marks_label_format_and_q(tiny_models):
     p = build_prompt(m, "sst2", [Demo("good", 1)], Demo("bad", 0))
     html = plots.anchor_html(m, p)
     assert html.count("(p_k)") == 1 and f"pos {p.q}: q" in html and "format" in html
+
+
+def test_interval_bars_sit_on_their_bars():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    import seaborn as sns
+
+    from helpers.plots import interval_bars
+    from helpers.stats import Interval
+
+    df = pd.DataFrame({"x": ["a", "a", "b", "b"], "hue": ["u", "v", "u", "v"], "y": [0.2, 0.4, 0.6, 0.8]})
+    fig, ax = plt.subplots()
+    sns.barplot(data=df, x="x", y="y", hue="hue", errorbar=None, ax=ax)
+    ivs = {(r.x, r.hue): Interval(r.y, r.y - 0.05, r.y + 0.1, 5, 320) for r in df.itertuples()}
+    interval_bars(ax, ["a", "b"], ["u", "v"], ivs)
+    from matplotlib.container import ErrorbarContainer
+
+    bars = sorted((p.get_x() + p.get_width() / 2, p.get_height()) for p in ax.patches if p.get_height() > 0)
+    segs = [c.lines[2][0].get_segments()[0] for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    lines = sorted((seg[0][0], min(seg[0][1], seg[1][1]), max(seg[0][1], seg[1][1])) for seg in segs)
+    assert len(lines) == 4
+    for (bx, by), (lx, lo, hi) in zip(bars, lines):
+        assert abs(bx - lx) < 1e-9 and abs(lo - (by - 0.05)) < 1e-9 and abs(hi - (by + 0.1)) < 1e-9
+    plt.close(fig)
+
+
+def test_bias_plot_draws_an_interval_on_every_bar():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+    from matplotlib.container import ErrorbarContainer
+
+    from helpers.plots import plot_biases
+    from helpers.stats import Interval
+
+    df = pd.DataFrame({"bias": ["majority", "majority", "recency", "recency"],
+                       "stage": ["before", "after reduction"] * 2, "size": [0.2, 0.1, 0.15, 0.05]})
+    ivs = {(r.bias, r.stage): Interval(r.size, r.size - 0.05, r.size + 0.05, 5, 320) for r in df.itertuples()}
+    fig = plot_biases(df, intervals=ivs)
+    ax = fig.axes[0]
+    segs = [c.lines[2][0].get_segments()[0] for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    assert len(segs) == 4
+    assert sorted(round(min(s[0][1], s[1][1]), 3) for s in segs) == sorted(round(v - 0.05, 3) for v in df["size"])
+
+
+def test_flow_curves_draw_the_interval_bands():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+
+    from helpers.plots import flow_curves
+    from helpers.stats import Interval
+
+    flows = ("S_wp", "S_pq", "S_ww")
+    df = pd.DataFrame([{"task": t, "seed": 1, "layer": l, "flow": f, "value": 0.1 * (i + 1)}
+                       for t in ("A", "B") for l in range(3) for i, f in enumerate(flows)])
+    ivs = {(r.task, "curve", r.layer, r.flow): Interval(r.value, r.value - 0.05, r.value + 0.02 * (r.layer + 1), 5, 60)
+           for r in df.itertuples()}
+    fig = flow_curves(df, intervals=ivs)
+    ax = fig.axes[0]
+    line = next(l for l in ax.get_lines() if l.get_label() == "S_pq")
+    np.testing.assert_allclose(line.get_ydata(), [0.2, 0.2, 0.2])
+    bands = [c for c in ax.collections if len(c.get_paths()) and len(c.get_paths()[0].vertices)]
+    assert len(bands) == 3  # one band per flow
+    ys = np.concatenate([b.get_paths()[0].vertices[:, 1] for b in bands])
+    for r in df[df.task == "A"].itertuples():
+        iv = ivs[(r.task, "curve", r.layer, r.flow)]
+        assert np.isclose(ys, iv.low).any() and np.isclose(ys, iv.high).any()
+    assert "95% CI (seeds and inputs)" in [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
+    plt.close(fig)
+    plt.close(flow_curves(df))  # without intervals: the sd over seeds, as before

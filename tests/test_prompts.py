@@ -26,6 +26,18 @@ def test_hand_computed_positions_gpt2(tok):
     assert p.anchor_pos == [0, 1, 3, 4, 5, 6, 7, 8]
 
 
+def test_anchor_keeps_every_label_token_and_the_newline_after(tok):
+    """Hidden_anchor keeps the whole "Answer Type: <label>" line, also for a multi-token label word that comes last."""
+    # " Abbreviation" is 3 GPT-2 tokens; as the last demonstration its newline precedes the query
+    p = build_prompt(tok, "trec", [Demo("who?", 3), Demo("what is NASA?", 0)], Demo("why?", 2), bos=False)
+    (a, b) = p.label_spans[-1]
+    assert b - a == 3 and tok.decode(p.tokens[a:b].tolist()) == " Abbreviation"
+    assert set(range(a, b)) <= set(p.anchor_pos)
+    assert b in p.anchor_pos and tok.decode([int(p.tokens[b])]) == "\n"
+    assert all(i not in p.anchor_pos for s, e in p.text_spans for i in range(s, e))
+    assert max(p.anchor_pos) == b  # nothing of the query
+
+
 def test_bos_shifts_every_position(tok):
     a = build_prompt(tok, "sst2", [Demo("good", 1)], "bad", bos=False)
     b = build_prompt(tok, "sst2", [Demo("good", 1)], "bad", bos=True)
@@ -65,6 +77,27 @@ def test_demo_sampling_is_seeded_nested_and_shuffled():
     assert not {d.idx for d in ex} & {i for per in d1 for i in per}
     orders = {tuple(d.label for d in prompts.sample_demos(train, "agnews", 1, s)) for s in range(42, 52)}
     assert len(orders) > 1  # order is shuffled, not grouped by class
+
+
+def test_demonstrations_follow_the_seeded_training_pool():
+    """The authors' draw: shuffle the training pool with the seed, take examples in that order."""
+    import numpy as np
+
+    for name in ("sst2", "agnews", "tweet_emotion"):
+        train = tasks.load_split(name, "train")
+        labels = np.asarray(train["label"])
+        for seed in (42, 43):
+            pool = np.random.default_rng(seed).permutation(len(train))
+            first = {}
+            for rank, i in enumerate(pool):
+                first.setdefault(int(labels[i]), (rank, int(i)))
+            expect = [i for _, i in sorted(first.values())]  # first example of each class, in pool order
+            assert [d.idx for d in prompts.sample_demos(train, name, 1, seed)] == expect
+    # so the class order depends on the task, not only on the seed and the number of classes
+    # (the earlier draw gave every 4-class task the same class order for a seed)
+    order = {name: [[d.label for d in prompts.sample_demos(tasks.load_split(name, "train"), name, 1, s)]
+                    for s in (42, 43, 44, 45, 46)] for name in ("agnews", "tweet_emotion")}
+    assert order["agnews"] != order["tweet_emotion"]
 
 
 def test_test_sample_is_seeded_min_n():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from helpers.predict import logits_at, predict
@@ -112,3 +113,25 @@ def test_fast_training_equals_full_run(tiny_model):
     b = train_reweighting(tiny_model, ps, lid, epochs=3, lr=0.05, seed=0, fast=False)
     torch.testing.assert_close(torch.tensor(a.losses), torch.tensor(b.losses), atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(a.beta, b.beta, atol=1e-4, rtol=1e-3)
+
+
+def test_table1_interval_verdict():
+    from helpers.reweighting import table1_interval_verdict
+    from helpers.stats import Interval
+
+    up, down, zero = Interval(5, 1, 9, 5, 320), Interval(-5, -9, -1, 5, 320), Interval(1, -2, 4, 5, 320)
+    assert table1_interval_verdict(up, up) == "replicates"
+    assert table1_interval_verdict(up, zero) == "partly"
+    assert table1_interval_verdict(up, down) == "partly"
+    assert table1_interval_verdict(zero, up) == "inconclusive"
+    assert table1_interval_verdict(down, up) == "does not replicate"
+
+
+def test_run_table1_keeps_per_input_results(tiny_model):
+    from helpers.reweighting import run_table1
+
+    r = run_table1(tiny_model, "sst2", 42, n_test=6, epochs=1, per_class=2, eval_batch_size=4)
+    assert len(r.correct_1shot) == len(r.correct_5shot) == len(r.correct_reweight) == len(r.idx) == r.n_test
+    assert sum(r.correct_1shot) / r.n_test == pytest.approx(r.acc_1shot)
+    assert sum(r.correct_5shot) / r.n_test == pytest.approx(r.acc_5shot)
+    assert sum(r.correct_reweight) / r.n_test == pytest.approx(r.acc_reweight)

@@ -1,7 +1,8 @@
-"""Saliency (§2.1): batched == one-by-one, finite-difference check, hand-computed S_* means."""
+"""Saliency (§2.1): batched == one-by-one, finite-difference check, hand-computed S_* means, intervals and verdict."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -132,3 +133,144 @@ def test_memory_cap_splits_batches_without_changing_results(tiny_sst2_set):
     model, prompts, lids = tiny_sst2_set
     capped = saliency_flow(model, prompts, lids, batch_size=4, max_pattern_mb=1e-6)  # forces one prompt per batch
     torch.testing.assert_close(capped, saliency_flow(model, prompts, lids, batch_size=4), atol=1e-6, rtol=1e-4)
+
+
+# --- 95% intervals and the interval verdict -------------------------------------------------------------------
+
+# raw flows of one input, per layer (S_wp, S_pq, S_ww): relative sizes [.6 .2 .2], [.25 .5 .25], [.2 .6 .2]
+_RAW = [[3.0, 1.0, 1.0], [1.0, 2.0, 1.0], [1.0, 3.0, 1.0]]
+
+
+def test_layer_ranges():
+    from helpers.saliency import layer_ranges
+
+    assert layer_ranges(18) == {"shallow": slice(0, 6), "deep": slice(9, 18), "all": slice(0, 18)}
+    assert layer_ranges(2) == {"shallow": slice(0, 1), "deep": slice(1, 2), "all": slice(0, 2)}
+    with pytest.raises(ValueError):
+        layer_ranges(0)
+
+
+def test_flow_statistics_hand_computed():
+    from helpers.saliency import CROSSING, flow_statistics
+
+    rel = relative_flow(torch.tensor([_RAW]))
+    st = flow_statistics(rel)
+    assert st[("curve", 1, "S_pq")] == pytest.approx(0.5)
+    # 3 layers: shallow = layer 0, deep = layers 1-2
+    assert st[("shallow", "S_wp - S_pq")] == pytest.approx(0.4) and st[("shallow", "S_wp - S_ww")] == pytest.approx(0.4)
+    assert st[("deep", "S_pq")] == pytest.approx(0.55) and st[("deep", "S_wp")] == pytest.approx(0.225)
+    assert st[("deep", "S_pq - S_wp")] == pytest.approx(0.325) and st[("deep", "S_pq - S_ww")] == pytest.approx(0.325)
+    assert st[("all", "S_wp - S_ww")] == pytest.approx(0.35 - 0.65 / 3)
+    assert st[("all", "S_pq - S_ww")] == pytest.approx(1.3 / 3 - 0.65 / 3)
+    assert st[(CROSSING,)] == 1
+    assert np.isnan(flow_statistics(torch.tensor([[0.6, 0.2, 0.2]]))[(CROSSING,)])  # never crosses
+    with pytest.raises(ValueError):
+        flow_statistics(torch.zeros(3, 2))
+
+
+def test_flow_intervals_identical_inputs_give_points_and_the_verdict_agrees():
+    from helpers.saliency import MEAN_OVER_TASKS, flow_intervals, saliency_interval_verdict, saliency_verdict
+
+    runs = {(t, s): torch.tensor([_RAW] * 4) for t in ("a", "b") for s in (1, 2)}
+    ivs = flow_intervals(runs, n_boot=50)
+    for key in [("a", "shallow", "S_wp - S_pq"), ("b", "deep", "S_pq - S_wp"), (MEAN_OVER_TASKS, "all", "S_pq - S_ww")]:
+        iv = ivs[key]
+        assert iv.low == pytest.approx(iv.estimate) and iv.high == pytest.approx(iv.estimate)
+        assert (iv.n_seeds, iv.n_inputs) == (2, 16 if key[0] == MEAN_OVER_TASKS else 8)  # a task's own inputs
+    assert ivs[("a", "shallow", "S_wp - S_pq")].estimate == pytest.approx(0.4)
+    assert ivs[("a", "curve", 2, "S_pq")].estimate == pytest.approx(0.6)
+    rel = {t: relative_flow(runs[(t, 1)]) for t in ("a", "b")}
+    assert saliency_interval_verdict(ivs, ["a", "b"])[0] == saliency_verdict(rel)[0] == "replicates"
+    # the layers reversed: S_pq dominates early, S_wp late -> the shallow and deep checks fail on their intervals
+    back = {k: v.flip(1) for k, v in runs.items()}
+    verdict, checks = saliency_interval_verdict(flow_intervals(back, n_boot=50), ["a", "b"])
+    assert checks[("a", "shallow: S_wp dominant")] == checks[("a", "deep: S_pq dominant")] == "fails"
+    assert verdict == saliency_verdict({t: relative_flow(back[(t, 1)]) for t in ("a", "b")})[0] == "does not replicate"
+
+
+def test_flow_intervals_estimate_is_the_plotted_curve():
+    """A seed's curve is a ratio of means over inputs (relative_flow), then the seeds are averaged."""
+    from helpers.saliency import flow_intervals
+
+    a = [[1.0, 0.0, 1.0]]  # relative [.5, 0, .5]
+    b = [[3.0, 2.0, 3.0]]  # relative [.375, .25, .375]; their mean flows [2, 1, 2] -> [.4, .2, .4]
+    runs = {("t", 1): torch.tensor([a, b]), ("t", 2): torch.tensor([[[1.0, 1.0, 2.0]]])}  # seed 2: [.25 .25 .5]
+    ivs = flow_intervals(runs, n_boot=200)
+    assert ivs[("t", "curve", 0, "S_wp")].estimate == pytest.approx((0.4 + 0.25) / 2)
+    assert ivs[("t", "curve", 0, "S_pq")].estimate == pytest.approx((0.2 + 0.25) / 2)
+    iv = ivs[("t", "curve", 0, "S_wp")]
+    assert iv.low < iv.estimate < iv.high  # seeds and inputs differ: a real interval
+    assert flow_intervals(runs, n_boot=200) == ivs  # deterministic
+
+
+@pytest.mark.parametrize("bad", [
+    {},
+    {("t", 1): torch.zeros(0, 3, 3)},  # no inputs
+    {("t", 1): torch.ones(2, 3, 2)},  # two flows, not three
+    {("t", 1): torch.ones(2, 3)},  # not per input
+    {("t", 1): torch.ones(2, 3, 3), ("t", 2): torch.ones(2, 4, 3)},  # two models' layer counts
+    {("t", 1): torch.ones(2, 3, 3), ("u", 2): torch.ones(2, 3, 3)},  # a task without a seed
+    {1: torch.ones(2, 3, 3)},  # key is not (task, seed)
+])
+def test_flow_intervals_refuses_bad_input(bad):
+    from helpers.saliency import flow_intervals
+
+    with pytest.raises(ValueError):
+        flow_intervals(bad, n_boot=10)
+
+
+def _contrasts(tasks, by_check):
+    """Intervals for every contrast: ``by_check[check]`` is (low, high) or a list of one (low, high) per contrast."""
+    from helpers.saliency import FLOW_CHECKS, contrast_name
+    from helpers.stats import Interval
+
+    out = {}
+    for t in tasks:
+        for check, contrasts in FLOW_CHECKS.items():
+            spec = by_check[t][check] if isinstance(by_check.get(t), dict) else by_check[check]
+            spec = spec if isinstance(spec, list) else [spec] * len(contrasts)
+            for (r, a, b), (lo, hi) in zip(contrasts, spec):
+                out[(t, r, contrast_name(a, b))] = Interval((lo + hi) / 2, lo, hi, 5, 320)
+    return out
+
+
+def test_saliency_interval_verdict():
+    from helpers.saliency import FLOW_CHECKS, saliency_interval_verdict
+
+    names = list(FLOW_CHECKS)
+    above, below, straddle = (0.05, 0.15), (-0.15, -0.05), (-0.05, 0.05)
+    tasks = ["a", "b"]
+    assert saliency_interval_verdict(_contrasts(tasks, dict.fromkeys(names, above)), tasks)[0] == "replicates"
+    assert saliency_interval_verdict(_contrasts(tasks, dict.fromkeys(names, below)), tasks)[0] == "does not replicate"
+    verdict, checks = saliency_interval_verdict(_contrasts(tasks, dict.fromkeys(names, straddle)), tasks)
+    assert verdict == "inconclusive" and set(checks.values()) == {"inconclusive"}
+    # one contrast of a check straddling zero leaves the check inconclusive; one below zero fails it
+    mixed = {names[0]: [above, straddle], names[1]: [above, below], names[2]: above}
+    _, checks = saliency_interval_verdict(_contrasts(["a"], mixed), ["a"])
+    assert [checks[("a", c)] for c in names] == ["inconclusive", "fails", "holds"]
+    # task a holds everywhere, task b straddles: 3 of 6 checks hold -> partly
+    half = {"a": dict.fromkeys(names, above), "b": dict.fromkeys(names, straddle)}
+    assert saliency_interval_verdict(_contrasts(tasks, half), tasks)[0] == "partly"
+    # 2 hold, 2 fail, 2 undecided: could still reach half -> inconclusive; 1 hold, 5 fail -> does not replicate
+    two = {"a": {names[0]: above, names[1]: above, names[2]: below},
+           "b": {names[0]: below, names[1]: straddle, names[2]: straddle}}
+    assert saliency_interval_verdict(_contrasts(tasks, two), tasks)[0] == "inconclusive"
+    one = {"a": {names[0]: above, names[1]: below, names[2]: below}, "b": dict.fromkeys(names, below)}
+    assert saliency_interval_verdict(_contrasts(tasks, one), tasks)[0] == "does not replicate"
+    # an undefined interval counts as straddling
+    undefined = {k: None for k in _contrasts(["a"], dict.fromkeys(names, above))}
+    assert saliency_interval_verdict(undefined, ["a"])[0] == "inconclusive"
+    with pytest.raises(ValueError):
+        saliency_interval_verdict(_contrasts(["a"], dict.fromkeys(names, above)), ["a", "b"])  # b missing
+    with pytest.raises(ValueError):
+        saliency_interval_verdict({}, [])
+
+
+def test_flow_interval_table_formats_intervals():
+    from helpers.saliency import CROSSING, MEAN_OVER_TASKS, flow_interval_table, flow_intervals
+
+    runs = {(t, 1): torch.tensor([_RAW] * 2) for t in ("a", "b")}
+    table = flow_interval_table(flow_intervals(runs, n_boot=20), ["a", "b"], labels={"a": "A"})
+    assert table["task"].tolist() == ["A", "b", MEAN_OVER_TASKS]
+    assert table.loc[0, "shallow third: S_wp - S_pq"] == "+0.400 [+0.400, +0.400]"
+    assert table.loc[0, CROSSING] == "1.0 [1.0, 1.0]"

@@ -85,3 +85,72 @@ def test_formatting_and_scaling():
 def test_bad_input_is_refused(bad):
     with pytest.raises(ValueError):
         bootstrap_means(bad)
+
+
+def test_pairing_by_ids_keeps_inputs_scored_on_both_sides():
+    a = {("t", 1): [1, 0, 1, 1]}
+    b = {("t", 1): [0, 0, 1]}
+    d = paired_differences(a, b, {("t", 1): [10, 11, 12, 13]}, {("t", 1): [13, 10, 12]})
+    np.testing.assert_array_equal(d[("t", 1)], [1 - 0, 1 - 1, 1 - 0])  # ids 10, 12, 13
+    with pytest.raises(ValueError, match="no input"):
+        paired_differences(a, b, {("t", 1): [1, 2, 3, 4]}, {("t", 1): [5, 6, 7]})
+
+
+def test_summary_row_renders_an_interval():
+    from helpers.results import summary_row
+
+    row = summary_row("claim", 0.5, Interval(0.61, 0.55, 0.67, 5, 320), "replicates")
+    assert row["ours"] == "0.610 [0.550, 0.670] (95% CI; 5 seed(s), 320 inputs)"
+
+
+def test_bootstrap_statistic_matches_bootstrap_means_for_a_mean():
+    from helpers.stats import bootstrap_statistic
+
+    rng = np.random.default_rng(3)
+    data = {s: rng.random(50) for s in (1, 2, 3)}
+
+    def mean_stat(sample):
+        return float(np.mean([data[s][idx].mean() for s, idx in sample]))
+
+    a = bootstrap_statistic({s: 50 for s in data}, mean_stat, n_boot=2000)
+    b = bootstrap_means(data, n_boot=2000)
+    assert a.estimate == pytest.approx(b.estimate)
+    assert a.low == pytest.approx(b.low, abs=0.02) and a.high == pytest.approx(b.high, abs=0.02)
+    with pytest.raises(ValueError, match="undefined"):
+        bootstrap_statistic({1: 5}, lambda sample: float("nan"), n_boot=50)
+    with pytest.raises(ValueError, match="at least one"):
+        bootstrap_statistic({}, mean_stat)
+
+
+def test_bootstrap_statistic_several_statistics_share_resamples():
+    from helpers.stats import bootstrap_statistic
+
+    rng = np.random.default_rng(5)
+    data = {s: rng.random(40) for s in (1, 2)}
+
+    def stats(sample):
+        m = float(np.mean([data[s][idx].mean() for s, idx in sample]))
+        return {"mean": m, "twice": 2 * m, "never": float("nan")}
+
+    out = bootstrap_statistic({s: 40 for s in data}, stats, n_boot=300)
+    assert out["never"] is None
+    assert out["twice"].low == pytest.approx(2 * out["mean"].low) and out["twice"].high == pytest.approx(2 * out["mean"].high)
+
+
+def test_bootstrap_of_means_is_a_function_of_the_paired_means():
+    from helpers.stats import bootstrap_of_means
+
+    rng = np.random.default_rng(0)
+    a = {("t", s): rng.normal(1.0, 0.3, 40) for s in range(4)}
+    b = {k: v * 0.5 for k, v in a.items()}
+    iv = bootstrap_of_means({"a": a, "b": b}, lambda m: m["b"] / m["a"], n_boot=300)
+    # paired: b is exactly half of a input by input, so every resample gives exactly 0.5
+    assert iv.estimate == pytest.approx(0.5) and iv.low == pytest.approx(0.5) and iv.high == pytest.approx(0.5)
+    one = bootstrap_of_means({"a": a}, lambda m: m["a"], n_boot=2000)
+    ref = bootstrap_means(a)
+    assert one.estimate == pytest.approx(ref.estimate)
+    assert abs(one.low - ref.low) < 0.05 and abs(one.high - ref.high) < 0.05
+    with pytest.raises(ValueError, match="paired"):
+        bootstrap_of_means({"a": a, "b": {k: v[:-1] for k, v in a.items()}}, lambda m: m["a"])
+    with pytest.raises(ValueError, match="at least one group"):
+        bootstrap_of_means({}, lambda m: 0.0)

@@ -14,16 +14,34 @@ __all__ = ["flow_curves", "saliency_view", "loyalty_bars", "loyalty_sweep", "auc
 _FLOW_COLORS = {"S_wp": "#1f77b4", "S_pq": "#d62728", "S_ww": "#7f7f7f"}
 
 
-def flow_curves(df: pd.DataFrame, title: str = ""):
-    """Relative S_wp / S_pq / S_ww per layer, one panel per task, mean ± sd over seeds (paper Fig 3).
+def flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None = None):
+    """Relative S_wp / S_pq / S_ww per layer, one panel per task (paper Fig 3).
 
     ``df`` columns: task, seed, layer, flow (S_wp/S_pq/S_ww), value (relative size).
+    ``intervals[(task, "curve", layer, flow)]``: :class:`helpers.stats.Interval` of the seed-averaged curve
+    (:func:`helpers.saliency.flow_intervals`, task named as in ``df``), drawn as the line and a shaded 95%
+    band; without it the bands are the sd over seeds.
     """
     tasks = list(dict.fromkeys(df["task"]))
     fig, axes = plt.subplots(1, len(tasks), figsize=(3.6 * len(tasks), 3), sharey=True, squeeze=False)
     for ax, task in zip(axes[0], tasks):
-        sns.lineplot(data=df[df.task == task], x="layer", y="value", hue="flow", palette=_FLOW_COLORS,
-                     errorbar="sd", ax=ax, marker="o", markersize=3)
+        d = df[df.task == task]
+        if intervals is None:
+            sns.lineplot(data=d, x="layer", y="value", hue="flow", palette=_FLOW_COLORS,
+                         errorbar="sd", ax=ax, marker="o", markersize=3)
+        else:
+            layers = sorted(d["layer"].unique())
+            for flow, color in _FLOW_COLORS.items():
+                ivs = [intervals.get((task, "curve", layer, flow)) for layer in layers]
+                if all(iv is None for iv in ivs):
+                    continue
+                est = [np.nan if iv is None else iv.estimate for iv in ivs]
+                ax.plot(layers, est, "o-", ms=3, color=color, label=flow)
+                ax.fill_between(layers, [np.nan if iv is None else iv.low for iv in ivs],
+                                [np.nan if iv is None else iv.high for iv in ivs], color=color, alpha=0.2, lw=0)
+            ax.fill_between([], [], [], color="grey", alpha=0.2, lw=0, label="95% CI (seeds and inputs)")
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # outside: the curves fill the panel
+            ax.set_xlabel("layer")
         ax.set_title(task)
         ax.set_ylim(0, 1)
         ax.set_ylabel("relative size")
@@ -49,10 +67,12 @@ def saliency_view(model, prompt, sal, layers: Sequence[int]):
     return cv.attention.attention_patterns(tokens=toks, attention=mats)
 
 
-def loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = ""):
+def loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: dict | None = None):
     """Label and word loyalty (%) of the four isolation conditions at ``k`` layers (paper Fig 4).
 
     ``df`` columns: task, seed, condition, where, k, label_loyalty, word_loyalty (fractions).
+    ``intervals[((condition, where), metric)]``: intervals in % drawn as the error bars (otherwise
+    the std over tasks and seeds).
     """
     d = df[df.k == k].copy()
     d["setting"] = d["condition"] + " words, " + d["where"] + f" {k}"
@@ -62,7 +82,14 @@ def loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = ""):
     order = [f"label words, first {k}", f"label words, last {k}", f"random words, first {k}",
              f"random words, last {k}"]
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    sns.barplot(data=long, x="setting", y="loyalty", hue="metric", order=order, errorbar="sd", ax=ax)
+    sns.barplot(data=long, x="setting", y="loyalty", hue="metric", order=order, hue_order=["label_loyalty", "word_loyalty"],
+                errorbar=None if intervals else "sd", ax=ax)
+    if intervals:
+        from .setting import interval_bars
+
+        interval_bars(ax, order, ["label_loyalty", "word_loyalty"],
+                      {(f"{c} words, {w} {k}", m): iv for ((c, w), m), iv in intervals.items()})
+        ax.legend(fontsize=8)
     ax.set_ylim(0, 105)
     ax.set_ylabel("loyalty (%)")
     ax.set_xlabel("")

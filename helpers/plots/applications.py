@@ -66,13 +66,18 @@ def plot_layer_sweep(sweep: Mapping[int, float], chosen: int | None = None, titl
     return fig
 
 
-def plot_compression_bars(df, title: str = ""):
-    """``df``: long table with columns method, metric, value (fractions)."""
+def plot_compression_bars(df, title: str = "", intervals: dict | None = None):
+    """``df``: long table with columns method, metric, value (fractions); ``intervals[(metric, method)]``
+    (fractions) drawn as error bars."""
     fig, ax = plt.subplots(figsize=(8, 3.5))
-    sns.barplot(data=df, x="metric", y="value", hue="method", ax=ax)
-    ax.set_ylim(0, 1)
+    sns.barplot(data=df, x="metric", y="value", hue="method", ax=ax, errorbar=None)
+    if intervals:
+        from .setting import interval_bars
+
+        interval_bars(ax, list(dict.fromkeys(df["metric"])), list(dict.fromkeys(df["method"])), intervals)
     ax.set_title(title)
-    ax.legend(fontsize=7, ncol=3)
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return fig
 

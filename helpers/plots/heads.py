@@ -29,14 +29,19 @@ def plot_head_map(gain, drop, chosen: Sequence[tuple[int, int]] = (), title: str
     return fig
 
 
-def plot_ablation(df: pd.DataFrame):
-    """Bars of accuracy per task and condition (columns: task, condition, accuracy)."""
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+def plot_ablation(df: pd.DataFrame, intervals: dict | None = None):
+    """Bars of accuracy per task and condition (columns: task, condition, accuracy); ``intervals[(task,
+    condition)]`` drawn as error bars."""
+    fig, ax = plt.subplots(figsize=(9, 3.4))
     sns.barplot(data=df, x="task", y="accuracy", hue="condition", ax=ax, errorbar=None)
-    ax.axhline(0.5, ls=":", c="grey", lw=1)
+    if intervals:
+        from .setting import interval_bars
+
+        interval_bars(ax, list(dict.fromkeys(df["task"])), list(dict.fromkeys(df["condition"])), intervals)
+    ax.axhline(0.5, ls=":", c="grey", lw=1, label="chance")
     ax.set_ylim(0, 1)
-    ax.set_title("ICL accuracy (foo/bar labels): heads ablated at q")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("ICL accuracy (foo/bar labels): heads zero-ablated at q or at every position")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return fig
 
@@ -79,14 +84,21 @@ def plot_two_towers(tt: dict, out_lm, title: str = ""):
     return fig
 
 
-def plot_biases(df: pd.DataFrame):
-    """Bias size before/after the reduction (columns: task, bias, stage, size)."""
-    g = sns.catplot(data=df, x="task", y="size", hue="stage", col="bias", kind="bar", height=3, aspect=1.2,
-                    errorbar=None)
-    for ax in g.axes.flat:
-        ax.axhline(0, c="k", lw=0.8)
-        ax.set_ylabel("bias (P(favoured label) - 0.5)")
-    return g.figure
+def plot_biases(df: pd.DataFrame, intervals: dict | None = None):
+    """Bias size before/after the reduction (columns: bias, stage, size; one row per seed, or means), with
+    ``intervals[(bias, stage)]`` (:class:`helpers.stats.Interval`) as error bars."""
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    sns.barplot(data=df, x="bias", y="size", hue="stage", ax=ax, errorbar=None)
+    if intervals:
+        from .setting import interval_bars
+
+        interval_bars(ax, list(dict.fromkeys(df["bias"])), list(dict.fromkeys(df["stage"])), intervals)
+    ax.axhline(0, c="k", lw=0.8)
+    ax.set_ylabel("bias (P(favoured label) - 0.5)")
+    ax.set_title("this project's bias measures, before and after the reductions")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
 
 
 def head_attention_view(model, prompt, attn_rows, head_names: Sequence[str]):

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-__all__ = ["token_strings", "anchor_html", "anchor_tokens_view", "attention_view", "accuracy_bars"]
+__all__ = ["token_strings", "anchor_html", "anchor_tokens_view", "attention_view", "accuracy_bars", "interval_bars"]
 
 _COLORS = {"label": "#f4a261", "format": "#a8dadc", "query": "#e9c46a", "q": "#e76f51", "bos": "#cccccc"}
 
@@ -62,25 +62,51 @@ def attention_view(model, prompt, layer: int, pattern=None):
     return cv.attention.attention_patterns(tokens=token_strings(model, prompt), attention=pattern.cpu())
 
 
-def accuracy_bars(df: pd.DataFrame, paper: dict | None = None, ax=None):
+def _bar_x(xs: list, hues: list, x, hue, width: float = 0.8) -> float:
+    """Centre of bar (x, hue) in a seaborn grouped bar chart (x order ``xs``, hue order ``hues``)."""
+    return xs.index(x) + (hues.index(hue) - (len(hues) - 1) / 2) * width / len(hues)
+
+
+def interval_bars(ax, xs: list, hues: list, intervals: dict) -> None:
+    """Error bars of ``intervals[(x, hue)]`` (:class:`helpers.stats.Interval`) on a seaborn grouped bar chart
+    whose x order is ``xs`` and hue order ``hues``."""
+    for (x, hue), iv in intervals.items():
+        if x in xs and hue in hues:
+            pos = _bar_x(xs, hues, x, hue)
+            ax.errorbar(pos, iv.estimate, yerr=[[iv.estimate - iv.low], [iv.high - iv.estimate]], color="black",
+                        lw=1.2, capsize=3)
+    ax.plot([], [], color="black", lw=1.2, label="95% CI (seeds and inputs)")
+
+
+def accuracy_bars(df: pd.DataFrame, paper: dict | None = None, ax=None, intervals: dict | None = None,
+                  chance: dict | None = None):
     """Bar chart of accuracy per task and setting; ``df`` has task, setting, accuracy (one row per seed).
 
     ``paper`` maps (task, setting) -> the paper's GPT2-XL accuracy, drawn as markers.
+    ``intervals`` maps (task, setting) -> :class:`helpers.stats.Interval`, drawn as the error bars
+    (otherwise the bars show the std over seeds); ``chance`` maps task -> chance accuracy, drawn as a
+    dashed line across that task's bars.
     """
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.5))
-    sns.barplot(data=df, x="task", y="accuracy", hue="setting", errorbar="sd", ax=ax)
+    sns.barplot(data=df, x="task", y="accuracy", hue="setting", errorbar=None if intervals else "sd", ax=ax)
+    settings = list(dict.fromkeys(df["setting"]))
+    tasks = list(dict.fromkeys(df["task"]))
+    if intervals:
+        interval_bars(ax, tasks, settings, intervals)
+    if chance:
+        for task, c in chance.items():
+            if task in tasks:
+                i = tasks.index(task)
+                ax.hlines(c, i - 0.45, i + 0.45, colors="grey", linestyles="--", lw=1)
+        ax.plot([], [], color="grey", ls="--", lw=1, label="chance")
     if paper:
-        settings = list(dict.fromkeys(df["setting"]))
-        tasks = list(dict.fromkeys(df["task"]))
-        n = len(settings)
         for (task, setting), val in paper.items():
             if task in tasks and setting in settings and val is not None:
-                x = tasks.index(task) + (settings.index(setting) - (n - 1) / 2) * 0.8 / n
-                ax.plot(x, val, marker="D", color="black", ms=6, ls="none")
+                ax.plot(_bar_x(tasks, settings, task, setting), val, marker="D", color="black", ms=6, ls="none")
         ax.plot([], [], marker="D", color="black", ls="none", label="paper (GPT2-XL)")
-    ax.set_ylim(0, 1)
-    ax.legend(fontsize=8)
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_ylabel("accuracy")
     ax.set_xticks(ax.get_xticks(), [textwrap.fill(t.get_text(), 18) for t in ax.get_xticklabels()])
     return ax
