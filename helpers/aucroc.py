@@ -221,7 +221,8 @@ def aucroc_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int
             scores, preds = label_attention(model, s.prompts, s.label_ids, batch_size=batch_size, top_k=0)
             return {"scores": scores, "pred": preds.pred, "gold": preds.gold}
 
-        res = cached("aucroc", {"model": name, "task": task, "seed": seed, "n": m, "profile": profile}, run)
+        res = cached("aucroc", {"model": name, "task": task, "seed": seed, "n": m, "profile": profile}, run,
+                     model=model)
         if raw is not None:
             raw[(task, seed)] = res
         auc = aucroc_per_layer(res["scores"], res["pred"])

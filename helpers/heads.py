@@ -1143,7 +1143,7 @@ def _eval_runs(kind: str, model, uts: dict[str, UnrelatedTask], sizes: dict, see
         for seed in seeds:
             def compute(ut=ut, seed=seed, hs=hs):
                 return run(eval_set(model, ut, seed, sizes), hs, seed)
-            out[(t, seed)] = cached(kind, {**params, "seed": seed}, compute)
+            out[(t, seed)] = cached(kind, {**params, "seed": seed}, compute, model=model)
     return out
 
 
@@ -1175,7 +1175,7 @@ def attribution_runs(model, uts: dict[str, UnrelatedTask], sizes: dict, batch_si
             ps = make_set(model, ut, seed, sizes["n_attr"], K)
             return head_attribution(model, ps.prompts, ps.label_ids, batch_size=batch_size, progress=progress)
         out[t] = cached("heads_attr", {"model": name, "task": t, "seed": seed, "k": K, "n": sizes["n_attr"],
-                                           "def": "final-resid-v2-per-label"}, compute)
+                                           "def": "final-resid-v2-per-label"}, compute, model=model)
     return out
 
 
@@ -1232,7 +1232,7 @@ def towers_runs(model, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[
             prompts = fresh_demo_prompts(model, ut, seed, sizes["n_towers"], K)
             return value_outputs(model, prompts, label_token_ids(model.tokenizer, ut.task), hs, batch_size)
         out[t] = cached("heads_towers", {"model": name, "task": t, "seed": seed, "k": K, "n": sizes["n_towers"],
-                                             "heads": hs}, compute)
+                                             "heads": hs}, compute, model=model)
     return out
 
 
@@ -1255,5 +1255,6 @@ def bias_runs(model, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[He
                 def compute(fn=fns[kind], ut=ut, seed=seed, hs=hs):
                     return fn(model, ut, hs, seed=seed, n_test=sizes["n_eval"], batch_size=batch_size)
                 out[(t, seed, kind)] = cached("heads_bias", {"model": name, "task": t, "seed": seed, "kind": kind,
-                                                                 "n": sizes["n_eval"], "heads": hs}, compute)
+                                                                 "n": sizes["n_eval"], "heads": hs}, compute,
+                                              model=model)
     return out

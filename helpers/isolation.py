@@ -446,7 +446,8 @@ def isolation_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | 
 
         out[(task, seed)] = cached("isolation", {"model": name, "task": task, "seed": seed, "n": m, "ks": ks,
                                                  "top_k": top_k, "profile": profile, "sweep_n": sweep_n,
-                                                 "random_draw": random_draw, "random_n": random_n}, run)
+                                                 "random_draw": random_draw, "random_n": random_n}, run,
+                                   model=model)
     return out
 
 

@@ -230,7 +230,7 @@ def vanilla_accuracy(model, tasks: Sequence[str], seeds: Sequence[int], n_test: 
                 return {"n": len(r), "dropped": s.n_dropped, "accuracy": r.accuracy,
                         "pred": r.pred.tolist(), "gold": r.gold.tolist(), "idx": [p.query.idx for p in s.prompts]}
             out = cached("vanilla_accuracy", {"model": name, "task": task, "seed": seed, "n_test": n_test,
-                                              "k": k, "profile": profile}, run)
+                                              "k": k, "profile": profile}, run, model=model)
             rows.append({"task": task, "seed": seed, "shots": k, "n": out["n"], "dropped": out["dropped"],
                          "accuracy": out["accuracy"], "idx": out["idx"],
                          "correct": [int(a == b) for a, b in zip(out["pred"], out["gold"])]})

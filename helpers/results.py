@@ -99,9 +99,25 @@ def save_figure(fig, name: str, model_name: str | None = None, profile: str | No
     return path
 
 
+def data_digest() -> str:
+    """Digest of the data root's ``checksums.json`` (every data file is verified against it when loaded, so it
+    identifies the data); "none" when there is none."""
+    from .tasks import data_dir
+
+    path = data_dir() / "checksums.json"
+    if not path.exists():
+        return "none"
+    return _file_digest(str(path), path.stat().st_mtime_ns, path.stat().st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _file_digest(path: str, mtime_ns: int, size: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
 def _key(kind: str, params: dict) -> str:
-    blob = json.dumps({"kind": kind, "v": CACHE_VERSION, "code": code_digest(), **_jsonable(params)},
-                      sort_keys=True, default=str)
+    blob = json.dumps({"kind": kind, "v": CACHE_VERSION, "code": code_digest(), "data": data_digest(),
+                       **_jsonable(params)}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -132,16 +148,21 @@ def prompts_digest(prompts, label_ids=()) -> str:
     return h.hexdigest()[:24]
 
 
-def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = True) -> Any:
+def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = True, model=None) -> Any:
     """``compute()``'s result, cached on disk under (kind, params).
 
     ``params`` must name everything the result depends on (model, task, seed,
-    profile, sizes...). Results are saved with ``torch.save`` (tensors, dicts,
-    lists, dataclasses of those). ``ICL_RECOMPUTE=1`` or ``cache=False``
-    recomputes (and refreshes the stored copy).
+    profile, sizes...). The key also holds a digest of the code in ``helpers/``
+    (:func:`code_digest`), of the data (:func:`data_digest`: the checksums every data file is verified
+    against) and, with ``model``, of the model's weights (:func:`model_fingerprint`), so a changed
+    protocol, data file or checkpoint under the same name is recomputed, never served. Results are
+    saved with ``torch.save`` (tensors, dicts, lists, dataclasses of those). ``ICL_RECOMPUTE=1`` or
+    ``cache=False`` recomputes (and refreshes the stored copy).
     """
     from .models import cache_dir
 
+    if model is not None:
+        params = {**params, "weights": model_fingerprint(model)}
     root = Path(os.environ["ICL_RESULTS_CACHE"]) if os.environ.get("ICL_RESULTS_CACHE") else cache_dir() / "results"
     path = root / kind / f"{_key(kind, params)}.pt"
     force = os.environ.get("ICL_RECOMPUTE", "") not in ("", "0")

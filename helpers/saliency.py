@@ -290,7 +290,7 @@ def saliency_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | i
             return saliency_flow(model, prompts, lids, batch_size=batch_size)
 
         out[(task, seed)] = cached("saliency_flow", {"model": name, "task": task, "seed": seed, "n": k,
-                                                     "profile": profile}, run)
+                                                     "profile": profile}, run, model=model)
     return out
 
 

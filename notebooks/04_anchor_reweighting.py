@@ -76,7 +76,7 @@ for task in profile.tasks:
     for seed in seeds:
         params = dict(model=model_name, task=task, seed=seed, n_test=N_TEST, epochs=profile.reweight_epochs,
                       per_class=profile.reweight_train_per_class, lr=0.01, batch=1)
-        rows[task, seed] = cached("reweight_table1", params, lambda: one(task, seed))
+        rows[task, seed] = cached("reweight_table1", params, lambda: one(task, seed), model=model)
         r = rows[task, seed]
         print(f"{task:14s} seed {seed}: 1-shot {r.acc_1shot:.3f}  5-shot {r.acc_5shot:.3f}  "
               f"re-weighting {r.acc_reweight:.3f}  (n={r.n_test}, dropped {r.n_dropped})")

@@ -65,7 +65,7 @@ for seed in seeds:
     icl = make_icl_set(model, TASK, seed, profile.n_diagnosis)
     params = dict(model=model_name, task=TASK, seed=seed, n=profile.n_diagnosis)
     vecs[seed] = cached("diagnosis_qk", params, lambda: collect_qk(model, icl.prompts, icl.label_ids,
-                                                                     batch_size=profile.batch_size))
+                                                                     batch_size=profile.batch_size), model=model)
     print(f"seed {seed}: {len(icl.prompts)} inputs, accuracy "
           f"{(vecs[seed].label_probs.argmax(-1) == vecs[seed].gold).float().mean():.3f}")
 

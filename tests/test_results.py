@@ -27,3 +27,57 @@ def test_code_digest_covers_the_helpers_source():
     assert len(d) == 16 and d == R.code_digest()
     files = sorted(R.HELPERS.rglob("*.py"))
     assert R.HELPERS / "prefix.py" in files and R.HELPERS / "results.py" in files
+
+
+def test_cached_recomputes_for_other_weights_under_the_same_name(tmp_path, monkeypatch):
+    """Two checkpoints that share a name (a fine-tune, re-quantised weights) never share a stored result."""
+    import torch
+
+    from helpers.models import make_tiny_model
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    monkeypatch.delenv("ICL_RECOMPUTE", raising=False)
+    a = make_tiny_model("gpt2", seed=0)
+    b = make_tiny_model("gpt2", seed=0)
+    assert a.cfg.icl_model_name == b.cfg.icl_model_name
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return len(calls)
+
+    params = {"model": a.cfg.icl_model_name, "seed": 1}
+    assert R.cached("probe", params, compute, model=a) == 1
+    assert R.cached("probe", params, compute, model=b) == 1  # identical weights: served
+    with torch.no_grad():
+        b.W_U[0, 0] += 1.0  # one value of another checkpoint under the same name
+    assert R.cached("probe", params, compute, model=b) == 2
+    assert R.cached("probe", params, compute, model=a) == 1
+
+
+def test_cached_recomputes_when_the_data_change(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path / "store"))
+    monkeypatch.delenv("ICL_RECOMPUTE", raising=False)
+    import json
+    import shutil
+
+    from helpers.tasks import data_dir
+
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(data_dir() / "checksums.json", data / "checksums.json")
+    monkeypatch.setenv("ICL_ANCHORS_DATA", str(data))
+    assert data_dir() == data
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return len(calls)
+
+    assert R.cached("probe", {"task": "sst2"}, compute) == 1
+    assert R.cached("probe", {"task": "sst2"}, compute) == 1
+    sums = json.loads((data / "checksums.json").read_text())
+    first = next(iter(sums))
+    sums[first]["sha256"] = "0" * 64  # a rebuilt data file has another checksum
+    (data / "checksums.json").write_text(json.dumps(sums))
+    assert R.cached("probe", {"task": "sst2"}, compute) == 2
