@@ -32,6 +32,10 @@ loads from the hub when a network exists. GPT-2 and GPT-J run without BOS, as
 the paper's code did. Every hub request has connect and read timeouts, and a
 hub that never answers raises :class:`NoNetworkError` after ``ICL_HUB_TIMEOUT``
 seconds (default 15; within 30 s counting huggingface_hub's retry sleep).
+
+``ICL_DTYPE`` (``float32``, the default; ``bfloat16``; ``float16``) sets the
+dtype when load_model is given none; a dtype other than float32 is part of the
+recorded name (``gpt2-xl@bfloat16``), so results of two dtypes never mix.
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ __all__ = [
     "LocalModelError",
     "HUB_TIMEOUT_DEFAULT",
     "hub_timeout",
+    "DTYPES",
+    "resolve_dtype",
+    "dtype_name",
     "cache_dir",
     "model_identity",
     "local_model_name",
@@ -298,6 +305,37 @@ OFFLINE_MODELS: dict[str, Callable] = {DEFAULT_MODEL: _load_gemma, SMOLLM2: _loa
 _NO_BOS_PREFIXES = ("gpt2", "distilgpt2", "EleutherAI/gpt-j", "gpt-j")
 
 
+# ---------------------------------------------------------------------- dtype
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_dtype(dtype: torch.dtype | str | None = None) -> torch.dtype:
+    """``dtype`` (a torch dtype or its name), or ``$ICL_DTYPE`` when it is None; float32 by default."""
+    if dtype is None:
+        raw = os.environ.get("ICL_DTYPE", "").strip()
+        if not raw:
+            return torch.float32
+        source = f"ICL_DTYPE={raw!r}"
+    else:
+        raw, source = dtype, f"dtype={dtype!r}"
+    if isinstance(raw, torch.dtype):
+        for value in DTYPES.values():
+            if raw == value:
+                return value
+    else:
+        key = str(raw).strip().lower().removeprefix("torch.")
+        if key in DTYPES:
+            return DTYPES[key]
+    raise ValueError(f"{source} is not a supported dtype: choose one of {', '.join(DTYPES)} (default float32).")
+
+
+def dtype_name(dtype: torch.dtype | str | None = None) -> str:
+    """``"float32"``, ``"bfloat16"`` or ``"float16"`` for ``dtype`` (None: ``$ICL_DTYPE``)."""
+    d = resolve_dtype(dtype)
+    return next(k for k, v in DTYPES.items() if v == d)
+
+
 # ------------------------------------------------------------ local directories
 #
 # A directory saved with ``model.save_pretrained(dir)`` and ``tokenizer.save_pretrained(dir)`` loads offline.
@@ -385,14 +423,21 @@ def local_model_name(path: str | Path) -> str:
     return f"local:{p.name}-{hashlib.sha256(str(p).encode()).hexdigest()[:8]}"
 
 
-def model_identity(name: str) -> str:
+def model_identity(name: str, dtype: torch.dtype | str | None = None) -> str:
     """The name results are recorded under (``model.cfg.icl_model_name``; the results folder's slug).
 
     Model names are kept as they are (aliases are not expanded); a local directory becomes
-    :func:`local_model_name`.
+    :func:`local_model_name`. A dtype other than float32 (``dtype``, else ``$ICL_DTYPE``) is appended as
+    ``@bfloat16`` / ``@float16``, so results of two dtypes are never mixed; a name that already ends in one
+    (a recorded name) keeps it.
     """
+    head, sep, tail = name.rpartition("@")
+    if sep and tail in DTYPES and _local_dir(name) is None:
+        name, dtype = head, (tail if dtype is None else dtype)
     local = _local_dir(name)
-    return local_model_name(local) if local is not None else name
+    base = local_model_name(local) if local is not None else name
+    d = dtype_name(dtype)
+    return base if d == "float32" else f"{base}@{d}"
 
 
 def resolve_name(name: str) -> str:
@@ -626,7 +671,7 @@ def matmul_layout(model) -> None:
 def load_model(
     name: str = DEFAULT_MODEL,
     device: str | None = None,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | str | None = None,
     return_hf: bool = False,
     verbose: bool = True,
 ):
@@ -637,11 +682,19 @@ def load_model(
     name: canonical name or alias (``"gemma-3-270m"``, ``"smollm2"``, ``"gpt2-xl"``...), or the path of a
         local model directory saved with ``save_pretrained`` (recorded as :func:`local_model_name`).
     device: defaults to CUDA when available, else CPU.
+    dtype: ``float32``, ``bfloat16`` or ``float16`` (a torch dtype or its name); None reads ``$ICL_DTYPE``,
+        default float32. The dtype is part of the recorded name (:func:`model_identity`).
     return_hf: also return the transformers model (offline models and local directories) for
         cross-checks of log-probabilities.
     """
+    dtype = resolve_dtype(dtype)
     canonical = resolve_name(name)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if dtype != torch.float32 and str(device).startswith("cpu"):
+        warnings.warn(
+            f"{dtype_name(dtype)} on the CPU: allowed, but slow on CPUs without native {dtype_name(dtype)} "
+            "matrix units (AVX2-only CPUs are often several times slower than in float32). ICL_DTYPE=float32 "
+            "is the default.", stacklevel=2)
     t0 = time.perf_counter()
     hf = None
     local = None if canonical in OFFLINE_MODELS else _local_dir(canonical)
@@ -654,7 +707,7 @@ def load_model(
     model.eval()
     matmul_layout(model)
     fast_attention(model)
-    model.cfg.icl_model_name = model_identity(canonical)  # the name experiments record
+    model.cfg.icl_model_name = model_identity(canonical, dtype)  # the name experiments record
     if verbose:
         print(f"loaded {model.cfg.icl_model_name} in {time.perf_counter() - t0:.1f}s "
               f"({model.cfg.n_layers} layers x {model.cfg.n_heads} heads, BOS={'yes' if uses_bos(model) else 'no'})")

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -218,6 +218,65 @@ def test_directory_without_tokenizer_says_what_to_do(tmp_path):
 def test_unknown_name_mentions_local_directories():
     with pytest.raises(models.UnknownModelError, match="local model directory"):
         resolve_name("not-a-model-xyz")
+
+
+# ------------------------------------------------------------------------------------------------ dtype
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_icl_dtype_sets_the_dtype_and_the_recorded_name(tiny_dirs, monkeypatch, dtype):
+    from helpers.results import model_fingerprint, model_slug
+
+    path, _ = tiny_dirs["gpt2"]
+    monkeypatch.delenv("ICL_DTYPE", raising=False)
+    ref = load_model(str(path), device="cpu", verbose=False)
+    ref_slug = model_slug(str(path))
+    monkeypatch.setenv("ICL_DTYPE", dtype)
+    with pytest.warns(UserWarning, match="slow on CPUs"):
+        model = load_model(str(path), device="cpu", verbose=False)
+    assert model.cfg.dtype == getattr(torch, dtype)
+    assert all(p.dtype == getattr(torch, dtype) for p in model.parameters())
+    # results never mix dtypes: the recorded name, the results folder and the weights fingerprint differ
+    assert model.cfg.icl_model_name == f"{ref.cfg.icl_model_name}@{dtype}"
+    assert model_slug(str(path)) == model_slug(model.cfg.icl_model_name) == f"{ref_slug}-{dtype}"
+    assert model_fingerprint(model) != model_fingerprint(ref)
+    # an explicit dtype wins over ICL_DTYPE
+    assert load_model(str(path), device="cpu", dtype=torch.float32, verbose=False).cfg.dtype == torch.float32
+
+
+@pytest.mark.parametrize("dtype, rel_tol", [("bfloat16", 0.05), ("float16", 0.01)])
+def test_low_precision_stays_close_to_float32(tiny_dirs, monkeypatch, dtype, rel_tol):
+    # bfloat16 keeps 8 significant bits, float16 11: logits within rel_tol x their largest magnitude of float32's,
+    # and the label word chosen for 32 SST-2 prompts (the paper's prediction) almost always the same
+    from helpers.predict import predict
+    from helpers.prompts import make_icl_set
+
+    path, hf = tiny_dirs["llama"]
+    out = {}
+    for dt in ("float32", dtype):
+        monkeypatch.setenv("ICL_DTYPE", dt)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = load_model(str(path), device="cpu", verbose=False)
+        assert model.cfg.dtype == getattr(torch, dt)
+        with torch.inference_mode():
+            logits = model(_sequences(hf.config.vocab_size)).float()
+        s = make_icl_set(model, "sst2", seed=42, n_test=32)
+        out[dt] = logits, predict(model, s.prompts, s.label_ids, batch_size=8, top_k=0).pred
+    (ref, ref_pred), (low, low_pred) = out["float32"], out[dtype]
+    assert (low - ref).abs().max() <= rel_tol * ref.abs().max()
+    assert (low_pred == ref_pred).float().mean() >= 0.9
+
+
+def test_invalid_dtype_lists_the_allowed_ones(tiny_dirs, monkeypatch):
+    path, _ = tiny_dirs["gpt2"]
+    monkeypatch.setenv("ICL_DTYPE", "float64")
+    with pytest.raises(ValueError, match="ICL_DTYPE='float64'.*float32, bfloat16, float16"):
+        load_model(str(path), verbose=False)
+    monkeypatch.delenv("ICL_DTYPE")
+    with pytest.raises(ValueError, match="float32, bfloat16, float16"):
+        load_model(str(path), dtype="int8", verbose=False)
+    assert models.resolve_dtype(None) == torch.float32 and models.resolve_dtype("BFloat16") == torch.bfloat16
 
 
 # ------------------------------------------------------------------------------- the real offline models
