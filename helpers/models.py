@@ -692,9 +692,9 @@ def load_model(
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if dtype != torch.float32 and str(device).startswith("cpu"):
         warnings.warn(
-            f"{dtype_name(dtype)} on the CPU: allowed, but slow on CPUs without native {dtype_name(dtype)} "
-            "matrix units (AVX2-only CPUs are often several times slower than in float32). ICL_DTYPE=float32 "
-            "is the default.", stacklevel=2)
+            f"{dtype_name(dtype)} on the CPU: allowed, but much slower than float32 on CPUs without native "
+            f"{dtype_name(dtype)} matrix units (AVX2-only CPUs have none). ICL_DTYPE=float32 is the default.",
+            stacklevel=2)
     t0 = time.perf_counter()
     hf = None
     local = None if canonical in OFFLINE_MODELS else _local_dir(canonical)

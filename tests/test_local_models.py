@@ -232,7 +232,7 @@ def test_icl_dtype_sets_the_dtype_and_the_recorded_name(tiny_dirs, monkeypatch, 
     ref = load_model(str(path), device="cpu", verbose=False)
     ref_slug = model_slug(str(path))
     monkeypatch.setenv("ICL_DTYPE", dtype)
-    with pytest.warns(UserWarning, match="slow on CPUs"):
+    with pytest.warns(UserWarning, match="slower than float32 on CPUs without native"):
         model = load_model(str(path), device="cpu", verbose=False)
     assert model.cfg.dtype == getattr(torch, dtype)
     assert all(p.dtype == getattr(torch, dtype) for p in model.parameters())
