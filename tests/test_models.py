@@ -89,7 +89,8 @@ def _load_from_hub(endpoint: str, home: Path, **env_vars) -> subprocess.Complete
             "from helpers.models import load_model, resolve_name, NoNetworkError\n"
             "resolve_name('gpt2')\n"  # imports done: time the hub part only
             "t0 = time.monotonic()\n"
-            "try:\n    load_model('gpt2', verbose=False)\n"
+            "try:\n    m = load_model('gpt2', verbose=False)\n"
+            "    print('LOADED', round(time.monotonic() - t0, 2), m.cfg.n_layers, m.cfg.d_model)\n"
             "except NoNetworkError as e:\n    print('NONET', round(time.monotonic() - t0, 2), e)\n")
     env = {k: v for k, v in os.environ.items()
            if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "ICL_HUB_TIMEOUT", "HF_HUB_ETAG_TIMEOUT",
@@ -117,6 +118,26 @@ def test_silent_hub_fails_within_the_bound(silent_hub, tmp_path):
     assert conns, "the hub path never reached the test server"
     assert seconds < 2 + _max_backoff_sleep(), out.stdout  # the bound, plus at most one back-off sleep
     assert "no answer within 2 s" in out.stdout and "offline model" in out.stdout
+
+
+def test_cached_hub_model_loads_when_the_hub_is_silent(silent_hub, tmp_path):
+    # a tiny random "gpt2" in the Hugging Face cache: once the hub has been silent for the bound, it counts as
+    # offline and the cached files load
+    import transformers as tr
+
+    repo = tmp_path / "hub" / "models--gpt2"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    tok = models.gpt2_tokenizer()
+    tr.GPT2LMHeadModel(tr.GPT2Config(vocab_size=len(tok), n_positions=64, n_ctx=64, n_embd=32, n_layer=2,
+                                     n_head=4)).save_pretrained(snapshot)
+    tok.save_pretrained(snapshot)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    endpoint, conns = silent_hub
+    out = _load_from_hub(endpoint, tmp_path, ICL_HUB_TIMEOUT="2")
+    assert "LOADED" in out.stdout, out.stdout + out.stderr[-2000:]
+    assert out.stdout.split()[2:4] == ["2", "32"] and conns
+    assert float(out.stdout.split()[1]) < 2 + _max_backoff_sleep()
 
 
 @pytest.mark.slow
