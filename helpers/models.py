@@ -721,9 +721,10 @@ def load_model(
 # huggingface_hub's HTTP client has no timeout of its own, and some of its calls pass none (transformers asks
 # for a model's revision that way before every download): a network that accepts connections but never
 # answers would hang load_model for ever. Inside _bounded_hub every request gets connect/read/write timeouts,
-# and until the hub has answered once, no request may wait past the bound; after that the hub treats it as
-# offline (cached files still load, others fail with NoNetworkError). huggingface_hub's retries sleep at most
-# 8 s, so with the default bound of 15 s a silent hub fails within about 25 s.
+# and until the hub has answered once, no request may wait past the bound; once the bound has passed without
+# an answer, the hub counts as offline (cached files still load, others fail with NoNetworkError).
+# huggingface_hub's retries sleep at most 8 s, so with the default bound of 15 s a silent hub fails within
+# about 25 s.
 
 HUB_TIMEOUT_DEFAULT = 15.0  # seconds; ICL_HUB_TIMEOUT overrides
 _HUB_TIMEOUT_VARS = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT")  # huggingface_hub's own settings
@@ -769,7 +770,7 @@ def _bounded_hub(timeout: float):
     from huggingface_hub.utils import _http
 
     bound = max([timeout, *_user_hub_timeouts()])
-    state = {"t0": time.monotonic(), "answered": False, "silent": False}
+    state = {"t0": time.monotonic(), "answered": False, "silent": False, "bound": bound}
 
     class HubNoAnswer(OfflineModeIsEnabled):  # offline: the hub's and transformers' own fallbacks apply
         pass
@@ -824,7 +825,7 @@ def _load_hub(name: str, device: str, dtype: torch.dtype):
     except (OSError, ConnectionError, TimeoutError, httpx.TransportError) as e:
         offline = os.environ.get("HF_HUB_OFFLINE") == "1"
         why = (" (HF_HUB_OFFLINE=1 is set)" if offline else
-               f" (no answer within {timeout:g} s; ICL_HUB_TIMEOUT sets this bound)" if hub["silent"] else "")
+               f" (no answer within {hub['bound']:g} s; ICL_HUB_TIMEOUT sets this bound)" if hub["silent"] else "")
         raise NoNetworkError(
             f"Could not download {name!r} from the Hugging Face hub{why}: {type(e).__name__}: "
             f"{(str(e).strip().splitlines() or [''])[0][:200]} "
