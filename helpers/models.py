@@ -22,9 +22,20 @@ The dequantised float32 weights are cached as safetensors under
 ``cache_dir()`` (``$ICL_ANCHORS_CACHE`` or the user cache dir) so the second
 load takes seconds.
 
+A local directory saved with ``save_pretrained`` (config.json, weights,
+tokenizer files) loads offline for the architectures TransformerLens converts
+(GPT-2, GPT-J, GPT-NeoX, Llama, Mistral, Qwen, Phi, Gemma, ...), recorded as
+``local:<folder name>-<hash of its path>``.
+
 Any official TransformerLens name (``gpt2-xl``, ``EleutherAI/gpt-j-6B``, ...)
 loads from the hub when a network exists. GPT-2 and GPT-J run without BOS, as
-the paper's code did.
+the paper's code did. Every hub request has connect and read timeouts, and a
+hub that never answers raises :class:`NoNetworkError` after ``ICL_HUB_TIMEOUT``
+seconds (default 15; within 30 s counting huggingface_hub's retry sleep).
+
+``ICL_DTYPE`` (``float32``, the default; ``bfloat16``; ``float16``) sets the
+dtype when load_model is given none; a dtype other than float32 is part of the
+recorded name (``gpt2-xl@bfloat16``), so results of two dtypes never mix.
 """
 
 from __future__ import annotations
@@ -52,7 +63,15 @@ __all__ = [
     "UnknownModelError",
     "MissingWeightsError",
     "NoNetworkError",
+    "LocalModelError",
+    "HUB_TIMEOUT_DEFAULT",
+    "hub_timeout",
+    "DTYPES",
+    "resolve_dtype",
+    "dtype_name",
     "cache_dir",
+    "model_identity",
+    "local_model_name",
     "load_model",
     "matmul_layout",
     "fast_attention",
@@ -93,6 +112,10 @@ class MissingWeightsError(ModelLoadError):
 
 class NoNetworkError(ModelLoadError):
     pass
+
+
+class LocalModelError(ModelLoadError, ValueError):
+    """A local model directory that cannot be loaded (missing, not a model, unsupported architecture)."""
 
 
 def cache_dir() -> Path:
@@ -282,11 +305,154 @@ OFFLINE_MODELS: dict[str, Callable] = {DEFAULT_MODEL: _load_gemma, SMOLLM2: _loa
 _NO_BOS_PREFIXES = ("gpt2", "distilgpt2", "EleutherAI/gpt-j", "gpt-j")
 
 
+# ---------------------------------------------------------------------- dtype
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_dtype(dtype: torch.dtype | str | None = None) -> torch.dtype:
+    """``dtype`` (a torch dtype or its name), or ``$ICL_DTYPE`` when it is None; float32 by default."""
+    if dtype is None:
+        raw = os.environ.get("ICL_DTYPE", "").strip()
+        if not raw:
+            return torch.float32
+        source = f"ICL_DTYPE={raw!r}"
+    else:
+        raw, source = dtype, f"dtype={dtype!r}"
+    if isinstance(raw, torch.dtype):
+        for value in DTYPES.values():
+            if raw == value:
+                return value
+    else:
+        key = str(raw).strip().lower().removeprefix("torch.")
+        if key in DTYPES:
+            return DTYPES[key]
+    raise ValueError(f"{source} is not a supported dtype: choose one of {', '.join(DTYPES)} (default float32).")
+
+
+def dtype_name(dtype: torch.dtype | str | None = None) -> str:
+    """``"float32"``, ``"bfloat16"`` or ``"float16"`` for ``dtype`` (None: ``$ICL_DTYPE``)."""
+    d = resolve_dtype(dtype)
+    return next(k for k, v in DTYPES.items() if v == d)
+
+
+# ------------------------------------------------------------ local directories
+#
+# A directory saved with ``model.save_pretrained(dir)`` and ``tokenizer.save_pretrained(dir)`` loads offline.
+# TransformerLens builds the config and converts the weights (its own code, as in ``from_pretrained``); two of
+# its habits need a hand:
+# - it picks Llama / Gemma from the *name* before reading config.json, so a path containing "llama" or "gemma"
+#   would skip the config. It therefore reads a copy of config.json from a neutrally named temporary folder.
+# - its GPT-2 config reads ``n_ctx``, which transformers no longer writes (``n_positions`` holds it).
+# Gemma's TransformerLens configs are written per checkpoint (layer pattern, rotary bases, window), not read from
+# config.json; a Gemma directory therefore takes the config of the official checkpoint with the same shape.
+
+# TransformerLens reads these configs from config.json (causal language models only)
+_LOCAL_ARCHITECTURES = (
+    "GPT2LMHeadModel", "GPTJForCausalLM", "GPTNeoXForCausalLM", "GPTNeoForCausalLM", "OPTForCausalLM",
+    "BloomForCausalLM", "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM", "PhiForCausalLM", "Phi3ForCausalLM", "GptOssForCausalLM", "ApertusForCausalLM",
+    "OlmoeForCausalLM", "Olmo3ForCausalLM",
+)
+# ... and these from the official checkpoint of the same shape
+_LOCAL_GEMMA_ARCHITECTURES = ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM")
+# Paper's convention (GPT-2, GPT-J) and TransformerLens' (GPT-NeoX): no BOS. Other models follow their tokenizer.
+_NO_BOS_MODEL_TYPES = ("gpt2", "gptj", "gpt_neox")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+_LOCAL_MAX_CTX = 8192  # rotary models: TransformerLens allocates its sin/cos tables for the whole context
+_SAVE_HINT = ("Save a model with `model.save_pretrained(d)` and its tokenizer with `tokenizer.save_pretrained(d)` "
+              "(transformers), then pass d to load_model or set ICL_MODEL=d.")
+
+
+def _local_dir(name: str) -> Path | None:
+    """The directory ``name`` points to (resolved), or None when ``name`` is a model name.
+
+    A name is a path when it is written as one (absolute, ``./``, ``../``, ``~``) or when it exists on disk
+    and is not one of the offline models' names or aliases (hub names such as ``gpt2-xl`` only count as paths
+    if such a folder exists, as in transformers and TransformerLens).
+    """
+    s = str(name)
+    if not s:
+        return None
+    p = Path(s).expanduser()
+    explicit = p.is_absolute() or s.startswith(("./", "../", "~", ".\\", "..\\")) or s in (".", "..")
+    if explicit or (s not in ALIASES and s not in OFFLINE_MODELS and p.exists()):
+        return p.resolve()
+    return None
+
+
+def _local_config(path: Path) -> dict:
+    """config.json of a local model directory, checked; a clear :class:`LocalModelError` otherwise."""
+    import json
+
+    if not path.exists():
+        raise LocalModelError(f"Model directory {str(path)!r} does not exist. {_SAVE_HINT}")
+    if not path.is_dir():
+        raise LocalModelError(f"{str(path)!r} is a file, not a model directory. {_SAVE_HINT}")
+    if not (path / "config.json").is_file():
+        raise LocalModelError(f"{str(path)!r} has no config.json, so it is not a Hugging Face model directory. "
+                              f"{_SAVE_HINT}")
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except ValueError as e:
+        raise LocalModelError(f"{str(path / 'config.json')!r} is not valid JSON ({e}). {_SAVE_HINT}") from e
+    archs = config.get("architectures") or []
+    supported = sorted(_LOCAL_ARCHITECTURES + _LOCAL_GEMMA_ARCHITECTURES)
+    if not archs:
+        raise LocalModelError(f"{str(path / 'config.json')!r} names no architecture ('architectures' is missing). "
+                              f"Save the model from a *ForCausalLM class, e.g. AutoModelForCausalLM; supported: "
+                              f"{supported}.")
+    if archs[0] not in supported:
+        raise LocalModelError(f"{str(path)!r} is a {archs[0]}, which TransformerLens cannot load as a "
+                              f"HookedTransformer here. Supported architectures: {supported}.")
+    if not any((path / f).is_file() for f in _TOKENIZER_FILES):  # transformers would make an empty tokenizer
+        raise LocalModelError(f"{str(path)!r} has no tokenizer files ({', '.join(_TOKENIZER_FILES)}). Save the "
+                              "model's tokenizer there with `tokenizer.save_pretrained(d)`.")
+    return config
+
+
+def local_model_name(path: str | Path) -> str:
+    """The name a local directory is recorded under: ``local:<folder name>-<8 hex digits of its full path>``.
+
+    Readable, stable across runs, and distinct for two folders with the same name (results folders and the
+    results cache key on it).
+    """
+    import hashlib
+
+    p = Path(path).expanduser().resolve()
+    return f"local:{p.name}-{hashlib.sha256(str(p).encode()).hexdigest()[:8]}"
+
+
+def model_identity(name: str, dtype: torch.dtype | str | None = None) -> str:
+    """The name results are recorded under (``model.cfg.icl_model_name``; the results folder's slug).
+
+    Model names are kept as they are (aliases are not expanded); a local directory becomes
+    :func:`local_model_name`. A dtype other than float32 (``dtype``, else ``$ICL_DTYPE``) is appended as
+    ``@bfloat16`` / ``@float16``, so results of two dtypes are never mixed; a name that already ends in one
+    (a recorded name) keeps it.
+    """
+    head, sep, tail = name.rpartition("@")
+    if sep and tail in DTYPES and _local_dir(name) is None:
+        name, dtype = head, (tail if dtype is None else dtype)
+    local = _local_dir(name)
+    base = local_model_name(local) if local is not None else name
+    d = dtype_name(dtype)
+    return base if d == "float32" else f"{base}@{d}"
+
+
 def resolve_name(name: str) -> str:
-    """Map an alias to its canonical name; raise :class:`UnknownModelError` if unknown."""
+    """Map an alias to its canonical name, or a local model directory to its absolute path.
+
+    Raises :class:`LocalModelError` for a directory that cannot be loaded and :class:`UnknownModelError`
+    for an unknown name.
+    """
     name = ALIASES.get(name, name)
     if name in OFFLINE_MODELS:
         return name
+    local = _local_dir(name)
+    if local is not None:
+        _local_config(local)
+        return str(local)
     from transformer_lens.loading_from_pretrained import OFFICIAL_MODEL_NAMES, get_official_model_name
 
     if name in OFFICIAL_MODEL_NAMES:
@@ -298,9 +464,122 @@ def resolve_name(name: str) -> str:
         pass
     raise UnknownModelError(
         f"Unknown model {name!r}. Offline models: {sorted(OFFLINE_MODELS)} (aliases "
-        f"{sorted(ALIASES)}); with a network, any TransformerLens name such as 'gpt2-xl' "
-        "or 'EleutherAI/gpt-j-6B' (see transformer_lens.loading_from_pretrained.OFFICIAL_MODEL_NAMES)."
+        f"{sorted(ALIASES)}); a local model directory saved with save_pretrained (give its path); with a "
+        "network, any TransformerLens name such as 'gpt2-xl' or 'EleutherAI/gpt-j-6B' (see "
+        "transformer_lens.loading_from_pretrained.OFFICIAL_MODEL_NAMES)."
     )
+
+
+@contextlib.contextmanager
+def _hub_offline():
+    """Inside, any request to the Hugging Face hub raises instead of going out (local loads stay local)."""
+    from huggingface_hub import constants
+
+    old = constants.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = old
+
+
+def _tokenizer_adds_bos(tok) -> bool:
+    bos = tok.bos_token_id
+    if bos is None:
+        return False
+    ids = tok("a", add_special_tokens=True)["input_ids"]
+    return bool(ids) and ids[0] == bos
+
+
+def _official_gemma_name(config: dict, arch: str) -> str:
+    """The official TransformerLens Gemma checkpoint whose shape matches ``config`` (its config is per name)."""
+    from transformer_lens.loading_from_pretrained import OFFICIAL_MODEL_NAMES, convert_hf_model_config
+
+    want = {
+        "d_model": config.get("hidden_size"), "n_layers": config.get("num_hidden_layers"),
+        "n_heads": config.get("num_attention_heads"), "d_head": config.get("head_dim"),
+        "d_mlp": config.get("intermediate_size"), "n_key_value_heads": config.get("num_key_value_heads"),
+    }
+    for official in OFFICIAL_MODEL_NAMES:
+        if "gemma" not in official.lower():
+            continue
+        try:  # Gemma configs are written out per name in TransformerLens: nothing is downloaded
+            d = convert_hf_model_config(official)
+        except Exception:
+            continue
+        if d.get("original_architecture") == arch and all(d.get(k) == v for k, v in want.items()):
+            return official
+    raise LocalModelError(
+        f"TransformerLens writes Gemma configs per checkpoint (layer pattern, rotary bases, window) and none "
+        f"of its {arch} checkpoints has this directory's shape {want}. A Gemma directory must have the shape "
+        "of an official checkpoint (a copy or a fine-tune of one)."
+    )
+
+
+def _local_tl_config(path: Path, config: dict, hf_cfg: dict, bos: bool, device: str, dtype: torch.dtype,
+                     n_ctx: int | None = None):
+    """TransformerLens' config for a local directory, built by its own ``get_pretrained_model_config``."""
+    import json
+
+    from transformer_lens import loading_from_pretrained as loading
+
+    arch = config["architectures"][0]
+    kw = dict(hf_cfg=hf_cfg, fold_ln=False, device=device, dtype=dtype, default_prepend_bos=bos, n_ctx=n_ctx)
+    if arch in _LOCAL_GEMMA_ARCHITECTURES:
+        cfg = loading.get_pretrained_model_config(_official_gemma_name(config, arch), **kw)
+    else:
+        neutral = dict(config)
+        if neutral.get("model_type") == "gpt2" and "n_ctx" not in neutral:
+            neutral["n_ctx"] = neutral.get("n_positions", 1024)
+        with tempfile.TemporaryDirectory(prefix="icl-hf-config-") as tmp:
+            if "llama" in tmp.lower() or "gemma" in tmp.lower():  # TransformerLens would dispatch on the name
+                raise LocalModelError(f"The temporary folder {tmp!r} contains 'llama' or 'gemma', which "
+                                      "TransformerLens reads as a model name; set TMPDIR to another folder.")
+            (Path(tmp) / "config.json").write_text(json.dumps(neutral))
+            try:
+                cfg = loading.get_pretrained_model_config(tmp, **kw)
+            except NotImplementedError as e:
+                raise LocalModelError(f"TransformerLens cannot build a config for {str(path)!r}: {e}") from e
+    cfg.model_name = path.name
+    cfg.tokenizer_name = str(path)
+    if n_ctx is None and cfg.positional_embedding_type == "rotary" and cfg.n_ctx > _LOCAL_MAX_CTX:
+        return _local_tl_config(path, config, hf_cfg, bos, device, dtype, n_ctx=_LOCAL_MAX_CTX)
+    return cfg
+
+
+def _load_local(path: Path, device: str, dtype: torch.dtype):
+    """A local Hugging Face directory as a HookedTransformer, without weight processing, never touching the hub."""
+    from transformer_lens import HookedTransformer
+    from transformer_lens import loading_from_pretrained as loading
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    config = _local_config(path)
+    with _quiet(), _hub_offline():
+        try:
+            tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        except Exception as e:
+            tok, err = None, f"{type(e).__name__}: {str(e)[:200]}"
+        if tok is None or len(tok) < 2:
+            raise LocalModelError(f"Could not load a tokenizer from {str(path)!r} "
+                                  f"({err if tok is None else 'it is empty'}). Save the model's tokenizer there "
+                                  "with `tokenizer.save_pretrained(d)`.")
+        try:
+            hf = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
+        except Exception as e:
+            raise LocalModelError(f"Could not load the weights in {str(path)!r} ({type(e).__name__}: "
+                                  f"{str(e)[:200]}). {_SAVE_HINT}") from e
+        hf.eval()
+        bos = config.get("model_type") not in _NO_BOS_MODEL_TYPES and _tokenizer_adds_bos(tok)
+        cfg = _local_tl_config(path, config, hf.config.to_dict(), bos, device, dtype)
+        # the steps of HookedTransformer.from_pretrained_no_processing, which only takes hub names
+        state = loading.get_pretrained_state_dict(str(path), cfg, hf, dtype=dtype)
+        model = HookedTransformer(cfg, tok, move_to_device=False, default_padding_side="right")
+        model.load_and_process_state_dict(state, fold_ln=False, center_writing_weights=False,
+                                          center_unembed=False, fold_value_biases=False,
+                                          refactor_factored_attn_matrices=False)
+        model.move_model_modules_to_device()
+    model.cfg.default_prepend_bos = bos
+    return model, hf
 
 
 def _relayout(param: torch.nn.Parameter, order: tuple[int, ...]) -> None:
@@ -392,7 +671,7 @@ def matmul_layout(model) -> None:
 def load_model(
     name: str = DEFAULT_MODEL,
     device: str | None = None,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | str | None = None,
     return_hf: bool = False,
     verbose: bool = True,
 ):
@@ -400,43 +679,157 @@ def load_model(
 
     Parameters
     ----------
-    name: canonical name or alias (``"gemma-3-270m"``, ``"smollm2"``, ``"gpt2-xl"``...).
+    name: canonical name or alias (``"gemma-3-270m"``, ``"smollm2"``, ``"gpt2-xl"``...), or the path of a
+        local model directory saved with ``save_pretrained`` (recorded as :func:`local_model_name`).
     device: defaults to CUDA when available, else CPU.
-    return_hf: also return the transformers model (offline models only) for
+    dtype: ``float32``, ``bfloat16`` or ``float16`` (a torch dtype or its name); None reads ``$ICL_DTYPE``,
+        default float32. The dtype is part of the recorded name (:func:`model_identity`).
+    return_hf: also return the transformers model (offline models and local directories) for
         cross-checks of log-probabilities.
     """
+    dtype = resolve_dtype(dtype)
     canonical = resolve_name(name)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if dtype != torch.float32 and str(device).startswith("cpu"):
+        warnings.warn(
+            f"{dtype_name(dtype)} on the CPU: allowed, but much slower than float32 on CPUs without native "
+            f"{dtype_name(dtype)} matrix units (AVX2-only CPUs have none). ICL_DTYPE=float32 is the default.",
+            stacklevel=2)
     t0 = time.perf_counter()
     hf = None
+    local = None if canonical in OFFLINE_MODELS else _local_dir(canonical)
     if canonical in OFFLINE_MODELS:
         model, hf = OFFLINE_MODELS[canonical](device, dtype)
+    elif local is not None:
+        model, hf = _load_local(local, device, dtype)
     else:
         model = _load_hub(canonical, device, dtype)
     model.eval()
     matmul_layout(model)
     fast_attention(model)
-    model.cfg.icl_model_name = canonical  # the name experiments record
+    model.cfg.icl_model_name = model_identity(canonical, dtype)  # the name experiments record
     if verbose:
-        print(f"loaded {canonical} in {time.perf_counter() - t0:.1f}s "
+        print(f"loaded {model.cfg.icl_model_name} in {time.perf_counter() - t0:.1f}s "
               f"({model.cfg.n_layers} layers x {model.cfg.n_heads} heads, BOS={'yes' if uses_bos(model) else 'no'})")
     if return_hf:
         return model, hf
     return model
 
 
+# ------------------------------------------------------------------ hub waits
+#
+# huggingface_hub's HTTP client has no timeout of its own, and some of its calls pass none (transformers asks
+# for a model's revision that way before every download): a network that accepts connections but never
+# answers would hang load_model for ever. Inside _bounded_hub every request gets connect/read/write timeouts,
+# and until the hub has answered once, no request may wait past the bound; once the bound has passed without
+# an answer, the hub counts as offline (cached files still load, others fail with NoNetworkError).
+# huggingface_hub's retries sleep at most 8 s, so with the default bound of 15 s a silent hub fails within
+# about 25 s.
+
+HUB_TIMEOUT_DEFAULT = 15.0  # seconds; ICL_HUB_TIMEOUT overrides
+_HUB_TIMEOUT_VARS = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT")  # huggingface_hub's own settings
+
+
+def hub_timeout() -> float:
+    """Seconds load_model waits for a silent Hugging Face hub: ``$ICL_HUB_TIMEOUT``, default 15.
+
+    A user's own ``HF_HUB_ETAG_TIMEOUT`` / ``HF_HUB_DOWNLOAD_TIMEOUT`` are kept and can only lengthen it.
+    """
+    env = os.environ.get("ICL_HUB_TIMEOUT", "").strip()
+    if not env:
+        return HUB_TIMEOUT_DEFAULT
+    try:
+        value = float(env)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"ICL_HUB_TIMEOUT={env!r}: give a positive number of seconds (default {HUB_TIMEOUT_DEFAULT:g}).")
+    return value
+
+
+def _user_hub_timeouts() -> list[float]:
+    out = []
+    for var in _HUB_TIMEOUT_VARS:
+        try:
+            out.append(float(os.environ[var]))
+        except (KeyError, ValueError):
+            pass
+    return out
+
+
+@contextlib.contextmanager
+def _bounded_hub(timeout: float):
+    """Hub requests inside have timeouts, and a hub that never answers fails after ``timeout`` seconds.
+
+    Yields a dict whose ``"silent"`` is True once the bound cut the hub off. A user's own client factory
+    (``huggingface_hub.set_client_factory``) and timeout variables are kept: the hooks are added to their
+    client, and explicit timeouts are only shortened while the hub has not answered.
+    """
+    from huggingface_hub import constants
+    from huggingface_hub.errors import OfflineModeIsEnabled
+    from huggingface_hub.utils import _http
+
+    bound = max([timeout, *_user_hub_timeouts()])
+    state = {"t0": time.monotonic(), "answered": False, "silent": False, "bound": bound}
+
+    class HubNoAnswer(OfflineModeIsEnabled):  # offline: the hub's and transformers' own fallbacks apply
+        pass
+
+    def on_request(request):
+        t = dict(request.extensions.get("timeout") or {})
+        for key in ("connect", "read", "write", "pool"):
+            if t.get(key) is None:  # no timeout given (None means: wait for ever)
+                t[key] = bound
+        if not state["answered"]:
+            left = bound - (time.monotonic() - state["t0"])
+            if left <= 0:
+                state["silent"] = True
+                raise HubNoAnswer(f"the Hugging Face hub ({request.url.host}) did not answer within {bound:g} s")
+            t = {key: min(v, left) for key, v in t.items()}
+        request.extensions["timeout"] = t
+
+    def on_response(response):
+        state["answered"] = True
+
+    user_factory = getattr(_http, "_GLOBAL_CLIENT_FACTORY", _http.default_client_factory)
+
+    def factory():
+        client = user_factory()
+        hooks = client.event_hooks
+        client.event_hooks = {"request": [*hooks.get("request", []), on_request],
+                              "response": [*hooks.get("response", []), on_response]}
+        return client
+
+    saved = {var: getattr(constants, var) for var in _HUB_TIMEOUT_VARS}
+    for var in _HUB_TIMEOUT_VARS:
+        if not os.environ.get(var):  # the user's own setting wins
+            setattr(constants, var, min(saved[var], bound))
+    _http.set_client_factory(factory)
+    try:
+        yield state
+    finally:
+        _http.set_client_factory(user_factory)
+        for var, value in saved.items():
+            setattr(constants, var, value)
+
+
 def _load_hub(name: str, device: str, dtype: torch.dtype):
+    from huggingface_hub.utils import httpx  # the HTTP library huggingface_hub uses (httpx2 in 2.x)
     from transformer_lens import HookedTransformer
 
+    timeout = hub_timeout()
+    hub = {"silent": False}
     try:
-        with _quiet():
+        with _bounded_hub(timeout) as hub, _quiet():
             model = HookedTransformer.from_pretrained_no_processing(name, device=device, dtype=dtype)
-    except (OSError, ConnectionError, TimeoutError) as e:
+    except (OSError, ConnectionError, TimeoutError, httpx.TransportError) as e:
         offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        why = (" (HF_HUB_OFFLINE=1 is set)" if offline else
+               f" (no answer within {hub['bound']:g} s; ICL_HUB_TIMEOUT sets this bound)" if hub["silent"] else "")
         raise NoNetworkError(
-            f"Could not download {name!r} from the Hugging Face hub"
-            f"{' (HF_HUB_OFFLINE=1 is set)' if offline else ''}: {type(e).__name__}: {str(e)[:200]}. "
-            f"Without a network use an offline model: {sorted(OFFLINE_MODELS)}."
+            f"Could not download {name!r} from the Hugging Face hub{why}: {type(e).__name__}: "
+            f"{(str(e).strip().splitlines() or [''])[0][:200]} "
+            f"Without a network use an offline model: {sorted(OFFLINE_MODELS)}, or a local model directory."
         ) from e
     if name.startswith(_NO_BOS_PREFIXES):
         model.cfg.default_prepend_bos = False

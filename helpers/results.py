@@ -44,7 +44,13 @@ def code_digest() -> str:
 
 
 def model_slug(name: str) -> str:
-    return name.split("/")[-1].lower()
+    """The results folder of a model: the last part of its name, lower case. A local model directory gives
+    ``local-<folder name>-<hash of its path>``, and a dtype other than float32 (``$ICL_DTYPE``, or the
+    ``@dtype`` of a recorded name) is appended (:func:`helpers.models.model_identity`), so two folders with
+    the same name, or two dtypes, never share results."""
+    from .models import model_identity
+
+    return model_identity(name).split("/")[-1].lower().replace(":", "-").replace("@", "-")
 
 
 def results_dir(model_name: str | None = None, profile: str | None = None) -> Path:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import os
+import socket
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import einops
 import pytest
@@ -48,6 +52,141 @@ def test_hub_model_without_network_is_a_clear_error():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert "NONET" in out.stdout, out.stderr[-2000:]
     assert "offline model" in out.stdout
+
+
+@pytest.fixture
+def silent_hub():
+    """A local TCP server that accepts connections and never answers: a network that hangs. Yields
+    (endpoint URL, accepted connections)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    srv.settimeout(0.2)
+    conns, stop = [], threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conns.append(srv.accept()[0])
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    yield f"http://127.0.0.1:{srv.getsockname()[1]}", conns
+    stop.set()
+    th.join()
+    for c in conns:
+        c.close()
+    srv.close()
+
+
+def _load_from_hub(endpoint: str, home: Path, **env_vars) -> subprocess.CompletedProcess:
+    """load_model('gpt2') in a fresh process whose hub is ``endpoint`` (never the real one), empty cache."""
+    code = ("import time\n"
+            "from helpers.models import load_model, resolve_name, NoNetworkError\n"
+            "resolve_name('gpt2')\n"  # imports done: time the hub part only
+            "t0 = time.monotonic()\n"
+            "try:\n    m = load_model('gpt2', verbose=False)\n"
+            "    print('LOADED', round(time.monotonic() - t0, 2), m.cfg.n_layers, m.cfg.d_model)\n"
+            "except NoNetworkError as e:\n    print('NONET', round(time.monotonic() - t0, 2), e)\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "ICL_HUB_TIMEOUT", "HF_HUB_ETAG_TIMEOUT",
+                        "HF_HUB_DOWNLOAD_TIMEOUT") and "proxy" not in k.lower()}
+    root = str(Path(__file__).resolve().parents[1])
+    env.update(HF_ENDPOINT=endpoint, HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1", NO_PROXY="*",
+               PYTHONPATH=os.pathsep.join([root, env.get("PYTHONPATH", "")]), **env_vars)
+    try:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("load_model waited more than 120 s for a hub that never answers")
+
+
+def _max_backoff_sleep() -> float:
+    from huggingface_hub.utils import _http
+
+    return inspect.signature(_http.http_backoff).parameters["max_wait_time"].default
+
+
+def test_silent_hub_fails_within_the_bound(silent_hub, tmp_path):
+    endpoint, conns = silent_hub
+    out = _load_from_hub(endpoint, tmp_path, ICL_HUB_TIMEOUT="2")
+    assert "NONET" in out.stdout, out.stderr[-2000:]
+    seconds = float(out.stdout.split()[1])
+    assert conns, "the hub path never reached the test server"
+    assert seconds < 2 + _max_backoff_sleep(), out.stdout  # the bound, plus at most one back-off sleep
+    assert "no answer within 2 s" in out.stdout and "offline model" in out.stdout
+
+
+def test_cached_hub_model_loads_when_the_hub_is_silent(silent_hub, tmp_path):
+    # a tiny random "gpt2" in the Hugging Face cache: once the hub has been silent for the bound, it counts as
+    # offline and the cached files load
+    import transformers as tr
+
+    repo = tmp_path / "hub" / "models--gpt2"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    tok = models.gpt2_tokenizer()
+    tr.GPT2LMHeadModel(tr.GPT2Config(vocab_size=len(tok), n_positions=64, n_ctx=64, n_embd=32, n_layer=2,
+                                     n_head=4)).save_pretrained(snapshot)
+    tok.save_pretrained(snapshot)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    endpoint, conns = silent_hub
+    out = _load_from_hub(endpoint, tmp_path, ICL_HUB_TIMEOUT="2")
+    assert "LOADED" in out.stdout, out.stdout + out.stderr[-2000:]
+    assert out.stdout.split()[2:4] == ["2", "32"] and conns
+    assert float(out.stdout.split()[1]) < 2 + _max_backoff_sleep()
+
+
+@pytest.mark.slow
+def test_silent_hub_fails_within_30_s_by_default(silent_hub, tmp_path):
+    endpoint, _ = silent_hub
+    out = _load_from_hub(endpoint, tmp_path)
+    assert "NONET" in out.stdout, out.stderr[-2000:]
+    assert float(out.stdout.split()[1]) < 30, out.stdout
+
+
+def test_default_hub_bound_is_at_most_30_s(monkeypatch):
+    monkeypatch.delenv("ICL_HUB_TIMEOUT", raising=False)
+    assert models.hub_timeout() == models.HUB_TIMEOUT_DEFAULT
+    assert models.hub_timeout() + _max_backoff_sleep() <= 30  # worst case: the bound and one back-off sleep
+    monkeypatch.setenv("ICL_HUB_TIMEOUT", "2.5")
+    assert models.hub_timeout() == 2.5
+    for bad in ("0", "-1", "soon", "inf"):
+        monkeypatch.setenv("ICL_HUB_TIMEOUT", bad)
+        with pytest.raises(ValueError, match="ICL_HUB_TIMEOUT"):
+            models.hub_timeout()
+
+
+def test_every_hub_request_gets_timeouts_and_user_settings_are_kept(monkeypatch):
+    # a user's own client factory and HF_HUB_ETAG_TIMEOUT stay in force; requests without a timeout get one
+    import httpx2
+    from huggingface_hub import constants
+    from huggingface_hub.utils import _http
+
+    seen = []
+    user_factory = lambda: httpx2.Client(transport=httpx2.MockTransport(  # noqa: E731
+        lambda request: seen.append(dict(request.extensions["timeout"])) or httpx2.Response(200)))
+    monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "7")
+    monkeypatch.setattr(constants, "HF_HUB_ETAG_TIMEOUT", 7)
+    monkeypatch.delenv("HF_HUB_DOWNLOAD_TIMEOUT", raising=False)
+    download = constants.HF_HUB_DOWNLOAD_TIMEOUT
+    old = _http._GLOBAL_CLIENT_FACTORY
+    _http.set_client_factory(user_factory)
+    try:
+        with models._bounded_hub(3):
+            assert constants.HF_HUB_ETAG_TIMEOUT == 7  # the user's
+            assert constants.HF_HUB_DOWNLOAD_TIMEOUT == 7  # the bound: max(3, the user's 7)
+            _http.get_session().get("http://hub.invalid/a", timeout=None)  # None: httpx would wait for ever
+            _http.get_session().get("http://hub.invalid/b", timeout=60)  # the hub answered: explicit values stay
+        assert _http._GLOBAL_CLIENT_FACTORY is user_factory and constants.HF_HUB_DOWNLOAD_TIMEOUT == download
+    finally:
+        _http.set_client_factory(old)
+    assert len(seen) == 2
+    assert all(v is not None and 0 < v <= 7 for v in seen[0].values())  # bound: max(3, the user's 7)
+    assert seen[1] == {"connect": 60, "read": 60, "write": 60, "pool": 60}
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "rotary", "gqa"])
