@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # kill <pid> stops workers and their notebook kernels too
     models = [resolve_name(m) for m in a.models]
     cores = os.cpu_count() or 1
-    jobs = min(len(models), a.jobs or cores, cores) if a.runs_json is None else 1
+    jobs = timing.parallel_jobs(len(models), a.jobs, cores) if a.runs_json is None else 1
     if a.runs_json is None:
         _announce(a, models, jobs, cores)
     if jobs > 1:

@@ -31,7 +31,7 @@ if str(ROOT) not in sys.path:
 from helpers.profiles import OFFLINE_TASKS, PROFILES  # noqa: E402
 
 __all__ = ["DURATIONS_FILE", "MEASURED_DEFAULT", "OVERHEAD_SECONDS", "work", "builtin_seconds", "durations_path",
-           "recorded_durations", "record_duration", "notebook_estimates", "wall_seconds", "fmt_duration"]
+           "recorded_durations", "record_duration", "notebook_estimates", "parallel_jobs", "wall_seconds", "fmt_duration"]
 
 DURATIONS_FILE = "durations.json"
 
@@ -151,6 +151,11 @@ def notebook_estimates(out: Path, model: str, profile: str, notebooks, tasks=Non
     return est
 
 
+def parallel_jobs(n_models: int, jobs: int, cores: int) -> int:
+    """Workers run_all starts: ``jobs`` (0: one per CPU core), at most one per model and per core."""
+    return max(1, min(n_models, jobs or cores, cores))
+
+
 def wall_seconds(per_model: list[float], jobs: int) -> float:
     """Wall time of models run ``jobs`` at a time, each started, in order, as soon as a worker is free."""
     slots = [0.0] * max(1, min(jobs, len(per_model) or 1))
@@ -161,10 +166,12 @@ def wall_seconds(per_model: list[float], jobs: int) -> float:
 
 
 def fmt_duration(seconds: float) -> str:
-    """``45s``, ``3m10s``, ``1h05m``."""
+    """``45s``, ``3m10s`` (under 10 minutes), ``58m``, ``1h05m``."""
     s = int(round(max(seconds, 0.0)))
     if s < 60:
         return f"{s}s"
-    if s < 3600:
+    if s < 600:
         return f"{s // 60}m{s % 60:02d}s"
+    if s < 3600:
+        return f"{s // 60}m"
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
