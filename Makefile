@@ -18,12 +18,22 @@ PREFLIGHT_ARGS ?=
 
 .PHONY: setup preflight test test-fast run bench figures lab data clean
 
-setup: $(VENV)/.setup-done
+# torch is installed first and on its own. Its stamp's name carries a checksum of TORCH, so
+# `make setup TORCH=...` with another value reinstalls torch (and only torch): the build that was
+# there is replaced even if pip would call it satisfied (e.g. the CPU build for TORCH=torch).
+TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s' '$(TORCH)' | cksum | cut -d' ' -f1)
 
-$(VENV)/.setup-done: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+setup: $(VENV)/.setup-done $(TORCH_STAMP)
+
+$(TORCH_STAMP):
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --force-reinstall --no-deps "$(TORCH)"
 	$(PY) -m pip install --quiet "$(TORCH)"
+	rm -f $(VENV)/.torch-*
+	printf '%s\n' '$(TORCH)' > $@
+
+$(VENV)/.setup-done: pyproject.toml | $(TORCH_STAMP)
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $@
 

@@ -3,6 +3,7 @@
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,10 @@ def project(tmp_path):
     return make
 
 
+def _pip_installs(calls: list[str]) -> list[str]:
+    return [c for c in calls if " -m pip install" in c and "--upgrade pip" not in c]
+
+
 def test_run_calls_preflight_first(project):
     """`make run` runs scripts/preflight.py with the run's profile, models and jobs before run_all.py."""
     project("setup")
@@ -54,3 +59,28 @@ def test_run_calls_preflight_first(project):
     assert "--profile paper --models gpt2-xl --jobs 1" in lines[pre]
     assert project("preflight", "PREFLIGHT_ARGS=--ignore-resources", dry=True)[-1].endswith("--ignore-resources")
 
+
+def test_setup_reinstalls_torch_when_TORCH_changes(project):
+    """A CPU venv asked for another TORCH (e.g. the CUDA build) reinstalls torch, and only torch."""
+    first = project("setup")
+    assert any(" -m venv " in c for c in first)
+    installs = _pip_installs(first)
+    assert any("torch==2.13.0" in c for c in installs) and installs[-1].endswith('-e .[dev]'), first
+    assert not [c for c in project("setup", dry=True) if "pip" in c]  # up to date: nothing to do
+
+    second = project("setup", "TORCH=torch")
+    assert _pip_installs(second), "TORCH changed but setup did nothing: the CPU build would stay"
+    assert all(c.split()[-1] == "torch" for c in _pip_installs(second)), second  # torch only, not the project
+    assert any("--force-reinstall" in c for c in second)  # an installed torch of another build is replaced
+    assert not any(" -m venv " in c for c in second)
+    assert project("setup", "TORCH=torch") == []  # same TORCH again: nothing
+    assert not [c for c in project("setup", "TORCH=torch", dry=True) if "pip" in c]
+
+    back = project("setup")  # the default again
+    assert _pip_installs(back) and all("torch==2.13.0" in c for c in _pip_installs(back)), back
+
+    # pyproject.toml changed: the project is reinstalled, torch is not
+    later = time.time() + 5
+    os.utime(project.dir / "pyproject.toml", (later, later))
+    again = project("setup")
+    assert _pip_installs(again) and all("torch" not in c for c in _pip_installs(again)), again
