@@ -10,8 +10,9 @@ prints). Exit code 0 if the run can start, 1 with the reasons if not; nothing
 is downloaded and no model is loaded.
 
 The needs are rough: RAM about three float32 copies of the weights plus 2 GB
-per model running at once (Gemma-3-270m's worker peaked at 5.3 GB in a default
-run), disk 1 GB for results plus the weights not yet on disk.
+per model running at once (5.2 GB for Gemma-3-270m; the largest notebook
+process of a default run of both offline models peaked at 5.3 GB), disk 1 GB
+for results plus the weights not yet on disk.
 ``--ignore-resources`` turns RAM and disk shortfalls into warnings.
 """
 
@@ -204,7 +205,7 @@ def check_device(profile_name: str, jobs: int) -> tuple[str, list[str]]:
         warnings.append("an NVIDIA GPU is present but this torch is a CPU build: `make setup TORCH=torch` "
                         "installs the CUDA build")
     if profile_name == "paper":
-        warnings.append("the paper profile is sized for a GPU; on a CPU it takes days (estimate below)")
+        warnings.append("the paper profile is sized for a GPU; on a CPU it takes a day or more per model (estimate below)")
     return line, warnings
 
 
