@@ -1,5 +1,6 @@
 # Two commands on a fresh machine (see README.md):
-#   make run    set up, then execute every notebook on the offline models and write results/
+#   make run    set up, check (preflight), then execute every notebook on the offline models and write results/
+#   make preflight  check models, profile, tasks, device, RAM and disk, and print the estimated run time
 #   make test   set up, then run the unit tests and every notebook (smoke profile) under nbmake
 #   make bench  performance figures on the default model (run it on an idle machine)
 PYTHON ?= python3
@@ -12,15 +13,27 @@ MODELS ?= google/gemma-3-270m HuggingFaceTB/SmolLM2-135M-Instruct
 PYTEST_ARGS ?=
 # models run in parallel workers (0: one per model, at most one per CPU core); 1 on a single GPU
 JOBS ?= 0
+# e.g. --ignore-resources: RAM and disk shortfalls only warn
+PREFLIGHT_ARGS ?=
 
-.PHONY: setup test test-fast run bench figures lab data clean
+.PHONY: setup preflight test test-fast run bench figures lab data clean
 
-setup: $(VENV)/.setup-done
+# torch is installed first and on its own. Its stamp's name carries a checksum of TORCH, so
+# `make setup TORCH=...` with another value reinstalls torch (and only torch): the build that was
+# there is replaced even if pip would call it satisfied (e.g. the CPU build for TORCH=torch).
+TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s' '$(TORCH)' | cksum | cut -d' ' -f1)
 
-$(VENV)/.setup-done: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+setup: $(VENV)/.setup-done $(TORCH_STAMP)
+
+$(TORCH_STAMP):
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --force-reinstall --no-deps "$(TORCH)"
 	$(PY) -m pip install --quiet "$(TORCH)"
+	rm -f $(VENV)/.torch-*
+	printf '%s\n' '$(TORCH)' > $@
+
+$(VENV)/.setup-done: pyproject.toml | $(TORCH_STAMP)
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $@
 
@@ -32,7 +45,11 @@ test: setup
 test-fast: setup
 	ICL_PROFILE=smoke $(PY) -m pytest tests -q -m "not slow" $(PYTEST_ARGS)
 
-run: setup
+# seconds, before any notebook starts or model loads: fails with the reason (e.g. a hub model without a network)
+preflight: setup
+	$(PY) scripts/preflight.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(PREFLIGHT_ARGS)
+
+run: setup preflight
 	$(PY) scripts/run_all.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS)
 
 bench: setup

@@ -7,6 +7,13 @@ metrics to results/<model>/<profile>/{figures,metrics}/, and the summary to
 results/RESULTS-<profile>.md (+ .html). A failing notebook is recorded and the
 run goes on; the exit code is non-zero if any failed.
 
+While it runs, each model prints progress lines prefixed ``[<model>/<profile>]``:
+the notebook starting (its code cells), which cell is running (at most one line
+every ``--progress-every`` seconds), notebooks done / total, elapsed time and an
+estimate of what is left (scripts/timing.py: the durations earlier runs recorded
+in results/<model>/<profile>/durations.json, else a built-in estimate). A cell
+that fails is named at once: its number and the first line of the error.
+
 With several models, ``--jobs N`` (default: one per model, at most one per CPU
 core) runs the models in parallel processes, each with its share of the cores
 as torch threads: two single-threaded workers use two cores better than one
@@ -19,10 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +40,18 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import timing  # noqa: E402  (scripts/timing.py)
+
+_PRINT_LOCK = threading.Lock()
+
+
+def say(line: str) -> None:
+    """Print one whole line at once and flush: parallel workers share the terminal."""
+    with _PRINT_LOCK:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def main(argv=None) -> int:
@@ -45,6 +66,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=3600, help="seconds per cell")
     ap.add_argument("--jobs", type=int, default=0,
                     help="models run in parallel processes (0: one per model, at most one per CPU core)")
+    ap.add_argument("--progress-every", type=float, default=60.0, metavar="SECONDS",
+                    help="a progress line per model at most this often while a notebook runs (default 60)")
     ap.add_argument("--notebooks-dir", type=Path, default=ROOT / "notebooks", help=argparse.SUPPRESS)
     ap.add_argument("--runs-json", type=Path, help=argparse.SUPPRESS)  # worker mode: write runs, no report
     a = ap.parse_args(argv)
@@ -52,7 +75,9 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # kill <pid> stops workers and their notebook kernels too
     models = [resolve_name(m) for m in a.models]
     cores = os.cpu_count() or 1
-    jobs = min(len(models), a.jobs or cores, cores) if a.runs_json is None else 1
+    jobs = timing.parallel_jobs(len(models), a.jobs, cores) if a.runs_json is None else 1
+    if a.runs_json is None:
+        _announce(a, models, jobs, cores)
     if jobs > 1:
         runs, failed = _parallel(a, models, jobs, cores)
     else:
@@ -66,6 +91,155 @@ def main(argv=None) -> int:
     report = build_report(a.out, a.profile, models, runs, note=note)
     print(f"{note}\nreport: {report}")
     return 1 if failed else 0
+
+
+def _notebooks(a) -> list[Path]:
+    nbs = sorted(a.notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
+    if a.notebooks:
+        nbs = [p for p in nbs if p.name[:2] in a.notebooks]
+    return nbs
+
+
+def _tasks() -> tuple[str, ...] | None:
+    """``$ICL_TASKS`` as the notebooks will read it (None: the profile's tasks, or names they will reject)."""
+    from helpers.profiles import current_tasks
+
+    try:
+        return current_tasks() if os.environ.get("ICL_TASKS") else None
+    except ValueError:
+        return None
+
+
+def _announce(a, models: list[str], jobs: int, cores: int) -> None:
+    """One line before anything runs: how much, and about how long."""
+    stems = [p.stem for p in _notebooks(a)]
+    per_model = [sum(s for s, _ in timing.notebook_estimates(a.out, m, a.profile, stems, _tasks()).values())
+                 for m in models]
+    threads = max(1, cores // jobs)
+    say(f"run: {len(models)} model(s) x {len(stems)} notebook(s), profile {a.profile}, {jobs} parallel job(s) "
+        f"of {threads} thread(s); about {timing.fmt_duration(timing.wall_seconds(per_model, jobs))} in all")
+
+
+def _kernel_config(tmp: str):
+    """Notebook kernels talk to this process over IPC, not TCP: no ``Kernel is running over TCP without encryption``.
+
+    ipykernel warns on every kernel started on TCP ports without CurveZMQ keys. Here the kernel always runs on
+    this machine, so IPC (Unix socket files) is the natural transport: the files live in ``tmp``, a fresh folder
+    only this user can open (``tempfile.mkdtemp``), no port is opened, and two workers starting kernels at once
+    cannot race for the same free port. Lowering the kernel's log level would hide its real warnings too, and
+    CurveZMQ needs a libsodium build of pyzmq and a kernelspec that declares it. Off POSIX systems (not
+    supported here) kernels stay on TCP.
+    """
+    from traitlets.config import Config
+
+    if os.name != "posix":
+        return Config()
+    return Config({"KernelManager": {"transport": "ipc", "connection_file": str(Path(tmp) / "kernel.json")}})
+
+
+class Progress:
+    """Progress lines of one model: notebook started, cell running, done / failed, elapsed and time left."""
+
+    def __init__(self, tag: str, estimates: dict[str, tuple[float, str]], every: float):
+        self.tag, self.est, self.every = tag, estimates, every
+        self.total = len(estimates)
+        self.done = self.failed = 0
+        self.t0 = time.monotonic()
+        self.nb: str | None = None
+        self.nb_t0 = 0.0
+        self.cell = 0  # code cell running (1-based; 0: none yet)
+        self.cell_t0 = 0.0
+        self.n_cells = 0
+        self.code_cells: dict[int, int] = {}  # notebook cell index -> code cell number
+        self.reported = False  # this notebook's failure already printed
+        self.last = 0.0
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.ticker = threading.Thread(target=self._tick, daemon=True)
+
+    # -- lines
+    def _say(self, text: str) -> None:
+        self.last = time.monotonic()
+        say(f"{self.tag} {text}")
+
+    def _left(self) -> str:
+        now = time.monotonic()
+        rest = 0.0
+        over = False
+        for stem in list(self.est)[self.done:]:  # notebooks run in this order
+            s = self.est[stem][0]
+            if stem == self.nb:
+                spent = now - self.nb_t0
+                over = spent > s
+                s = max(s - spent, 0.0)
+            rest += s
+        tail = " after this notebook" if over else ""
+        return (f"{self.done}/{self.total} notebooks done | elapsed {timing.fmt_duration(now - self.t0)}, "
+                f"about {timing.fmt_duration(rest)} left{tail}")
+
+    def start(self) -> None:
+        total = sum(s for s, _ in self.est.values())
+        sources = sorted({src for _, src in self.est.values()})
+        self._say(f"{self.total} notebooks, about {timing.fmt_duration(total)} ({' and '.join(sources)} durations)")
+        if self.every > 0:
+            self.ticker.start()
+
+    def notebook(self, stem: str, nb) -> None:
+        with self.lock:
+            self.nb, self.nb_t0, self.cell, self.reported = stem, time.monotonic(), 0, False
+            self.code_cells = {}
+            for i, c in enumerate(nb.cells):
+                if c.cell_type == "code" and c.source.strip():
+                    self.code_cells[i] = len(self.code_cells) + 1
+            self.n_cells = len(self.code_cells)
+            self._say(f"{stem}: started, {self.n_cells} cell{'s' * (self.n_cells != 1)} | {self._left()}")
+
+    def cell_execute(self, cell, cell_index: int) -> None:
+        with self.lock:
+            self.cell, self.cell_t0 = self.code_cells.get(cell_index, self.cell), time.monotonic()
+
+    def cell_error(self, cell, cell_index: int, execute_reply) -> None:
+        if "raises-exception" in cell.metadata.get("tags", []):
+            return  # an expected error: nbclient goes on
+        c = execute_reply.get("content", {}) if execute_reply else {}
+        self.fail(f"{c.get('ename', 'Error')}: {c.get('evalue', '')}", cell)
+
+    def fail(self, error: str, cell=None) -> None:
+        """Name the failing cell at once (once per notebook)."""
+        with self.lock:
+            if self.reported:
+                return
+            self.reported = True
+            first = next((ln.strip() for ln in str(error).splitlines() if ln.strip()), "")[:200]
+            where = f"in cell {self.cell}/{self.n_cells}" if self.cell else "before its first cell"
+            src = ""
+            if cell is not None:
+                line = next((ln.strip() for ln in cell.source.splitlines() if ln.strip()), "")
+                src = f" ({line[:60]}{'...' if len(line) > 60 else ''})"
+            self._say(f"{self.nb}: FAILED {where}{src}: {first}")
+
+    def finished(self, stem: str, status: str, seconds: float) -> None:
+        with self.lock:
+            self.done += 1
+            self.failed += status != "ok"
+            self.nb = None
+            self._say(f"{stem}: {status} ({seconds:.0f}s) | {self._left()}")
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.ticker.is_alive():
+            self.ticker.join(timeout=5)
+        self._say(f"finished: {self.done}/{self.total} notebooks, {self.failed} failed, "
+                  f"in {timing.fmt_duration(time.monotonic() - self.t0)}")
+
+    def _tick(self) -> None:
+        while not self.stop.wait(min(1.0, self.every / 4)):
+            with self.lock:
+                if self.nb is None or time.monotonic() - self.last < self.every:
+                    continue
+                running = timing.fmt_duration(time.monotonic() - self.cell_t0)
+                cell = f"cell {self.cell}/{self.n_cells} (running {running})" if self.cell else "starting the kernel"
+                self._say(f"{self.nb}: {cell} | {self._left()}")
 
 
 def _interrupt(signum, frame):
@@ -100,15 +274,18 @@ def _parallel(a, models: list[str], jobs: int, cores: int) -> tuple[dict, int]:
 
 
 def _dispatch(a, pending, active, jobs, threads, env, tmp, runs) -> None:
+    from helpers.results import model_slug
+
     while pending or active:
         while pending and len(active) < jobs:
             m = pending.pop(0)
             out = Path(tmp) / f"{len(pending)}.json"
             cmd = [sys.executable, __file__, "--profile", a.profile, "--models", m, "--out", str(a.out),
-                   "--timeout", str(a.timeout), "--runs-json", str(out), "--notebooks-dir", str(a.notebooks_dir)]
+                   "--timeout", str(a.timeout), "--runs-json", str(out), "--notebooks-dir", str(a.notebooks_dir),
+                   "--progress-every", str(a.progress_every)]
             if a.notebooks:
                 cmd += ["--notebooks", *a.notebooks]
-            print(f"worker for {m}: {threads} thread(s)", flush=True)
+            say(f"worker for {m}: {threads} thread(s)")
             active.append((m, subprocess.Popen(cmd, env=env), out))
         time.sleep(2)
         for item in list(active):
@@ -120,14 +297,14 @@ def _dispatch(a, pending, active, jobs, threads, env, tmp, runs) -> None:
                 runs.update(json.loads(out.read_text())["runs"])
             else:
                 runs[m] = {"worker": {"status": f"FAILED: worker exited with {proc.returncode}", "seconds": 0}}
+                say(f"[{model_slug(m)}/{a.profile}] FAILED: worker exited with {proc.returncode}")
 
 
 def _serial(a, models: list[str]) -> tuple[dict, int]:
     from helpers.results import model_slug
 
-    nbs = sorted(a.notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
-    if a.notebooks:
-        nbs = [p for p in nbs if p.name[:2] in a.notebooks]
+    nbs = _notebooks(a)
+    tasks = _tasks()
     runs: dict[str, dict] = {}
     failed = 0
     for m in models:
@@ -135,21 +312,44 @@ def _serial(a, models: list[str]) -> tuple[dict, int]:
         outdir = a.out / model_slug(m) / a.profile / "notebooks"
         outdir.mkdir(parents=True, exist_ok=True)
         os.environ.update(ICL_MODEL=m, ICL_PROFILE=a.profile, ICL_RESULTS_DIR=str(a.out))
-        for nb_path in nbs:
-            nb = nbformat.read(nb_path, as_version=4)
-            t0 = time.perf_counter()
-            status = "ok"
-            try:
-                NotebookClient(nb, timeout=a.timeout, kernel_name="python3",
-                               resources={"metadata": {"path": str(nb_path.parent)}}).execute()
-            except Exception as e:  # record and go on
-                status = f"FAILED: {type(e).__name__}: {str(e).strip().splitlines()[-1][:200] if str(e).strip() else ''}"
-                failed += 1
-            dt = time.perf_counter() - t0
-            nbformat.write(nb, outdir / nb_path.name)
-            runs[m][nb_path.stem] = {"status": status, "seconds": round(dt, 1)}
-            print(f"[{model_slug(m)}/{a.profile}] {nb_path.stem}: {status} ({dt:.0f}s)", flush=True)
+        progress = Progress(f"[{model_slug(m)}/{a.profile}]",
+                            timing.notebook_estimates(a.out, m, a.profile, [p.stem for p in nbs], tasks),
+                            a.progress_every)
+        progress.start()
+        try:
+            for nb_path in nbs:
+                status, dt = _execute(a, nb_path, outdir, progress)
+                failed += status != "ok"
+                runs[m][nb_path.stem] = {"status": status, "seconds": round(dt, 1)}
+                if status == "ok":
+                    timing.record_duration(a.out, m, a.profile, nb_path.stem, dt, tasks)
+                progress.finished(nb_path.stem, status, dt)
+        finally:
+            progress.close()
     return runs, failed
+
+
+def _execute(a, nb_path: Path, outdir: Path, progress: Progress) -> tuple[str, float]:
+    """Execute one notebook (written to ``outdir`` whatever happens); returns (status, seconds)."""
+    nb = nbformat.read(nb_path, as_version=4)
+    progress.notebook(nb_path.stem, nb)
+    t0 = time.perf_counter()
+    status = "ok"
+    tmp = tempfile.mkdtemp(prefix="icl-kernel-")
+    try:
+        NotebookClient(nb, timeout=a.timeout, kernel_name="python3", config=_kernel_config(tmp),
+                       resources={"metadata": {"path": str(nb_path.parent)}},
+                       on_cell_execute=progress.cell_execute, on_cell_error=progress.cell_error).execute()
+    except Exception as e:  # record and go on
+        first = str(e).strip().splitlines()[-1][:200] if str(e).strip() else ""
+        status = f"FAILED: {type(e).__name__}: {first}"
+        # timeouts and a dead kernel do not pass through on_cell_error
+        progress.fail(f"{type(e).__name__}: {str(e).strip() or type(e).__name__}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    dt = time.perf_counter() - t0
+    nbformat.write(nb, outdir / nb_path.name)
+    return status, dt
 
 
 if __name__ == "__main__":

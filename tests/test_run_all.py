@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +47,84 @@ def test_run_all_writes_one_report_for_both_models(tmp_path, jobs):
     # both models side by side in the summary table
     row = next(line for line in report.splitlines() if "probe claim" in line)
     assert "google/gemma-3-270m" in row and "SmolLM2" in row
+
+
+# ----------------------------------------------------------------------------------- progress while running
+
+def _write_nb(path: Path, sources: list[str]) -> None:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell("a markdown cell is not counted"))
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+def _run_all_streaming(args: list[str], timeout: float = 300) -> tuple[int, list[tuple[float, str]], str]:
+    """Run scripts/run_all.py, collecting stdout lines with the time each arrived."""
+    import threading
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("OMP_NUM_THREADS", None)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "run_all.py"), *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    lines: list[tuple[float, str]] = []
+    err: list[str] = []
+    t_err = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+    t_err.start()
+    for line in proc.stdout:
+        lines.append((time.monotonic() - t0, line.rstrip("\n")))
+    rc = proc.wait(timeout=timeout)
+    t_err.join(timeout=10)
+    return rc, lines, "".join(err)
+
+
+def test_run_all_prints_progress_and_names_a_failure_at_once(tmp_path):
+    """Two models in parallel workers on tiny notebooks (no model is loaded): per-model progress lines with the
+    running notebook and cell, notebooks done / total, elapsed and time left; a failing cell is named (cell number
+    and the error's first line) before the next notebook starts; whole prefixed lines; no kernel TCP warning."""
+    nb_dir = tmp_path / "nbs"
+    nb_dir.mkdir()
+    _write_nb(nb_dir / "00_slow.ipynb", ["import time; time.sleep(1.5)", "time.sleep(1.5)", "time.sleep(1.5)"])
+    _write_nb(nb_dir / "01_broken.ipynb", ["x = 1", "raise ValueError('boom in the probe\\nsecond line')", "y = 2"])
+    _write_nb(nb_dir / "02_quick.ipynb", ["z = 3"])
+    out = tmp_path / "results"
+    rc, lines, err = _run_all_streaming(["--profile", "smoke", "--models", "gemma", "smollm2", "--out", str(out),
+                                         "--notebooks-dir", str(nb_dir), "--jobs", "2", "--progress-every", "0.5"])
+    text = "\n".join(line for _, line in lines)
+    assert rc == 1, text + err  # one notebook failed per model
+    assert "without encryption" not in text + err
+    for slug in ("gemma-3-270m", "smollm2-135m-instruct"):
+        tag = f"[{slug}/smoke]"
+        mine = [line for _, line in lines if line.startswith(tag)]
+        # the plan: notebooks and an estimate of the whole model's run
+        assert any("3 notebooks" in line and "about" in line for line in mine), text
+        # a notebook starting: its code cells, notebooks done / total, elapsed and what is left
+        start = next(i for i, line in enumerate(mine) if "00_slow: started" in line)
+        assert "3 cells" in mine[start] and "0/3 notebooks done" in mine[start], mine[start]
+        assert "elapsed" in mine[start] and "left" in mine[start], mine[start]
+        # while it runs: which cell of how many
+        assert any(re.search(r"00_slow: cell [123]/3 \(running ", line) and "0/3 notebooks done" in line
+                   and "elapsed" in line and "left" in line for line in mine), text
+        # finished notebooks: the old status line, then the count
+        done = re.escape(tag) + r" 00_slow: ok \(\d+s\) \| 1/3 notebooks done"
+        assert any(re.match(done, line) for line in mine), text
+        # the failure, named at once: cell 2 of 3 and the error's first line, before the next notebook starts
+        fail = next(i for i, line in enumerate(mine) if "01_broken: FAILED in cell 2/3" in line)
+        assert mine[fail].endswith(": ValueError: boom in the probe"), mine[fail]  # the error's first line only
+        assert "raise ValueError" in mine[fail]  # the cell's first line, to find it
+        nxt = next(i for i, line in enumerate(mine) if "02_quick: started" in line)
+        assert fail < nxt
+        assert any(re.match(re.escape(tag) + r" 02_quick: ok \(\d+s\) \| 3/3 notebooks done", line) for line in mine)
+        assert any("finished: 3/3 notebooks, 1 failed" in line for line in mine), text
+        # durations of the notebooks that succeeded, for the next run's estimate
+        rec = json.loads((out / slug / "smoke" / "durations.json").read_text())
+        assert set(next(iter(rec.values()))) == {"00_slow", "02_quick"}
+    # two workers printing at once: every line whole and prefixed
+    for _, line in lines:
+        assert re.match(r"(\[(gemma-3-270m|smollm2-135m-instruct)/smoke\] |worker for |run: |2 model\(s\)|report: )",
+                        line), line
+    # the report and its runs table as before
+    report = (out / "RESULTS-smoke.md").read_text()
+    assert "| google/gemma-3-270m | 01_broken | FAILED: CellExecutionError" in report
+    assert "| google/gemma-3-270m | 00_slow | ok |" in report

