@@ -155,11 +155,42 @@ def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, "n"]) 
     return float(roc_auc_score(y_local, s, multi_class="ovo", labels=np.arange(len(present))))
 
 
+def _rank_auc(positive: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Binary ROC AUC of every column of ``s`` [n, k] against the boolean ``positive`` [n]: the Mann-Whitney
+    statistic with average ranks for ties (what ``roc_auc_score``'s trapezoids compute), all columns at once."""
+    from scipy.stats import rankdata
+
+    n1 = int(positive.sum())
+    n0 = len(positive) - n1
+    r = rankdata(s, axis=0)
+    return (r[positive].sum(0) - n1 * (n1 + 1) / 2) / (n1 * n0)
+
+
 def aucroc_per_layer(scores: Float[torch.Tensor, "n layer classes"], pred) -> Float[np.ndarray, "layer"]:
-    """``AUCROC_l`` for every layer."""
-    s = np.asarray(scores)
-    y = np.asarray(pred.pred if hasattr(pred, "pred") else pred)
-    return np.array([auc_roc(s[:, l], y) for l in range(s.shape[1])])
+    """``AUCROC_l`` for every layer: :func:`auc_roc` of each layer's scores, computed for all layers at once
+    (rank statistics; equal to ``roc_auc_score`` per layer to float rounding, tested)."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(pred.pred if hasattr(pred, "pred") else pred).astype(int)
+    if s.ndim != 3 or y.shape != (s.shape[0],):
+        raise ValueError(f"scores must be [n, layer, classes] and pred [n]; got {s.shape} and {y.shape}")
+    if s.shape[0] == 0:
+        raise ValueError("no inputs to score: AUCROC needs at least one prediction per class it compares")
+    present = np.unique(y)
+    if len(present) < 2:
+        return np.full(s.shape[1], np.nan)
+    s = s[:, :, present]
+    y_local = np.searchsorted(present, y)
+    if len(present) == 2:
+        return _rank_auc(y_local == 1, s[:, :, 1])
+    tot = s.sum(-1, keepdims=True)
+    s = np.where(tot > 0, s / np.where(tot > 0, tot, 1.0), 1.0 / len(present))
+    pairs = [(a, b) for a in range(len(present)) for b in range(a + 1, len(present))]
+    out = np.zeros(s.shape[1])
+    for a, b in pairs:  # sklearn's one-vs-one macro average: each pair scored both ways
+        m = (y_local == a) | (y_local == b)
+        is_a = y_local[m] == a
+        out += (_rank_auc(is_a, s[m][:, :, a]) + _rank_auc(~is_a, s[m][:, :, b])) / 2
+    return out / len(pairs)
 
 
 def cumulative_r(auc: Float[np.ndarray, "layer"]) -> Float[np.ndarray, "layer"]:

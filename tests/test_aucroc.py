@@ -198,3 +198,19 @@ def test_peak_layer_check_is_judged_on_its_interval():
     flat = pd.DataFrame({"auc": [0.9] + [0.5] * (L - 1), "r": [1.0] * L})
     assert aucroc_verdict(flat, peak_target=1.0, peak_layer_iv=straddle)[0] == "inconclusive"
     assert aucroc_verdict(flat, peak_target=1.0, peak_layer_iv=Interval(1.0, 0.0, 2.0, 5, 320))[0] == "does not replicate"
+
+
+@pytest.mark.parametrize("n_classes", [2, 3, 4])
+def test_aucroc_per_layer_equals_roc_auc_score_per_layer(n_classes):
+    """The all-layers rank computation gives sklearn's value layer by layer, with ties, dropped classes
+    and rows whose scores are all zero."""
+    rng = np.random.default_rng(n_classes)
+    n, L = 50, 7
+    s = rng.random((n, L, n_classes)).round(1)  # rounding makes ties
+    s[3, :, :] = 0.0  # a row with no attention to any label
+    for y in (rng.integers(0, n_classes, n), np.where(rng.random(n) < 0.5, 0, n_classes - 1)):
+        want = np.array([auc_roc(s[:, l], y) for l in range(L)])
+        np.testing.assert_allclose(aucroc_per_layer(s, y), want, rtol=0, atol=1e-12)
+    assert np.isnan(aucroc_per_layer(s, np.zeros(n, dtype=int))).all()
+    with pytest.raises(ValueError, match="no inputs"):
+        aucroc_per_layer(s[:0], np.zeros(0, dtype=int))
