@@ -4,7 +4,8 @@ Every notebook calls :func:`get_profile`; the environment variable
 ``ICL_PROFILE`` picks ``smoke`` (CI: seconds per notebook), ``default`` (a
 laptop CPU: minutes per notebook) or ``paper`` (the paper's full setting, for
 a GPU). ``ICL_MODEL`` picks the model and ``ICL_TASKS`` (comma separated)
-restricts the tasks.
+restricts the tasks: names, or paths of task spec files (your own task, see
+:func:`helpers.tasks.load_task_spec`).
 """
 
 from __future__ import annotations
@@ -86,13 +87,31 @@ def current_model_name(default: str | None = None) -> str:
 
 
 def current_tasks(default: tuple[str, ...] = OFFLINE_TASKS) -> tuple[str, ...]:
+    """``$ICL_TASKS`` (comma separated) as task names, or ``default``.
+
+    An entry is a task name or the path of a task spec file (absolute, or relative to the working
+    directory or the repository); a spec is loaded and registered, and its name is returned.
+    """
     env = os.environ.get("ICL_TASKS")
     if not env:
         return tuple(default)
-    from .tasks import TASKS
+    from .tasks import TASKS, SpecError, TemplateError, UnknownTaskError, get_task, registered_tasks
 
-    tasks = tuple(t.strip() for t in env.split(",") if t.strip())
-    bad = [t for t in tasks if t not in TASKS]
+    names, bad, seen = [], [], {}
+    for entry in (t.strip() for t in env.split(",") if t.strip()):
+        try:
+            task = get_task(entry)
+        except UnknownTaskError:
+            bad.append(entry)
+            continue
+        except (SpecError, TemplateError) as e:
+            raise ValueError(f"ICL_TASKS: {e}") from e
+        if task.name in seen and seen[task.name] != task.digest:
+            raise ValueError(f"ICL_TASKS names two different tasks called {task.name!r}; give one spec another 'name'")
+        seen[task.name] = task.digest
+        if task.name not in names:
+            names.append(task.name)
     if bad:
-        raise ValueError(f"ICL_TASKS names unknown tasks {bad}; known: {sorted(TASKS)}")
-    return tasks
+        raise ValueError(f"ICL_TASKS names unknown tasks {bad}; known: {sorted(TASKS)}, registered: "
+                         f"{sorted(registered_tasks())}; or give the path of a task spec file")
+    return tuple(names)
