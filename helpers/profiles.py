@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-__all__ = ["Profile", "PROFILES", "get_profile", "current_model_name", "current_tasks", "PAPER_SEEDS"]
+__all__ = ["Profile", "PROFILES", "get_profile", "current_model_name", "current_tasks", "PAPER_SEEDS",
+           "own_task_budget", "current_own_task", "OWN_TASK_EXAMPLE"]
 
 PAPER_SEEDS = (42, 43, 44, 45, 46)
 OFFLINE_TASKS = ("sst2", "trec", "agnews", "tweet_emotion")
@@ -77,6 +78,35 @@ def get_profile(name: str | None = None) -> Profile:
     prof = PROFILES[name]
     tasks = current_tasks(prof.tasks)
     return prof.with_(tasks=tasks)
+
+
+OWN_TASK_EXAMPLE = "rotten_tomatoes"  # data/rotten_tomatoes/task.json
+
+
+def current_own_task(default: str = OWN_TASK_EXAMPLE) -> str:
+    """The task notebook 08 studies: ``$ICL_OWN_TASK`` (a spec path or a task name), else the shipped example.
+
+    A spec is loaded and registered; its name is returned.
+    """
+    from .tasks import get_task
+
+    return get_task(os.environ.get("ICL_OWN_TASK") or default).name
+
+
+def own_task_budget(profile: Profile) -> dict:
+    """Run sizes of notebook 08 (notebooks 00-03 in small form, on one task).
+
+    ``paper``: the profile's full sizes. Otherwise the first 3 seeds (``smoke``: its one seed), at most
+    32 test inputs per seed for accuracy, isolation and AUCROC, half the saliency inputs (at least 4),
+    and the random-word control of isolation (every input's full prompt) on at most 8 inputs per seed:
+    a few minutes per model on a CPU with ``default``.
+    """
+    if profile.name == "paper":
+        return {"seeds": tuple(profile.seeds), "n_test": profile.n_test, "n_saliency": profile.n_saliency,
+                "random_n": profile.n_random_control, "batch_size": profile.batch_size}
+    return {"seeds": tuple(profile.seeds[:3]), "n_test": min(profile.n_test, 32),
+            "n_saliency": max(4, profile.n_saliency // 2), "random_n": min(profile.n_random_control, 8),
+            "batch_size": profile.batch_size}
 
 
 def current_model_name(default: str | None = None) -> str:

@@ -292,3 +292,31 @@ def test_the_shipped_example_task():
         assert len(ds) == n == sums[f"rotten_tomatoes/{split}.jsonl"]["rows"]
         assert set(ds.unique("label")) == {0, 1}
     assert "rotten_tomatoes" not in tasks.TASKS  # registered from its spec, not shipped in helpers
+
+
+def test_notebook_08_task_and_budget(tmp_path, monkeypatch):
+    from helpers.profiles import PROFILES, current_own_task, own_task_budget
+
+    monkeypatch.delenv("ICL_OWN_TASK", raising=False)
+    assert current_own_task() == "rotten_tomatoes"
+    monkeypatch.setenv("ICL_OWN_TASK", str(write_task(tmp_path / "tiny", SPEC)))
+    assert current_own_task() == "tiny_sentiment"
+    smoke, default = own_task_budget(PROFILES["smoke"]), own_task_budget(PROFILES["default"])
+    assert smoke["seeds"] == (42,) and smoke["n_test"] == 8 and smoke["n_saliency"] == 4 and smoke["random_n"] == 2
+    assert default["seeds"] == (42, 43, 44) and default["n_test"] == 32 and default["random_n"] == 8
+    assert own_task_budget(PROFILES["paper"])["n_test"] == 1000
+
+
+def test_aucroc_intervals_when_the_model_predicts_one_class():
+    """One task with few inputs (notebook 08's smoke run): a single predicted class gives no interval, no crash."""
+    import torch
+
+    from helpers.aucroc import curve_intervals
+
+    g = torch.Generator().manual_seed(0)
+    raw = {("t", 42): {"scores": torch.rand(6, 4, 2, generator=g), "pred": torch.zeros(6, dtype=torch.long),
+                       "gold": torch.zeros(6, dtype=torch.long)}}
+    assert curve_intervals(raw, n_boot=20) == {"peak": None, "crossing": None, "peak_layer": None}
+    raw[("t", 42)]["pred"] = torch.tensor([0, 1, 0, 1, 1, 0])
+    ivs = curve_intervals(raw, n_boot=20)
+    assert ivs["peak"] is None or 0 <= ivs["peak"].low <= ivs["peak"].high <= 1
