@@ -68,8 +68,8 @@ for name in profile.tasks:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LabelWordWarning)
         ids = label_token_ids(model.tokenizer, t)
-    pieces = [len(model.tokenizer(" " + w, add_special_tokens=False)["input_ids"]) for w in t.label_words]
-    rows.append({"task": t.display, "template": repr(t.render_demo("{text}", 0)).replace(t.label_words[0], "{label}"),
+    pieces = [len(model.tokenizer(t.label_text(c), add_special_tokens=False)["input_ids"]) for c in range(t.n_classes)]
+    rows.append({"task": t.display, "template": repr(t.full_template),
                  "label words": ", ".join(t.label_words),
                  "tokens per label word": pieces, "first-token ids": ids,
                  "test pool": len(load_split(t, "test")), "demo pool": len(load_split(t, "train"))})
