@@ -140,8 +140,6 @@ def _key(kind: str, params: dict) -> str:
     tid = task_identity(params.get("task"))
     if tid is not None:  # a user's task: its spec and data, not only its name
         params["task_digest"] = tid
-    if not isinstance(params.get("task"), (str, type(None))) and hasattr(params["task"], "name"):
-        params["task"] = params["task"].name
     blob = json.dumps({"kind": kind, "v": CACHE_VERSION, "code": code_digest(), "data": data_digest(),
                        **_jsonable(params)}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]

@@ -186,6 +186,26 @@ def test_toml_spec(tmp_path):
     assert t.render_demo("ok", 1) == "Text: ok\nMood: happy" and t.separator == "\n"
 
 
+def test_toml_needs_python_311_and_says_so(tmp_path, monkeypatch):
+    (tmp_path / "task.toml").write_text('template = "{text} {label}"\nlabel_words = ["a", "b"]\n')
+    monkeypatch.setattr(tasks.sys, "version_info", (3, 10, 12))
+    with pytest.raises(SpecError, match="write the spec as JSON"):
+        tasks.load_task_spec(tmp_path / "task.toml")
+
+
+def test_checksums_command(tmp_path):
+    import subprocess
+    import sys
+
+    path = write_task(tmp_path / "c", SPEC, checksums=False)
+    out = subprocess.run([sys.executable, "-m", "helpers.tasks", "--checksums", str(path)], capture_output=True,
+                         text=True, timeout=120, cwd=tasks.data_dir().parent)
+    assert out.returncode == 0, out.stderr
+    sums = json.loads((tmp_path / "c" / "checksums.json").read_text())
+    assert sums["test.jsonl"] == {"sha256": tasks.file_sha256(tmp_path / "c" / "test.jsonl"), "rows": 3,
+                                  "labels": {"0": 1, "1": 2}}
+
+
 @pytest.mark.parametrize("change, match", [
     ({"label_words": ["same", "same"]}, "distinct"),
     ({"label_words": ["only"]}, "two or more"),
