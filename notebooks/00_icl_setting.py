@@ -183,7 +183,8 @@ for setting in ("vanilla 1-shot", "vanilla 5-shot"):
                       "paper GPT2-XL": paper.TABLE1_GPT2XL[setting][col],
                       "ours mean": vals.mean(), "ours 95% CI": f"{intervals[(get_task(ours).display, setting)]:.3f}",
                       "seeds": len(vals)})
-table = pd.DataFrame(table)
+# (empty when ICL_TASKS holds only tasks the paper did not run, e.g. your own)
+table = pd.DataFrame(table, columns=["setting", "task (ours)", "paper GPT2-XL", "ours mean", "ours 95% CI", "seeds"])
 avg = table.groupby("setting")[["paper GPT2-XL", "ours mean"]].mean()
 display(table.round(3))
 avg.round(3)
