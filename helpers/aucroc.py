@@ -295,11 +295,17 @@ def curve_intervals(raw: dict, n_boot: int = 200, seed: int = 0) -> dict:
     sizes = {s: {t: len(res["pred"]) for (t, ss), res in raw.items() if ss == s} for s in seeds}
 
     def stat(sample):
+        # a resample whose inputs all got one predicted class has no AUC: NaN, counted as undefined
         curves = [seed_curve(raw, s, idx) for s, idx in sample]
+        if not all(np.isfinite(c).any() for c in curves):
+            return {"peak": float("nan"), "crossing": float("nan"), "peak_layer": float("nan")}
         cross = [crossing_layer(cumulative_r(c)) for c in curves]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean = np.nanmean(np.stack(curves), 0)
         return {"peak": float(np.mean([np.nanmax(c) for c in curves])),
                 "crossing": float("nan") if None in cross else float(np.mean(cross)),
-                "peak_layer": float(np.nanargmax(np.nanmean(np.stack(curves), 0)))}
+                "peak_layer": float(np.nanargmax(mean))}
 
     return bootstrap_statistic(sizes, stat, n_boot, seed=seed)
 

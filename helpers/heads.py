@@ -198,7 +198,9 @@ def unrelated_task(base: str | Task, classes: tuple[int, int] = (0, 1), words: t
     display = f"{base.display}{' ' + '/'.join(real) if binary else ''} ({'/'.join(lw)})"
     task = replace(base, name=name, display=display, label_words=lw,
                    input_prefix="" if paper_shape else base.input_prefix,
-                   label_prefix=" :" if paper_shape else base.label_prefix)
+                   label_prefix=" :" if paper_shape else base.label_prefix,
+                   template="" if paper_shape else base.template, separator="\n" if paper_shape else base.separator,
+                   digest="")
 
     def _filter(split):
         ds = load_split(base, split)

@@ -4,7 +4,8 @@ Every notebook calls :func:`get_profile`; the environment variable
 ``ICL_PROFILE`` picks ``smoke`` (CI: seconds per notebook), ``default`` (a
 laptop CPU: minutes per notebook) or ``paper`` (the paper's full setting, for
 a GPU). ``ICL_MODEL`` picks the model and ``ICL_TASKS`` (comma separated)
-restricts the tasks.
+restricts the tasks: names, or paths of task spec files (your own task, see
+:func:`helpers.tasks.load_task_spec`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-__all__ = ["Profile", "PROFILES", "get_profile", "current_model_name", "current_tasks", "PAPER_SEEDS"]
+__all__ = ["Profile", "PROFILES", "get_profile", "current_model_name", "current_tasks", "PAPER_SEEDS",
+           "own_task_budget", "current_own_task", "OWN_TASK_EXAMPLE"]
 
 PAPER_SEEDS = (42, 43, 44, 45, 46)
 OFFLINE_TASKS = ("sst2", "trec", "agnews", "tweet_emotion")
@@ -78,6 +80,35 @@ def get_profile(name: str | None = None) -> Profile:
     return prof.with_(tasks=tasks)
 
 
+OWN_TASK_EXAMPLE = "rotten_tomatoes"  # data/rotten_tomatoes/task.json
+
+
+def current_own_task(default: str = OWN_TASK_EXAMPLE) -> str:
+    """The task notebook 08 studies: ``$ICL_OWN_TASK`` (a spec path or a task name), else the shipped example.
+
+    A spec is loaded and registered; its name is returned.
+    """
+    from .tasks import get_task
+
+    return get_task(os.environ.get("ICL_OWN_TASK") or default).name
+
+
+def own_task_budget(profile: Profile) -> dict:
+    """Run sizes of notebook 08 (notebooks 00-03 in small form, on one task).
+
+    ``paper``: the profile's full sizes. Otherwise the first 3 seeds (``smoke``: its one seed), at most
+    32 test inputs per seed for accuracy, isolation and AUCROC, half the saliency inputs (at least 4),
+    and the random-word control of isolation (every input's full prompt) on at most 8 inputs per seed:
+    a few minutes per model on a CPU with ``default``.
+    """
+    if profile.name == "paper":
+        return {"seeds": tuple(profile.seeds), "n_test": profile.n_test, "n_saliency": profile.n_saliency,
+                "random_n": profile.n_random_control, "batch_size": profile.batch_size}
+    return {"seeds": tuple(profile.seeds[:3]), "n_test": min(profile.n_test, 32),
+            "n_saliency": max(4, profile.n_saliency // 2), "random_n": min(profile.n_random_control, 8),
+            "batch_size": profile.batch_size}
+
+
 def current_model_name(default: str | None = None) -> str:
     """``$ICL_MODEL`` or the offline default model."""
     from .models import DEFAULT_MODEL
@@ -86,13 +117,31 @@ def current_model_name(default: str | None = None) -> str:
 
 
 def current_tasks(default: tuple[str, ...] = OFFLINE_TASKS) -> tuple[str, ...]:
+    """``$ICL_TASKS`` (comma separated) as task names, or ``default``.
+
+    An entry is a task name or the path of a task spec file (absolute, or relative to the working
+    directory or the repository); a spec is loaded and registered, and its name is returned.
+    """
     env = os.environ.get("ICL_TASKS")
     if not env:
         return tuple(default)
-    from .tasks import TASKS
+    from .tasks import TASKS, SpecError, TemplateError, UnknownTaskError, get_task, registered_tasks
 
-    tasks = tuple(t.strip() for t in env.split(",") if t.strip())
-    bad = [t for t in tasks if t not in TASKS]
+    names, bad, seen = [], [], {}
+    for entry in (t.strip() for t in env.split(",") if t.strip()):
+        try:
+            task = get_task(entry)
+        except UnknownTaskError:
+            bad.append(entry)
+            continue
+        except (SpecError, TemplateError) as e:
+            raise ValueError(f"ICL_TASKS: {e}") from e
+        if task.name in seen and seen[task.name] != task.digest:
+            raise ValueError(f"ICL_TASKS names two different tasks called {task.name!r}; give one spec another 'name'")
+        seen[task.name] = task.digest
+        if task.name not in names:
+            names.append(task.name)
     if bad:
-        raise ValueError(f"ICL_TASKS names unknown tasks {bad}; known: {sorted(TASKS)}")
-    return tasks
+        raise ValueError(f"ICL_TASKS names unknown tasks {bad}; known: {sorted(TASKS)}, registered: "
+                         f"{sorted(registered_tasks())}; or give the path of a task spec file")
+    return tuple(names)

@@ -12,11 +12,19 @@ Position conventions (all indices are into ``Prompt.tokens``, BOS included):
 - ``label_pos[k]`` = p_k, the first token of the k-th demonstration's label
   word (with its leading space); ``label_class[k]`` its class.
 - ``format_pos``: the template's own tokens ("Review", ":", "Sentiment", ":",
-  and the newlines) of the demonstrations *and* the query.
+  and the separators between demonstrations) of the demonstrations *and* the query:
+  everything of the template outside ``{text}`` and ``{label}``.
 - ``text_spans[k]``: ``(start, end)`` token span of the k-th demonstration's
   text; ``query_span`` the query text's span.
-- ``q``: the last position (the colon ending the query).
+- ``q``: the last position (the colon ending the query: the query ends where the
+  template's ``{label}`` would start, before the spaces that lead the label word).
 - ``bos``: whether position 0 is BOS (the model family's convention).
+- ``demo_end``: one past the demonstrations' last token (their last separator).
+
+Any template works (:class:`helpers.tasks.Task`): a demonstration is the pieces
+``before{text}between lead+label after`` and demonstrations are joined by the
+task's separator; the shipped tasks are ``Review: {text}\nSentiment: {label}``
+with separator ``"\n"``.
 """
 
 from __future__ import annotations
@@ -77,6 +85,7 @@ class Prompt:
     gold: int | None = None  # the query's label when known
     query: Demo | None = None  # the query row when built from one
     kinds: list[str] = field(default_factory=list)  # per token: bos/text/format/label/query
+    demo_end: int | None = None  # one past the demonstrations' last token (None: the token after the last label)
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
@@ -91,10 +100,14 @@ class Prompt:
 
         As in the authors' code, the whole "Sentiment: <label>" line stays: all
         tokens of a multi-token label word (prediction still reads the first
-        one) and the newline after the last demonstration's label.
+        one) and the newline after the last demonstration's label (for any
+        template: all formatting of the demonstrations, up to their last separator).
         """
-        end = self.label_spans[-1][1] if self.label_spans else -1  # the token after the last label word
-        demo_format = [p for p in self.format_pos if p <= end]
+        if self.demo_end is not None:
+            demo_format = [p for p in self.format_pos if p < self.demo_end]
+        else:
+            end = self.label_spans[-1][1] if self.label_spans else -1  # the token after the last label word
+            demo_format = [p for p in self.format_pos if p <= end]
         keep = set(demo_format) | {i for a, b in self.label_spans for i in range(a, b)}
         if self.bos:
             keep.add(0)
@@ -160,16 +173,19 @@ def sample_test(test, n: int, seed: int) -> list[Demo]:
 
 def _pieces(task: Task, demos: Sequence[Demo], query: str | None):
     """(string, kind, demo index) pieces whose concatenation is the prompt text."""
+    before, between, _, after = task.parts
     out: list[tuple[str, str, int]] = []
     for k, d in enumerate(demos):
         # a demonstration without text (Text_anchor) renders "Review:\nSentiment: ...", no space before the newline
-        prefix = task.input_prefix if d.text else task.input_prefix.rstrip(" ")
-        out += [(prefix, FORMAT, k), (d.text, TEXT, k), (task.label_prefix, FORMAT, k),
-                (" " + task.label_words[d.label], LABEL, k), ("\n", FORMAT, k)]
+        prefix = before if d.text else before.rstrip(" ")
+        out += [(prefix, FORMAT, k), (d.text, TEXT, k), (between, FORMAT, k), (task.label_text(d.label), LABEL, k)]
+        if after:
+            out.append((after, FORMAT, k))
+        out.append((task.separator, FORMAT, k))
     if query is not None:
-        out += [(task.input_prefix, FORMAT, -1), (query, QUERY_TEXT, -1), (task.label_prefix, FORMAT, -1)]
+        out += [(before, FORMAT, -1), (query, QUERY_TEXT, -1), (between, FORMAT, -1)]
     elif out:
-        out.pop()  # no trailing newline without a query
+        out.pop()  # no trailing separator without a query
     return out
 
 
@@ -214,6 +230,8 @@ def build_prompt(model_or_tokenizer, task: str | Task, demos: Sequence[Demo], qu
         kinds.append(pieces[j][1])
         owner.append(pieces[j][2])
     shift = 1 if bos else 0
+    demo_tok = [i for i, o in enumerate(owner) if o >= 0 and kinds[i] != QUERY_TEXT]
+    demo_end = (demo_tok[-1] + 1 + shift) if demo_tok else shift
     label_pos, label_class, label_spans, text_spans = [], [], [], []
     for k, d in enumerate(demos):
         lab = [i for i, (kd, o) in enumerate(zip(kinds, owner)) if kd == LABEL and o == k]
@@ -224,7 +242,7 @@ def build_prompt(model_or_tokenizer, task: str | Task, demos: Sequence[Demo], qu
         piece_start = starts[piece_of[first]]
         if offsets[first][0] > piece_start or ids[first] != label_ids[d.label]:
             raise PromptError(
-                f"demonstration {k}: in context the label ' {task.label_words[d.label]}' starts with token "
+                f"demonstration {k}: in context the label {task.label_text(d.label)!r} starts with token "
                 f"{ids[first]} at chars {offsets[first]}, but predictions read token {label_ids[d.label]}. "
                 "The tokenizer merges the label with its neighbours; change the template or label word.")
         label_pos.append(first + shift)
@@ -245,6 +263,7 @@ def build_prompt(model_or_tokenizer, task: str | Task, demos: Sequence[Demo], qu
         tokens=tokens, text=text, label_pos=label_pos, label_class=label_class, label_spans=label_spans,
         format_pos=format_pos, text_spans=text_spans,
         query_span=(qx[0], qx[-1] + 1) if qx else (end, end), q=end - 1, bos=bos, gold=gold, query=qdemo, kinds=kinds,
+        demo_end=demo_end,
     )
 
 

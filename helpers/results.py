@@ -5,7 +5,8 @@
   there through :func:`save_figure` and :func:`save_metrics`.
 - :func:`cached`: result of ``compute()`` stored under a key built from
   (kind, model, task, seed, profile, parameters) and a digest of the source of
-  ``helpers/`` (:func:`code_digest`), so any change to the code that computed a
+  ``helpers/`` (:func:`code_digest`); a task loaded from a spec file adds its
+  digest (:func:`task_identity`: template, label words, separator, data checksums), so any change to the code that computed a
   result, e.g. a protocol fix, recomputes it instead of serving the old one. Writes are
   atomic, so an interrupted run resumes; ``ICL_RECOMPUTE=1`` forces
   recomputation. The store is ``$ICL_RESULTS_CACHE`` or ``cache_dir()/results``
@@ -121,7 +122,24 @@ def _file_digest(path: str, mtime_ns: int, size: int) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
+def task_identity(task) -> str | None:
+    """The digest of a task loaded from a spec file (its template, label words, separator and data checksums);
+    None for a shipped task (the code and data digests already identify those) or a name that is no task."""
+    from .tasks import Task, UnknownTaskError, get_task
+
+    if not isinstance(task, (str, Task)):
+        return None
+    try:
+        return get_task(task).digest or None
+    except (UnknownTaskError, ValueError, OSError):
+        return None
+
+
 def _key(kind: str, params: dict) -> str:
+    params = dict(params)
+    tid = task_identity(params.get("task"))
+    if tid is not None:  # a user's task: its spec and data, not only its name
+        params["task_digest"] = tid
     blob = json.dumps({"kind": kind, "v": CACHE_VERSION, "code": code_digest(), "data": data_digest(),
                        **_jsonable(params)}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]

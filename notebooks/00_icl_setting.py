@@ -68,8 +68,8 @@ for name in profile.tasks:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LabelWordWarning)
         ids = label_token_ids(model.tokenizer, t)
-    pieces = [len(model.tokenizer(" " + w, add_special_tokens=False)["input_ids"]) for w in t.label_words]
-    rows.append({"task": t.display, "template": repr(t.render_demo("{text}", 0)).replace(t.label_words[0], "{label}"),
+    pieces = [len(model.tokenizer(t.label_text(c), add_special_tokens=False)["input_ids"]) for c in range(t.n_classes)]
+    rows.append({"task": t.display, "template": repr(t.full_template),
                  "label words": ", ".join(t.label_words),
                  "tokens per label word": pieces, "first-token ids": ids,
                  "test pool": len(load_split(t, "test")), "demo pool": len(load_split(t, "train"))})
@@ -183,7 +183,8 @@ for setting in ("vanilla 1-shot", "vanilla 5-shot"):
                       "paper GPT2-XL": paper.TABLE1_GPT2XL[setting][col],
                       "ours mean": vals.mean(), "ours 95% CI": f"{intervals[(get_task(ours).display, setting)]:.3f}",
                       "seeds": len(vals)})
-table = pd.DataFrame(table)
+# (empty when ICL_TASKS holds only tasks the paper did not run, e.g. your own)
+table = pd.DataFrame(table, columns=["setting", "task (ours)", "paper GPT2-XL", "ours mean", "ours 95% CI", "seeds"])
 avg = table.groupby("setting")[["paper GPT2-XL", "ours mean"]].mean()
 display(table.round(3))
 avg.round(3)

@@ -64,14 +64,29 @@ def check_profile(name: str):
 
 def check_tasks(profile, env: str | None = None) -> tuple[str, ...]:
     """Tasks the notebooks will run (``$ICL_TASKS`` or the profile's); each must have its data files."""
-    from helpers.tasks import TASKS, data_dir
+    from helpers.profiles import current_tasks
+    from helpers.tasks import data_dir, get_task, task_files
 
     env = os.environ.get("ICL_TASKS") if env is None else env
-    tasks = tuple(t.strip() for t in env.split(",") if t.strip()) if env else tuple(profile.tasks)
-    bad = [t for t in tasks if t not in TASKS]
-    if bad:
-        raise PreflightError(f"ICL_TASKS names unknown tasks {bad}; known: {sorted(TASKS)}.")
-    missing = [f"{t}/{s}.jsonl" for t in tasks for s in ("train", "test") if not (data_dir() / t / f"{s}.jsonl").exists()]
+    if env:
+        saved = os.environ.get("ICL_TASKS")
+        os.environ["ICL_TASKS"] = env
+        try:
+            tasks = current_tasks()
+        except ValueError as e:
+            raise PreflightError(f"{e}.") from e
+        finally:
+            if saved is None:
+                os.environ.pop("ICL_TASKS")
+            else:
+                os.environ["ICL_TASKS"] = saved
+    else:
+        tasks = tuple(profile.tasks)
+    missing = []
+    for t in tasks:
+        for s, f in task_files(t).items():
+            if not f.exists():
+                missing.append(f"{t}/{s}.jsonl" if not get_task(t).files else str(f))
     if missing:
         hint = " EmoC needs the hub: python scripts/build_data.py --source hub." if any("emoc" in m for m in missing) else ""
         raise PreflightError(f"Data files missing under {data_dir()}: {missing}. Restore them (git checkout -- data/) "
