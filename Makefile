@@ -16,6 +16,9 @@ PYTEST_ARGS ?=
 JOBS ?= 0
 # e.g. --ignore-resources: RAM and disk shortfalls only warn
 PREFLIGHT_ARGS ?=
+# seconds one notebook cell may run before make run records its notebook as failed (default: ICL_CELL_TIMEOUT,
+# else the profile's: 1 h, 24 h for PROFILE=paper; helpers/profiles.py)
+CELL_TIMEOUT ?= $(ICL_CELL_TIMEOUT)
 LOCK := requirements.lock
 
 .PHONY: setup lock preflight test test-fast run bench figures lab data clean
@@ -63,7 +66,7 @@ preflight: setup
 	$(PY) scripts/preflight.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(PREFLIGHT_ARGS)
 
 run: setup preflight
-	$(PY) scripts/run_all.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS)
+	$(PY) scripts/run_all.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(if $(CELL_TIMEOUT),--timeout $(CELL_TIMEOUT))
 
 bench: setup
 	$(PY) benchmarks/run_benchmarks.py --model $(word 1,$(MODELS))

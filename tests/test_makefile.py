@@ -109,3 +109,22 @@ def test_lock_resolves_the_project_then_writes_the_lock(project):
     assert "--no-deps" not in calls[resolve].split()
     assert any(c.endswith("scripts/lock.py") for c in calls[resolve + 1:]), calls
     assert (project.dir / "requirements.lock").exists() and not (project.dir / "requirements.lock.tmp").exists()
+
+
+def test_run_passes_the_cell_timeout(project):
+    """`make run CELL_TIMEOUT=...` or ICL_CELL_TIMEOUT in the environment reach run_all.py as --timeout; unset,
+    run_all.py takes the profile's default."""
+    project("setup")
+
+    def run_line(*args, **env):
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            return next(ln for ln in project("run", *args, dry=True) if "scripts/run_all.py" in ln)
+        finally:
+            for k, v in old.items():
+                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+
+    assert "--timeout" not in run_line()
+    assert run_line("CELL_TIMEOUT=7200").endswith("--timeout 7200")
+    assert run_line(ICL_CELL_TIMEOUT="900").endswith("--timeout 900")
