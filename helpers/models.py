@@ -324,24 +324,59 @@ def _dequantised_hf_dir(name: str, gguf_path: Callable[[], Path]) -> Path:
     return out
 
 
-def _load_hf(dirpath: Path):
+def _load_hf(dirpath: Path, device: str = "cpu", dtype: torch.dtype = torch.float32):
+    """The transformers model of a saved folder, loaded in ``dtype`` straight onto ``device`` (no host copy first)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     with _quiet():
         tok = AutoTokenizer.from_pretrained(dirpath)
-        hf = AutoModelForCausalLM.from_pretrained(dirpath, dtype=torch.float32)
+        hf = AutoModelForCausalLM.from_pretrained(dirpath, dtype=dtype, device_map=str(device))
     hf.eval()
     return hf, tok
 
 
-def _load_gemma(device: str, dtype: torch.dtype):
-    from transformer_lens import HookedTransformer
+def _hooked_from_state(cfg, state: dict, tokenizer=None):
+    """A HookedTransformer whose parameters *are* the tensors of ``state`` (converted from a transformers model
+    without weight processing), on ``cfg.device``.
 
-    hf, tok = _load_hf(_dequantised_hf_dir(DEFAULT_MODEL, _gemma_gguf))
+    TransformerLens' own path builds the model with freshly initialised weights, then copies every converted
+    tensor into them (after a float32 round trip for other dtypes): two more copies of the weights while the
+    transformers model is still alive. Here the model's parameters are created empty (accelerate's
+    ``init_empty_weights``: on the meta device; buffers such as rotary tables stay real) and
+    ``load_state_dict(assign=True)`` makes the converted tensors its parameters. Those are mostly views of the
+    transformers model's weights, so on the target device the weights exist once. Keys TransformerLens fills
+    with defaults (a missing norm weight: 1, a missing bias: 0) are made on the device.
+    """
+    from accelerate import init_empty_weights
+    from transformer_lens import HookedTransformer
+    from transformer_lens import loading_from_pretrained as loading
+
+    with init_empty_weights(include_buffers=False):
+        model = HookedTransformer(cfg, tokenizer, move_to_device=False, default_padding_side="right")
+    state = loading.fill_missing_keys(model, dict(state))  # TransformerLens' checks and warnings
+    device = torch.device(cfg.device)
+    for key, value in state.items():
+        if value.is_meta:  # a default of the empty model
+            value = (torch.ones if key.rsplit(".", 1)[-1] == "w" else torch.zeros)(value.shape, dtype=cfg.dtype)
+        state[key] = value.to(device=device, dtype=cfg.dtype)
+    _, unexpected = model.load_state_dict(state, strict=False, assign=True)
+    empty = [name for name, p in model.named_parameters() if p.is_meta]
+    if empty or unexpected:
+        raise ModelLoadError(f"Converting the weights left parameters without values {empty[:5]} or unknown keys "
+                             f"{unexpected[:5]}: this TransformerLens version names them differently.")
+    model.move_model_modules_to_device()  # the buffers; the parameters are there already
+    return model
+
+
+def _load_gemma(device: str, dtype: torch.dtype):
+    from transformer_lens import loading_from_pretrained as loading
+
+    hf, tok = _load_hf(_dequantised_hf_dir(DEFAULT_MODEL, _gemma_gguf), device, dtype)
     with _quiet():
-        model = HookedTransformer.from_pretrained_no_processing(
-            DEFAULT_MODEL, hf_model=hf, tokenizer=tok, device=device, dtype=dtype
-        )
+        # the steps of HookedTransformer.from_pretrained_no_processing(DEFAULT_MODEL, hf_model=hf, ...)
+        cfg = loading.get_pretrained_model_config(DEFAULT_MODEL, hf_cfg=hf.config.to_dict(), fold_ln=False,
+                                                  device=device, dtype=dtype)
+        model = _hooked_from_state(cfg, loading.get_pretrained_state_dict(DEFAULT_MODEL, cfg, hf, dtype=dtype), tok)
     model.cfg.default_prepend_bos = True
     return model, hf
 
@@ -381,17 +416,12 @@ def _llama_cfg(hf_config, dtype: torch.dtype, device: str):
 
 
 def _load_smollm2(device: str, dtype: torch.dtype):
-    from transformer_lens import HookedTransformer
     from transformer_lens.pretrained.weight_conversions import convert_llama_weights
 
-    hf, tok = _load_hf(_dequantised_hf_dir(SMOLLM2, _smollm2_gguf))
+    hf, tok = _load_hf(_dequantised_hf_dir(SMOLLM2, _smollm2_gguf), device, dtype)
     cfg = _llama_cfg(hf.config, dtype, device)
     with _quiet():
-        model = HookedTransformer(cfg, tokenizer=tok, default_padding_side="right")
-        state = convert_llama_weights(hf, cfg)
-        model.load_and_process_state_dict(
-            state, fold_ln=False, center_writing_weights=False, center_unembed=False, fold_value_biases=False
-        )
+        model = _hooked_from_state(cfg, convert_llama_weights(hf, cfg), tok)
     model.cfg.default_prepend_bos = False
     return model, hf
 
@@ -645,7 +675,6 @@ def _local_tl_config(path: Path, config: dict, hf_cfg: dict, bos: bool, device: 
 
 def _load_local(path: Path, device: str, dtype: torch.dtype):
     """A local Hugging Face directory as a HookedTransformer, without weight processing, never touching the hub."""
-    from transformer_lens import HookedTransformer
     from transformer_lens import loading_from_pretrained as loading
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -660,7 +689,8 @@ def _load_local(path: Path, device: str, dtype: torch.dtype):
                                   f"({err if tok is None else 'it is empty'}). Save the model's tokenizer there "
                                   "with `tokenizer.save_pretrained(d)`.")
         try:
-            hf = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
+            hf = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, device_map=str(device),
+                                                      local_files_only=True)
         except Exception as e:
             raise LocalModelError(f"Could not load the weights in {str(path)!r} ({type(e).__name__}: "
                                   f"{str(e)[:200]}). {_SAVE_HINT}") from e
@@ -668,12 +698,7 @@ def _load_local(path: Path, device: str, dtype: torch.dtype):
         bos = config.get("model_type") not in _NO_BOS_MODEL_TYPES and _tokenizer_adds_bos(tok)
         cfg = _local_tl_config(path, config, hf.config.to_dict(), bos, device, dtype)
         # the steps of HookedTransformer.from_pretrained_no_processing, which only takes hub names
-        state = loading.get_pretrained_state_dict(str(path), cfg, hf, dtype=dtype)
-        model = HookedTransformer(cfg, tok, move_to_device=False, default_padding_side="right")
-        model.load_and_process_state_dict(state, fold_ln=False, center_writing_weights=False,
-                                          center_unembed=False, fold_value_biases=False,
-                                          refactor_factored_attn_matrices=False)
-        model.move_model_modules_to_device()
+        model = _hooked_from_state(cfg, loading.get_pretrained_state_dict(str(path), cfg, hf, dtype=dtype), tok)
     model.cfg.default_prepend_bos = bos
     return model, hf
 
@@ -911,13 +936,19 @@ def _bounded_hub(timeout: float):
 
 def _load_hub(name: str, device: str, dtype: torch.dtype):
     from huggingface_hub.utils import httpx  # the HTTP library huggingface_hub uses (httpx2 in 2.x)
-    from transformer_lens import HookedTransformer
+    from transformer_lens import loading_from_pretrained as loading
 
     timeout = hub_timeout()
     hub = {"silent": False}
     try:
         with _bounded_hub(timeout) as hub, _quiet():
-            model = HookedTransformer.from_pretrained_no_processing(name, device=device, dtype=dtype)
+            # the steps of HookedTransformer.from_pretrained_no_processing, with the transformers model loaded
+            # straight onto the device (device_map) and no second copy of its weights (_hooked_from_state)
+            official = loading.get_official_model_name(name)
+            cfg = loading.get_pretrained_model_config(official, fold_ln=False, device=device, dtype=dtype)
+            state = loading.get_pretrained_state_dict(official, cfg, None, dtype=dtype, device_map=str(device))
+            model = _hooked_from_state(cfg, state)
+            del state
     except (OSError, ConnectionError, TimeoutError, httpx.TransportError) as e:
         offline = os.environ.get("HF_HUB_OFFLINE") == "1"
         why = (" (HF_HUB_OFFLINE=1 is set)" if offline else
