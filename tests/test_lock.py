@@ -85,10 +85,14 @@ def test_environment_yml_installs_the_lock_and_the_makefiles_torch():
     assert lines.index(makefile_torch()) < lines.index("-r requirements.lock") < lines.index("-e .[dev]")
 
 
-def _freeze_pins(python: Path) -> dict[str, str]:
-    out = subprocess.run([str(python), "-m", "pip", "freeze", "--exclude-editable"], capture_output=True,
+def freeze_pins(python: Path) -> dict[str, str]:
+    """``pip freeze`` of ``python``'s environment, setuptools included (torch needs it, so the lock pins it) and
+    pip left out (setup upgrades it; it is not locked)."""
+    out = subprocess.run([str(python), "-m", "pip", "freeze", "--all", "--exclude-editable"], capture_output=True,
                          text=True, check=True).stdout
-    return {canonicalize_name(n): v for n, _, v in (ln.partition("==") for ln in out.splitlines() if "==" in ln)}
+    pins = {canonicalize_name(n): v for n, _, v in (ln.partition("==") for ln in out.splitlines() if "==" in ln)}
+    pins.pop("pip", None)
+    return pins
 
 
 @pytest.mark.slow
@@ -105,7 +109,7 @@ def test_fresh_clone_setup_installs_exactly_the_lock(tmp_path):
     seconds = time.monotonic() - t0
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     print(f"make setup in a fresh clone: {seconds:.0f} s")
-    frozen = _freeze_pins(clone / ".venv" / "bin" / "python")
+    frozen = freeze_pins(clone / ".venv" / "bin" / "python")
     torch_version = frozen.pop("torch")
     assert Version(torch_version).public == str(Requirement(makefile_torch()).specifier).lstrip("=")
     assert frozen == read_lock((clone / "requirements.lock").read_text())
