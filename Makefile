@@ -27,7 +27,7 @@ LOCK := requirements.lock
 # `make setup TORCH=...` with another value reinstalls torch (and only torch): the build that was
 # there is replaced even if pip would call it satisfied (e.g. the CPU build for TORCH=torch). torch's own
 # dependencies are held to the lock's versions (-c). Then the lock is installed as it is, and the project
-# without resolving anything (--no-deps): pip freeze gives the lock plus torch.
+# without resolving anything (--no-deps): pip freeze --all gives the lock plus torch and pip.
 TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s' '$(TORCH)' | cksum | cut -d' ' -f1)
 
 setup: $(VENV)/.setup-done $(TORCH_STAMP)
