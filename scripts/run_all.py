@@ -63,7 +63,9 @@ def main(argv=None) -> int:
     ap.add_argument("--models", nargs="+", default=["google/gemma-3-270m"])
     ap.add_argument("--notebooks", nargs="*", help="subset, e.g. 00 03")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("ICL_RESULTS_DIR", ROOT / "results")))
-    ap.add_argument("--timeout", type=int, default=3600, help="seconds per cell")
+    ap.add_argument("--timeout", type=int, default=None,
+                    help="seconds one notebook cell may run (default: $ICL_CELL_TIMEOUT, else the profile's: "
+                         "3600, paper 86400)")
     ap.add_argument("--jobs", type=int, default=0,
                     help="models run in parallel processes (0: one per model, at most one per CPU core)")
     ap.add_argument("--progress-every", type=float, default=60.0, metavar="SECONDS",
@@ -71,6 +73,12 @@ def main(argv=None) -> int:
     ap.add_argument("--notebooks-dir", type=Path, default=ROOT / "notebooks", help=argparse.SUPPRESS)
     ap.add_argument("--runs-json", type=Path, help=argparse.SUPPRESS)  # worker mode: write runs, no report
     a = ap.parse_args(argv)
+    from helpers.profiles import cell_timeout
+
+    try:
+        a.timeout = cell_timeout(a.profile, a.timeout)
+    except ValueError as e:
+        ap.error(str(e))
     t_start = time.perf_counter()
     signal.signal(signal.SIGTERM, _interrupt)  # kill <pid> stops workers and their notebook kernels too
     models = [resolve_name(m) for m in a.models]

@@ -197,6 +197,33 @@ def test_timing_helper_runs(tiny_models):
         assert r["speedup_low"] <= r["speedup"] + 1e-12 and r["speedup"] <= r["speedup_high"] + 1e-12
 
 
+@pytest.mark.parametrize("cuda", [False, True])
+def test_timing_waits_for_cuda_before_reading_the_clock(tiny_models, monkeypatch, cuda):
+    """On CUDA every clock reading of time_icl_vs_anchor follows torch.cuda.synchronize; on the CPU none does."""
+    import time
+
+    from helpers import compression
+    from helpers.prompts import PromptSet
+    from helpers.tasks import get_task, label_token_ids
+
+    m = tiny_models["rotary"]
+    ps = prompts_for(m)
+    s = PromptSet(get_task("sst2"), 0, 1, DEMOS, QUERIES, ps, 0, label_token_ids(m.tokenizer, "sst2"))
+    events = []
+    monkeypatch.setattr(compression, "_on_cuda", lambda model: cuda)  # the model itself stays on the CPU
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: events.append("sync"))
+    real = time.perf_counter
+    monkeypatch.setattr(time, "perf_counter", lambda: events.append("clock") or real())
+    r = compression.time_icl_vs_anchor(m, s, n_inputs=2, repeats=2, warmup=1)
+    assert r["t_full"] > 0 and r["t_anchor"] > 0
+    clocks = [i for i, e in enumerate(events) if e == "clock"]
+    assert len(clocks) >= 2 + 2 * 2 * 2  # the cache build, then two readings per path, input and repeat
+    if cuda:
+        assert all(i > 0 and events[i - 1] == "sync" for i in clocks)
+    else:
+        assert "sync" not in events
+
+
 def test_run_compression_end_to_end(tiny_models):
     from helpers.compression import METHODS, run_compression
     from helpers.prompts import PromptSet

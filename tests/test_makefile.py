@@ -22,9 +22,10 @@ exit 0
 
 @pytest.fixture
 def project(tmp_path):
-    """A copy of the Makefile and pyproject.toml, a fake python3, and make(*args) returning the new log lines."""
-    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    """A copy of the Makefile, pyproject.toml and the lock, a fake python3, and make(*args) returning the new log
+    lines."""
+    for name in ("Makefile", "pyproject.toml", "requirements.lock"):
+        shutil.copy(ROOT / name, tmp_path / name)
     fake = tmp_path / "fake-python3"
     fake.write_text(FAKE_PYTHON)
     fake.chmod(0o755)
@@ -79,8 +80,51 @@ def test_setup_reinstalls_torch_when_TORCH_changes(project):
     back = project("setup")  # the default again
     assert _pip_installs(back) and all("torch==2.13.0" in c for c in _pip_installs(back)), back
 
-    # pyproject.toml changed: the project is reinstalled, torch is not
-    later = time.time() + 5
-    os.utime(project.dir / "pyproject.toml", (later, later))
-    again = project("setup")
-    assert _pip_installs(again) and all("torch" not in c for c in _pip_installs(again)), again
+    # pyproject.toml or the lock changed: the lock and the project are reinstalled, torch is not
+    for i, name in enumerate(("pyproject.toml", "requirements.lock")):
+        later = time.time() + 5 * (i + 1)
+        os.utime(project.dir / name, (later, later))
+        again = project("setup")
+        assert _pip_installs(again) and all("torch" not in c for c in _pip_installs(again)), again
+
+
+def test_setup_installs_torch_then_the_lock_then_the_project_without_resolving(project):
+    """torch from TORCH (its dependencies held to the lock), then the lock's exact versions, then the project
+    with --no-deps (nothing re-resolved), then pip check."""
+    installs = _pip_installs(project("setup"))
+    torch_i = next(i for i, c in enumerate(installs) if c.endswith(" torch==2.13.0") and "--no-deps" not in c)
+    assert "-c requirements.lock" in installs[torch_i]
+    lock_i = next(i for i, c in enumerate(installs) if c.endswith("-r requirements.lock"))
+    project_i = next(i for i, c in enumerate(installs) if c.endswith("-e .[dev]"))
+    assert torch_i < lock_i < project_i == len(installs) - 1
+    assert "--no-deps" in installs[project_i].split()
+    assert not [c for c in project("setup", dry=True) if "pip" in c]  # done: nothing to do
+
+
+def test_lock_resolves_the_project_then_writes_the_lock(project):
+    """`make lock`: pip install -e .[dev] with its dependencies in .venv, then scripts/lock.py into the lock."""
+    project("setup")
+    calls = project("lock")
+    resolve = next(i for i, c in enumerate(calls) if c.endswith("-e .[dev]"))
+    assert "--no-deps" not in calls[resolve].split()
+    assert any(c.endswith("scripts/lock.py") for c in calls[resolve + 1:]), calls
+    assert (project.dir / "requirements.lock").exists() and not (project.dir / "requirements.lock.tmp").exists()
+
+
+def test_run_passes_the_cell_timeout(project):
+    """`make run CELL_TIMEOUT=...` or ICL_CELL_TIMEOUT in the environment reach run_all.py as --timeout; unset,
+    run_all.py takes the profile's default."""
+    project("setup")
+
+    def run_line(*args, **env):
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            return next(ln for ln in project("run", *args, dry=True) if "scripts/run_all.py" in ln)
+        finally:
+            for k, v in old.items():
+                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+
+    assert "--timeout" not in run_line()
+    assert run_line("CELL_TIMEOUT=7200").endswith("--timeout 7200")
+    assert run_line(ICL_CELL_TIMEOUT="900").endswith("--timeout 900")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
 import os
 import socket
 import subprocess
@@ -254,3 +256,81 @@ def test_matmul_layout_changes_memory_order_not_outputs(kind):
     matmul_layout(matmul_layout(model))  # idempotent
     assert {n: p.shape for n, p in model.named_parameters()} == shapes
     assert torch.equal(model(tokens), plain)
+
+
+@pytest.fixture
+def fake_gguf(monkeypatch, tmp_path):
+    """A tiny fake GGUF file, fake producer versions and a fake dequantiser that counts its builds."""
+    monkeypatch.setenv("ICL_ANCHORS_CACHE", str(tmp_path / "cache"))
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF fake weights v1")
+    versions = {"transformers": "5.23.0", "gguf": "0.19.0", "torch": "2.13.0+cpu"}
+    monkeypatch.setattr(models, "_producer_versions", lambda: dict(versions))
+    builds = []
+
+    def dequantise(path, out):
+        builds.append(path.read_bytes())
+        (out / "config.json").write_text("{}")
+        (out / "model.safetensors").write_bytes(path.read_bytes())
+
+    monkeypatch.setattr(models, "_dequantise", dequantise)
+    return gguf, versions, builds
+
+
+def test_dequantised_cache_is_reused_for_the_same_file_and_versions(fake_gguf):
+    gguf, versions, builds = fake_gguf
+    first = models._dequantised_hf_dir("org/fake", lambda: gguf)
+    second = models._dequantised_hf_dir("org/fake", lambda: gguf)
+    assert first == second and len(builds) == 1
+    key = json.loads((first / "icl-cache-key.json").read_text())
+    assert key["gguf_sha256"] == hashlib.sha256(gguf.read_bytes()).hexdigest() and key["gguf_file"] == "model.gguf"
+    assert {k: key[k] for k in versions} == versions
+
+
+@pytest.mark.parametrize("change", ["file", "transformers", "gguf", "torch"])
+def test_dequantised_cache_has_a_new_entry_for_another_file_or_version(fake_gguf, change):
+    gguf, versions, builds = fake_gguf
+    before = models._dequantised_hf_dir("org/fake", lambda: gguf)
+    if change == "file":
+        gguf.write_bytes(b"GGUF fake weights v2, another size")
+    else:
+        versions[change] += ".post1"
+    after = models._dequantised_hf_dir("org/fake", lambda: gguf)
+    assert after != before and len(builds) == 2  # rebuilt, never the old float weights
+    assert (after / "model.safetensors").read_bytes() == gguf.read_bytes()
+    assert models._dequantised_hf_dir("org/fake", lambda: gguf) == after and len(builds) == 2
+
+
+def test_name_only_cache_entries_are_not_used(fake_gguf):
+    # the layout before the key: dequantised/<name>/{config.json, model.safetensors}
+    gguf, _, builds = fake_gguf
+    old = models.cache_dir() / "dequantised" / "org__fake"
+    old.mkdir(parents=True)
+    (old / "config.json").write_text("{}")
+    (old / "model.safetensors").write_bytes(b"old float weights")
+    out = models._dequantised_hf_dir("org/fake", lambda: gguf)
+    assert out != old and len(builds) == 1
+    assert (out / "model.safetensors").read_bytes() == gguf.read_bytes()
+
+
+def test_gguf_hash_is_remembered_per_file_state(fake_gguf, monkeypatch):
+    gguf, _, _ = fake_gguf
+    digest = models._file_sha256(gguf)
+    calls = []
+    real = hashlib.sha256
+    monkeypatch.setattr(hashlib, "sha256", lambda *a: calls.append(1) or real(*a))
+    assert models._file_sha256(gguf) == digest and not calls  # same size and mtime: not read again
+    gguf.write_bytes(b"GGUF changed")
+    assert models._file_sha256(gguf) == real(b"GGUF changed").hexdigest() and calls
+
+
+def test_dequantised_cached_follows_the_key(fake_gguf, monkeypatch):
+    gguf, versions, _ = fake_gguf
+    monkeypatch.setattr(models, "_present_gguf", lambda name: gguf)
+    assert not models.dequantised_cached("org/fake")
+    models._dequantised_hf_dir("org/fake", lambda: gguf)
+    assert models.dequantised_cached("org/fake")
+    versions["gguf"] = "0.20.0"  # a new reader: the cached weights no longer count
+    assert not models.dequantised_cached("org/fake")
+    monkeypatch.setattr(models, "_present_gguf", lambda name: None)
+    assert not models.dequantised_cached("org/fake")

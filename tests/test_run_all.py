@@ -128,3 +128,41 @@ def test_run_all_prints_progress_and_names_a_failure_at_once(tmp_path):
     report = (out / "RESULTS-smoke.md").read_text()
     assert "| google/gemma-3-270m | 01_broken | FAILED: CellExecutionError" in report
     assert "| google/gemma-3-270m | 00_slow | ok |" in report
+
+
+def test_cell_timeout_comes_from_the_environment(tmp_path, monkeypatch):
+    """ICL_CELL_TIMEOUT (as `make run CELL_TIMEOUT=...`) bounds each cell: a cell that runs longer fails its
+    notebook, and the next notebook still runs."""
+    nb_dir = tmp_path / "nbs"
+    nb_dir.mkdir()
+    _write_nb(nb_dir / "00_hangs.ipynb", ["import time", "time.sleep(60)"])
+    _write_nb(nb_dir / "01_quick.ipynb", ["z = 3"])
+    monkeypatch.setenv("ICL_CELL_TIMEOUT", "3")
+    rc, lines, err = _run_all_streaming(["--profile", "smoke", "--models", "gemma", "--out", str(tmp_path / "r"),
+                                         "--notebooks-dir", str(nb_dir), "--jobs", "1"], timeout=120)
+    text = "\n".join(line for _, line in lines)
+    assert rc == 1, text + err
+    assert re.search(r"00_hangs: FAILED .*(timed out|Timeout)", text, re.I), text
+    assert "01_quick: ok" in text, text
+
+
+def test_cell_timeout_setting(monkeypatch):
+    """--timeout, else ICL_CELL_TIMEOUT, else the profile's; the paper profile's is longer than a whole notebook."""
+    from helpers.profiles import PROFILES, cell_timeout
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    from timing import builtin_seconds
+
+    monkeypatch.delenv("ICL_CELL_TIMEOUT", raising=False)
+    assert cell_timeout("default") == 3600 and cell_timeout("smoke") == 3600
+    # a paper cell must not be cut off: its default exceeds the built-in estimate of a whole paper notebook
+    longest = max(builtin_seconds(m, "paper", nb) for m in ("google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct")
+                  for nb in ("00_icl_setting", "01_saliency_flow", "02_shallow_isolation", "03_deep_aucroc",
+                             "04_anchor_reweighting", "05_context_compression", "07_incontext_heads"))
+    assert cell_timeout("paper") == PROFILES["paper"].cell_timeout >= longest
+    monkeypatch.setenv("ICL_CELL_TIMEOUT", "120")
+    assert cell_timeout("paper") == 120 and cell_timeout("paper", 30) == 30  # --timeout wins over the env
+    for bad in ("0", "-5", "soon", "1.5"):
+        monkeypatch.setenv("ICL_CELL_TIMEOUT", bad)
+        with pytest.raises(ValueError, match="ICL_CELL_TIMEOUT"):
+            cell_timeout("default")
