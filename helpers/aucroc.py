@@ -341,6 +341,10 @@ def aucroc_verdict(mean: "pd.DataFrame", peak_target: float = 0.8, tolerance: fl
     interval of check 1, 2 or 3 straddles its threshold; else "does not replicate".
     """
     auc, r = mean["auc"].to_numpy(), mean["r"].to_numpy()
+    if not np.isfinite(auc).any():
+        raise ValueError("AUCROC_l is undefined on every layer: in every task the model predicted a single class "
+                         "for all inputs, and an ROC needs two predicted classes. Score more inputs, more tasks, or "
+                         "a model that does the task above one class.")
     L = len(auc)
     cross = crossing_layer(r)
     thr = peak_target - tolerance

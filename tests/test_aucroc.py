@@ -214,3 +214,13 @@ def test_aucroc_per_layer_equals_roc_auc_score_per_layer(n_classes):
     assert np.isnan(aucroc_per_layer(s, np.zeros(n, dtype=int))).all()
     with pytest.raises(ValueError, match="no inputs"):
         aucroc_per_layer(s[:0], np.zeros(0, dtype=int))
+
+
+def test_verdict_refuses_a_curve_that_is_undefined_everywhere():
+    import pandas as pd
+
+    from helpers.aucroc import aucroc_verdict
+
+    nan = pd.DataFrame({"auc": [np.nan] * 6, "r": [np.nan] * 6})
+    with pytest.raises(ValueError, match="single class"):
+        aucroc_verdict(nan)
