@@ -17,12 +17,12 @@ import argparse
 import pandas as pd
 import torch
 
-from helpers.compression import speed_verdict, time_icl_vs_anchor
-from helpers.models import load_model
-from helpers.paper import TABLE3_SPEEDUP as PAPER
-from helpers.profiles import OFFLINE_TASKS, current_model_name
-from helpers.prompts import make_icl_set
-from helpers.results import save_metrics
+from helpers.core.models import load_model
+from helpers.core.prompts import make_icl_set
+from helpers.experiments.compression import speed_verdict, time_icl_vs_anchor
+from helpers.study.paper import TABLE3_SPEEDUP as PAPER
+from helpers.study.profiles import OFFLINE_TASKS, current_model_name
+from helpers.study.results import save_metrics
 
 
 def main(argv=None):

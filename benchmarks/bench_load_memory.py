@@ -35,7 +35,7 @@ RATIO = 1.2
 CHILD = r"""
 import json, resource, sys, torch
 mode, path, dtype = sys.argv[1], sys.argv[2], sys.argv[3]
-from helpers import models  # imports transformers and transformer_lens
+from helpers.core import models  # imports transformers and transformer_lens
 import transformer_lens, transformers
 def rss():
     with open("/proc/self/statm") as f:
@@ -67,7 +67,7 @@ def save_model(folder: Path, d_model: int, layers: int) -> None:
     import transformers as tr
 
     sys.path.insert(0, str(ROOT))
-    from helpers.models import gpt2_tokenizer
+    from helpers.core.models import gpt2_tokenizer
 
     tok = gpt2_tokenizer()
     cfg = tr.GPT2Config(vocab_size=len(tok), n_positions=1024, n_ctx=1024, n_embd=d_model, n_layer=layers,

@@ -27,10 +27,10 @@ def measure(model, tasks, n: int = 32, batch_size: int = 16, seed: int = 42, run
     """Seconds one-by-one vs batched per task on the same prompts, their ratio and max logit difference.
 
     ``run(prompts, label_ids, batch_size) -> Predictions`` is what gets timed
-    (default :func:`helpers.predict.predict`; e.g. an isolation run).
+    (default :func:`helpers.core.predict.predict`; e.g. an isolation run).
     """
-    from helpers.predict import predict
-    from helpers.prompts import make_icl_set
+    from helpers.core.predict import predict
+    from helpers.core.prompts import make_icl_set
 
     run = run or (lambda prompts, lids, bs: predict(model, prompts, lids, batch_size=bs))
     out = {"n": n, "batch_size": batch_size, "threads": torch.get_num_threads(), "tasks": {}}
@@ -55,7 +55,7 @@ def measure(model, tasks, n: int = 32, batch_size: int = 16, seed: int = 42, run
 
 
 def main(argv=None) -> dict:
-    from helpers.models import load_model
+    from helpers.core.models import load_model
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--model", default="google/gemma-3-270m")

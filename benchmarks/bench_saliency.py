@@ -2,7 +2,7 @@
 
     python benchmarks/bench_saliency.py [--n 8] [--batch-size 4] [--task sst2] [--model NAME]
 
-Both modes compute the same thing (``helpers.saliency.saliency_flow``) on the same
+Both modes compute the same thing (``helpers.experiments.saliency.saliency_flow``) on the same
 prompts; the script checks that the results agree and prints inputs/second and
 the ratio. A warm-up batch runs first so neither mode pays one-off costs.
 """
@@ -18,8 +18,8 @@ import torch
 
 def measure(model, task: str = "sst2", n: int = 8, batch_size: int = 4, seed: int = 42) -> dict:
     """Saliency one-by-one vs batched on the same prompts (fresh demonstrations each), same run."""
-    from helpers.saliency import saliency_flow, saliency_prompts
-    from helpers.tasks import LabelWordWarning
+    from helpers.core.tasks import LabelWordWarning
+    from helpers.experiments.saliency import saliency_flow, saliency_prompts
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LabelWordWarning)
@@ -47,8 +47,8 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=42)
     args = ap.parse_args(argv)
 
-    from helpers.models import load_model
-    from helpers.profiles import current_model_name
+    from helpers.core.models import load_model
+    from helpers.study.profiles import current_model_name
 
     name = args.model or current_model_name()
     model = load_model(name)

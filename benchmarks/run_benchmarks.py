@@ -6,17 +6,17 @@
 Measured in this one process, on the same prompts, one after the other:
 
 (a) batched vs one-by-one throughput for label prediction
-    (``helpers.predict.predict``), saliency (``helpers.saliency.saliency_flow``,
-    forward + backward) and isolation (``helpers.isolation.run_isolation``,
+    (``helpers.core.predict.predict``), saliency (``helpers.experiments.saliency.saliency_flow``,
+    forward + backward) and isolation (``helpers.experiments.isolation.run_isolation``,
     label words isolated in the first 5 layers), with the largest difference
     between the two modes (they must agree);
 (b) Hidden_anchor vs full ICL time per input, per task, with the token-ratio
-    bound (``helpers.compression.time_icl_vs_anchor``; goal: >= 90% of the bound);
+    bound (``helpers.experiments.compression.time_icl_vs_anchor``; goal: >= 90% of the bound);
 (c) peak resident memory of the process after each stage;
-(d) what ``helpers.models.matmul_layout`` saves: label prediction one input at
+(d) what ``helpers.core.models.matmul_layout`` saves: label prediction one input at
     a time and batched, with the weights as TransformerLens stores them
     (copied on every forward) vs laid out for its matmuls (outputs identical);
-(e) the shared-prefix engine (``helpers.prefix``) against full prompts, per
+(e) the shared-prefix engine (``helpers.core.prefix``) against full prompts, per
     experiment and task on the same prompts: vanilla 1-shot and 5-shot
     prediction (label logits, the paper's prediction), the base run with
     top-5 tokens, label isolation in the first 5 layers and re-weighted
@@ -64,7 +64,7 @@ def measure_isolation(model, tasks, n: int = 16, batch_size: int = 16, k: int = 
     """Label words isolated in the first ``k`` layers: one-by-one vs batched on the same prompts."""
     import bench_predict
 
-    from helpers.isolation import run_isolation
+    from helpers.experiments.isolation import run_isolation
 
     def run(prompts, lids, bs):
         return run_isolation(model, prompts, lids, "label", "first", k, batch_size=bs)
@@ -73,8 +73,8 @@ def measure_isolation(model, tasks, n: int = 16, batch_size: int = 16, k: int = 
 
 
 def measure_compression(model, tasks, n: int = 16, repeats: int = 3, seed: int = 42) -> list[dict]:
-    from helpers.compression import time_icl_vs_anchor
-    from helpers.prompts import make_icl_set
+    from helpers.core.prompts import make_icl_set
+    from helpers.experiments.compression import time_icl_vs_anchor
 
     rows = []
     for task in tasks:
@@ -88,10 +88,10 @@ def measure_compression(model, tasks, n: int = 16, repeats: int = 3, seed: int =
 
 
 def measure_layout(model, task: str = "sst2", n: int = 16, batch_size: int = 16, seed: int = 42) -> dict:
-    """Prediction time with TransformerLens' own weight layout vs :func:`helpers.models.matmul_layout`."""
+    """Prediction time with TransformerLens' own weight layout vs :func:`helpers.core.models.matmul_layout`."""
     import bench_predict
 
-    from helpers.models import matmul_layout
+    from helpers.core.models import matmul_layout
 
     fast = bench_predict.measure(model, [task], n, batch_size, seed)["tasks"][task]
     for p in model.parameters():  # TransformerLens' layout: contiguous as declared
@@ -119,11 +119,11 @@ SHARED_EXPERIMENTS = ("vanilla 1-shot", "vanilla 5-shot", "base run, top-5", "is
 def measure_shared(model, tasks, n: int = 64, batch_size: int = 16, seed: int = 42,
                    experiments=SHARED_EXPERIMENTS) -> list[dict]:
     """Shared prefix vs full prompts, same prompts, same run (the full path first, then the shared one)."""
-    from helpers.isolation import run_isolation
-    from helpers.predict import predict, shots_for
-    from helpers.prefix import predict_shared, token_bound
-    from helpers.prompts import make_icl_set
-    from helpers.reweighting import reweight_factory
+    from helpers.core.predict import predict, shots_for
+    from helpers.core.prefix import predict_shared, token_bound
+    from helpers.core.prompts import make_icl_set
+    from helpers.experiments.isolation import run_isolation
+    from helpers.experiments.reweighting import reweight_factory
 
     rows = []
     for exp in experiments:
@@ -166,7 +166,7 @@ def measure_shared(model, tasks, n: int = 64, batch_size: int = 16, seed: int = 
 
 
 def markdown(res: dict) -> str:
-    from helpers.report import markdown_table
+    from helpers.study.report import markdown_table
 
     lines = [f"# Benchmarks: {res['model']}\n",
              f"{res['threads']} torch thread(s), {res['cpu']}, torch {res['torch']}; measured in one run "
@@ -194,7 +194,7 @@ def markdown(res: dict) -> str:
         lines.append(f"Goal (speed-up >= 90% of the token-ratio bound on every task): **{res['compression_verdict']}**.\n")
     if "layout" in res:
         lay = res["layout"]
-        lines.append("## (d) Weight layout for TransformerLens' matmuls (helpers.models.matmul_layout)\n")
+        lines.append("## (d) Weight layout for TransformerLens' matmuls (helpers.core.models.matmul_layout)\n")
         lines.append(markdown_table([
             {"mode": "one by one", "TransformerLens layout s": lay["one_by_one_plain_s"],
              "laid out s": lay["one_by_one_laid_out_s"], "speed-up": lay["one_by_one_ratio"]},
@@ -202,7 +202,7 @@ def markdown(res: dict) -> str:
              "speed-up": lay["batched_ratio"]}]))
         lines.append(f"{lay['n']} {lay['task']} inputs; logits bit-identical in both layouts: {lay['identical']}.\n")
     if res.get("shared"):
-        lines.append("## (e) Shared prefix vs full prompts (helpers.prefix), same prompts, same run\n")
+        lines.append("## (e) Shared prefix vs full prompts (helpers.core.prefix), same prompts, same run\n")
         lines.append(markdown_table([{
             "experiment": r["experiment"], "task": r["task"], "n": r["n"], "prefix tok": r["prefix"],
             "suffix tok": r["suffix"], "full tokens": r["full_tokens"], "shared tokens": r["shared_tokens"],
@@ -222,10 +222,10 @@ def main(argv=None) -> dict:
     import bench_predict
     import bench_saliency
 
-    from helpers.compression import speed_verdict
-    from helpers.models import load_model
-    from helpers.profiles import current_model_name, get_profile
-    from helpers.results import model_slug, results_dir
+    from helpers.core.models import load_model
+    from helpers.experiments.compression import speed_verdict
+    from helpers.study.profiles import current_model_name, get_profile
+    from helpers.study.results import model_slug, results_dir
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=current_model_name())

@@ -1,8 +1,13 @@
-"""helpers: the tested logic behind the notebooks (see README.md).
+"""helpers: the tested logic behind the notebooks, in three layers.
 
-Modules: models (loading), tasks (data, templates, label words), prompts
-(sampling, rendering, position record), predict (batched label-restricted
-prediction), profiles (run sizes).
+- ``helpers.core``: models (loading), tasks (data, templates, label words), prompts (sampling, rendering,
+  positions), predict (batched label-restricted prediction, hooks), prefix (the demonstrations run once,
+  inputs as suffixes), loyalty, store (results stored by content). Imports nothing from the other layers.
+- ``helpers.study``: profiles (run sizes), results (folders), stats (intervals), paper (the papers' numbers),
+  claims, report, plots, exercises. Imports only ``core``.
+- ``helpers.experiments``: one module per paper idea (setting, saliency, isolation, aucroc, reweighting,
+  compression, diagnosis, and paper B's heads). Each imports ``core`` and ``study``, never another
+  experiment (tests/test_layers.py).
 """
 
 import os as _os

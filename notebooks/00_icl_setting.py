@@ -41,14 +41,14 @@ import numpy as np
 import pandas as pd
 from IPython.display import HTML, display
 
-from helpers import paper, plots
-from helpers.models import load_model
-from helpers.predict import vanilla_accuracy
-from helpers.profiles import current_model_name, get_profile
-from helpers.prompts import build_prompt, sample_demos, sample_test
-from helpers.results import save_figure, save_metrics, summary_row
-from helpers.stats import bootstrap_means, cells_from_frame, interval_verdict, paired_differences
-from helpers.tasks import LabelWordWarning, get_task, label_token_ids, load_split
+from helpers.core.models import load_model
+from helpers.core.prompts import build_prompt, sample_demos, sample_test
+from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
+from helpers.experiments.setting import vanilla_accuracy
+from helpers.study import paper, plots
+from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.results import save_figure, save_metrics, summary_row
+from helpers.study.stats import bootstrap_means, cells_from_frame, interval_verdict, paired_differences
 
 profile = get_profile()
 model = load_model(current_model_name())
@@ -133,7 +133,7 @@ by_task
 #
 # Each accuracy rests on two samples: the demonstrations (one draw per seed) and the test inputs
 # (`profile.n_test` per task and seed). The 95% interval resamples both, as a two-level bootstrap
-# (`helpers.stats`): draw 5 seeds with replacement, then within each drawn seed its inputs with
+# (`helpers.study.stats`): draw 5 seeds with replacement, then within each drawn seed its inputs with
 # replacement, and recompute the mean. Here it is by hand for one task and setting, then with the helper.
 
 # %%

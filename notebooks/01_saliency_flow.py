@@ -33,7 +33,7 @@
 # drawn with a per-input seed). We plot the three means per layer relative to their sum, then
 # average over seeds. Every number comes with a 95% interval from a two-level bootstrap: the seeds
 # are resampled, then the inputs within each (task, seed), and the whole curve is recomputed
-# (`helpers.saliency.flow_intervals`, `helpers.stats`). The three flows of an input are resampled
+# (`helpers.experiments.saliency.flow_intervals`, `helpers.study.stats`). The three flows of an input are resampled
 # together, so the differences between flows are paired.
 
 # %%
@@ -41,14 +41,27 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from helpers import plots
-from helpers.models import load_model
-from helpers.profiles import current_model_name, get_profile
-from helpers.results import save_figure, save_metrics, summary_row
-from helpers.saliency import (CROSSING, FLOW_CHECKS, MEAN_OVER_TASKS, contrast_name, first_layer_pq_exceeds_wp,
-                              flow_frame, flow_interval_table, flow_intervals, relative_flow, saliency_budget,
-                              saliency_interval_verdict, saliency_matrices, saliency_prompts, saliency_runs)
-from helpers.tasks import get_task
+from helpers.core.models import load_model
+from helpers.core.tasks import get_task
+from helpers.experiments.saliency import (
+    CROSSING,
+    FLOW_CHECKS,
+    MEAN_OVER_TASKS,
+    contrast_name,
+    first_layer_pq_exceeds_wp,
+    flow_frame,
+    flow_interval_table,
+    flow_intervals,
+    relative_flow,
+    saliency_budget,
+    saliency_interval_verdict,
+    saliency_matrices,
+    saliency_prompts,
+    saliency_runs,
+)
+from helpers.study import plots
+from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.results import save_figure, save_metrics, summary_row
 
 profile = get_profile()
 model = load_model(current_model_name())
@@ -93,7 +106,7 @@ plots.saliency_view(model, prompts[0], sal, [shallow, deep])
 #
 # The paper reports curves, not numbers. Its claims are stated as checks that were fixed before
 # any run, and each is judged on the 95% intervals of paired contrasts between the flows of each
-# task's seed-averaged relative curve (`helpers.saliency.saliency_interval_verdict`):
+# task's seed-averaged relative curve (`helpers.experiments.saliency.saliency_interval_verdict`):
 # 1. shallow layers (the first third): the intervals of $S_{wp} - S_{pq}$ and of $S_{wp} - S_{ww}$,
 #    averaged over those layers, both lie above zero;
 # 2. deep layers (the last half): the intervals of $S_{pq} - S_{wp}$ and of $S_{pq} - S_{ww}$ both

@@ -31,7 +31,7 @@
 # **Method.** A `hook_attn_scores` hook sets the pre-softmax score from $p_k$ to every $j < p_k$ to
 # $-\infty$, so the row renormalises onto $p_k$ itself. Every isolated label row lies in the
 # demonstrations, so each label condition's demonstrations run once and every input runs as a short
-# suffix against them (`helpers.prefix`; tested equal to the full prompts). Our offline models are
+# suffix against them (`helpers.core.prefix`; tested equal to the full prompts). Our offline models are
 # shallower than the paper's (Gemma 3 270M has 18 layers, SmolLM2-135M has 30, GPT2-XL has 48), so
 # 5 layers is a larger share of the depth here.
 #
@@ -40,7 +40,7 @@
 # input and in every isolated layer, among the positions before the one preceding $q$. We never draw
 # a token of a label word, and never position 0, whose row has nothing earlier to block (the
 # authors may draw it, isolating one word fewer). The draw is seeded per (seed, input, layer)
-# (`helpers.isolation.authors_positions`). Because every input has its own isolated positions, some of
+# (`helpers.experiments.isolation.authors_positions`). Because every input has its own isolated positions, some of
 # them in the demonstrations, this control cannot share the demonstrations' pass: each input runs
 # its full prompt, many times the cost of a label condition. It therefore runs on the first inputs
 # of each task and seed only (the number is printed below, from the profile's `n_random_control`),
@@ -53,15 +53,21 @@ import warnings
 import pandas as pd
 from IPython.display import display
 
-from helpers import plots
-from helpers.isolation import (condition_cells, condition_ids, isolation_budget, isolation_interval_verdict,
-                               isolation_runs, label_token_share, loyalty_frame)
-from helpers.models import load_model
-from helpers.profiles import current_model_name, get_profile
-from helpers.prompts import make_icl_set
-from helpers.results import save_figure, save_metrics, summary_row
-from helpers.stats import bootstrap_means, paired_differences
-from helpers.tasks import LabelWordWarning, get_task, label_token_ids
+from helpers.core.models import load_model
+from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids
+from helpers.experiments.isolation import (
+    condition_cells,
+    condition_ids,
+    isolation_budget,
+    isolation_interval_verdict,
+    isolation_runs,
+    label_token_share,
+    loyalty_frame,
+)
+from helpers.study import plots
+from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.results import save_figure, save_metrics, summary_row
+from helpers.study.stats import bootstrap_means, paired_differences
 
 profile = get_profile()
 model = load_model(current_model_name())
@@ -99,7 +105,7 @@ def ids(c, w):
     return condition_ids(df, c, w, k)  # input indices: the random control runs on the first inputs only
 
 
-# 95% intervals over seeds and, within each seed, test inputs (helpers.stats)
+# 95% intervals over seeds and, within each seed, test inputs (helpers.study.stats)
 ivs = {(c, w, m): bootstrap_means(cells(c, w, m)) for c, w in conds for m in ("label_loyal", "word_loyal")}
 fig = plots.loyalty_bars(df, k=k, title=f"Isolation in the first / last {k} layers, {current_model_name()}",
                          intervals={((c, w), f"{m}ty"): iv.scaled(100) for (c, w, m), iv in ivs.items()})
@@ -145,9 +151,9 @@ print(f"{get_task(t5_task).display}: share of top-5 tokens that are label words:
 # ## Numbers beside the paper's claim
 #
 # The paper gives Fig. 4 as bars. Its claims become checks fixed before the run
-# (`helpers.isolation.isolation_interval_verdict`), on mean label loyalty over tasks and seeds at
+# (`helpers.experiments.isolation.isolation_interval_verdict`), on mean label loyalty over tasks and seeds at
 # $k = 5$ with 95% intervals that resample seeds and, within each seed, the test inputs
-# (`helpers.stats`):
+# (`helpers.study.stats`):
 # 1. label words isolated in the first layers hurt most: for each of the three other conditions,
 #    the interval of its loyalty minus label-first's (paired on the same inputs: for the random
 #    control, its first inputs) lies above zero;

@@ -42,13 +42,20 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from helpers import paper, plots
-from helpers.aucroc import (aucroc_budget, aucroc_runs, aucroc_verdict, crossing_layer, curve_intervals, mean_curves,
-                            other_offline_model)
-from helpers.models import load_model
-from helpers.profiles import current_model_name, get_profile
-from helpers.results import mean_std, save_figure, save_metrics, summary_row
-from helpers.tasks import get_task
+from helpers.core.models import load_model
+from helpers.core.tasks import get_task
+from helpers.experiments.aucroc import (
+    aucroc_budget,
+    aucroc_runs,
+    aucroc_verdict,
+    crossing_layer,
+    curve_intervals,
+    mean_curves,
+    other_offline_model,
+)
+from helpers.study import paper, plots
+from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.results import mean_std, save_figure, save_metrics, summary_row
 
 profile = get_profile()
 model = load_model(current_model_name())
@@ -101,10 +108,10 @@ display(pd.DataFrame(rows).round(3))
 # %% [markdown]
 # ## Numbers beside the paper's claim
 #
-# Checks fixed before any run (`helpers.aucroc.aucroc_verdict`), on each model's curve averaged
+# Checks fixed before any run (`helpers.experiments.aucroc.aucroc_verdict`), on each model's curve averaged
 # over tasks and seeds:
 # 1. the peak $\mathrm{AUCROC}_l$ is at least 0.75 (the paper: "about 0.8"); for this run's model the
-#    whole 95% interval of the peak must be (seeds and test inputs resampled, `helpers.aucroc.curve_intervals`);
+#    whole 95% interval of the peak must be (seeds and test inputs resampled, `helpers.experiments.aucroc.curve_intervals`);
 # 2. the peak lies in the deeper half of the layers; for this run's model the whole 95% interval of the
 #    peak layer (of the seed-averaged curve) must (same resamples);
 # 3. $R_l$ first passes 0.5 after the first third of the layers (at layer $\ge \lfloor L/3 \rfloor$, 0-based);

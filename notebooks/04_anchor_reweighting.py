@@ -29,23 +29,23 @@
 # trained. The vanilla "5-shot" prompt holds the demonstrations plus the training examples (3 per class for
 # AGNews, as in the paper), order shuffled with the seed. Training runs only the last token through the model
 # with a key/value cache of the rest of the prompt: beta changes only the attention row of q, so the
-# earlier positions do not depend on it (`helpers.reweighting.train_reweighting`, tested equal to the full run).
+# earlier positions do not depend on it (`helpers.experiments.reweighting.train_reweighting`, tested equal to the full run).
 #
 # Data note: the test and demonstration pools are seeded splits of StaICC's merged data (data/README.md), and
 # the fourth task is TweetEval-emotion standing in for EmoC.
 
 # %%
-import numpy as np
 import pandas as pd
 
-from helpers import paper as PA
-from helpers import plots
-from helpers.models import load_model
-from helpers.profiles import current_model_name, get_profile
-from helpers.results import cached, save_figure, save_metrics, summary_row
-from helpers.reweighting import run_table1, table1_interval_verdict
-from helpers.stats import bootstrap_means, paired_differences
-from helpers.tasks import get_task
+from helpers.core.models import load_model
+from helpers.core.store import cached
+from helpers.core.tasks import get_task
+from helpers.experiments.reweighting import run_table1, table1_interval_verdict
+from helpers.study import paper as PA
+from helpers.study import plots
+from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.results import save_figure, save_metrics, summary_row
+from helpers.study.stats import bootstrap_means, paired_differences
 
 profile = get_profile()
 model_name = current_model_name()
@@ -55,7 +55,7 @@ print(profile)
 # %% [markdown]
 # Run size: every seed of the profile and `profile.n_test` inputs per (task, seed) (`smoke`: one seed).
 # Each demonstration set (1-shot, 5-shot) runs once and the inputs as suffixes against it
-# (`helpers.prefix`); beta acts only on q's attention row, so the demonstrations are the same with and
+# (`helpers.core.prefix`); beta acts only on q's attention row, so the demonstrations are the same with and
 # without it, and training runs only each training prompt's last token with gradients. The training set
 # (4 per class) is the paper's; the epochs are `profile.reweight_epochs` (the paper's 10 in `paper`, 5 in `default`
 # to fit a CPU: each training step is one token at batch size 1, bound by reading the weights).
@@ -84,7 +84,7 @@ for task in profile.tasks:
 # %% [markdown]
 # ## Table 1 (accuracy %, mean over seeds [95% interval])
 #
-# Intervals resample the seeds and, within each seed, the test inputs (`helpers.stats.bootstrap_means`).
+# Intervals resample the seeds and, within each seed, the test inputs (`helpers.study.stats.bootstrap_means`).
 # All three settings score the same inputs, so the gains are paired per input.
 
 # %%
@@ -128,7 +128,7 @@ save_figure(fig, "04_training_loss")
 
 # %% [markdown]
 # ## Verdict
-# Criteria (fixed before the run, `helpers.reweighting.table1_interval_verdict`), on the task-averaged gains
+# Criteria (fixed before the run, `helpers.experiments.reweighting.table1_interval_verdict`), on the task-averaged gains
 # paired per input: *replicates* if the 95% intervals of re-weighting minus 1-shot and of re-weighting minus
 # 5-shot both lie above zero; *partly* if only the first does; *does not replicate* if the first lies below
 # zero; *inconclusive* if it contains zero.

@@ -23,7 +23,7 @@
 # Hidden_random-top), and be faster. Paper (GPT2-XL, average of 4 tasks): Hidden_anchor label loyalty 79.47,
 # word loyalty 62.17, accuracy 45.04 (ICL 51.90); speed-up 1.1x-2.5x, bounded by the ratio of tokens.
 #
-# Mechanics (`helpers.compression`): one pass of the demonstrations into TransformerLens's key/value cache; the
+# Mechanics (`helpers.experiments.compression`): one pass of the demonstrations into TransformerLens's key/value cache; the
 # cache is cut to the anchor positions (`Prompt.anchor_pos`: label tokens, the demonstrations' template tokens
 # and newlines, BOS). The anchors keep their **original** positions and the input continues at its original
 # position (rotary: keys pre-rotated, queries shifted; learned positions: `W_pos[P0:]`). Tests prove that a
@@ -39,24 +39,31 @@
 # Hidden_random-top): the input's tokens get positions 0..len-1 (learned positions `W_pos[0:len]`; rotary angles
 # 0..len-1 for its queries and its own keys) while the anchors keep the positions they had in the full context.
 # A GPT2-XL run with `"restart"` is the one to set beside the paper's GPT2-XL Table 2. ICL and Text_anchor have
-# no cache and do not change; results of the two settings are stored apart (`helpers.compression.cached_compression`).
+# no cache and do not change; results of the two settings are stored apart (`helpers.experiments.compression.cached_compression`).
 #
 # Data note: seeded test/demonstration pools from StaICC's merged data (data/README.md); TweetEval-emotion
 # stands in for EmoC.
 
 # %%
 import pandas as pd
+from IPython.display import display
 
-from helpers import paper as PA
-from helpers import plots
-from helpers.compression import (METHODS, cached_compression, method_cells, speed_verdict, table2_interval_verdict,
-                                 time_icl_vs_anchor)
-from helpers.models import load_model
-from helpers.profiles import current_model_name, get_profile
-from helpers.prompts import make_icl_set
-from helpers.results import save_figure, save_metrics, summary_row
-from helpers.stats import bootstrap_means, paired_differences
-from helpers.tasks import get_task
+from helpers.core.models import load_model
+from helpers.core.prompts import make_icl_set
+from helpers.core.tasks import get_task
+from helpers.experiments.compression import (
+    METHODS,
+    cached_compression,
+    method_cells,
+    speed_verdict,
+    table2_interval_verdict,
+    time_icl_vs_anchor,
+)
+from helpers.study import paper as PA
+from helpers.study import plots
+from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.results import save_figure, save_metrics, summary_row
+from helpers.study.stats import bootstrap_means, paired_differences
 
 profile = get_profile()
 model_name = current_model_name()
@@ -108,7 +115,7 @@ def cells(method, metric):
     return method_cells(results, method, metric)
 
 
-# 95% intervals over seeds and, within each seed, test inputs (helpers.stats)
+# 95% intervals over seeds and, within each seed, test inputs (helpers.study.stats)
 ivs = {(m, met): bootstrap_means(cells(m, col)).scaled(100) for m in METHODS for met, col in per_metric.items()}
 bars = long.groupby(["method", "metric"], sort=False).value.mean().reset_index()
 fig = plots.plot_compression_bars(bars, title=f"{model_name}: loyalty and accuracy, mean over tasks",
@@ -147,7 +154,7 @@ save_figure(fig, "05_speedup")
 
 # %% [markdown]
 # ## Verdict
-# Criteria (fixed before the run, `helpers.compression.table2_interval_verdict`), on 95% intervals of
+# Criteria (fixed before the run, `helpers.experiments.compression.table2_interval_verdict`), on 95% intervals of
 # Hidden_anchor minus each other compressed method (Text_anchor, Hidden_random, Hidden_random-top), paired per
 # input and averaged over tasks: *replicates* if all six intervals (label and word loyalty) lie above zero;
 # *partly* if the three of one metric do, or the four against the hidden random baselines do; *does not

@@ -23,7 +23,7 @@
 # prob(a)/prob(b) on inputs whose gold label is a or b. Both read "low = confused". Paper (GPT2-XL, TREC,
 # layer 32 of 48): the two heatmaps agree, e.g. Description vs Entity is the most confused pair.
 #
-# Vectors (`helpers.diagnosis`): keys at the label positions and queries at q, before rotary, all heads
+# Vectors (`helpers.experiments.diagnosis`): keys at the label positions and queries at q, before rotary, all heads
 # concatenated. **Grouped-query attention:** Gemma 3 has 1 key/value head shared by its 4 query heads,
 # SmolLM2 3 shared by groups of 3 of its 9; the key a query head compares against is its group's shared key,
 # so we repeat each shared key head once per query head that reads it and concatenate, giving keys and
@@ -37,15 +37,22 @@
 import numpy as np
 import pandas as pd
 
-from helpers import plots
-from helpers.diagnosis import (collect_qk, default_layer, diagnose, diagnosis_interval_verdict, layer_sweep,
-                               spearman_interval,
-                               rank_correlation)
-from helpers.models import load_model
-from helpers.profiles import current_model_name, get_profile
-from helpers.prompts import make_icl_set
-from helpers.results import cached, save_figure, save_metrics, summary_row
-from helpers.tasks import get_task
+from helpers.core.models import load_model
+from helpers.core.prompts import make_icl_set
+from helpers.core.store import cached
+from helpers.core.tasks import get_task
+from helpers.experiments.diagnosis import (
+    collect_qk,
+    default_layer,
+    diagnose,
+    diagnosis_interval_verdict,
+    layer_sweep,
+    rank_correlation,
+    spearman_interval,
+)
+from helpers.study import plots
+from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.results import save_figure, save_metrics, summary_row
 
 profile = get_profile()
 model_name = current_model_name()
@@ -105,7 +112,7 @@ print(f"best layer {best}: {sweep[best]:.2f}")
 
 # %% [markdown]
 # ## Verdict
-# Criteria (fixed before the run, `helpers.diagnosis.diagnosis_interval_verdict`), on the 95% interval of the
+# Criteria (fixed before the run, `helpers.experiments.diagnosis.diagnosis_interval_verdict`), on the 95% interval of the
 # Spearman correlation between predicted and actual confusion over the 15 class pairs at the chosen layer
 # (bootstrap over seeds and test inputs, recomputing both matrices): *replicates* if the interval lies above zero
 # and the correlation is at least 0.5; *partly* if the interval lies above zero; *does not replicate* if it lies

@@ -35,9 +35,9 @@
 # attribution and the in-context heads, (3) ablation vs random heads, (4) value-output vectors, (5) two
 # towers, (6) biases and their reductions, then the paper's numbers beside ours and a computed verdict.
 # All definitions (gain, drop, logit minus, mapping control, bias size, reductions) are in the docstring
-# of `helpers/heads.py`; the verdict criteria are in `helpers.heads` (`verdict` and the `*_interval_part`
+# of `helpers/experiments/heads.py`; the verdict criteria are in `helpers.experiments.heads` (`verdict` and the `*_interval_part`
 # functions) and were written before any run. Every number carries a 95% interval (bootstrap over seeds,
-# then inputs within each task and seed; `helpers/stats.py`).
+# then inputs within each task and seed; `helpers/study/stats.py`).
 
 # %%
 import warnings
@@ -46,12 +46,12 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from helpers import heads as H
-from helpers import plots
-from helpers.models import load_model
-from helpers.profiles import current_model_name, get_profile
-from helpers.results import save_figure, save_metrics, summary_row
-from helpers.stats import bootstrap_means, paired_differences
+from helpers.core.models import load_model
+from helpers.experiments import heads as H
+from helpers.study import plots
+from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.results import save_figure, save_metrics, summary_row
+from helpers.study.stats import bootstrap_means, paired_differences
 
 warnings.filterwarnings("ignore", category=UserWarning)
 profile = get_profile()
@@ -61,7 +61,7 @@ sizes = H.heads_sizes(profile)
 n_heads_total = model.cfg.n_layers * model.cfg.n_heads
 N_IC = H.n_incontext_heads(model, frac=0.01, min_heads=4)
 BS = max(profile.batch_size, 16)  # one forward costs about the same for 1 or 16 short prompts on CPU
-RUN = {"sizes": sizes, "batch_size": BS, "model_name": model_name}  # shared by the cached helpers.heads.*_runs
+RUN = {"sizes": sizes, "batch_size": BS, "model_name": model_name}  # shared by the cached helpers.experiments.heads.*_runs
 print(profile.name, model_name, sizes, f"{n_heads_total} heads -> {N_IC} in-context heads")
 
 # %% [markdown]
@@ -73,8 +73,8 @@ print(profile.name, model_name, sizes, f"{n_heads_total} heads -> {N_IC} in-cont
 # `S0 : bar\nS1 : foo\n...\nSx :` (no "Review:" prefix): with unrelated labels the task's own
 # template words ("Sentiment:") would hint at the label meaning the paper removes on purpose.
 # `k_per_class` demonstrations per class, one fixed, shuffled set per seed (as in notebooks 00-06).
-# Every step below is one cached `helpers.heads.*_runs` call (results stored on disk per task and seed;
-# see the end of `helpers/heads.py`).
+# Every step below is one cached `helpers.experiments.heads.*_runs` call (results stored on disk per task and seed;
+# see the end of `helpers/experiments/heads.py`).
 #
 # **Mapping control.** Foo/bar accuracy above 0.5 can come from a prior for one word and a test sample
 # that happens to favour its class. So the same demonstrations and queries also run with the mapping
@@ -336,7 +336,7 @@ save_metrics("07_incontext_heads", {
 
 # %% [markdown]
 # **Reading.** The verdict above is computed from these numbers with criteria fixed in advance, all on 95%
-# intervals (`helpers.heads`): *ablation* (at q, and separately at every position): the accuracy with
+# intervals (`helpers.experiments.heads`): *ablation* (at q, and separately at every position): the accuracy with
 # random heads ablated minus that with the in-context heads ablated lies above zero, and for "replicates"
 # the drop from the in-context heads is at least 0.20; "inconclusive" when the interval contains zero.
 # *Value outputs*: the carrying rate's interval at or above 0.75 (partly: 0.60). *Two towers*: the

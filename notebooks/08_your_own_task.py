@@ -13,6 +13,7 @@
 #     name: python3
 # ---
 
+# %%
 
 # %% [markdown]
 # # 08 · Your own task
@@ -26,9 +27,9 @@
 # By default the notebook uses the example shipped in `data/rotten_tomatoes/task.json` (Rotten
 # Tomatoes movie reviews, negative / positive; not one of the paper's tasks). Set
 # `ICL_OWN_TASK=/abs/path/to/task.json` to run it on yours. Run sizes come from `ICL_PROFILE`
-# (`helpers.profiles.own_task_budget`: with `default`, 3 seeds and 32 test inputs per seed), the
+# (`helpers.study.profiles.own_task_budget`: with `default`, 3 seeds and 32 test inputs per seed), the
 # model from `ICL_MODEL`. Every number comes with the 95% interval of notebooks 00-03: a two-level
-# bootstrap over seeds and, within each seed, the test inputs (`helpers.stats`).
+# bootstrap over seeds and, within each seed, the test inputs (`helpers.study.stats`).
 
 # %%
 import warnings
@@ -38,19 +39,29 @@ import numpy as np
 import pandas as pd
 from IPython.display import HTML, display
 
-from helpers import paper, plots
-from helpers.aucroc import aucroc_runs, aucroc_verdict, crossing_layer, curve_intervals, mean_curves
-from helpers.isolation import (condition_cells, condition_ids, isolation_interval_verdict, isolation_runs,
-                               loyalty_frame)
-from helpers.models import load_model
-from helpers.predict import vanilla_accuracy
-from helpers.profiles import current_model_name, current_own_task, get_profile, own_task_budget
-from helpers.prompts import build_prompt, sample_demos, sample_test
-from helpers.results import save_figure, save_metrics, summary_row
-from helpers.saliency import (flow_frame, flow_interval_table, flow_intervals, saliency_interval_verdict,
-                              saliency_runs)
-from helpers.stats import bootstrap_means, cells_from_frame, paired_differences
-from helpers.tasks import LabelWordWarning, get_task, label_token_ids, load_split
+from helpers.core.models import load_model
+from helpers.core.prompts import build_prompt, sample_demos, sample_test
+from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
+from helpers.experiments.aucroc import aucroc_runs, aucroc_verdict, crossing_layer, curve_intervals, mean_curves
+from helpers.experiments.isolation import (
+    condition_cells,
+    condition_ids,
+    isolation_interval_verdict,
+    isolation_runs,
+    loyalty_frame,
+)
+from helpers.experiments.saliency import (
+    flow_frame,
+    flow_interval_table,
+    flow_intervals,
+    saliency_interval_verdict,
+    saliency_runs,
+)
+from helpers.experiments.setting import vanilla_accuracy
+from helpers.study import paper, plots
+from helpers.study.profiles import current_model_name, current_own_task, get_profile, own_task_budget
+from helpers.study.results import save_figure, save_metrics, summary_row
+from helpers.study.stats import bootstrap_means, cells_from_frame, paired_differences
 
 profile = get_profile()
 model = load_model(current_model_name())

@@ -55,7 +55,7 @@ class PreflightError(Exception):
 # ----------------------------------------------------------------------------------------------- profile, tasks
 
 def check_profile(name: str):
-    from helpers.profiles import PROFILES
+    from helpers.study.profiles import PROFILES
 
     if name not in PROFILES:
         raise PreflightError(f"Unknown profile {name!r}; choose one of {sorted(PROFILES)} (PROFILE=... for make).")
@@ -64,8 +64,8 @@ def check_profile(name: str):
 
 def check_tasks(profile, env: str | None = None) -> tuple[str, ...]:
     """Tasks the notebooks will run (``$ICL_TASKS`` or the profile's); each must have its data files."""
-    from helpers.profiles import current_tasks
-    from helpers.tasks import data_dir, get_task, task_files
+    from helpers.core.tasks import data_dir, get_task, task_files
+    from helpers.study.profiles import current_tasks
 
     env = os.environ.get("ICL_TASKS") if env is None else env
     if env:
@@ -133,7 +133,7 @@ def pip_index_versions(package: str, timeout: float = 60.0) -> list[str] | None:
 
 def offline_weights(name: str) -> str:
     """Where an offline model's weights come from; PreflightError if from nowhere."""
-    from helpers.models import DEFAULT_MODEL, SMOLLM2, SMOLLM2_GGUF, SMOLLM2_WHEEL, cache_dir, dequantised_cached
+    from helpers.core.models import DEFAULT_MODEL, SMOLLM2, SMOLLM2_GGUF, SMOLLM2_WHEEL, cache_dir, dequantised_cached
 
     if dequantised_cached(name):
         return "weights cached"
@@ -161,7 +161,7 @@ def check_model(name: str, timeout: float = 5.0) -> tuple[str, str]:
 
     A hub model without a network fails here in seconds, before anything imports TransformerLens.
     """
-    from helpers.models import ALIASES, OFFLINE_MODELS, UnknownModelError, resolve_name
+    from helpers.core.models import ALIASES, OFFLINE_MODELS, UnknownModelError, resolve_name
 
     canon = ALIASES.get(name, name)
     if canon in OFFLINE_MODELS:
@@ -231,7 +231,7 @@ def ram_need(model: str) -> float | None:
 
 def disk_need(model: str) -> float:
     """Bytes the model's weights will take on disk if not there yet (float32 checkpoint or dequantised copy)."""
-    from helpers.models import OFFLINE_MODELS, dequantised_cached
+    from helpers.core.models import OFFLINE_MODELS, dequantised_cached
 
     p = n_params(model) or 0.0
     if model in OFFLINE_MODELS:
@@ -255,7 +255,7 @@ def free_disk(path: Path) -> tuple[float, int]:
 
 def check_resources(models: list[str], jobs: int, out: Path) -> tuple[list[str], list[str]]:
     """(lines, problems) for RAM (the ``jobs`` largest needs at once) and disk (per filesystem)."""
-    from helpers.models import OFFLINE_MODELS, cache_dir
+    from helpers.core.models import OFFLINE_MODELS, cache_dir
 
     lines, problems = [], []
     needs = sorted((n for n in (ram_need(m) for m in models) if n is not None), reverse=True)[:jobs]

@@ -17,7 +17,7 @@ that fails is named at once: its number and the first line of the error.
 With several models, ``--jobs N`` (default: one per model, at most one per CPU
 core) runs the models in parallel processes, each with its share of the cores
 as torch threads: two single-threaded workers use two cores better than one
-two-threaded worker. Every step is cached on disk (helpers.results.cached), so
+two-threaded worker. Every step is cached on disk (helpers.core.store.cached), so
 an interrupted run resumes where it stopped.
 """
 
@@ -55,8 +55,8 @@ def say(line: str) -> None:
 
 
 def main(argv=None) -> int:
-    from helpers.models import resolve_name
-    from helpers.report import build_report
+    from helpers.core.models import resolve_name
+    from helpers.study.report import build_report
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default=os.environ.get("ICL_PROFILE", "default"))
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     ap.add_argument("--notebooks-dir", type=Path, default=ROOT / "notebooks", help=argparse.SUPPRESS)
     ap.add_argument("--runs-json", type=Path, help=argparse.SUPPRESS)  # worker mode: write runs, no report
     a = ap.parse_args(argv)
-    from helpers.profiles import cell_timeout
+    from helpers.study.profiles import cell_timeout
 
     try:
         a.timeout = cell_timeout(a.profile, a.timeout)
@@ -110,7 +110,7 @@ def _notebooks(a) -> list[Path]:
 
 def _tasks() -> tuple[str, ...] | None:
     """``$ICL_TASKS`` as the notebooks will read it (None: the profile's tasks, or names they will reject)."""
-    from helpers.profiles import current_tasks
+    from helpers.study.profiles import current_tasks
 
     try:
         return current_tasks() if os.environ.get("ICL_TASKS") else None
@@ -282,7 +282,7 @@ def _parallel(a, models: list[str], jobs: int, cores: int) -> tuple[dict, int]:
 
 
 def _dispatch(a, pending, active, jobs, threads, env, tmp, runs) -> None:
-    from helpers.results import model_slug
+    from helpers.study.results import model_slug
 
     while pending or active:
         while pending and len(active) < jobs:
@@ -309,7 +309,7 @@ def _dispatch(a, pending, active, jobs, threads, env, tmp, runs) -> None:
 
 
 def _serial(a, models: list[str]) -> tuple[dict, int]:
-    from helpers.results import model_slug
+    from helpers.study.results import model_slug
 
     nbs = _notebooks(a)
     tasks = _tasks()

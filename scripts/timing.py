@@ -8,11 +8,11 @@ figure: measured in a default run of both offline models on a 2-core CPU (two
 workers of one torch thread each) and scaled to other profiles and task subsets
 by how much work each notebook does (:func:`work`). For other models or devices
 the built-in figures are a rough guide until a first run records real ones.
-A rerun that finds its results in the on-disk cache (``helpers.results.cached``)
+A rerun that finds its results in the on-disk cache (``helpers.core.store.cached``)
 is faster than either.
 
 It lives in scripts/, not helpers/: every file in helpers/ is part of the stored
-results' key (``helpers.results.code_digest``), and run bookkeeping must not
+results' key (``helpers.core.store.code_digest``), and run bookkeeping must not
 invalidate them.
 """
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from helpers.profiles import OFFLINE_TASKS, PROFILES  # noqa: E402
+from helpers.study.profiles import OFFLINE_TASKS, PROFILES  # noqa: E402
 
 __all__ = ["DURATIONS_FILE", "MEASURED_DEFAULT", "OVERHEAD_SECONDS", "work", "builtin_seconds", "durations_path",
            "recorded_durations", "record_duration", "notebook_estimates", "parallel_jobs", "wall_seconds", "fmt_duration"]
@@ -75,8 +75,8 @@ def work(profile, notebook: str) -> float:
         "07": p.n_test,
     }
     nn = notebook[:2]
-    if nn == "08":  # your own task: one task, notebooks 00-03 in small form (helpers.profiles.own_task_budget)
-        from helpers.profiles import own_task_budget
+    if nn == "08":  # your own task: one task, notebooks 00-03 in small form (helpers.study.profiles.own_task_budget)
+        from helpers.study.profiles import own_task_budget
 
         b = own_task_budget(p)
         return float(len(b["seeds"]) * (3 * b["n_test"] + 4 * b["n_saliency"] + 8 * b["random_n"]))
@@ -118,7 +118,7 @@ def durations_path(out: Path, model: str, profile: str) -> Path:
 
 
 def model_slug(name: str) -> str:
-    """Same as helpers.results.model_slug (kept here so this module does not import torch)."""
+    """Same as helpers.study.results.model_slug (kept here so this module does not import torch)."""
     return name.split("/")[-1].lower()
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 os.environ.setdefault("ICL_PROFILE", "smoke")
-# results stored on disk (helpers.results.cached) go to a fresh folder: tests never pass on old results
+# results stored on disk (helpers.core.store.cached) go to a fresh folder: tests never pass on old results
 os.environ.setdefault("ICL_RESULTS_CACHE", tempfile.mkdtemp(prefix="icl-test-results-"))
 warnings.filterwarnings("ignore", category=UserWarning, module="transformer_lens")
 
@@ -20,7 +20,7 @@ TINY_KINDS = ("gpt2", "rotary", "gqa")
 @pytest.fixture(scope="session", params=TINY_KINDS)
 def tiny_model(request):
     """A tiny random model: learned positions (gpt2), rotary, and grouped-query rotary."""
-    from helpers.models import make_tiny_model
+    from helpers.core.models import make_tiny_model
 
     torch.manual_seed(0)
     return make_tiny_model(request.param, seed=0)
@@ -28,7 +28,7 @@ def tiny_model(request):
 
 @pytest.fixture(scope="session")
 def tiny_models():
-    from helpers.models import make_tiny_model
+    from helpers.core.models import make_tiny_model
 
     return {k: make_tiny_model(k, seed=0) for k in TINY_KINDS}
 
@@ -36,14 +36,14 @@ def tiny_models():
 @pytest.fixture(scope="session")
 def gemma():
     """The default offline model (slow: ~10 s once cached, ~1 min the first time)."""
-    from helpers.models import load_model
+    from helpers.core.models import load_model
 
     return load_model("google/gemma-3-270m", verbose=False)
 
 
 @pytest.fixture(scope="session")
 def smollm2():
-    from helpers.models import load_model
+    from helpers.core.models import load_model
 
     return load_model("smollm2", verbose=False)
 
@@ -51,7 +51,7 @@ def smollm2():
 @pytest.fixture(scope="module")
 def tiny_sst2_set(tiny_model):
     """(model, prompts, label_ids): 4 SST-2 test prompts of seed 42 on each tiny architecture."""
-    from helpers.prompts import make_icl_set
+    from helpers.core.prompts import make_icl_set
 
     ps = make_icl_set(tiny_model, "sst2", seed=42, n_test=4)
     return tiny_model, ps.prompts, ps.label_ids
@@ -59,9 +59,9 @@ def tiny_sst2_set(tiny_model):
 
 @pytest.fixture
 def prefix_runs(monkeypatch):
-    """Call it to start counting :func:`helpers.prefix.run_prefix` calls; returns the list of calls."""
+    """Call it to start counting :func:`helpers.core.prefix.run_prefix` calls; returns the list of calls."""
     def start():
-        import helpers.prefix as prefix
+        import helpers.core.prefix as prefix
 
         calls = []
         real = prefix.run_prefix
@@ -79,7 +79,7 @@ def prefix_runs(monkeypatch):
 @pytest.fixture
 def mixed_demo_prompts(tiny_model):
     """Two SST-2 prompts with different demonstrations (no shared prefix), on each tiny architecture."""
-    from helpers.prompts import Demo, build_prompt
+    from helpers.core.prompts import Demo, build_prompt
 
     return [build_prompt(tiny_model, "sst2", [Demo("a truly great film", 1), Demo("dull", 0)], Demo("wonderful", 1)),
             build_prompt(tiny_model, "sst2", [Demo("dull and far too long", 0), Demo("fun", 1)], Demo("awful", 0))]

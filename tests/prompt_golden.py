@@ -20,7 +20,7 @@ def tokenizers() -> dict:
     """GPT-2's tokenizer (always offline), and the two offline models' tokenizers when they are cached."""
     from transformers import AutoTokenizer
 
-    from helpers.models import cache_dir, gpt2_tokenizer
+    from helpers.core.models import cache_dir, gpt2_tokenizer
 
     out = {"gpt2": gpt2_tokenizer()}
     for key, slug in (("gemma", "google__gemma-3-270m"), ("smollm2", "HuggingFaceTB__SmolLM2-135M-Instruct")):
@@ -38,8 +38,8 @@ def record(p) -> dict:
 
 
 def cases(tok) -> dict:
-    from helpers.prompts import Demo, build_prompt, sample_demos, sample_test
-    from helpers.tasks import label_token_ids, load_split
+    from helpers.core.prompts import Demo, build_prompt, sample_demos, sample_test
+    from helpers.core.tasks import label_token_ids, load_split
 
     out = {}
     with warnings.catch_warnings():

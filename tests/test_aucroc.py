@@ -7,9 +7,9 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
-from helpers.aucroc import auc_roc, aucroc_per_layer, crossing_layer, cumulative_r, label_attention
-from helpers.predict import predict
-from helpers.prompts import make_icl_set
+from helpers.core.predict import predict
+from helpers.core.prompts import make_icl_set
+from helpers.experiments.aucroc import auc_roc, aucroc_per_layer, crossing_layer, cumulative_r, label_attention
 
 
 def test_binary_hand_and_sklearn():
@@ -107,7 +107,7 @@ def test_label_attention_shared_equals_full(tiny_sst2_set, prefix_runs, top_k):
 
 def test_label_attention_falls_back_without_shared_demos(tiny_model, prefix_runs, mixed_demo_prompts):
     """Prompts with different demonstrations: no shared prefix, the full-prompt path runs (same as shared=False)."""
-    from helpers.tasks import label_token_ids
+    from helpers.core.tasks import label_token_ids
 
     lids = label_token_ids(tiny_model.tokenizer, "sst2")
     ps = mixed_demo_prompts
@@ -122,8 +122,8 @@ def test_label_attention_falls_back_without_shared_demos(tiny_model, prefix_runs
 def test_peak_interval_and_interval_verdict(tiny_model):
     import pandas as pd
 
-    from helpers.aucroc import aucroc_verdict, peak_interval, seed_curve
-    from helpers.stats import Interval
+    from helpers.experiments.aucroc import aucroc_verdict, peak_interval, seed_curve
+    from helpers.study.stats import Interval
 
     model = tiny_model
     s = make_icl_set(model, "sst2", seed=42, n_test=40)
@@ -136,7 +136,7 @@ def test_peak_interval_and_interval_verdict(tiny_model):
     iv = peak_interval(raw, n_boot=30)
     assert iv.estimate == pytest.approx(np.nanmax(seed_curve(raw, 42)))  # both seeds hold the same inputs
     assert iv.low <= iv.estimate <= iv.high and iv.n_seeds == 2
-    from helpers.aucroc import curve_intervals
+    from helpers.experiments.aucroc import curve_intervals
 
     both = curve_intervals(raw, n_boot=30)
     assert both["peak"] == iv  # same resamples, same seed
@@ -158,8 +158,8 @@ def test_crossing_check_is_judged_on_its_interval():
     a point estimate past the first third no longer suffices when the interval reaches into it."""
     import pandas as pd
 
-    from helpers.aucroc import aucroc_verdict
-    from helpers.stats import Interval
+    from helpers.experiments.aucroc import aucroc_verdict
+    from helpers.study.stats import Interval
 
     L = 12  # first third: layers 0-3; the check needs the crossing at layer >= 4
     curve = pd.DataFrame({"auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})
@@ -184,8 +184,8 @@ def test_peak_layer_check_is_judged_on_its_interval():
     """Check 2 (peak in the deeper half) uses the whole interval of the peak layer when given."""
     import pandas as pd
 
-    from helpers.aucroc import aucroc_verdict
-    from helpers.stats import Interval
+    from helpers.experiments.aucroc import aucroc_verdict
+    from helpers.study.stats import Interval
 
     L = 12
     curve = pd.DataFrame({"auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})
@@ -219,7 +219,7 @@ def test_aucroc_per_layer_equals_roc_auc_score_per_layer(n_classes):
 def test_verdict_refuses_a_curve_that_is_undefined_everywhere():
     import pandas as pd
 
-    from helpers.aucroc import aucroc_verdict
+    from helpers.experiments.aucroc import aucroc_verdict
 
     nan = pd.DataFrame({"auc": [np.nan] * 6, "r": [np.nan] * 6})
     with pytest.raises(ValueError, match="single class"):

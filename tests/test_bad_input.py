@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.aucroc import auc_roc, label_attention
-from helpers.diagnosis import collect_qk
-from helpers.predict import predict
-from helpers.prefix import predict_shared
-from helpers.prompts import Demo, PromptError, build_prompt, make_icl_set
-from helpers.saliency import relative_flow, saliency_flow, saliency_matrices
-from helpers.tasks import label_token_ids
+from helpers.core.predict import predict
+from helpers.core.prefix import predict_shared
+from helpers.core.prompts import Demo, PromptError, build_prompt, make_icl_set
+from helpers.core.tasks import label_token_ids
+from helpers.experiments.aucroc import auc_roc, label_attention
+from helpers.experiments.diagnosis import collect_qk
+from helpers.experiments.saliency import relative_flow, saliency_flow, saliency_matrices
 
 RUNS = {
     "predict": lambda m, ps, lids: predict(m, ps, lids),

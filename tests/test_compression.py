@@ -7,11 +7,18 @@ import contextlib
 import pytest
 import torch
 
-from helpers.compression import (anchor_keep, build_cache, predict_cached, prefix_len, random_keep,
-                                 text_anchor_prompts, token_counts)
-from helpers.prefix import suffix_logits as cached_logits
-from helpers.predict import logits_at
-from helpers.prompts import Demo, build_prompt
+from helpers.core.predict import logits_at
+from helpers.core.prefix import suffix_logits as cached_logits
+from helpers.core.prompts import Demo, build_prompt
+from helpers.experiments.compression import (
+    anchor_keep,
+    build_cache,
+    predict_cached,
+    prefix_len,
+    random_keep,
+    text_anchor_prompts,
+    token_counts,
+)
 
 DEMOS = [Demo("a truly great film", 1), Demo("dull and far too long", 0), Demo("I loved every minute", 1)]
 QUERIES = [Demo("what a waste of time", 0), Demo("a joy", 1), Demo("not bad at all, really quite charming", 1)]
@@ -68,7 +75,7 @@ def test_pruned_cache_keeps_original_positions(tiny_model, which):
         import dataclasses
         naive_cache = dataclasses.replace(cache, kept=list(range(len(keep))), length=len(keep))
         if tiny_model.cfg.positional_embedding_type == "rotary":  # keys re-rotated at 0..K-1
-            from helpers.prefix import _rotate
+            from helpers.core.prefix import _rotate
             naive_cache.keys = [_rotate(tiny_model.blocks[l].attn, _rotate_back(tiny_model, l, k, keep), torch.arange(len(keep)))
                                 for l, k in enumerate(cache.keys)]
         with torch.inference_mode():
@@ -107,7 +114,7 @@ def test_query_positions_seen_by_hooks(tiny_model):
 
 def test_batched_equals_one_by_one(tiny_model):
     ps = prompts_for(tiny_model)
-    from helpers.tasks import label_token_ids
+    from helpers.core.tasks import label_token_ids
 
     lid = label_token_ids(tiny_model.tokenizer, "sst2")
     cache = build_cache(tiny_model, ps[0])
@@ -140,7 +147,7 @@ def test_anchor_and_random_positions(tiny_model):
 def test_hidden_random_keeps_the_rest_of_a_multi_token_label(tiny_models):
     """Hidden_random drops only the label words' first tokens: a multi-token label's continuation tokens and
     the newline after the last demonstration stay, as in Hidden_anchor."""
-    from helpers.prompts import build_prompt
+    from helpers.core.prompts import build_prompt
 
     m = tiny_models["gpt2"]
     p = build_prompt(m, "trec", [Demo("who?", 3), Demo("what is NASA?", 0)], Demo("why?", 2))
@@ -167,7 +174,7 @@ def test_text_anchor_strings(tiny_models):
 @pytest.mark.slow
 def test_gemma_cache_matches_full_and_masked(gemma):
     """On the real model (rotary, GQA, sliding-window layers, BOS): keep-all == full ICL, pruned == masked full."""
-    from helpers.prompts import make_icl_set
+    from helpers.core.prompts import make_icl_set
 
     s = make_icl_set(gemma, "sst2", 42, 2)
     p = s.prompts[0]
@@ -183,9 +190,9 @@ def test_gemma_cache_matches_full_and_masked(gemma):
 
 
 def test_timing_helper_runs(tiny_models):
-    from helpers.compression import time_icl_vs_anchor
-    from helpers.prompts import PromptSet
-    from helpers.tasks import get_task, label_token_ids
+    from helpers.core.prompts import PromptSet
+    from helpers.core.tasks import get_task, label_token_ids
+    from helpers.experiments.compression import time_icl_vs_anchor
 
     m = tiny_models["rotary"]
     ps = prompts_for(m)
@@ -202,9 +209,9 @@ def test_timing_waits_for_cuda_before_reading_the_clock(tiny_models, monkeypatch
     """On CUDA every clock reading of time_icl_vs_anchor follows torch.cuda.synchronize; on the CPU none does."""
     import time
 
-    from helpers import compression
-    from helpers.prompts import PromptSet
-    from helpers.tasks import get_task, label_token_ids
+    from helpers.core.prompts import PromptSet
+    from helpers.core.tasks import get_task, label_token_ids
+    from helpers.experiments import compression
 
     m = tiny_models["rotary"]
     ps = prompts_for(m)
@@ -225,9 +232,9 @@ def test_timing_waits_for_cuda_before_reading_the_clock(tiny_models, monkeypatch
 
 
 def test_run_compression_end_to_end(tiny_models):
-    from helpers.compression import METHODS, run_compression
-    from helpers.prompts import PromptSet
-    from helpers.tasks import get_task, label_token_ids
+    from helpers.core.prompts import PromptSet
+    from helpers.core.tasks import get_task, label_token_ids
+    from helpers.experiments.compression import METHODS, run_compression
 
     m = tiny_models["gqa"]
     s = PromptSet(get_task("sst2"), 0, 1, DEMOS, QUERIES, prompts_for(m), 0, label_token_ids(m.tokenizer, "sst2"))
@@ -245,8 +252,8 @@ def test_run_compression_end_to_end(tiny_models):
 
 
 def test_table2_interval_verdict():
-    from helpers.compression import table2_interval_verdict
-    from helpers.stats import Interval
+    from helpers.experiments.compression import table2_interval_verdict
+    from helpers.study.stats import Interval
 
     up, zero, down = Interval(5, 1, 9, 5, 320), Interval(0, -3, 3, 5, 320), Interval(-5, -9, -1, 5, 320)
     others = ["Text_anchor", "Hidden_random", "Hidden_random-top"]
@@ -292,7 +299,7 @@ class _RotaryAngles:
 
 
 def hand_built_logits(model, prompt, keep, start):
-    """The query after the kept rows, built without helpers.prefix: one plain forward (no cache) over
+    """The query after the kept rows, built without helpers.core.prefix: one plain forward (no cache) over
     [kept tokens] + [query tokens] in which, at every layer, the kept rows' keys and values are replaced by
     those of the demonstrations' own run at the kept positions (rotary: keys as rotated there), and the
     query's tokens get positions ``start..start+m-1`` (learned: ``hook_pos_embed``; rotary: angle tables)."""
@@ -350,7 +357,7 @@ def test_query_positions_equal_hand_built_run(tiny_model, mode, which):
 def test_restart_starts_the_query_at_zero_and_changes_the_result(tiny_model):
     """Under ``restart`` the query's first layer sees the positions of the query run alone (W_pos[0:m] or
     rotary angles 0..m-1), and its predictions differ from ``original``."""
-    from helpers.tasks import label_token_ids
+    from helpers.core.tasks import label_token_ids
 
     ps = prompts_for(tiny_model)
     p = ps[0]
@@ -370,9 +377,9 @@ def test_restart_starts_the_query_at_zero_and_changes_the_result(tiny_model):
 
 
 def test_run_compression_restart_changes_only_the_cached_methods(tiny_models):
-    from helpers.compression import run_compression
-    from helpers.prompts import PromptSet
-    from helpers.tasks import get_task, label_token_ids
+    from helpers.core.prompts import PromptSet
+    from helpers.core.tasks import get_task, label_token_ids
+    from helpers.experiments.compression import run_compression
 
     m = tiny_models["gpt2"]
     s = PromptSet(get_task("sst2"), 0, 1, DEMOS, QUERIES, prompts_for(m), 0, label_token_ids(m.tokenizer, "sst2"))
@@ -386,9 +393,9 @@ def test_run_compression_restart_changes_only_the_cached_methods(tiny_models):
 
 def test_cached_compression_keys_on_query_positions(tiny_models, monkeypatch, tmp_path):
     """A stored "restart" result never serves an "original" request, and each is served from the store."""
-    import helpers.compression as C
-    from helpers.prompts import PromptSet
-    from helpers.tasks import get_task, label_token_ids
+    import helpers.experiments.compression as C
+    from helpers.core.prompts import PromptSet
+    from helpers.core.tasks import get_task, label_token_ids
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
     calls = []
@@ -407,9 +414,9 @@ def test_cached_compression_keys_on_query_positions(tiny_models, monkeypatch, tm
 
 @pytest.mark.parametrize("bad", ["Restart", "zero", "", None, 0])
 def test_bad_query_positions_are_refused(tiny_models, bad):
-    from helpers.compression import cached_compression, run_compression
-    from helpers.prompts import PromptSet
-    from helpers.tasks import get_task, label_token_ids
+    from helpers.core.prompts import PromptSet
+    from helpers.core.tasks import get_task, label_token_ids
+    from helpers.experiments.compression import cached_compression, run_compression
 
     m = tiny_models["gpt2"]
     ps = prompts_for(m)
@@ -424,8 +431,8 @@ def test_bad_query_positions_are_refused(tiny_models, bad):
 
 def test_restarted_cache_is_not_mixed_with_original_positions(tiny_models):
     """Paths that assume the suffix continues at P0 refuse a restarted cache instead of mixing positions."""
-    from helpers.prefix import PrefixError, extend_prefix, predict_shared_split
-    from helpers.tasks import label_token_ids
+    from helpers.core.prefix import PrefixError, extend_prefix, predict_shared_split
+    from helpers.core.tasks import label_token_ids
 
     m = tiny_models["rotary"]
     ps = prompts_for(m)

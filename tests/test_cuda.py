@@ -11,9 +11,9 @@ import copy
 import pytest
 import torch
 
-from helpers.predict import predict
-from helpers.prefix import predict_shared
-from helpers.prompts import make_icl_set
+from helpers.core.predict import predict
+from helpers.core.prefix import predict_shared
+from helpers.core.prompts import make_icl_set
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available())")]
@@ -67,7 +67,7 @@ def test_local_folder_loads_onto_cuda_without_a_host_copy(tmp_path):
 
     import transformers as tr
 
-    from helpers.models import gpt2_tokenizer, load_model
+    from helpers.core.models import gpt2_tokenizer, load_model
 
     tok = gpt2_tokenizer()
     tr.GPT2LMHeadModel(tr.GPT2Config(vocab_size=len(tok), n_positions=256, n_embd=512, n_layer=4,
@@ -86,8 +86,8 @@ def test_local_folder_loads_onto_cuda_without_a_host_copy(tmp_path):
 
 
 def test_timing_synchronises_on_cuda(tiny_models, monkeypatch):
-    from helpers.compression import time_icl_vs_anchor
-    from helpers.prompts import make_icl_set
+    from helpers.core.prompts import make_icl_set
+    from helpers.experiments.compression import time_icl_vs_anchor
 
     model = _on_cuda(tiny_models["rotary"])
     s = make_icl_set(model, "sst2", seed=42, n_test=3)

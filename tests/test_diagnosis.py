@@ -7,10 +7,17 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
-from helpers.diagnosis import actual_confusion, collect_qk, diagnose, layer_sweep, predicted_confusion, rank_correlation
-from helpers.predict import predict
-from helpers.prompts import Demo, build_prompt
-from helpers.tasks import label_token_ids
+from helpers.core.predict import predict
+from helpers.core.prompts import Demo, build_prompt
+from helpers.core.tasks import label_token_ids
+from helpers.experiments.diagnosis import (
+    actual_confusion,
+    collect_qk,
+    diagnose,
+    layer_sweep,
+    predicted_confusion,
+    rank_correlation,
+)
 
 
 def test_predicted_confusion_symmetric_normalised():
@@ -120,8 +127,8 @@ def test_collect_qk_falls_back_without_shared_demos(tiny_model, prefix_runs, mix
 def test_gemma_vectors_are_the_ones_attention_uses(gemma, shared):
     """Gemma 3 normalises q and k per head before rotary: the collected vectors, rotated to their positions,
     are exactly the attention's rotated q and k (the raw hook_q / hook_k are not)."""
-    from helpers.prefix import _rotate
-    from helpers.prompts import make_icl_set
+    from helpers.core.prefix import _rotate
+    from helpers.core.prompts import make_icl_set
 
     s = make_icl_set(gemma, "sst2", seed=42, n_test=3)
     p, l = s.prompts[0], gemma.cfg.n_layers - 3
@@ -142,9 +149,9 @@ def test_gemma_vectors_are_the_ones_attention_uses(gemma, shared):
 
 
 def test_spearman_interval_and_verdict(tiny_model):
-    from helpers.diagnosis import diagnosis_interval_verdict, seed_averaged_spearman, spearman_interval
-    from helpers.prompts import make_icl_set
-    from helpers.stats import Interval
+    from helpers.core.prompts import make_icl_set
+    from helpers.experiments.diagnosis import diagnosis_interval_verdict, seed_averaged_spearman, spearman_interval
+    from helpers.study.stats import Interval
 
     vecs = {}
     for seed in (42, 43):

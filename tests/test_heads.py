@@ -1,4 +1,4 @@
-"""Tests of helpers.heads (paper B) on the tiny models, plus one slow check on Gemma."""
+"""Tests of helpers.experiments.heads (paper B) on the tiny models, plus one slow check on Gemma."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import heads as H
-from helpers.predict import logits_at, predict
-from helpers.prompts import pad_batch
-from helpers.tasks import label_token_ids
+from helpers.core.predict import logits_at, predict
+from helpers.core.prompts import pad_batch
+from helpers.core.tasks import label_token_ids
+from helpers.experiments import heads as H
 
 ATOL = 2e-4
 
@@ -38,7 +38,7 @@ def _final_logprobs(model, toks, q, hooks=()):
 
 
 def test_unrelated_task_relabels_and_filters(ut, ag):
-    from helpers.tasks import load_split
+    from helpers.core.tasks import load_split
 
     assert ut.task.label_words == ("foo", "bar")
     assert ut.task.input_prefix == "" and ut.task.label_prefix == " :"
@@ -338,7 +338,7 @@ def test_bias_definition_hand_case():
 
 
 def test_bias_runs_on_tiny(ut):
-    from helpers.models import make_tiny_model
+    from helpers.core.models import make_tiny_model
 
     tiny_model = make_tiny_model("gqa", seed=0)
     heads = [(1, 0), (2, 1)]
@@ -369,7 +369,7 @@ SHARED_ATOL = 1e-4
 
 
 def _shared_vs_full(model, ps, factory=None, prefix_hooks=()):
-    from helpers.prefix import predict_shared
+    from helpers.core.prefix import predict_shared
 
     full = predict(model, ps.prompts, ps.label_ids, 2, hooks=factory)
     shared = predict_shared(model, ps.prompts, ps.label_ids, 2, hooks=factory, prefix_hooks=prefix_hooks)
@@ -384,7 +384,7 @@ def _assert_same_predictions(a, b):
 @pytest.mark.parametrize("at", ["q", "all"])
 @pytest.mark.parametrize("ablation", ["zero", "mean"])
 def test_shared_ablation_equals_full_prompts(tiny_model, ut, at, ablation):
-    from helpers.prefix import predict_shared
+    from helpers.core.prefix import predict_shared
 
     ps = _set(tiny_model, ut, n=4, k=2)
     L, Hn = tiny_model.cfg.n_layers, tiny_model.cfg.n_heads
@@ -460,7 +460,7 @@ def test_shared_value_outputs_equal_full_prompts(tiny_model, ut):
 
 def test_shared_collect_at_q_covers_prompt_positions(tiny_model, ut):
     """The suffix store's attention row at q and values span every prompt position, like a full run's."""
-    from helpers.prefix import suffix_batches
+    from helpers.core.prefix import suffix_batches
 
     ps = _set(tiny_model, ut, n=3, k=2)
     L = tiny_model.cfg.n_layers
@@ -522,7 +522,7 @@ RUN_SIZES = {"n_attr": 2, "n_eval": 3, "n_towers": 3, "seeds": [1], "k_per_class
 
 @pytest.fixture(scope="module")
 def tiny_gpt2():
-    from helpers.models import make_tiny_model
+    from helpers.core.models import make_tiny_model
 
     return make_tiny_model("gpt2", seed=0)
 
@@ -535,7 +535,7 @@ def ut_real(ut):
 
 @pytest.fixture
 def run_cache(tmp_path, monkeypatch):
-    """A fresh results cache, and a log of every (kind, params) passed to helpers.results.cached."""
+    """A fresh results cache, and a log of every (kind, params) passed to helpers.core.store.cached."""
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
     monkeypatch.delenv("ICL_RECOMPUTE", raising=False)
     calls = []
@@ -650,7 +650,7 @@ def test_runs_read_label_words_from_the_task(tiny_gpt2, ut, run_cache):
 
 
 def test_ablation_interval_part_and_overall_verdict():
-    from helpers.stats import Interval
+    from helpers.study.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)
@@ -666,7 +666,7 @@ def test_ablation_interval_part_and_overall_verdict():
 
 
 def test_value_output_interval_part():
-    from helpers.stats import Interval
+    from helpers.study.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 1, 64)
@@ -696,7 +696,7 @@ def test_mapping_control_hand_cases():
         H.mapping_control(icl, {key: {"pred": [0], "correct": [1]}})
     with pytest.raises(ValueError, match="same"):
         H.mapping_control(icl, {("sst2", 2): icl[key]})
-    from helpers.stats import Interval
+    from helpers.study.stats import Interval
     assert H.mapping_interval_part(Interval(0.6, 0.55, 0.65, 5, 320)) == "follows the mapping"
     assert H.mapping_interval_part(Interval(0.5, 0.45, 0.55, 5, 320)) == "at chance"
     assert H.mapping_interval_part(Interval(0.4, 0.35, 0.45, 5, 320)) == "against the mapping"
@@ -730,7 +730,7 @@ def test_bias_cells_and_intervals_hand_case():
 
 
 def test_bias_interval_part():
-    from helpers.stats import Interval
+    from helpers.study.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)
@@ -762,7 +762,7 @@ def test_two_towers_intervals_match_point_values(tiny_model, ut):
 
 
 def test_two_towers_interval_part():
-    from helpers.stats import Interval
+    from helpers.study.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 1, 32)

@@ -6,12 +6,23 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.isolation import (_isolated_rows, _per_layer_hooks, authors_positions, block_rows, isolation_experiment,
-                               label_isolation, layer_range, loyalty_rows, random_isolation, random_positions,
-                               run_isolation, run_isolation_last)
-from helpers.prefix import PrefixError, predict_shared_split, run_prefix
-from helpers.predict import Predictions, predict
-from helpers.prompts import pad_batch
+from helpers.core.predict import Predictions, predict
+from helpers.core.prefix import PrefixError, predict_shared_split, run_prefix
+from helpers.core.prompts import pad_batch
+from helpers.experiments.isolation import (
+    _isolated_rows,
+    _per_layer_hooks,
+    authors_positions,
+    block_rows,
+    isolation_experiment,
+    label_isolation,
+    layer_range,
+    loyalty_rows,
+    random_isolation,
+    random_positions,
+    run_isolation,
+    run_isolation_last,
+)
 
 
 def test_no_layers_is_identity(tiny_sst2_set):
@@ -106,7 +117,7 @@ def test_authors_draw_per_input_and_per_layer(tiny_sst2_set):
     # the whole draw changes with the seed
     assert authors_positions(prompts[0], layers, 0, 0) != authors_positions(prompts[0], layers, 1, 0)
     # some draws reach into the query text: the pool is everything before q-1, not only the demonstrations
-    from helpers.prefix import shared_prefix_len
+    from helpers.core.prefix import shared_prefix_len
 
     p0 = shared_prefix_len(prompts)
     assert any(j >= p0 for s in range(10) for i, p in enumerate(prompts)
@@ -198,8 +209,8 @@ def test_random_control_batching_and_subsets(tiny_sst2_set):
 
 @pytest.mark.parametrize("draw", ["authors", "set"])
 def test_random_subset_pairs_with_full_label_runs(tiny_sst2_set, draw):
-    from helpers.isolation import condition_cells, condition_ids, loyalty_frame
-    from helpers.stats import bootstrap_means, paired_differences
+    from helpers.experiments.isolation import condition_cells, condition_ids, loyalty_frame
+    from helpers.study.stats import bootstrap_means, paired_differences
 
     model, prompts, lids = tiny_sst2_set
     full = isolation_experiment(model, prompts, lids, ks=(1,), seed=2, batch_size=4, random_draw=draw)
@@ -225,8 +236,8 @@ def test_random_subset_pairs_with_full_label_runs(tiny_sst2_set, draw):
 
 
 def test_budget_runs_the_random_control_on_a_subset():
-    from helpers.isolation import isolation_budget
-    from helpers.profiles import get_profile
+    from helpers.experiments.isolation import isolation_budget
+    from helpers.study.profiles import get_profile
 
     for name in ("smoke", "default", "paper"):
         prof = get_profile(name)
@@ -302,7 +313,7 @@ def test_split_refuses_caches_that_differ_below_the_split(tiny_sst2_set):
 @pytest.mark.slow
 @pytest.mark.parametrize("which", ["gemma", "smollm2"])
 def test_real_models_last_layer_conditions_together_equal_full_prompts(which, request):
-    from helpers.prompts import make_icl_set
+    from helpers.core.prompts import make_icl_set
 
     model = request.getfixturevalue(which)
     s = make_icl_set(model, "sst2", seed=43, n_test=6)
@@ -313,8 +324,8 @@ def test_real_models_last_layer_conditions_together_equal_full_prompts(which, re
 
 
 def test_isolation_interval_verdict():
-    from helpers.isolation import isolation_interval_verdict
-    from helpers.stats import Interval
+    from helpers.experiments.isolation import isolation_interval_verdict
+    from helpers.study.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)
@@ -341,7 +352,7 @@ def test_loyalty_rows_carry_per_input_values(tiny_sst2_set):
 
 
 def test_condition_cells(tiny_sst2_set):
-    from helpers.isolation import condition_cells, loyalty_frame
+    from helpers.experiments.isolation import condition_cells, loyalty_frame
 
     model, prompts, lids = tiny_sst2_set
     df = loyalty_frame({("sst2", 42): isolation_experiment(model, prompts, lids, ks=(1,), seed=0, batch_size=4)})

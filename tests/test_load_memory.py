@@ -8,11 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     import transformers as tr
 
-    from helpers.models import gpt2_tokenizer
+    from helpers.core.models import gpt2_tokenizer
 
     d = tmp_path_factory.mktemp("local") / "small-gpt2"
     tok = gpt2_tokenizer()
@@ -24,7 +25,7 @@ def folder(tmp_path_factory):
 
 
 def test_parameters_are_the_transformers_weights_not_copies(folder):
-    from helpers.models import load_model
+    from helpers.core.models import load_model
 
     model, hf = load_model(str(folder), device="cpu", return_hf=True, verbose=False)
     wte = hf.transformer.wte.weight
@@ -41,7 +42,7 @@ def test_missing_keys_get_transformer_lens_defaults(folder):
     from transformer_lens import loading_from_pretrained as loading
     from transformers import AutoModelForCausalLM
 
-    from helpers import models
+    from helpers.core import models
 
     hf = AutoModelForCausalLM.from_pretrained(folder)
     cfg = models._local_tl_config(folder, models._local_config(folder), hf.config.to_dict(), False, "cpu",

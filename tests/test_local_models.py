@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import models
-from helpers.models import LocalModelError, load_model, local_model_name, resolve_name
+from helpers.core import models
+from helpers.core.models import LocalModelError, load_model, local_model_name, resolve_name
 
 D_MODEL = 32
 
@@ -100,8 +100,8 @@ def test_gpt2_config_without_n_ctx_loads(tiny_dirs):
 
 
 def test_icl_model_selects_a_local_directory(tiny_dirs, monkeypatch, tmp_path):
-    from helpers.profiles import current_model_name
-    from helpers.results import model_slug, results_dir
+    from helpers.study.profiles import current_model_name
+    from helpers.study.results import model_slug, results_dir
 
     path, _ = tiny_dirs["llama"]
     monkeypatch.setenv("ICL_MODEL", str(path))
@@ -116,7 +116,7 @@ def test_icl_model_selects_a_local_directory(tiny_dirs, monkeypatch, tmp_path):
 
 
 def test_two_folders_with_the_same_name_are_distinct_models(tmp_path, monkeypatch):
-    from helpers.results import model_slug
+    from helpers.study.results import model_slug
 
     a, b = tmp_path / "x" / "model", tmp_path / "y" / "model"
     a.mkdir(parents=True)
@@ -225,7 +225,8 @@ def test_unknown_name_mentions_local_directories():
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_icl_dtype_sets_the_dtype_and_the_recorded_name(tiny_dirs, monkeypatch, dtype):
-    from helpers.results import model_fingerprint, model_slug
+    from helpers.core.store import model_fingerprint
+    from helpers.study.results import model_slug
 
     path, _ = tiny_dirs["gpt2"]
     monkeypatch.delenv("ICL_DTYPE", raising=False)
@@ -248,8 +249,8 @@ def test_icl_dtype_sets_the_dtype_and_the_recorded_name(tiny_dirs, monkeypatch, 
 def test_low_precision_stays_close_to_float32(tiny_dirs, monkeypatch, dtype, rel_tol):
     # bfloat16 keeps 8 significant bits, float16 11: logits within rel_tol x their largest magnitude of float32's,
     # and the label word chosen for 32 SST-2 prompts (the paper's prediction) almost always the same
-    from helpers.predict import predict
-    from helpers.prompts import make_icl_set
+    from helpers.core.predict import predict
+    from helpers.core.prompts import make_icl_set
 
     path, hf = tiny_dirs["llama"]
     out = {}

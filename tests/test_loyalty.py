@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.loyalty import jaccard_rows, label_loyalty, word_loyalty
-from helpers.predict import Predictions
+from helpers.core.loyalty import jaccard_rows, label_loyalty, word_loyalty
+from helpers.core.predict import Predictions
 
 
 def test_label_loyalty_hand():

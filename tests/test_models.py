@@ -16,8 +16,8 @@ import einops
 import pytest
 import torch
 
-from helpers import models
-from helpers.models import MissingWeightsError, UnknownModelError, load_model, resolve_name
+from helpers.core import models
+from helpers.core.models import MissingWeightsError, UnknownModelError, load_model, resolve_name
 
 
 def test_unknown_model_error_names_the_options():
@@ -48,7 +48,7 @@ def test_missing_smollm2_wheel_gives_instructions(monkeypatch, tmp_path):
 
 
 def test_hub_model_without_network_is_a_clear_error():
-    code = ("from helpers.models import load_model, NoNetworkError\n"
+    code = ("from helpers.core.models import load_model, NoNetworkError\n"
             "try:\n    load_model('gpt2', verbose=False)\nexcept NoNetworkError as e:\n    print('NONET', e)\n")
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=os.environ.get("HF_HOME", "/nonexistent-hf-home"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
@@ -70,7 +70,7 @@ def silent_hub():
         while not stop.is_set():
             try:
                 conns.append(srv.accept()[0])
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 break
@@ -88,7 +88,7 @@ def silent_hub():
 def _load_from_hub(endpoint: str, home: Path, **env_vars) -> subprocess.CompletedProcess:
     """load_model('gpt2') in a fresh process whose hub is ``endpoint`` (never the real one), empty cache."""
     code = ("import time\n"
-            "from helpers.models import load_model, resolve_name, NoNetworkError\n"
+            "from helpers.core.models import load_model, resolve_name, NoNetworkError\n"
             "resolve_name('gpt2')\n"  # imports done: time the hub part only
             "t0 = time.monotonic()\n"
             "try:\n    m = load_model('gpt2', verbose=False)\n"
@@ -238,7 +238,7 @@ def test_no_weight_processing(gemma):
 
 @pytest.mark.parametrize("kind", ["gpt2", "rotary", "gqa"])
 def test_matmul_layout_changes_memory_order_not_outputs(kind):
-    from helpers.models import make_tiny_model, matmul_layout
+    from helpers.core.models import make_tiny_model, matmul_layout
 
     model = make_tiny_model(kind)  # already laid out by make_tiny_model
     tokens = torch.randint(0, 1000, (2, 12))

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import prompt_golden
+import pytest
 
 
 @pytest.fixture(scope="module")
@@ -28,10 +27,10 @@ def test_shipped_tasks_render_the_recorded_prompts(golden, tok_name):
 
 # ---------------------------------------------------------------- templates and the position record
 
-from helpers import tasks  # noqa: E402
-from helpers.models import gpt2_tokenizer  # noqa: E402
-from helpers.prompts import Demo, build_prompt  # noqa: E402
-from helpers.tasks import CorruptDataError, SpecError, TemplateError  # noqa: E402
+from helpers.core import tasks  # noqa: E402
+from helpers.core.models import gpt2_tokenizer  # noqa: E402
+from helpers.core.prompts import Demo, build_prompt  # noqa: E402
+from helpers.core.tasks import CorruptDataError, SpecError, TemplateError  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +197,7 @@ def test_checksums_command(tmp_path):
     import sys
 
     path = write_task(tmp_path / "c", SPEC, checksums=False)
-    out = subprocess.run([sys.executable, "-m", "helpers.tasks", "--checksums", str(path)], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "helpers.core.tasks", "--checksums", str(path)], capture_output=True,
                          text=True, timeout=120, cwd=tasks.data_dir().parent)
     assert out.returncode == 0, out.stderr
     sums = json.loads((tmp_path / "c" / "checksums.json").read_text())
@@ -225,7 +224,7 @@ def test_labels_outside_the_label_words_are_refused(tmp_path):
 
 
 def test_icl_tasks_accepts_spec_paths(tmp_path, monkeypatch):
-    from helpers.profiles import current_tasks, get_profile
+    from helpers.study.profiles import current_tasks, get_profile
 
     path = write_task(tmp_path / "tiny", SPEC)
     monkeypatch.setenv("ICL_TASKS", f"sst2, {path}")
@@ -244,7 +243,7 @@ def test_icl_tasks_accepts_spec_paths(tmp_path, monkeypatch):
 def test_preflight_accepts_a_spec_path(tmp_path):
     import importlib.util
 
-    from helpers.profiles import PROFILES
+    from helpers.study.profiles import PROFILES
 
     spec = importlib.util.spec_from_file_location("preflight", tasks.data_dir().parent / "scripts" / "preflight.py")
     pf = importlib.util.module_from_spec(spec)
@@ -259,7 +258,7 @@ def test_preflight_accepts_a_spec_path(tmp_path):
 # ---------------------------------------------------------------- cache identity
 
 def test_editing_a_spec_recomputes_instead_of_serving_the_old_result(tmp_path, monkeypatch):
-    from helpers.results import cached
+    from helpers.core.store import cached
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path / "cache"))
     path = write_task(tmp_path / "tiny", SPEC)
@@ -287,14 +286,14 @@ def test_editing_a_spec_recomputes_instead_of_serving_the_old_result(tmp_path, m
 
 
 def test_a_spec_task_runs_through_the_run_helpers(tmp_path, tiny_models, monkeypatch):
-    from helpers.predict import vanilla_accuracy
+    from helpers.experiments.setting import vanilla_accuracy
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path / "cache"))
     rows = {"train": [(f"good {i}", 1) for i in range(5)] + [(f"bad {i}", 0) for i in range(5)],
             "test": [(f"fine {i}", i % 2) for i in range(6)]}
     path = write_task(tmp_path / "tiny", SPEC, rows=rows)
     monkeypatch.setenv("ICL_TASKS", str(path))
-    from helpers.profiles import current_tasks
+    from helpers.study.profiles import current_tasks
 
     df = vanilla_accuracy(tiny_models["gpt2"], current_tasks(), [42], 4, 1, 4, "smoke", progress=False)
     assert df.task.tolist() == ["tiny_sentiment"] and df.n.tolist() == [4]
@@ -315,7 +314,7 @@ def test_the_shipped_example_task():
 
 
 def test_notebook_08_task_and_budget(tmp_path, monkeypatch):
-    from helpers.profiles import PROFILES, current_own_task, own_task_budget
+    from helpers.study.profiles import PROFILES, current_own_task, own_task_budget
 
     monkeypatch.delenv("ICL_OWN_TASK", raising=False)
     assert current_own_task() == "rotten_tomatoes"
@@ -331,7 +330,7 @@ def test_aucroc_intervals_when_the_model_predicts_one_class():
     """One task with few inputs (notebook 08's smoke run): a single predicted class gives no interval, no crash."""
     import torch
 
-    from helpers.aucroc import curve_intervals
+    from helpers.experiments.aucroc import curve_intervals
 
     g = torch.Generator().manual_seed(0)
     raw = {("t", 42): {"scores": torch.rand(6, 4, 2, generator=g), "pred": torch.zeros(6, dtype=torch.long),

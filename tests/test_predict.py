@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers import tasks
-from helpers.predict import logits_at, predict
-from helpers.prompts import Demo, build_prompt, pad_batch
+from helpers.core import tasks
+from helpers.core.predict import logits_at, predict
+from helpers.core.prompts import Demo, build_prompt, pad_batch
 
 REVIEWS = ["good", "a truly awful film that never ends", "fine", "bad bad bad", "what a delight to watch, really", "meh"]
 
@@ -41,7 +41,7 @@ def test_batched_equals_one_by_one(tiny_model):
 
 
 def test_accuracy_hand_case():
-    from helpers.predict import Predictions
+    from helpers.core.predict import Predictions
 
     p = Predictions(torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 1.0]]), torch.zeros(3, 5, dtype=torch.long),
                     torch.tensor([0, 0, 0]))
@@ -74,7 +74,7 @@ def test_bad_input():
 
 @pytest.mark.slow
 def test_gemma_batched_equals_one_by_one(gemma):
-    from helpers.prompts import make_icl_set
+    from helpers.core.prompts import make_icl_set
 
     s = make_icl_set(gemma, "trec", seed=42, n_test=6)
     batched = predict(gemma, s.prompts, s.label_ids, batch_size=6)
@@ -84,7 +84,7 @@ def test_gemma_batched_equals_one_by_one(gemma):
 
 
 def test_length_batches_respect_size_and_token_budget():
-    from helpers.predict import length_batches
+    from helpers.core.predict import length_batches
 
     lens = [50, 400, 60, 900, 420, 55, 1500, 58]
     prompts = [type("P", (), {"__len__": (lambda self, n=n: n)})() for n in lens]
@@ -110,7 +110,7 @@ def test_length_batches_minimise_padding_plus_forward_cost():
     """Brute force over every split of a sorted list: the dynamic programme finds the cheapest one."""
     import itertools
 
-    from helpers.predict import length_batches
+    from helpers.core.predict import length_batches
 
     lens = [49, 40, 33, 27, 21, 20, 15, 11, 10, 8]
     prompts = [type("P", (), {"__len__": (lambda self, n=n: n)})() for n in lens]
@@ -127,7 +127,7 @@ def test_length_batches_minimise_padding_plus_forward_cost():
 
 
 def test_batch_token_budget_reads_the_environment(monkeypatch):
-    from helpers.predict import batch_token_budget
+    from helpers.core.predict import batch_token_budget
 
     monkeypatch.setenv("ICL_BATCH_TOKENS", "256")
     assert batch_token_budget() == 256

@@ -7,10 +7,18 @@ import dataclasses
 import pytest
 import torch
 
-from helpers.predict import logits_at, predict
-from helpers.prefix import (PrefixError, extend_prefix, predict_shared, run_prefix, shared_prefix_len, suffix_logits,
-                            token_bound, vanilla_predictions)
-from helpers.prompts import make_icl_set
+from helpers.core.predict import logits_at, predict
+from helpers.core.prefix import (
+    PrefixError,
+    extend_prefix,
+    predict_shared,
+    run_prefix,
+    shared_prefix_len,
+    suffix_logits,
+    token_bound,
+    vanilla_predictions,
+)
+from helpers.core.prompts import make_icl_set
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +78,7 @@ def test_identity_hooks_change_nothing(icl):
 
 def test_prefix_hooks_equal_the_same_hooks_on_full_prompts(icl):
     """Isolating the label words (prefix rows) in the first layer: prefix pass once == every full prompt."""
-    from helpers.isolation import run_isolation
+    from helpers.experiments.isolation import run_isolation
 
     model, s = icl
     for cond in ("label", "random"):
@@ -85,7 +93,7 @@ def test_prefix_hooks_equal_the_same_hooks_on_full_prompts(icl):
 
 
 def test_random_set_draw_is_per_layer_and_avoids_labels(icl):
-    from helpers.isolation import random_set_positions
+    from helpers.experiments.isolation import random_set_positions
 
     model, s = icl
     p, p0 = s.prompts[0], shared_prefix_len(s.prompts)
@@ -99,7 +107,7 @@ def test_random_set_draw_is_per_layer_and_avoids_labels(icl):
 
 def test_suffix_hooks_see_query_rows_and_prompt_key_columns(icl):
     """Re-weighting with non-zero beta acts on q's row in the suffix run exactly as in the full prompt."""
-    from helpers.reweighting import reweight_factory
+    from helpers.experiments.reweighting import reweight_factory
 
     model, s = icl
     g = torch.Generator().manual_seed(0)
@@ -128,7 +136,7 @@ def test_extend_prefix_equals_a_longer_prefix(icl):
 
 def test_gradients_flow_through_suffix_hooks(icl):
     """Re-weighting trains through a suffix run against a constant cache: the gradient equals the full run's."""
-    from helpers.reweighting import reweight_hooks
+    from helpers.experiments.reweighting import reweight_hooks
 
     model, s = icl
     p = s.prompts[2]
@@ -232,7 +240,7 @@ def _windowed_model(window: int = 24):
     """A tiny Gemma-3-like model: rotary, grouped-query, local (sliding-window) layers between global ones."""
     from transformer_lens import HookedTransformer, HookedTransformerConfig
 
-    from helpers.models import fast_attention, gpt2_tokenizer, matmul_layout
+    from helpers.core.models import fast_attention, gpt2_tokenizer, matmul_layout
 
     cfg = HookedTransformerConfig(
         n_layers=3, d_model=32, d_head=8, n_heads=4, n_key_value_heads=2, n_ctx=512, d_vocab=50257, act_fn="gelu",
@@ -248,7 +256,7 @@ def _windowed_model(window: int = 24):
 def test_sliding_window_layers_keep_all_and_pruned():
     """Prompts longer than the window: keep-all == full prompt; a pruned cache == the full prompt with the
     dropped positions blocked (the window is measured in original positions, not cache rows)."""
-    from helpers.compression import anchor_keep, build_cache
+    from helpers.experiments.compression import anchor_keep, build_cache
     from tests.test_compression import blocked_full_logits
 
     model = _windowed_model(16)
@@ -278,8 +286,8 @@ def test_sliding_window_layers_keep_all_and_pruned():
 @pytest.mark.parametrize("which", ["gemma", "smollm2"])
 def test_real_models_shared_equals_full(which, request):
     """Gemma 3 (sliding-window layers, GQA, BOS) and SmolLM2 (Llama): vanilla, isolation and re-weighting."""
-    from helpers.isolation import run_isolation
-    from helpers.reweighting import reweight_factory
+    from helpers.experiments.isolation import run_isolation
+    from helpers.experiments.reweighting import reweight_factory
 
     model = request.getfixturevalue(which)
     for task in ("sst2", "trec"):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import prompts, tasks
-from helpers.models import gpt2_tokenizer
-from helpers.prompts import Demo, build_prompt
+from helpers.core import prompts, tasks
+from helpers.core.models import gpt2_tokenizer
+from helpers.core.prompts import Demo, build_prompt
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import helpers.results as R
+import helpers.core.store as R
 
 
 def test_cached_recomputes_for_other_params_and_other_code(tmp_path, monkeypatch):
@@ -26,14 +26,14 @@ def test_code_digest_covers_the_helpers_source():
     d = R.code_digest()
     assert len(d) == 16 and d == R.code_digest()
     files = sorted(R.HELPERS.rglob("*.py"))
-    assert R.HELPERS / "prefix.py" in files and R.HELPERS / "results.py" in files
+    assert R.HELPERS / "core" / "prefix.py" in files and R.HELPERS / "study" / "results.py" in files
 
 
 def test_cached_recomputes_for_other_weights_under_the_same_name(tmp_path, monkeypatch):
     """Two checkpoints that share a name (a fine-tune, re-quantised weights) never share a stored result."""
     import torch
 
-    from helpers.models import make_tiny_model
+    from helpers.core.models import make_tiny_model
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
     monkeypatch.delenv("ICL_RECOMPUTE", raising=False)
@@ -61,7 +61,7 @@ def test_cached_recomputes_when_the_data_change(tmp_path, monkeypatch):
     import json
     import shutil
 
-    from helpers.tasks import data_dir
+    from helpers.core.tasks import data_dir
 
     data = tmp_path / "data"
     data.mkdir()

@@ -5,11 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.predict import logits_at, predict
-from helpers.prompts import Demo, build_prompt, class_draws, sample_demos
-from helpers.reweighting import (reweight_factory, reweight_hooks, reweight_train_demos, train_reweighting,
-                                 vanilla_5shot_demos)
-from helpers.tasks import label_token_ids, load_split
+from helpers.core.predict import logits_at, predict
+from helpers.core.prompts import Demo, build_prompt, class_draws, sample_demos
+from helpers.core.tasks import label_token_ids, load_split
+from helpers.experiments.reweighting import (
+    reweight_factory,
+    reweight_hooks,
+    reweight_train_demos,
+    train_reweighting,
+    vanilla_5shot_demos,
+)
 
 DEMOS = [Demo("a truly great film", 1), Demo("dull and far too long", 0)]
 TRAIN = [Demo("wonderful", 1), Demo("awful, simply awful", 0), Demo("I smiled all the way", 1), Demo("boring", 0)]
@@ -33,7 +38,7 @@ def test_multiplier_hand_computed(tiny_model):
     ps = prompts(tiny_model)[:2]  # different lengths -> padded batch
     L, H = tiny_model.cfg.n_layers, tiny_model.cfg.n_heads
     beta = torch.randn(L, H, 2, generator=torch.Generator().manual_seed(0))
-    from helpers.prompts import pad_batch
+    from helpers.core.prompts import pad_batch
 
     tokens, q = pad_batch(ps, 0)
     name = "blocks.1.attn.hook_pattern"
@@ -116,8 +121,8 @@ def test_fast_training_equals_full_run(tiny_model):
 
 
 def test_table1_interval_verdict():
-    from helpers.reweighting import table1_interval_verdict
-    from helpers.stats import Interval
+    from helpers.experiments.reweighting import table1_interval_verdict
+    from helpers.study.stats import Interval
 
     up, down, zero = Interval(5, 1, 9, 5, 320), Interval(-5, -9, -1, 5, 320), Interval(1, -2, 4, 5, 320)
     assert table1_interval_verdict(up, up) == "replicates"
@@ -128,7 +133,7 @@ def test_table1_interval_verdict():
 
 
 def test_run_table1_keeps_per_input_results(tiny_model):
-    from helpers.reweighting import run_table1
+    from helpers.experiments.reweighting import run_table1
 
     r = run_table1(tiny_model, "sst2", 42, n_test=6, epochs=1, per_class=2, eval_batch_size=4)
     assert len(r.correct_1shot) == len(r.correct_5shot) == len(r.correct_reweight) == len(r.idx) == r.n_test

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CELL = """
 import os
-from helpers.results import save_metrics, summary_row
+from helpers.study.results import save_metrics, summary_row
 threads = os.environ.get("OMP_NUM_THREADS")
 save_metrics("99_probe", {"summary": [summary_row("probe claim", 1.0, os.environ["ICL_MODEL"], "replicates")],
                           "threads": threads, "model": os.environ["ICL_MODEL"], "profile": os.environ["ICL_PROFILE"]})
@@ -148,7 +148,7 @@ def test_cell_timeout_comes_from_the_environment(tmp_path, monkeypatch):
 
 def test_cell_timeout_setting(monkeypatch):
     """--timeout, else ICL_CELL_TIMEOUT, else the profile's; the paper profile's is longer than a whole notebook."""
-    from helpers.profiles import PROFILES, cell_timeout
+    from helpers.study.profiles import PROFILES, cell_timeout
 
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     from timing import builtin_seconds

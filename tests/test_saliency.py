@@ -6,10 +6,18 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.predict import logits_at
-from helpers.prompts import Prompt
-from helpers.saliency import (flow_masks, flow_scores, first_layer_pq_exceeds_wp, relative_flow, saliency_batch,
-                              saliency_flow, saliency_matrices, saliency_prompts)
+from helpers.core.predict import logits_at
+from helpers.core.prompts import Prompt
+from helpers.experiments.saliency import (
+    first_layer_pq_exceeds_wp,
+    flow_masks,
+    flow_scores,
+    relative_flow,
+    saliency_batch,
+    saliency_flow,
+    saliency_matrices,
+    saliency_prompts,
+)
 
 
 def test_batched_equals_one_by_one(tiny_sst2_set):
@@ -142,7 +150,7 @@ _RAW = [[3.0, 1.0, 1.0], [1.0, 2.0, 1.0], [1.0, 3.0, 1.0]]
 
 
 def test_layer_ranges():
-    from helpers.saliency import layer_ranges
+    from helpers.experiments.saliency import layer_ranges
 
     assert layer_ranges(18) == {"shallow": slice(0, 6), "deep": slice(9, 18), "all": slice(0, 18)}
     assert layer_ranges(2) == {"shallow": slice(0, 1), "deep": slice(1, 2), "all": slice(0, 2)}
@@ -151,7 +159,7 @@ def test_layer_ranges():
 
 
 def test_flow_statistics_hand_computed():
-    from helpers.saliency import CROSSING, flow_statistics
+    from helpers.experiments.saliency import CROSSING, flow_statistics
 
     rel = relative_flow(torch.tensor([_RAW]))
     st = flow_statistics(rel)
@@ -169,7 +177,12 @@ def test_flow_statistics_hand_computed():
 
 
 def test_flow_intervals_identical_inputs_give_points_and_the_verdict_agrees():
-    from helpers.saliency import MEAN_OVER_TASKS, flow_intervals, saliency_interval_verdict, saliency_verdict
+    from helpers.experiments.saliency import (
+        MEAN_OVER_TASKS,
+        flow_intervals,
+        saliency_interval_verdict,
+        saliency_verdict,
+    )
 
     runs = {(t, s): torch.tensor([_RAW] * 4) for t in ("a", "b") for s in (1, 2)}
     ivs = flow_intervals(runs, n_boot=50)
@@ -190,7 +203,7 @@ def test_flow_intervals_identical_inputs_give_points_and_the_verdict_agrees():
 
 def test_flow_intervals_estimate_is_the_plotted_curve():
     """A seed's curve is a ratio of means over inputs (relative_flow), then the seeds are averaged."""
-    from helpers.saliency import flow_intervals
+    from helpers.experiments.saliency import flow_intervals
 
     a = [[1.0, 0.0, 1.0]]  # relative [.5, 0, .5]
     b = [[3.0, 2.0, 3.0]]  # relative [.375, .25, .375]; their mean flows [2, 1, 2] -> [.4, .2, .4]
@@ -213,7 +226,7 @@ def test_flow_intervals_estimate_is_the_plotted_curve():
     {1: torch.ones(2, 3, 3)},  # key is not (task, seed)
 ])
 def test_flow_intervals_refuses_bad_input(bad):
-    from helpers.saliency import flow_intervals
+    from helpers.experiments.saliency import flow_intervals
 
     with pytest.raises(ValueError):
         flow_intervals(bad, n_boot=10)
@@ -221,8 +234,8 @@ def test_flow_intervals_refuses_bad_input(bad):
 
 def _contrasts(tasks, by_check):
     """Intervals for every contrast: ``by_check[check]`` is (low, high) or a list of one (low, high) per contrast."""
-    from helpers.saliency import FLOW_CHECKS, contrast_name
-    from helpers.stats import Interval
+    from helpers.experiments.saliency import FLOW_CHECKS, contrast_name
+    from helpers.study.stats import Interval
 
     out = {}
     for t in tasks:
@@ -235,7 +248,7 @@ def _contrasts(tasks, by_check):
 
 
 def test_saliency_interval_verdict():
-    from helpers.saliency import FLOW_CHECKS, saliency_interval_verdict
+    from helpers.experiments.saliency import FLOW_CHECKS, saliency_interval_verdict
 
     names = list(FLOW_CHECKS)
     above, below, straddle = (0.05, 0.15), (-0.15, -0.05), (-0.05, 0.05)
@@ -267,7 +280,7 @@ def test_saliency_interval_verdict():
 
 
 def test_flow_interval_table_formats_intervals():
-    from helpers.saliency import CROSSING, MEAN_OVER_TASKS, flow_interval_table, flow_intervals
+    from helpers.experiments.saliency import CROSSING, MEAN_OVER_TASKS, flow_interval_table, flow_intervals
 
     runs = {(t, 1): torch.tensor([_RAW] * 2) for t in ("a", "b")}
     table = flow_interval_table(flow_intervals(runs, n_boot=20), ["a", "b"], labels={"a": "A"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers.stats import Interval, bootstrap_means, interval_verdict, paired_differences
+from helpers.study.stats import Interval, bootstrap_means, interval_verdict, paired_differences
 
 
 def test_constant_values_give_a_point():
@@ -97,14 +97,14 @@ def test_pairing_by_ids_keeps_inputs_scored_on_both_sides():
 
 
 def test_summary_row_renders_an_interval():
-    from helpers.results import summary_row
+    from helpers.study.results import summary_row
 
     row = summary_row("claim", 0.5, Interval(0.61, 0.55, 0.67, 5, 320), "replicates")
     assert row["ours"] == "0.610 [0.550, 0.670] (95% CI; 5 seed(s), 320 inputs)"
 
 
 def test_bootstrap_statistic_matches_bootstrap_means_for_a_mean():
-    from helpers.stats import bootstrap_statistic
+    from helpers.study.stats import bootstrap_statistic
 
     rng = np.random.default_rng(3)
     data = {s: rng.random(50) for s in (1, 2, 3)}
@@ -123,7 +123,7 @@ def test_bootstrap_statistic_matches_bootstrap_means_for_a_mean():
 
 
 def test_bootstrap_statistic_several_statistics_share_resamples():
-    from helpers.stats import bootstrap_statistic
+    from helpers.study.stats import bootstrap_statistic
 
     rng = np.random.default_rng(5)
     data = {s: rng.random(40) for s in (1, 2)}
@@ -138,7 +138,7 @@ def test_bootstrap_statistic_several_statistics_share_resamples():
 
 
 def test_bootstrap_of_means_is_a_function_of_the_paired_means():
-    from helpers.stats import bootstrap_of_means
+    from helpers.study.stats import bootstrap_of_means
 
     rng = np.random.default_rng(0)
     a = {("t", s): rng.normal(1.0, 0.3, 40) for s in range(4)}

@@ -8,9 +8,9 @@ import warnings
 
 import pytest
 
-from helpers import tasks
-from helpers.models import gpt2_tokenizer
-from helpers.tasks import CorruptDataError, LabelCollisionError, LabelWordWarning, UnknownTaskError
+from helpers.core import tasks
+from helpers.core.models import gpt2_tokenizer
+from helpers.core.tasks import CorruptDataError, LabelCollisionError, LabelWordWarning, UnknownTaskError
 
 OFFLINE = ["sst2", "trec", "agnews", "tweet_emotion"]
 ROWS = {"sst2": (5000, 872), "trec": (5000, 500), "agnews": (5000, 1000), "tweet_emotion": (4052, 1000)}

@@ -26,7 +26,7 @@ in a ``checksums.json`` beside it, or in the ``checksums.json`` of the folder ab
 path, a registered name, or the name of a folder ``data/<name>/`` holding a ``task.json``. Spaces
 right before ``{label}`` belong to the label word (BPE and SentencePiece tokenizers attach them to
 it); the query ends right before them, as the shipped tasks' query ends right after the colon.
-``python -m helpers.tasks --checksums spec.json`` writes the data files' ``checksums.json``.
+``python -m helpers.core.tasks --checksums spec.json`` writes the data files' ``checksums.json``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import string
 import sys
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 __all__ = [
@@ -323,7 +323,7 @@ def task_from_spec(spec: dict, base: str | Path | None = None, spec_path: str | 
         files.append((split, str(path)))
         sha = _find_checksum(split, path, spec, base)
         if sha is None and need_checksums:
-            hint = f"python -m helpers.tasks --checksums {spec_path}" if spec_path else "helpers.tasks.record_checksums"
+            hint = f"python -m helpers.core.tasks --checksums {spec_path}" if spec_path else "helpers.core.tasks.record_checksums"
             raise SpecError(f"{where}: no sha256 checksum is recorded for {path}. Check the file, then record its "
                             f"checksum ({hint} writes checksums.json beside the spec).")
         sums.append((split, sha or ""))
@@ -364,7 +364,7 @@ def load_task_spec(path: str | Path) -> Task:
     if p.is_dir():
         p = next((p / n for n in SPEC_NAMES if (p / n).is_file()), p / SPEC_NAMES[0])
     if not p.is_absolute() and not p.exists():
-        root = Path(__file__).resolve().parent.parent  # notebooks run in notebooks/: also try the repository root
+        root = Path(__file__).resolve().parents[2]  # notebooks run in notebooks/: also try the repository root
         if (root / p).exists():
             p = root / p
     p = p.resolve()
@@ -406,7 +406,7 @@ def record_checksums(spec_path: str | Path) -> Path:
 def data_dir() -> Path:
     """``$ICL_ANCHORS_DATA`` or the repository's ``data/`` folder."""
     env = os.environ.get("ICL_ANCHORS_DATA")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "data"
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "data"
 
 
 def file_sha256(path: Path) -> str:
@@ -417,7 +417,7 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _checksums(root: str) -> dict:
     path = Path(root) / "checksums.json"
     if not path.exists():
@@ -477,13 +477,13 @@ def _load_spec_split(task: Task, split: str):
                                "'text' and 'label', or point the spec's 'data' at them.")
     if not expected:
         raise CorruptDataError(f"no checksum is recorded for {path}{where}; record it with "
-                               f"python -m helpers.tasks --checksums {task.spec_path or '<spec>'}")
+                               f"python -m helpers.core.tasks --checksums {task.spec_path or '<spec>'}")
     actual = file_sha256(path)
     if actual != expected:
         raise CorruptDataError(
             f"{path} does not match its recorded checksum{where} (sha256 {actual[:12]}..., expected "
             f"{expected[:12]}...). The file is corrupt or was edited: restore it, or, if the edit is intended, "
-            f"record the new checksum with python -m helpers.tasks --checksums {task.spec_path or '<spec>'}.")
+            f"record the new checksum with python -m helpers.core.tasks --checksums {task.spec_path or '<spec>'}.")
     ds = _load_verified(str(path), expected, path.stat().st_mtime)
     if not {"text", "label"} <= set(ds.column_names):
         raise CorruptDataError(f"{path} needs 'text' and 'label' fields in every row, has {ds.column_names}")
@@ -504,7 +504,7 @@ def label_token_ids(tokenizer, task: str | Task) -> list[int]:
     """
     task = get_task(task)
     ids = []
-    for c, word in enumerate(task.label_words):
+    for c in range(len(task.label_words)):
         toks = tokenizer(task.label_text(c), add_special_tokens=False)["input_ids"]
         if len(toks) > 1:
             warnings.warn(

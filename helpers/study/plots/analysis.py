@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -18,8 +18,8 @@ def flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None = None
     """Relative S_wp / S_pq / S_ww per layer, one panel per task (paper Fig 3).
 
     ``df`` columns: task, seed, layer, flow (S_wp/S_pq/S_ww), value (relative size).
-    ``intervals[(task, "curve", layer, flow)]``: :class:`helpers.stats.Interval` of the seed-averaged curve
-    (:func:`helpers.saliency.flow_intervals`, task named as in ``df``), drawn as the line and a shaded 95%
+    ``intervals[(task, "curve", layer, flow)]``: :class:`helpers.study.stats.Interval` of the seed-averaged curve
+    (:func:`helpers.experiments.saliency.flow_intervals`, task named as in ``df``), drawn as the line and a shaded 95%
     band; without it the bands are the sd over seeds.
     """
     tasks = list(dict.fromkeys(df["task"]))

@@ -17,7 +17,7 @@ so; every experiment with shared demonstrations goes through it.
 - :func:`suffix_forward` / :func:`suffix_logits` run right-padded suffixes
   against a cache; every TransformerLens hook works as in a full run, with the
   suffix's query positions and the cache's key positions.
-- :func:`predict_shared` is :func:`helpers.predict.predict` on this path.
+- :func:`predict_shared` is :func:`helpers.core.predict.predict` on this path.
 
 Exactness (tests on learned-position, rotary and grouped-query models, and on
 Gemma 3 and SmolLM2): a keep-everything cache plus a suffix gives the full
@@ -50,7 +50,7 @@ attends to the cached rows, whose positions were fixed when the prefix ran:
 learned positions ``W_pos[0:m]``, rotary angles ``0..m-1`` for the new queries
 and keys (sliding-window layers then keep TL's window in cache rows). This is
 the position handling of the GPT-2 code of arXiv 2305.14160 (§3.2), kept as an
-option for comparison with its Table 2 (see :mod:`helpers.compression`).
+option for comparison with its Table 2 (see :mod:`helpers.experiments.compression`).
 
 An explicit attention mask of ones is always passed: with a cache TL would
 otherwise build one from pad ids (GPT-2's pad id equals its BOS id). Suffixes
@@ -65,15 +65,15 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from .prompts import Prompt, check_prompts
+from helpers.core.prompts import Prompt, check_prompts
 
 __all__ = [
     "PrefixCache",
@@ -108,7 +108,7 @@ class PrefixCache:
     values: list[Float[torch.Tensor, "kept kv_head d_head"]]
     kept: list[int]  # original positions o_j of the cache rows
     length: int  # P0: the prefix's length, the first suffix token's position in the full prompt
-    tokens: Int[torch.Tensor, "prefix"]  # the prefix tokens (all P0, kept or not)
+    tokens: Int[torch.Tensor, prefix]  # the prefix tokens (all P0, kept or not)
     model_ref: Callable = field(repr=False, default=lambda: None)  # weakref to the model it was built with
     note: str = ""  # what ran on the prefix (hooks), for display
     query_start: int | None = None  # position of the first suffix token; None: ``length`` (P0)
@@ -259,7 +259,7 @@ def _install(model) -> None:
     :func:`_suffix_rotary` (inactive outside suffix runs)."""
     import types
 
-    from .models import fast_attention
+    from helpers.core.models import fast_attention
 
     if getattr(model, "_icl_prefix_ready", False):
         return
@@ -314,7 +314,7 @@ class _SuffixPositions:
         return False
 
 
-def run_prefix(model, tokens: Int[torch.Tensor, "prefix"], keep: Sequence[int] | None = None,
+def run_prefix(model, tokens: Int[torch.Tensor, prefix], keep: Sequence[int] | None = None,
                hooks: Sequence = (), note: str = "") -> PrefixCache:
     """One forward pass over ``tokens`` (under ``hooks``); keep the keys/values of ``keep`` (default: all).
 
@@ -348,7 +348,7 @@ def run_prefix(model, tokens: Int[torch.Tensor, "prefix"], keep: Sequence[int] |
     return PrefixCache(keys, values, keep, p0, tokens.clone().cpu(), weakref.ref(model), note)
 
 
-def extend_prefix(model, cache: PrefixCache, tokens: Int[torch.Tensor, "more"], hooks: Sequence = ()) -> PrefixCache:
+def extend_prefix(model, cache: PrefixCache, tokens: Int[torch.Tensor, more], hooks: Sequence = ()) -> PrefixCache:
     """``cache`` followed by ``tokens`` (all kept): the cache of the longer prefix, from one suffix pass."""
     cache.check_model(model)
     tokens = torch.as_tensor(tokens).reshape(-1)
@@ -408,12 +408,12 @@ def suffix_forward(model, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m
         return _layers(model, kv, tokens, None, model.cfg.n_layers, m)
 
 
-def suffix_logits(model, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], q: Int[torch.Tensor, "batch"],
-                  hooks: Sequence = (), vocab: Int[torch.Tensor, "v"] | None = None
+def suffix_logits(model, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], q: Int[torch.Tensor, batch],
+                  hooks: Sequence = (), vocab: Int[torch.Tensor, v] | None = None
                   ) -> Float[torch.Tensor, "batch vocab"]:
     """Logits at ``q[b]`` (an index into the suffix ``tokens``), unembedding only there (``vocab``: only these
     columns). Differentiable with respect to hook parameters."""
-    from .predict import unembed_at
+    from helpers.core.predict import unembed_at
 
     resid = suffix_forward(model, cache, tokens, hooks)
     return unembed_at(model, resid, q, vocab)
@@ -444,9 +444,9 @@ def suffix_batches(cache: PrefixCache, prompts: Sequence[Prompt], batch_size: in
     """``(indices, suffix tokens [B, m], q in the suffix [B])`` batches of similar suffix length.
 
     Batches are formed on suffix lengths (what is run), capped by
-    :func:`helpers.predict.batch_token_budget` padded suffix tokens.
+    :func:`helpers.core.predict.batch_token_budget` padded suffix tokens.
     """
-    from .predict import length_batches
+    from helpers.core.predict import length_batches
 
     suf = suffix_tokens(cache, prompts)
     p0 = cache.length
@@ -461,7 +461,7 @@ def suffix_batches(cache: PrefixCache, prompts: Sequence[Prompt], batch_size: in
 def predict_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
                    top_k: int = 5, hooks=None, prefix_hooks: Sequence = (), cache: PrefixCache | None = None,
                    progress: bool | str = False):
-    """:func:`helpers.predict.predict` with the shared demonstrations run once.
+    """:func:`helpers.core.predict.predict` with the shared demonstrations run once.
 
     ``prefix_hooks``: TL hooks for the prefix pass (positions are prompt
     positions). ``hooks``: a hook factory, called per batch as
@@ -471,7 +471,7 @@ def predict_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], b
     prompts' shared demonstrations are run here. Same predictions as the full
     prompts (tests).
     """
-    from .predict import predictions_from_resid
+    from helpers.core.predict import predictions_from_resid
 
     check_prompts(model, prompts, "predict")
     if len(set(label_ids)) != len(label_ids):
@@ -506,7 +506,7 @@ def predict_shared_split(model, prompts: Sequence[Prompt], label_ids: Sequence[i
     number). Returns ``{name: Predictions}``, the same as :func:`predict_shared`
     per cache (tests).
     """
-    from .predict import predictions_from_resid
+    from helpers.core.predict import predictions_from_resid
 
     if not prompts or not caches:
         raise ValueError("predict_shared_split needs prompts and at least one cache")
@@ -552,16 +552,16 @@ def vanilla_predictions(model, prompts: Sequence[Prompt], label_ids: Sequence[in
 
     Several experiments start from the same unmodified predictions (vanilla
     accuracy, the isolation and compression references, Table 1's baselines).
-    The store key is the model's weights (:func:`helpers.results.model_fingerprint`),
+    The store key is the model's weights (:func:`helpers.core.store.model_fingerprint`),
     every prompt's tokens, query position and gold label, and ``label_ids``
-    (:func:`helpers.results.prompts_digest`), so a stored result is only ever
+    (:func:`helpers.core.store.prompts_digest`), so a stored result is only ever
     returned for the same inputs to the same weights. Batch size is not part of
     the key: batched and one-by-one runs agree (tests). The stored run keeps the
     top-5 tokens; ``top_k`` up to 5 is sliced from it. A model with hooks
     attached, or ``top_k > 5``, is computed afresh and not stored.
     """
-    from .predict import Predictions
-    from .results import cached, model_fingerprint, prompts_digest
+    from helpers.core.predict import Predictions
+    from helpers.core.store import cached, model_fingerprint, prompts_digest
 
     if top_k > STORED_TOP_K or _has_hooks(model):
         return predict_shared(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, progress=progress)

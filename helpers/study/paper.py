@@ -1,6 +1,6 @@
 """The papers' reported numbers (arXiv 2305.14160 and 2402.02872), in one place for notebooks and the report.
 
-Task keys follow helpers.tasks; the paper's EmoC column is keyed ``emoc`` and
+Task keys follow helpers.core.tasks; the paper's EmoC column is keyed ``emoc`` and
 is compared with our ``tweet_emotion`` substitute only with that said aloud.
 Accuracies are fractions (0-1).
 """

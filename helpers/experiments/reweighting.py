@@ -11,15 +11,15 @@ renormalising the row. ``beta = 0`` is the identity. Only ``beta`` is trained
 parameters are frozen for the duration of training and restored afterwards.
 
 Training data (paper A §3.1, arXiv 2305.14160): the 4 extra train examples per class drawn right
-after the 1-shot demonstrations by :func:`helpers.prompts.class_draws` (draws
+after the 1-shot demonstrations by :func:`helpers.core.prompts.class_draws` (draws
 2..5 of each class, disjoint from the demonstrations), each wrapped with the
 same 1-shot demonstrations.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -27,10 +27,10 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from tqdm.auto import tqdm
 
-from .predict import logits_at
-from .prefix import predict_shared, vanilla_predictions
-from .prompts import Demo, Prompt, build_prompts, class_draws, demos_from_indices, pad_batch
-from .tasks import get_task, label_token_ids
+from helpers.core.predict import logits_at
+from helpers.core.prefix import predict_shared, vanilla_predictions
+from helpers.core.prompts import Demo, Prompt, build_prompts, class_draws, demos_from_indices, pad_batch
+from helpers.core.tasks import get_task, label_token_ids
 
 __all__ = [
     "ReweightResult",
@@ -88,16 +88,16 @@ def reweight_hooks(beta: Float[torch.Tensor, "layer head demo"], prompts: Sequen
 
 
 def reweight_factory(beta: Float[torch.Tensor, "layer head demo"]):
-    """A :func:`helpers.predict.predict` hook factory applying the learned ``beta``."""
+    """A :func:`helpers.core.predict.predict` hook factory applying the learned ``beta``."""
     beta = beta.detach()
     return lambda batch, tokens, offset=0: reweight_hooks(beta, batch)  # rows found from the pattern's shape
 
 
 def reweight_train_demos(train, task, seed: int, per_class: int = 4) -> tuple[list[Demo], list[Demo]]:
     """``(demos, train_examples)``: the 1-shot demonstrations (as in
-    :func:`helpers.prompts.sample_demos`) and ``per_class`` extra examples per
+    :func:`helpers.core.prompts.sample_demos`) and ``per_class`` extra examples per
     class (draws 2..1+per_class, disjoint from the demonstrations)."""
-    from .prompts import sample_demos
+    from helpers.core.prompts import sample_demos
 
     task = get_task(task)
     demos = sample_demos(train, task, 1, seed)
@@ -111,12 +111,12 @@ def vanilla_5shot_demos(train, task, shots_per_class: int, seed: int) -> list[De
     """The vanilla many-shot baseline of Table 1: ``shots_per_class`` demonstrations per class.
 
     These are the demonstrations of notebook 00's vanilla 5-shot run
-    (:func:`helpers.prompts.sample_demos`, same order): the draws are nested, so
+    (:func:`helpers.core.prompts.sample_demos`, same order): the draws are nested, so
     they are the 1-shot demonstrations plus the first ``shots_per_class - 1``
     re-weighting training examples of every class, and both notebooks score the
     same prompts.
     """
-    from .prompts import sample_demos
+    from helpers.core.prompts import sample_demos
 
     return sample_demos(train, task, shots_per_class, seed)
 
@@ -141,9 +141,9 @@ def train_reweighting(model, train_prompts: Sequence[Prompt], label_ids: Sequenc
 
     ``fast`` (batch size 1 only): beta changes only the attention row of q, so
     every earlier position is independent of beta (causal attention). The
-    shared demonstrations run once (:func:`helpers.prefix.run_prefix`), each
+    shared demonstrations run once (:func:`helpers.core.prefix.run_prefix`), each
     training prompt's query up to q extends that cache once
-    (:func:`helpers.prefix.extend_prefix`), and every step runs only the last
+    (:func:`helpers.core.prefix.extend_prefix`), and every step runs only the last
     token through the model with gradients, computing only the label logits.
     This is the same function of beta as the full run (a test checks the
     trained betas agree), ~prompt-length times cheaper.
@@ -167,7 +167,7 @@ def train_reweighting(model, train_prompts: Sequence[Prompt], label_ids: Sequenc
     fast = fast and batch_size == 1 and cfg.positional_embedding_type in ("rotary", "standard")
     caches = []
     if fast:
-        from .prefix import extend_prefix, run_prefix, shared_prefix_len
+        from helpers.core.prefix import extend_prefix, run_prefix, shared_prefix_len
 
         p0 = shared_prefix_len(train_prompts)
         demos = run_prefix(model, train_prompts[0].tokens[:p0])
@@ -176,14 +176,14 @@ def train_reweighting(model, train_prompts: Sequence[Prompt], label_ids: Sequenc
         for p in params:
             p.requires_grad_(False)
         with torch.enable_grad():
-            for ep in tqdm(range(epochs), desc=progress if isinstance(progress, str) else "re-weighting",
+            for _ep in tqdm(range(epochs), desc=progress if isinstance(progress, str) else "re-weighting",
                            disable=not progress, leave=False):
                 order = rng.permutation(len(train_prompts))
                 ep_loss = []
                 for s in range(0, len(order), batch_size):
                     batch = [train_prompts[i] for i in order[s:s + batch_size]]
                     if fast:
-                        from .prefix import suffix_logits
+                        from helpers.core.prefix import suffix_logits
 
                         p = batch[0]
                         logits = suffix_logits(model, caches[order[s]], p.tokens[p.q:][None], torch.tensor([0]),
@@ -235,11 +235,11 @@ def run_table1(model, task, seed: int, n_test: int, epochs: int = 10, lr: float 
     (5), 3 for AGNews as in the paper (:data:`FIVE_SHOT_PER_CLASS`).
 
     All three conditions are scored on the same test rows: the test sample is
-    the one of :func:`helpers.prompts.sample_test` minus rows whose 5-shot
+    the one of :func:`helpers.core.prompts.sample_test` minus rows whose 5-shot
     prompt exceeds the context (counted in ``n_dropped``).
     """
-    from .prompts import sample_test
-    from .tasks import load_split
+    from helpers.core.prompts import sample_test
+    from helpers.core.tasks import load_split
 
     task = get_task(task)
     train, test = load_split(task, "train"), load_split(task, "test")
@@ -257,8 +257,8 @@ def run_table1(model, task, seed: int, n_test: int, epochs: int = 10, lr: float 
     p_train, _ = build_prompts(model, task, demos, extra)
     res = train_reweighting(model, p_train, lids, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
                             progress=f"train {task.name}" if progress else False)
-    # each demonstration set runs once (helpers.prefix); beta acts on q's row only, so the prefix is unchanged
-    # the unmodified runs are notebook 00's (same prompts: stored by content, helpers.prefix.vanilla_predictions)
+    # each demonstration set runs once (helpers.core.prefix); beta acts on q's row only, so the prefix is unchanged
+    # the unmodified runs are notebook 00's (same prompts: stored by content, helpers.core.prefix.vanilla_predictions)
     r1 = vanilla_predictions(model, p1, lids, eval_batch_size, top_k=0)
     r5 = vanilla_predictions(model, p5, lids, eval_batch_size, top_k=0)
     rr = predict_shared(model, p1, lids, eval_batch_size, top_k=0, hooks=reweight_factory(res.beta))
@@ -275,7 +275,7 @@ def table1_interval_verdict(gain_1shot, gain_5shot) -> str:
     """Verdict on §3.1 from the 95% intervals of two paired contrasts (criteria fixed before the run).
 
     ``gain_1shot``: re-weighting minus vanilla 1-shot; ``gain_5shot``: re-weighting
-    minus vanilla 5-shot (:class:`helpers.stats.Interval`, task-averaged accuracy).
+    minus vanilla 5-shot (:class:`helpers.study.stats.Interval`, task-averaged accuracy).
     "replicates": both intervals lie above zero; "partly": only the gain over
     1-shot does; "does not replicate": the gain over 1-shot lies below zero;
     "inconclusive": its interval contains zero.

@@ -1,10 +1,10 @@
 """Figures (seaborn/matplotlib) and interactive views (circuitsvis).
 
 One submodule per part of the collection; everything is re-exported here so
-notebooks write ``from helpers import plots`` and call ``plots.<name>``.
+notebooks write ``from helpers.study import plots`` and call ``plots.<name>``.
 """
 
-from .setting import *  # noqa: F401,F403  notebook 00
 from .analysis import *  # noqa: F401,F403  notebooks 01-03
 from .applications import *  # noqa: F401,F403  notebooks 04-06
 from .heads import *  # noqa: F401,F403  notebook 07
+from .setting import *  # noqa: F401,F403  notebook 00

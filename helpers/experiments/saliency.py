@@ -31,7 +31,7 @@ a task's curve is the mean of its seeds' curves. :func:`flow_intervals` gives
 every point of those curves, their means over the layer ranges of the checks
 (:func:`layer_ranges`) and the paired contrasts between flows (e.g. shallow
 S_wp minus S_pq) a 95% interval from the two-level bootstrap of
-:func:`helpers.stats.bootstrap_statistic` (seeds, then the inputs within each
+:func:`helpers.study.stats.bootstrap_statistic` (seeds, then the inputs within each
 (task, seed)); the three flows of a resampled input stay together, so every
 contrast is paired. :func:`saliency_interval_verdict` restates the checks of
 :func:`saliency_verdict` on the intervals of the contrasts.
@@ -42,16 +42,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
-from .predict import length_batches, logits_at
-from .prompts import Prompt, build_prompt, check_prompts, sample_demos, sample_test
-from .tasks import get_task, label_token_ids, load_split
+from helpers.core.predict import length_batches, logits_at
+from helpers.core.prompts import Prompt, build_prompt, check_prompts, sample_demos, sample_test
+from helpers.core.tasks import get_task, label_token_ids, load_split
 
 __all__ = [
     "FLOWS",
@@ -111,7 +111,7 @@ def saliency_batch(model, prompts: Sequence[Prompt], label_ids: Sequence[int]
         raise ValueError("no prompts")
     if any(p.gold is None for p in prompts):
         raise ValueError("saliency needs the gold label: build prompts from Demo queries (prompts.sample_test)")
-    from .prompts import pad_batch
+    from helpers.core.prompts import pad_batch
 
     tokens, q = pad_batch(prompts, _pad_id(model))
     tokens = tokens.to(model.cfg.device)
@@ -274,8 +274,8 @@ def saliency_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | i
     Returns ``{(task, seed): Float[Tensor, "n layer 3"]}`` (raw, not relative).
     ``n``: inputs per task and seed (an int or a per-task dict, e.g. :func:`saliency_budget`).
     """
-    from .results import cached
-    from .tasks import LabelWordWarning
+    from helpers.core.store import cached
+    from helpers.core.tasks import LabelWordWarning
 
     name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
     out = {}
@@ -396,11 +396,11 @@ def flow_intervals(runs: dict, n_boot: int = 1000, seed: int = 0) -> dict:
     ``runs``: ``{(task, seed): per-input raw flows [n, layer, 3]}`` (:func:`saliency_runs`); every task needs
     every seed. Returns ``{(task, *key): Interval}`` (None where a statistic, e.g. the crossing layer, is
     undefined in more than 10% of the resamples). Two-level bootstrap
-    (:func:`helpers.stats.bootstrap_statistic`): the seeds (the same draw for every task), then the inputs
+    (:func:`helpers.study.stats.bootstrap_statistic`): the seeds (the same draw for every task), then the inputs
     within each (task, seed). The estimates are those of the full data: a task's curve is the mean over
     seeds of :func:`relative_flow`.
     """
-    from .stats import bootstrap_statistic
+    from helpers.study.stats import bootstrap_statistic
 
     if not isinstance(runs, dict) or not runs:
         raise ValueError("pass the per-input flows as {(task, seed): [n, layer, 3]}, with at least one cell")
@@ -440,7 +440,7 @@ def flow_intervals(runs: dict, n_boot: int = 1000, seed: int = 0) -> dict:
 def saliency_interval_verdict(intervals: dict, tasks: Sequence[str]) -> tuple[str, dict]:
     """Verdict on the §2.1 claim from the 95% intervals of the paired contrasts (criteria fixed before the run).
 
-    ``intervals[(task, range, "S_a - S_b")]``: :class:`helpers.stats.Interval` of each contrast of
+    ``intervals[(task, range, "S_a - S_b")]``: :class:`helpers.study.stats.Interval` of each contrast of
     :data:`FLOW_CHECKS` (e.g. :func:`flow_intervals`' output; None counts as straddling zero). The checks of
     :func:`saliency_verdict`, per task:
       1. shallow (first third of the layers): S_wp - S_pq > 0 and S_wp - S_ww > 0;

@@ -10,26 +10,25 @@ the dominant cost.
 from __future__ import annotations
 
 import os
-
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from .prompts import Prompt, check_prompts, pad_batch
+from helpers.core.prompts import Prompt, check_prompts, pad_batch
 
 __all__ = ["Predictions", "predict", "logits_at", "unembed_at", "resid_at", "unembed_rows", "predictions_from_resid", "length_batches", "batch_token_budget", "HookFactory"]
 
 # given the prompts of a batch, the padded tokens that run and (keyword ``offset``) the prompt position of
 # their first column, the (hook name, fn) pairs to run. A full-prompt run has offset 0; a suffix run after a
-# shared prefix (helpers.prefix) has offset P0, so query rows in hooked tensors are ``position - offset`` while
+# shared prefix (helpers.core.prefix) has offset P0, so query rows in hooked tensors are ``position - offset`` while
 # key columns stay prompt positions.
 HookFactory = Callable[..., list]
 
 
-def unembed_at(model, resid: Float[torch.Tensor, "batch seq d_model"], q: Int[torch.Tensor, "batch"],
+def unembed_at(model, resid: Float[torch.Tensor, "batch seq d_model"], q: Int[torch.Tensor, batch],
                vocab: torch.Tensor | None = None) -> Float[torch.Tensor, "batch vocab"]:
     """Logits of ``resid`` (the final residual stream) at ``q[b]`` of each row; ``vocab``: only these columns."""
     at_q = model.ln_final(resid[torch.arange(resid.shape[0], device=resid.device), q.to(resid.device)][:, None, :])
@@ -44,7 +43,7 @@ def unembed_at(model, resid: Float[torch.Tensor, "batch seq d_model"], q: Int[to
     return logits
 
 
-def resid_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, "batch"], fwd_hooks: Sequence = (),
+def resid_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, batch], fwd_hooks: Sequence = (),
              **forward_kwargs) -> Float[torch.Tensor, "batch d_model"]:
     """The final residual stream (before ln_final) at ``q[b]`` of each row."""
     with model.hooks(fwd_hooks=list(fwd_hooks)):
@@ -52,7 +51,7 @@ def resid_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor,
     return resid[torch.arange(resid.shape[0], device=resid.device), q.to(resid.device)]
 
 
-def logits_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, "batch"],
+def logits_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, batch],
               fwd_hooks: Sequence = (), vocab: torch.Tensor | None = None,
               **forward_kwargs) -> Float[torch.Tensor, "batch vocab"]:
     """Logits at position ``q[b]`` of each row, unembedding only there.
@@ -131,7 +130,7 @@ def unembed_rows(model, resid: Float[torch.Tensor, "n d_model"], vocab: torch.Te
 
 
 def predictions_from_resid(model, resid: Float[torch.Tensor, "n d_model"], prompts: Sequence[Prompt],
-                           label_ids: Sequence[int], top_k: int = 5) -> "Predictions":
+                           label_ids: Sequence[int], top_k: int = 5) -> Predictions:
     """:class:`Predictions` from each prompt's final residual at q.
 
     ``top_k=0`` computes the label words' logits only (prediction and accuracy
@@ -152,14 +151,14 @@ def predictions_from_resid(model, resid: Float[torch.Tensor, "n d_model"], promp
 class Predictions:
     label_logits: Float[torch.Tensor, "n classes"]  # logits of the label words' first tokens
     topk: Int[torch.Tensor, "n k"]  # top-k full-vocabulary token ids at q
-    gold: Int[torch.Tensor, "n"]  # -1 where unknown
+    gold: Int[torch.Tensor, n]  # -1 where unknown
 
     @property
     def label_probs(self) -> Float[torch.Tensor, "n classes"]:
         return self.label_logits.softmax(-1)
 
     @property
-    def pred(self) -> Int[torch.Tensor, "n"]:
+    def pred(self) -> Int[torch.Tensor, n]:
         return self.label_logits.argmax(-1)
 
     @property
@@ -202,36 +201,3 @@ def predict(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_si
 def shots_for(task: str, k_per_class: int) -> int:
     """The paper's per-class shots: its '5-shot' setting uses 3 per class on AGNews (length)."""
     return min(k_per_class, 3) if task == "agnews" and k_per_class == 5 else k_per_class
-
-
-def vanilla_accuracy(model, tasks: Sequence[str], seeds: Sequence[int], n_test: int, k_per_class: int = 1,
-                     batch_size: int = 16, profile: str = "", progress: bool = True):
-    """Vanilla ICL accuracy for every (task, seed): a ``pandas.DataFrame`` row per run.
-
-    Columns: task, seed, shots (per class), n (inputs scored), dropped (over-long), accuracy, and per
-    input ``idx`` (test row) and ``correct`` (0/1), for intervals (:mod:`helpers.stats`).
-    Results are cached on disk (helpers.results.cached).
-    """
-    import pandas as pd
-
-    from .prompts import make_icl_set
-    from .results import cached
-
-    rows = []
-    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
-    for task in tqdm(tasks, desc=f"{k_per_class}-shot", disable=not progress):
-        k = shots_for(task, k_per_class)
-        for seed in seeds:
-            def run():
-                from .prefix import vanilla_predictions
-
-                s = make_icl_set(model, task, seed, n_test, k)
-                r = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=batch_size, top_k=0)
-                return {"n": len(r), "dropped": s.n_dropped, "accuracy": r.accuracy,
-                        "pred": r.pred.tolist(), "gold": r.gold.tolist(), "idx": [p.query.idx for p in s.prompts]}
-            out = cached("vanilla_accuracy", {"model": name, "task": task, "seed": seed, "n_test": n_test,
-                                              "k": k, "profile": profile}, run, model=model)
-            rows.append({"task": task, "seed": seed, "shots": k, "n": out["n"], "dropped": out["dropped"],
-                         "accuracy": out["accuracy"], "idx": out["idx"],
-                         "correct": [int(a == b) for a, b in zip(out["pred"], out["gold"])]})
-    return pd.DataFrame(rows)

@@ -2,9 +2,9 @@
 
 Hidden_anchor runs the demonstrations once, keeps at every layer the keys and
 values of the anchor positions only (label tokens, the demonstrations'
-formatting tokens and BOS: :attr:`helpers.prompts.Prompt.anchor_pos`), and runs
+formatting tokens and BOS: :attr:`helpers.core.prompts.Prompt.anchor_pos`), and runs
 each test input alone (``Review: x\nSentiment:``) with that pruned cache
-prepended. The cache is :mod:`helpers.prefix`'s, built with ``keep=``: kept
+prepended. The cache is :mod:`helpers.core.prefix`'s, built with ``keep=``: kept
 rows keep their original positions and the query continues at P0, where it
 stands in the full prompt (tests: a pruned cache equals the full prompt with
 attention from the query to the dropped positions blocked, on learned-position,
@@ -36,19 +36,28 @@ Results of the two modes are stored under different keys
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
-from .predict import Predictions, predict
-from .prefix import (PrefixCache, demo_prefix_len, predict_shared, restart_positions, run_prefix,
-                     shared_prefix_or_none, suffix_logits, suffix_tokens, vanilla_predictions)
-from .prompts import Demo, Prompt, build_prompts
-from .stats import bootstrap_of_means
+from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
+from helpers.core.predict import Predictions, predict
+from helpers.core.prefix import (
+    PrefixCache,
+    demo_prefix_len,
+    predict_shared,
+    restart_positions,
+    run_prefix,
+    shared_prefix_or_none,
+    suffix_logits,
+    suffix_tokens,
+    vanilla_predictions,
+)
+from helpers.core.prompts import Demo, Prompt, build_prompts
+from helpers.study.stats import bootstrap_of_means
 
 __all__ = [
     "prefix_len",
@@ -121,7 +130,7 @@ def build_cache(model, prompt: Prompt, keep: Sequence[int] | None = None,
 
 def predict_cached(model, cache: PrefixCache, prompts: Sequence[Prompt], label_ids: Sequence[int],
                    batch_size: int = 16, top_k: int = 5, progress: bool | str = False) -> Predictions:
-    """:func:`helpers.predict.predict`, but each prompt's demonstrations are replaced by ``cache``."""
+    """:func:`helpers.core.predict.predict`, but each prompt's demonstrations are replaced by ``cache``."""
     return predict_shared(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, cache=cache,
                           progress=progress)
 
@@ -171,7 +180,7 @@ METHODS = ("ICL", "Text_anchor", "Hidden_random", "Hidden_random-top", "Hidden_a
 
 def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int = 16,
                     progress: bool = False, query_positions: str = "original") -> CompressionResult:
-    """Table 2 for one :class:`helpers.prompts.PromptSet` (1-shot, one seed): every method vs full ICL.
+    """Table 2 for one :class:`helpers.core.prompts.PromptSet` (1-shot, one seed): every method vs full ICL.
 
     ``query_positions`` applies to the cached methods (Hidden_anchor, Hidden_random, Hidden_random-top):
     ``"original"`` (default) or ``"restart"`` (module doc).
@@ -212,15 +221,15 @@ def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int 
 
 def cached_compression(model, icl_set, random_top_draws: int = 20, batch_size: int = 16, progress: bool = False,
                        query_positions: str = "original") -> CompressionResult:
-    """:func:`run_compression`, stored on disk (:func:`helpers.results.cached`).
+    """:func:`run_compression`, stored on disk (:func:`helpers.core.store.cached`).
 
-    The key is the model's weights (:func:`helpers.results.model_fingerprint`),
-    the task, seed and every prompt (:func:`helpers.results.prompts_digest`),
+    The key is the model's weights (:func:`helpers.core.store.model_fingerprint`),
+    the task, seed and every prompt (:func:`helpers.core.store.prompts_digest`),
     the number of Hidden_random draws and ``query_positions``, so a stored
     result only serves a request for the same inputs, draws and positions
     (batch size is not part of it: batched and one-by-one runs agree).
     """
-    from .results import cached, model_fingerprint, prompts_digest
+    from helpers.core.store import cached, model_fingerprint, prompts_digest
 
     check_query_positions(query_positions)
     params = dict(model=model_fingerprint(model), task=icl_set.task.name, seed=int(icl_set.seed),
@@ -232,7 +241,7 @@ def cached_compression(model, icl_set, random_top_draws: int = 20, batch_size: i
 
 def method_cells(results: dict, method: str, metric: str) -> dict:
     """``{(task, seed): per-input values}`` of one method over ``{(task, seed): CompressionResult}``
-    (``metric``: ``label_loyal``, ``word_loyal`` or ``correct``), the input of :func:`helpers.stats.bootstrap_means`."""
+    (``metric``: ``label_loyal``, ``word_loyal`` or ``correct``), the input of :func:`helpers.study.stats.bootstrap_means`."""
     return {key: r.per_input[method][metric] for key, r in results.items()}
 
 
@@ -328,7 +337,7 @@ def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, war
     each input's median over ``repeats``. ``speedup_low``/``speedup_high``: the 95% bootstrap interval of the
     speed-up over the timed inputs (paired). On CUDA every clock reading waits for the GPU first.
     """
-    from .predict import logits_at
+    from helpers.core.predict import logits_at
 
     clock = _clock(model)
     prompts = icl_set.prompts[:n_inputs]
@@ -353,8 +362,12 @@ def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, war
             full(prompts[i]), anchor(i)
         for r in range(repeats):
             for i, p in enumerate(prompts):
-                t = clock(); full(p); per_f[r, i] = clock() - t
-                t = clock(); anchor(i); per_a[r, i] = clock() - t
+                t = clock()
+                full(p)
+                per_f[r, i] = clock() - t
+                t = clock()
+                anchor(i)
+                per_a[r, i] = clock() - t
     out = token_counts(prompts, cache)
     med_f, med_a = np.median(per_f, 0), np.median(per_a, 0)  # each input's median over the repeats
     t_full, t_anchor = float(med_f.mean()), float(med_a.mean())

@@ -1,16 +1,13 @@
-"""Where results go, and an on-disk cache for expensive steps.
+"""A content-addressed store for expensive results, on disk.
 
-- ``results_dir()``: ``$ICL_RESULTS_DIR`` (default ``results/``) /
-  ``<model slug>/<profile>``; notebooks write figures (PNG) and metrics (JSON)
-  there through :func:`save_figure` and :func:`save_metrics`.
-- :func:`cached`: result of ``compute()`` stored under a key built from
-  (kind, model, task, seed, profile, parameters) and a digest of the source of
-  ``helpers/`` (:func:`code_digest`); a task loaded from a spec file adds its
-  digest (:func:`task_identity`: template, label words, separator, data checksums), so any change to the code that computed a
-  result, e.g. a protocol fix, recomputes it instead of serving the old one. Writes are
-  atomic, so an interrupted run resumes; ``ICL_RECOMPUTE=1`` forces
-  recomputation. The store is ``$ICL_RESULTS_CACHE`` or ``cache_dir()/results``
-  (``make test`` points it at a fresh folder so tests never pass on old results).
+:func:`cached` keeps ``compute()``'s result under a key built from (kind, model, task, seed, profile,
+parameters), a digest of the source of ``helpers/`` (:func:`code_digest`), of the data
+(:func:`data_digest`) and, when given the model, of its weights (:func:`model_fingerprint`). A task
+loaded from a spec file adds its digest (:func:`task_identity`: template, label words, separator, data
+checksums). So any change to the code that computed a result, e.g. a protocol fix, recomputes it instead
+of serving the old one. Writes are atomic, so an interrupted run resumes; ``ICL_RECOMPUTE=1`` forces
+recomputation. The store is ``$ICL_RESULTS_CACHE`` or ``cache_dir()/results`` (``make test`` points it
+at a fresh folder so tests never pass on old results).
 """
 
 from __future__ import annotations
@@ -20,19 +17,18 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-__all__ = ["results_dir", "save_metrics", "load_metrics", "save_figure", "cached", "model_slug", "CACHE_VERSION",
-           "summary_row", "mean_std", "model_fingerprint", "prompts_digest", "code_digest"]
+__all__ = ["cached", "CACHE_VERSION", "model_fingerprint", "prompts_digest", "code_digest", "data_digest",
+           "task_identity"]
 
 # bump to invalidate every stored result (the code digest already covers changes to helpers/)
 CACHE_VERSION = 2
-ROOT = Path(__file__).resolve().parent.parent
-HELPERS = Path(__file__).resolve().parent
-
+HELPERS = Path(__file__).resolve().parent.parent
 
 @functools.lru_cache(maxsize=1)
 def code_digest() -> str:
@@ -42,27 +38,6 @@ def code_digest() -> str:
         h.update(str(f.relative_to(HELPERS)).encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
-
-
-def model_slug(name: str) -> str:
-    """The results folder of a model: the last part of its name, lower case. A local model directory gives
-    ``local-<folder name>-<hash of its path>``, and a dtype other than float32 (``$ICL_DTYPE``, or the
-    ``@dtype`` of a recorded name) is appended (:func:`helpers.models.model_identity`), so two folders with
-    the same name, or two dtypes, never share results."""
-    from .models import model_identity
-
-    return model_identity(name).split("/")[-1].lower().replace(":", "-").replace("@", "-")
-
-
-def results_dir(model_name: str | None = None, profile: str | None = None) -> Path:
-    from .profiles import current_model_name, get_profile
-
-    model_name = model_name or current_model_name()
-    profile = profile or get_profile().name
-    base = Path(os.environ.get("ICL_RESULTS_DIR", ROOT / "results"))
-    d = base / model_slug(model_name) / profile
-    d.mkdir(parents=True, exist_ok=True)
-    return d
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -87,29 +62,10 @@ def _jsonable(obj: Any):
     return obj
 
 
-def save_metrics(section: str, metrics: dict, model_name: str | None = None, profile: str | None = None) -> Path:
-    """Write ``metrics`` as ``metrics/<section>.json`` in the results folder."""
-    path = results_dir(model_name, profile) / "metrics" / f"{section}.json"
-    _atomic_write_bytes(path, json.dumps(_jsonable(metrics), indent=1).encode())
-    return path
-
-
-def load_metrics(section: str, model_name: str | None = None, profile: str | None = None) -> dict | None:
-    path = results_dir(model_name, profile) / "metrics" / f"{section}.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def save_figure(fig, name: str, model_name: str | None = None, profile: str | None = None) -> Path:
-    path = results_dir(model_name, profile) / "figures" / f"{name}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    return path
-
-
 def data_digest() -> str:
     """Digest of the data root's ``checksums.json`` (every data file is verified against it when loaded, so it
     identifies the data); "none" when there is none."""
-    from .tasks import data_dir
+    from helpers.core.tasks import data_dir
 
     path = data_dir() / "checksums.json"
     if not path.exists():
@@ -125,7 +81,7 @@ def _file_digest(path: str, mtime_ns: int, size: int) -> str:
 def task_identity(task) -> str | None:
     """The digest of a task loaded from a spec file (its template, label words, separator and data checksums);
     None for a shipped task (the code and data digests already identify those) or a name that is no task."""
-    from .tasks import Task, UnknownTaskError, get_task
+    from helpers.core.tasks import Task, UnknownTaskError, get_task
 
     if not isinstance(task, (str, Task)):
         return None
@@ -183,7 +139,7 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
     saved with ``torch.save`` (tensors, dicts, lists, dataclasses of those). ``ICL_RECOMPUTE=1`` or
     ``cache=False`` recomputes (and refreshes the stored copy).
     """
-    from .models import cache_dir
+    from helpers.core.models import cache_dir
 
     if model is not None:
         params = {**params, "weights": model_fingerprint(model)}
@@ -203,33 +159,3 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
         torch.save(out, buf)
         _atomic_write_bytes(path, buf.getvalue())
     return out
-
-
-def mean_std(values) -> str:
-    """``"0.612 ± 0.034 (5 seeds)"``; a single value prints without std."""
-    import numpy as np
-
-    v = np.asarray([x for x in values if x is not None], dtype=float)
-    if v.size == 0:
-        return "n/a"
-    if v.size == 1:
-        return f"{v[0]:.3f} (1 seed)"
-    return f"{v.mean():.3f} ± {v.std(ddof=0):.3f} ({v.size} seeds)"
-
-
-def summary_row(claim: str, paper, ours, verdict: str) -> dict:
-    """One line of the report's summary: the paper's value, ours, and a computed verdict.
-
-    ``ours``: a :class:`helpers.stats.Interval` (rendered "estimate [low, high] (95% CI; seeds, inputs)"),
-    a list of per-seed values (rendered mean ± std) or a ready string.
-    Notebooks save a list of these as ``save_metrics(section, {"summary": [...], ...})``.
-    """
-    from .stats import Interval
-
-    if isinstance(ours, Interval):
-        ours = f"{ours:.3f} (95% CI; {ours.n_seeds} seed(s), {ours.n_inputs} inputs)"
-    elif not isinstance(ours, str):
-        ours = mean_std(list(ours))
-    if isinstance(paper, float):
-        paper = f"{paper:.3f}"
-    return {"claim": claim, "paper": "" if paper is None else str(paper), "ours": ours, "verdict": verdict}

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import html
+import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -68,7 +67,7 @@ def _bar_x(xs: list, hues: list, x, hue, width: float = 0.8) -> float:
 
 
 def interval_bars(ax, xs: list, hues: list, intervals: dict) -> None:
-    """Error bars of ``intervals[(x, hue)]`` (:class:`helpers.stats.Interval`) on a seaborn grouped bar chart
+    """Error bars of ``intervals[(x, hue)]`` (:class:`helpers.study.stats.Interval`) on a seaborn grouped bar chart
     whose x order is ``xs`` and hue order ``hues``."""
     for (x, hue), iv in intervals.items():
         if x in xs and hue in hues:
@@ -83,7 +82,7 @@ def accuracy_bars(df: pd.DataFrame, paper: dict | None = None, ax=None, interval
     """Bar chart of accuracy per task and setting; ``df`` has task, setting, accuracy (one row per seed).
 
     ``paper`` maps (task, setting) -> the paper's GPT2-XL accuracy, drawn as markers.
-    ``intervals`` maps (task, setting) -> :class:`helpers.stats.Interval`, drawn as the error bars
+    ``intervals`` maps (task, setting) -> :class:`helpers.study.stats.Interval`, drawn as the error bars
     (otherwise the bars show the std over seeds); ``chance`` maps task -> chance accuracy, drawn as a
     dashed line across that task's bars.
     """

@@ -23,7 +23,7 @@ queries both have width n_heads * d_head and column blocks correspond head by
 head.
 
 With one demonstration set for all inputs (the paper's setting) the
-demonstrations run once (:mod:`helpers.prefix`): the class keys come from that
+demonstrations run once (:mod:`helpers.core.prefix`): the class keys come from that
 one pass, the queries and label probabilities from each input run as a suffix
 against it; ``collect_qk(..., shared=False)`` runs full prompts (same outputs,
 tests).
@@ -32,8 +32,8 @@ tests).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -43,9 +43,9 @@ from sklearn.decomposition import PCA
 from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 
-from .prefix import shared_prefix_or_none
-from .predict import length_batches, logits_at
-from .prompts import Prompt, check_prompts, pad_batch
+from helpers.core.predict import length_batches, logits_at
+from helpers.core.prefix import shared_prefix_or_none
+from helpers.core.prompts import Prompt, check_prompts, pad_batch
 
 __all__ = [
     "QKVectors",
@@ -89,7 +89,7 @@ def collect_qk(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layer
     fixed demonstration set the prefix keys are the same in every prompt).
 
     ``shared`` (default): when the prompts share their demonstrations token for
-    token, the demonstrations run once (:func:`helpers.prefix.run_prefix`; the
+    token, the demonstrations run once (:func:`helpers.core.prefix.run_prefix`; the
     class keys are read in that pass) and every input as a suffix against them
     (queries at q and label probabilities). Otherwise (``shared=False``, or no
     common demonstration set) full prompts are run. Same outputs (tests).
@@ -154,8 +154,8 @@ def _collect_qk_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int
     prompts is the mean of the prefix's keys with the same weights). Queries:
     ``hook_q`` rows at q of the suffix runs (query rows are suffix rows).
     """
-    from .prefix import run_prefix, suffix_batches, suffix_forward
-    from .predict import predictions_from_resid
+    from helpers.core.predict import predictions_from_resid
+    from helpers.core.prefix import run_prefix, suffix_batches, suffix_forward
 
     n_classes = len(label_ids)
     H = model.cfg.n_heads
@@ -278,7 +278,7 @@ def _subset(v: QKVectors, idx) -> QKVectors:
 def seed_averaged_spearman(vecs: dict, layer: int, n_components: int = 10, sample=None) -> float:
     """Spearman of the predicted and actual confusion, each averaged over seeds (``vecs``: ``{seed: QKVectors}``).
 
-    ``sample``: ``[(seed, input indices), ...]`` (:func:`helpers.stats.bootstrap_statistic`); default all inputs.
+    ``sample``: ``[(seed, input indices), ...]`` (:func:`helpers.study.stats.bootstrap_statistic`); default all inputs.
     """
     sample = sample if sample is not None else [(s, np.arange(len(v.gold))) for s, v in vecs.items()]
     outs = [diagnose(_subset(vecs[s], idx), layer, n_components) for s, idx in sample]
@@ -291,7 +291,7 @@ def seed_averaged_spearman(vecs: dict, layer: int, n_components: int = 10, sampl
 
 def spearman_interval(vecs: dict, layer: int, n_components: int = 10, n_boot: int = 1000, seed: int = 0):
     """:func:`seed_averaged_spearman` with its 95% two-level bootstrap interval (seeds, then inputs)."""
-    from .stats import bootstrap_statistic
+    from helpers.study.stats import bootstrap_statistic
 
     return bootstrap_statistic({s: len(v.gold) for s, v in vecs.items()},
                                lambda sample: seed_averaged_spearman(vecs, layer, n_components, sample), n_boot, seed=seed)

@@ -5,7 +5,7 @@ Every notebook calls :func:`get_profile`; the environment variable
 laptop CPU: minutes per notebook) or ``paper`` (the paper's full setting, for
 a GPU). ``ICL_MODEL`` picks the model and ``ICL_TASKS`` (comma separated)
 restricts the tasks: names, or paths of task spec files (your own task, see
-:func:`helpers.tasks.load_task_spec`).
+:func:`helpers.core.tasks.load_task_spec`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class Profile:
     n_diagnosis: int  # test inputs for the error-diagnosis PCA / AUC
     # notebook 02's random-word control: its first inputs per task and seed (the label conditions keep n_test).
     # The control follows the authors' draw, a fresh set of random positions per input and per layer, so it cannot
-    # share the demonstrations' pass (helpers.prefix) and runs every input's full prompt.
+    # share the demonstrations' pass (helpers.core.prefix) and runs every input's full prompt.
     n_random_control: int
     batch_size: int
     tasks: tuple[str, ...] = field(default=OFFLINE_TASKS)
@@ -40,7 +40,7 @@ class Profile:
     # a hung kernel, not a budget); ICL_CELL_TIMEOUT or `make run CELL_TIMEOUT=...` overrides it
     cell_timeout: int = 3600
 
-    def with_(self, **kw) -> "Profile":
+    def with_(self, **kw) -> Profile:
         return replace(self, **kw)
 
 
@@ -51,7 +51,7 @@ PROFILES = {
                      batch_size=8),
     # every headline cell (vanilla 1-/5-shot, Figure 4's four isolation conditions, AUCROC, Table 1, Table 2,
     # notebook 07's accuracy and ablation) has 64 test inputs per (task, seed) and all 5 seeds; the shared-prefix
-    # engine (helpers.prefix) runs each demonstration set once, which is what makes this fit on a CPU.
+    # engine (helpers.core.prefix) runs each demonstration set once, which is what makes this fit on a CPU.
     # Smaller on purpose, so that `make run` of both offline models takes no longer than the earlier
     # 16-input profile did on the same machine: the saliency inputs (each has its own demonstrations and a full
     # backward pass), the isolation k-sweep (16 inputs, first seed: a curve over 12 extra conditions),
@@ -95,7 +95,7 @@ def current_own_task(default: str = OWN_TASK_EXAMPLE) -> str:
 
     A spec is loaded and registered; its name is returned.
     """
-    from .tasks import get_task
+    from helpers.core.tasks import get_task
 
     return get_task(os.environ.get("ICL_OWN_TASK") or default).name
 
@@ -118,7 +118,7 @@ def own_task_budget(profile: Profile) -> dict:
 
 def current_model_name(default: str | None = None) -> str:
     """``$ICL_MODEL`` or the offline default model."""
-    from .models import DEFAULT_MODEL
+    from helpers.core.models import DEFAULT_MODEL
 
     return os.environ.get("ICL_MODEL", default or DEFAULT_MODEL)
 
@@ -132,7 +132,7 @@ def current_tasks(default: tuple[str, ...] = OFFLINE_TASKS) -> tuple[str, ...]:
     env = os.environ.get("ICL_TASKS")
     if not env:
         return tuple(default)
-    from .tasks import TASKS, SpecError, TemplateError, UnknownTaskError, get_task, registered_tasks
+    from helpers.core.tasks import TASKS, SpecError, TemplateError, UnknownTaskError, get_task, registered_tasks
 
     names, bad, seen = [], [], {}
     for entry in (t.strip() for t in env.split(",") if t.strip()):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -86,7 +86,7 @@ def plot_two_towers(tt: dict, out_lm, title: str = ""):
 
 def plot_biases(df: pd.DataFrame, intervals: dict | None = None):
     """Bias size before/after the reduction (columns: bias, stage, size; one row per seed, or means), with
-    ``intervals[(bias, stage)]`` (:class:`helpers.stats.Interval`) as error bars."""
+    ``intervals[(bias, stage)]`` (:class:`helpers.study.stats.Interval`) as error bars."""
     fig, ax = plt.subplots(figsize=(6, 3.2))
     sns.barplot(data=df, x="bias", y="size", hue="stage", ax=ax, errorbar=None)
     if intervals:

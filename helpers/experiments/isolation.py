@@ -27,21 +27,21 @@ The control's draw (``random_draw``):
   ``[seed, layer]``): every input shares it, so it runs as one shared prefix,
   as cheap as the label condition.
 
-The effect is measured with :mod:`helpers.loyalty` against the unmodified run.
+The effect is measured with :mod:`helpers.core.loyalty` against the unmodified run.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
-from .loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
-from .predict import HookFactory, Predictions, predict
-from .prompts import Prompt
+from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
+from helpers.core.predict import HookFactory, Predictions, predict
+from helpers.core.prompts import Prompt
 
 __all__ = [
     "CONDITIONS",
@@ -110,7 +110,7 @@ def _rows(batch: Sequence[Prompt], seq: int, positions: Callable[[int, Prompt], 
 
 
 def label_isolation(layers: Iterable[int]) -> HookFactory:
-    """Hook factory for :func:`helpers.predict.predict`: isolate every p_k in ``layers``."""
+    """Hook factory for :func:`helpers.core.predict.predict`: isolate every p_k in ``layers``."""
     layers = list(layers)
 
     def factory(batch: Sequence[Prompt], tokens: torch.Tensor, offset: int = 0) -> list:
@@ -122,7 +122,7 @@ def label_isolation(layers: Iterable[int]) -> HookFactory:
 
 
 def label_prefix_hooks(layers: Iterable[int], prompt: Prompt, prefix_len: int) -> list:
-    """Hooks for a shared prefix's pass (:func:`helpers.prefix.run_prefix`) isolating its label words in
+    """Hooks for a shared prefix's pass (:func:`helpers.core.prefix.run_prefix`) isolating its label words in
     ``layers``. Every label position lies in the demonstrations, so isolating them changes the prefix only
     and each condition's prefix runs once for all inputs."""
     if max(prompt.label_pos) >= prefix_len:
@@ -191,7 +191,7 @@ def random_prefix_hooks(prompt: Prompt, prefix_len: int, layers: Iterable[int], 
 
 def random_isolation(prompts: Sequence[Prompt], layers: Iterable[int], seed: int,
                      count: int | None = None) -> HookFactory:
-    """Hook factory for :func:`helpers.predict.predict` isolating the authors' draw: the i-th prompt gets
+    """Hook factory for :func:`helpers.core.predict.predict` isolating the authors' draw: the i-th prompt gets
     :func:`authors_positions` ``(prompt, layers, seed, i)``, a different draw in every layer.
 
     ``count`` defaults to each prompt's number of demonstrations (the same count as the label words).
@@ -231,7 +231,7 @@ RANDOM_DRAWS = ("authors", "set")
 
 def _isolated_rows(prompts: Sequence[Prompt], condition: str, layers: list[int], seed: int):
     """``(P0, {layer: prefix rows})`` isolated by ``condition`` with the per-set draw (label words, or random words)."""
-    from .prefix import shared_prefix_len
+    from helpers.core.prefix import shared_prefix_len
 
     p0 = shared_prefix_len(prompts)
     if condition == "label":
@@ -245,10 +245,10 @@ def run_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[int
 
     Below layer ``n_layers - k`` nothing is isolated, so every input's residual
     stream there is the unmodified run's: each batch of inputs runs those layers
-    once for all conditions (:func:`helpers.prefix.predict_shared_split`).
+    once for all conditions (:func:`helpers.core.prefix.predict_shared_split`).
     Returns ``{condition: Predictions}``, equal to separate :func:`run_isolation` runs (tests).
     """
-    from .prefix import predict_shared_split, run_prefix
+    from helpers.core.prefix import predict_shared_split, run_prefix
 
     layers = layer_range(model, "last", k)
     caches = {}
@@ -268,7 +268,7 @@ def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], co
 
     Label words lie in the shared demonstrations, so with ``shared`` (default)
     the isolated prefix runs once and every input runs as a suffix against it
-    (:mod:`helpers.prefix`; same predictions as the full prompts, tests).
+    (:mod:`helpers.core.prefix`; same predictions as the full prompts, tests).
 
     ``random_draw`` picks the control's positions (module docstring):
     ``"authors"`` (default) draws them per input and per layer before q-1
@@ -277,7 +277,7 @@ def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], co
     set, per layer, among the demonstrations (:func:`random_set_positions`), so
     the control costs what the label condition costs.
     """
-    from .prefix import predict_shared
+    from helpers.core.prefix import predict_shared
 
     if random_draw not in RANDOM_DRAWS:
         raise ValueError(f"random_draw must be one of {RANDOM_DRAWS}, got {random_draw!r}")
@@ -312,7 +312,7 @@ def isolation_experiment(model, prompts: Sequence[Prompt], label_ids: Sequence[i
     :func:`loyalty_rows` compares a subset with the same first inputs of the base run.
     Returns ``{"base": Predictions, ("label", "first", 5): Predictions, ...}``.
     """
-    from .prefix import vanilla_predictions
+    from helpers.core.prefix import vanilla_predictions
 
     if random_n is not None and random_n < 1:
         raise ValueError(f"random_n must be >= 1 or None, got {random_n}")
@@ -365,7 +365,7 @@ def loyalty_rows(runs: dict, k_words: int = 5) -> list[dict]:
 
 def condition_cells(df, condition: str, where: str, k: int, metric: str = "label_loyal") -> dict:
     """``{(task, seed): per-input values}`` of one condition of :func:`loyalty_frame` (``metric``:
-    ``label_loyal`` or ``word_loyal``), the input of :func:`helpers.stats.bootstrap_means`."""
+    ``label_loyal`` or ``word_loyal``), the input of :func:`helpers.study.stats.bootstrap_means`."""
     sub = df[(df.condition == condition) & (df["where"] == where) & (df.k == k)]
     if sub.empty:
         raise ValueError(f"no isolation runs for ({condition}, {where}, k={k})")
@@ -374,7 +374,7 @@ def condition_cells(df, condition: str, where: str, k: int, metric: str = "label
 
 def condition_ids(df, condition: str, where: str, k: int) -> dict:
     """``{(task, seed): input indices}`` matching :func:`condition_cells`: pass two of them to
-    :func:`helpers.stats.paired_differences` to pair a condition run on the first inputs only (the
+    :func:`helpers.study.stats.paired_differences` to pair a condition run on the first inputs only (the
     random control, a sweep) with one run on all of them."""
     return condition_cells(df, condition, where, k, metric="input")
 
@@ -425,9 +425,9 @@ def isolation_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | 
     """
     import warnings
 
-    from .prompts import make_icl_set
-    from .results import cached
-    from .tasks import LabelWordWarning
+    from helpers.core.prompts import make_icl_set
+    from helpers.core.store import cached
+    from helpers.core.tasks import LabelWordWarning
 
     name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
     out = {}
@@ -510,9 +510,9 @@ def isolation_verdict(means: dict[tuple[str, str], float], hurt_margin: float = 
     lf = means[("label", "first")]
     others = [means[("label", "last")], means[("random", "first")], means[("random", "last")]]
     checks = {
-        "label-first lowest by >= %d points" % round(100 * hurt_margin): all(lf <= o - hurt_margin for o in others),
-        "label-last >= %d%%" % round(100 * barely): means[("label", "last")] >= barely,
-        "random first and last >= %d%%" % round(100 * barely): min(means[("random", "first")],
+        f"label-first lowest by >= {round(100 * hurt_margin)} points": all(lf <= o - hurt_margin for o in others),
+        f"label-last >= {round(100 * barely)}%": means[("label", "last")] >= barely,
+        f"random first and last >= {round(100 * barely)}%": min(means[("random", "first")],
                                                                     means[("random", "last")]) >= barely,
     }
     vals = list(checks.values())

@@ -13,16 +13,15 @@ only when that total is positive (otherwise the ratio has no meaning: NaN).
 The attention is read at q only (``hook_pattern`` hooks keep row q, nothing
 else is stored) under ``torch.inference_mode``, in the same pass as the
 label-restricted prediction. With one demonstration set for all inputs (the
-paper's setting) the demonstrations run once (:mod:`helpers.prefix`) and each
+paper's setting) the demonstrations run once (:mod:`helpers.core.prefix`) and each
 input as a suffix against them; ``shared=False`` runs full prompts (same
 outputs, tests).
 """
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -30,9 +29,9 @@ from jaxtyping import Float, Int
 from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 
-from .prefix import shared_prefix_or_none
-from .predict import Predictions, length_batches, logits_at, predictions_from_resid
-from .prompts import Prompt, check_prompts, pad_batch
+from helpers.core.predict import Predictions, length_batches, logits_at, predictions_from_resid
+from helpers.core.prefix import shared_prefix_or_none
+from helpers.core.prompts import Prompt, check_prompts, pad_batch
 
 __all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "aucroc_budget",
            "aucroc_runs", "mean_curves", "aucroc_verdict", "other_offline_model"]
@@ -56,7 +55,7 @@ def label_attention(model, prompts: Sequence[Prompt], label_ids: Sequence[int], 
     Summed over heads and over same-class positions; input order kept.
 
     ``shared`` (default): when the prompts share their demonstrations token for
-    token, the demonstrations run once (:func:`helpers.prefix.run_prefix`) and
+    token, the demonstrations run once (:func:`helpers.core.prefix.run_prefix`) and
     every input as a suffix against them; the attention row at q then has one
     column per prompt position, as in a full run. Otherwise (``shared=False``,
     or prompts without one common demonstration set) full prompts are run.
@@ -100,7 +99,7 @@ def label_attention(model, prompts: Sequence[Prompt], label_ids: Sequence[int], 
 def _label_attention_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], p0: int, batch_size: int,
                             top_k: int, progress: bool | str):
     """:func:`label_attention` with the shared demonstrations (``p0`` tokens) run once."""
-    from .prefix import run_prefix, suffix_batches, suffix_forward
+    from helpers.core.prefix import run_prefix, suffix_batches, suffix_forward
 
     C, L = len(label_ids), model.cfg.n_layers
     n = len(prompts)
@@ -129,7 +128,7 @@ def _label_attention_shared(model, prompts: Sequence[Prompt], label_ids: Sequenc
     return scores, preds
 
 
-def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, "n"]) -> float:
+def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, n]) -> float:
     """ROC AUC of per-class scores against predicted labels (nan if fewer than 2 classes were predicted).
 
     Classes never predicted are dropped. Two classes left: binary AUC of the
@@ -166,7 +165,7 @@ def _rank_auc(positive: np.ndarray, s: np.ndarray) -> np.ndarray:
     return (r[positive].sum(0) - n1 * (n1 + 1) / 2) / (n1 * n0)
 
 
-def aucroc_per_layer(scores: Float[torch.Tensor, "n layer classes"], pred) -> Float[np.ndarray, "layer"]:
+def aucroc_per_layer(scores: Float[torch.Tensor, "n layer classes"], pred) -> Float[np.ndarray, layer]:
     """``AUCROC_l`` for every layer: :func:`auc_roc` of each layer's scores, computed for all layers at once
     (rank statistics; equal to ``roc_auc_score`` per layer to float rounding, tested)."""
     s = np.asarray(scores, dtype=np.float64)
@@ -193,7 +192,7 @@ def aucroc_per_layer(scores: Float[torch.Tensor, "n layer classes"], pred) -> Fl
     return out / len(pairs)
 
 
-def cumulative_r(auc: Float[np.ndarray, "layer"]) -> Float[np.ndarray, "layer"]:
+def cumulative_r(auc: Float[np.ndarray, layer]) -> Float[np.ndarray, layer]:
     """``R_l``: cumulative share of sum(AUCROC - 0.5) up to layer l (ends at 1).
 
     NaN everywhere unless the total is positive: with a total at or below zero
@@ -207,7 +206,7 @@ def cumulative_r(auc: Float[np.ndarray, "layer"]) -> Float[np.ndarray, "layer"]:
     return np.cumsum(d) / tot
 
 
-def crossing_layer(r: Float[np.ndarray, "layer"], threshold: float = 0.5) -> int | None:
+def crossing_layer(r: Float[np.ndarray, layer], threshold: float = 0.5) -> int | None:
     """First layer (0-based) where ``R_l`` exceeds ``threshold``, or None."""
     hit = np.flatnonzero(np.asarray(r) > threshold)
     return int(hit[0]) if len(hit) else None
@@ -217,7 +216,7 @@ def aucroc_budget(profile) -> dict:
     """Run size of notebook 03 (one forward pass per input, for each of the two offline models).
 
     Every profile uses ``n_test`` inputs per task and seed and all its seeds
-    (the demonstrations run once per (task, seed), :mod:`helpers.prefix`).
+    (the demonstrations run once per (task, seed), :mod:`helpers.core.prefix`).
     """
     n = {t: profile.n_test for t in profile.tasks}
     return {"seeds": tuple(profile.seeds), "n": n, "batch_size": profile.batch_size}
@@ -234,9 +233,9 @@ def aucroc_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int
 
     import pandas as pd
 
-    from .prompts import make_icl_set
-    from .results import cached
-    from .tasks import LabelWordWarning
+    from helpers.core.prompts import make_icl_set
+    from helpers.core.store import cached
+    from helpers.core.tasks import LabelWordWarning
 
     name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
     rows = []
@@ -282,14 +281,14 @@ def curve_intervals(raw: dict, n_boot: int = 200, seed: int = 0) -> dict:
     """95% intervals of three summaries of each seed's task-averaged ``AUCROC_l`` curve, mean over seeds:
     ``"peak"`` (its maximum), ``"crossing"`` (the layer where ``R_l`` first passes 0.5) and ``"peak_layer"``
     (the layer where the seed-averaged curve peaks), from the same
-    resamples (:func:`helpers.stats.bootstrap_statistic`: seeds, then inputs within each task and seed).
+    resamples (:func:`helpers.study.stats.bootstrap_statistic`: seeds, then inputs within each task and seed).
     A value is None when the statistic is undefined in too many resamples.
 
     The peak is a maximum over layers, so on few inputs the resampled peaks lean high (each resample
     picks its own best layer); read the interval as the spread of that statistic, not as a bound
     on one fixed layer's AUCROC.
     """
-    from .stats import bootstrap_statistic
+    from helpers.study.stats import bootstrap_statistic
 
     seeds = sorted({s for _, s in raw})
     sizes = {s: {t: len(res["pred"]) for (t, ss), res in raw.items() if ss == s} for s in seeds}
@@ -318,14 +317,14 @@ def peak_interval(raw: dict, n_boot: int = 200, seed: int = 0):
     return iv
 
 
-def mean_curves(df) -> "pd.DataFrame":
+def mean_curves(df) -> pd.DataFrame:
     """AUCROC_l averaged over tasks and seeds (nan runs skipped), and R_l recomputed from that mean curve."""
     mean = df.groupby("layer", as_index=False)["auc"].mean()
     mean["r"] = cumulative_r(mean["auc"].to_numpy())
     return mean
 
 
-def aucroc_verdict(mean: "pd.DataFrame", peak_target: float = 0.8, tolerance: float = 0.05,
+def aucroc_verdict(mean: pd.DataFrame, peak_target: float = 0.8, tolerance: float = 0.05,
                    peak_iv=None, cross_iv=None, peak_layer_iv=None) -> tuple[str, dict]:
     """Verdict on the §2.3 claim from one model's task/seed-averaged curve (:func:`mean_curves`).
 
@@ -373,7 +372,7 @@ def aucroc_verdict(mean: "pd.DataFrame", peak_target: float = 0.8, tolerance: fl
 
 def other_offline_model(name: str) -> str | None:
     """The other of the two offline models (Gemma 3 270M <-> SmolLM2-135M), or None for any other model."""
-    from .models import DEFAULT_MODEL, SMOLLM2, resolve_name
+    from helpers.core.models import DEFAULT_MODEL, SMOLLM2, resolve_name
 
     try:
         canon = resolve_name(name)

@@ -53,8 +53,8 @@ import tempfile
 import time
 import warnings
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 

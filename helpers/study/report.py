@@ -35,7 +35,7 @@ def markdown_table(rows: list[dict]) -> str:
 
 def summary_rows(sections: dict, models: list[str]) -> list[dict]:
     """Merge the notebooks' ``summary`` rows across models: one row per (section, claim)."""
-    from .results import model_slug
+    from helpers.study.results import model_slug
 
     rows: dict[tuple[str, str], dict] = {}
     for sec in sorted(sections):
@@ -53,7 +53,7 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
 
     ``note``: one line about the run (e.g. jobs and wall time), printed under the runs table.
     """
-    from .results import model_slug
+    from helpers.study.results import model_slug
 
     results_root = Path(results_root)
     lines = [f"# Results ({profile} profile)\n",

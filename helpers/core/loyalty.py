@@ -5,7 +5,7 @@
   at q (the paper uses k=5; the authors' notebook used 10).
 
 Both return fractions in [0, 1] (multiply by 100 for the paper's %). Both
-accept :class:`helpers.predict.Predictions` or plain tensors/arrays:
+accept :class:`helpers.core.predict.Predictions` or plain tensors/arrays:
 ``label_loyalty`` takes predicted labels ``[n]`` or label logits ``[n, C]``
 (argmax taken); ``word_loyalty`` takes top-token ids ``[n, k']`` (ordered,
 best first; the first ``k`` columns are used).
@@ -17,13 +17,13 @@ import numpy as np
 import torch
 from jaxtyping import Float, Int
 
-from .predict import Predictions
+from helpers.core.predict import Predictions
 
 __all__ = ["label_loyalty", "word_loyalty", "label_loyalty_rows", "word_loyalty_rows", "jaccard_rows", "as_pred",
            "as_topk"]
 
 
-def as_pred(x) -> Int[torch.Tensor, "n"]:
+def as_pred(x) -> Int[torch.Tensor, n]:
     """Predicted labels from Predictions, labels ``[n]`` or logits ``[n, C]``."""
     if isinstance(x, Predictions):
         return x.pred
@@ -58,7 +58,7 @@ def label_loyalty(a, b) -> float:
     return float((pa == pb).float().mean())
 
 
-def jaccard_rows(a: Int[torch.Tensor, "n k"], b: Int[torch.Tensor, "n k"]) -> Float[torch.Tensor, "n"]:
+def jaccard_rows(a: Int[torch.Tensor, "n k"], b: Int[torch.Tensor, "n k"]) -> Float[torch.Tensor, n]:
     """Per-row Jaccard similarity |a ∩ b| / |a ∪ b| of two id sets (ids within a row are distinct)."""
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"jaccard_rows: {a.shape[0]} vs {b.shape[0]} rows")

@@ -21,7 +21,7 @@ Position conventions (all indices are into ``Prompt.tokens``, BOS included):
 - ``bos``: whether position 0 is BOS (the model family's convention).
 - ``demo_end``: one past the demonstrations' last token (their last separator).
 
-Any template works (:class:`helpers.tasks.Task`): a demonstration is the pieces
+Any template works (:class:`helpers.core.tasks.Task`): a demonstration is the pieces
 ``before{text}between lead+label after`` and demonstrations are joined by the
 task's separator; the shipped tasks are ``Review: {text}\nSentiment: {label}``
 with separator ``"\n"``.
@@ -29,15 +29,15 @@ with separator ``"\n"``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import torch
 from jaxtyping import Int
 
-from .models import uses_bos
-from .tasks import Task, get_task, label_token_ids
+from helpers.core.models import uses_bos
+from helpers.core.tasks import Task, get_task, label_token_ids
 
 __all__ = [
     "Demo",
@@ -72,7 +72,7 @@ class Demo:
 
 @dataclass
 class Prompt:
-    tokens: Int[torch.Tensor, "seq"]
+    tokens: Int[torch.Tensor, seq]
     text: str
     label_pos: list[int]
     label_class: list[int]
@@ -307,7 +307,7 @@ class PromptSet:
 def make_icl_set(model, task: str | Task, seed: int, n_test: int, k_per_class: int = 1,
                  demos: Sequence[Demo] | None = None, max_len: int | None = None) -> PromptSet:
     """The paper's setting for one seed: one fixed demonstration set for the whole test sample."""
-    from .tasks import load_split
+    from helpers.core.tasks import load_split
 
     task = get_task(task)
     train, test = load_split(task, "train"), load_split(task, "test")

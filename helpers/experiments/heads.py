@@ -77,7 +77,7 @@ Definitions (fixed before any result was looked at):
   renormalisation). % reduction = ``100 * (|before| - |after|) / |before|``.
 
 Shared demonstrations: when the prompts of a call share their demonstrations token for token (one
-:class:`PromptSet`), the demonstrations run once (:mod:`helpers.prefix`) and each input runs as a short suffix
+:class:`PromptSet`), the demonstrations run once (:mod:`helpers.core.prefix`) and each input runs as a short suffix
 against them; every function here then gives the full prompts' numbers (tests, to float rounding). Prompts
 with their own demonstrations (:func:`fresh_demo_prompts`) run as full prompts; ``shared=False`` forces that
 path everywhere.
@@ -90,8 +90,9 @@ Notebook 07's steps, each cached on disk, are the ``*_runs`` functions at the en
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -99,12 +100,32 @@ from einops import einsum, rearrange
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from .predict import HookFactory, Predictions, length_batches, predict
-from .prefix import PrefixCache, PrefixError, extend_prefix, predict_shared, run_prefix, suffix_batches, suffix_forward, shared_prefix_or_none
-from .prompts import Demo, Prompt, PromptSet, build_prompt, build_prompts, class_draws, demos_from_indices, pad_batch, sample_demos, sample_test
-from .results import cached
-from .stats import Interval, bootstrap_means, bootstrap_of_means, bootstrap_statistic
-from .tasks import Task, get_task, label_token_ids, load_split
+from helpers.core.predict import HookFactory, Predictions, length_batches, predict
+from helpers.core.prefix import (
+    PrefixCache,
+    PrefixError,
+    extend_prefix,
+    predict_shared,
+    run_prefix,
+    shared_prefix_or_none,
+    suffix_batches,
+    suffix_forward,
+)
+from helpers.core.prompts import (
+    Demo,
+    Prompt,
+    PromptSet,
+    build_prompt,
+    build_prompts,
+    class_draws,
+    demos_from_indices,
+    pad_batch,
+    sample_demos,
+    sample_test,
+)
+from helpers.core.store import cached
+from helpers.core.tasks import Task, get_task, label_token_ids, load_split
+from helpers.study.stats import Interval, bootstrap_means, bootstrap_of_means, bootstrap_statistic
 
 __all__ = [
     "PAPER_B",
@@ -368,11 +389,11 @@ def _head_contrib(model, store, layer: int) -> Float[torch.Tensor, "batch head d
 class HeadScores:
     gain: Float[torch.Tensor, "n layer head"]  # per prompt, for the predicted label
     drop: Float[torch.Tensor, "n layer head"]
-    pred: Int[torch.Tensor, "n"]
+    pred: Int[torch.Tensor, n]
     ablation: str
     label_gain: Float[torch.Tensor, "n label layer head"] | None = None  # per prompt, for every label word
     label_drop: Float[torch.Tensor, "n label layer head"] | None = None
-    gold: Int[torch.Tensor, "n"] | None = None  # -1 where unknown
+    gold: Int[torch.Tensor, n] | None = None  # -1 where unknown
 
     @property
     def mean_gain(self) -> Float[torch.Tensor, "layer head"]:
@@ -399,7 +420,7 @@ def _z_mask_hooks(model, masks: Float[torch.Tensor, "rows layer head"],
     return [(f"blocks.{l}.attn.hook_z", hook_for(l)) for l in range(model.cfg.n_layers) if masks[:, l].any()]
 
 
-def _ablated_last_logprobs(model, tokens: Int[torch.Tensor, "seq"], masks: Float[torch.Tensor, "rows layer head"],
+def _ablated_last_logprobs(model, tokens: Int[torch.Tensor, seq], masks: Float[torch.Tensor, "rows layer head"],
                            fill: Float[torch.Tensor, "layer head d_head"] | None,
                            cache: PrefixCache | None = None) -> Float[torch.Tensor, "rows vocab"]:
     """Log-probs at the last position of one prompt, once per row of ``masks`` (1 = head's z at q replaced
@@ -500,8 +521,10 @@ def rank_heads(scores: HeadScores, by: str = "both") -> list[Head]:
     elif by == "drop":
         key = -d
     elif by == "both":
-        rg = torch.empty_like(g); rg[(-g).argsort()] = torch.arange(len(g), dtype=g.dtype)
-        rd = torch.empty_like(d); rd[(-d).argsort()] = torch.arange(len(d), dtype=d.dtype)
+        rg = torch.empty_like(g)
+        rg[(-g).argsort()] = torch.arange(len(g), dtype=g.dtype)
+        rd = torch.empty_like(d)
+        rd[(-d).argsort()] = torch.arange(len(d), dtype=d.dtype)
         key = (rg + rd) / 2 + 1e-3 * rg / len(g)
     else:
         raise ValueError("by must be 'gain', 'drop' or 'both'")
@@ -561,7 +584,7 @@ def ablation_hook_pair(heads: Sequence[Head], ablation: str = "zero", means: tor
     """``(prefix_hooks, factory)``: the listed heads' ``hook_z`` replaced by zero (or ``means[l, h]``) at each
     prompt's q (``at="q"``) or at every position (``at="all"``).
 
-    ``factory`` is a :func:`predict` / :func:`helpers.prefix.predict_shared` hook factory (q row =
+    ``factory`` is a :func:`predict` / :func:`helpers.core.prefix.predict_shared` hook factory (q row =
     ``p.q - offset``; with ``at="all"`` every row it sees). On full prompts it is all that is needed. In a
     shared-prefix run the prefix rows are not in the suffix's tensors: ``prefix_hooks`` (plain TL hooks,
     empty for ``at="q"``) ablate them in the prefix pass (``predict_shared(..., prefix_hooks=...)``).
@@ -652,8 +675,8 @@ class ValueOutputs:
     wvo_lm: Float[torch.Tensor, "n head demo"]  # attention-weighted
     label_class: Int[torch.Tensor, "n demo"]
     label_pos: Int[torch.Tensor, "n demo"]
-    out_lm: Float[torch.Tensor, "n"]  # the model's log p(foo) - log p(bar) at q
-    pred: Int[torch.Tensor, "n"]
+    out_lm: Float[torch.Tensor, n]  # the model's log p(foo) - log p(bar) at q
+    pred: Int[torch.Tensor, n]
 
 
 def value_outputs(model, prompts: Sequence[Prompt], label_ids: Sequence[int], heads: Sequence[Head],
@@ -765,7 +788,7 @@ def two_towers(vo: ValueOutputs) -> dict:
     }
 
 
-def two_towers_intervals(towers: dict[str, "ValueOutputs"], n_boot: int = 1000) -> dict[str, Interval | None]:
+def two_towers_intervals(towers: dict[str, ValueOutputs], n_boot: int = 1000) -> dict[str, Interval | None]:
     """95% intervals (bootstrap over the inputs of each task) of the two-towers statistics, each the mean over
     tasks of its per-task value: ``corr_attn`` = corr(d_attn, logit minus), ``abs_corr_vo`` = |corr(d_vo, logit
     minus)|, ``difference`` = the first minus the second (the contrast the verdict reads). None where a
@@ -876,7 +899,9 @@ def _reweight_hooks(heads: Sequence[Head], weights_of) -> HookFactory:
                     w[b, j, : len(p)] = weights_of(p, (l, h), len(p))
             q = torch.tensor([p.q - offset for p in batch])
 
-            def fn(pat, hook, hs=torch.tensor(hs), w=w, q=q):
+            hs_t = torch.tensor(hs)
+
+            def fn(pat, hook, hs=hs_t, w=w, q=q):
                 if pat.shape[-1] != T:
                     raise PrefixError(f"{hook.name}: {pat.shape[-1]} key columns, expected {T} (re-weighting needs "
                                       "a keep-everything prefix cache)")
@@ -921,7 +946,8 @@ def majority_bias(model, ut: UnrelatedTask, heads: Sequence[Head], seed: int, n_
         pa = _predict(model, prompts, lids, batch_size, hooks=_reweight_hooks(heads, w_of), cache=cache,
                       progress=progress and f"majority {c} after")
         before[c], after[c] = pb.pred, pa.pred
-        acc_b.append(pb.accuracy); acc_a.append(pa.accuracy)
+        acc_b.append(pb.accuracy)
+        acc_a.append(pa.accuracy)
     return BiasResult("majority", _bias_from(before), _bias_from(after), float(np.mean(acc_b)), float(np.mean(acc_a)),
                       {"pred_before": before, "pred_after": after})
 
@@ -960,12 +986,13 @@ def recency_bias(model, ut: UnrelatedTask, heads: Sequence[Head], seed: int, n_t
         pb = _predict(model, sets[last], lids, batch_size, cache=caches[last])
         pa = _predict(model, sets[last], lids, batch_size, hooks=_reweight_hooks(heads, w_of), cache=caches[last])
         before[last], after[last] = pb.pred, pa.pred
-        acc_b.append(pb.accuracy); acc_a.append(pa.accuracy)
+        acc_b.append(pb.accuracy)
+        acc_a.append(pa.accuracy)
     return BiasResult("recency", _bias_from(before), _bias_from(after), float(np.mean(acc_b)), float(np.mean(acc_a)),
                       {"pred_before": before, "pred_after": after, "slot_profile": prof, "slot_weights": corr})
 
 
-def bias_cells(runs: dict[tuple[str, int, str], "BiasResult"], kind: str, stage: str) -> dict[tuple[str, int], np.ndarray]:
+def bias_cells(runs: dict[tuple[str, int, str], BiasResult], kind: str, stage: str) -> dict[tuple[str, int], np.ndarray]:
     """Per-input bias of :func:`bias_runs` results: for each query, the mean over the two directions of
     1[pred = that direction's favoured label], minus 0.5 (its mean over inputs is the bias size).
     ``stage``: "before" or "after" the reduction."""
@@ -985,7 +1012,7 @@ def bias_cells(runs: dict[tuple[str, int, str], "BiasResult"], kind: str, stage:
     return out
 
 
-def bias_intervals(runs: dict[tuple[str, int, str], "BiasResult"], kind: str) -> dict[str, Interval | None]:
+def bias_intervals(runs: dict[tuple[str, int, str], BiasResult], kind: str) -> dict[str, Interval | None]:
     """95% intervals of one bias: its size before and after the reduction, and the % reduction
     (:func:`reduction_pct` of the two means, paired per input; None when the bias before is too often 0 for the
     ratio to be defined)."""
@@ -1041,7 +1068,7 @@ def ablation_interval_part(drop, excess, big: float = 0.20) -> str:
 
     ``drop``: plain minus in-context-heads-ablated accuracy; ``excess``: random-heads-ablated minus
     in-context-heads-ablated accuracy (the paper's contrast), both paired per input
-    (:class:`helpers.stats.Interval`). "replicates": the excess lies above zero and the drop at or above
+    (:class:`helpers.study.stats.Interval`). "replicates": the excess lies above zero and the drop at or above
     ``big``; "partly": the excess lies above zero; "does not replicate": it lies below zero;
     "inconclusive": it contains zero.
     """
@@ -1102,10 +1129,10 @@ def verdict(acc_before: float, acc_ablated: float, acc_random: float, carrying: 
 # ------------------------------------------------------------------ cached runs (notebook 07)
 #
 # Each ``*_runs`` function runs one step of notebook 07 for every task (and seed) and caches each result on disk
-# with helpers.results.cached. The cache kinds and parameter dicts are part of the results' identity: changing
+# with helpers.core.store.cached. The cache kinds and parameter dicts are part of the results' identity: changing
 # them orphans every stored result. ``uts`` maps a task name (the cache key's "task", e.g. "sst2") to its
 # :class:`UnrelatedTask`; ``sizes`` is :func:`heads_sizes`'s dict; ``heads`` maps a task name to its in-context
-# heads; ``model_name`` is the name recorded in the cache key (default: the name :func:`helpers.models.load_model`
+# heads; ``model_name`` is the name recorded in the cache key (default: the name :func:`helpers.core.models.load_model`
 # records, ``model.cfg.icl_model_name``; notebook 07 passes ``current_model_name()``).
 
 

@@ -30,8 +30,8 @@ other way, otherwise "inconclusive".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class Interval:
     def excludes(self, value: float = 0.0) -> bool:
         return self.low > value or self.high < value
 
-    def scaled(self, factor: float) -> "Interval":
+    def scaled(self, factor: float) -> Interval:
         """The same interval in other units (e.g. ``100`` for percent)."""
         lo, hi = sorted((self.low * factor, self.high * factor))
         return Interval(self.estimate * factor, lo, hi, self.n_seeds, self.n_inputs, self.level)

@@ -1,0 +1,86 @@
+"""Where a notebook's results go: ``results_dir()`` is ``$ICL_RESULTS_DIR`` (default ``results/``) /
+``<model slug>/<profile>``; notebooks write figures (PNG) and metrics (JSON) there through
+:func:`save_figure` and :func:`save_metrics`. Expensive steps are stored by content in
+:mod:`helpers.core.store`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from helpers.core.store import _atomic_write_bytes, _jsonable
+
+__all__ = ["results_dir", "save_metrics", "load_metrics", "save_figure", "model_slug", "summary_row", "mean_std"]
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+def model_slug(name: str) -> str:
+    """The results folder of a model: the last part of its name, lower case. A local model directory gives
+    ``local-<folder name>-<hash of its path>``, and a dtype other than float32 (``$ICL_DTYPE``, or the
+    ``@dtype`` of a recorded name) is appended (:func:`helpers.core.models.model_identity`), so two folders with
+    the same name, or two dtypes, never share results."""
+    from helpers.core.models import model_identity
+
+    return model_identity(name).split("/")[-1].lower().replace(":", "-").replace("@", "-")
+
+
+def results_dir(model_name: str | None = None, profile: str | None = None) -> Path:
+    from helpers.study.profiles import current_model_name, get_profile
+
+    model_name = model_name or current_model_name()
+    profile = profile or get_profile().name
+    base = Path(os.environ.get("ICL_RESULTS_DIR", ROOT / "results"))
+    d = base / model_slug(model_name) / profile
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def save_metrics(section: str, metrics: dict, model_name: str | None = None, profile: str | None = None) -> Path:
+    """Write ``metrics`` as ``metrics/<section>.json`` in the results folder."""
+    path = results_dir(model_name, profile) / "metrics" / f"{section}.json"
+    _atomic_write_bytes(path, json.dumps(_jsonable(metrics), indent=1).encode())
+    return path
+
+
+def load_metrics(section: str, model_name: str | None = None, profile: str | None = None) -> dict | None:
+    path = results_dir(model_name, profile) / "metrics" / f"{section}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def save_figure(fig, name: str, model_name: str | None = None, profile: str | None = None) -> Path:
+    path = results_dir(model_name, profile) / "figures" / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    return path
+
+
+def mean_std(values) -> str:
+    """``"0.612 ± 0.034 (5 seeds)"``; a single value prints without std."""
+    import numpy as np
+
+    v = np.asarray([x for x in values if x is not None], dtype=float)
+    if v.size == 0:
+        return "n/a"
+    if v.size == 1:
+        return f"{v[0]:.3f} (1 seed)"
+    return f"{v.mean():.3f} ± {v.std(ddof=0):.3f} ({v.size} seeds)"
+
+
+def summary_row(claim: str, paper, ours, verdict: str) -> dict:
+    """One line of the report's summary: the paper's value, ours, and a computed verdict.
+
+    ``ours``: a :class:`helpers.study.stats.Interval` (rendered "estimate [low, high] (95% CI; seeds, inputs)"),
+    a list of per-seed values (rendered mean ± std) or a ready string.
+    Notebooks save a list of these as ``save_metrics(section, {"summary": [...], ...})``.
+    """
+    from helpers.study.stats import Interval
+
+    if isinstance(ours, Interval):
+        ours = f"{ours:.3f} (95% CI; {ours.n_seeds} seed(s), {ours.n_inputs} inputs)"
+    elif not isinstance(ours, str):
+        ours = mean_std(list(ours))
+    if isinstance(paper, float):
+        paper = f"{paper:.3f}"
+    return {"claim": claim, "paper": "" if paper is None else str(paper), "ours": ours, "verdict": verdict}
