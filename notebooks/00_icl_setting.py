@@ -163,7 +163,7 @@ for setting in ("vanilla 1-shot", "vanilla 5-shot"):
         if ours in profile.tasks:
             paper_marks[(get_task(ours).display, setting)] = paper.TABLE1_GPT2XL[setting][col]
 fig, ax = plt.subplots(figsize=(10.5, 3.5))
-plots.accuracy_bars(acc, paper_marks, ax=ax, intervals=intervals, chance=chance)
+plots.plot_accuracy_bars(acc, paper_marks, ax=ax, intervals=intervals, chance=chance)
 ax.set_title(f"Vanilla ICL accuracy, {model.cfg.icl_model_name} ({profile.name}: {len(profile.seeds)} seed(s), "
              f"n={profile.n_test}); diamonds: paper, GPT2-XL")
 save_figure(fig, "00_vanilla_accuracy")

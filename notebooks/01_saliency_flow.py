@@ -53,11 +53,11 @@ from helpers.experiments.saliency import (
     flow_interval_table,
     flow_intervals,
     relative_flow,
-    saliency_budget,
-    saliency_interval_verdict,
     saliency_matrices,
     saliency_prompts,
     saliency_runs,
+    saliency_sizes,
+    saliency_verdict,
 )
 from helpers.study import plots
 from helpers.study.profiles import current_model_name, get_profile
@@ -65,7 +65,7 @@ from helpers.study.results import save_figure, save_metrics, summary_row
 
 profile = get_profile()
 model = load_model(current_model_name())
-budget = saliency_budget(profile)
+budget = saliency_sizes(profile)
 print(profile.name, current_model_name(), budget)
 
 # %% [markdown]
@@ -81,7 +81,7 @@ ivs = flow_intervals(runs)  # {(task, ...): Interval}; task MEAN_OVER_TASKS: the
 display_name = {t: get_task(t).display for t in profile.tasks}
 df = flow_frame(runs)
 df["task"] = df["task"].map(display_name)
-fig = plots.flow_curves(df, intervals={(display_name.get(k[0], k[0]), *k[1:]): iv for k, iv in ivs.items()},
+fig = plots.plot_flow_curves(df, intervals={(display_name.get(k[0], k[0]), *k[1:]): iv for k, iv in ivs.items()},
                         title=f"Relative saliency flows per layer, {current_model_name()} "
                               f"(mean over {len(budget['seeds'])} seed(s), 95% CI)")
 save_figure(fig, "01_saliency_flow")
@@ -106,7 +106,7 @@ plots.saliency_view(model, prompts[0], sal, [shallow, deep])
 #
 # The paper reports curves, not numbers. Its claims are stated as checks that were fixed before
 # any run, and each is judged on the 95% intervals of paired contrasts between the flows of each
-# task's seed-averaged relative curve (`helpers.experiments.saliency.saliency_interval_verdict`):
+# task's seed-averaged relative curve (`helpers.experiments.saliency.saliency_verdict`):
 # 1. shallow layers (the first third): the intervals of $S_{wp} - S_{pq}$ and of $S_{wp} - S_{ww}$,
 #    averaged over those layers, both lie above zero;
 # 2. deep layers (the last half): the intervals of $S_{pq} - S_{wp}$ and of $S_{pq} - S_{ww}$ both
@@ -125,7 +125,7 @@ L = model.cfg.n_layers
 table = flow_interval_table(ivs, tasks, labels=display_name)
 table.insert(1, "inputs x seeds", [f"{budget['n'][t]} x {len(budget['seeds'])}" for t in tasks]
              + [f"{sum(budget['n'].values())} x {len(budget['seeds'])}"])
-verdict, checks = saliency_interval_verdict(ivs, tasks)
+verdict, checks = saliency_verdict(ivs, tasks)
 display(table.set_index("task").T)
 display(pd.DataFrame([{"task": display_name[t], "check": c, "on the 95% intervals": v} for (t, c), v in checks.items()])
         .pivot(index="check", columns="task", values="on the 95% intervals"))

@@ -58,9 +58,9 @@ from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids
 from helpers.experiments.isolation import (
     condition_cells,
     condition_ids,
-    isolation_budget,
-    isolation_interval_verdict,
     isolation_runs,
+    isolation_sizes,
+    isolation_verdict,
     label_token_share,
     loyalty_frame,
 )
@@ -71,7 +71,7 @@ from helpers.study.stats import bootstrap_means, paired_differences
 
 profile = get_profile()
 model = load_model(current_model_name())
-budget = isolation_budget(profile)
+budget = isolation_sizes(profile)
 print(profile.name, current_model_name(), budget)
 
 # %% [markdown]
@@ -107,7 +107,7 @@ def ids(c, w):
 
 # 95% intervals over seeds and, within each seed, test inputs (helpers.study.stats)
 ivs = {(c, w, m): bootstrap_means(cells(c, w, m)) for c, w in conds for m in ("label_loyal", "word_loyal")}
-fig = plots.loyalty_bars(df, k=k, title=f"Isolation in the first / last {k} layers, {current_model_name()}",
+fig = plots.plot_loyalty_bars(df, k=k, title=f"Isolation in the first / last {k} layers, {current_model_name()}",
                          intervals={((c, w), f"{m}ty"): iv.scaled(100) for (c, w, m), iv in ivs.items()})
 save_figure(fig, "02_isolation_loyalty")
 
@@ -119,7 +119,7 @@ save_figure(fig, "02_isolation_loyalty")
 
 # %%
 sweep = df[df.seed.isin(budget["sweep_seeds"])]
-fig = plots.loyalty_sweep(sweep, title=f"Loyalty vs isolated layers (seed(s) {list(budget['sweep_seeds'])}; "
+fig = plots.plot_loyalty_sweep(sweep, title=f"Loyalty vs isolated layers (seed(s) {list(budget['sweep_seeds'])}; "
                                       f"k != {k} on the first {budget['sweep_n'] or 'all'} inputs, "
                                       f"random words on the first {budget['random_n']})")
 save_figure(fig, "02_isolation_sweep")
@@ -151,7 +151,7 @@ print(f"{get_task(t5_task).display}: share of top-5 tokens that are label words:
 # ## Numbers beside the paper's claim
 #
 # The paper gives Fig. 4 as bars. Its claims become checks fixed before the run
-# (`helpers.experiments.isolation.isolation_interval_verdict`), on mean label loyalty over tasks and seeds at
+# (`helpers.experiments.isolation.isolation_verdict`), on mean label loyalty over tasks and seeds at
 # $k = 5$ with 95% intervals that resample seeds and, within each seed, the test inputs
 # (`helpers.study.stats`):
 # 1. label words isolated in the first layers hurt most: for each of the three other conditions,
@@ -180,7 +180,7 @@ table = pd.DataFrame({
 display(table)
 per_task = main.pivot_table(index=["condition", "where"], columns="task", values="label_loyalty", aggfunc="mean")
 display((100 * per_task).round(1))
-verdict, checks = isolation_interval_verdict({cw: ivs[(*cw, "label_loyal")] for cw in conds}, drop)
+verdict, checks = isolation_verdict({cw: ivs[(*cw, "label_loyal")] for cw in conds}, drop)
 display(pd.Series(checks, name="holds").to_frame())
 ll = {f"{c}-{w}-{k}": ivs[(c, w, "label_loyal")].scaled(100) for c, w in conds}
 wl = {f"{c}-{w}-{k}": ivs[(c, w, "word_loyal")].scaled(100) for c, w in conds}

@@ -45,8 +45,8 @@ from IPython.display import display
 from helpers.core.models import load_model
 from helpers.core.tasks import get_task
 from helpers.experiments.aucroc import (
-    aucroc_budget,
     aucroc_runs,
+    aucroc_sizes,
     aucroc_verdict,
     crossing_layer,
     curve_intervals,
@@ -59,7 +59,7 @@ from helpers.study.results import mean_std, save_figure, save_metrics, summary_r
 
 profile = get_profile()
 model = load_model(current_model_name())
-budget = aucroc_budget(profile)
+budget = aucroc_sizes(profile)
 print(profile.name, current_model_name(), budget)
 
 # %% [markdown]
@@ -83,7 +83,7 @@ for name in names:
         gc.collect()
 df = pd.concat(frames.values(), ignore_index=True)
 curves = {name: mean_curves(frames[name]) for name in names}
-fig = plots.aucroc_curves({f"{name.split('/')[-1]} (mean over tasks, seeds)": c for name, c in curves.items()})
+fig = plots.plot_aucroc_curves({f"{name.split('/')[-1]} (mean over tasks, seeds)": c for name, c in curves.items()})
 save_figure(fig, "03_aucroc")
 
 # %% [markdown]

@@ -40,7 +40,7 @@ import pandas as pd
 from helpers.core.models import load_model
 from helpers.core.store import cached
 from helpers.core.tasks import get_task
-from helpers.experiments.reweighting import run_table1, table1_interval_verdict
+from helpers.experiments.reweighting import run_table1, table1_verdict
 from helpers.study import paper as PA
 from helpers.study import plots
 from helpers.study.profiles import current_model_name, get_profile
@@ -128,7 +128,7 @@ save_figure(fig, "04_training_loss")
 
 # %% [markdown]
 # ## Verdict
-# Criteria (fixed before the run, `helpers.experiments.reweighting.table1_interval_verdict`), on the task-averaged gains
+# Criteria (fixed before the run, `helpers.experiments.reweighting.table1_verdict`), on the task-averaged gains
 # paired per input: *replicates* if the 95% intervals of re-weighting minus 1-shot and of re-weighting minus
 # 5-shot both lie above zero; *partly* if only the first does; *does not replicate* if the first lies below
 # zero; *inconclusive* if it contains zero.
@@ -136,7 +136,7 @@ save_figure(fig, "04_training_loss")
 # %%
 gain1 = bootstrap_means(paired_differences(cells["anchor re-weighting"], cells["vanilla 1-shot"])).scaled(100)
 gain5 = bootstrap_means(paired_differences(cells["anchor re-weighting"], cells["vanilla 5-shot"])).scaled(100)
-verdict = table1_interval_verdict(gain1, gain5)
+verdict = table1_verdict(gain1, gain5)
 paper_avg = {c: round(100 * PA.TABLE1_GPT2XL[c]["average"], 2) for c in cols.values()}
 summary = [summary_row(f"04 Table 1 average accuracy (%), {c}", paper_avg[c], ivs[c]["Average"], verdict)
            for c in cols.values()]

@@ -56,7 +56,7 @@ from helpers.experiments.compression import (
     cached_compression,
     method_cells,
     speed_verdict,
-    table2_interval_verdict,
+    table2_verdict,
     time_icl_vs_anchor,
 )
 from helpers.study import paper as PA
@@ -154,7 +154,7 @@ save_figure(fig, "05_speedup")
 
 # %% [markdown]
 # ## Verdict
-# Criteria (fixed before the run, `helpers.experiments.compression.table2_interval_verdict`), on 95% intervals of
+# Criteria (fixed before the run, `helpers.experiments.compression.table2_verdict`), on 95% intervals of
 # Hidden_anchor minus each other compressed method (Text_anchor, Hidden_random, Hidden_random-top), paired per
 # input and averaged over tasks: *replicates* if all six intervals (label and word loyalty) lie above zero;
 # *partly* if the three of one metric do, or the four against the hidden random baselines do; *does not
@@ -170,7 +170,7 @@ gaps = {(o, met): bootstrap_means(paired_differences(cells("Hidden_anchor", per_
 display(pd.DataFrame({names_[met]: {m: f"{ivs[(m, met)]:.1f}" for m in METHODS} for met in per_metric})
         .rename_axis(f"ours, % [95% CI], {model_name}"))
 display(pd.DataFrame({"Hidden_anchor minus (points) [95% CI]": {f"{o}, {met}": f"{iv:+.1f}" for (o, met), iv in gaps.items()}}))
-verdict, checks = table2_interval_verdict(gaps)
+verdict, checks = table2_verdict(gaps)
 display(pd.Series(checks, name="holds").to_frame())
 sverdict = speed_verdict(dict(zip(speed.task, speed.speedup)), dict(zip(speed.task, speed.bound)))
 names = {"label_loyalty": "label loyalty", "word_loyalty": "word loyalty", "accuracy": "accuracy"}

@@ -45,7 +45,7 @@ from helpers.experiments.diagnosis import (
     collect_qk,
     default_layer,
     diagnose,
-    diagnosis_interval_verdict,
+    diagnosis_verdict,
     layer_sweep,
     rank_correlation,
     spearman_interval,
@@ -112,7 +112,7 @@ print(f"best layer {best}: {sweep[best]:.2f}")
 
 # %% [markdown]
 # ## Verdict
-# Criteria (fixed before the run, `helpers.experiments.diagnosis.diagnosis_interval_verdict`), on the 95% interval of the
+# Criteria (fixed before the run, `helpers.experiments.diagnosis.diagnosis_verdict`), on the 95% interval of the
 # Spearman correlation between predicted and actual confusion over the 15 class pairs at the chosen layer
 # (bootstrap over seeds and test inputs, recomputing both matrices): *replicates* if the interval lies above zero
 # and the correlation is at least 0.5; *partly* if the interval lies above zero; *does not replicate* if it lies
@@ -122,7 +122,7 @@ print(f"best layer {best}: {sweep[best]:.2f}")
 
 # %%
 rho_iv = spearman_interval(vecs, LAYER, N_COMPONENTS)
-verdict = diagnosis_interval_verdict(rho_iv)
+verdict = diagnosis_verdict(rho_iv)
 print(f"Spearman at layer {LAYER}: {rho_iv:.2f} (95% CI)")
 table = pd.DataFrame({"paper (GPT2-XL, layer 32/48)": ["heatmaps agree; Description–Entity most confused", "—"],
                       f"ours ({model_name}, layer {LAYER}/{model.cfg.n_layers})":

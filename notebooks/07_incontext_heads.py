@@ -268,7 +268,7 @@ drop_all_iv, excess_all_iv = paired("plain", conds_all[0]), paired(conds_all[1],
 carry_iv = bootstrap_means({key: H.label_carrying_rows(vo) for key, vo in VO_ALL.items()})  # seeds, then inputs
 none_iv = {"before": None, "after": None, "reduction": None}
 maj_iv, rec_iv = BIAS_IV.get("majority", none_iv), BIAS_IV.get("recency", none_iv)
-overall, parts = H.verdict(
+overall, parts = H.heads_verdict(
     abl_iv["plain"].estimate, abl_iv[conds[1]].estimate, abl_iv[conds[2]].estimate, carry_iv.estimate,
     np.nan, np.nan, np.nan, np.nan, np.nan, np.nan,  # every part below is graded from its interval
     ablation=H.ablation_interval_part(drop_iv, excess_iv), ablation_all=H.ablation_interval_part(drop_all_iv, excess_all_iv),

@@ -27,7 +27,7 @@
 # By default the notebook uses the example shipped in `data/rotten_tomatoes/task.json` (Rotten
 # Tomatoes movie reviews, negative / positive; not one of the paper's tasks). Set
 # `ICL_OWN_TASK=/abs/path/to/task.json` to run it on yours. Run sizes come from `ICL_PROFILE`
-# (`helpers.study.profiles.own_task_budget`: with `default`, 3 seeds and 32 test inputs per seed), the
+# (`helpers.study.profiles.own_task_sizes`: with `default`, 3 seeds and 32 test inputs per seed), the
 # model from `ICL_MODEL`. Every number comes with the 95% interval of notebooks 00-03: a two-level
 # bootstrap over seeds and, within each seed, the test inputs (`helpers.study.stats`).
 
@@ -46,20 +46,20 @@ from helpers.experiments.aucroc import aucroc_runs, aucroc_verdict, crossing_lay
 from helpers.experiments.isolation import (
     condition_cells,
     condition_ids,
-    isolation_interval_verdict,
     isolation_runs,
+    isolation_verdict,
     loyalty_frame,
 )
 from helpers.experiments.saliency import (
     flow_frame,
     flow_interval_table,
     flow_intervals,
-    saliency_interval_verdict,
     saliency_runs,
+    saliency_verdict,
 )
 from helpers.experiments.setting import vanilla_accuracy
 from helpers.study import paper, plots
-from helpers.study.profiles import current_model_name, current_own_task, get_profile, own_task_budget
+from helpers.study.profiles import current_model_name, current_own_task, get_profile, own_task_sizes
 from helpers.study.results import save_figure, save_metrics, summary_row
 from helpers.study.stats import bootstrap_means, cells_from_frame, paired_differences
 
@@ -67,7 +67,7 @@ profile = get_profile()
 model = load_model(current_model_name())
 task = get_task(current_own_task())
 name = task.name
-budget = own_task_budget(profile)
+budget = own_task_sizes(profile)
 seeds, n = budget["seeds"], budget["n_test"]
 print(profile.name, current_model_name(), budget)
 
@@ -154,11 +154,11 @@ sal_ivs = flow_intervals(sal)
 labels = {name: task.display}
 flows = flow_frame(sal)
 flows["task"] = flows["task"].map(labels)
-fig = plots.flow_curves(flows, intervals={(labels.get(k[0], k[0]), *k[1:]): iv for k, iv in sal_ivs.items()},
+fig = plots.plot_flow_curves(flows, intervals={(labels.get(k[0], k[0]), *k[1:]): iv for k, iv in sal_ivs.items()},
                         title=f"Relative saliency flows, {task.display}, {current_model_name()} "
                               f"({len(seeds)} seed(s) x {budget['n_saliency']} inputs, 95% CI)")
 save_figure(fig, f"08_{name}_saliency_flow")
-sal_verdict, sal_checks = saliency_interval_verdict(sal_ivs, [name])
+sal_verdict, sal_checks = saliency_verdict(sal_ivs, [name])
 display(flow_interval_table(sal_ivs, [name], labels=labels).set_index("task").T)
 display(pd.Series({c: v for (_, c), v in sal_checks.items()}, name="on the 95% intervals").to_frame())
 print(f"Saliency on {task.display}: the paper's two-stage picture {sal_verdict} "
@@ -182,14 +182,14 @@ loy["task"] = loy["task"].map(labels)
 conds = [("label", "first"), ("label", "last"), ("random", "first"), ("random", "last")]
 iso_ivs = {(c, w, m): bootstrap_means(condition_cells(loy, c, w, k, m)) for c, w in conds
            for m in ("label_loyal", "word_loyal")}
-fig = plots.loyalty_bars(loy, k=k, title=f"Isolation in the first / last {k} layers, {task.display}",
+fig = plots.plot_loyalty_bars(loy, k=k, title=f"Isolation in the first / last {k} layers, {task.display}",
                          intervals={((c, w), f"{m}ty"): iv.scaled(100) for (c, w, m), iv in iso_ivs.items()})
 save_figure(fig, f"08_{name}_isolation")
 drop = {(c, w): bootstrap_means(paired_differences(condition_cells(loy, c, w, k, "label_loyal"),
                                                    condition_cells(loy, "label", "first", k, "label_loyal"),
                                                    condition_ids(loy, c, w, k), condition_ids(loy, "label", "first", k)))
         for c, w in conds[1:]}
-iso_verdict, iso_checks = isolation_interval_verdict({cw: iso_ivs[(*cw, "label_loyal")] for cw in conds}, drop)
+iso_verdict, iso_checks = isolation_verdict({cw: iso_ivs[(*cw, "label_loyal")] for cw in conds}, drop)
 display(pd.DataFrame({"label loyalty % [95% CI]": {f"{c} words, {w} {k}": f"{iso_ivs[(c, w, 'label_loyal')].scaled(100):.1f}"
                                                    for c, w in conds},
                       "word loyalty % [95% CI]": {f"{c} words, {w} {k}": f"{iso_ivs[(c, w, 'word_loyal')].scaled(100):.1f}"
@@ -214,7 +214,7 @@ auc_df = aucroc_runs(model, [name], seeds, n, batch_size=budget["batch_size"], p
 curve = mean_curves(auc_df)
 auc_ivs = curve_intervals(raw)
 if curve["auc"].notna().any():
-    fig = plots.aucroc_curves({f"{current_model_name().split('/')[-1]}, {task.display}": curve})
+    fig = plots.plot_aucroc_curves({f"{current_model_name().split('/')[-1]}, {task.display}": curve})
     save_figure(fig, f"08_{name}_aucroc")
     auc_verdict, auc_checks = aucroc_verdict(curve, peak_target=paper.FIG5_PEAK_AUCROC, peak_iv=auc_ivs["peak"],
                                              cross_iv=auc_ivs["crossing"], peak_layer_iv=auc_ivs["peak_layer"])

@@ -75,10 +75,10 @@ def work(profile, notebook: str) -> float:
         "07": p.n_test,
     }
     nn = notebook[:2]
-    if nn == "08":  # your own task: one task, notebooks 00-03 in small form (helpers.study.profiles.own_task_budget)
-        from helpers.study.profiles import own_task_budget
+    if nn == "08":  # your own task: one task, notebooks 00-03 in small form (helpers.study.profiles.own_task_sizes)
+        from helpers.study.profiles import own_task_sizes
 
-        b = own_task_budget(p)
+        b = own_task_sizes(p)
         return float(len(b["seeds"]) * (3 * b["n_test"] + 4 * b["n_saliency"] + 8 * b["random_n"]))
     if nn == "06":  # error diagnosis: one seed, one task (TREC)
         return float(p.n_diagnosis)

@@ -252,20 +252,20 @@ def test_run_compression_end_to_end(tiny_models):
 
 
 def test_table2_interval_verdict():
-    from helpers.experiments.compression import table2_interval_verdict
+    from helpers.experiments.compression import table2_verdict
     from helpers.study.stats import Interval
 
     up, zero, down = Interval(5, 1, 9, 5, 320), Interval(0, -3, 3, 5, 320), Interval(-5, -9, -1, 5, 320)
     others = ["Text_anchor", "Hidden_random", "Hidden_random-top"]
     metrics = ["label_loyalty", "word_loyalty"]
-    assert table2_interval_verdict({(o, m): up for o in others for m in metrics})[0] == "replicates"
+    assert table2_verdict({(o, m): up for o in others for m in metrics})[0] == "replicates"
     one_metric = {(o, m): (up if m == "label_loyalty" else zero) for o in others for m in metrics}
-    assert table2_interval_verdict(one_metric)[0] == "partly"
+    assert table2_verdict(one_metric)[0] == "partly"
     hidden_only = {(o, m): (down if o == "Text_anchor" else up) for o in others for m in metrics}
-    assert table2_interval_verdict(hidden_only)[0] == "partly"
-    assert table2_interval_verdict({(o, m): zero for o in others for m in metrics})[0] == "inconclusive"
+    assert table2_verdict(hidden_only)[0] == "partly"
+    assert table2_verdict({(o, m): zero for o in others for m in metrics})[0] == "inconclusive"
     worse = {(o, m): (down if o == "Text_anchor" else zero) for o in others for m in metrics}
-    assert table2_interval_verdict(worse)[0] == "does not replicate"
+    assert table2_verdict(worse)[0] == "does not replicate"
 
 
 # ---- query_positions: "original" (default) vs "restart" (the GPT-2 code of arXiv 2305.14160, §3.2) ----

@@ -150,7 +150,7 @@ def test_gemma_vectors_are_the_ones_attention_uses(gemma, shared):
 
 def test_spearman_interval_and_verdict(tiny_model):
     from helpers.core.prompts import make_icl_set
-    from helpers.experiments.diagnosis import diagnosis_interval_verdict, seed_averaged_spearman, spearman_interval
+    from helpers.experiments.diagnosis import diagnosis_verdict, seed_averaged_spearman, spearman_interval
     from helpers.study.stats import Interval
 
     vecs = {}
@@ -161,7 +161,7 @@ def test_spearman_interval_and_verdict(tiny_model):
     iv = spearman_interval(vecs, 1, n_components=4, n_boot=40)
     assert iv.estimate == pytest.approx(rho) and iv.n_seeds == 2 and iv.n_inputs == 48
     assert -1 <= iv.low <= iv.high <= 1
-    assert diagnosis_interval_verdict(Interval(0.6, 0.2, 0.8, 1, 120)) == "replicates"
-    assert diagnosis_interval_verdict(Interval(0.3, 0.1, 0.5, 1, 120)) == "partly"
-    assert diagnosis_interval_verdict(Interval(0.3, -0.1, 0.6, 1, 120)) == "inconclusive"
-    assert diagnosis_interval_verdict(Interval(-0.4, -0.6, -0.1, 1, 120)) == "does not replicate"
+    assert diagnosis_verdict(Interval(0.6, 0.2, 0.8, 1, 120)) == "replicates"
+    assert diagnosis_verdict(Interval(0.3, 0.1, 0.5, 1, 120)) == "partly"
+    assert diagnosis_verdict(Interval(0.3, -0.1, 0.6, 1, 120)) == "inconclusive"
+    assert diagnosis_verdict(Interval(-0.4, -0.6, -0.1, 1, 120)) == "does not replicate"

@@ -355,11 +355,11 @@ def test_bias_runs_on_tiny(ut):
 
 
 def test_verdict_criteria():
-    ok = H.verdict(0.9, 0.4, 0.88, 0.9, 0.8, 0.1, 30, 0.2, 20, 0.2)
+    ok = H.heads_verdict(0.9, 0.4, 0.88, 0.9, 0.8, 0.1, 30, 0.2, 20, 0.2)
     assert ok[0] == "replicates" and set(ok[1].values()) == {"replicates"}
-    none = H.verdict(0.6, 0.6, 0.55, 0.4, 0.1, 0.5, -5, 0.2, -3, 0.2)
+    none = H.heads_verdict(0.6, 0.6, 0.55, 0.4, 0.1, 0.5, -5, 0.2, -3, 0.2)
     assert none[0] == "does not replicate"
-    mixed = H.verdict(0.9, 0.8, 0.89, 0.9, 0.8, 0.1, 30, 0.01, 5, 0.2)
+    mixed = H.heads_verdict(0.9, 0.8, 0.89, 0.9, 0.8, 0.1, 30, 0.01, 5, 0.2)
     assert mixed[1]["majority"] == "no measurable bias" and mixed[1]["recency"] == "partly" and mixed[0] == "partly"
 
 
@@ -659,9 +659,9 @@ def test_ablation_interval_part_and_overall_verdict():
     assert H.ablation_interval_part(iv(0.1, 0.3), iv(0.05, 0.2)) == "partly"
     assert H.ablation_interval_part(iv(-0.05, 0.05), iv(-0.03, 0.04)) == "inconclusive"
     assert H.ablation_interval_part(iv(-0.2, -0.1), iv(-0.2, -0.05)) == "does not replicate"
-    overall, parts = H.verdict(0.5, 0.5, 0.5, 0.5, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, ablation="inconclusive")
+    overall, parts = H.heads_verdict(0.5, 0.5, 0.5, 0.5, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, ablation="inconclusive")
     assert parts["ablation"] == "inconclusive" and overall == "inconclusive"
-    overall, _ = H.verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, ablation="inconclusive")
+    overall, _ = H.heads_verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, ablation="inconclusive")
     assert overall == "partly"  # the value-output part replicates
 
 
@@ -675,7 +675,7 @@ def test_value_output_interval_part():
     assert H.value_output_interval_part(iv(0.65, 0.85)) == "partly"
     assert H.value_output_interval_part(iv(0.55, 0.7)) == "inconclusive"
     assert H.value_output_interval_part(iv(0.4, 0.55)) == "does not replicate"
-    _, parts = H.verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, value_output="inconclusive")
+    _, parts = H.heads_verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, value_output="inconclusive")
     assert parts["value_output"] == "inconclusive"
 
 
@@ -741,7 +741,7 @@ def test_bias_interval_part():
     assert H.bias_interval_part(iv(0.1, 0.2), iv(2, 40)) == "partly"
     assert H.bias_interval_part(iv(0.1, 0.2), iv(-5, 40)) == "inconclusive"
     assert H.bias_interval_part(iv(0.1, 0.2), iv(-30, -2)) == "does not replicate"
-    _, parts = H.verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 50, 0.2, 50, 0.2, majority="inconclusive",
+    _, parts = H.heads_verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 50, 0.2, 50, 0.2, majority="inconclusive",
                          two_towers="partly", ablation_all="replicates")
     assert parts["majority"] == "inconclusive" and parts["two_towers"] == "partly"
     assert parts["recency"] == "replicates" and parts["ablation_all"] == "replicates"

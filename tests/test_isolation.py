@@ -236,17 +236,17 @@ def test_random_subset_pairs_with_full_label_runs(tiny_sst2_set, draw):
 
 
 def test_budget_runs_the_random_control_on_a_subset():
-    from helpers.experiments.isolation import isolation_budget
+    from helpers.experiments.isolation import isolation_sizes
     from helpers.study.profiles import get_profile
 
     for name in ("smoke", "default", "paper"):
         prof = get_profile(name)
-        b = isolation_budget(prof)
+        b = isolation_sizes(prof)
         assert b["random_draw"] == "authors"
         assert b["random_n"] == min(prof.n_random_control, max(b["n"].values()))
-    assert isolation_budget(get_profile("default"))["random_n"] == 16
-    assert isolation_budget(get_profile("paper"))["random_n"] == get_profile("paper").n_test
-    smoke = isolation_budget(get_profile("smoke"))
+    assert isolation_sizes(get_profile("default"))["random_n"] == 16
+    assert isolation_sizes(get_profile("paper"))["random_n"] == get_profile("paper").n_test
+    smoke = isolation_sizes(get_profile("smoke"))
     assert smoke["random_n"] < max(smoke["n"].values())  # CI runs the subset's pairing
 
 
@@ -324,7 +324,7 @@ def test_real_models_last_layer_conditions_together_equal_full_prompts(which, re
 
 
 def test_isolation_interval_verdict():
-    from helpers.experiments.isolation import isolation_interval_verdict
+    from helpers.experiments.isolation import isolation_verdict
     from helpers.study.stats import Interval
 
     def iv(lo, hi):
@@ -333,13 +333,13 @@ def test_isolation_interval_verdict():
     high = {("label", "first"): iv(0.4, 0.6), ("label", "last"): iv(0.9, 0.99), ("random", "first"): iv(0.85, 0.95),
             ("random", "last"): iv(0.95, 1.0)}
     above = {cw: iv(0.2, 0.4) for cw in [("label", "last"), ("random", "first"), ("random", "last")]}
-    assert isolation_interval_verdict(high, above)[0] == "replicates"
+    assert isolation_verdict(high, above)[0] == "replicates"
     low_random = {**high, ("random", "first"): iv(0.7, 0.9)}  # straddles 80%: check 3 fails
-    assert isolation_interval_verdict(low_random, above)[0] == "partly"
+    assert isolation_verdict(low_random, above)[0] == "partly"
     straddle = {**above, ("random", "first"): iv(-0.05, 0.1)}
-    assert isolation_interval_verdict(high, straddle)[0] == "inconclusive"
+    assert isolation_verdict(high, straddle)[0] == "inconclusive"
     below = {**above, ("random", "first"): iv(-0.2, -0.05)}
-    assert isolation_interval_verdict(high, below)[0] == "does not replicate"
+    assert isolation_verdict(high, below)[0] == "does not replicate"
 
 
 def test_loyalty_rows_carry_per_input_values(tiny_sst2_set):

@@ -34,14 +34,14 @@ def test_interval_bars_sit_on_their_bars():
     import pandas as pd
     import seaborn as sns
 
-    from helpers.study.plots import interval_bars
+    from helpers.study.plots import plot_interval_bars
     from helpers.study.stats import Interval
 
     df = pd.DataFrame({"x": ["a", "a", "b", "b"], "hue": ["u", "v", "u", "v"], "y": [0.2, 0.4, 0.6, 0.8]})
     fig, ax = plt.subplots()
     sns.barplot(data=df, x="x", y="y", hue="hue", errorbar=None, ax=ax)
     ivs = {(r.x, r.hue): Interval(r.y, r.y - 0.05, r.y + 0.1, 5, 320) for r in df.itertuples()}
-    interval_bars(ax, ["a", "b"], ["u", "v"], ivs)
+    plot_interval_bars(ax, ["a", "b"], ["u", "v"], ivs)
     from matplotlib.container import ErrorbarContainer
 
     bars = sorted((p.get_x() + p.get_width() / 2, p.get_height()) for p in ax.patches if p.get_height() > 0)
@@ -81,7 +81,7 @@ def test_flow_curves_draw_the_interval_bands():
     import numpy as np
     import pandas as pd
 
-    from helpers.study.plots import flow_curves
+    from helpers.study.plots import plot_flow_curves
     from helpers.study.stats import Interval
 
     flows = ("S_wp", "S_pq", "S_ww")
@@ -89,7 +89,7 @@ def test_flow_curves_draw_the_interval_bands():
                        for t in ("A", "B") for l in range(3) for i, f in enumerate(flows)])
     ivs = {(r.task, "curve", r.layer, r.flow): Interval(r.value, r.value - 0.05, r.value + 0.02 * (r.layer + 1), 5, 60)
            for r in df.itertuples()}
-    fig = flow_curves(df, intervals=ivs)
+    fig = plot_flow_curves(df, intervals=ivs)
     ax = fig.axes[0]
     line = next(l for l in ax.get_lines() if l.get_label() == "S_pq")
     np.testing.assert_allclose(line.get_ydata(), [0.2, 0.2, 0.2])
@@ -101,4 +101,4 @@ def test_flow_curves_draw_the_interval_bands():
         assert np.isclose(ys, iv.low).any() and np.isclose(ys, iv.high).any()
     assert "95% CI (seeds and inputs)" in [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
     plt.close(fig)
-    plt.close(flow_curves(df))  # without intervals: the sd over seeds, as before
+    plt.close(plot_flow_curves(df))  # without intervals: the sd over seeds, as before

@@ -121,15 +121,15 @@ def test_fast_training_equals_full_run(tiny_model):
 
 
 def test_table1_interval_verdict():
-    from helpers.experiments.reweighting import table1_interval_verdict
+    from helpers.experiments.reweighting import table1_verdict
     from helpers.study.stats import Interval
 
     up, down, zero = Interval(5, 1, 9, 5, 320), Interval(-5, -9, -1, 5, 320), Interval(1, -2, 4, 5, 320)
-    assert table1_interval_verdict(up, up) == "replicates"
-    assert table1_interval_verdict(up, zero) == "partly"
-    assert table1_interval_verdict(up, down) == "partly"
-    assert table1_interval_verdict(zero, up) == "inconclusive"
-    assert table1_interval_verdict(down, up) == "does not replicate"
+    assert table1_verdict(up, up) == "replicates"
+    assert table1_verdict(up, zero) == "partly"
+    assert table1_verdict(up, down) == "partly"
+    assert table1_verdict(zero, up) == "inconclusive"
+    assert table1_verdict(down, up) == "does not replicate"
 
 
 def test_run_table1_keeps_per_input_results(tiny_model):

@@ -180,7 +180,6 @@ def test_flow_intervals_identical_inputs_give_points_and_the_verdict_agrees():
     from helpers.experiments.saliency import (
         MEAN_OVER_TASKS,
         flow_intervals,
-        saliency_interval_verdict,
         saliency_verdict,
     )
 
@@ -192,13 +191,12 @@ def test_flow_intervals_identical_inputs_give_points_and_the_verdict_agrees():
         assert (iv.n_seeds, iv.n_inputs) == (2, 16 if key[0] == MEAN_OVER_TASKS else 8)  # a task's own inputs
     assert ivs[("a", "shallow", "S_wp - S_pq")].estimate == pytest.approx(0.4)
     assert ivs[("a", "curve", 2, "S_pq")].estimate == pytest.approx(0.6)
-    rel = {t: relative_flow(runs[(t, 1)]) for t in ("a", "b")}
-    assert saliency_interval_verdict(ivs, ["a", "b"])[0] == saliency_verdict(rel)[0] == "replicates"
+    assert saliency_verdict(ivs, ["a", "b"])[0] == "replicates"
     # the layers reversed: S_pq dominates early, S_wp late -> the shallow and deep checks fail on their intervals
     back = {k: v.flip(1) for k, v in runs.items()}
-    verdict, checks = saliency_interval_verdict(flow_intervals(back, n_boot=50), ["a", "b"])
+    verdict, checks = saliency_verdict(flow_intervals(back, n_boot=50), ["a", "b"])
     assert checks[("a", "shallow: S_wp dominant")] == checks[("a", "deep: S_pq dominant")] == "fails"
-    assert verdict == saliency_verdict({t: relative_flow(back[(t, 1)]) for t in ("a", "b")})[0] == "does not replicate"
+    assert verdict == "does not replicate"
 
 
 def test_flow_intervals_estimate_is_the_plotted_curve():
@@ -248,35 +246,35 @@ def _contrasts(tasks, by_check):
 
 
 def test_saliency_interval_verdict():
-    from helpers.experiments.saliency import FLOW_CHECKS, saliency_interval_verdict
+    from helpers.experiments.saliency import FLOW_CHECKS, saliency_verdict
 
     names = list(FLOW_CHECKS)
     above, below, straddle = (0.05, 0.15), (-0.15, -0.05), (-0.05, 0.05)
     tasks = ["a", "b"]
-    assert saliency_interval_verdict(_contrasts(tasks, dict.fromkeys(names, above)), tasks)[0] == "replicates"
-    assert saliency_interval_verdict(_contrasts(tasks, dict.fromkeys(names, below)), tasks)[0] == "does not replicate"
-    verdict, checks = saliency_interval_verdict(_contrasts(tasks, dict.fromkeys(names, straddle)), tasks)
+    assert saliency_verdict(_contrasts(tasks, dict.fromkeys(names, above)), tasks)[0] == "replicates"
+    assert saliency_verdict(_contrasts(tasks, dict.fromkeys(names, below)), tasks)[0] == "does not replicate"
+    verdict, checks = saliency_verdict(_contrasts(tasks, dict.fromkeys(names, straddle)), tasks)
     assert verdict == "inconclusive" and set(checks.values()) == {"inconclusive"}
     # one contrast of a check straddling zero leaves the check inconclusive; one below zero fails it
     mixed = {names[0]: [above, straddle], names[1]: [above, below], names[2]: above}
-    _, checks = saliency_interval_verdict(_contrasts(["a"], mixed), ["a"])
+    _, checks = saliency_verdict(_contrasts(["a"], mixed), ["a"])
     assert [checks[("a", c)] for c in names] == ["inconclusive", "fails", "holds"]
     # task a holds everywhere, task b straddles: 3 of 6 checks hold -> partly
     half = {"a": dict.fromkeys(names, above), "b": dict.fromkeys(names, straddle)}
-    assert saliency_interval_verdict(_contrasts(tasks, half), tasks)[0] == "partly"
+    assert saliency_verdict(_contrasts(tasks, half), tasks)[0] == "partly"
     # 2 hold, 2 fail, 2 undecided: could still reach half -> inconclusive; 1 hold, 5 fail -> does not replicate
     two = {"a": {names[0]: above, names[1]: above, names[2]: below},
            "b": {names[0]: below, names[1]: straddle, names[2]: straddle}}
-    assert saliency_interval_verdict(_contrasts(tasks, two), tasks)[0] == "inconclusive"
+    assert saliency_verdict(_contrasts(tasks, two), tasks)[0] == "inconclusive"
     one = {"a": {names[0]: above, names[1]: below, names[2]: below}, "b": dict.fromkeys(names, below)}
-    assert saliency_interval_verdict(_contrasts(tasks, one), tasks)[0] == "does not replicate"
+    assert saliency_verdict(_contrasts(tasks, one), tasks)[0] == "does not replicate"
     # an undefined interval counts as straddling
     undefined = {k: None for k in _contrasts(["a"], dict.fromkeys(names, above))}
-    assert saliency_interval_verdict(undefined, ["a"])[0] == "inconclusive"
+    assert saliency_verdict(undefined, ["a"])[0] == "inconclusive"
     with pytest.raises(ValueError):
-        saliency_interval_verdict(_contrasts(["a"], dict.fromkeys(names, above)), ["a", "b"])  # b missing
+        saliency_verdict(_contrasts(["a"], dict.fromkeys(names, above)), ["a", "b"])  # b missing
     with pytest.raises(ValueError):
-        saliency_interval_verdict({}, [])
+        saliency_verdict({}, [])
 
 
 def test_flow_interval_table_formats_intervals():

@@ -33,7 +33,7 @@ from helpers.core.predict import Predictions, length_batches, logits_at, predict
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
 
-__all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "aucroc_budget",
+__all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "aucroc_sizes",
            "aucroc_runs", "mean_curves", "aucroc_verdict", "other_offline_model"]
 
 
@@ -212,7 +212,7 @@ def crossing_layer(r: Float[np.ndarray, layer], threshold: float = 0.5) -> int |
     return int(hit[0]) if len(hit) else None
 
 
-def aucroc_budget(profile) -> dict:
+def aucroc_sizes(profile) -> dict:
     """Run size of notebook 03 (one forward pass per input, for each of the two offline models).
 
     Every profile uses ``n_test`` inputs per task and seed and all its seeds

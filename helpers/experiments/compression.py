@@ -75,7 +75,7 @@ __all__ = [
     "cached_compression",
     "METHODS",
     "table2_verdict",
-    "table2_interval_verdict",
+    "table2_verdict",
     "method_cells",
     "speed_verdict",
     "time_icl_vs_anchor",
@@ -245,7 +245,7 @@ def method_cells(results: dict, method: str, metric: str) -> dict:
     return {key: r.per_input[method][metric] for key, r in results.items()}
 
 
-def table2_interval_verdict(gaps: dict) -> tuple[str, dict]:
+def table2_verdict(gaps: dict) -> tuple[str, dict]:
     """Verdict on §3.2 from 95% intervals (criteria fixed before the run).
 
     ``gaps[(other, metric)]``: the interval of Hidden_anchor minus ``other``
@@ -272,24 +272,6 @@ def table2_interval_verdict(gaps: dict) -> tuple[str, dict]:
     return "inconclusive", checks
 
 
-def table2_verdict(table: dict) -> str:
-    """Verdict on §3.2 from task-averaged metrics ``{method: {label_loyalty, word_loyalty, accuracy}}``.
-
-    Criteria (fixed before running): "replicates" if Hidden_anchor has the
-    highest label loyalty AND the highest word loyalty of the four compressed
-    methods; "partly" if it has the highest of the two on one metric, or beats the
-    hidden baselines (Hidden_random, Hidden_random-top) on both; otherwise
-    "does not replicate".
-    """
-    others = ["Text_anchor", "Hidden_random", "Hidden_random-top"]
-    ha = table["Hidden_anchor"]
-    best = {m: all(ha[m] > table[o][m] for o in others) for m in ("label_loyalty", "word_loyalty")}
-    hidden = all(ha[m] > table[o][m] for o in others[1:] for m in best)
-    if all(best.values()):
-        return "replicates"
-    if any(best.values()) or hidden:
-        return "partly"
-    return "does not replicate"
 
 
 def speed_verdict(speedups: dict, bounds: dict, frac: float = 0.9) -> str:

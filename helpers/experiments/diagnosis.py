@@ -55,7 +55,7 @@ __all__ = [
     "rank_correlation",
     "seed_averaged_spearman",
     "spearman_interval",
-    "diagnosis_interval_verdict",
+    "diagnosis_verdict",
     "diagnose",
     "layer_sweep",
     "default_layer",
@@ -297,7 +297,7 @@ def spearman_interval(vecs: dict, layer: int, n_components: int = 10, n_boot: in
                                lambda sample: seed_averaged_spearman(vecs, layer, n_components, sample), n_boot, seed=seed)
 
 
-def diagnosis_interval_verdict(iv, strong: float = 0.5) -> str:
+def diagnosis_verdict(iv, strong: float = 0.5) -> str:
     """Verdict on §3.3 from the 95% interval of the rank correlation (criteria fixed before the run):
     "replicates" if the interval lies above zero and the estimate is at least ``strong``; "partly" if it lies
     above zero; "does not replicate" if it lies below zero; "inconclusive" if it contains zero."""
@@ -313,13 +313,3 @@ def default_layer(model) -> int:
     return int(round(model.cfg.n_layers * 32 / 48))
 
 
-def diagnosis_verdict(rho: float, strong: float = 0.5, weak: float = 0.2) -> str:
-    """Verdict on §3.3 from the rank correlation at the chosen layer (criteria fixed before running):
-    "replicates" if rho >= 0.5, "partly" if rho >= 0.2, else "does not replicate" (NaN: "undetermined")."""
-    if rho != rho:
-        return "undetermined"
-    if rho >= strong:
-        return "replicates"
-    if rho >= weak:
-        return "partly"
-    return "does not replicate"

@@ -166,7 +166,7 @@ __all__ = [
     "majority_bias",
     "recency_bias",
     "heads_sizes",
-    "verdict",
+    "heads_verdict",
     "attribution_seed",
     "towers_seed",
     "eval_set",
@@ -1079,7 +1079,7 @@ def ablation_interval_part(drop, excess, big: float = 0.20) -> str:
     return "inconclusive"
 
 
-def verdict(acc_before: float, acc_ablated: float, acc_random: float, carrying: float, corr_attn: float,
+def heads_verdict(acc_before: float, acc_ablated: float, acc_random: float, carrying: float, corr_attn: float,
             corr_vo: float, majority_red: float, majority_bias: float, recency_red: float, recency_bias: float,
             ablation: str | None = None, value_output: str | None = None, **graded: str) -> tuple[str, dict]:
     """Per-claim and overall verdicts.

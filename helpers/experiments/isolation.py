@@ -59,12 +59,12 @@ __all__ = [
     "run_isolation",
     "isolation_experiment",
     "loyalty_rows",
-    "isolation_budget",
+    "isolation_sizes",
     "isolation_runs",
     "loyalty_frame",
     "label_token_share",
     "isolation_verdict",
-    "isolation_interval_verdict",
+    "isolation_verdict",
     "condition_cells",
     "condition_ids",
 ]
@@ -379,7 +379,7 @@ def condition_ids(df, condition: str, where: str, k: int) -> dict:
     return condition_cells(df, condition, where, k, metric="input")
 
 
-def isolation_budget(profile) -> dict:
+def isolation_sizes(profile) -> dict:
     """Run size of notebook 02.
 
     With a shared prefix the label conditions cost about one vanilla pass each
@@ -469,7 +469,7 @@ def label_token_share(pred: Predictions, label_ids: Sequence[int], k: int = 5) -
     return float((top[..., None] == ids).any(-1).float().mean())
 
 
-def isolation_interval_verdict(loyalty: dict, drop: dict, barely: float = 0.80) -> tuple[str, dict]:
+def isolation_verdict(loyalty: dict, drop: dict, barely: float = 0.80) -> tuple[str, dict]:
     """Verdict on the §2.2 claim from 95% intervals (criteria fixed before the run).
 
     ``loyalty[(condition, where)]``: the interval of mean label loyalty (fraction) at k=5;
@@ -496,25 +496,3 @@ def isolation_interval_verdict(loyalty: dict, drop: dict, barely: float = 0.80) 
     return "inconclusive", checks
 
 
-def isolation_verdict(means: dict[tuple[str, str], float], hurt_margin: float = 0.10,
-                      barely: float = 0.80) -> tuple[str, dict]:
-    """Verdict on the §2.2 claim from mean label loyalty (fractions) per (condition, where) at k=5.
-
-    Criteria, fixed before any run:
-      1. label words isolated in the first layers give the lowest loyalty, at least
-         ``hurt_margin`` (10 points) below each of the three other conditions;
-      2. label words isolated in the last layers barely matter: loyalty >= ``barely`` (80%);
-      3. random words barely matter: loyalty >= ``barely`` in the first and in the last layers.
-    "replicates" if all hold; "partly" if criterion 1 holds but not all; else "does not replicate".
-    """
-    lf = means[("label", "first")]
-    others = [means[("label", "last")], means[("random", "first")], means[("random", "last")]]
-    checks = {
-        f"label-first lowest by >= {round(100 * hurt_margin)} points": all(lf <= o - hurt_margin for o in others),
-        f"label-last >= {round(100 * barely)}%": means[("label", "last")] >= barely,
-        f"random first and last >= {round(100 * barely)}%": min(means[("random", "first")],
-                                                                    means[("random", "last")]) >= barely,
-    }
-    vals = list(checks.values())
-    verdict = "replicates" if all(vals) else "partly" if vals[0] else "does not replicate"
-    return verdict, checks

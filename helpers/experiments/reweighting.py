@@ -43,7 +43,7 @@ __all__ = [
     "run_table1",
     "FIVE_SHOT_PER_CLASS",
     "table1_verdict",
-    "table1_interval_verdict",
+    "table1_verdict",
 ]
 
 
@@ -271,7 +271,7 @@ def run_table1(model, task, seed: int, n_test: int, epochs: int = 10, lr: float 
                      correct(r1), correct(r5), correct(rr), [p.query.idx for p in p1])
 
 
-def table1_interval_verdict(gain_1shot, gain_5shot) -> str:
+def table1_verdict(gain_1shot, gain_5shot) -> str:
     """Verdict on §3.1 from the 95% intervals of two paired contrasts (criteria fixed before the run).
 
     ``gain_1shot``: re-weighting minus vanilla 1-shot; ``gain_5shot``: re-weighting
@@ -287,15 +287,3 @@ def table1_interval_verdict(gain_1shot, gain_5shot) -> str:
     return "inconclusive"
 
 
-def table1_verdict(acc_1shot: float, acc_5shot: float, acc_reweight: float, margin: float = 0.02) -> str:
-    """Verdict on §3.1 from task-averaged accuracies (criteria fixed before running).
-
-    "replicates": re-weighting beats vanilla 1-shot by at least ``margin``
-    (2 points) and beats vanilla 5-shot; "partly": it beats 1-shot by any
-    amount but not both conditions; otherwise "does not replicate".
-    """
-    if acc_reweight >= acc_1shot + margin and acc_reweight > acc_5shot:
-        return "replicates"
-    if acc_reweight > acc_1shot:
-        return "partly"
-    return "does not replicate"

@@ -33,7 +33,7 @@ every point of those curves, their means over the layer ranges of the checks
 S_wp minus S_pq) a 95% interval from the two-level bootstrap of
 :func:`helpers.study.stats.bootstrap_statistic` (seeds, then the inputs within each
 (task, seed)); the three flows of a resampled input stay together, so every
-contrast is paired. :func:`saliency_interval_verdict` restates the checks of
+contrast is paired. :func:`saliency_verdict` restates the checks of
 :func:`saliency_verdict` on the intervals of the contrasts.
 """
 
@@ -64,7 +64,7 @@ __all__ = [
     "relative_flow",
     "first_layer_pq_exceeds_wp",
     "saliency_prompts",
-    "saliency_budget",
+    "saliency_sizes",
     "saliency_runs",
     "flow_frame",
     "saliency_verdict",
@@ -75,7 +75,7 @@ __all__ = [
     "contrast_name",
     "flow_statistics",
     "flow_intervals",
-    "saliency_interval_verdict",
+    "saliency_verdict",
     "flow_interval_table",
 ]
 
@@ -253,7 +253,7 @@ def saliency_prompts(model, task, seed: int, n: int, k_per_class: int = 1, max_l
     return prompts, lids
 
 
-def saliency_budget(profile) -> dict:
+def saliency_sizes(profile) -> dict:
     """Run size of notebook 01 (inputs per task and seed, all of the profile's seeds).
 
     ``profile.n_saliency`` inputs per task and seed, except AGNews outside the
@@ -272,7 +272,7 @@ def saliency_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | i
     """Per-input ``(S_wp, S_pq, S_ww)`` for every (task, seed), cached on disk.
 
     Returns ``{(task, seed): Float[Tensor, "n layer 3"]}`` (raw, not relative).
-    ``n``: inputs per task and seed (an int or a per-task dict, e.g. :func:`saliency_budget`).
+    ``n``: inputs per task and seed (an int or a per-task dict, e.g. :func:`saliency_sizes`).
     """
     from helpers.core.store import cached
     from helpers.core.tasks import LabelWordWarning
@@ -307,28 +307,6 @@ def flow_frame(runs: dict):
     return pd.DataFrame(rows)
 
 
-def saliency_verdict(rel_by_task: dict[str, torch.Tensor]) -> tuple[str, dict]:
-    """Verdict on the §2.1 claim from each task's seed-averaged relative flows ``[layer, 3]``.
-
-    Criteria, fixed before any run, per task (layers split by depth):
-      1. shallow: over the first third of the layers, mean S_wp > mean S_pq and > mean S_ww;
-      2. deep: over the last half of the layers, mean S_pq > mean S_wp and > mean S_ww;
-      3. over all layers, mean S_wp > mean S_ww and mean S_pq > mean S_ww.
-    "replicates" if every criterion holds on every task; "partly" if at least half of the
-    (task, criterion) checks hold; "does not replicate" otherwise.
-    """
-    checks = {}
-    for task, rel in rel_by_task.items():
-        L = rel.shape[0]
-        sh = rel[: max(1, L // 3)].mean(0)
-        dp = rel[L // 2:].mean(0)
-        al = rel.mean(0)
-        checks[(task, "shallow: S_wp dominant")] = bool(sh[0] > sh[1] and sh[0] > sh[2])
-        checks[(task, "deep: S_pq dominant")] = bool(dp[1] > dp[0] and dp[1] > dp[2])
-        checks[(task, "S_wp and S_pq above S_ww")] = bool(al[0] > al[2] and al[1] > al[2])
-    ok = sum(checks.values())
-    verdict = "replicates" if ok == len(checks) else "partly" if ok >= len(checks) / 2 else "does not replicate"
-    return verdict, checks
 
 
 # the checks of the §2.1 claim: each names the contrasts (layer range, larger flow, smaller flow) that the paper
@@ -437,7 +415,7 @@ def flow_intervals(runs: dict, n_boot: int = 1000, seed: int = 0) -> dict:
             for k, iv in out.items()}
 
 
-def saliency_interval_verdict(intervals: dict, tasks: Sequence[str]) -> tuple[str, dict]:
+def saliency_verdict(intervals: dict, tasks: Sequence[str]) -> tuple[str, dict]:
     """Verdict on the §2.1 claim from the 95% intervals of the paired contrasts (criteria fixed before the run).
 
     ``intervals[(task, range, "S_a - S_b")]``: :class:`helpers.study.stats.Interval` of each contrast of

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 __all__ = ["Profile", "PROFILES", "get_profile", "current_model_name", "current_tasks", "cell_timeout", "PAPER_SEEDS",
-           "own_task_budget", "current_own_task", "OWN_TASK_EXAMPLE"]
+           "own_task_sizes", "current_own_task", "OWN_TASK_EXAMPLE"]
 
 PAPER_SEEDS = (42, 43, 44, 45, 46)
 OFFLINE_TASKS = ("sst2", "trec", "agnews", "tweet_emotion")
@@ -100,7 +100,7 @@ def current_own_task(default: str = OWN_TASK_EXAMPLE) -> str:
     return get_task(os.environ.get("ICL_OWN_TASK") or default).name
 
 
-def own_task_budget(profile: Profile) -> dict:
+def own_task_sizes(profile: Profile) -> dict:
     """Run sizes of notebook 08 (notebooks 00-03 in small form, on one task).
 
     ``paper``: the profile's full sizes. Otherwise the first 3 seeds (``smoke``: its one seed), at most

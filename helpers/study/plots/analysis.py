@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-__all__ = ["flow_curves", "saliency_view", "loyalty_bars", "loyalty_sweep", "aucroc_curves", "topk_table"]
+__all__ = ["plot_flow_curves", "saliency_view", "plot_loyalty_bars", "plot_loyalty_sweep", "plot_aucroc_curves", "topk_table"]
 
 _FLOW_COLORS = {"S_wp": "#1f77b4", "S_pq": "#d62728", "S_ww": "#7f7f7f"}
 
 
-def flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None = None):
+def plot_flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None = None):
     """Relative S_wp / S_pq / S_ww per layer, one panel per task (paper Fig 3).
 
     ``df`` columns: task, seed, layer, flow (S_wp/S_pq/S_ww), value (relative size).
@@ -67,7 +67,7 @@ def saliency_view(model, prompt, sal, layers: Sequence[int]):
     return cv.attention.attention_patterns(tokens=toks, attention=mats)
 
 
-def loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: dict | None = None):
+def plot_loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: dict | None = None):
     """Label and word loyalty (%) of the four isolation conditions at ``k`` layers (paper Fig 4).
 
     ``df`` columns: task, seed, condition, where, k, label_loyalty, word_loyalty (fractions).
@@ -85,9 +85,9 @@ def loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: dict 
     sns.barplot(data=long, x="setting", y="loyalty", hue="metric", order=order, hue_order=["label_loyalty", "word_loyalty"],
                 errorbar=None if intervals else "sd", ax=ax)
     if intervals:
-        from .setting import interval_bars
+        from .setting import plot_interval_bars
 
-        interval_bars(ax, order, ["label_loyalty", "word_loyalty"],
+        plot_interval_bars(ax, order, ["label_loyalty", "word_loyalty"],
                       {(f"{c} words, {w} {k}", m): iv for ((c, w), m), iv in intervals.items()})
         ax.legend(fontsize=8)
     ax.set_ylim(0, 105)
@@ -100,7 +100,7 @@ def loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: dict 
     return fig
 
 
-def loyalty_sweep(df: pd.DataFrame, title: str = ""):
+def plot_loyalty_sweep(df: pd.DataFrame, title: str = ""):
     """Loyalty against the number of isolated layers, per condition (paper appendix)."""
     d = df.copy()
     d["setting"] = d["condition"] + " / " + d["where"]
@@ -119,7 +119,7 @@ def loyalty_sweep(df: pd.DataFrame, title: str = ""):
     return fig
 
 
-def aucroc_curves(per_model: dict[str, pd.DataFrame], threshold: float = 0.5):
+def plot_aucroc_curves(per_model: dict[str, pd.DataFrame], threshold: float = 0.5):
     """AUCROC_l and R_l per layer, one panel per model, the layer where R_l passes ``threshold`` marked (Fig 5).
 
     Each frame has columns layer, auc, r (already averaged over tasks and seeds).

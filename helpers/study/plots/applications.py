@@ -72,9 +72,9 @@ def plot_compression_bars(df, title: str = "", intervals: dict | None = None):
     fig, ax = plt.subplots(figsize=(8, 3.5))
     sns.barplot(data=df, x="metric", y="value", hue="method", ax=ax, errorbar=None)
     if intervals:
-        from .setting import interval_bars
+        from .setting import plot_interval_bars
 
-        interval_bars(ax, list(dict.fromkeys(df["metric"])), list(dict.fromkeys(df["method"])), intervals)
+        plot_interval_bars(ax, list(dict.fromkeys(df["metric"])), list(dict.fromkeys(df["method"])), intervals)
     ax.set_title(title)
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))

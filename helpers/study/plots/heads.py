@@ -35,9 +35,9 @@ def plot_ablation(df: pd.DataFrame, intervals: dict | None = None):
     fig, ax = plt.subplots(figsize=(9, 3.4))
     sns.barplot(data=df, x="task", y="accuracy", hue="condition", ax=ax, errorbar=None)
     if intervals:
-        from .setting import interval_bars
+        from .setting import plot_interval_bars
 
-        interval_bars(ax, list(dict.fromkeys(df["task"])), list(dict.fromkeys(df["condition"])), intervals)
+        plot_interval_bars(ax, list(dict.fromkeys(df["task"])), list(dict.fromkeys(df["condition"])), intervals)
     ax.axhline(0.5, ls=":", c="grey", lw=1, label="chance")
     ax.set_ylim(0, 1)
     ax.set_title("ICL accuracy (foo/bar labels): heads zero-ablated at q or at every position")
@@ -90,9 +90,9 @@ def plot_biases(df: pd.DataFrame, intervals: dict | None = None):
     fig, ax = plt.subplots(figsize=(6, 3.2))
     sns.barplot(data=df, x="bias", y="size", hue="stage", ax=ax, errorbar=None)
     if intervals:
-        from .setting import interval_bars
+        from .setting import plot_interval_bars
 
-        interval_bars(ax, list(dict.fromkeys(df["bias"])), list(dict.fromkeys(df["stage"])), intervals)
+        plot_interval_bars(ax, list(dict.fromkeys(df["bias"])), list(dict.fromkeys(df["stage"])), intervals)
     ax.axhline(0, c="k", lw=0.8)
     ax.set_ylabel("bias (P(favoured label) - 0.5)")
     ax.set_title("this project's bias measures, before and after the reductions")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-__all__ = ["token_strings", "anchor_html", "anchor_tokens_view", "attention_view", "accuracy_bars", "interval_bars"]
+__all__ = ["token_strings", "anchor_html", "anchor_tokens_view", "attention_view", "plot_accuracy_bars", "plot_interval_bars"]
 
 _COLORS = {"label": "#f4a261", "format": "#a8dadc", "query": "#e9c46a", "q": "#e76f51", "bos": "#cccccc"}
 
@@ -66,7 +66,7 @@ def _bar_x(xs: list, hues: list, x, hue, width: float = 0.8) -> float:
     return xs.index(x) + (hues.index(hue) - (len(hues) - 1) / 2) * width / len(hues)
 
 
-def interval_bars(ax, xs: list, hues: list, intervals: dict) -> None:
+def plot_interval_bars(ax, xs: list, hues: list, intervals: dict) -> None:
     """Error bars of ``intervals[(x, hue)]`` (:class:`helpers.study.stats.Interval`) on a seaborn grouped bar chart
     whose x order is ``xs`` and hue order ``hues``."""
     for (x, hue), iv in intervals.items():
@@ -77,7 +77,7 @@ def interval_bars(ax, xs: list, hues: list, intervals: dict) -> None:
     ax.plot([], [], color="black", lw=1.2, label="95% CI (seeds and inputs)")
 
 
-def accuracy_bars(df: pd.DataFrame, paper: dict | None = None, ax=None, intervals: dict | None = None,
+def plot_accuracy_bars(df: pd.DataFrame, paper: dict | None = None, ax=None, intervals: dict | None = None,
                   chance: dict | None = None):
     """Bar chart of accuracy per task and setting; ``df`` has task, setting, accuracy (one row per seed).
 
@@ -92,7 +92,7 @@ def accuracy_bars(df: pd.DataFrame, paper: dict | None = None, ax=None, interval
     settings = list(dict.fromkeys(df["setting"]))
     tasks = list(dict.fromkeys(df["task"]))
     if intervals:
-        interval_bars(ax, tasks, settings, intervals)
+        plot_interval_bars(ax, tasks, settings, intervals)
     if chance:
         for task, c in chance.items():
             if task in tasks:
