@@ -34,9 +34,11 @@
 # The notebook goes in this order: (1) tasks with unrelated labels and the mapping control, (2) head
 # attribution and the in-context heads, (3) ablation vs random heads, (4) value-output vectors, (5) two
 # towers, (6) biases and their reductions, then the paper's numbers beside ours and a computed verdict.
-# All definitions (gain, drop, logit minus, mapping control, bias size, reductions) are in the docstring
-# of `helpers/experiments/heads.py`; the verdict criteria are in `helpers.experiments.heads` (`verdict` and the `*_interval_part`
-# functions) and were written before any run. Every number carries a 95% interval (bootstrap over seeds,
+# All definitions are in the docstrings of one module per idea: `helpers/experiments/incontext_heads.py` (gain,
+# drop, in-context heads, ablation, mapping control), `helpers/experiments/two_towers.py` (value-output vectors,
+# logit minus, two towers) and `helpers/experiments/head_biases.py` (bias sizes, reductions); the unrelated-label
+# tasks are in `helpers/core/unrelated.py` and the reading of heads at q in `helpers/core/heads.py`. The verdict
+# criteria (`heads_verdict` and each module's `*_interval_part` functions) were written before any run. Every number carries a 95% interval (bootstrap over seeds,
 # then inputs within each task and seed; `helpers/study/stats.py`).
 
 # %%
@@ -46,9 +48,37 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
+from helpers.core.heads import attention_rows_at_q
 from helpers.core.models import load_model
-from helpers.experiments import heads as H
+from helpers.core.unrelated import eval_set, make_set, unrelated_task
+from helpers.experiments.head_biases import bias_interval_part, bias_intervals, bias_runs, head_biases_sizes
+from helpers.experiments.incontext_heads import (
+    ALL_POSITIONS,
+    ablation_interval_part,
+    ablation_runs,
+    accuracy_runs,
+    attribution_runs,
+    heads_verdict,
+    incontext_heads,
+    incontext_heads_sizes,
+    mapping_control,
+    mapping_interval_part,
+    n_incontext_heads,
+    rank_heads_for_label,
+)
+from helpers.experiments.two_towers import (
+    label_carrying_rate,
+    label_carrying_rows,
+    towers_runs,
+    two_towers,
+    two_towers_interval_part,
+    two_towers_intervals,
+    two_towers_sizes,
+    value_output_interval_part,
+    value_output_runs,
+)
 from helpers.study import plots
+from helpers.study.paper import PAPER_B
 from helpers.study.profiles import current_model_name, get_profile
 from helpers.study.results import save_figure, save_metrics, summary_row
 from helpers.study.stats import bootstrap_means, paired_differences
@@ -57,11 +87,11 @@ warnings.filterwarnings("ignore", category=UserWarning)
 profile = get_profile()
 model_name = current_model_name()
 model = load_model(model_name)
-sizes = H.heads_sizes(profile)
+sizes = {**incontext_heads_sizes(profile), **two_towers_sizes(profile), **head_biases_sizes(profile)}
 n_heads_total = model.cfg.n_layers * model.cfg.n_heads
-N_IC = H.n_incontext_heads(model, frac=0.01, min_heads=4)
+N_IC = n_incontext_heads(model, frac=0.01, min_heads=4)
 BS = max(profile.batch_size, 16)  # one forward costs about the same for 1 or 16 short prompts on CPU
-RUN = {"sizes": sizes, "batch_size": BS, "model_name": model_name}  # shared by the cached helpers.experiments.heads.*_runs
+RUN = {"sizes": sizes, "batch_size": BS, "model_name": model_name}  # shared by the cached *_runs steps
 print(profile.name, model_name, sizes, f"{n_heads_total} heads -> {N_IC} in-context heads")
 
 # %% [markdown]
@@ -73,8 +103,8 @@ print(profile.name, model_name, sizes, f"{n_heads_total} heads -> {N_IC} in-cont
 # `S0 : bar\nS1 : foo\n...\nSx :` (no "Review:" prefix): with unrelated labels the task's own
 # template words ("Sentiment:") would hint at the label meaning the paper removes on purpose.
 # `k_per_class` demonstrations per class, one fixed, shuffled set per seed (as in notebooks 00-06).
-# Every step below is one cached `helpers.experiments.heads.*_runs` call (results stored on disk per task and seed;
-# see the end of `helpers/experiments/heads.py`).
+# Every step below is one cached `*_runs` call (results stored on disk per task and seed; see the end of each
+# experiment module).
 #
 # **Mapping control.** Foo/bar accuracy above 0.5 can come from a prior for one word and a test sample
 # that happens to favour its class. So the same demonstrations and queries also run with the mapping
@@ -89,24 +119,24 @@ SOURCES = {"sst2": (0, 1), "agnews": (0, 1)}  # class pairs made binary
 task_names = [t for t in profile.tasks if t in SOURCES] or ["sst2"]
 K = sizes["k_per_class"]
 MAPPINGS = {"foo/bar": ("foo", "bar"), "bar/foo": ("bar", "foo"), "A/B": ("A", "B"), "B/A": ("B", "A"), "real": None}
-UTS = {m: {t: H.unrelated_task(t, SOURCES[t], w) for t in task_names} for m, w in MAPPINGS.items()}
+UTS = {m: {t: unrelated_task(t, SOURCES[t], w) for t in task_names} for m, w in MAPPINGS.items()}
 UT = UTS["foo/bar"]
 print({t: UT[t].task.display for t in task_names})
-_example = H.make_set(model, UT["sst2" if "sst2" in UT else task_names[0]], 42, 1, K).prompts[0]
+_example = make_set(model, UT["sst2" if "sst2" in UT else task_names[0]], 42, 1, K).prompts[0]
 print(_example.text)
 
 # %%
-ACC = {m: H.accuracy_runs(model, uts, **RUN) for m, uts in UTS.items()}
+ACC = {m: accuracy_runs(model, uts, **RUN) for m, uts in UTS.items()}
 acc_df = pd.DataFrame([{"task": UT[t].task.display.split(" (")[0], "labels": m, "seed": seed,
                         **{k: ACC[m][(t, seed)][k] for k in ("acc", "foo_share", "n")}}
                        for t in task_names for seed in sizes["seeds"] for m in ACC])
 acc_iv = {m: bootstrap_means({k: r["correct"] for k, r in ACC[m].items()}) for m in ACC}
-MAP = {pair: H.mapping_control(ACC[pair[0]], ACC[pair[1]]) for pair in (("foo/bar", "bar/foo"), ("A/B", "B/A"))}
+MAP = {pair: mapping_control(ACC[pair[0]], ACC[pair[1]]) for pair in (("foo/bar", "bar/foo"), ("A/B", "B/A"))}
 map_iv = {pair: {k: bootstrap_means(cells) for k, cells in mc.items()} for pair, mc in MAP.items()}
 display(pd.DataFrame({"accuracy (tasks and seeds)": {m: f"{iv:.3f}" for m, iv in acc_iv.items()}}))
 display(pd.DataFrame({f"{a} with {b}": {"swap-averaged accuracy": f"{iv['swap_averaged']:.3f}",
                                         "same-word rate": f"{iv['same_word']:.3f}",
-                                        "reading": H.mapping_interval_part(iv["swap_averaged"])}
+                                        "reading": mapping_interval_part(iv["swap_averaged"])}
                       for (a, b), iv in map_iv.items()}))
 
 # %% [markdown]
@@ -124,13 +154,13 @@ display(pd.DataFrame({f"{a} with {b}": {"swap-averaged accuracy": f"{iv['swap_av
 # comparison.
 
 # %%
-SCORES = H.attribution_runs(model, UT, **RUN, progress="attribution")
-IC_HEADS = {t: H.incontext_heads(SCORES[t], N_IC) for t in task_names}
+SCORES = attribution_runs(model, UT, **RUN, progress="attribution")
+IC_HEADS = {t: incontext_heads(SCORES[t], N_IC) for t in task_names}
 for t in task_names:
     fig = plots.plot_head_map(SCORES[t].mean_gain, SCORES[t].mean_drop, IC_HEADS[t], UT[t].task.display)
     save_figure(fig, f"07_head_map_{t}")
-    per_label = {UT[t].task.label_words[c]: H.rank_heads_for_label(SCORES[t], c)[:N_IC] for c in (0, 1)}
-    pooled = H.incontext_heads(SCORES[t], N_IC, per_label=False)
+    per_label = {UT[t].task.label_words[c]: rank_heads_for_label(SCORES[t], c)[:N_IC] for c in (0, 1)}
+    pooled = incontext_heads(SCORES[t], N_IC, per_label=False)
     print(f"{UT[t].task.display}: in-context heads (layer, head) {IC_HEADS[t]}\n  top heads for each word {per_label}"
           f"\n  single ranking on the predicted label {pooled} ({len(set(pooled) & set(IC_HEADS[t]))} shared)")
 
@@ -142,9 +172,9 @@ for t in task_names:
 # heads with the evaluation seed, never overlapping the in-context heads.
 
 # %%
-ABL = H.ablation_runs(model, UT, IC_HEADS, **RUN)
+ABL = ablation_runs(model, UT, IC_HEADS, **RUN)
 conds = ("plain", "in-context heads ablated", "random heads ablated")
-conds_all = tuple(c + H.ALL_POSITIONS for c in conds[1:])
+conds_all = tuple(c + ALL_POSITIONS for c in conds[1:])
 abl_df = pd.DataFrame([{"task": UT[t].task.display.split(" (")[0], "seed": seed, "condition": cond, "accuracy": r[cond]}
                        for (t, seed), r in ABL.items() for cond in conds + conds_all])
 abl_table = abl_df.pivot_table(index="task", columns="condition", values="accuracy", aggfunc="mean").round(3)
@@ -169,9 +199,9 @@ save_figure(fig, "07_ablation")
 
 # %%
 seed0 = sizes["seeds"][0]
-VO_ALL = H.value_output_runs(model, UT, IC_HEADS, **RUN)  # every seed: the VO vectors belong to the demonstrations
+VO_ALL = value_output_runs(model, UT, IC_HEADS, **RUN)  # every seed: the VO vectors belong to the demonstrations
 VO = {t: VO_ALL[(t, seed0)] for t in task_names}
-carry = {t: H.label_carrying_rate(VO[t]) for t in task_names}
+carry = {t: label_carrying_rate(VO[t]) for t in task_names}
 for t in task_names:
     fig = plots.plot_value_outputs(VO[t], f"{UT[t].task.display}: VO logit minus per in-context head "
                                           f"(label-carrying rate {carry[t]:.2f})")
@@ -183,8 +213,8 @@ print({t: round(c, 3) for t, c in carry.items()})
 
 # %%
 t0 = task_names[0]
-_p = H.eval_set(model, UT[t0], seed0, sizes).prompts[0]
-plots.head_attention_view(model, _p, H.attention_rows_at_q(model, _p, IC_HEADS[t0]), [f"L{l}H{h}" for l, h in IC_HEADS[t0]])
+_p = eval_set(model, UT[t0], seed0, sizes).prompts[0]
+plots.head_attention_view(model, _p, attention_rows_at_q(model, _p, IC_HEADS[t0]), [f"L{l}H{h}" for l, h in IC_HEADS[t0]])
 
 # %% [markdown]
 # ## 5 · Two towers: attention moves, value-output vectors stay
@@ -198,15 +228,15 @@ plots.head_attention_view(model, _p, H.attention_rows_at_q(model, _p, IC_HEADS[t
 # `d_vo`.
 
 # %%
-TOWERS = H.towers_runs(model, UT, IC_HEADS, **RUN)
-TT = {t: H.two_towers(TOWERS[t]) for t in task_names}
+TOWERS = towers_runs(model, UT, IC_HEADS, **RUN)
+TT = {t: two_towers(TOWERS[t]) for t in task_names}
 for t in task_names:
     fig = plots.plot_two_towers(TT[t], TOWERS[t].out_lm, f"{UT[t].task.display}: two towers")
     save_figure(fig, f"07_two_towers_{t}")
 towers_df = pd.DataFrame({UT[t].task.display: {k: v for k, v in TT[t].items() if not k.startswith("d_")}
                           for t in task_names}).T.round(3)
 display(towers_df)
-TT_IV = H.two_towers_intervals(TOWERS)  # bootstrap over each task's inputs; means over tasks
+TT_IV = two_towers_intervals(TOWERS)  # bootstrap over each task's inputs; means over tasks
 print({k: (f"{v:.3f}" if v is not None else "undefined") for k, v in TT_IV.items()})
 
 
@@ -228,7 +258,7 @@ print({k: (f"{v:.3f}" if v is not None else "undefined") for k, v in TT_IV.items
 # as one quantity.
 
 # %%
-BIAS = H.bias_runs(model, {t: UT[t] for t in task_names if t in sizes["bias_tasks"]}, IC_HEADS, **RUN)
+BIAS = bias_runs(model, {t: UT[t] for t in task_names if t in sizes["bias_tasks"]}, IC_HEADS, **RUN)
 rows, bias_rows = [], []
 for (t, seed, kind), r in BIAS.items():
     name = UT[t].task.display.split(" (")[0]
@@ -238,8 +268,8 @@ for (t, seed, kind), r in BIAS.items():
                       "acc before": r.acc_before, "acc after": r.acc_after})
 bias_df = pd.DataFrame(bias_rows)
 kinds = list(dict.fromkeys(bias_df["bias"]))
-BIAS_IV = {k: H.bias_intervals(BIAS, k) for k in kinds}
-BIAS_PART = {k: H.bias_interval_part(BIAS_IV[k]["before"], BIAS_IV[k]["reduction"]) for k in kinds}
+BIAS_IV = {k: bias_intervals(BIAS, k) for k in kinds}
+BIAS_PART = {k: bias_interval_part(BIAS_IV[k]["before"], BIAS_IV[k]["reduction"]) for k in kinds}
 display(pd.DataFrame({k: {"bias before": f"{iv['before']:.3f}", "bias after": f"{iv['after']:.3f}",
                           "reduction %": "undefined (no bias)" if iv["reduction"] is None else f"{iv['reduction']:.1f}",
                           "reading": BIAS_PART[k]} for k, iv in BIAS_IV.items()}).T)
@@ -265,18 +295,18 @@ def paired(a, b):
 
 drop_iv, excess_iv = paired("plain", conds[1]), paired(conds[2], conds[1])
 drop_all_iv, excess_all_iv = paired("plain", conds_all[0]), paired(conds_all[1], conds_all[0])
-carry_iv = bootstrap_means({key: H.label_carrying_rows(vo) for key, vo in VO_ALL.items()})  # seeds, then inputs
+carry_iv = bootstrap_means({key: label_carrying_rows(vo) for key, vo in VO_ALL.items()})  # seeds, then inputs
 none_iv = {"before": None, "after": None, "reduction": None}
 maj_iv, rec_iv = BIAS_IV.get("majority", none_iv), BIAS_IV.get("recency", none_iv)
-overall, parts = H.heads_verdict(
+overall, parts = heads_verdict(
     abl_iv["plain"].estimate, abl_iv[conds[1]].estimate, abl_iv[conds[2]].estimate, carry_iv.estimate,
     np.nan, np.nan, np.nan, np.nan, np.nan, np.nan,  # every part below is graded from its interval
-    ablation=H.ablation_interval_part(drop_iv, excess_iv), ablation_all=H.ablation_interval_part(drop_all_iv, excess_all_iv),
-    value_output=H.value_output_interval_part(carry_iv),
-    two_towers=H.two_towers_interval_part(TT_IV["corr_attn"], TT_IV["difference"]),
+    ablation=ablation_interval_part(drop_iv, excess_iv), ablation_all=ablation_interval_part(drop_all_iv, excess_all_iv),
+    value_output=value_output_interval_part(carry_iv),
+    two_towers=two_towers_interval_part(TT_IV["corr_attn"], TT_IV["difference"]),
     majority=BIAS_PART.get("majority", "no measurable bias"), recency=BIAS_PART.get("recency", "no measurable bias"))
-P = H.PAPER_B
-mapping = {pair: H.mapping_interval_part(iv["swap_averaged"]) for pair, iv in map_iv.items()}
+P = PAPER_B
+mapping = {pair: mapping_interval_part(iv["swap_averaged"]) for pair, iv in map_iv.items()}
 FB, AB = ("foo/bar", "bar/foo"), ("A/B", "B/A")
 
 
@@ -286,7 +316,7 @@ def fmt(v, digits=3):
 
 ROWS = [  # (quantity, paper, ours: Interval or text, verdict part)
     ("in-context heads (share of all heads)", "~1%", f"{N_IC}/{n_heads_total} = {100 * N_IC / n_heads_total:.1f}%", overall),
-    ("ICL accuracy, plain (foo/bar)", P["acc_before"], abl_iv["plain"], parts["ablation"]),
+    ("ICL accuracy, plain (foo/bar)", P["icl_acc_before"], abl_iv["plain"], parts["ablation"]),
     ("swap-averaged accuracy, foo/bar with bar/foo (0.5 = word prior only)",
      "(not reported; paper A app. F.2: GPT2-XL and GPT-J-6B at chance with unrelated labels)",
      map_iv[FB]["swap_averaged"], mapping[FB]),
@@ -294,11 +324,11 @@ ROWS = [  # (quantity, paper, ours: Interval or text, verdict part)
     ("swap-averaged accuracy, A/B with B/A", "(paper A app. F.2: LLaMA-33B 83.0% on SST-2 with A/B, 8 shots per class)",
      map_iv[AB]["swap_averaged"], mapping[AB]),
     ("ICL accuracy, real label words", "(not reported)", acc_iv["real"], "context"),
-    ("ICL accuracy, in-context heads ablated at q", f"{P['acc_after_ablation']} (intervention on the heads)",
+    ("ICL accuracy, in-context heads ablated at q", f"{P['icl_acc_after_ablating_heads']} (intervention on the heads)",
      abl_iv[conds[1]], parts["ablation"]),
     ("ICL accuracy, as many random heads ablated at q", "(not given)", abl_iv[conds[2]], parts["ablation"]),
     ("random-heads minus in-context-heads accuracy, at q", "above 0", excess_iv, parts["ablation"]),
-    ("ICL accuracy, in-context heads ablated at every position", f"{P['acc_after_ablation']} (intervention on the heads)",
+    ("ICL accuracy, in-context heads ablated at every position", f"{P['icl_acc_after_ablating_heads']} (intervention on the heads)",
      abl_iv[conds_all[0]], parts["ablation_all"]),
     ("ICL accuracy, as many random heads ablated at every position", "(not given)", abl_iv[conds_all[1]],
      parts["ablation_all"]),
@@ -309,12 +339,12 @@ ROWS = [  # (quantity, paper, ours: Interval or text, verdict part)
     ("majority-label bias, this project's measure (before -> after)", "(paper's measure not defined in full)",
      f"{fmt(maj_iv['before'])} -> {fmt(maj_iv['after'])}", parts["majority"]),
     ("majority-label bias reduction %, this project's measure",
-     f"not the same quantity (paper: {P['majority_reduction_pct']:.0f}% on its own measure)", maj_iv["reduction"],
+     f"not the same quantity (paper: {100 * P['majority_bias_reduction']:.0f}% on its own measure)", maj_iv["reduction"],
      parts["majority"]),
     ("recency bias, this project's measure (before -> after)", "(paper's measure not defined in full)",
      f"{fmt(rec_iv['before'])} -> {fmt(rec_iv['after'])}", parts["recency"]),
     ("recency bias reduction %, this project's measure",
-     f"not the same quantity (paper: {P['recency_reduction_pct']:.0f}% on its own measure)", rec_iv["reduction"],
+     f"not the same quantity (paper: {100 * P['recency_bias_reduction']:.0f}% on its own measure)", rec_iv["reduction"],
      parts["recency"]),
 ]
 summary = pd.DataFrame([{"quantity": q, "paper": paper, "ours": fmt(ours), "verdict part": part}
@@ -336,7 +366,7 @@ save_metrics("07_incontext_heads", {
 
 # %% [markdown]
 # **Reading.** The verdict above is computed from these numbers with criteria fixed in advance, all on 95%
-# intervals (`helpers.experiments.heads`): *ablation* (at q, and separately at every position): the accuracy with
+# intervals (the `*_interval_part` functions of the three experiment modules): *ablation* (at q, and separately at every position): the accuracy with
 # random heads ablated minus that with the in-context heads ablated lies above zero, and for "replicates"
 # the drop from the in-context heads is at least 0.20; "inconclusive" when the interval contains zero.
 # *Value outputs*: the carrying rate's interval at or above 0.75 (partly: 0.60). *Two towers*: the

@@ -83,3 +83,12 @@ def mixed_demo_prompts(tiny_model):
 
     return [build_prompt(tiny_model, "sst2", [Demo("a truly great film", 1), Demo("dull", 0)], Demo("wonderful", 1)),
             build_prompt(tiny_model, "sst2", [Demo("dull and far too long", 0), Demo("fun", 1)], Demo("awful", 0))]
+
+
+@pytest.fixture(scope="session")
+def ut():
+    """Paper B's SST-2 with foo/bar labels (helpers.core.unrelated), on small slices of the pools (fast)."""
+    from helpers.core.unrelated import UnrelatedTask, unrelated_task
+
+    full = unrelated_task("sst2", (0, 1), ("foo", "bar"))
+    return UnrelatedTask(full.task, full.train.select(range(300)), full.test.select(range(60)), "sst2", (0, 1))

@@ -1,0 +1,255 @@
+"""Reading attention heads at the query position q (paper B's measurements start here).
+
+Everything is read at the last position ``q`` of each prompt.
+
+- **A head's output at q** is ``z[q, h] @ W_O[l, h]`` (``hook_z`` has ``n_heads`` heads). What it adds to the
+  residual stream is that vector, except in models with a norm after attention (Gemma's ``ln1_post``), where
+  the norm is applied with its scale frozen at the actual value at q (:func:`frozen_norm`: the linear part of
+  the norm, i.e. centring for LayerNorm, division by the frozen scale, times its weight; the norm's bias
+  belongs to no head). ``b_O`` is per layer and is not split between heads (:func:`head_contributions`).
+- :func:`collect_at_q` is the one forward pass the measurements read: at each row's q the residual entering
+  every layer, every head's ``z``, the post-attention norm's scale, the final residual and the final norm's
+  scale; for chosen layers also the attention row from q and the values of every position.
+- :func:`full_log_probs`: full-vocabulary log-probabilities of residual vectors (``ln_final`` recomputed,
+  unembedding, Gemma's soft cap).
+- :func:`z_mask_hooks`: hooks that replace chosen heads' ``z`` in a one-token run of several copies of a
+  prompt (one copy per ablation).
+
+Shared demonstrations: when the prompts of a call share their demonstrations token for token (one
+:class:`helpers.core.prompts.PromptSet`), the demonstrations run once (:func:`shared_cache`,
+:mod:`helpers.core.prefix`) and each input runs as a short suffix against them; :func:`prompt_batches` and
+:func:`predict_with_cache` then take the suffix path and give the full prompts' numbers (tests, to float
+rounding). Prompts with their own demonstrations run as full prompts; ``shared=False`` forces that path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+from einops import einsum, repeat
+from jaxtyping import Float, Int
+
+from helpers.core.predict import HookFactory, Predictions, length_batches, predict
+from helpers.core.prefix import (
+    PrefixCache,
+    PrefixError,
+    predict_shared,
+    run_prefix,
+    shared_prefix_or_none,
+    suffix_batches,
+    suffix_forward,
+)
+from helpers.core.prompts import Prompt, pad_batch
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer
+
+__all__ = [
+    "Head",
+    "has_post_norm",
+    "frozen_norm",
+    "full_log_probs",
+    "final_norm_scale",
+    "kv_head_index",
+    "shared_cache",
+    "predict_with_cache",
+    "prompt_batches",
+    "collect_at_q",
+    "head_contributions",
+    "z_mask_hooks",
+    "label_attention_at_q",
+    "attention_rows_at_q",
+]
+
+Head = tuple[int, int]  # (layer, head)
+
+
+# ------------------------------------------------------------------ norms, log-probs, GQA
+
+
+def has_post_norm(model: HookedTransformer) -> bool:
+    """True for models with a norm after attention (Gemma's ``ln1_post``)."""
+    return bool(getattr(model.cfg, "use_normalization_before_and_after", False))
+
+
+def frozen_norm(norm, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """The linear part of a LayerNorm/RMSNorm applied to a component ``x`` with the norm's scale frozen."""
+    kind = type(norm).__name__
+    if kind.startswith("LayerNorm"):
+        x = x - x.mean(-1, keepdim=True)
+    elif not kind.startswith("RMSNorm"):
+        raise NotImplementedError(f"frozen norm for {kind}")
+    x = x / scale
+    w = getattr(norm, "w", None)
+    return x * w if w is not None else x
+
+
+def full_log_probs(model: HookedTransformer, resid: Float[torch.Tensor, "... d_model"]) -> Float[torch.Tensor, "... vocab"]:
+    """Full-vocabulary log-probs of residual vectors (ln_final recomputed, unembed, soft cap)."""
+    shape = resid.shape
+    x = resid.reshape(-1, 1, shape[-1])
+    logits = model.unembed(model.ln_final(x))[:, 0, :]
+    cap = getattr(model.cfg, "output_logits_soft_cap", -1.0)
+    if cap and cap > 0:
+        logits = cap * torch.tanh(logits / cap)
+    return logits.float().log_softmax(-1).reshape(*shape[:-1], -1)
+
+
+def final_norm_scale(model: HookedTransformer, resid: Float[torch.Tensor, "batch d_model"]
+                     ) -> Float[torch.Tensor, "batch 1"] | None:
+    """The scale ln_final divides ``resid`` by (None if ln_final has no scale)."""
+    if not hasattr(model.ln_final, "hook_scale"):
+        return None
+    got = {}
+    with model.hooks(fwd_hooks=[("ln_final.hook_scale", lambda act, hook: got.__setitem__("s", act.detach()))]):
+        model.ln_final(resid[:, None, :])
+    return got["s"][:, 0, :]
+
+
+def kv_head_index(model: HookedTransformer) -> Int[torch.Tensor, head]:
+    """KV head read by each query head (TL's repeat_interleave convention: ``h // (n_heads // n_kv_heads)``)."""
+    n, nkv = model.cfg.n_heads, (model.cfg.n_key_value_heads or model.cfg.n_heads)
+    return torch.arange(n) // (n // nkv)
+
+
+# ------------------------------------------------------------------ shared demonstrations
+
+
+def shared_cache(model: HookedTransformer, prompts: Sequence[Prompt], shared: bool = True,
+                 prefix_hooks: Sequence = ()) -> PrefixCache | None:
+    """The prompts' shared demonstrations run once (under ``prefix_hooks``) into a keep-everything cache, or
+    None when ``shared`` is False or the prompts do not share their demonstrations token for token (or the
+    model's positions are not supported): then the caller runs full prompts."""
+    p0 = shared_prefix_or_none(model, prompts, shared)
+    return None if p0 is None else run_prefix(model, prompts[0].tokens[:p0], hooks=prefix_hooks)
+
+
+def predict_with_cache(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int,
+                       hooks: HookFactory | None = None, cache: PrefixCache | None = None, top_k: int = 0,
+                       progress: bool | str = False) -> Predictions:
+    """:func:`helpers.core.prefix.predict_shared` against ``cache`` if given, else
+    :func:`helpers.core.predict.predict` on the full prompts."""
+    if cache is not None:
+        return predict_shared(model, prompts, label_ids, batch_size, top_k=top_k, hooks=hooks, cache=cache,
+                              progress=progress)
+    return predict(model, prompts, label_ids, batch_size, top_k=top_k, hooks=hooks, progress=progress)
+
+
+def prompt_batches(model: HookedTransformer, prompts: Sequence[Prompt], batch_size: int,
+                   cache: PrefixCache | None) -> list[tuple[list[int], Int[torch.Tensor, "batch seq"], Int[torch.Tensor, batch]]]:
+    """``(indices, tokens, q)`` batches: suffixes after ``cache`` (q in the suffix) or padded full prompts."""
+    if cache is not None:
+        return list(suffix_batches(cache, prompts, batch_size))
+    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    return [(idx, *pad_batch([prompts[i] for i in idx], pad)) for idx in length_batches(prompts, batch_size)]
+
+
+# ------------------------------------------------------------------ one pass, read at q
+
+
+def collect_at_q(model: HookedTransformer, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, batch],
+                 want_pattern_layers: Sequence[int] = (), cache: PrefixCache | None = None) -> dict:
+    """One forward pass storing, at each row's q: ``resid_pre`` and ``z`` of every layer, the post-attention
+    norm's scale (``post_scale``, post-norm models), the final residual (``resid_final``) and ln_final's scale
+    (``final_scale``); for ``want_pattern_layers`` also the attention row at q (``pattern[l]``: [batch, head,
+    key]) and all values (``v[l]``: [batch, key, kv_head, d_head]).
+
+    With ``cache`` (a keep-everything prefix cache) ``tokens`` are suffixes run after it and ``q`` indexes
+    the suffix; the attention row at q and the values then cover every prompt position (the prefix's values
+    come from the cache), as in a full run."""
+    if cache is not None and not cache.full:
+        raise PrefixError("collect_at_q needs a keep-everything cache (pattern columns = prompt positions)")
+    B = tokens.shape[0]
+    ar = torch.arange(B)
+    store: dict = {"z": {}, "resid_pre": {}, "post_scale": {}, "pattern": {}, "v": {}}
+
+    def at_q(kind, layer):
+        def fn(act, hook):
+            store[kind][layer] = act[ar, q].detach()
+        return fn
+
+    def keep(kind, layer):
+        def fn(act, hook):
+            store[kind][layer] = act.detach()
+        return fn
+
+    hooks = []
+    for l in range(model.cfg.n_layers):
+        hooks += [(f"blocks.{l}.hook_resid_pre", at_q("resid_pre", l)), (f"blocks.{l}.attn.hook_z", at_q("z", l))]
+        if has_post_norm(model):
+            hooks.append((f"blocks.{l}.ln1_post.hook_scale", at_q("post_scale", l)))
+    for l in want_pattern_layers:
+        hooks += [(f"blocks.{l}.attn.hook_pattern", lambda act, hook, l=l: store["pattern"].__setitem__(l, act[ar, :, q].detach())),
+                  (f"blocks.{l}.attn.hook_v", keep("v", l))]
+    if cache is None:
+        with model.hooks(fwd_hooks=hooks):
+            resid = model(tokens, stop_at_layer=model.cfg.n_layers)
+    else:
+        resid = suffix_forward(model, cache, tokens, hooks)
+        for l in want_pattern_layers:
+            v = store["v"][l]
+            pre = repeat(cache.values[l].to(v.device, v.dtype), "pos kv d_head -> batch pos kv d_head", batch=B)
+            store["v"][l] = torch.cat([pre, v], 1)
+    store["resid_final"] = resid[ar, q].detach()
+    store["final_scale"] = final_norm_scale(model, store["resid_final"])
+    return store
+
+
+def head_contributions(model: HookedTransformer, store: dict, layer: int) -> Float[torch.Tensor, "batch head d_model"]:
+    """Each head's residual contribution at q in ``layer`` (post-attention norm frozen), from a
+    :func:`collect_at_q` store."""
+    W_O = model.blocks[layer].attn.W_O  # [head, d_head, d_model]
+    out = einsum(store["z"][layer], W_O, "batch head d_head, head d_head d_model -> batch head d_model")
+    if has_post_norm(model):
+        out = frozen_norm(model.blocks[layer].ln1_post, out, store["post_scale"][layer][:, None, :])
+    return out
+
+
+def z_mask_hooks(model: HookedTransformer, masks: Float[torch.Tensor, "rows layer head"],
+                 fill: Float[torch.Tensor, "layer head d_head"] | None) -> list:
+    """hook_z hooks for a one-token run of ``rows`` copies: row r's heads with ``masks[r] == 1`` get ``fill``
+    (zero if None)."""
+    def hook_for(l):
+        def fn(z, hook):  # z [R, 1, head, d_head]
+            m = masks[:, l, :, None]
+            repl = torch.zeros_like(z[:, 0]) if fill is None else fill[l].to(z.dtype)[None].expand_as(z[:, 0])
+            z = z.clone()
+            z[:, 0] = z[:, 0] * (1 - m) + repl * m
+            return z
+        return fn
+
+    return [(f"blocks.{l}.attn.hook_z", hook_for(l)) for l in range(model.cfg.n_layers) if masks[:, l].any()]
+
+
+def label_attention_at_q(model: HookedTransformer, prompts: Sequence[Prompt], heads: Sequence[Head],
+                         batch_size: int = 8, shared: bool = True,
+                         cache: PrefixCache | None = None) -> Float[torch.Tensor, "n head demo"]:
+    """Each head's attention from q to every demonstration label position, ``A[q, p_k]`` (all prompts have the
+    same number of demonstrations). Prompts sharing their demonstrations run them once (``cache``: that prefix
+    already built, keep-everything)."""
+    K = {p.n_demos for p in prompts}
+    if len(K) != 1:
+        raise ValueError("all prompts must have the same number of demonstrations")
+    K = K.pop()
+    layers = sorted({l for l, _ in heads})
+    attn = torch.empty(len(prompts), len(heads), K)
+    if cache is None:
+        cache = shared_cache(model, prompts, shared)
+    with torch.inference_mode():
+        for idx, tokens, q in prompt_batches(model, prompts, batch_size, cache):
+            st = collect_at_q(model, tokens.to(model.cfg.device), q, want_pattern_layers=layers, cache=cache)
+            pos = torch.tensor([prompts[i].label_pos for i in idx])  # [b, K] prompt positions
+            ar = torch.arange(len(idx))[:, None]
+            for s, (l, h) in enumerate(heads):
+                attn[idx, s] = st["pattern"][l][ar, h, pos].float().cpu()
+    return attn
+
+
+def attention_rows_at_q(model: HookedTransformer, prompt: Prompt, heads: Sequence[Head]) -> Float[torch.Tensor, "head seq"]:
+    """Each head's attention row from q over the prompt's tokens (for the circuitsvis view)."""
+    layers = sorted({l for l, _ in heads})
+    with torch.inference_mode():
+        st = collect_at_q(model, prompt.tokens[None].to(model.cfg.device), torch.tensor([prompt.q]), layers)
+    return torch.stack([st["pattern"][l][0, h] for l, h in heads]).float().cpu()

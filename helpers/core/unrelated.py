@@ -1,0 +1,162 @@
+"""Tasks with semantically unrelated label words (paper B's foo/bar setting) and their prompt sets.
+
+- **Unrelated-label tasks** (:func:`unrelated_task`): a task from ``TASKS`` with its label words replaced by
+  ``foo``/``bar`` (class 0 -> foo, class 1 -> bar) and, by default, the paper's prompt shape
+  ``S0 : bar\\nS1 : foo\\n...\\nSx :`` (no input prefix, label prefix ``" :"``). Multi-class sources are made
+  binary by keeping two classes (e.g. AGNews World vs Sports) and relabelling them 0/1. Other words (the
+  swapped mapping bar/foo, " A"/" B") or the real words (``words=None``) give the controls.
+- **Prompt sets**: :func:`make_set` (one fixed demonstration set for many queries, as in notebooks 00-06),
+  :func:`eval_set` (the evaluation prompts of one seed, at the sizes of :func:`eval_sizes`) and
+  :func:`fresh_demo_prompts` (every prompt with its own demonstrations).
+- :func:`cached_eval_runs`: one computation per (task, seed) on the evaluation prompts, stored on disk
+  (:func:`helpers.core.store.cached`); the experiments of notebook 07 build their cached steps on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from helpers.core.prompts import Demo, Prompt, PromptSet, build_prompt, build_prompts, sample_demos, sample_test
+from helpers.core.store import cached
+from helpers.core.tasks import Task, get_task, label_token_ids, load_split
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer
+
+__all__ = [
+    "UnrelatedTask",
+    "unrelated_task",
+    "make_set",
+    "fresh_demo_prompts",
+    "eval_sizes",
+    "eval_set",
+    "run_model_name",
+    "cached_eval_runs",
+]
+
+
+@dataclass
+class UnrelatedTask:
+    """A binary task with its own (filtered, relabelled) train/test pools."""
+
+    task: Task
+    train: object  # datasets.Dataset
+    test: object
+    source: str
+    classes: tuple[int, int]
+
+
+def unrelated_task(base: str | Task, classes: tuple[int, int] = (0, 1), words: tuple[str, str] | None = ("foo", "bar"),
+                   paper_shape: bool = True) -> UnrelatedTask:
+    """``base`` made binary on ``classes`` with label words ``words`` (None keeps the real words).
+
+    ``paper_shape=True`` renders ``{text} : {label}`` lines (paper B's
+    ``S0 : bar``); False keeps the base task's prefixes.
+    """
+    import datasets
+
+    base = get_task(base)
+    if len(classes) != 2 or len(set(classes)) != 2 or not all(0 <= c < base.n_classes for c in classes):
+        raise ValueError(f"classes must be two distinct class indices of {base.display} (0..{base.n_classes - 1})")
+    real = tuple(base.label_words[c] for c in classes)
+    lw = tuple(words) if words is not None else real
+    suffix = "foobar" if words is not None else "real"
+    binary = tuple(classes) != (0, 1) or base.n_classes != 2
+    name = f"{base.name}{''.join(map(str, classes)) if binary else ''}_{suffix}"
+    display = f"{base.display}{' ' + '/'.join(real) if binary else ''} ({'/'.join(lw)})"
+    task = replace(base, name=name, display=display, label_words=lw,
+                   input_prefix="" if paper_shape else base.input_prefix,
+                   label_prefix=" :" if paper_shape else base.label_prefix,
+                   template="" if paper_shape else base.template, separator="\n" if paper_shape else base.separator,
+                   digest="")
+
+    def _filter(split):
+        ds = load_split(base, split)
+        labels = np.asarray(ds["label"])
+        keep = np.flatnonzero(np.isin(labels, classes))
+        texts = ds.select(keep.tolist())["text"]
+        relab = (labels[keep] == classes[1]).astype(int).tolist()
+        return datasets.Dataset.from_dict({"text": texts, "label": relab})
+
+    return UnrelatedTask(task, _filter("train"), _filter("test"), base.name, tuple(classes))
+
+
+def make_set(model: HookedTransformer, ut: UnrelatedTask, seed: int, n_test: int, k_per_class: int = 2,
+             demos: Sequence[Demo] | None = None) -> PromptSet:
+    """One fixed demonstration set (``k_per_class`` per class, shuffled with ``seed``) for ``n_test`` queries."""
+    demos = list(demos) if demos is not None else sample_demos(ut.train, ut.task, k_per_class, seed)
+    queries = sample_test(ut.test, n_test, seed)
+    prompts, dropped = build_prompts(model, ut.task, demos, queries)
+    return PromptSet(ut.task, seed, k_per_class, demos, [p.query for p in prompts], prompts, dropped,
+                     label_token_ids(model.tokenizer, ut.task))
+
+
+def fresh_demo_prompts(model: HookedTransformer, ut: UnrelatedTask, seed: int, n: int,
+                       k_per_class: int = 2) -> list[Prompt]:
+    """``n`` prompts, each with its own demonstrations (seed ``seed * 1000 + i + 1``), for the two-towers
+    analysis."""
+    queries = sample_test(ut.test, n, seed)
+    lids = label_token_ids(model.tokenizer, ut.task)
+    out = []
+    for i, qd in enumerate(queries):
+        demos = sample_demos(ut.train, ut.task, k_per_class, seed * 1000 + i + 1)
+        p = build_prompt(model, ut.task, demos, qd, label_ids=lids)
+        if len(p) <= model.cfg.n_ctx:
+            out.append(p)
+    return out
+
+
+# ------------------------------------------------------------------ the evaluation prompts of notebook 07
+
+
+def eval_sizes(profile) -> dict:
+    """The evaluation sizes every step of notebook 07 shares, from the run profile: ``n_eval`` queries per seed
+    (the profile's ``n_test``), the ``seeds`` (smoke: its first) and ``k_per_class`` demonstrations per class.
+    Each experiment's own ``*_sizes`` adds its keys to these."""
+    if profile.name == "smoke":
+        return {"n_eval": 8, "seeds": profile.seeds[:1], "k_per_class": 2}
+    return {"n_eval": profile.n_test, "seeds": profile.seeds, "k_per_class": 2}
+
+
+def eval_set(model: HookedTransformer, ut: UnrelatedTask, seed: int, sizes: dict) -> PromptSet:
+    """The evaluation prompts of ``seed``: ``sizes["n_eval"]`` queries, ``sizes["k_per_class"]`` demos per class."""
+    return make_set(model, ut, seed, sizes["n_eval"], sizes["k_per_class"])
+
+
+# Notebook 07's steps run one computation for every task (and seed) and cache each result on disk with
+# helpers.core.store.cached. The cache kinds and parameter dicts are part of the results' identity: changing them
+# orphans every stored result. ``uts`` maps a task name (the cache key's "task", e.g. "sst2") to its
+# UnrelatedTask; ``sizes`` holds at least eval_sizes' keys; ``heads`` maps a task name to its in-context heads;
+# ``model_name`` is the name recorded in the cache key (default: the name helpers.core.models.load_model records,
+# ``model.cfg.icl_model_name``; notebook 07 passes ``current_model_name()``).
+
+
+def run_model_name(model: HookedTransformer, model_name: str | None) -> str:
+    """The model name a cached run records: ``model_name`` if given, else the one the loader recorded."""
+    return model_name if model_name is not None else getattr(model.cfg, "icl_model_name", model.cfg.model_name)
+
+
+def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes: dict,
+                     seeds: Sequence[int] | None, model_name: str | None, run: Callable,
+                     heads: dict[str, Sequence[tuple[int, int]]] | None = None,
+                     extra: Callable[[UnrelatedTask], dict] | None = None) -> dict[tuple[str, int], Any]:
+    """``run(prompt_set, heads, seed)`` on each (task, seed)'s :func:`eval_set`, cached under ``kind``.
+
+    Cache parameters: model, task, seed, k, n (``sizes["n_eval"]``), the heads if given, and ``extra(ut)``.
+    """
+    name, K, seeds = run_model_name(model, model_name), sizes["k_per_class"], sizes["seeds"] if seeds is None else seeds
+    out = {}
+    for t, ut in uts.items():
+        hs = None if heads is None else heads[t]
+        params = {"model": name, "task": t, "k": K, "n": sizes["n_eval"], **(extra(ut) if extra else {})}
+        if hs is not None:
+            params["heads"] = hs
+        for seed in seeds:
+            def compute(ut=ut, seed=seed, hs=hs):
+                return run(eval_set(model, ut, seed, sizes), hs, seed)
+            out[(t, seed)] = cached(kind, {**params, "seed": seed}, compute, model=model)
+    return out

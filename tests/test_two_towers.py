@@ -1,0 +1,141 @@
+"""Tests of helpers.experiments.two_towers (paper B: value-output vectors, label-carrying rate, two towers) on the
+tiny models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from heads_common import ATOL, SHARED_ATOL, _final_logprobs, _same, _set
+
+from helpers.core import heads as CH
+from helpers.core import unrelated as U
+from helpers.core.prompts import pad_batch
+from helpers.core.tasks import label_token_ids
+from helpers.experiments import incontext_heads as IH
+from helpers.experiments import two_towers as TT
+
+# ------------------------------------------------------------------ value-output vectors
+
+
+def test_value_output_vectors_sum_to_head_output(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=3, k=2)
+    tokens, q = pad_batch(ps.prompts, 0)
+    L = tiny_model.cfg.n_layers
+    with torch.inference_mode():
+        st = CH.collect_at_q(tiny_model, tokens, q, want_pattern_layers=range(L))
+        _, cache = tiny_model.run_with_cache(tokens)
+        ar = torch.arange(len(q))
+        for l in range(L):
+            assert st["v"][l].shape[2] == (tiny_model.cfg.n_key_value_heads or tiny_model.cfg.n_heads)
+            vo = TT.value_output_vectors(tiny_model, st["pattern"][l], st["v"][l], l)  # [b, h, seq, d]
+            per_head = vo.sum(2)
+            want = torch.einsum("bhe,hed->bhd", st["z"][l], tiny_model.W_O[l])
+            assert torch.allclose(per_head, want, atol=ATOL)
+            assert torch.allclose(CH.head_contributions(tiny_model, st, l), want, atol=ATOL)
+            total = per_head.sum(1) + tiny_model.b_O[l]
+            assert torch.allclose(total, cache[f"blocks.{l}.hook_attn_out"][ar, q], atol=ATOL)
+            # a subset of heads gives the same rows
+            sub = TT.value_output_vectors(tiny_model, st["pattern"][l], st["v"][l], l, [3, 1])
+            assert torch.allclose(sub, vo[:, [3, 1]], atol=1e-6)
+
+
+def test_value_outputs_logit_minus_hand_computed(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=2, k=2)
+    heads = [(1, 2), (0, 3)]
+    vo = TT.value_outputs(tiny_model, ps.prompts, ps.label_ids, heads)
+    assert vo.attn.shape == vo.vo_lm.shape == (2, 2, 4)
+    p, (l, h) = ps.prompts[1], heads[0]
+    kv = h // (tiny_model.cfg.n_heads // (tiny_model.cfg.n_key_value_heads or tiny_model.cfg.n_heads))
+    with torch.inference_mode():
+        _, cache = tiny_model.run_with_cache(p.tokens[None])
+        v = cache[f"blocks.{l}.attn.hook_v"][0, p.label_pos[2], kv]
+        x = v @ tiny_model.W_O[l, h]
+        scale = cache["ln_final.hook_scale"][0, p.q]
+        normed = CH.frozen_norm(tiny_model.ln_final, x, scale)
+        u = tiny_model.W_U[:, ps.label_ids[0]] - tiny_model.W_U[:, ps.label_ids[1]]
+        att = cache[f"blocks.{l}.attn.hook_pattern"][0, h, p.q, p.label_pos[2]]
+        lp = _final_logprobs(tiny_model, p.tokens, p.q)
+    assert torch.allclose(vo.vo_lm[1, 0, 2], normed @ u, atol=ATOL)
+    assert torch.allclose(vo.attn[1, 0, 2], att, atol=1e-6)
+    assert torch.allclose(vo.out_lm[1], lp[ps.label_ids[0]] - lp[ps.label_ids[1]], atol=ATOL)
+    assert torch.allclose(vo.wvo_lm, vo.attn * vo.vo_lm)
+    r = TT.label_carrying_rate(vo)
+    assert 0.0 <= r <= 1.0
+    t = TT.two_towers(vo)
+    assert t["d_attn"].shape == (2,) and -1 <= abs(t["corr_attn_logit_minus"]) <= 1
+
+
+def test_label_carrying_rate_hand_case():
+    lc = torch.tensor([[0, 1]])
+    vo = TT.ValueOutputs([(0, 0)], torch.ones(1, 1, 2), torch.tensor([[[2.0, -1.0]]]), torch.zeros(1, 1, 2), lc,
+                        torch.tensor([[3, 7]]), torch.zeros(1), torch.zeros(1, dtype=torch.long))
+    assert TT.label_carrying_rate(vo) == 1.0
+    vo.vo_lm = torch.tensor([[[2.0, 1.0]]])
+    assert TT.label_carrying_rate(vo) == 0.5
+    np.testing.assert_allclose(TT.label_carrying_rows(vo), [0.5])
+
+
+def test_value_output_interval_part():
+    from helpers.study.stats import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 1, 64)
+
+    assert TT.value_output_interval_part(iv(0.78, 0.9)) == "replicates"
+    assert TT.value_output_interval_part(iv(0.65, 0.85)) == "partly"
+    assert TT.value_output_interval_part(iv(0.55, 0.7)) == "inconclusive"
+    assert TT.value_output_interval_part(iv(0.4, 0.55)) == "does not replicate"
+    _, parts = IH.heads_verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, value_output="inconclusive")
+    assert parts["value_output"] == "inconclusive"
+
+
+# ------------------------------------------------------------------ two towers
+
+
+def test_two_towers_intervals_match_point_values(tiny_model, ut):
+    fresh = U.fresh_demo_prompts(tiny_model, ut, 7, 6, 1)
+    lids = label_token_ids(tiny_model.tokenizer, ut.task)
+    vo = TT.value_outputs(tiny_model, fresh, lids, [(0, 0), (1, 1)], 4)
+    tt = TT.two_towers(vo)
+    iv = TT.two_towers_intervals({"sst2": vo, "other": vo}, n_boot=200)
+    if np.isnan(tt["corr_attn_logit_minus"]) or np.isnan(tt["corr_vo_logit_minus"]):
+        pytest.skip("no variation on this tiny model")
+    assert iv["corr_attn"].estimate == pytest.approx(tt["corr_attn_logit_minus"])
+    assert iv["abs_corr_vo"].estimate == pytest.approx(abs(tt["corr_vo_logit_minus"]))
+    assert iv["difference"].estimate == pytest.approx(tt["corr_attn_logit_minus"] - abs(tt["corr_vo_logit_minus"]))
+    assert iv["corr_attn"].low <= iv["corr_attn"].estimate <= iv["corr_attn"].high
+
+
+def test_two_towers_interval_part():
+    from helpers.study.stats import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 1, 32)
+
+    assert TT.two_towers_interval_part(iv(0.6, 0.9), iv(0.3, 0.6)) == "replicates"
+    assert TT.two_towers_interval_part(iv(0.3, 0.9), iv(0.3, 0.6)) == "partly"
+    assert TT.two_towers_interval_part(iv(0.3, 0.9), iv(-0.1, 0.6)) == "inconclusive"
+    assert TT.two_towers_interval_part(iv(-0.3, 0.1), iv(-0.6, -0.1)) == "does not replicate"
+    assert TT.two_towers_interval_part(None, iv(0.3, 0.6)) == "inconclusive"
+
+
+# ------------------------------------------------------------------ shared demonstrations == full prompts
+
+
+def test_shared_value_outputs_equal_full_prompts(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=4, k=2)
+    heads = [(1, 2), (0, 3), (tiny_model.cfg.n_layers - 1, 1)]
+    assert CH.shared_cache(tiny_model, ps.prompts) is not None  # the shared path is the one taken
+    a = TT.value_outputs(tiny_model, ps.prompts, ps.label_ids, heads, batch_size=3)
+    b = TT.value_outputs(tiny_model, ps.prompts, ps.label_ids, heads, batch_size=3, shared=False)
+    for f in ("attn", "vo_lm", "wvo_lm", "out_lm"):
+        x, y = getattr(a, f), getattr(b, f)
+        assert torch.allclose(x, y, atol=SHARED_ATOL), (f, (x - y).abs().max())
+    for f in ("pred", "label_class", "label_pos"):
+        assert torch.equal(getattr(a, f), getattr(b, f))
+    # prompts with their own demonstrations (two towers) fall back to the full prompts
+    fresh = U.fresh_demo_prompts(tiny_model, ut, 5, 3, 1)
+    assert CH.shared_cache(tiny_model, fresh) is None
+    assert _same(TT.value_outputs(tiny_model, fresh, ps.label_ids, heads, 2),
+                 TT.value_outputs(tiny_model, fresh, ps.label_ids, heads, 2, shared=False))
