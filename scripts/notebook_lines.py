@@ -2,7 +2,7 @@
 
 Code lines: non-blank, non-comment lines of code cells in ``notebooks/NN_*.py``. Plumbing: the lines of
 top-level statements that only feed the report, i.e. that call one of :data:`PLUMBING_CALLS` (saving
-metrics or figures, building summary rows, reporting claims) or assign a name containing ``summary`` or ``sentence``.
+metrics or figures, building summary rows, reporting claims), build claims (``claim``, ``*_claims``) or assign a name containing ``summary`` or ``sentence``.
 
     python scripts/notebook_lines.py          # a table per notebook and the total
 """
@@ -28,6 +28,12 @@ def _calls(node) -> set[str]:
     return out
 
 
+def _is_plumbing(node) -> bool:
+    calls = _calls(node)
+    return bool(calls & PLUMBING_CALLS) or any(c == "claim" or c.endswith("_claims") for c in calls) \
+        or _assigns_summary(node)
+
+
 def _assigns_summary(node) -> bool:
     targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
         node, (ast.AnnAssign, ast.AugAssign)) else []
@@ -48,7 +54,7 @@ def count(path: Path) -> dict:
         src = "\n".join(ln for ln in cell.source.splitlines() if not ln.lstrip().startswith(("%", "!")))
         code += _code_lines(src, 1, len(src.splitlines()))
         for node in ast.parse(src).body:
-            if _calls(node) & PLUMBING_CALLS or _assigns_summary(node):
+            if _is_plumbing(node):
                 plumbing += _code_lines(src, node.lineno, node.end_lineno)
     return {"notebook": path.stem, "code": code, "plumbing": plumbing,
             "share": plumbing / code if code else 0.0}
