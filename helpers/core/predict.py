@@ -28,7 +28,7 @@ __all__ = ["Predictions", "predict", "logits_at", "unembed_at", "resid_at", "une
 HookFactory = Callable[..., list]
 
 
-def unembed_at(model, resid: Float[torch.Tensor, "batch seq d_model"], q: Int[torch.Tensor, batch],
+def unembed_at(model, resid: Float[torch.Tensor, "batch seq d_model"], q: Int[torch.Tensor, "batch"],
                vocab: torch.Tensor | None = None) -> Float[torch.Tensor, "batch vocab"]:
     """Logits of ``resid`` (the final residual stream) at ``q[b]`` of each row; ``vocab``: only these columns."""
     at_q = model.ln_final(resid[torch.arange(resid.shape[0], device=resid.device), q.to(resid.device)][:, None, :])
@@ -43,7 +43,7 @@ def unembed_at(model, resid: Float[torch.Tensor, "batch seq d_model"], q: Int[to
     return logits
 
 
-def resid_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, batch], fwd_hooks: Sequence = (),
+def resid_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, "batch"], fwd_hooks: Sequence = (),
              **forward_kwargs) -> Float[torch.Tensor, "batch d_model"]:
     """The final residual stream (before ln_final) at ``q[b]`` of each row."""
     with model.hooks(fwd_hooks=list(fwd_hooks)):
@@ -51,7 +51,7 @@ def resid_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor,
     return resid[torch.arange(resid.shape[0], device=resid.device), q.to(resid.device)]
 
 
-def logits_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, batch],
+def logits_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, "batch"],
               fwd_hooks: Sequence = (), vocab: torch.Tensor | None = None,
               **forward_kwargs) -> Float[torch.Tensor, "batch vocab"]:
     """Logits at position ``q[b]`` of each row, unembedding only there.
@@ -151,14 +151,14 @@ def predictions_from_resid(model, resid: Float[torch.Tensor, "n d_model"], promp
 class Predictions:
     label_logits: Float[torch.Tensor, "n classes"]  # logits of the label words' first tokens
     topk: Int[torch.Tensor, "n k"]  # top-k full-vocabulary token ids at q
-    gold: Int[torch.Tensor, n]  # -1 where unknown
+    gold: Int[torch.Tensor, "n"]  # -1 where unknown
 
     @property
     def label_probs(self) -> Float[torch.Tensor, "n classes"]:
         return self.label_logits.softmax(-1)
 
     @property
-    def pred(self) -> Int[torch.Tensor, n]:
+    def pred(self) -> Int[torch.Tensor, "n"]:
         return self.label_logits.argmax(-1)
 
     @property

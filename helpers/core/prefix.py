@@ -108,7 +108,7 @@ class PrefixCache:
     values: list[Float[torch.Tensor, "kept kv_head d_head"]]
     kept: list[int]  # original positions o_j of the cache rows
     length: int  # P0: the prefix's length, the first suffix token's position in the full prompt
-    tokens: Int[torch.Tensor, prefix]  # the prefix tokens (all P0, kept or not)
+    tokens: Int[torch.Tensor, "prefix"]  # the prefix tokens (all P0, kept or not)
     model_ref: Callable = field(repr=False, default=lambda: None)  # weakref to the model it was built with
     note: str = ""  # what ran on the prefix (hooks), for display
     query_start: int | None = None  # position of the first suffix token; None: ``length`` (P0)
@@ -314,7 +314,7 @@ class _SuffixPositions:
         return False
 
 
-def run_prefix(model, tokens: Int[torch.Tensor, prefix], keep: Sequence[int] | None = None,
+def run_prefix(model, tokens: Int[torch.Tensor, "prefix"], keep: Sequence[int] | None = None,
                hooks: Sequence = (), note: str = "") -> PrefixCache:
     """One forward pass over ``tokens`` (under ``hooks``); keep the keys/values of ``keep`` (default: all).
 
@@ -348,7 +348,7 @@ def run_prefix(model, tokens: Int[torch.Tensor, prefix], keep: Sequence[int] | N
     return PrefixCache(keys, values, keep, p0, tokens.clone().cpu(), weakref.ref(model), note)
 
 
-def extend_prefix(model, cache: PrefixCache, tokens: Int[torch.Tensor, more], hooks: Sequence = ()) -> PrefixCache:
+def extend_prefix(model, cache: PrefixCache, tokens: Int[torch.Tensor, "more"], hooks: Sequence = ()) -> PrefixCache:
     """``cache`` followed by ``tokens`` (all kept): the cache of the longer prefix, from one suffix pass."""
     cache.check_model(model)
     tokens = torch.as_tensor(tokens).reshape(-1)
@@ -408,8 +408,8 @@ def suffix_forward(model, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m
         return _layers(model, kv, tokens, None, model.cfg.n_layers, m)
 
 
-def suffix_logits(model, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], q: Int[torch.Tensor, batch],
-                  hooks: Sequence = (), vocab: Int[torch.Tensor, v] | None = None
+def suffix_logits(model, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], q: Int[torch.Tensor, "batch"],
+                  hooks: Sequence = (), vocab: Int[torch.Tensor, "v"] | None = None
                   ) -> Float[torch.Tensor, "batch vocab"]:
     """Logits at ``q[b]`` (an index into the suffix ``tokens``), unembedding only there (``vocab``: only these
     columns). Differentiable with respect to hook parameters."""

@@ -72,7 +72,7 @@ class Demo:
 
 @dataclass
 class Prompt:
-    tokens: Int[torch.Tensor, seq]
+    tokens: Int[torch.Tensor, "seq"]
     text: str
     label_pos: list[int]
     label_class: list[int]
