@@ -3,6 +3,7 @@
 #   make preflight  check models, profile, tasks, device, RAM and disk, and print the estimated run time
 #   make test   set up, then run the unit tests and every notebook (smoke profile) under nbmake
 #   make bench  performance figures on the default model (run it on an idle machine)
+#   make exercises  write exercises/NN_*.ipynb from the notebooks' solution cells
 #   make lock   refresh requirements.lock (the exact versions setup installs) from the working .venv
 PYTHON ?= python3
 VENV ?= .venv
@@ -21,7 +22,7 @@ PREFLIGHT_ARGS ?=
 CELL_TIMEOUT ?= $(ICL_CELL_TIMEOUT)
 LOCK := requirements.lock
 
-.PHONY: setup lock preflight test test-fast run bench figures lab data clean
+.PHONY: setup lock preflight test test-fast run bench figures lab data clean exercises
 
 # torch is installed first and on its own. Its stamp's name carries a checksum of TORCH, so
 # `make setup TORCH=...` with another value reinstalls torch (and only torch): the build that was
@@ -67,6 +68,9 @@ preflight: setup
 
 run: setup preflight
 	$(PY) scripts/run_all.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(if $(CELL_TIMEOUT),--timeout $(CELL_TIMEOUT))
+
+exercises: setup
+	$(PY) scripts/make_exercises.py
 
 bench: setup
 	$(PY) benchmarks/run_benchmarks.py --model $(word 1,$(MODELS))

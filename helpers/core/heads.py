@@ -108,7 +108,7 @@ def final_norm_scale(model: HookedTransformer, resid: Float[torch.Tensor, "batch
     return got["s"][:, 0, :]
 
 
-def kv_head_index(model: HookedTransformer) -> Int[torch.Tensor, head]:
+def kv_head_index(model: HookedTransformer) -> Int[torch.Tensor, "head"]:
     """KV head read by each query head (TL's repeat_interleave convention: ``h // (n_heads // n_kv_heads)``)."""
     n, nkv = model.cfg.n_heads, (model.cfg.n_key_value_heads or model.cfg.n_heads)
     return torch.arange(n) // (n // nkv)
@@ -138,7 +138,7 @@ def predict_with_cache(model: HookedTransformer, prompts: Sequence[Prompt], labe
 
 
 def prompt_batches(model: HookedTransformer, prompts: Sequence[Prompt], batch_size: int,
-                   cache: PrefixCache | None) -> list[tuple[list[int], Int[torch.Tensor, "batch seq"], Int[torch.Tensor, batch]]]:
+                   cache: PrefixCache | None) -> list[tuple[list[int], Int[torch.Tensor, "batch seq"], Int[torch.Tensor, "batch"]]]:
     """``(indices, tokens, q)`` batches: suffixes after ``cache`` (q in the suffix) or padded full prompts."""
     if cache is not None:
         return list(suffix_batches(cache, prompts, batch_size))
@@ -149,7 +149,7 @@ def prompt_batches(model: HookedTransformer, prompts: Sequence[Prompt], batch_si
 # ------------------------------------------------------------------ one pass, read at q
 
 
-def collect_at_q(model: HookedTransformer, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, batch],
+def collect_at_q(model: HookedTransformer, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, "batch"],
                  want_pattern_layers: Sequence[int] = (), cache: PrefixCache | None = None) -> dict:
     """One forward pass storing, at each row's q: ``resid_pre`` and ``z`` of every layer, the post-attention
     norm's scale (``post_scale``, post-norm models), the final residual (``resid_final``) and ln_final's scale

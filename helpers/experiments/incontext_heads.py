@@ -108,11 +108,11 @@ __all__ = [
 class HeadScores:
     gain: Float[torch.Tensor, "n layer head"]  # per prompt, for the predicted label
     drop: Float[torch.Tensor, "n layer head"]
-    pred: Int[torch.Tensor, n]
+    pred: Int[torch.Tensor, "n"]
     ablation: str
     label_gain: Float[torch.Tensor, "n label layer head"] | None = None  # per prompt, for every label word
     label_drop: Float[torch.Tensor, "n label layer head"] | None = None
-    gold: Int[torch.Tensor, n] | None = None  # -1 where unknown
+    gold: Int[torch.Tensor, "n"] | None = None  # -1 where unknown
 
     @property
     def mean_gain(self) -> Float[torch.Tensor, "layer head"]:
@@ -123,7 +123,7 @@ class HeadScores:
         return self.drop.mean(0)
 
 
-def ablated_last_logprobs(model: HookedTransformer, tokens: Int[torch.Tensor, seq],
+def ablated_last_logprobs(model: HookedTransformer, tokens: Int[torch.Tensor, "seq"],
                           masks: Float[torch.Tensor, "rows layer head"],
                           fill: Float[torch.Tensor, "layer head d_head"] | None,
                           cache: PrefixCache | None = None) -> Float[torch.Tensor, "rows vocab"]:

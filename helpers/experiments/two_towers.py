@@ -102,8 +102,8 @@ class ValueOutputs:
     wvo_lm: Float[torch.Tensor, "n head demo"]  # attention-weighted
     label_class: Int[torch.Tensor, "n demo"]
     label_pos: Int[torch.Tensor, "n demo"]
-    out_lm: Float[torch.Tensor, n]  # the model's log p(foo) - log p(bar) at q
-    pred: Int[torch.Tensor, n]
+    out_lm: Float[torch.Tensor, "n"]  # the model's log p(foo) - log p(bar) at q
+    pred: Int[torch.Tensor, "n"]
 
 
 def value_outputs(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], heads: Sequence[Head],

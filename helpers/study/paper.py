@@ -55,3 +55,46 @@ PAPER_B = {
     "icl_acc_before": 0.876, "icl_acc_after_ablating_heads": 0.244, "fraction_of_heads": 0.01,
     "majority_bias_reduction": 0.22, "recency_bias_reduction": 0.17,
 }
+
+
+# The papers' claims, one entry per claim a notebook checks: the statement, where the paper makes it, and
+# its value as the paper states it. helpers.study.claims.claim() joins an entry with our interval and
+# verdict. Keys are "<notebook>.<name>"; each notebook's claims stay in its own block.
+# notebook 00
+CLAIMS_00: dict[str, dict] = {}
+# end of notebook 00
+
+# notebook 01
+CLAIMS_01: dict[str, dict] = {}
+# end of notebook 01
+
+# notebook 02
+CLAIMS_02: dict[str, dict] = {}
+# end of notebook 02
+
+# notebook 03
+CLAIMS_03: dict[str, dict] = {}
+# end of notebook 03
+
+# notebook 04
+CLAIMS_04: dict[str, dict] = {}
+# end of notebook 04
+
+# notebook 05
+CLAIMS_05: dict[str, dict] = {}
+# end of notebook 05
+
+# notebook 06
+CLAIMS_06: dict[str, dict] = {}
+# end of notebook 06
+
+# notebook 07
+CLAIMS_07: dict[str, dict] = {}
+# end of notebook 07
+
+# notebook 08
+CLAIMS_08: dict[str, dict] = {}
+# end of notebook 08
+
+CLAIMS = {**CLAIMS_00, **CLAIMS_01, **CLAIMS_02, **CLAIMS_03, **CLAIMS_04, **CLAIMS_05, **CLAIMS_06, **CLAIMS_07,
+          **CLAIMS_08}

@@ -78,6 +78,8 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
             lines.append(f"### {m}\n")
             if isinstance(met.get("table"), list):
                 lines.append(markdown_table(met["table"]))
+            for c in met.get("claims") or []:
+                lines.append(f"- {c['sentence']}\n")
             if met.get("verdict"):
                 lines.append(f"**Verdict:** {met['verdict']}\n")
             figs = sorted((results_root / model_slug(m) / profile / "figures").glob(f"{sec[:2]}_*.png"))

@@ -1,0 +1,148 @@
+"""One object per paper claim: the paper's value and where it is stated, the check fixed before the run,
+our value with its interval, the verdict, and the sentence that says it.
+
+An experiment module builds its notebook's claims from its intervals (``<experiment>_claims(...)``), taking
+the paper's side from :data:`helpers.study.paper.CLAIMS`, so the papers' numbers live in one place. A
+notebook then reports in one line::
+
+    report_claims("02_shallow_isolation", claims)
+
+which shows the table (paper | ours | criterion | verdict), prints the sentences, and saves them in the
+notebook's metrics, from which ``make run`` writes RESULTS (:mod:`helpers.study.report`).
+
+Verdicts are the project's fixed vocabulary (:data:`VERDICTS`). Under the smoke profile the run is too small
+for any verdict to be evidence; the table says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+from helpers.study.stats import Interval
+
+__all__ = ["Claim", "VERDICTS", "claim", "claims_frame", "report_claims"]
+
+VERDICTS = ("replicates", "partly", "does not replicate", "inconclusive", "not comparable")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A paper claim beside our measurement.
+
+    ``key``: ``"<notebook>.<name>"``, e.g. ``"02.label_first_hurts_most"``. ``paper``: the paper's value as it
+    states it (a number, or a phrase for a figure). ``criterion``: the check on ``ours``, written before the
+    run. ``ours``: an :class:`~helpers.study.stats.Interval` in ``unit`` (or ``None`` when the model gives no
+    value, e.g. an undefined ratio). ``context``: what the number rests on (model, profile, sizes).
+    """
+
+    key: str
+    statement: str
+    source: str
+    paper: str
+    criterion: str
+    ours: Interval | None
+    verdict: str
+    unit: str = ""
+    context: str = ""
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict {self.verdict!r} of claim {self.key!r} is not one of {VERDICTS}")
+        if self.ours is not None and not isinstance(self.ours, Interval):
+            raise TypeError(f"claim {self.key!r}: ours must be an Interval (helpers.study.stats) or None, "
+                            f"got {type(self.ours).__name__}; compute it with bootstrap_means or bootstrap_statistic")
+
+    @property
+    def section(self) -> str:
+        return self.key.split(".", 1)[0]
+
+    def ours_text(self, digits: int = 1) -> str:
+        if self.ours is None:
+            return "undefined"
+        unit = f" {self.unit}" if self.unit and self.unit != "%" else self.unit
+        iv, f = self.ours, f".{digits}f"
+        return (f"{iv.estimate:{f}}{unit} [{iv.low:{f}}, {iv.high:{f}}] (95% CI; {iv.n_seeds} seed(s), "
+                f"{iv.n_inputs} inputs)")
+
+    def sentence(self, digits: int = 1) -> str:
+        """``"<statement> (<source>): the paper reports <paper>; we measure <ours>. Check: <criterion>. Verdict: v."``"""
+        ctx = f" on {self.context}" if self.context else ""
+        note = f" {self.note}" if self.note else ""
+        return (f"{self.statement} ({self.source}). Paper: {self.paper}. Ours{ctx}: {self.ours_text(digits)}. "
+                f"Check: {self.criterion}. Verdict: {self.verdict}.{note}")
+
+    def row(self, digits: int = 1) -> dict:
+        """One row of the notebook's table and of RESULTS."""
+        return {"claim": self.statement, "source": self.source, "paper": self.paper,
+                "ours [95% CI]": self.ours_text(digits), "criterion (fixed before the run)": self.criterion,
+                "verdict": self.verdict}
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["ours"] = None if self.ours is None else asdict(self.ours)
+        d["sentence"] = self.sentence()
+        return d
+
+
+def claim(key: str, ours: Interval | None, verdict: str, criterion: str, unit: str = "", context: str = "",
+          note: str = "", paper: str | None = None, **extra) -> Claim:
+    """A :class:`Claim` whose statement, source and paper value come from :data:`helpers.study.paper.CLAIMS`.
+
+    ``paper`` overrides the stored value (e.g. the paper's number for the task at hand).
+    """
+    from helpers.study.paper import CLAIMS
+
+    if key not in CLAIMS:
+        raise KeyError(f"no paper claim {key!r}; add its statement, source and value to helpers.study.paper.CLAIMS "
+                       f"(known: {sorted(CLAIMS)[:8]}...)")
+    spec = CLAIMS[key]
+    return Claim(key=key, statement=spec["statement"], source=spec["source"],
+                 paper=spec["paper"] if paper is None else paper, criterion=criterion, ours=ours, verdict=verdict,
+                 unit=unit, context=context, note=note, extra=extra)
+
+
+def claims_frame(claims: Sequence[Claim], digits: int = 1):
+    """A ``pandas.DataFrame``: one row per claim (paper | ours | criterion | verdict)."""
+    import pandas as pd
+
+    return pd.DataFrame([c.row(digits) for c in claims]).set_index("claim")
+
+
+def report_claims(section: str, claims: Sequence[Claim], metrics: dict | None = None, digits: int = 1,
+                  show: bool = True, model_name: str | None = None, profile: str | None = None):
+    """Show a notebook's claims and save them (with ``metrics``) as ``metrics/<section>.json``.
+
+    Returns the claims' table. Under the smoke profile a line above the table says the verdicts are not
+    evidence (a handful of inputs). The saved file holds ``claims`` (every field, with the sentence),
+    ``summary`` (the rows RESULTS tabulates) and ``metrics``.
+    """
+    from helpers.study.profiles import current_model_name, get_profile
+    from helpers.study.results import save_metrics
+
+    if not claims:
+        raise ValueError(f"{section}: no claims to report; build them with the experiment's *_claims function")
+    keys = [c.key for c in claims]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"{section}: claim keys repeat: {sorted(k for k in set(keys) if keys.count(k) > 1)}")
+    model_name = model_name or current_model_name()
+    profile = profile or get_profile().name
+    table = claims_frame(claims, digits)
+    if show:
+        from IPython.display import Markdown, display
+
+        head = (f"**{section} on {model_name}, profile `{profile}`.**"
+                + (" Smoke profile: a handful of inputs per cell, so these verdicts are not evidence; "
+                   "`make run` runs the default profile." if profile == "smoke" else ""))
+        display(Markdown(head))
+        display(table)
+        for c in claims:
+            print("-", c.sentence(digits))
+    summary = [{"claim": f"{section[:2]} {c.statement}", "paper": c.paper, "ours": c.ours_text(digits),
+                "verdict": c.verdict} for c in claims]
+    save_metrics(section, {"model": model_name, "profile": profile, "claims": [c.to_json() for c in claims],
+                           "summary": summary, "table": [c.row(digits) for c in claims],
+                           "metrics": metrics or {}}, model_name=model_name, profile=profile)
+    return table

@@ -1,0 +1,60 @@
+"""Claim objects: the paper's side from one registry, our interval, a verdict from a fixed vocabulary, and the
+report a notebook saves."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers.study import paper
+from helpers.study.claims import Claim, claim, claims_frame, report_claims
+from helpers.study.stats import Interval
+
+IV = Interval(61.0, 55.5, 66.0, 5, 320)
+
+
+def _claim(**kw):
+    d = dict(key="99.probe", statement="Label words anchor", source="arXiv 2305.14160 §2.2", paper="about 60%",
+             criterion="interval above 50%", ours=IV, verdict="replicates", unit="%")
+    return Claim(**{**d, **kw})
+
+
+def test_sentence_and_row_carry_paper_ours_and_verdict():
+    c = _claim(context="Gemma 3 270M")
+    s = c.sentence()
+    assert "Paper: about 60%" in s and "61.0% [55.5, 66.0] (95% CI; 5 seed(s), 320 inputs)" in s
+    assert s.endswith("Verdict: replicates.") and "on Gemma 3 270M" in s
+    row = c.row()
+    assert row["verdict"] == "replicates" and row["criterion (fixed before the run)"] == "interval above 50%"
+    assert list(claims_frame([c]).index) == ["Label words anchor"]
+
+
+def test_bad_verdict_and_bad_value_are_refused():
+    with pytest.raises(ValueError, match="not one of"):
+        _claim(verdict="looks fine")
+    with pytest.raises(TypeError, match="must be an Interval"):
+        _claim(ours=0.61)
+    assert _claim(ours=None, verdict="inconclusive").ours_text() == "undefined"
+
+
+def test_claim_takes_the_paper_side_from_the_registry(monkeypatch):
+    monkeypatch.setitem(paper.CLAIMS, "99.probe", {"statement": "S", "source": "Fig. 9", "paper": "0.8"})
+    c = claim("99.probe", IV, "partly", "interval above 0.7")
+    assert (c.statement, c.source, c.paper, c.section) == ("S", "Fig. 9", "0.8", "99")
+    assert claim("99.probe", IV, "partly", "x", paper="0.9").paper == "0.9"
+    with pytest.raises(KeyError, match="helpers.study.paper.CLAIMS"):
+        claim("99.nothing", IV, "partly", "x")
+
+
+def test_report_saves_claims_and_warns_under_smoke(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ICL_RESULTS_DIR", str(tmp_path))
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda x: shown.append(x))
+    report_claims("99_probe", [_claim()], metrics={"n": 3}, model_name="google/gemma-3-270m", profile="smoke")
+    assert "not evidence" in shown[0].data
+    saved = json.loads(next(tmp_path.rglob("99_probe.json")).read_text())
+    assert saved["claims"][0]["verdict"] == "replicates" and saved["metrics"] == {"n": 3}
+    assert saved["summary"][0]["ours"].startswith("61.0%") and "Verdict: replicates" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="repeat"):
+        report_claims("99_probe", [_claim(), _claim()], show=False, model_name="m", profile="smoke")
