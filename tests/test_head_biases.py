@@ -134,3 +134,18 @@ def test_shared_bias_functions_equal_full_prompts(tiny_model, ut):
             assert all(torch.equal(a.per_direction[key][c], b.per_direction[key][c]) for c in (0, 1))
     for key in ("slot_profile", "slot_weights"):
         assert torch.allclose(a.per_direction[key], b.per_direction[key], rtol=1e-4, atol=1e-5)
+
+
+def test_head_biases_claims():
+    from helpers.study.stats import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 5, 320)
+
+    ivs = {"majority": {"before": iv(0.1, 0.3), "after": iv(0.0, 0.1), "reduction": iv(20, 90)},
+           "recency": {"before": iv(0.0, 0.05), "after": iv(-0.05, 0.0), "reduction": None}}
+    maj, rec = HB.head_biases_claims(ivs)
+    assert (maj.key, maj.verdict, maj.unit, maj.extra["part"]) == ("07.majority_reduction", "replicates", "%", "replicates")
+    assert (rec.key, rec.verdict, rec.ours) == ("07.recency_reduction", "inconclusive", None)
+    assert rec.extra["part"] == "no measurable bias" and "nothing to reduce" in rec.note
+    assert "22%" in maj.paper and "17%" in rec.paper

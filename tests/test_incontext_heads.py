@@ -281,3 +281,70 @@ def test_gemma_foobar_tokens_and_attribution(gemma, ut):
     ps = _set(gemma, ut, n=1, k=1)
     sc = IH.head_attribution(gemma, ps.prompts, ps.label_ids)
     assert sc.gain.shape == (1, 18, 4) and torch.isfinite(sc.drop).all()
+
+
+# ------------------------------------------------------------------ the by-hand check and the claims
+
+
+def test_head_label_drops_are_the_attribution_drops(tiny_model, ut):
+    ps = _set(tiny_model, ut, n=2, k=1)
+    sc = IH.head_attribution(tiny_model, ps.prompts, ps.label_ids, batch_size=2, shared=False)
+    heads = [(0, 1), (tiny_model.cfg.n_layers - 1, 3)]
+    for i, p in enumerate(ps.prompts):
+        d = IH.head_label_drops(tiny_model, p.tokens, heads, ps.label_ids)
+        for row, (l, h) in enumerate(heads):
+            assert torch.allclose(d[row], sc.label_drop[i, :, l, h], atol=ATOL)
+
+
+def test_check_head_ablation_passes_the_solution_and_fails_wrong_ones(capsys):
+    from heads_common import head_ablation_drop
+
+    IH.check_head_ablation(head_ablation_drop)
+    assert "✓ head_ablation_drop matches the reference on 3 tiny models" in capsys.readouterr().out
+
+    def off_by_one(model, tokens, layer, head, label_ids):  # ablates the position before q
+        return head_ablation_drop(model, tokens[:-1], layer, head, label_ids)
+
+    def every_position(model, tokens, layer, head, label_ids):
+        def zero(z, hook):
+            z[:, :, head] = 0.0
+            return z
+        plain = model(tokens[None])[0, -1].log_softmax(-1)
+        abl = model.run_with_hooks(tokens[None], fwd_hooks=[(f"blocks.{layer}.attn.hook_z", zero)])[0, -1]
+        return plain[label_ids] - abl.log_softmax(-1)[label_ids]
+
+    def logits_not_log_probs(model, tokens, layer, head, label_ids):
+        def zero(z, hook):
+            z[:, -1, head] = 0.0
+            return z
+        abl = model.run_with_hooks(tokens[None], fwd_hooks=[(f"blocks.{layer}.attn.hook_z", zero)])[0, -1]
+        return model(tokens[None])[0, -1][label_ids] - abl[label_ids]
+
+    for wrong in (off_by_one, every_position, logits_not_log_probs):
+        with pytest.raises(AssertionError, match=f"{wrong.__name__} on the tiny .* model"):
+            IH.check_head_ablation(wrong)
+    with pytest.raises(AssertionError, match="returned None"):
+        IH.check_head_ablation(lambda *a: None)
+
+
+def test_incontext_heads_claims():
+    from helpers.study.claims import VERDICTS
+    from helpers.study.stats import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 5, 320)
+
+    mapping = {"swap_averaged": iv(0.49, 0.51), "same_word": iv(0.9, 1.0)}
+    ablation = {c: iv(0.45, 0.55) for c in IH.ABLATION_CONDITIONS}
+    ablation.update({"drop": iv(0.3, 0.5), "excess": iv(0.2, 0.4), "drop" + IH.ALL_POSITIONS: iv(-0.02, 0.04),
+                     "excess" + IH.ALL_POSITIONS: iv(-0.03, 0.05)})
+    claims = IH.incontext_heads_claims(mapping, ablation, context="probe")
+    assert [c.key for c in claims] == ["07.foobar_icl", "07.ablation_at_q", "07.ablation_all"]
+    assert [c.verdict for c in claims] == ["inconclusive", "replicates", "inconclusive"]
+    assert all(c.verdict in VERDICTS and c.context == "probe" for c in claims)
+    assert "at chance" in claims[0].note and "87.6%" in claims[1].paper
+    follows = IH.incontext_heads_claims({**mapping, "swap_averaged": iv(0.6, 0.7)}, ablation)[0]
+    assert follows.verdict == "replicates"
+    assert IH.heads_overall({"a": "partly", "b": "no measurable bias"}) == "partly"
+    assert IH.heads_overall({"a": "inconclusive", "b": "does not replicate"}) == "inconclusive"
+    assert IH.heads_overall({"a": "no measurable bias"}) == "does not replicate"

@@ -139,3 +139,53 @@ def test_shared_value_outputs_equal_full_prompts(tiny_model, ut):
     assert CH.shared_cache(tiny_model, fresh) is None
     assert _same(TT.value_outputs(tiny_model, fresh, ps.label_ids, heads, 2),
                  TT.value_outputs(tiny_model, fresh, ps.label_ids, heads, 2, shared=False))
+
+
+# ------------------------------------------------------------------ the by-hand check and the claims
+
+
+def test_check_value_output_logit_minus_passes_the_solution_and_fails_wrong_ones(capsys):
+    from heads_common import value_output_logit_minus as solution
+
+    TT.check_value_output_logit_minus(solution)
+    assert "matches the reference on 3 tiny models" in capsys.readouterr().out
+
+    def query_head_as_kv_head(model, cache, layer, head, positions, label_ids):  # wrong on grouped-query attention
+        n_kv = model.cfg.n_key_value_heads or model.cfg.n_heads
+        v = cache[f"blocks.{layer}.attn.hook_v"][0, positions, head % n_kv]
+        x = v @ model.W_O[layer, head]
+        if type(model.ln_final).__name__.startswith("LayerNorm"):
+            x = x - x.mean(-1, keepdim=True)
+        x = x / cache["ln_final.hook_scale"][0, -1] * model.ln_final.w
+        return x @ (model.W_U[:, label_ids[0]] - model.W_U[:, label_ids[1]])
+
+    def no_final_norm(model, cache, layer, head, positions, label_ids):
+        kv = head // (model.cfg.n_heads // (model.cfg.n_key_value_heads or model.cfg.n_heads))
+        x = cache[f"blocks.{layer}.attn.hook_v"][0, positions, kv] @ model.W_O[layer, head]
+        return x @ (model.W_U[:, label_ids[0]] - model.W_U[:, label_ids[1]])
+
+    def attention_weighted(model, cache, layer, head, positions, label_ids):
+        a = cache[f"blocks.{layer}.attn.hook_pattern"][0, head, -1, positions]
+        return a * solution(model, cache, layer, head, positions, label_ids)
+
+    def last_position_only(model, cache, layer, head, positions, label_ids):
+        return solution(model, cache, layer, head, positions[-1:], label_ids)
+
+    for wrong, kind in ((query_head_as_kv_head, "gqa"), (no_final_norm, "gpt2"), (attention_weighted, "gpt2"),
+                        (last_position_only, "gpt2")):
+        with pytest.raises(AssertionError, match=f"{wrong.__name__} on the tiny {kind} model"):
+            TT.check_value_output_logit_minus(wrong)
+
+
+def test_two_towers_claims():
+    from helpers.study.stats import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 1, 64)
+
+    towers = {"corr_attn": iv(0.6, 0.9), "abs_corr_vo": iv(0.05, 0.3), "difference": iv(0.3, 0.7)}
+    vo, tt = TT.two_towers_claims(iv(0.65, 0.8), towers)
+    assert (vo.key, vo.verdict, tt.key, tt.verdict) == ("07.value_output", "partly", "07.two_towers", "replicates")
+    assert "0.175 [0.050, 0.300]" in tt.note
+    undefined = TT.two_towers_claims(iv(0.65, 0.8), {"corr_attn": None, "abs_corr_vo": None, "difference": None})[1]
+    assert undefined.verdict == "inconclusive" and undefined.ours is None and "undefined" in undefined.note

@@ -21,7 +21,8 @@ Definitions (fixed before any result was looked at; label 0 = foo, 1 = bar; size
   renormalisation). % reduction = ``100 * (|before| - |after|) / |before|`` (:func:`reduction_pct`).
 
 Each demonstration set runs once for every pass over its queries (:mod:`helpers.core.heads`: the re-weighting
-acts on the query's attention row only). Cached step of notebook 07: :func:`bias_runs`.
+acts on the query's attention row only). Cached step of notebook 07: :func:`bias_runs`; its intervals
+(:func:`bias_intervals`) become notebook 07's claims in :func:`head_biases_claims`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from helpers.core.prompts import Prompt, build_prompts, class_draws, demos_from_
 from helpers.core.store import cached
 from helpers.core.tasks import label_token_ids
 from helpers.core.unrelated import UnrelatedTask, eval_sizes, run_model_name
+from helpers.study.claims import Claim, claim
 from helpers.study.stats import Interval, bootstrap_means, bootstrap_of_means
 
 if TYPE_CHECKING:
@@ -54,6 +56,7 @@ __all__ = [
     "bias_cells",
     "bias_intervals",
     "bias_interval_part",
+    "head_biases_claims",
     "head_biases_sizes",
     "bias_runs",
 ]
@@ -242,6 +245,28 @@ def bias_interval_part(before: Interval, reduction: Interval | None) -> str:
     if reduction.high <= 0:
         return "does not replicate"
     return "inconclusive"
+
+
+# ------------------------------------------------------------------ notebook 07's claims
+
+
+def head_biases_claims(intervals: dict[str, dict[str, Interval | None]], context: str = "") -> list[Claim]:
+    """Notebook 07's claims about the two bias reductions, from :func:`bias_intervals` per kind, graded with
+    :func:`bias_interval_part`. With no measurable bias before the reduction there is nothing to reduce: the
+    verdict is "inconclusive" and the note says why."""
+    out = []
+    for kind, iv in intervals.items():
+        part = bias_interval_part(iv["before"], iv["reduction"])
+        fmt = lambda x: "undefined" if x is None else f"{x:.3f}"
+        note = f"Bias (P(favoured label) - 0.5) before {fmt(iv['before'])}, after {fmt(iv['after'])}."
+        if part == "no measurable bias":
+            note += " No measurable bias before the reduction (its interval does not lie above 0): nothing to reduce."
+        out.append(claim(f"07.{kind}_reduction", iv["reduction"],
+                         "inconclusive" if part == "no measurable bias" else part,
+                         "bias before the reduction above 0; then the % reduction at or above 10 (replicates), "
+                         "above 0 (partly), at or below 0 (does not replicate)", unit="%", context=context,
+                         note=note, part=part))
+    return out
 
 
 # ------------------------------------------------------------------ sizes and cached runs (notebook 07)

@@ -39,13 +39,16 @@ Notebook 07's overall verdict, :func:`heads_verdict`, lives here with the ablati
 numbers and the parts already graded by the other experiments (value outputs and two towers in
 :mod:`helpers.experiments.two_towers`, biases in :mod:`helpers.experiments.head_biases`), never their code.
 
-Cached steps of notebook 07: :func:`accuracy_runs`, :func:`attribution_runs`, :func:`ablation_runs`.
+Cached steps of notebook 07: :func:`accuracy_runs`, :func:`attribution_runs`, :func:`ablation_runs`; their
+intervals (:func:`mapping_intervals`, :func:`ablation_intervals`) become notebook 07's claims in
+:func:`incontext_heads_claims`. By hand: :func:`check_head_ablation` compares a reader's one-head ablation with
+:func:`head_label_drops`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -69,8 +72,17 @@ from helpers.core.predict import HookFactory, Predictions
 from helpers.core.prefix import PrefixCache, PrefixError, extend_prefix, suffix_forward
 from helpers.core.prompts import Prompt
 from helpers.core.store import cached
-from helpers.core.unrelated import UnrelatedTask, cached_eval_runs, eval_sizes, make_set, run_model_name
-from helpers.study.stats import Interval
+from helpers.core.unrelated import (
+    UnrelatedTask,
+    cached_eval_runs,
+    compare_to_reference,
+    eval_sizes,
+    make_set,
+    run_model_name,
+    tiny_check_sets,
+)
+from helpers.study.claims import Claim, claim
+from helpers.study.stats import Interval, bootstrap_means, paired_differences
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -79,6 +91,8 @@ __all__ = [
     "HeadScores",
     "head_attribution",
     "ablated_last_logprobs",
+    "head_label_drops",
+    "check_head_ablation",
     "n_incontext_heads",
     "rank_heads",
     "rank_heads_for_label",
@@ -89,9 +103,15 @@ __all__ = [
     "ablation_predictions",
     "ablation_accuracy",
     "ablation_interval_part",
+    "ABLATION_CONDITIONS",
+    "ablation_cells",
+    "ablation_intervals",
     "mapping_control",
+    "mapping_intervals",
     "mapping_interval_part",
+    "heads_overall",
     "heads_verdict",
+    "incontext_heads_claims",
     "incontext_heads_sizes",
     "attribution_seed",
     "accuracy_runs",
@@ -210,6 +230,40 @@ def head_attribution(model: HookedTransformer, prompts: Sequence[Prompt], label_
             label_drop[i] = rearrange(lc[:1] - lc[1:], "(l h) c -> c l h", l=L)
     gold = torch.tensor([-1 if p.gold is None else int(p.gold) for p in prompts])
     return HeadScores(gain, drop, pred, ablation, label_gain, label_drop, gold)
+
+
+def head_label_drops(model: HookedTransformer, tokens: Int[torch.Tensor, "seq"], heads: Sequence[Head],
+                     label_ids: Sequence[int], cache: PrefixCache | None = None) -> Float[torch.Tensor, "head label"]:
+    """For each head of ``heads``: every label word's log-probability at the last position of ``tokens`` without
+    minus with that head's ``z`` at that position set to zero (the drop of :func:`head_attribution`, one row
+    per head; all heads in one batched one-token run, :func:`ablated_last_logprobs`)."""
+    masks = torch.zeros(1 + len(heads), model.cfg.n_layers, model.cfg.n_heads)
+    for i, (l, h) in enumerate(heads):
+        masks[1 + i, l, h] = 1.0
+    with torch.inference_mode():
+        lp = ablated_last_logprobs(model, tokens, masks, None, cache)[:, list(label_ids)].float().cpu()
+    return lp[:1] - lp[1:]
+
+
+def check_head_ablation(fn: Callable) -> None:
+    """Check a reader's ``fn(model, tokens, layer, head, label_ids) -> [label]`` (each label word's log-probability
+    at the last position, plain minus with that head's ``z`` zeroed there) against :func:`head_label_drops` on
+    three heads of two prompts on each tiny architecture (:func:`helpers.core.unrelated.tiny_check_sets`).
+    Raises an AssertionError that says what differs; prints one line when everything matches."""
+    name = getattr(fn, "__name__", "your function")
+    for kind, model, ps in tiny_check_sets():
+        L, H = model.cfg.n_layers, model.cfg.n_heads
+        heads = [(0, 1), (L // 2, H - 1), (L - 1, 2)]
+        for i, p in enumerate(ps.prompts):
+            want = head_label_drops(model, p.tokens, heads, ps.label_ids)
+            for row, (l, h) in enumerate(heads):
+                with torch.inference_mode():
+                    got = fn(model, p.tokens, l, h, ps.label_ids)
+                compare_to_reference(got, want[row], f"{name} on the tiny {kind} model, prompt {i}, head ({l}, {h})",
+                                     "Zero that head's z (hook_z) at the last position only, and return the label "
+                                     "words' full-vocabulary log-probabilities there (log_softmax), plain minus "
+                                     "ablated.")
+    print(f"✓ {name} matches the reference on 3 tiny models")
 
 
 # ------------------------------------------------------------------ ranking
@@ -383,6 +437,30 @@ def ablation_interval_part(drop: Interval, excess: Interval, big: float = 0.20) 
     return "inconclusive"
 
 
+ALL_POSITIONS = " (all positions)"  # suffix of the ablation conditions that ablate every position
+ABLATION_CONDITIONS = ("plain", "in-context heads ablated", "random heads ablated", "in-context heads ablated"
+                       + ALL_POSITIONS, "random heads ablated" + ALL_POSITIONS)
+
+
+def ablation_cells(runs: dict[tuple[str, int], dict]) -> dict[str, dict[tuple[str, int], list[int]]]:
+    """Per-input correctness (0/1) of :func:`ablation_runs` results: ``{condition: {(task, seed): [...]}}``."""
+    return {c: {key: r["correct"][c] for key, r in runs.items()} for c in ABLATION_CONDITIONS}
+
+
+def ablation_intervals(runs: dict[tuple[str, int], dict]) -> dict[str, Interval]:
+    """95% intervals (seeds, then inputs, per task; mean over tasks) of :func:`ablation_runs` results: the
+    accuracy of every condition (:data:`ABLATION_CONDITIONS`), ``drop`` = plain minus in-context heads ablated
+    and ``excess`` = random minus in-context heads ablated, both paired per input, at q and (suffix
+    :data:`ALL_POSITIONS`) at every position."""
+    cells = ablation_cells(runs)
+    out = {c: bootstrap_means(cells[c]) for c in ABLATION_CONDITIONS}
+    for at in ("", ALL_POSITIONS):
+        heads, rnd = cells["in-context heads ablated" + at], cells["random heads ablated" + at]
+        out["drop" + at] = bootstrap_means(paired_differences(cells["plain"], heads))
+        out["excess" + at] = bootstrap_means(paired_differences(rnd, heads))
+    return out
+
+
 # ------------------------------------------------------------------ mapping control
 
 
@@ -406,6 +484,11 @@ def mapping_control(runs: dict[tuple[str, int], dict], swapped: dict[tuple[str, 
         out["swap_averaged"][key] = (np.asarray(r["correct"], float) + np.asarray(s["correct"], float)) / 2
         out["same_word"][key] = (a == 1 - b).astype(float)  # label c under one mapping is word 1-c under the other
     return out
+
+
+def mapping_intervals(runs: dict[tuple[str, int], dict], swapped: dict[tuple[str, int], dict]) -> dict[str, Interval]:
+    """95% intervals of :func:`mapping_control`'s two per-input cells: ``swap_averaged`` and ``same_word``."""
+    return {k: bootstrap_means(cells) for k, cells in mapping_control(runs, swapped).items()}
 
 
 def mapping_interval_part(swap_averaged: Interval) -> str:
@@ -457,16 +540,49 @@ def heads_verdict(acc_before: float, acc_ablated: float, acc_random: float, carr
     for name, red, b in (("majority", majority_red, majority_bias), ("recency", recency_red, recency_bias)):
         parts[name] = "no measurable bias" if not abs(b) >= 0.05 else grade(red >= 10, red > 0)
     parts.update(graded)
+    return heads_overall(parts), parts
+
+
+def heads_overall(parts: dict[str, str]) -> str:
+    """The overall verdict from graded parts: "replicates" if every measurable part replicates, "partly" if some
+    part replicates at least partly, "inconclusive" if none does and some part is inconclusive, else "does not
+    replicate" (parts with "no measurable bias" are not measurable)."""
     graded = [v for v in parts.values() if v != "no measurable bias"]
     if graded and all(v == "replicates" for v in graded):
-        overall = "replicates"
-    elif any(v in ("replicates", "partly") for v in graded):
-        overall = "partly"
-    elif "inconclusive" in graded:
-        overall = "inconclusive"
-    else:
-        overall = "does not replicate"
-    return overall, parts
+        return "replicates"
+    if any(v in ("replicates", "partly") for v in graded):
+        return "partly"
+    if "inconclusive" in graded:
+        return "inconclusive"
+    return "does not replicate"
+
+
+# ------------------------------------------------------------------ notebook 07's claims
+
+MAPPING_VERDICT = {"follows the mapping": "replicates", "at chance": "inconclusive",
+                   "against the mapping": "does not replicate"}
+
+
+def incontext_heads_claims(mapping: dict[str, Interval], ablation: dict[str, Interval], context: str = "") -> list[Claim]:
+    """Notebook 07's claims about in-context learning with foo/bar and its heads, from :func:`mapping_intervals`
+    (foo/bar with bar/foo) and :func:`ablation_intervals`, graded with the criteria above
+    (:func:`mapping_interval_part`, :func:`ablation_interval_part`)."""
+    reading = mapping_interval_part(mapping["swap_averaged"])
+    out = [claim("07.foobar_icl", mapping["swap_averaged"], MAPPING_VERDICT[reading],
+                 "swap-averaged accuracy (foo/bar with bar/foo, per input) above 0.5; a fixed word preference "
+                 "scores exactly 0.5", context=context,
+                 note=f"Reading: {reading}; same-word rate {mapping['same_word']:.2f} (1 = a word prior only).")]
+    for at, key, where in (("", "07.ablation_at_q", "at q"), (ALL_POSITIONS, "07.ablation_all", "at every position")):
+        acc = {c: ablation[c + at] for c in ("in-context heads ablated", "random heads ablated")}
+        out.append(claim(key, ablation["excess" + at], ablation_interval_part(ablation["drop" + at],
+                                                                              ablation["excess" + at]),
+                         "accuracy with as many random heads ablated minus with the in-context heads ablated above 0 "
+                         "(partly); and the drop from the plain accuracy at or above 0.20 (replicates); below 0: "
+                         "does not replicate", context=context,
+                         note=f"Accuracy {where}: plain {ablation['plain']:.3f}, in-context heads ablated "
+                              f"{acc['in-context heads ablated']:.3f}, random heads ablated "
+                              f"{acc['random heads ablated']:.3f}; drop {ablation['drop' + at]:.3f}."))
+    return out
 
 
 # ------------------------------------------------------------------ sizes and cached runs (notebook 07)
@@ -516,9 +632,6 @@ def attribution_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], si
         out[t] = cached("heads_attr", {"model": name, "task": t, "seed": seed, "k": K, "n": sizes["n_attr"],
                                        "def": "final-resid-v2-per-label"}, compute, model=model)
     return out
-
-
-ALL_POSITIONS = " (all positions)"  # suffix of the ablation conditions that ablate every position
 
 
 def ablation_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]],

@@ -22,12 +22,15 @@ Definitions (fixed before any result was looked at):
   vectors are identical for every query (causal attention), so the analysis uses prompts that each have
   their own demonstrations (:func:`helpers.core.unrelated.fresh_demo_prompts`).
 
-Cached steps of notebook 07: :func:`value_output_runs`, :func:`towers_runs`.
+Cached steps of notebook 07: :func:`value_output_runs`, :func:`towers_runs`; their intervals
+(:func:`label_carrying_interval`, :func:`two_towers_intervals`) become notebook 07's claims in
+:func:`two_towers_claims`. By hand: :func:`check_value_output_logit_minus` compares a reader's projection of one
+head's value-output vectors with :func:`value_outputs`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -54,11 +57,14 @@ from helpers.core.tasks import label_token_ids
 from helpers.core.unrelated import (
     UnrelatedTask,
     cached_eval_runs,
+    compare_to_reference,
     eval_sizes,
     fresh_demo_prompts,
     run_model_name,
+    tiny_check_sets,
 )
-from helpers.study.stats import Interval, bootstrap_statistic
+from helpers.study.claims import Claim, claim
+from helpers.study.stats import Interval, bootstrap_means, bootstrap_statistic
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -67,12 +73,15 @@ __all__ = [
     "value_output_vectors",
     "ValueOutputs",
     "value_outputs",
+    "check_value_output_logit_minus",
     "label_carrying_rows",
     "label_carrying_rate",
+    "label_carrying_interval",
     "value_output_interval_part",
     "two_towers",
     "two_towers_intervals",
     "two_towers_interval_part",
+    "two_towers_claims",
     "two_towers_sizes",
     "towers_seed",
     "value_output_runs",
@@ -154,6 +163,31 @@ def value_outputs(model: HookedTransformer, prompts: Sequence[Prompt], label_ids
     return ValueOutputs(list(heads), attn, vo_lm, attn * vo_lm, lc, lpos, out_lm, pred)
 
 
+def check_value_output_logit_minus(fn: Callable) -> None:
+    """Check a reader's ``fn(model, cache, layer, head, positions, label_ids) -> [position]`` (the value-output
+    logit minus of one head at the given source positions, per unit attention, read at the last position; ``cache``
+    from ``model.run_with_cache``) against :func:`value_outputs` at the label positions of two prompts, for three
+    heads, on each tiny architecture (:func:`helpers.core.unrelated.tiny_check_sets`). Raises an AssertionError
+    that says what differs; prints one line when everything matches."""
+    name = getattr(fn, "__name__", "your function")
+    for kind, model, ps in tiny_check_sets(k_per_class=2):
+        L, H = model.cfg.n_layers, model.cfg.n_heads
+        heads = [(0, 1), (L // 2, H - 1), (L - 1, 2)]
+        want = value_outputs(model, ps.prompts, ps.label_ids, heads, shared=False).vo_lm  # [prompt, head, demo]
+        for i, p in enumerate(ps.prompts):
+            with torch.inference_mode():
+                _, cache = model.run_with_cache(p.tokens[None])
+                for row, (l, h) in enumerate(heads):
+                    got = fn(model, cache, l, h, p.label_pos, ps.label_ids)
+                    compare_to_reference(got, want[i, row], f"{name} on the tiny {kind} model, prompt {i}, head "
+                                         f"({l}, {h})", "Take v at each position from the head's key/value head "
+                                         "(grouped-query attention: head // (n_heads // n_key_value_heads)), times "
+                                         "W_O[layer, head], no attention weight; then the norms' linear parts with "
+                                         "their scales frozen at the last position (a LayerNorm also centres), then "
+                                         "W_U[:, foo] - W_U[:, bar].")
+    print(f"✓ {name} matches the reference on 3 tiny models")
+
+
 def label_carrying_rows(vo: ValueOutputs) -> np.ndarray:
     """Per input, the share of (head, label position) whose value-output logit minus has the sign of the
     position's label (foo > 0, bar < 0)."""
@@ -165,6 +199,12 @@ def label_carrying_rate(vo: ValueOutputs) -> float:
     """Share of (input, head, label position) whose value-output logit minus has the sign of the position's
     label (every input has the same number of heads and label positions: the mean of :func:`label_carrying_rows`)."""
     return float(label_carrying_rows(vo).mean())
+
+
+def label_carrying_interval(runs: dict[tuple[str, int], ValueOutputs]) -> Interval:
+    """95% interval of the label-carrying rate over :func:`value_output_runs` results (seeds, then inputs, per
+    task; mean over tasks)."""
+    return bootstrap_means({key: label_carrying_rows(vo) for key, vo in runs.items()})
 
 
 def value_output_interval_part(carrying: Interval, high: float = 0.75, fair: float = 0.60) -> str:
@@ -243,6 +283,28 @@ def two_towers_interval_part(corr_attn: Interval | None, difference: Interval | 
     if difference.high < 0:
         return "does not replicate"
     return "inconclusive"
+
+
+# ------------------------------------------------------------------ notebook 07's claims
+
+
+def two_towers_claims(carrying: Interval, towers: dict[str, Interval | None], context: str = "") -> list[Claim]:
+    """Notebook 07's claims about value-output vectors and the two towers, from :func:`label_carrying_interval`
+    and :func:`two_towers_intervals`, graded with the criteria above (:func:`value_output_interval_part`,
+    :func:`two_towers_interval_part`)."""
+    def fmt(iv):
+        return "undefined" if iv is None else f"{iv:.3f}"
+
+    return [
+        claim("07.value_output", carrying, value_output_interval_part(carrying),
+              "label-carrying rate at or above 0.75 (replicates), at or above 0.60 (partly); below 0.60: does not "
+              "replicate", context=context),
+        claim("07.two_towers", towers["corr_attn"], two_towers_interval_part(towers["corr_attn"], towers["difference"]),
+              "corr(attention difference, logit minus) at or above 0.5 and exceeding |corr(VO difference, logit "
+              "minus)| by at least 0.2 (replicates); exceeding it at all (partly); below it: does not replicate",
+              context=context, note=f"|corr(VO difference, logit minus)| {fmt(towers['abs_corr_vo'])}; difference "
+                                    f"{fmt(towers['difference'])}."),
+    ]
 
 
 # ------------------------------------------------------------------ sizes and cached runs (notebook 07)

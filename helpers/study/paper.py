@@ -89,7 +89,46 @@ CLAIMS_06: dict[str, dict] = {}
 # end of notebook 06
 
 # notebook 07
-CLAIMS_07: dict[str, dict] = {}
+_B = "arXiv 2402.02872"
+CLAIMS_07: dict[str, dict] = {
+    "07.foobar_icl": {
+        "statement": "With semantically unrelated labels (foo/bar) the model learns the label mapping in context",
+        "source": f"{_B}, abstract and task setting; arXiv 2305.14160 App. F.2",
+        "paper": f"{PAPER_B['icl_acc_before']:.1%} foo/bar ICL accuracy (paper B, larger models); GPT2-XL and "
+                 "GPT-J-6B at chance with unrelated labels (paper A)"},
+    "07.ablation_at_q": {
+        "statement": "Ablating the ~1% in-context heads at the last position costs more accuracy than ablating as "
+                     "many random heads",
+        "source": f"{_B}, abstract and the in-context heads experiment",
+        "paper": f"{PAPER_B['icl_acc_before']:.1%} -> {PAPER_B['icl_acc_after_ablating_heads']:.1%} with "
+                 f"{PAPER_B['fraction_of_heads']:.0%} of the heads (an intervention on the heads; random heads not "
+                 "reported)"},
+    "07.ablation_all": {
+        "statement": "Ablating the in-context heads at every position costs more accuracy than ablating as many "
+                     "random heads",
+        "source": f"{_B}, abstract and the in-context heads experiment",
+        "paper": f"{PAPER_B['icl_acc_before']:.1%} -> {PAPER_B['icl_acc_after_ablating_heads']:.1%} (an "
+                 "intervention on the heads)"},
+    "07.value_output": {
+        "statement": "In the in-context heads the value-output vector at each label position carries that label",
+        "source": f"{_B}, abstract and the value-output analysis",
+        "paper": "qualitative: the label positions' value-output vectors project to their own label"},
+    "07.two_towers": {
+        "statement": "The prediction follows the in-context heads' attention on foo vs bar positions (query and key "
+                     "as two towers), not changes in the value-output vectors",
+        "source": f"{_B}, abstract and the two-towers hypothesis",
+        "paper": "qualitative: the attention scores at the foo and bar positions move with the prediction"},
+    "07.majority_reduction": {
+        "statement": "Re-weighting the in-context heads' attention reduces the majority-label bias",
+        "source": f"{_B}, abstract and the bias-reduction experiments",
+        "paper": f"{PAPER_B['majority_bias_reduction']:.0%} reduction on the paper's own measure (not defined in "
+                 "full; this project's measure is another quantity)"},
+    "07.recency_reduction": {
+        "statement": "Re-weighting the in-context heads' attention reduces the recency bias",
+        "source": f"{_B}, abstract and the bias-reduction experiments",
+        "paper": f"{PAPER_B['recency_bias_reduction']:.0%} reduction on the paper's own measure (not defined in "
+                 "full; this project's measure is another quantity)"},
+}
 # end of notebook 07
 
 # notebook 08
