@@ -381,14 +381,18 @@ _ = save_figure(plots.plot_biases(bias_df, intervals=bars), "07_biases")
 # several demonstrations and thousands of inputs; ours is a small offline model on a CPU budget.
 
 # %%
-context = f"{', '.join(NAME.values())} with foo/bar, {len(sizes['seeds'])} seed(s)"
-claims = (incontext_heads_claims(MAP_IV[("foo/bar", "bar/foo")], ABL_IV, context)
-          + two_towers_claims(CARRY_IV, TT_IV, context) + head_biases_claims(BIAS_IV, context))
+def context(tasks):
+    return f"{', '.join(NAME[t] for t in tasks)} with foo/bar, {len(sizes['seeds'])} seed(s)"
+
+
+ctx, bias_ctx = context(task_names), context(t for t in task_names if t in sizes["bias_tasks"])
+claims = (incontext_heads_claims(MAP_IV[("foo/bar", "bar/foo")], ABL_IV, ctx) + two_towers_claims(CARRY_IV, TT_IV, ctx)
+          + head_biases_claims(BIAS_IV, bias_ctx))
 overall = heads_overall({c.key: c.extra.get("part", c.verdict) for c in claims if c.key != "07.foobar_icl"})
 print(f"Overall: {overall}. In-context heads: {N_IC} of {n_heads_total} ({100 * N_IC / n_heads_total:.1f}%; paper: ~1%).")
 metrics = {"overall": overall, "incontext_heads": IC_HEADS, "accuracy": {m: f"{iv:.3f}" for m, iv in ACC_IV.items()},
            "swap_averaged_A/B": f"{MAP_IV[('A/B', 'B/A')]['swap_averaged']:.3f}", "sizes": sizes}
-_ = report_claims("07_incontext_heads", claims, metrics=metrics)
+_ = report_claims("07_incontext_heads", claims, metrics=metrics, digits=2)
 
 # %% [markdown]
 # ## 4 · Questions for discussion
