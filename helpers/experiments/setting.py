@@ -172,7 +172,7 @@ def own_task_claims(task: Task, acc: Interval, saliency: tuple[str, Interval | N
                     context: str = "") -> list[Claim]:
     """Notebook 08's claims on a user's task, from what notebooks 01-03's functions computed there.
 
-    ``acc``: vanilla 1-shot accuracy (fraction); judged against chance (1 / classes): above it replicates,
+    Values stay fractions (report with ``digits=2``). ``acc``: vanilla 1-shot accuracy; judged against chance (1 / classes): above it replicates,
     below it does not, otherwise inconclusive. ``saliency``, ``isolation``, ``aucroc``: (verdict, interval)
     of :func:`~helpers.experiments.saliency.saliency_verdict` (with the interval of S_wp - S_pq over the
     shallow layers), :func:`~helpers.experiments.isolation.isolation_verdict` (with label loyalty, label
@@ -186,20 +186,21 @@ def own_task_claims(task: Task, acc: Interval, saliency: tuple[str, Interval | N
     iso_v, iso_iv = isolation
     auc_v, auc_iv = aucroc
     return [
-        claim("08.accuracy_above_chance", acc.scaled(100), _verdict(acc, 1, chance),
-              f"95% interval above chance ({100 * chance:.1f}%): replicates; below: does not replicate; "
-              "contains it: inconclusive", unit="%", context=ctx),
+        claim("08.accuracy_above_chance", acc, _verdict(acc, 1, chance),
+              f"95% interval above chance ({chance:.2f}): replicates; below: does not replicate; "
+              "contains it: inconclusive", context=ctx),
         claim("08.saliency_two_stages", sal_iv, sal_v, "notebook 01's checks: S_wp above S_pq and S_ww in the first "
               "third of the layers, S_pq above both in the last half, both above S_ww over all layers, each on its "
               "95% interval (all hold: replicates; at least half: partly)", context=ctx,
-              note="Ours: S_wp - S_pq over the first third of the layers."),
-        claim("08.isolation_first_hurts", iso_iv.scaled(100), iso_v, f"notebook 02's checks at k = {k}: label "
+              note="Ours: S_wp - S_pq over the first third of the layers (shares of the total flow)."),
+        claim("08.isolation_first_hurts", iso_iv, iso_v, f"notebook 02's checks at k = {k}: label "
               "loyalty lowest with label words isolated in the first layers (every paired drop above 0), label-last "
-              "and random words at or above 80% (all hold: replicates; the first alone: partly)", unit="%",
-              context=ctx, note=f"Ours: label loyalty, label words isolated in the first {k} layers."),
+              "and random words at or above 0.80 (all hold: replicates; the first alone: partly)", context=ctx,
+              note=f"Ours: label loyalty, label words isolated in the first {k} layers."),
         claim("08.aucroc_deep", auc_iv, "inconclusive" if auc_v == "undefined" else auc_v,
-              f"notebook 03's checks: peak AUCROC_l >= {FIG5_PEAK_AUCROC - 0.05:.2f}, in the deeper half of the layers, R_l passing 0.5 after "
-              "the first third, each on its whole 95% interval (all hold: replicates; some: partly)", context=ctx,
+              f"notebook 03's checks: peak AUCROC_l >= {FIG5_PEAK_AUCROC - 0.05:.2f}, in the deeper half of the "
+              "layers, R_l passing 0.5 after the first third, each on its whole 95% interval (all hold: "
+              "replicates; some: partly)", context=ctx,
               note="Ours: peak AUCROC_l." + (" Undefined: the model predicted one class for every input."
                                               if auc_v == "undefined" else "")),
     ]
