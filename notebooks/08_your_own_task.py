@@ -288,9 +288,8 @@ auc_verdict, auc_checks = aucroc_verdict(curve, peak_target=paper.FIG5_PEAK_AUCR
 display(pd.DataFrame({"95% interval (layers 0-based)": {s_: "undefined" if iv is None else f"{iv:.2f}"
                                                         for s_, iv in auc_ivs.items()}}))
 display(pd.Series(auc_checks, name="holds", dtype=object).to_frame())
-if defined:
-    fig = plots.plot_aucroc_curves({f"{current_model_name().split('/')[-1]}, {task.display}": curve})
-    _ = save_figure(fig, f"08_{name}_aucroc")
+fig = plots.plot_aucroc_curves({f"{current_model_name().split('/')[-1]}, {task.display}": curve})  # empty if undefined
+_ = save_figure(fig, f"08_{name}_aucroc")
 
 # %% [markdown]
 # ## Paper vs ours
@@ -298,14 +297,12 @@ if defined:
 # The checks are those of notebooks 00-03, fixed before the run; their verdicts are taken unchanged. For
 # accuracy: the 95% interval above chance "replicates" (ICL works on the task), below chance "does not
 # replicate", containing chance "inconclusive". A run whose model predicts one class for every input has no
-# AUCROC: "inconclusive". The report is saved with the spec's path and digest (so results of different specs
+# AUCROC: "inconclusive". The report is saved with the spec's digest (so results of different specs
 # never mix) in the results folder's `metrics/08_your_own_task_<name>.json`.
 
 # %%
-claims = own_task_claims(task, acc_iv, (sal_verdict, sal_ivs[(name, "shallow", "S_wp - S_pq")]),
-                         (iso_verdict, iso_ivs[("label", "first", "label_loyal")]), (auc_verdict, auc_ivs["peak"]), k)
-_ = report_claims(f"08_your_own_task_{name}", claims, digits=2,
-                  metrics={"spec": task.spec_path, "digest": task.digest, "budget": budget, "chance": chance})
+claims = own_task_claims(task, acc_iv, (sal_verdict, sal_ivs), (iso_verdict, iso_ivs), (auc_verdict, auc_ivs), k)
+_ = report_claims(f"08_your_own_task_{name}", claims, digits=2, metrics={"digest": task.digest, "budget": budget})
 
 # %% [markdown]
 # ## Questions for discussion

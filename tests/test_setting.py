@@ -80,14 +80,16 @@ def test_setting_claims_judge_the_paired_difference():
 def test_own_task_claims_keep_the_experiments_verdicts():
     task = get_task("sst2")
     iv = Interval(0.62, 0.55, 0.70, 3, 96)
-    claims = own_task_claims(task, iv, ("partly", Interval(0.3, 0.1, 0.5, 3, 12)), ("replicates", iv),
-                             ("undefined", None), k=5)
+    sal = {("sst2", "shallow", "S_wp - S_pq"): Interval(0.3, 0.1, 0.5, 3, 12)}
+    iso = {("label", "first", "label_loyal"): iv}
+    claims = own_task_claims(task, iv, ("partly", sal), ("replicates", iso), ("undefined", {"peak": None}), k=5)
     v = {c.key: c.verdict for c in claims}
     assert v == {"08.accuracy_above_chance": "replicates", "08.saliency_two_stages": "partly",
                  "08.isolation_first_hurts": "replicates", "08.aucroc_deep": "inconclusive"}
     assert all(c.verdict in VERDICTS for c in claims) and claims[0].ours.estimate == pytest.approx(0.62)
     assert "one class" in claims[3].note
-    low = own_task_claims(task, Interval(0.3, 0.2, 0.4, 3, 96), ("partly", None), ("partly", iv), ("partly", None), 5)
+    assert claims[1].ours.estimate == 0.3 and claims[2].ours is iv and claims[3].ours is None
+    low = own_task_claims(task, Interval(0.3, 0.2, 0.4, 3, 96), ("partly", {}), ("partly", iso), ("partly", {}), 5)
     assert low[0].verdict == "does not replicate"
 
 

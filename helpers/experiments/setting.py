@@ -167,24 +167,25 @@ def setting_claims(one, five, context: str = "") -> list[Claim]:
     ]
 
 
-def own_task_claims(task: Task, acc: Interval, saliency: tuple[str, Interval | None],
-                    isolation: tuple[str, Interval], aucroc: tuple[str, Interval | None], k: int,
-                    context: str = "") -> list[Claim]:
+def own_task_claims(task: Task, acc: Interval, saliency: tuple[str, dict], isolation: tuple[str, dict],
+                    aucroc: tuple[str, dict], k: int, context: str = "") -> list[Claim]:
     """Notebook 08's claims on a user's task, from what notebooks 01-03's functions computed there.
 
-    Values stay fractions (report with ``digits=2``). ``acc``: vanilla 1-shot accuracy; judged against chance (1 / classes): above it replicates,
-    below it does not, otherwise inconclusive. ``saliency``, ``isolation``, ``aucroc``: (verdict, interval)
-    of :func:`~helpers.experiments.saliency.saliency_verdict` (with the interval of S_wp - S_pq over the
-    shallow layers), :func:`~helpers.experiments.isolation.isolation_verdict` (with label loyalty, label
-    words isolated in the first ``k`` layers, fraction) and
-    :func:`~helpers.experiments.aucroc.aucroc_verdict` (with the peak AUCROC_l; verdict ``"undefined"``
-    when the model predicted one class for every input). The verdicts are theirs, unchanged.
+    Values stay fractions (report with ``digits=2``). ``acc``: vanilla 1-shot accuracy; judged against chance
+    (1 / classes): above it replicates, below it does not, otherwise inconclusive. ``saliency``,
+    ``isolation``, ``aucroc``: (verdict, intervals) of
+    :func:`~helpers.experiments.saliency.saliency_verdict` with :func:`~helpers.experiments.saliency.flow_intervals`
+    (ours: S_wp - S_pq over the shallow third), :func:`~helpers.experiments.isolation.isolation_verdict`
+    with ``{(condition, where, measure): Interval}`` (ours: label loyalty, label words isolated in the first
+    ``k`` layers) and :func:`~helpers.experiments.aucroc.aucroc_verdict` with
+    :func:`~helpers.experiments.aucroc.curve_intervals` (ours: the peak AUCROC_l; verdict ``"undefined"`` when
+    the model predicted one class for every input). The verdicts are theirs, unchanged.
     """
     chance = 1 / task.n_classes
     ctx = f"{task.display}; {context}" if context else task.display
-    sal_v, sal_iv = saliency
-    iso_v, iso_iv = isolation
-    auc_v, auc_iv = aucroc
+    sal_v, sal_iv = saliency[0], saliency[1].get((task.name, "shallow", "S_wp - S_pq"))
+    iso_v, iso_iv = isolation[0], isolation[1][("label", "first", "label_loyal")]
+    auc_v, auc_iv = aucroc[0], aucroc[1].get("peak")
     return [
         claim("08.accuracy_above_chance", acc, _verdict(acc, 1, chance),
               f"95% interval above chance ({chance:.2f}): replicates; below: does not replicate; "
