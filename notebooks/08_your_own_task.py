@@ -190,7 +190,7 @@ with torch.inference_mode():  # notebook 00's prediction: logits at q (the last 
 torch.testing.assert_close(mine, vanilla_predictions(model, [prompt], lids, top_k=0).label_logits[0],
                            atol=1e-3, rtol=1e-3)
 print(f"the query as rendered: ...{text[-80:]!r}")
-print(f"label logits at q: {dict(zip(task.label_words, mine.round(decimals=2).tolist()))}; prediction "
+print(f"label logits at q: {', '.join(f'{w} {x:.2f}' for w, x in zip(task.label_words, mine.tolist()))}; prediction "
       f"{task.label_words[int(mine.argmax())]!r}, gold {task.label_words[prompt.gold]!r}")
 
 # %% [markdown]
