@@ -368,6 +368,9 @@ def _execute(a, nb_path: Path, outdir: Path, progress: Progress) -> tuple[str, f
         shutil.rmtree(tmp, ignore_errors=True)
     dt = time.perf_counter() - t0
     out = outdir / nb_path.name
+    # an executed copy is a result, not a source: unpaired, so that saving it in JupyterLab writes no .py beside it
+    # (jupytext.toml pairs every notebook without a pairing of its own)
+    nb.metadata.setdefault("jupytext", {})["formats"] = "ipynb"
     nbformat.write(nb, out)
     try:
         sign_notebook(out)

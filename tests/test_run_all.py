@@ -211,7 +211,8 @@ def test_sign_notebook_trusts_the_file_as_written(tmp_path, monkeypatch):
 
 def test_run_all_signs_the_executed_notebooks(tmp_path):
     """make run writes executed notebooks that open trusted (circuitsvis views and tqdm bars shown): each copy is
-    signed in the Jupyter data directory's notary, the one JupyterLab checks, failed notebooks included."""
+    signed in the Jupyter data directory's notary, the one JupyterLab checks, failed notebooks included. The copies
+    are not paired to a .py (jupytext.toml pairs every notebook that does not say otherwise)."""
     from nbformat.sign import NotebookNotary
 
     nb_dir = tmp_path / "nbs"
@@ -229,3 +230,4 @@ def test_run_all_signs_the_executed_notebooks(tmp_path):
         nb = nbformat.read(out / "gemma-3-270m" / "smoke" / "notebooks" / f"{name}.ipynb", as_version=4)
         assert nb.cells[0].outputs, name  # executed
         assert notary.check_signature(nb), f"{name} is not trusted"
+        assert nb.metadata["jupytext"]["formats"] == "ipynb"  # a result: saving it writes no paired .py
