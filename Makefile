@@ -75,8 +75,10 @@ bench: setup
 figures:
 	$(PY) scripts/readme_figures.py --profile $(PROFILE)
 
+# double-clicking a notebook source (.py) opens it as a notebook: a default of the JupyterLab in .venv only
 lab: setup
 	$(PY) -m pip install --quiet jupyterlab
+	$(PY) scripts/lab_settings.py
 	$(VENV)/bin/jupyter lab notebooks
 
 data: setup
