@@ -102,3 +102,55 @@ def test_flow_curves_draw_the_interval_bands():
     assert "95% CI (seeds and inputs)" in [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
     plt.close(fig)
     plt.close(plot_flow_curves(df))  # without intervals: the sd over seeds, as before
+
+
+# ----------------------------------------------------------------------------------- tokens as the views show them
+
+def _bos_prompt(model):
+    from helpers.core.prompts import Demo, build_prompt
+
+    return build_prompt(model, "sst2", [Demo("a <b>bold</b> & fine film", 1), Demo("dull", 0)], Demo("fun", 1))
+
+
+def test_bos_is_visible_in_token_strings_and_views(tiny_models):
+    """A BOS token (GPT-2 tokenizer: <|endoftext|>; Gemma: <bos>) is shown as ‹...›, never as a raw <...> that an
+    HTML view reads as a tag and hides; in circuitsvis views no token carries markup characters at all."""
+    import json
+
+    from helpers.study import plots
+
+    m = tiny_models["rotary"]  # prepends BOS
+    p = _bos_prompt(m)
+    assert p.bos
+    toks = plots.token_strings(m, p)
+    assert toks[0] == "\u2039|endoftext|\u203a"
+    assert "<|endoftext|>" not in toks
+    assert "".join(toks[1:]) == m.tokenizer.decode(p.tokens[1:].tolist())  # ordinary tokens as decoded
+    shown = plots.view_token_strings(m, p)
+    assert len(shown) == len(p) and shown[0] == toks[0]
+    assert not any(c in "".join(shown) for c in "<>&"), shown
+    assert any("\u21b5" in t for t in shown)  # newline tokens get a visible mark
+    html = plots.anchor_html(m, p)
+    assert "\u2039|endoftext|\u203a" in html and "endoftext|&gt;" not in html
+    for view in (plots.anchor_tokens_view(m, p), plots.attention_view(m, p, layer=0),
+                 plots.head_attention_view(m, p, [[0.5] * len(p), [0.25] * len(p)], ["L0H1", "L1H2"])):
+        props = str(view)  # the rendered HTML, the view's props as JSON
+        assert json.dumps(shown[0]) in props
+        assert "<|endoftext|>" not in props and "<b>" not in props
+
+
+def test_saliency_view_is_titled_by_layer(tiny_models):
+    """The saliency view's panels are layers, and are named so ("layer 1"), not "Head 0"."""
+    import json
+
+    import torch
+
+    from helpers.study import plots
+
+    m = tiny_models["rotary"]
+    p = _bos_prompt(m)
+    n = len(p)
+    sal = torch.rand(m.cfg.n_layers, n, n).tril()
+    props = str(plots.saliency_view(m, p, sal, [1, 2]))
+    assert '"attentionHeadNames": ["layer 1", "layer 2"]' in props
+    assert json.dumps(plots.view_token_strings(m, p)[0]) in props

@@ -54,17 +54,20 @@ def plot_flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None =
 
 
 def saliency_view(model, prompt, sal, layers: Sequence[int]):
-    """circuitsvis view of one prompt's saliency matrices, one "head" per chosen layer.
+    """circuitsvis view of one prompt's saliency matrices ``I_l``, one panel per chosen layer, titled by its layer.
 
     Each layer's ``I_l`` is divided by its maximum so shallow and deep layers are
-    comparable; hover a token to see which earlier tokens feed it.
+    comparable; pick a layer, then hover a cell to see how much the source token feeds the destination token.
     """
     import circuitsvis as cv
     import torch
 
+    from .setting import view_token_strings
+
     mats = torch.stack([sal[l] / sal[l].max().clamp(min=1e-12) for l in layers])
-    toks = [model.tokenizer.decode([int(t)]) for t in prompt.tokens]
-    return cv.attention.attention_patterns(tokens=toks, attention=mats)
+    return cv.attention.attention_heads(attention=mats, tokens=view_token_strings(model, prompt),
+                                        attention_head_names=[f"layer {l}" for l in layers], min_value=0,
+                                        max_value=1)
 
 
 def plot_loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: dict | None = None):
