@@ -154,3 +154,31 @@ def test_saliency_view_is_titled_by_layer(tiny_models):
     props = str(plots.saliency_view(m, p, sal, [1, 2]))
     assert '"attentionHeadNames": ["layer 1", "layer 2"]' in props
     assert json.dumps(plots.view_token_strings(m, p)[0]) in props
+
+
+def test_topk_table_shows_every_token_whole(tiny_models):
+    """Table 5: every top-k token of every shown input has a cell of its own, whitespace visible, and pandas' HTML
+    display (what a notebook shows) cuts none of them."""
+    import pandas as pd
+    import torch
+
+    from helpers.core.predict import Predictions
+    from helpers.study import plots
+
+    m = tiny_models["gpt2"]
+    tok = m.tokenizer
+    words = [" business", " sports", "\n", " technology", " world", " The", ",", " the", " and", " of"]
+    ids = [tok.encode(w, add_special_tokens=False)[-1] for w in words]  # one token each
+    top = torch.tensor([ids[:5], ids[5:], ids[2:7]])
+    base = Predictions(torch.zeros(3, 2), top, torch.zeros(3, dtype=torch.long))
+    iso = Predictions(torch.zeros(3, 2), top.flip(-1), torch.zeros(3, dtype=torch.long))
+    df = plots.topk_table(m, base, iso, n=2)
+    assert list(df.columns) == ["input", "condition", "top 1", "top 2", "top 3", "top 4", "top 5"]
+    assert len(df) == 4 and list(df["condition"][:2]) == ["without isolation", "with isolation"]
+    assert list(df.iloc[0, 2:]) == ["\u2423business", "\u2423sports", "\u21b5", "\u2423technology", "\u2423world"]
+    assert list(df.iloc[1, 2:]) == ["\u2423world", "\u2423technology", "\u21b5", "\u2423sports", "\u2423business"]
+    with pd.option_context("display.max_colwidth", 50):
+        html = df._repr_html_()
+    assert "..." not in html and "\u2026" not in html
+    for cell in df.iloc[:, 2:].to_numpy().ravel():
+        assert f">{cell}<" in html

@@ -147,8 +147,23 @@ def plot_aucroc_curves(per_model: dict[str, pd.DataFrame], threshold: float = 0.
 
 
 def topk_table(model, base, iso, n: int = 5) -> pd.DataFrame:
-    """Top-k tokens at q for the first ``n`` inputs, without and with isolation (paper Table 5)."""
-    dec = lambda ids: ", ".join(repr(model.tokenizer.decode([int(t)])) for t in ids)  # noqa: E731
-    rows = [{"input": i, "without isolation": dec(base.topk[i]), "with isolation": dec(iso.topk[i])}
-            for i in range(min(n, len(base)))]
+    """Top-k tokens at q for the first ``n`` inputs, without and with isolation (paper Table 5).
+
+    One row per input and condition, one column per rank, one token per cell with its whitespace made visible
+    (``␣`` a space, ``↵`` a newline, ``⇥`` a tab): every cell stays short, so pandas shows it whole (a list of
+    five tokens in one cell ran past ``display.max_colwidth``, 50 characters, and was cut with "...").
+    """
+    rows = []
+    for i in range(min(n, len(base))):
+        for cond, pred in (("without isolation", base), ("with isolation", iso)):
+            ids = [int(t) for t in pred.topk[i]]
+            rows.append({"input": i, "condition": cond,
+                         **{f"top {r}": _token_shown(model.tokenizer.decode([t])) for r, t in enumerate(ids, 1)}})
     return pd.DataFrame(rows)
+
+
+_WHITESPACE_SHOWN = str.maketrans({" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5"})
+
+
+def _token_shown(s: str) -> str:
+    return s.translate(_WHITESPACE_SHOWN) if s else "(empty)"
