@@ -182,3 +182,59 @@ def test_topk_table_shows_every_token_whole(tiny_models):
     assert "..." not in html and "\u2026" not in html
     for cell in df.iloc[:, 2:].to_numpy().ravel():
         assert f">{cell}<" in html
+
+
+# ----------------------------------------------------------------------------------- whole-number layer axes
+
+def _layer_plots(n_layers: int = 18):
+    """Every figure with an axis of layer indices or counts of layers (or epochs): (name, figure, "x" or "y")."""
+    import numpy as np
+    import pandas as pd
+
+    from helpers.study import plots
+
+    L = range(n_layers)
+    flows = pd.DataFrame([{"task": t, "seed": s, "layer": l, "flow": f, "value": 0.3}
+                          for t in ("A", "B") for s in (1, 2) for l in L for f in ("S_wp", "S_pq", "S_ww")])
+    sweep = pd.DataFrame([{"task": "A", "seed": 1, "condition": c, "where": w, "k": k, "label_loyalty": 0.9,
+                           "word_loyalty": 0.8} for c in ("label", "random") for w in ("first", "last")
+                          for k in (1, 3, 5, 7, 9, 11, 13, 15, 17)])
+    auc = {"model": pd.DataFrame({"layer": list(L), "auc": np.linspace(0.5, 0.9, n_layers),
+                                  "r": np.linspace(0, 1, n_layers)})}
+    gain = np.random.default_rng(0).normal(size=(n_layers, 4))
+    beta = np.random.default_rng(0).normal(size=(n_layers, 4, 2))
+    return [("plot_flow_curves", plots.plot_flow_curves(flows), "x"),
+            ("plot_loyalty_sweep", plots.plot_loyalty_sweep(sweep), "x"),
+            ("plot_aucroc_curves", plots.plot_aucroc_curves(auc), "x"),
+            ("plot_layer_sweep", plots.plot_layer_sweep({l: 0.1 * l for l in L}, chosen=5), "x"),
+            ("plot_loss_curves", plots.plot_loss_curves({"a": [1.0, 0.8, 0.7, 0.65, 0.6, 0.58, 0.57]}), "x"),
+            ("plot_head_map", plots.plot_head_map(gain, gain, chosen=[(1, 2)]), "y"),
+            ("plot_beta", plots.plot_beta(beta, [0, 1], ["neg", "pos"]), "y")]
+
+
+def test_layer_axes_have_whole_number_ticks():
+    """Layer indices and counts of layers are whole numbers: no tick at 2.5 on any layer axis (heatmaps: one tick
+    per cell centre, labelled with the cell's whole number)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for n_layers in (18, 9, 30):
+        for name, fig, which in _layer_plots(n_layers):
+            fig.canvas.draw()
+            for ax in fig.axes:
+                if ax.get_label() == "<colorbar>" or not ax.has_data():
+                    continue
+                axis = ax.xaxis if which == "x" else ax.yaxis
+                ticks = axis.get_majorticklocs()
+                lo, hi = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
+                shown = [t for t in ticks if lo - 1e-9 <= t <= hi + 1e-9]
+                assert shown, (name, n_layers)
+                if name in ("plot_head_map", "plot_beta"):  # heatmap cells centred at i + 0.5, labelled i
+                    labels = [t.get_text() for t in axis.get_ticklabels() if t.get_text()]
+                    assert all(lab.lstrip("-").isdigit() for lab in labels), (name, labels)
+                    assert all(abs(t - round(t - 0.5) - 0.5) < 1e-9 for t in shown), (name, shown)
+                else:
+                    assert all(abs(t - round(t)) < 1e-9 for t in shown), (name, n_layers, shown)
+            plt.close(fig)

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from .setting import integer_ticks
+
 __all__ = ["plot_flow_curves", "saliency_view", "plot_loyalty_bars", "plot_loyalty_sweep", "plot_aucroc_curves", "topk_table"]
 
 _FLOW_COLORS = {"S_wp": "#1f77b4", "S_pq": "#d62728", "S_ww": "#7f7f7f"}
@@ -45,6 +47,7 @@ def plot_flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None =
         ax.set_title(task)
         ax.set_ylim(0, 1)
         ax.set_ylabel("relative size")
+        integer_ticks(ax.xaxis)
         if ax is not axes[0][-1]:
             ax.get_legend().remove()
     if title:
@@ -113,6 +116,7 @@ def plot_loyalty_sweep(df: pd.DataFrame, title: str = ""):
         sns.lineplot(data=dd, x="k", y="v", hue="setting", marker="o", errorbar="sd", ax=ax)
         ax.set_title(metric.replace("_", " "))
         ax.set_xlabel("isolated layers")
+        integer_ticks(ax.xaxis)
         ax.set_ylabel("loyalty (%)")
         ax.set_ylim(0, 105)
     axes[0].get_legend().remove()
@@ -141,6 +145,7 @@ def plot_aucroc_curves(per_model: dict[str, pd.DataFrame], threshold: float = 0.
         ax.set_ylim(0, 1.05)
         ax.set_title(name)
         ax.set_xlabel("layer")
+        integer_ticks(ax.xaxis)
         ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig

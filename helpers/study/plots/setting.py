@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-__all__ = ["token_strings", "view_token_strings", "anchor_html", "anchor_tokens_view", "attention_view", "plot_accuracy_bars", "plot_interval_bars"]
+__all__ = ["token_strings", "view_token_strings", "anchor_html", "anchor_tokens_view", "attention_view", "plot_accuracy_bars",
+           "plot_interval_bars", "integer_ticks"]
 
 _COLORS = {"label": "#f4a261", "format": "#a8dadc", "query": "#e9c46a", "q": "#e76f51", "bos": "#cccccc"}
 
@@ -85,6 +86,15 @@ def attention_view(model, prompt, layer: int, pattern=None):
                                             names_filter=f"blocks.{layer}.attn.hook_pattern")
         pattern = cache[f"blocks.{layer}.attn.hook_pattern"][0]
     return cv.attention.attention_patterns(tokens=view_token_strings(model, prompt), attention=pattern.cpu())
+
+
+def integer_ticks(*axes) -> None:
+    """Whole-number ticks only (``MaxNLocator(integer=True)``) on matplotlib axes (``ax.xaxis``, ...) that count
+    layers, layer indices or epochs: matplotlib's default puts ticks at 2.5, 7.5, ... on a range of 18 layers."""
+    from matplotlib.ticker import MaxNLocator
+
+    for axis in axes:
+        axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _bar_x(xs: list, hues: list, x, hue, width: float = 0.8) -> float:
