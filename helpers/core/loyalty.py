@@ -23,7 +23,7 @@ __all__ = ["label_loyalty", "word_loyalty", "label_loyalty_rows", "word_loyalty_
            "as_topk"]
 
 
-def as_pred(x) -> Int[torch.Tensor, n]:
+def as_pred(x) -> Int[torch.Tensor, "n"]:
     """Predicted labels from Predictions, labels ``[n]`` or logits ``[n, C]``."""
     if isinstance(x, Predictions):
         return x.pred
@@ -58,7 +58,7 @@ def label_loyalty(a, b) -> float:
     return float((pa == pb).float().mean())
 
 
-def jaccard_rows(a: Int[torch.Tensor, "n k"], b: Int[torch.Tensor, "n k"]) -> Float[torch.Tensor, n]:
+def jaccard_rows(a: Int[torch.Tensor, "n k"], b: Int[torch.Tensor, "n k"]) -> Float[torch.Tensor, "n"]:
     """Per-row Jaccard similarity |a ∩ b| / |a ∪ b| of two id sets (ids within a row are distinct)."""
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"jaccard_rows: {a.shape[0]} vs {b.shape[0]} rows")

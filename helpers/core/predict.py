@@ -12,12 +12,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer
 
 __all__ = ["Predictions", "predict", "logits_at", "unembed_at", "resid_at", "unembed_rows", "predictions_from_resid", "length_batches", "batch_token_budget", "HookFactory"]
 
@@ -28,7 +32,7 @@ __all__ = ["Predictions", "predict", "logits_at", "unembed_at", "resid_at", "une
 HookFactory = Callable[..., list]
 
 
-def unembed_at(model, resid: Float[torch.Tensor, "batch seq d_model"], q: Int[torch.Tensor, batch],
+def unembed_at(model: HookedTransformer, resid: Float[torch.Tensor, "batch seq d_model"], q: Int[torch.Tensor, "batch"],
                vocab: torch.Tensor | None = None) -> Float[torch.Tensor, "batch vocab"]:
     """Logits of ``resid`` (the final residual stream) at ``q[b]`` of each row; ``vocab``: only these columns."""
     at_q = model.ln_final(resid[torch.arange(resid.shape[0], device=resid.device), q.to(resid.device)][:, None, :])
@@ -43,7 +47,7 @@ def unembed_at(model, resid: Float[torch.Tensor, "batch seq d_model"], q: Int[to
     return logits
 
 
-def resid_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, batch], fwd_hooks: Sequence = (),
+def resid_at(model: HookedTransformer, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, "batch"], fwd_hooks: Sequence = (),
              **forward_kwargs) -> Float[torch.Tensor, "batch d_model"]:
     """The final residual stream (before ln_final) at ``q[b]`` of each row."""
     with model.hooks(fwd_hooks=list(fwd_hooks)):
@@ -51,7 +55,7 @@ def resid_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor,
     return resid[torch.arange(resid.shape[0], device=resid.device), q.to(resid.device)]
 
 
-def logits_at(model, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, batch],
+def logits_at(model: HookedTransformer, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, "batch"],
               fwd_hooks: Sequence = (), vocab: torch.Tensor | None = None,
               **forward_kwargs) -> Float[torch.Tensor, "batch vocab"]:
     """Logits at position ``q[b]`` of each row, unembedding only there.
@@ -115,7 +119,7 @@ def length_batches(prompts: Sequence, batch_size: int, max_tokens: int | None = 
     return batches[::-1]
 
 
-def unembed_rows(model, resid: Float[torch.Tensor, "n d_model"], vocab: torch.Tensor | None = None,
+def unembed_rows(model: HookedTransformer, resid: Float[torch.Tensor, "n d_model"], vocab: torch.Tensor | None = None,
                  chunk: int = 256) -> Float[torch.Tensor, "n vocab"]:
     """Logits of final residual vectors (ln_final, unembedding, soft cap), ``chunk`` rows at a time.
 
@@ -129,7 +133,7 @@ def unembed_rows(model, resid: Float[torch.Tensor, "n d_model"], vocab: torch.Te
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
-def predictions_from_resid(model, resid: Float[torch.Tensor, "n d_model"], prompts: Sequence[Prompt],
+def predictions_from_resid(model: HookedTransformer, resid: Float[torch.Tensor, "n d_model"], prompts: Sequence[Prompt],
                            label_ids: Sequence[int], top_k: int = 5) -> Predictions:
     """:class:`Predictions` from each prompt's final residual at q.
 
@@ -151,14 +155,14 @@ def predictions_from_resid(model, resid: Float[torch.Tensor, "n d_model"], promp
 class Predictions:
     label_logits: Float[torch.Tensor, "n classes"]  # logits of the label words' first tokens
     topk: Int[torch.Tensor, "n k"]  # top-k full-vocabulary token ids at q
-    gold: Int[torch.Tensor, n]  # -1 where unknown
+    gold: Int[torch.Tensor, "n"]  # -1 where unknown
 
     @property
     def label_probs(self) -> Float[torch.Tensor, "n classes"]:
         return self.label_logits.softmax(-1)
 
     @property
-    def pred(self) -> Int[torch.Tensor, n]:
+    def pred(self) -> Int[torch.Tensor, "n"]:
         return self.label_logits.argmax(-1)
 
     @property
@@ -172,7 +176,7 @@ class Predictions:
         return int(self.gold.shape[0])
 
 
-def predict(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
+def predict(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
             top_k: int = 5, hooks: HookFactory | None = None, progress: bool | str = False) -> Predictions:
     """Label-restricted prediction at q for every prompt (input order kept).
 

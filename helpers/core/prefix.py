@@ -67,6 +67,7 @@ import dataclasses
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -74,6 +75,9 @@ from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
 from helpers.core.prompts import Prompt, check_prompts
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer
 
 __all__ = [
     "PrefixCache",
@@ -108,7 +112,7 @@ class PrefixCache:
     values: list[Float[torch.Tensor, "kept kv_head d_head"]]
     kept: list[int]  # original positions o_j of the cache rows
     length: int  # P0: the prefix's length, the first suffix token's position in the full prompt
-    tokens: Int[torch.Tensor, prefix]  # the prefix tokens (all P0, kept or not)
+    tokens: Int[torch.Tensor, "prefix"]  # the prefix tokens (all P0, kept or not)
     model_ref: Callable = field(repr=False, default=lambda: None)  # weakref to the model it was built with
     note: str = ""  # what ran on the prefix (hooks), for display
     query_start: int | None = None  # position of the first suffix token; None: ``length`` (P0)
@@ -167,7 +171,7 @@ def shared_prefix_len(prompts: Sequence[Prompt]) -> int:
     return p0
 
 
-def shared_prefix_or_none(model, prompts: Sequence[Prompt], shared: bool = True) -> int | None:
+def shared_prefix_or_none(model: HookedTransformer, prompts: Sequence[Prompt], shared: bool = True) -> int | None:
     """P0 when the shared-prefix path applies (``shared``, one demonstration set, rotary or learned
     positions), else None: the caller then runs the full prompts."""
     if not shared or not prompts or model.cfg.positional_embedding_type not in ("rotary", "standard"):
@@ -314,7 +318,7 @@ class _SuffixPositions:
         return False
 
 
-def run_prefix(model, tokens: Int[torch.Tensor, prefix], keep: Sequence[int] | None = None,
+def run_prefix(model: HookedTransformer, tokens: Int[torch.Tensor, "prefix"], keep: Sequence[int] | None = None,
                hooks: Sequence = (), note: str = "") -> PrefixCache:
     """One forward pass over ``tokens`` (under ``hooks``); keep the keys/values of ``keep`` (default: all).
 
@@ -348,7 +352,7 @@ def run_prefix(model, tokens: Int[torch.Tensor, prefix], keep: Sequence[int] | N
     return PrefixCache(keys, values, keep, p0, tokens.clone().cpu(), weakref.ref(model), note)
 
 
-def extend_prefix(model, cache: PrefixCache, tokens: Int[torch.Tensor, more], hooks: Sequence = ()) -> PrefixCache:
+def extend_prefix(model: HookedTransformer, cache: PrefixCache, tokens: Int[torch.Tensor, "more"], hooks: Sequence = ()) -> PrefixCache:
     """``cache`` followed by ``tokens`` (all kept): the cache of the longer prefix, from one suffix pass."""
     cache.check_model(model)
     tokens = torch.as_tensor(tokens).reshape(-1)
@@ -397,7 +401,7 @@ def _check_suffix(model, cache: PrefixCache, m: int) -> None:
     _install(model)
 
 
-def suffix_forward(model, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], hooks: Sequence = (),
+def suffix_forward(model: HookedTransformer, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], hooks: Sequence = (),
                    kv=None) -> Float[torch.Tensor, "batch m d_model"]:
     """The final residual stream of right-padded ``tokens`` run after ``cache`` (no inference mode inside:
     differentiable with respect to hook parameters)."""
@@ -408,8 +412,8 @@ def suffix_forward(model, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m
         return _layers(model, kv, tokens, None, model.cfg.n_layers, m)
 
 
-def suffix_logits(model, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], q: Int[torch.Tensor, batch],
-                  hooks: Sequence = (), vocab: Int[torch.Tensor, v] | None = None
+def suffix_logits(model: HookedTransformer, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], q: Int[torch.Tensor, "batch"],
+                  hooks: Sequence = (), vocab: Int[torch.Tensor, "v"] | None = None
                   ) -> Float[torch.Tensor, "batch vocab"]:
     """Logits at ``q[b]`` (an index into the suffix ``tokens``), unembedding only there (``vocab``: only these
     columns). Differentiable with respect to hook parameters."""
@@ -458,7 +462,7 @@ def suffix_batches(cache: PrefixCache, prompts: Sequence[Prompt], batch_size: in
         yield idx, toks, torch.tensor([prompts[i].q - p0 for i in idx])
 
 
-def predict_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
+def predict_shared(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
                    top_k: int = 5, hooks=None, prefix_hooks: Sequence = (), cache: PrefixCache | None = None,
                    progress: bool | str = False):
     """:func:`helpers.core.predict.predict` with the shared demonstrations run once.
@@ -492,7 +496,7 @@ def predict_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], b
         return predictions_from_resid(model, resid, prompts, label_ids, top_k)
 
 
-def predict_shared_split(model, prompts: Sequence[Prompt], label_ids: Sequence[int], caches: dict,
+def predict_shared_split(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], caches: dict,
                          split_layer: int, batch_size: int = 16, top_k: int = 5) -> dict:
     """:func:`predict_shared` against several prefix caches that agree below ``split_layer``.
 
@@ -546,7 +550,7 @@ def _has_hooks(model) -> bool:
     return any(hp.fwd_hooks or hp.bwd_hooks for hp in model.hook_dict.values())
 
 
-def vanilla_predictions(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
+def vanilla_predictions(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
                         top_k: int = 5, progress: bool | str = False):
     """:func:`predict_shared` without hooks, stored on disk by content.
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -38,6 +39,9 @@ from jaxtyping import Int
 
 from helpers.core.models import uses_bos
 from helpers.core.tasks import Task, get_task, label_token_ids
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer
 
 __all__ = [
     "Demo",
@@ -72,7 +76,7 @@ class Demo:
 
 @dataclass
 class Prompt:
-    tokens: Int[torch.Tensor, seq]
+    tokens: Int[torch.Tensor, "seq"]
     text: str
     label_pos: list[int]
     label_class: list[int]
@@ -267,7 +271,7 @@ def build_prompt(model_or_tokenizer, task: str | Task, demos: Sequence[Demo], qu
     )
 
 
-def build_prompts(model, task, demos, queries: Sequence[Demo], max_len: int | None = None):
+def build_prompts(model: HookedTransformer, task, demos, queries: Sequence[Demo], max_len: int | None = None):
     """Prompts for every query with the same demonstrations; over-long ones dropped and counted.
 
     Returns ``(prompts, n_dropped)``; ``max_len`` defaults to the model's context ``n_ctx``.
@@ -304,7 +308,7 @@ class PromptSet:
         return torch.tensor([p.gold for p in self.prompts])
 
 
-def make_icl_set(model, task: str | Task, seed: int, n_test: int, k_per_class: int = 1,
+def make_icl_set(model: HookedTransformer, task: str | Task, seed: int, n_test: int, k_per_class: int = 1,
                  demos: Sequence[Demo] | None = None, max_len: int | None = None) -> PromptSet:
     """The paper's setting for one seed: one fixed demonstration set for the whole test sample."""
     from helpers.core.tasks import load_split
@@ -322,7 +326,7 @@ def make_icl_set(model, task: str | Task, seed: int, n_test: int, k_per_class: i
     return PromptSet(task, seed, k_per_class, demos, kept, prompts, dropped, label_token_ids(model.tokenizer, task))
 
 
-def check_prompts(model, prompts: Sequence[Prompt], what: str = "run") -> None:
+def check_prompts(model: HookedTransformer, prompts: Sequence[Prompt], what: str = "run") -> None:
     """Refuse an empty prompt list, or a prompt longer than the model's context, with a message that says what to do."""
     if not len(prompts):
         raise PromptError(f"no prompts to {what}: pass at least one (a prompt set whose prompts were all "

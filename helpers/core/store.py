@@ -19,9 +19,12 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer
 
 __all__ = ["cached", "CACHE_VERSION", "model_fingerprint", "prompts_digest", "code_digest", "data_digest",
            "task_identity"]
@@ -101,7 +104,7 @@ def _key(kind: str, params: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-def model_fingerprint(model) -> str:
+def model_fingerprint(model: HookedTransformer) -> str:
     """Digest of a model's name, config and weights, for content-keyed caches.
 
     Every parameter contributes its name, shape, dtype and first and last 64

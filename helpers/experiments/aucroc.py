@@ -128,7 +128,7 @@ def _label_attention_shared(model, prompts: Sequence[Prompt], label_ids: Sequenc
     return scores, preds
 
 
-def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, n]) -> float:
+def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, "n"]) -> float:
     """ROC AUC of per-class scores against predicted labels (nan if fewer than 2 classes were predicted).
 
     Classes never predicted are dropped. Two classes left: binary AUC of the
@@ -165,7 +165,7 @@ def _rank_auc(positive: np.ndarray, s: np.ndarray) -> np.ndarray:
     return (r[positive].sum(0) - n1 * (n1 + 1) / 2) / (n1 * n0)
 
 
-def aucroc_per_layer(scores: Float[torch.Tensor, "n layer classes"], pred) -> Float[np.ndarray, layer]:
+def aucroc_per_layer(scores: Float[torch.Tensor, "n layer classes"], pred) -> Float[np.ndarray, "layer"]:
     """``AUCROC_l`` for every layer: :func:`auc_roc` of each layer's scores, computed for all layers at once
     (rank statistics; equal to ``roc_auc_score`` per layer to float rounding, tested)."""
     s = np.asarray(scores, dtype=np.float64)
@@ -192,7 +192,7 @@ def aucroc_per_layer(scores: Float[torch.Tensor, "n layer classes"], pred) -> Fl
     return out / len(pairs)
 
 
-def cumulative_r(auc: Float[np.ndarray, layer]) -> Float[np.ndarray, layer]:
+def cumulative_r(auc: Float[np.ndarray, "layer"]) -> Float[np.ndarray, "layer"]:
     """``R_l``: cumulative share of sum(AUCROC - 0.5) up to layer l (ends at 1).
 
     NaN everywhere unless the total is positive: with a total at or below zero
@@ -206,7 +206,7 @@ def cumulative_r(auc: Float[np.ndarray, layer]) -> Float[np.ndarray, layer]:
     return np.cumsum(d) / tot
 
 
-def crossing_layer(r: Float[np.ndarray, layer], threshold: float = 0.5) -> int | None:
+def crossing_layer(r: Float[np.ndarray, "layer"], threshold: float = 0.5) -> int | None:
     """First layer (0-based) where ``R_l`` exceeds ``threshold``, or None."""
     hit = np.flatnonzero(np.asarray(r) > threshold)
     return int(hit[0]) if len(hit) else None

@@ -389,11 +389,11 @@ def _head_contrib(model, store, layer: int) -> Float[torch.Tensor, "batch head d
 class HeadScores:
     gain: Float[torch.Tensor, "n layer head"]  # per prompt, for the predicted label
     drop: Float[torch.Tensor, "n layer head"]
-    pred: Int[torch.Tensor, n]
+    pred: Int[torch.Tensor, "n"]
     ablation: str
     label_gain: Float[torch.Tensor, "n label layer head"] | None = None  # per prompt, for every label word
     label_drop: Float[torch.Tensor, "n label layer head"] | None = None
-    gold: Int[torch.Tensor, n] | None = None  # -1 where unknown
+    gold: Int[torch.Tensor, "n"] | None = None  # -1 where unknown
 
     @property
     def mean_gain(self) -> Float[torch.Tensor, "layer head"]:
@@ -420,7 +420,7 @@ def _z_mask_hooks(model, masks: Float[torch.Tensor, "rows layer head"],
     return [(f"blocks.{l}.attn.hook_z", hook_for(l)) for l in range(model.cfg.n_layers) if masks[:, l].any()]
 
 
-def _ablated_last_logprobs(model, tokens: Int[torch.Tensor, seq], masks: Float[torch.Tensor, "rows layer head"],
+def _ablated_last_logprobs(model, tokens: Int[torch.Tensor, "seq"], masks: Float[torch.Tensor, "rows layer head"],
                            fill: Float[torch.Tensor, "layer head d_head"] | None,
                            cache: PrefixCache | None = None) -> Float[torch.Tensor, "rows vocab"]:
     """Log-probs at the last position of one prompt, once per row of ``masks`` (1 = head's z at q replaced
@@ -675,8 +675,8 @@ class ValueOutputs:
     wvo_lm: Float[torch.Tensor, "n head demo"]  # attention-weighted
     label_class: Int[torch.Tensor, "n demo"]
     label_pos: Int[torch.Tensor, "n demo"]
-    out_lm: Float[torch.Tensor, n]  # the model's log p(foo) - log p(bar) at q
-    pred: Int[torch.Tensor, n]
+    out_lm: Float[torch.Tensor, "n"]  # the model's log p(foo) - log p(bar) at q
+    pred: Int[torch.Tensor, "n"]
 
 
 def value_outputs(model, prompts: Sequence[Prompt], label_ids: Sequence[int], heads: Sequence[Head],
