@@ -143,10 +143,10 @@ display(pd.DataFrame({name: logits.softmax(-1).tolist() for name, logits in move
                      index=[f"P({w})" for w in get_task(profile.tasks[0]).label_words]).T.round(3))
 
 # %% [markdown]
-# The table gives the probabilities over the label words on this one prompt. Expect isolation in the
-# first layers to move them (often towards one class, whatever the demonstrations said), and isolation in
-# the last layers to leave them almost where they were. One prompt is an anecdote; the rest of the
-# notebook counts how often the predicted label changes.
+# The table gives the probabilities over the label words on this one prompt, without isolation and with
+# the label words isolated in the first or the last 5 layers. On a single prompt the move can be small,
+# and whether the predicted label flips depends on how close the unmodified prediction was: one prompt is
+# an anecdote. The rest of the notebook counts, over many inputs, how often the predicted label changes.
 #
 # ## At scale: every condition, task and seed
 #

@@ -600,8 +600,9 @@ def saliency_claims(intervals: dict, tasks: Sequence[str], context: str = "") ->
         results = [checks[(t, check)] for t in tasks]
         second = intervals.get((MEAN_OVER_TASKS, r2, contrast_name(a2, b2)))
         tally = ", ".join(f"{results.count(v)} {v}" for v in ("holds", "fails", "inconclusive") if results.count(v))
-        criterion = (f"on every task the 95% intervals of {a1} - {b1} over {_RANGE_TEXT[r1]} and of "
-                     f"{a2} - {b2} over {_RANGE_TEXT[r2]} lie above 0 (relative flows)")
+        pair = (f"{a1} - {b1} and of {a2} - {b2} over {_RANGE_TEXT[r1]}" if r1 == r2 else
+                f"{a1} - {b1} over {_RANGE_TEXT[r1]} and of {a2} - {b2} over {_RANGE_TEXT[r2]}")
+        criterion = f"on every task the 95% intervals of {pair} lie above 0 (relative flows)"
         note = (f"{a2} - {b2} over {_RANGE_TEXT[r2]}: {'n/a' if second is None else format(second, '+.3f')}; "
                 f"per task ({len(tasks)}): {tally}.")
         out.append(claim(CLAIM_KEYS[check], intervals.get((MEAN_OVER_TASKS, r1, contrast_name(a1, b1))),
