@@ -101,9 +101,12 @@ print(profile.name, current_model_name(), budget)
 import einops
 import torch
 import torch.nn.functional as F
+from transformer_lens import HookedTransformer
+
+from helpers.core.prompts import Prompt
 
 
-def pattern_saliency(model, prompt, label_ids):
+def pattern_saliency(model: HookedTransformer, prompt: Prompt, label_ids: list[int]) -> torch.Tensor:
     """The saliency matrices of one prompt: ``I[l, i, j] = |sum_h A[l, h, i, j] * dL/dA[l, h, i, j]|``.
 
     ``A`` is layer l's attention pattern (``blocks.{l}.attn.hook_pattern``) on ``prompt.tokens``; ``L`` the
@@ -127,7 +130,7 @@ def pattern_saliency(model, prompt, label_ids):
     return einops.reduce(A * grad, "layer head i j -> layer i j", "sum").abs()
 
 
-def saliency_flows(I, prompt):
+def saliency_flows(I: torch.Tensor, prompt: Prompt) -> torch.Tensor:
     """``[layer, 3]``: per layer the means of ``I[l, i, j]`` over three sets of pairs (row i reads column j):
 
     - S_wp: i a label position ``p_k`` (``prompt.label_pos``), every j < i;

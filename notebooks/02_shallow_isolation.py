@@ -103,7 +103,13 @@ print(profile.name, current_model_name(), budget)
 # </details>
 
 # %% tags=["solution"]
-def isolated_label_logits(model, prompt, label_ids, layers):
+from transformer_lens import HookedTransformer
+
+from helpers.core.prompts import Prompt
+
+
+def isolated_label_logits(model: HookedTransformer, prompt: Prompt, label_ids: list[int],
+                          layers: list[int]) -> torch.Tensor:
     """The logits at ``prompt.q`` restricted to ``label_ids`` (``[n_labels]``), with the label words isolated
     in ``layers``: in each of those layers' ``hook_attn_scores`` (``[batch, head, query, key]``, before the
     softmax), every score from a label position ``p`` in ``prompt.label_pos`` to an earlier key ``j < p`` is
