@@ -80,11 +80,41 @@ CLAIMS_00: dict[str, dict] = {
 # end of notebook 00
 
 # notebook 01
-CLAIMS_01: dict[str, dict] = {}
+CLAIMS_01: dict[str, dict] = {
+    "01.shallow_wp_dominant": {
+        "statement": "In shallow layers the text-to-label-word flow S_wp is the largest flow",
+        "source": "arXiv 2305.14160 §2.1, Fig. 3",
+        "paper": "S_wp high and S_pq low in shallow layers (curves; GPT2-XL, GPT-J)"},
+    "01.deep_pq_dominant": {
+        "statement": "In deep layers the label-word-to-target flow S_pq is the largest flow",
+        "source": "arXiv 2305.14160 §2.1, Fig. 3",
+        "paper": "S_pq dominant in deep layers (curves; GPT2-XL, GPT-J)"},
+    "01.label_flows_above_ww": {
+        "statement": "Flows through the label words (S_wp, S_pq) exceed the flow between other tokens (S_ww)",
+        "source": "arXiv 2305.14160 §2.1, Fig. 3",
+        "paper": "S_wp and S_pq usually above S_ww (curves)"},
+}
 # end of notebook 01
 
 # notebook 02
-CLAIMS_02: dict[str, dict] = {}
+CLAIMS_02: dict[str, dict] = {
+    "02.label_first_hurts_most": {
+        "statement": "Isolating the label words in the first 5 layers changes the prediction most",
+        "source": "arXiv 2305.14160 §2.2, Fig. 4",
+        "paper": "lowest label and word loyalty of the four conditions (bars; GPT2-XL, GPT-J)"},
+    "02.label_last_barely_matters": {
+        "statement": "Isolating the label words in the last 5 layers barely matters",
+        "source": "arXiv 2305.14160 §2.2, Fig. 4",
+        "paper": "loyalty high, near the unmodified run (bars)"},
+    "02.random_first_barely_matters": {
+        "statement": "Isolating as many random non-label words in the first 5 layers barely matters",
+        "source": "arXiv 2305.14160 §2.2, Fig. 4",
+        "paper": "loyalty high (bars)"},
+    "02.random_last_barely_matters": {
+        "statement": "Isolating as many random non-label words in the last 5 layers barely matters",
+        "source": "arXiv 2305.14160 §2.2, Fig. 4",
+        "paper": "loyalty high (bars)"},
+}
 # end of notebook 02
 
 # notebook 03
