@@ -2,15 +2,11 @@
 # jupyter:
 #   jupytext:
 #     formats: ipynb,py:percent
+#     notebook_metadata_filter: -kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
-#   kernelspec:
-#     display_name: Python 3
-#     language: python
-#     name: python3
 # ---
 
 # %% [markdown]
@@ -171,13 +167,12 @@ for l in range(0, model.cfg.n_layers, max(1, model.cfg.n_layers // 6)):
 # On this one prompt, the relative flows above already show the pattern the paper describes if $S_{wp}$
 # leads in the first rows and $S_{pq}$ in the last. One caveat is visible in the construction: in the
 # last layer only row $q$ reaches the loss, so $I_{L-1}$ is zero in every other row and $S_{wp}$ is 0
-# there by construction. Below, each "head" is one layer's $I_l$ of this prompt divided by its maximum;
+# there by construction. Below, each panel is one layer's $I_l$ of this prompt divided by its maximum;
 # hover a token to see which earlier tokens feed it. In a shallow layer, expect the label words to draw
 # from their own demonstration; in a deep layer, $q$ (the last colon) to draw from the label words.
 
 # %%
 shallow, deep = 1, model.cfg.n_layers - 2
-print(f"'heads' 0 and 1 = layers {shallow} and {deep}")
 plots.saliency_view(model, prompt, I, [shallow, deep])
 
 # %% [markdown]
