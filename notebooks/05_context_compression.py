@@ -250,11 +250,8 @@ _ = save_figure(fig, "05_speedup")
 gaps = {(o, met): bootstrap_means(paired_differences(method_cells(results, "Hidden_anchor", per_metric[met]),
                                                      method_cells(results, o, per_metric[met]))).scaled(100)
         for o in ("Text_anchor", "Hidden_random", "Hidden_random-top") for met in ("label_loyalty", "word_loyalty")}
-claims = compression_claims(ivs, gaps, speed, context=f"{model_name}, {len(seeds)} seed(s) x {profile.n_test} inputs x "
-                            f"{len(profile.tasks)} tasks, query positions {QUERY_POSITIONS}")
-report_claims("05_context_compression" + SUFFIX, claims,
-              metrics={"table2": avg.to_dict(), "table3": speed.to_dict(orient="records"),
-                       "query_positions": QUERY_POSITIONS, "seeds": list(seeds), "n_test": profile.n_test})
+claims = compression_claims(ivs, gaps, speed, context=f"{model_name}, query positions {QUERY_POSITIONS}")
+report_claims("05_context_compression" + SUFFIX, claims, metrics={"table2": avg.to_dict(), "seeds": list(seeds)})
 
 # %% [markdown]
 # ## Questions for discussion

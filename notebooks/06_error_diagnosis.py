@@ -215,10 +215,8 @@ print(f"best layer {best}: {sweep[best]:.2f} (shown, not used for the verdict)")
 
 # %%
 rho_iv = spearman_interval(vecs, LAYER, N_COMPONENTS)
-claims = diagnosis_claims(rho_iv, pred, act, names, LAYER, model.cfg.n_layers,
-                          context=f"{model_name}, {len(seeds)} seed(s) x {profile.n_diagnosis} TREC inputs")
-report_claims("06_error_diagnosis", claims, metrics={"layer": LAYER, "spearman": rho, "sweep": sweep,
-                                                     "predicted": pred, "actual": act, "seeds": list(seeds)})
+claims = diagnosis_claims(rho_iv, pred, act, names, LAYER, model.cfg.n_layers, context=model_name)
+report_claims("06_error_diagnosis", claims, metrics={"layer": LAYER, "spearman": rho, "sweep": sweep})
 
 # %% [markdown]
 # ## Questions for discussion
