@@ -55,12 +55,14 @@
 # the code runs; they are not evidence.
 
 # %%
+import warnings
+
 import pandas as pd
 import torch
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
-from helpers.core.tasks import get_task
+from helpers.core.tasks import LabelWordWarning, get_task
 from helpers.experiments.compression import (
     METHODS,
     anchor_keep,
@@ -78,6 +80,9 @@ from helpers.study.profiles import current_model_name, get_profile
 from helpers.study.results import save_figure
 from helpers.study.stats import bootstrap_means, paired_differences
 
+# multi-token label words (e.g. TREC's " Abbreviation") stand for their class by their first token
+# (helpers.core.tasks); the helpers would warn about it at every prompt set
+warnings.filterwarnings("ignore", category=LabelWordWarning)
 profile = get_profile()
 model_name = current_model_name()
 model = load_model(model_name)

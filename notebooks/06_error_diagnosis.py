@@ -45,6 +45,8 @@
 # the code runs; they are not evidence.
 
 # %%
+import warnings
+
 import numpy as np
 import pandas as pd
 import torch
@@ -52,7 +54,7 @@ import torch
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
 from helpers.core.store import cached
-from helpers.core.tasks import get_task
+from helpers.core.tasks import LabelWordWarning, get_task
 from helpers.experiments.diagnosis import (
     check_anchor_key_projections,
     collect_qk,
@@ -63,6 +65,7 @@ from helpers.experiments.diagnosis import (
     key_projections,
     layer_sweep,
     rank_correlation,
+    seed_mean,
     spearman_interval,
 )
 from helpers.study import plots
@@ -70,6 +73,9 @@ from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
 from helpers.study.results import save_figure
 
+# multi-token label words (e.g. TREC's " Abbreviation") stand for their class by their first token
+# (helpers.core.tasks); the helpers would warn about it at every prompt set
+warnings.filterwarnings("ignore", category=LabelWordWarning)
 profile = get_profile()
 model_name = current_model_name()
 model = load_model(model_name)
@@ -176,8 +182,8 @@ for seed in seeds:
 
 # %%
 out = {s: diagnose(v, LAYER, N_COMPONENTS) for s, v in vecs.items()}
-pred = np.mean([o["predicted"] for o in out.values()], axis=0)
-act = np.nanmean([o["actual"] for o in out.values()], axis=0)
+pred = seed_mean([o["predicted"] for o in out.values()])
+act = seed_mean([o["actual"] for o in out.values()], nan=True)
 rho = rank_correlation(pred, act)
 fig = plots.plot_confusion_pair(pred, act, names, title=f"{model_name}, TREC, layer {LAYER}: Spearman {rho:.2f}")
 _ = save_figure(fig, "06_confusion_pair")
@@ -197,7 +203,7 @@ pairs.sort_values("actual (AUC)").round(3)
 
 # %%
 sweeps = {s: layer_sweep(v, N_COMPONENTS) for s, v in vecs.items()}
-sweep = {l: float(np.nanmean([sw[l] for sw in sweeps.values()])) for l in sweeps[seeds[0]]}
+sweep = {l: float(seed_mean([sw[l] for sw in sweeps.values()], nan=True)) for l in sweeps[seeds[0]]}
 fig = plots.plot_layer_sweep(sweep, chosen=LAYER, title=f"{model_name}, TREC")
 _ = save_figure(fig, "06_layer_sweep")
 best = max(sweep, key=lambda l: -np.inf if np.isnan(sweep[l]) else sweep[l])

@@ -61,6 +61,7 @@ __all__ = [
     "diagnose",
     "layer_sweep",
     "default_layer",
+    "seed_mean",
     "key_projections",
     "key_distances",
     "check_anchor_key_projections",
@@ -222,7 +223,9 @@ def predicted_confusion(queries: Float[torch.Tensor, "n width"], keys: Float[tor
     nc = int(min(n_components, X.shape[0], X.shape[1]))
     if nc < 1:
         raise ValueError("need at least one query vector")
-    pca = PCA(n_components=nc).fit(X)
+    with warnings.catch_warnings():  # constant queries (e.g. layer 0): explained-variance ratio 0/0, unused here
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pca = PCA(n_components=nc).fit(X)
     Z = (np.asarray(keys, dtype=np.float64) - pca.mean_) @ pca.components_.T * pca.singular_values_
     D = np.linalg.norm(Z[:, None, :] - Z[None, :, :], axis=-1)
     off = ~np.eye(len(D), dtype=bool)
@@ -258,7 +261,9 @@ def rank_correlation(pred: np.ndarray, actual: np.ndarray) -> float:
     ok = ~(np.isnan(x) | np.isnan(y))
     if ok.sum() < 3:
         return float("nan")
-    return float(spearmanr(x[ok], y[ok]).statistic)
+    with warnings.catch_warnings():  # a constant matrix (tiny samples): NaN, said by the NaN itself
+        warnings.simplefilter("ignore")
+        return float(spearmanr(x[ok], y[ok]).statistic)
 
 
 def diagnose(vecs: QKVectors, layer: int, n_components: int = 10) -> dict:
@@ -269,6 +274,13 @@ def diagnose(vecs: QKVectors, layer: int, n_components: int = 10) -> dict:
     pred = predicted_confusion(vecs.queries[:, j], vecs.keys[j], n_components)
     act = actual_confusion(vecs.label_probs, vecs.gold)
     return dict(layer=layer, predicted=pred, actual=act, spearman=rank_correlation(pred, act))
+
+
+def seed_mean(values, nan: bool = False):
+    """Mean over seeds (``nan``: ignoring NaN, with no warning where every seed is NaN: the result is NaN)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return (np.nanmean if nan else np.mean)(np.asarray(values, dtype=float), axis=0)
 
 
 def layer_sweep(vecs: QKVectors, n_components: int = 10) -> dict[int, float]:
