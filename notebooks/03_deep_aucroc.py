@@ -141,7 +141,7 @@ display(by_hand.T.round(3))
 # Reading the table: each column is a layer, each row a class's label words; a value is a sum over heads, so it
 # can exceed 1. On the default profile's prompt (SST-2, seed 42, gold label positive) Gemma 3 270M gives the
 # label words little of $q$'s attention in layers 0-4 and most in layers 5, 9, 13 and 17, more to "Positive" than
-# to "Negative" in 14 of its 18 layers, and predicts Positive (0.59 of the two labels' probability). SmolLM2-135M
+# to "Negative" in 15 of its 18 layers, and predicts Positive (0.59 of the two labels' probability). SmolLM2-135M
 # gives them almost nothing up to layer 13 and a lot in layers 17-24, again mostly more to "Positive", and
 # predicts Positive (0.86). One prompt says nothing about prediction across inputs: $\mathrm{AUCROC}_l$ asks, for
 # every layer, whether the class whose label words get more attention is the class the model outputs. That is
