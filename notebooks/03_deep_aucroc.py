@@ -199,7 +199,7 @@ display(per_task_table(pd.concat(frames.values(), ignore_index=True)))
 # %%
 claims = aucroc_claims(curves[current_model_name()], curve_intervals(raw), current_model_name(),
                        peak_target=paper.FIG5_PEAK_AUCROC)
-report_claims("03_deep_aucroc", claims, metrics={n: c.to_dict("list") for n, c in curves.items()})
+report_claims("03_deep_aucroc", claims, metrics={n: c.to_dict("list") for n, c in curves.items()}, digits=2)
 
 # %% [markdown]
 # ## Questions for discussion

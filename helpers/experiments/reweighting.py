@@ -428,10 +428,10 @@ def table1_claims(accuracy: dict, gains: dict, context: str = "") -> list:
     keys = {"vanilla 1-shot": "1shot", "vanilla 5-shot": "5shot", "anchor re-weighting": "reweighting"}
     return [
         claim("04.gain_over_1shot", gain_1shot, _gain_verdict(gain_1shot),
-              "95% interval of re-weighting minus vanilla 1-shot (paired per input) above 0", unit=" points",
+              "95% interval of re-weighting minus vanilla 1-shot (paired per input) above 0", unit="points",
               context=context, note=f"Both gains together: {overall} (table1_verdict)."),
         claim("04.gain_over_5shot", gain_5shot, _gain_verdict(gain_5shot),
-              "95% interval of re-weighting minus vanilla 5-shot (paired per input) above 0", unit=" points",
+              "95% interval of re-weighting minus vanilla 5-shot (paired per input) above 0", unit="points",
               context=context),
         *[claim(f"04.accuracy_{keys[k]}", accuracy[k]["Average"], "not comparable",
                 "none: a different model's accuracy, context for the gains", unit="%", context=context)
