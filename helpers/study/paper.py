@@ -118,11 +118,39 @@ CLAIMS_02: dict[str, dict] = {
 # end of notebook 02
 
 # notebook 03
-CLAIMS_03: dict[str, dict] = {}
+CLAIMS_03: dict[str, dict] = {
+    "03.peak_aucroc": {
+        "statement": "Attention from q to the label words predicts the output: peak AUCROC_l",
+        "source": "arXiv 2305.14160 §2.3, Fig. 5", "paper": f"about {FIG5_PEAK_AUCROC} in deep layers"},
+    "03.peak_layer": {
+        "statement": "AUCROC_l peaks in the deep layers: peak layer (0-based)",
+        "source": "arXiv 2305.14160 §2.3, Fig. 5", "paper": "deep layers"},
+    "03.r_crossing": {
+        "statement": "R_l grows mainly in the middle and later layers: layer where R_l passes 0.5 (0-based)",
+        "source": "arXiv 2305.14160 §2.3, Fig. 5", "paper": "middle / later layers"},
+}
 # end of notebook 03
 
 # notebook 04
-CLAIMS_04: dict[str, dict] = {}
+_T1 = {k: 100 * v["average"] for k, v in TABLE1_GPT2XL.items()}  # Table 1's averages over the four tasks, %
+CLAIMS_04: dict[str, dict] = {
+    "04.gain_over_1shot": {
+        "statement": "Anchor re-weighting beats vanilla 1-shot ICL: average accuracy gain (points)",
+        "source": "arXiv 2305.14160 §3.1, Table 1",
+        "paper": f"+{_T1['anchor re-weighting'] - _T1['vanilla 1-shot']:.2f} points "
+                 f"({_T1['vanilla 1-shot']:.2f} -> {_T1['anchor re-weighting']:.2f}, GPT2-XL)"},
+    "04.gain_over_5shot": {
+        "statement": "Anchor re-weighting beats putting its training examples in the prompt (vanilla 5-shot): "
+                     "average accuracy gain (points)",
+        "source": "arXiv 2305.14160 §3.1, Table 1",
+        "paper": f"+{_T1['anchor re-weighting'] - _T1['vanilla 5-shot']:.2f} points "
+                 f"({_T1['vanilla 5-shot']:.2f} -> {_T1['anchor re-weighting']:.2f}, GPT2-XL)"},
+    **{f"04.accuracy_{key}": {
+        "statement": f"Table 1 average accuracy, {setting} (%)", "source": "arXiv 2305.14160 §3.1, Table 1",
+        "paper": f"{_T1[setting]:.2f} (GPT2-XL)"}
+       for key, setting in (("1shot", "vanilla 1-shot"), ("5shot", "vanilla 5-shot"),
+                            ("reweighting", "anchor re-weighting"))},
+}
 # end of notebook 04
 
 # notebook 05
