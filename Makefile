@@ -79,9 +79,11 @@ bench: setup
 figures:
 	$(PY) scripts/readme_figures.py --profile $(PROFILE)
 
+# double-clicking a notebook source (.py) opens it as a notebook: a default of the JupyterLab in .venv only
 lab: setup
 	$(PY) -m pip install --quiet jupyterlab
-	$(VENV)/bin/jupyter lab notebooks
+	$(PY) scripts/lab_settings.py
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=$(CURDIR)
 
 data: setup
 	$(PY) scripts/build_data.py

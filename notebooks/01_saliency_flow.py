@@ -2,22 +2,28 @@
 # jupyter:
 #   jupytext:
 #     formats: ipynb,py:percent
+#     notebook_metadata_filter: -kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
-#   kernelspec:
-#     display_name: Python 3
-#     language: python
-#     name: python3
 # ---
 
 # %% [markdown]
 # # 01 · Saliency: information flows through the label words
 #
-# **Claim (paper §2.1, Fig. 3).** Label words act as anchors, and the information flow shows it
-# in two stages:
+# **Learning objectives.** After this notebook you can
+# - take the gradient of a loss with respect to every layer's attention pattern with TransformerLens hooks;
+# - compute the paper's saliency matrix $I_l$ and read it as "how much does the loss depend on token $i$
+#   reading from token $j$ in layer $l$";
+# - turn one prompt's saliency matrices into the three flows $S_{wp}$, $S_{pq}$, $S_{ww}$ from its positions;
+# - judge the paper's two-stage picture (text → label words early, label words → target late) on the
+#   intervals of paired contrasts.
+#
+# ## The paper's claim
+#
+# [Label Words are Anchors, §2.1 and Fig. 3](https://arxiv.org/abs/2305.14160): label words act as anchors,
+# and the information flow shows it in two stages:
 # - in **shallow** layers, information flows from the demonstration text into the label words
 #   ($S_{wp}$ is the largest flow);
 # - in **deep** layers, the prediction position $q$ reads from the label words ($S_{pq}$ dominates);
@@ -27,32 +33,30 @@
 # $I_l = \left|\sum_h A_{h,l} \odot \frac{\partial L}{\partial A_{h,l}}\right|$, where $A$ is the
 # attention pattern (TransformerLens `hook_pattern`) and $L$ is the cross-entropy of the
 # label-restricted logits at $q$ against the gold label. One forward and one backward pass give
-# every layer. Batches sum the per-input losses, so each input keeps its own gradient. $S_{wp}$,
-# $S_{pq}$ and $S_{ww}$ are means of $I_l$ over the position pairs taken from the prompt's
-# position record. As in the paper, every input gets its **own** demonstrations (one per class,
-# drawn with a per-input seed). We plot the three means per layer relative to their sum, then
-# average over seeds. Every number comes with a 95% interval from a two-level bootstrap: the seeds
-# are resampled, then the inputs within each (task, seed), and the whole curve is recomputed
-# (`helpers.experiments.saliency.flow_intervals`, `helpers.study.stats`). The three flows of an input are resampled
-# together, so the differences between flows are paired.
+# every layer. $S_{wp}$ is the mean of $I_l(p_k, j)$ over $j < p_k$ and all label positions $p_k$;
+# $S_{pq}$ the mean of $I_l(q, p_k)$; $S_{ww}$ the mean over every other pair $j < i$. As in the paper,
+# every input gets its **own** demonstrations (one per class, drawn with a per-input seed). We plot the
+# three means per layer relative to their sum, then average over seeds. Every number comes with a 95%
+# interval from a two-level bootstrap: the seeds are resampled, then the inputs within each (task, seed),
+# and the whole curve is recomputed (`helpers.experiments.saliency.flow_intervals`). The three flows of
+# an input are resampled together, so the differences between flows are paired.
+#
+# Under `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs: the numbers test
+# that the code runs; they are not evidence.
 
 # %%
-import pandas as pd
-import torch
 from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.tasks import get_task
 from helpers.experiments.saliency import (
-    CROSSING,
-    FLOW_CHECKS,
-    MEAN_OVER_TASKS,
-    contrast_name,
-    first_layer_pq_exceeds_wp,
+    check_pattern_saliency,
+    check_saliency_flows,
     flow_frame,
     flow_interval_table,
     flow_intervals,
-    relative_flow,
+    saliency_claims,
+    saliency_flow,
     saliency_matrices,
     saliency_prompts,
     saliency_runs,
@@ -60,8 +64,9 @@ from helpers.experiments.saliency import (
     saliency_verdict,
 )
 from helpers.study import plots
+from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
-from helpers.study.results import save_figure, save_metrics, summary_row
+from helpers.study.results import save_figure
 
 profile = get_profile()
 model = load_model(current_model_name())
@@ -69,7 +74,109 @@ budget = saliency_sizes(profile)
 print(profile.name, current_model_name(), budget)
 
 # %% [markdown]
-# ## Saliency flows for every task and seed
+# ## The mechanism by hand
+#
+# On one prompt: hook every layer's `hook_pattern`, keep the pattern and ask autograd to keep its
+# gradient (`retain_grad`), take the cross-entropy of the gold label word among the label words at $q$,
+# call `backward()`, and multiply each pattern by its gradient. Then average $I_l$ over the three sets of
+# position pairs of the prompt.
+#
+# <details><summary>Hint</summary>
+#
+# `model.run_with_hooks(prompt.tokens[None], fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", keep), ...])`
+# runs the model with your hooks; a hook receives the pattern `[batch, head, query, key]` and may return
+# nothing. Call `pattern.retain_grad()` inside the hook (the pattern is not a leaf), and run the forward
+# under `torch.enable_grad()`. After `loss.backward()`, `pattern.grad` has the pattern's shape;
+# `model.zero_grad(set_to_none=True)` drops the parameters' gradients again. `einops.reduce(x,
+# "layer head i j -> layer i j", "sum")` sums the heads. For the flows, a boolean mask `m` of shape
+# `[seq, seq]` selects pairs: `I[:, m]` is `[layer, pairs]`; `torch.ones(n, n, dtype=torch.bool).tril(-1)`
+# marks every $j < i$.
+# </details>
+
+# %% tags=["solution"]
+import einops
+import torch
+import torch.nn.functional as F
+from transformer_lens import HookedTransformer
+
+from helpers.core.prompts import Prompt
+
+
+def pattern_saliency(model: HookedTransformer, prompt: Prompt, label_ids: list[int]) -> torch.Tensor:
+    """The saliency matrices of one prompt: ``I[l, i, j] = |sum_h A[l, h, i, j] * dL/dA[l, h, i, j]|``.
+
+    ``A`` is layer l's attention pattern (``blocks.{l}.attn.hook_pattern``) on ``prompt.tokens``; ``L`` the
+    cross-entropy of the logits at ``prompt.q`` restricted to ``label_ids`` (one per class), against the
+    gold class ``prompt.gold``. Sum over heads first, then take the absolute value.
+    Returns a ``[layer, seq, seq]`` tensor (no gradient attached).
+    """
+    patterns = []
+
+    def keep(pattern, hook):
+        pattern.retain_grad()  # keep dL/dA on this non-leaf tensor after backward()
+        patterns.append(pattern)
+
+    hooks = [(f"blocks.{l}.attn.hook_pattern", keep) for l in range(model.cfg.n_layers)]
+    with torch.enable_grad():
+        logits = model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, label_ids]
+        F.cross_entropy(logits[None], torch.tensor([prompt.gold])).backward()
+    model.zero_grad(set_to_none=True)
+    A = torch.stack([p[0] for p in patterns]).detach()  # [layer, head, i, j]
+    grad = torch.stack([p.grad[0] for p in patterns])
+    return einops.reduce(A * grad, "layer head i j -> layer i j", "sum").abs()
+
+
+def saliency_flows(I: torch.Tensor, prompt: Prompt) -> torch.Tensor:
+    """``[layer, 3]``: per layer the means of ``I[l, i, j]`` over three sets of pairs (row i reads column j):
+
+    - S_wp: i a label position ``p_k`` (``prompt.label_pos``), every j < i;
+    - S_pq: i = ``prompt.q``, j a label position;
+    - S_ww: every other pair with j < i (the diagonal is never counted).
+    """
+    n = I.shape[-1]
+    earlier = torch.ones(n, n, dtype=torch.bool).tril(-1)  # (i, j) with j < i
+    wp = torch.zeros(n, n, dtype=torch.bool)
+    wp[prompt.label_pos] = earlier[prompt.label_pos]
+    pq = torch.zeros(n, n, dtype=torch.bool)
+    pq[prompt.q, prompt.label_pos] = True
+    ww = earlier & ~wp & ~pq
+    return torch.stack([I[:, m].mean(-1) for m in (wp, pq, ww)], dim=-1)
+
+
+# %% [markdown]
+# First the check on tiny random models (learned positions, rotary, grouped-query attention), then the
+# same functions on one real prompt, against the helpers the rest of the notebook uses.
+
+# %%
+check_pattern_saliency(pattern_saliency)
+check_saliency_flows(saliency_flows)
+
+prompts, lids = saliency_prompts(model, profile.tasks[0], seed=budget["seeds"][0], n=1)
+prompt = prompts[0]
+I = pattern_saliency(model, prompt, lids)
+flows = saliency_flows(I, prompt)
+torch.testing.assert_close(I, saliency_matrices(model, prompts, lids)[0], rtol=1e-3, atol=1e-5 * float(I.max()))
+torch.testing.assert_close(flows, saliency_flow(model, prompts, lids)[0], rtol=1e-3, atol=1e-6)
+print(f"✓ by hand = helpers on one {get_task(profile.tasks[0]).display} prompt ({len(prompt)} tokens, "
+      f"label positions {prompt.label_pos}, q = {prompt.q})")
+rel = flows / flows.sum(-1, keepdim=True)
+for l in range(0, model.cfg.n_layers, max(1, model.cfg.n_layers // 6)):
+    print(f"layer {l:2d}: relative S_wp {rel[l, 0]:.2f}  S_pq {rel[l, 1]:.2f}  S_ww {rel[l, 2]:.2f}")
+
+# %% [markdown]
+# On this one prompt, the relative flows above already show the pattern the paper describes if $S_{wp}$
+# leads in the first rows and $S_{pq}$ in the last. One caveat is visible in the construction: in the
+# last layer only row $q$ reaches the loss, so $I_{L-1}$ is zero in every other row and $S_{wp}$ is 0
+# there by construction. Below, each panel is one layer's $I_l$ of this prompt divided by its maximum;
+# hover a token to see which earlier tokens feed it. In a shallow layer, expect the label words to draw
+# from their own demonstration; in a deep layer, $q$ (the last colon) to draw from the label words.
+
+# %%
+shallow, deep = 1, model.cfg.n_layers - 2
+plots.saliency_view(model, prompt, I, [shallow, deep])
+
+# %% [markdown]
+# ## At scale: every task and seed
 #
 # Each (task, seed) run is cached on disk, so a second run of the notebook only plots. The line is
 # the seed-averaged curve, the band its 95% interval (seeds and inputs resampled).
@@ -77,32 +184,16 @@ print(profile.name, current_model_name(), budget)
 # %%
 runs = saliency_runs(model, profile.tasks, budget["seeds"], budget["n"], batch_size=budget["batch_size"],
                      profile=profile.name)
-ivs = flow_intervals(runs)  # {(task, ...): Interval}; task MEAN_OVER_TASKS: the curve averaged over tasks
+ivs = flow_intervals(runs)  # {(task, ...): Interval}; task "mean over tasks": the curve averaged over tasks
 display_name = {t: get_task(t).display for t in profile.tasks}
-df = flow_frame(runs)
-df["task"] = df["task"].map(display_name)
+df = flow_frame(runs).assign(task=lambda d: d["task"].map(display_name))
 fig = plots.plot_flow_curves(df, intervals={(display_name.get(k[0], k[0]), *k[1:]): iv for k, iv in ivs.items()},
-                        title=f"Relative saliency flows per layer, {current_model_name()} "
-                              f"(mean over {len(budget['seeds'])} seed(s), 95% CI)")
-save_figure(fig, "01_saliency_flow")
+                             title=f"Relative saliency flows per layer, {current_model_name()} "
+                                   f"(mean over {len(budget['seeds'])} seed(s), 95% CI)")
+_ = save_figure(fig, "01_saliency_flow")
 
 # %% [markdown]
-# ## One prompt, one shallow and one deep layer
-#
-# Each "head" below is one layer's saliency matrix $I_l$ of a single SST-2 prompt, divided by
-# its maximum. Hover a token to see which earlier tokens feed it. In a shallow layer, expect the
-# label words to draw from their own demonstration. In a deep layer, expect $q$ (the last colon)
-# to draw from the label words.
-
-# %%
-prompts, lids = saliency_prompts(model, profile.tasks[0], seed=budget["seeds"][0], n=1)
-(sal,) = saliency_matrices(model, prompts, lids)
-shallow, deep = 1, model.cfg.n_layers - 2
-print(f"'heads' 0 and 1 = layers {shallow} and {deep}; label positions p_k = {prompts[0].label_pos}, q = {prompts[0].q}")
-plots.saliency_view(model, prompts[0], sal, [shallow, deep])
-
-# %% [markdown]
-# ## Numbers beside the paper's claim
+# ## Paper vs ours
 #
 # The paper reports curves, not numbers. Its claims are stated as checks that were fixed before
 # any run, and each is judged on the 95% intervals of paired contrasts between the flows of each
@@ -114,72 +205,83 @@ plots.saliency_view(model, prompts[0], sal, [shallow, deep])
 # 3. all layers: the intervals of $S_{wp} - S_{ww}$ and of $S_{pq} - S_{ww}$ both lie above zero.
 #
 # A check "holds" on a task when both of its intervals lie above zero, "fails" when one lies below
-# zero, and is "inconclusive" otherwise (an interval contains zero, none lies below it). The verdict is "replicates" if every
-# check holds on every task, "partly" if at least half hold, "does not replicate" if more than half
-# fail, and "inconclusive" otherwise. The first layer where $S_{pq}$ exceeds $S_{wp}$ is reported
-# with its interval but is not a check (the paper shows it as a curve only).
+# zero, and is "inconclusive" otherwise. Each claim's verdict is "replicates" if its check holds on every
+# task, "partly" if on at least half, "does not replicate" if it fails on more than half, and
+# "inconclusive" otherwise. The table shows the curve averaged over tasks; the first layer where
+# $S_{pq}$ exceeds $S_{wp}$ is reported with its interval but is not a check (the paper shows it as a
+# curve only).
 
 # %%
 tasks = list(profile.tasks)
-L = model.cfg.n_layers
-table = flow_interval_table(ivs, tasks, labels=display_name)
-table.insert(1, "inputs x seeds", [f"{budget['n'][t]} x {len(budget['seeds'])}" for t in tasks]
-             + [f"{sum(budget['n'].values())} x {len(budget['seeds'])}"])
-verdict, checks = saliency_verdict(ivs, tasks)
-display(table.set_index("task").T)
-display(pd.DataFrame([{"task": display_name[t], "check": c, "on the 95% intervals": v} for (t, c), v in checks.items()])
-        .pivot(index="check", columns="task", values="on the 95% intervals"))
+display(flow_interval_table(ivs, tasks, labels=display_name).set_index("task").T)
+verdict, _ = saliency_verdict(ivs, tasks)
+claims = saliency_claims(ivs, tasks, context=f"{current_model_name()}, {len(budget['seeds'])} seed(s)")
+_ = report_claims("01_saliency_flow", claims, metrics={"verdict": verdict, "n": budget["n"]}, digits=3)
 
-# %%
-rel_by_task = {t: torch.stack([relative_flow(runs[(t, s)]) for s in budget["seeds"]]).mean(0) for t in tasks}
-
-
-def crossing(task: str) -> str:
-    """The first layer where S_pq > S_wp, with its interval (or the point value when it has none)."""
-    iv = ivs.get((task, CROSSING))
-    if iv is not None:
-        return f"{iv:.1f} (95% CI; {iv.n_seeds} seed(s), {iv.n_inputs} inputs)"
-    point = first_layer_pq_exceeds_wp(rel_by_task[task])
-    return f"{'never' if point is None else point} (no interval: undefined in over 10% of the resamples)"
-
-
-def tally(check: str) -> str:
-    got = [checks[(t, check)] for t in tasks]
-    return ", ".join(f"{got.count(v)} {v}" for v in ("holds", "fails", "inconclusive") if got.count(v))
-
-
-names = {"shallow": "the first third of the layers", "deep": "the last half of the layers", "all": "all layers"}
-mean_iv = {(r, a, b): ivs[(MEAN_OVER_TASKS, r, contrast_name(a, b))] for cs in FLOW_CHECKS.values() for r, a, b in cs}
-summary = (
-    f"On {current_model_name()} ({L} layers, profile {profile.name}, {len(budget['seeds'])} seed(s)), averaged over "
-    f"tasks, S_wp - S_pq over the first third of the layers is {mean_iv[('shallow', 'S_wp', 'S_pq')]:+.3f} and "
-    f"S_pq - S_wp over the last half is {mean_iv[('deep', 'S_pq', 'S_wp')]:+.3f} (relative sizes, 95% intervals). "
-    f"Per task ({len(tasks)}): S_wp the largest flow in shallow layers: {tally('shallow: S_wp dominant')}; "
-    f"S_pq the largest in deep layers: {tally('deep: S_pq dominant')}; both above S_ww: "
-    f"{tally('S_wp and S_pq above S_ww')}. S_pq first exceeds S_wp at layer "
-    f"{'; '.join(f'{display_name[t]} {crossing(t)}' for t in tasks)} (0-based). The paper (GPT2-XL 48 layers, "
-    f"GPT-J 28) shows S_wp dominant early and S_pq dominant in deep layers. Verdict: {verdict}."
-)
-print(summary)
-summary_rows = [
-    summary_row(f"01 {a} minus {b} over {names[r]} (relative size, mean over tasks)", "above 0",
-                mean_iv[(r, a, b)], verdict)
-    for cs in FLOW_CHECKS.values() for r, a, b in cs
-] + [
-    summary_row("01 checks on the 95% intervals (tasks x 3 checks)", "all hold",
-                ", ".join(f"{list(checks.values()).count(v)} {v}" for v in ("holds", "fails", "inconclusive")),
-                verdict),
-] + [
-    summary_row(f"01 first layer where S_pq > S_wp, {display_name[t]} (0-based)", "curve only (S_wp early, S_pq late)",
-                f"{crossing(t)} of {L} layers", verdict)
-    for t in tasks
-]
-save_metrics("01_saliency_flow", {
-    "model": current_model_name(), "profile": profile.name, "seeds": budget["seeds"], "n": budget["n"],
-    "table": table.to_dict("records"),
-    "relative_flow": {t: rel_by_task[t] for t in tasks},
-    "intervals": {" / ".join(map(str, k)): None if iv is None else [iv.estimate, iv.low, iv.high]
-                  for k, iv in ivs.items()},
-    "checks": {f"{t}: {c}": v for (t, c), v in checks.items()}, "verdict": f"{verdict}. {summary}",
-    "summary": summary_rows,
-})
+# %% [markdown]
+# ## Questions for discussion
+#
+# 1. Why does the loss use the logits restricted to the label words, not the full vocabulary?
+#
+#    <details><summary>Answer</summary>
+#
+#    The question is which tokens carry the *choice between the classes*. The full-vocabulary
+#    cross-entropy would also reward or punish mass on tokens that are no label at all (a newline,
+#    "The"), so its gradient would partly measure "produce a label word at all" rather than "produce
+#    the right one". The restricted softmax is what the prediction of the ICL setting is (argmax over the
+#    label words), so its gradient is the one the claim is about.
+#    </details>
+#
+# 2. In the last layer, $S_{wp}$ is exactly 0. Is that a finding?
+#
+#    <details><summary>Answer</summary>
+#
+#    No, it is a consequence of the design: the loss reads only the residual stream at $q$, and in the
+#    last layer only row $q$ of the attention pattern writes into it, so every other row has zero
+#    gradient. More generally, rows other than $q$ can only reach the loss through later layers, so the
+#    deeper the layer the fewer paths they have. Part of "$S_{pq}$ dominates in deep layers" is this
+#    geometry; the interesting part is the shallow half, where $S_{wp}$ wins although $S_{pq}$ has the
+#    same direct path to the loss.
+#    </details>
+#
+# 3. Why are the three flows divided by their sum per layer before averaging the checks?
+#
+#    <details><summary>Answer</summary>
+#
+#    The raw magnitudes of $I_l$ differ a lot between layers (and between models), so a mean over layers
+#    would be dominated by a few layers with large gradients. Normalising per layer asks "which flow
+#    dominates *this* layer", which is the paper's plotted quantity. The cost: relative sizes say nothing
+#    about whether a layer matters at all.
+#    </details>
+#
+# 4. $S_{ww}$ averages over many more pairs than $S_{wp}$ and $S_{pq}$. Does that bias the comparison?
+#
+#    <details><summary>Answer</summary>
+#
+#    Each flow is a *mean* over its pairs, not a sum, so the count does not inflate $S_{ww}$. But a mean
+#    over thousands of mostly irrelevant pairs (attention from one text token to another) is naturally
+#    small, whereas $S_{pq}$ averages over the handful of pairs that lead straight to $q$. "Above
+#    $S_{ww}$" is therefore a weak bar; the shallow $S_{wp}$ versus $S_{pq}$ contrast is the informative one.
+#    </details>
+#
+# ## Reading: what this shows on a 135M-270M model, and what it cannot
+#
+# (Default profile, both models, from the README's results table; 12 inputs per task and seed, 6 on
+# AGNews, each with its own demonstrations, seeds 42-46: 210 inputs per model.) Both models show the
+# paper's two stages clearly. Averaged over the four tasks, $S_{wp} - S_{pq}$ over the first third of
+# the layers is 0.375 [0.353, 0.396] on Gemma 3 270M and 0.473 [0.454, 0.496] on SmolLM2-135M (relative
+# flows, 95% intervals); $S_{pq} - S_{wp}$ over the last half is 0.883 [0.869, 0.893] and
+# 0.778 [0.763, 0.787]. Both label flows lie above $S_{ww}$ over all layers ($S_{wp} - S_{ww}$ 0.247
+# [0.239, 0.257] and 0.258 [0.246, 0.272]; $S_{pq} - S_{ww}$ 0.546 [0.533, 0.553] and 0.428
+# [0.417, 0.433]). All 12 (task, check) pairs hold on both models: **replicates**, where the paper shows
+# the same pattern as curves for GPT2-XL and GPT-J. The crossing point differs: on Gemma $S_{pq}$ first
+# exceeds $S_{wp}$ at layer 5 of 18 on every task; on SmolLM2 at layer 6 of 30 on TREC but 14-15 on
+# SST-2, AGNews (14 [7, 17]) and TweetEval, so "shallow" is not the same share of depth in every model
+# and task.
+#
+# What the design cannot establish: saliency is a first-order, gradient-times-activation attribution; it
+# says where the loss is locally sensitive, not that the information actually travels that way (notebook
+# 02 intervenes to test that). The deep-layer dominance of $S_{pq}$ is partly structural (question 2).
+# These are two small models, one prompt format with one demonstration per class, TweetEval-emotion
+# standing in for EmoC, and 6-12 inputs per task and seed (a backward pass per input); the intervals
+# cover seeds and inputs, not models or prompt formats.

@@ -2,60 +2,74 @@
 # jupyter:
 #   jupytext:
 #     formats: ipynb,py:percent
+#     notebook_metadata_filter: -kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
-#   kernelspec:
-#     display_name: Python 3
-#     language: python
-#     name: python3
 # ---
 
 # %% [markdown]
 # # 03 · Deep layers: attention to the label words predicts the output
 #
-# **Claim (paper §2.3, Fig. 5).** In deep layers the prediction position $q$ reads its answer
-# from the label words. If so, the attention from $q$ to each class's label word should predict
-# which label the model outputs. For each layer $l$:
-# - the score of class $c$ is the attention from $q$ to the label positions of class $c$, summed
-#   over heads and over same-class positions;
-# - $\mathrm{AUCROC}_l$ is the ROC AUC of those scores against the model's **own** predicted label.
-#   Multi-class uses one-vs-one averaging on scores normalised to sum 1, and classes that are
-#   never predicted are dropped;
-# - $R_l = \sum_{i \le l}(\mathrm{AUCROC}_i - 0.5) / \sum_{i \le N}(\mathrm{AUCROC}_i - 0.5)$ is
-#   the share of the total predictive signal reached by layer $l$.
+# **Learning objectives.** After this notebook you can
+# - read the attention row of the prediction position $q$ from a TransformerLens cache and sum it, per
+#   class, over the label-word positions: the paper's $A_l(q, p_i)$;
+# - explain how $\mathrm{AUCROC}_l$ turns those per-class scores into "does layer $l$'s attention predict the
+#   output?", and what $R_l$ adds;
+# - say which parts of the paper's Fig. 5 the two small models show, and what a correlation of attention with
+#   the output cannot establish.
+
+# %% [markdown]
+# ## The paper's claim
 #
-# The paper finds $\mathrm{AUCROC}_l$ reaches about 0.8 in deep layers, and $R_l$ grows mainly in
-# the middle and later layers (averaged over the four tasks). Like the paper's Fig. 5 (GPT2-XL
-# and GPT-J), we show two models: the current model and the other offline model.
+# [arXiv 2305.14160](https://arxiv.org/abs/2305.14160) §2.3 (Fig. 5): in deep layers the prediction position
+# $q$ reads its answer from the label words. If so, the attention from $q$ to each class's label words should
+# predict which label the model outputs. For each layer $l$:
+# - the score of class $c$ is the attention from $q$ to the label positions of class $c$, summed over heads and
+#   over same-class positions;
+# - $\mathrm{AUCROC}_l$ is the ROC AUC of those scores against the model's **own** predicted label. Two
+#   predicted classes: the raw score of the second; more: scores normalised to sum 1 and averaged one-vs-one;
+#   classes never predicted are dropped (as in the authors' code);
+# - $R_l = \sum_{i \le l}(\mathrm{AUCROC}_i - 0.5) / \sum_{i \le N}(\mathrm{AUCROC}_i - 0.5)$ is the share of
+#   the total predictive signal reached by layer $l$.
 #
-# **Method.** One forward pass per batch under `torch.inference_mode`. `hook_pattern` hooks keep
-# only row $q$ of each layer's attention, and the same pass gives the label-restricted
-# prediction.
+# The paper finds $\mathrm{AUCROC}_l$ reaches about 0.8 in deep layers, and $R_l$ grows mainly in the middle and
+# later layers (GPT2-XL and GPT-J, averaged over four tasks). Like Fig. 5, we show two models: the current
+# model and the other offline model. The shallow half of the story (label words gather information in shallow
+# layers) is §2.2, notebook 02; whether deep layers *use* the anchors causally is tested in §3.1, notebook 04.
+#
+# **Method.** One forward pass per input under `torch.inference_mode`; `hook_pattern` hooks keep only row $q$
+# of each layer's attention, and the same pass gives the label-restricted prediction
+# (`helpers.experiments.aucroc.label_attention`).
+#
+# Under `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs: the numbers test that the
+# code runs; they are not evidence.
 
 # %%
 import gc
 
-import numpy as np
 import pandas as pd
+import torch
 from IPython.display import display
 
 from helpers.core.models import load_model
-from helpers.core.tasks import get_task
+from helpers.core.prompts import make_icl_set
 from helpers.experiments.aucroc import (
+    aucroc_claims,
     aucroc_runs,
     aucroc_sizes,
-    aucroc_verdict,
-    crossing_layer,
+    check_label_attention,
     curve_intervals,
+    label_attention_reference,
     mean_curves,
     other_offline_model,
+    per_task_table,
 )
 from helpers.study import paper, plots
+from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
-from helpers.study.results import mean_std, save_figure, save_metrics, summary_row
+from helpers.study.results import save_figure
 
 profile = get_profile()
 model = load_model(current_model_name())
@@ -63,15 +77,80 @@ budget = aucroc_sizes(profile)
 print(profile.name, current_model_name(), budget)
 
 # %% [markdown]
-# ## AUCROC$_l$ for every task and seed, on both offline models
+# ## The mechanism by hand: $A_l(q, p_i)$ on one prompt
 #
-# Each (model, task, seed) run is cached on disk. The second model is loaded only for its own
-# runs, then freed.
+# Everything in this notebook rests on one quantity per prompt: for each layer $l$ and class $c$, how much
+# attention the prediction position $q$ pays to the label words of class $c$, summed over heads. In
+# TransformerLens that is one `run_with_cache`, the row $q$ of each layer's `hook_pattern`
+# (`[batch, head, query_pos, key_pos]`), a sum over heads, and the columns of the label positions.
+#
+# A `Prompt` (`helpers.core.prompts`) records the positions: `prompt.tokens` (the token ids), `prompt.q`
+# (the position whose next-token prediction is the answer), `prompt.label_pos[i]` (the label word of
+# demonstration `i`) and `prompt.label_class[i]` (its class).
+#
+# <details><summary>Hint</summary>
+#
+# `model.run_with_cache(prompt.tokens[None], names_filter=lambda name: name.endswith("hook_pattern"))` keeps
+# only the patterns; `cache["pattern", layer]` is layer `layer`'s. Stack the rows at `prompt.q` over layers to
+# `[layer, head, key_pos]`, then `einops.reduce(..., "layer head key_pos -> layer key_pos", "sum")`. Two
+# demonstrations of the same class add up into one column of the result.
+# </details>
+
+# %% tags=["solution"]
+import einops
+from transformer_lens import HookedTransformer
+
+from helpers.core.prompts import Prompt
+
+
+def label_attention_at_q(model: HookedTransformer, prompt: Prompt, n_classes: int) -> torch.Tensor:
+    """``[n_layers, n_classes]``: for every layer l and class c, the attention from q (``prompt.q``) to the label
+    positions of class c (the ``prompt.label_pos[i]`` with ``prompt.label_class[i] == c``), summed over heads
+    and over those positions. Read it from the ``hook_pattern`` of one ``run_with_cache`` of ``prompt.tokens``."""
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(prompt.tokens[None], names_filter=lambda name: name.endswith("hook_pattern"))
+    rows = torch.stack([cache["pattern", layer][0, :, prompt.q, :] for layer in range(model.cfg.n_layers)])
+    at_q = einops.reduce(rows, "layer head key_pos -> layer key_pos", "sum")
+    out = torch.zeros(model.cfg.n_layers, n_classes)
+    for pos, c in zip(prompt.label_pos, prompt.label_class):
+        out[:, c] += at_q[:, pos].float().cpu()
+    return out
+
+
+# %% [markdown]
+# The check runs your function on tiny random models of three architectures and compares it with the helper;
+# then the same comparison on one real prompt (the first test input of the first task and seed).
+
+# %%
+check_label_attention(label_attention_at_q)
+
+one = make_icl_set(model, profile.tasks[0], profile.seeds[0], n_test=1)
+prompt = one.prompts[0]
+mine = label_attention_at_q(model, prompt, len(one.label_ids))
+torch.testing.assert_close(mine, label_attention_reference(model, prompt, one.label_ids))
+print(f"✓ {one.task.display}, one prompt of {len(prompt)} tokens: by hand = label_attention on all "
+      f"{model.cfg.n_layers} layers")
+by_hand = pd.DataFrame(mine.numpy(), columns=[f"A_l(q, {w!r})" for w in one.task.label_words]).rename_axis("layer")
+display(by_hand.T.round(3))
+
+# %% [markdown]
+# Reading the table: each column is a layer, each row a class's label words; a value is a sum over heads, so it
+# can exceed 1. On the default profile's prompt (SST-2, seed 42, gold label positive) Gemma 3 270M gives the
+# label words little of $q$'s attention in layers 0-4 and most in layers 5, 9, 13 and 17, more to "Positive" than
+# to "Negative" in 15 of its 18 layers, and predicts Positive (0.59 of the two labels' probability). SmolLM2-135M
+# gives them almost nothing up to layer 13 and a lot in layers 17-24, again mostly more to "Positive", and
+# predicts Positive (0.86). One prompt says nothing about prediction across inputs: $\mathrm{AUCROC}_l$ asks, for
+# every layer, whether the class whose label words get more attention is the class the model outputs. That is
+# the helper at scale below.
+
+# %% [markdown]
+# ## At scale: AUCROC$_l$ for every task and seed, on both offline models
+#
+# Each (model, task, seed) run is cached on disk. The second model is loaded only for its own runs, then freed.
 
 # %%
 names = [current_model_name()]
-other = other_offline_model(current_model_name())
-if other:
+if other := other_offline_model(current_model_name()):
     names.append(other)
 frames, raw = {}, {}  # raw: this run's model, per (task, seed) scores and predictions (for intervals)
 for name in names:
@@ -81,97 +160,115 @@ for name in names:
     if m is not model:
         del m
         gc.collect()
-df = pd.concat(frames.values(), ignore_index=True)
 curves = {name: mean_curves(frames[name]) for name in names}
 fig = plots.plot_aucroc_curves({f"{name.split('/')[-1]} (mean over tasks, seeds)": c for name, c in curves.items()})
-save_figure(fig, "03_aucroc")
+_ = save_figure(fig, "03_aucroc")
 
 # %% [markdown]
-# ## Per task
+# ### Per task
 #
-# Peak $\mathrm{AUCROC}_l$ and the layer where $R_l$ first passes 0.5, per model and task (mean
-# curve over seeds). A run in which the model predicts a single class for every input has no
-# defined AUC and is skipped (`n_pred_classes` = 1).
+# Peak $\mathrm{AUCROC}_l$ and the layer where $R_l$ first passes 0.5, per model and task (mean curve over
+# seeds), and each model's mean over tasks. A run in which the model predicts a single class for every input
+# has no defined AUC and is skipped (counted in the last column).
 
 # %%
-rows = []
-for (name, task), d in df.groupby(["model", "task"]):
-    c = mean_curves(d)
-    rows.append({"model": name.split("/")[-1], "task": get_task(task).display, "layers": len(c),
-                 "peak AUCROC": float(np.nanmax(c["auc"])) if c["auc"].notna().any() else np.nan,
-                 "peak layer": int(np.nanargmax(c["auc"])) if c["auc"].notna().any() else None,
-                 "R_l > 0.5 at layer": crossing_layer(c["r"].to_numpy()),
-                 "accuracy": d.groupby("seed")["accuracy"].first().mean(),
-                 "runs with 1 predicted class": int((d.groupby("seed")["n_pred_classes"].first() < 2).sum())})
-display(pd.DataFrame(rows).round(3))
+display(per_task_table(pd.concat(frames.values(), ignore_index=True)))
 
 # %% [markdown]
-# ## Numbers beside the paper's claim
+# ## Paper vs ours
 #
-# Checks fixed before any run (`helpers.experiments.aucroc.aucroc_verdict`), on each model's curve averaged
-# over tasks and seeds:
-# 1. the peak $\mathrm{AUCROC}_l$ is at least 0.75 (the paper: "about 0.8"); for this run's model the
-#    whole 95% interval of the peak must be (seeds and test inputs resampled, `helpers.experiments.aucroc.curve_intervals`);
-# 2. the peak lies in the deeper half of the layers; for this run's model the whole 95% interval of the
-#    peak layer (of the seed-averaged curve) must (same resamples);
-# 3. $R_l$ first passes 0.5 after the first third of the layers (at layer $\ge \lfloor L/3 \rfloor$, 0-based);
-#    for this run's model the whole 95% interval of that layer must (same resamples as check 1).
+# Checks fixed before any run (`helpers.experiments.aucroc.aucroc_verdict`), on this run's model, each on the
+# 95% interval of its statistic (seeds, then test inputs within each task and seed, resampled;
+# `helpers.experiments.aucroc.curve_intervals`):
+# 1. the peak $\mathrm{AUCROC}_l$ (of each seed's task-averaged curve) is at least 0.75 (the paper: "about
+#    0.8"): the whole interval must be;
+# 2. the peak lies in the deeper half of the layers (layer $\ge \lfloor L/2 \rfloor$, 0-based): the whole
+#    interval of the peak layer must;
+# 3. $R_l$ first passes 0.5 after the first third of the layers (layer $\ge \lfloor L/3 \rfloor$): the whole
+#    interval of that layer must.
 #
-# The verdict is "replicates" if all hold, "partly" if some hold, "inconclusive" if none holds but
-# the interval of check 1 straddles 0.75, that of check 2 straddles $\lfloor L/2 \rfloor$ or that of check 3
-# straddles $\lfloor L/3 \rfloor$, and
-# "does not replicate" otherwise. The other model is judged on its point estimates (its runs keep no
-# per-input scores for an interval).
+# Each check replicates if its whole interval clears the threshold, is inconclusive if the interval straddles
+# it, and does not replicate if it lies wholly on the wrong side. Together: "replicates" if all three hold,
+# "partly" if some do, "inconclusive" if none holds but one straddles, "does not replicate" otherwise. The other
+# model appears in the figure and the table above; its own run (`ICL_MODEL`) reports its claims.
 
 # %%
-summary_rows_tbl, verdicts, metrics = [], {}, {}
-# this run's model: 95% interval of the peak (each seed's task-averaged curve; seeds, then inputs resampled)
-ivs = curve_intervals(raw)  # None where undefined in too many resamples (e.g. one predicted class, tiny runs)
-peak_iv, cross_iv, peak_layer_iv = ivs["peak"], ivs["crossing"], ivs["peak_layer"]
-print(f"{current_model_name()}: peak AUCROC_l {'no interval' if peak_iv is None else format(peak_iv, '.3f')}; "
-      f"R_l passes 0.5 at layer {'no interval' if cross_iv is None else format(cross_iv, '.1f')}; "
-      f"peak layer {'no interval' if peak_layer_iv is None else format(peak_layer_iv, '.1f')} (95% CI)")
-for name, c in curves.items():
-    this = name == current_model_name()
-    v, checks = aucroc_verdict(c, peak_target=paper.FIG5_PEAK_AUCROC, peak_iv=peak_iv if this else None,
-                               cross_iv=cross_iv if this else None, peak_layer_iv=peak_layer_iv if this else None)
-    verdicts[name] = v
-    L = len(c)
-    cross = crossing_layer(c["r"].to_numpy())
-    peak = float(np.nanmax(c["auc"]))
-    summary_rows_tbl.append({"model": name.split("/")[-1], "layers": L,
-                         "paper: peak AUCROC": f"about {paper.FIG5_PEAK_AUCROC}", "ours: peak AUCROC": round(peak, 3),
-                         "ours: peak layer": int(np.nanargmax(c["auc"])),
-                         "paper: R_l grows": "mainly middle/late layers",
-                         "ours: R_l > 0.5 at layer": cross,
-                         "ours: R_l > 0.5 at layer, mean over seeds [95% CI]":
-                             format(cross_iv, ".1f") if this and cross_iv is not None else "n/a",
-                         "ours: R_l > 0.5 at depth": None if cross is None else round(cross / (L - 1), 2),
-                         **{k: v for k, v in checks.items()}, "verdict": v})
-    metrics[name] = {"auc": c["auc"].to_numpy(), "r": c["r"].to_numpy(), "peak_auc": peak,
-                     "peak_layer": int(np.nanargmax(c["auc"])), "crossing_layer": cross, "checks": checks,
-                     "verdict": v}
-display(pd.DataFrame(summary_rows_tbl).set_index("model").T)
-summary = " ".join(
-    f"{name} ({m['auc'].shape[0]} layers): peak AUCROC_l {m['peak_auc']:.2f} at layer {m['peak_layer']}, "
-    f"R_l passes 0.5 at layer {m['crossing_layer']}; verdict: {m['verdict']}."
-    for name, m in metrics.items()
-) + f" (Paper: AUCROC_l about {paper.FIG5_PEAK_AUCROC} in deep layers, R_l growing mainly in middle and later layers.)"
-print(summary)
-# this run's model: per-seed values (each seed's curve averaged over tasks)
-cur = frames[current_model_name()]
-seed_curves = {s: mean_curves(d) for s, d in cur.groupby("seed")}
-L = model.cfg.n_layers
-summary_rows = [
-    summary_row("03 peak AUCROC_l (each seed's curve, mean over tasks)", f"about {paper.FIG5_PEAK_AUCROC}",
-                peak_iv if peak_iv is not None else [float(np.nanmax(c["auc"])) for c in seed_curves.values()],
-                verdicts[current_model_name()]),
-    summary_row("03 layer where R_l passes 0.5 (0-based)", "middle / later layers",
-                (mean_std([crossing_layer(c["r"].to_numpy()) for c in seed_curves.values()]) if cross_iv is None
-                 else f"{cross_iv:.1f} (95% CI; {cross_iv.n_seeds} seed(s), {cross_iv.n_inputs} inputs)")
-                + f" of {L} layers", verdicts[current_model_name()]),
-]
-save_metrics("03_deep_aucroc", {"profile": profile.name, "seeds": budget["seeds"], "n": budget["n"],
-                                "table": summary_rows_tbl,
-                                "models": metrics, "verdict": f"{verdicts[current_model_name()]}. {summary}",
-                                "summary": summary_rows})
+claims = aucroc_claims(curves[current_model_name()], curve_intervals(raw), current_model_name(),
+                       peak_target=paper.FIG5_PEAK_AUCROC)
+report_claims("03_deep_aucroc", claims, metrics={n: c.to_dict("list") for n, c in curves.items()}, digits=2)
+
+# %% [markdown]
+# ## Questions for discussion
+#
+# 1. Why is $\mathrm{AUCROC}_l$ computed against the model's own prediction and not against the gold label?
+#
+# <details><summary>Answer</summary>
+#
+# The claim is about mechanism: whether the attention at $q$ explains what the model outputs, right or wrong.
+# Against gold labels the AUC would mix in the model's errors, and with a weak few-shot learner (1-shot accuracy
+# 0.55 and 0.39 on the two models, averaged over four tasks) it would be capped by accuracy rather than by how
+# closely the output follows the attention.
+# </details>
+#
+# 2. The score sums the attention over all heads. What could a per-head score find that the sum hides, and
+#    what would it cost?
+#
+# <details><summary>Answer</summary>
+#
+# A few heads may carry the label information while others attend to the label words without writing anything
+# useful (paper B, arXiv 2402.02872, separates such heads). The sum weighs every head alike, so such heads dilute
+# it; a per-head AUC could peak higher. The cost: $L \times H$ AUCs (72 on Gemma, 270 on SmolLM2) on 64 inputs
+# per task and seed, and picking the best head after looking at them inflates its AUC, so it would need held-out
+# inputs.
+# </details>
+#
+# 3. A peak $\mathrm{AUCROC}_l$ of 0.75 means the attention to the label words predicts the output. Does it mean
+#    the output is computed from the label words?
+#
+# <details><summary>Answer</summary>
+#
+# No: it is a correlation across inputs. The query's content could drive both where $q$ attends and what the
+# model outputs, through paths that never read the label words. Causal evidence needs an intervention: blocking
+# the label words' information flow (§2.2, notebook 02) or changing the attention to them and watching the output
+# move (§3.1, notebook 04; its by-hand cell does exactly that on one prompt).
+# </details>
+#
+# 4. $R_l$ is a share of a total. What happens to it when the deep layers' AUCs are only slightly above 0.5, and
+#    why does the helper refuse to report it when the total is not positive?
+#
+# <details><summary>Answer</summary>
+#
+# With a small total, small fluctuations of shallow layers around 0.5 (both signs) move $R_l$ a lot, and the
+# crossing layer becomes noisy: that is why the check uses the interval of the crossing layer, not its point
+# value. With a total at or below zero the "shares" can exceed 1 or run backwards; they are not fractions of
+# anything, so `cumulative_r` returns NaN.
+# </details>
+
+# %% [markdown]
+# ## Reading: what this shows on a 135M-270M model, and what it cannot
+#
+# Measured numbers (default profile, both models, from the README's results table; 5 seeds, 64 test inputs per
+# task and seed, four tasks):
+#
+# | | paper (GPT2-XL, GPT-J) | Gemma 3 270M (18 layers) | SmolLM2-135M (30 layers) |
+# |---|---|---|---|
+# | peak $\mathrm{AUCROC}_l$, 95% CI | about 0.8 | 0.76 [0.74, 0.80] | 0.76 [0.72, 0.81] |
+# | layer where $R_l$ passes 0.5, 95% CI | middle / later layers | 13.4 [12.6, 14.4] | 21.4 [17.8, 24.2] |
+# | verdict (three checks together) | | **partly** | **partly** |
+#
+# Both models show the shape of Fig. 5. $\mathrm{AUCROC}_l$ stays at chance (0.45-0.52 on the curve averaged over
+# tasks and seeds) in Gemma's first five layers and SmolLM2's first eight, rises through the middle, and peaks in
+# the deeper half: Gemma at its last layer (0.75 on the averaged curve), SmolLM2 at layer 24 of 30 (0.73) before
+# falling back to 0.54-0.65 in its last five layers. $R_l$ passes 0.5 at about three quarters of the depth in
+# both, well after the first third: the predictive signal accumulates in the middle and later layers, as the
+# paper says. What does not hold cleanly is the size: the paper's "about 0.8" sits inside both intervals, but so
+# does the 0.75 threshold, so the first check is inconclusive on both models and the verdict is "partly". With
+# 64 inputs per task and seed, a per-seed peak of 0.76 is not distinguishable from 0.75 or 0.8.
+#
+# What this design cannot establish. It is a correlation of attention with the output (question 3), not a test
+# that the deep layers read the label words; notebook 04 intervenes. Two models of 135M and 270M parameters are
+# an order of magnitude below GPT2-XL (1.5B) and GPT-J (6B), and weak few-shot learners, so a smaller AUC may
+# reflect weaker in-context learning as much as a different mechanism. TweetEval-emotion stands in for EmoC
+# (data/README.md). The peak is a maximum over layers, so on few inputs it leans high (the interval is the spread
+# of that statistic, not a bound on one fixed layer's AUC). Five seeds resample the demonstrations, not the
+# prompt template or the label words.

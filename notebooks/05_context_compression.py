@@ -2,200 +2,336 @@
 # jupyter:
 #   jupytext:
 #     formats: ipynb,py:percent
+#     notebook_metadata_filter: -kernelspec,-jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
-#   kernelspec:
-#     display_name: Python 3
-#     language: python
-#     name: python3
 # ---
 
 # %% [markdown]
 # # 05 · Anchor-only context compression (paper A, §3.2, Tables 2 and 3)
 #
-# **Claim.** If the label words (and the template tokens around them) carry what the model needs from the
-# demonstrations, then keeping *only their keys and values* — computed once, with the full context — and
-# running each test input alone after them (Hidden_anchor) should keep most of ICL's predictions, better than
-# keeping the same words as plain text (Text_anchor) or keeping random positions (Hidden_random,
-# Hidden_random-top), and be faster. Paper (GPT2-XL, average of 4 tasks): Hidden_anchor label loyalty 79.47,
-# word loyalty 62.17, accuracy 45.04 (ICL 51.90); speed-up 1.1x-2.5x, bounded by the ratio of tokens.
+# **Learning objectives.** After this notebook you can
+# - build Hidden_anchor by hand: run the demonstrations once, keep every layer's keys and values only at the
+#   label words and formatting tokens, and run a test input against that pruned cache;
+# - say why the kept rows must keep their original positions, and what grouped-query attention changes (nothing
+#   but the number of key/value heads you copy);
+# - read label loyalty, word loyalty and accuracy against full ICL, and the four compressed methods of Table 2;
+# - judge a speed-up against its token-ratio bound.
 #
-# Mechanics (`helpers.experiments.compression`): one pass of the demonstrations into TransformerLens's key/value cache; the
-# cache is cut to the anchor positions (`Prompt.anchor_pos`: label tokens, the demonstrations' template tokens
-# and newlines, BOS). The anchors keep their **original** positions and the input continues at its original
-# position (rotary: keys pre-rotated, queries shifted; learned positions: `W_pos[P0:]`). Tests prove that a
-# cache keeping every position reproduces full ICL and that a pruned cache equals the full prompt with the
-# dropped positions masked. Hidden_random keeps the template tokens plus one random text position per
+# ## The paper's claim
+# [Paper A, §3.2](https://arxiv.org/abs/2305.14160) (Tables 2 and 3): if the label words (and the template
+# tokens around them) carry what the model needs from the demonstrations, then keeping *only their keys and
+# values*, computed once with the full context, and running each test input alone after them (Hidden_anchor)
+# should keep most of ICL's predictions, better than keeping the same words as plain text (Text_anchor) or
+# keeping random positions (Hidden_random, Hidden_random-top), and be faster. The paper's numbers are in the
+# claims table below (from `helpers.study.paper`).
+#
+# Mechanics (`helpers.experiments.compression`): one pass of the demonstrations into TransformerLens's key/value
+# cache; the cache is cut to the anchor positions (`Prompt.anchor_pos`: label tokens, the demonstrations'
+# template tokens and newlines, BOS). The anchors keep their **original** positions and the input continues at
+# its original position P0 (rotary: keys pre-rotated, queries shifted; learned positions: `W_pos[P0:]`). Tests
+# prove that a cache keeping every position reproduces full ICL and that a pruned cache equals the full prompt
+# with the dropped positions masked. Hidden_random keeps the template tokens plus one random text position per
 # demonstration instead of the label; Hidden_random-top is the best of `profile.random_top_draws` seeded draws
 # by label loyalty, chosen on the same test inputs (as in the paper; this flatters it).
 #
 # Query positions (`QUERY_POSITIONS` below, default `"original"`: the method above). The two released code paths
-# of the paper (arXiv 2305.14160, §3.2) differ here: the GPT-J code continues the input at its original position,
-# as we do, while the GPT-2 code passes the anchors' keys and values but restarts the input at position 0. Setting
-# `QUERY_POSITIONS = "restart"` runs that GPT-2 variant for the three cached methods (Hidden_anchor, Hidden_random,
-# Hidden_random-top): the input's tokens get positions 0..len-1 (learned positions `W_pos[0:len]`; rotary angles
-# 0..len-1 for its queries and its own keys) while the anchors keep the positions they had in the full context.
-# A GPT2-XL run with `"restart"` is the one to set beside the paper's GPT2-XL Table 2. ICL and Text_anchor have
-# no cache and do not change; results of the two settings are stored apart (`helpers.experiments.compression.cached_compression`).
+# of the paper differ here: the GPT-J code continues the input at its original position, as we do, while the
+# GPT-2 code passes the anchors' keys and values but restarts the input at position 0. `QUERY_POSITIONS =
+# "restart"` runs that GPT-2 variant for the three cached methods (the anchors keep the positions they had in
+# the full context); a GPT2-XL run with `"restart"` is the one to set beside the paper's GPT2-XL Table 2. ICL and
+# Text_anchor have no cache and do not change; the two settings are stored apart.
 #
 # Data note: seeded test/demonstration pools from StaICC's merged data (data/README.md); TweetEval-emotion
 # stands in for EmoC.
+#
+# Under `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs: the numbers test that
+# the code runs; they are not evidence.
 
 # %%
+import warnings
+
 import pandas as pd
-from IPython.display import display
+import torch
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
-from helpers.core.tasks import get_task
+from helpers.core.tasks import LabelWordWarning, get_task
 from helpers.experiments.compression import (
     METHODS,
+    anchor_keep,
     cached_compression,
+    check_hidden_anchor_logits,
+    compression_claims,
+    hidden_anchor_reference,
     method_cells,
-    speed_verdict,
-    table2_verdict,
     time_icl_vs_anchor,
 )
 from helpers.study import paper as PA
 from helpers.study import plots
+from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
-from helpers.study.results import save_figure, save_metrics, summary_row
+from helpers.study.results import save_figure
 from helpers.study.stats import bootstrap_means, paired_differences
 
+# multi-token label words (e.g. TREC's " Abbreviation") stand for their class by their first token
+# (helpers.core.tasks); the helpers would warn about it at every prompt set
+warnings.filterwarnings("ignore", category=LabelWordWarning)
 profile = get_profile()
 model_name = current_model_name()
 model = load_model(model_name)
 print(profile)
 
 # %% [markdown]
-# Run size: every method is one pass over the test inputs (as suffixes after its cache), and
-# Hidden_random-top one per draw (`profile.random_top_draws`: 2 in `default`, the paper's 20 in `paper`);
-# every seed of the profile (`smoke`: one) and `profile.n_test` inputs per (task, seed).
-# `QUERY_POSITIONS`: `"original"` (the method) or `"restart"` (the paper's GPT-2 code; see above).
+# ## The mechanism by hand: one prompt through a pruned cache
+#
+# Hidden_anchor in plain TransformerLens. Run the demonstrations (the tokens before P0) with `run_with_cache`
+# and keep, at every layer, `hook_k` and `hook_v` only at the anchor positions: that is the whole cache. On a
+# grouped-query model (Gemma 3: 1 key/value head for 4 query heads; SmolLM2: 3 for 9) these hooks have
+# `n_key_value_heads` heads, not `n_heads`: copy them as they are, the attention shares them itself. Then run the
+# input against the cache. The simplest way to keep every position right is to run the whole prompt once more
+# with two kinds of hooks: at every layer the demonstrations' rows of `hook_k`/`hook_v` are replaced by the
+# cache (zeros where nothing was kept, so nothing else can leak through), and the input's rows may only attend
+# to the kept rows and to the input itself (`hook_attn_scores` set to −inf elsewhere). The input then sits at
+# its original positions P0.., and the anchors at theirs, exactly as in the helper's cache.
+
+# %% [markdown]
+# <details><summary>Hint</summary>
+#
+# `names_filter=lambda name: name.endswith(("attn.hook_k", "attn.hook_v"))` collects both hooks of every layer;
+# `cache[name][:, keep]` is the pruned cache of one hook. A hook function `f(x, hook)` sees `hook.name`, so one
+# function can serve every layer. Attention scores are `[batch, head, query_pos, key_pos]`: build a
+# `[seq, seq]` boolean mask that is True for (input row, dropped demonstration column) and
+# `masked_fill` it with `-inf`. Read the logits at `prompt.q`, columns `label_ids`.
+# </details>
+
+# %% tags=["solution"]
+from transformer_lens import HookedTransformer
+
+from helpers.experiments.compression import prefix_len
+
+
+def hidden_anchor_logits(model: HookedTransformer, prompt, keep, label_ids) -> torch.Tensor:
+    """Label logits at q when the input sees the demonstrations only through their keys/values at ``keep``.
+
+    1. ``p0 = prefix_len(prompt)``: the demonstrations are ``prompt.tokens[:p0]``, the input the rest.
+    2. Run the demonstrations alone with ``run_with_cache`` and keep every layer's ``hook_k`` and ``hook_v``
+       only at the positions ``keep`` (``[1, kept, kv_head, d_head]``): the pruned cache.
+    3. Run the whole prompt with hooks: at every layer, the first ``p0`` rows of ``hook_k``/``hook_v`` are zeros
+       except the kept rows, which hold the pruned cache; in ``hook_attn_scores`` the input's rows
+       (``>= p0``) may not attend to any demonstration position outside ``keep`` (-inf).
+    4. Return the logits at ``prompt.q`` for ``label_ids``: shape ``[classes]``.
+    """
+    p0 = prefix_len(prompt)
+    _, demos = model.run_with_cache(prompt.tokens[None, :p0],
+                                    names_filter=lambda name: name.endswith(("attn.hook_k", "attn.hook_v")))
+    keep = torch.as_tensor(list(keep))
+    pruned = {name: demos[name][:, keep] for name in demos}  # per layer: [1, kept, kv_head, d_head]
+    blocked = torch.zeros(len(prompt), len(prompt), dtype=torch.bool)  # [query_pos, key_pos]
+    blocked[p0:, :p0] = True
+    blocked[p0:, keep] = False  # the input's rows see the kept rows (and, causally, themselves)
+
+    def from_pruned_cache(x, hook):  # [batch, pos, kv_head, d_head]
+        x = x.clone()
+        x[:, :p0] = 0.0
+        x[:, keep] = pruned[hook.name]
+        return x
+
+    def only_kept(scores, hook):  # [batch, head, query_pos, key_pos]
+        return scores.masked_fill(blocked.to(scores.device), float("-inf"))
+
+    hooks = [(name, from_pruned_cache) for name in pruned]
+    hooks += [(f"blocks.{layer}.attn.hook_attn_scores", only_kept) for layer in range(model.cfg.n_layers)]
+    logits = model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)
+    return logits[0, prompt.q, list(label_ids)]
+
+
+# %% [markdown]
+# The check runs your function on three tiny random models (learned positions, rotary, grouped-query) against the
+# helper's pruned cache, with the anchors and with a random draw of kept positions. Then the same on one real
+# SST-2 prompt, beside full ICL.
+
+# %%
+check_hidden_anchor_logits(hidden_anchor_logits)
+one = make_icl_set(model, "sst2", profile.seeds[0], 1)
+prompt, keep = one.prompts[0], anchor_keep(one.prompts[0])
+with torch.inference_mode():
+    mine = hidden_anchor_logits(model, prompt, keep, one.label_ids).float().cpu()
+    full = model(prompt.tokens[None])[0, prompt.q, list(one.label_ids)].float().cpu()
+torch.testing.assert_close(mine, hidden_anchor_reference(model, prompt, keep, one.label_ids), atol=1e-3, rtol=1e-3)
+print(f"kept {len(keep)} of {prefix_len(prompt)} demonstration tokens:",
+      " ".join(repr(model.tokenizer.decode(prompt.tokens[i])) for i in keep))
+pd.DataFrame({"full ICL": full, "Hidden_anchor (by hand)": mine}, index=get_task("sst2").label_words).round(2)
+
+# %% [markdown]
+# Reading: a few dozen demonstration tokens shrink to the template and label tokens, and the label logits at q
+# move but (on most prompts) keep their order: the prediction survives without the demonstrations' text.
+# Whether it survives on most inputs, and better than the baselines, is what the run below measures.
+
+# %% [markdown]
+# ## At scale: Table 2
+# Every method is one pass over the test inputs (as suffixes after its cache), and Hidden_random-top one per
+# draw (`profile.random_top_draws`: 2 in `default`, the paper's 20 in `paper`); every seed of the profile
+# (`smoke`: one) and `profile.n_test` inputs per (task, seed). `QUERY_POSITIONS`: `"original"` (the method) or
+# `"restart"` (the paper's GPT-2 code; see above).
 
 # %%
 QUERY_POSITIONS = "original"
-SUFFIX = "" if QUERY_POSITIONS == "original" else f"_{QUERY_POSITIONS}"  # a variant's figures/metrics stay apart
-N_SEEDS = {"smoke": 1}.get(profile.name, len(profile.seeds))
-N_TEST = profile.n_test
-seeds = profile.seeds[:N_SEEDS]
+SUFFIX = "" if QUERY_POSITIONS == "original" else f"_{QUERY_POSITIONS}"  # a variant's figures/claims stay apart
+seeds = profile.seeds[:{"smoke": 1}.get(profile.name, len(profile.seeds))]
 results = {}
 for task in profile.tasks:
     for seed in seeds:
-        icl = make_icl_set(model, task, seed, N_TEST)
+        icl = make_icl_set(model, task, seed, profile.n_test)
         results[task, seed] = cached_compression(model, icl, profile.random_top_draws, profile.batch_size,
                                                  query_positions=QUERY_POSITIONS)
-        m = results[task, seed].metrics
-        print(f"{task:14s} seed {seed}: " + "  ".join(f"{k} LL {100 * v['label_loyalty']:.0f} "
-                                                     f"WL {100 * v['word_loyalty']:.0f} Acc {100 * v['accuracy']:.0f}"
-                                                     for k, v in m.items()))
 
 # %% [markdown]
-# ## Table 2 (label loyalty / word loyalty / accuracy, %, mean over tasks and seeds)
+# Table 2 (label loyalty / word loyalty / accuracy, %, mean over tasks and seeds), ours beside the paper's:
 
 # %%
 long = pd.DataFrame([dict(task=t, seed=s, method=meth, metric=met, value=val)
                      for (t, s), r in results.items() for meth, d in r.metrics.items() for met, val in d.items()])
-per_task = long.groupby(["method", "metric", "task"]).value.mean().unstack("task")
-avg = (100 * per_task.mean(axis=1)).unstack("metric")[["label_loyalty", "word_loyalty", "accuracy"]].loc[list(METHODS)]
+avg = (100 * long.groupby(["method", "metric", "task"]).value.mean().groupby(["method", "metric"]).mean()
+       ).unstack("metric").loc[list(METHODS), ["label_loyalty", "word_loyalty", "accuracy"]]
 avg.columns = ["LL", "WL", "Acc"]
 paper2 = pd.DataFrame({f"{m} {col}": [PA.TABLE2[m][meth][i] for meth in METHODS]
                        for m in ("GPT2-XL", "GPT-J") for i, col in enumerate(("LL", "WL", "Acc"))}, index=list(METHODS))
-table2 = pd.concat([paper2, avg.add_prefix(f"{model_name.split('/')[-1]} (ours) ").round(2)], axis=1)
-table2
+pd.concat([paper2, avg.add_prefix(f"{model_name.split('/')[-1]} (ours) ").round(2)], axis=1)
 
 # %%
 per_metric = {"label_loyalty": "label_loyal", "word_loyalty": "word_loyal", "accuracy": "correct"}
-
-
-def cells(method, metric):
-    return method_cells(results, method, metric)
-
-
 # 95% intervals over seeds and, within each seed, test inputs (helpers.study.stats)
-ivs = {(m, met): bootstrap_means(cells(m, col)).scaled(100) for m in METHODS for met, col in per_metric.items()}
+ivs = {(m, met): bootstrap_means(method_cells(results, m, col)).scaled(100)
+       for m in METHODS for met, col in per_metric.items()}
 bars = long.groupby(["method", "metric"], sort=False).value.mean().reset_index()
 fig = plots.plot_compression_bars(bars, title=f"{model_name}: loyalty and accuracy, mean over tasks",
                                   intervals={(met, m): iv.scaled(0.01) for (m, met), iv in ivs.items()})
-save_figure(fig, "05_table2_bars" + SUFFIX)
+_ = save_figure(fig, "05_table2_bars" + SUFFIX)
 
 # %% [markdown]
-# ## Table 3: speed-up of Hidden_anchor over full ICL
+# ## At scale: Table 3, speed-up of Hidden_anchor over full ICL
 # Time per input, one input at a time, both paths in the same run and interleaved (see
 # `benchmarks/bench_compression.py` for the standalone version). The bound is the ratio of tokens
-# (L_context + L_x) / (L_anchor + L_x); L_demo is the mean length of one demonstration.
-# Each input's time is its median over the repeats; the speed-up is the ratio of the mean times, with a
-# 95% bootstrap interval over the timed inputs (paired). That interval covers the inputs' lengths and
-# the timing noise of this run, not another machine's timing. Times on a shared CPU are noisy; the
-# benchmark script is the reference measurement.
+# (L_context + L_x) / (L_anchor + L_x); L_demo is the mean length of one demonstration. Each input's time is its
+# median over the repeats; the speed-up is the ratio of the mean times, with a 95% bootstrap interval over the
+# timed inputs (paired). That interval covers the inputs' lengths and the timing noise of this run, not another
+# machine's timing.
 
 # %%
 N_TIME = {"smoke": 4, "default": 8}.get(profile.name, 16)
-speed = []
-for task in profile.tasks:
-    icl = make_icl_set(model, task, seeds[0], N_TIME)
-    reps = {"smoke": 1, "default": 2}.get(profile.name, 3)
-    speed.append(time_icl_vs_anchor(model, icl, n_inputs=N_TIME, repeats=reps))
-speed = pd.DataFrame(speed)
-table3 = speed[["task", "L_demo", "L_x", "L_anchor", "bound", "speedup", "speedup_low", "speedup_high",
-               "speedup_over_bound"]].round(2)  # low/high: 95% interval over the timed inputs
+speed = pd.DataFrame([time_icl_vs_anchor(model, make_icl_set(model, task, seeds[0], N_TIME), n_inputs=N_TIME,
+                                         repeats={"smoke": 1, "default": 2}.get(profile.name, 3))
+                      for task in profile.tasks])
+table3 = speed[["task", "L_demo", "L_x", "L_anchor", "bound", "speedup", "speedup_low", "speedup_high"]].round(2)
 for m in ("GPT2-XL", "GPT-J"):
     table3[f"paper {m}"] = [PA.TABLE3_SPEEDUP[m][PA.paper_key(t)] for t in table3.task]
 table3["paper L_demo / L_x"] = [f"{PA.TABLE3_LDEMO[PA.paper_key(t)]} / {PA.TABLE3_LX[PA.paper_key(t)]}"
-                               + (" (EmoC)" if PA.paper_key(t) == "emoc" else "") for t in table3.task]
+                               for t in table3.task]
 table3
 
 # %%
 fig = plots.plot_speedup(speed, title=f"{model_name}: Hidden_anchor speed-up vs token-ratio bound")
-save_figure(fig, "05_speedup")
+_ = save_figure(fig, "05_speedup")
 
 # %% [markdown]
-# ## Verdict
-# Criteria (fixed before the run, `helpers.experiments.compression.table2_verdict`), on 95% intervals of
-# Hidden_anchor minus each other compressed method (Text_anchor, Hidden_random, Hidden_random-top), paired per
-# input and averaged over tasks: *replicates* if all six intervals (label and word loyalty) lie above zero;
-# *partly* if the three of one metric do, or the four against the hidden random baselines do; *does not
-# replicate* if on both metrics some method lies clearly above Hidden_anchor; else *inconclusive*. Speed
-# (`speed_verdict`): *meets the goal* if every task reaches 90% of its token-ratio bound, *speeds up* if every
-# task is faster than full ICL.
+# ## Paper vs ours
+# Criteria (fixed before the run, `helpers.experiments.compression.table2_verdict` and `compression_claims`), on
+# 95% intervals of Hidden_anchor minus each other compressed method (Text_anchor, Hidden_random,
+# Hidden_random-top), paired per input and averaged over tasks: *replicates* if all six intervals (label and
+# word loyalty) lie above zero; *partly* if the three of one metric do, or the four against the hidden random
+# baselines do; *does not replicate* if on both metrics some method lies clearly above Hidden_anchor; else
+# *inconclusive*. The Table 2 values carry that verdict; each gap its own (above zero, below zero, or neither).
+# Speed, per task (`speed_verdict`): *replicates* (meets the goal) if it reaches 90% of its token-ratio bound,
+# *partly* if it is faster than full ICL.
 
 # %%
-names_ = {"label_loyalty": "label loyalty", "word_loyalty": "word loyalty", "accuracy": "accuracy"}
-gaps = {(o, met): bootstrap_means(paired_differences(cells("Hidden_anchor", per_metric[met]),
-                                                     cells(o, per_metric[met]))).scaled(100)
+gaps = {(o, met): bootstrap_means(paired_differences(method_cells(results, "Hidden_anchor", per_metric[met]),
+                                                     method_cells(results, o, per_metric[met]))).scaled(100)
         for o in ("Text_anchor", "Hidden_random", "Hidden_random-top") for met in ("label_loyalty", "word_loyalty")}
-display(pd.DataFrame({names_[met]: {m: f"{ivs[(m, met)]:.1f}" for m in METHODS} for met in per_metric})
-        .rename_axis(f"ours, % [95% CI], {model_name}"))
-display(pd.DataFrame({"Hidden_anchor minus (points) [95% CI]": {f"{o}, {met}": f"{iv:+.1f}" for (o, met), iv in gaps.items()}}))
-verdict, checks = table2_verdict(gaps)
-display(pd.Series(checks, name="holds").to_frame())
-sverdict = speed_verdict(dict(zip(speed.task, speed.speedup)), dict(zip(speed.task, speed.bound)))
-names = {"label_loyalty": "label loyalty", "word_loyalty": "word loyalty", "accuracy": "accuracy"}
-summary = [summary_row(f"05 Table 2 {meth}: {names[met]} (%)", float(paper2.loc[meth, f"GPT2-XL {col}"]),
-                       ivs[(meth, met)], verdict)
-           for meth in METHODS if meth != "ICL" for met, col in zip(names, ("LL", "WL", "Acc"))]
-summary.append(summary_row("05 Table 2 ICL accuracy (%)", 51.90, ivs[("ICL", "accuracy")], verdict))
-summary += [summary_row(f"05 Table 2 Hidden_anchor minus {o}: {names[met]} (points)", "above 0", iv, verdict)
-            for (o, met), iv in gaps.items()]
-summary += [summary_row(f"05 Table 3 speed-up, {get_task(r.task).display}",
-                        PA.TABLE3_SPEEDUP["GPT2-XL"][PA.paper_key(r.task)],
-                        f"{r.speedup:.2f}x [{r.speedup_low:.2f}, {r.speedup_high:.2f}] (95% CI over {r.n_inputs} timed "
-                        f"inputs; bound {r.bound:.2f}x: {100 * r.speedup_over_bound:.0f}%)", sverdict)
-            for r in speed.itertuples()]
-save_metrics("05_context_compression" + SUFFIX, {"table2": avg.to_dict(), "table3": speed.to_dict(orient="records"),
-                                                 "table": table2.reset_index(names="method").to_dict(orient="records"),
-                                                 "table2_ci": {f"{m}|{met}": [iv.estimate, iv.low, iv.high]
-                                                               for (m, met), iv in ivs.items()},
-                                                 "checks": checks, "query_positions": QUERY_POSITIONS,
-                                                 "summary": summary, "seeds": list(seeds), "n_test": N_TEST,
-                                                 "verdict": verdict, "speed_verdict": sverdict})
-print("Paper (GPT2-XL): Hidden_anchor LL 79.47 / WL 62.17 / Acc 45.04 vs ICL Acc 51.90; best compressed method.")
-ha = avg.loc["Hidden_anchor"]
-print(f"Ours ({model_name}, profile {profile.name}, seeds {list(seeds)}, n={N_TEST}, query positions "
-      f"{QUERY_POSITIONS}): Hidden_anchor LL {ha.LL:.2f} / "
-      f"WL {ha.WL:.2f} / Acc {ha.Acc:.2f} vs ICL Acc {avg.loc['ICL', 'Acc']:.2f}  ->  {verdict}")
-print("Speed-up per task: " + ", ".join(f"{r.task} {r.speedup:.2f}x (bound {r.bound:.2f}x)" for r in speed.itertuples())
-      + f"  ->  {sverdict}")
+claims = compression_claims(ivs, gaps, speed, context=f"{model_name}, query positions {QUERY_POSITIONS}")
+report_claims("05_context_compression" + SUFFIX, claims, metrics={"table2": avg.to_dict(), "seeds": list(seeds)})
+
+# %% [markdown]
+# ## Questions for discussion
+#
+# 1. The by-hand cell runs the *whole* prompt again and hides the dropped positions, instead of running the
+#    input alone after a short cache. Why is that the same computation, and why would "the kept tokens followed
+#    by the input, as a short prompt" not be?
+#
+#    <details><summary>Answer</summary>
+#
+#    Attention is causal, so the demonstrations' keys and values do not depend on what follows them: in the
+#    second run, the kept rows hold exactly the cached values, and the input's rows read nothing else. Each
+#    token keeps its original position (learned `W_pos` rows, rotary angles), as in the helper's cache. A short
+#    prompt of the kept tokens would *recompute* them from each other only (that is Text_anchor's idea, not
+#    Hidden_anchor's) and would place them, and the input, at new positions; the check's third wrong function in
+#    `tests/test_compression.py` is exactly that, and it fails.
+#    </details>
+#
+# 2. Hidden_random keeps as many hidden states as Hidden_anchor, only one text token per demonstration instead of
+#    the label word. Why does its *word* loyalty collapse (to about 10%) while its *label* loyalty only drops by
+#    about 20 points?
+#
+#    <details><summary>Answer</summary>
+#
+#    Label loyalty asks only whether the argmax over 2-6 label words stays the same, and a model that has lost
+#    the demonstrations still has a prior over those few words, so chance agreement is high. Word loyalty compares
+#    the top 5 of the whole vocabulary: without the label words' states the model no longer puts label words at
+#    the top at all, it continues the text in some other way. That the label words' keys and values alone restore
+#    about 70% of the top-5 overlap is the paper's point: the demonstrations' information reaches q through them.
+#    </details>
+#
+# 3. On both small models Hidden_random and Hidden_random-top reach a *higher accuracy* than Hidden_anchor, and
+#    Hidden_anchor's accuracy is above full ICL's on Gemma. Does that contradict the claim?
+#
+#    <details><summary>Answer</summary>
+#
+#    No: the claim is about loyalty, i.e. keeping ICL's predictions. When ICL itself is weak (about 55% and 39%
+#    average accuracy here), a method that forgets the demonstrations can be right more often, e.g. by falling
+#    back to a prior that suits a task. Accuracy is reported for completeness; the verdict uses the paired
+#    loyalty gaps.
+#    </details>
+#
+# 4. The measured speed-up on TREC and AGNews exceeds the token-ratio bound. How can a method be faster than
+#    its ratio of tokens?
+#
+#    <details><summary>Answer</summary>
+#
+#    The bound assumes cost linear in tokens. Attention over the full context is quadratic in its length, and on a
+#    CPU a long prompt also costs memory traffic and cache misses that a short suffix avoids; the fixed cost of
+#    a call (and of the unembedding) is the same on both paths. On a GPU with large batches the ratio moves
+#    towards the bound. These timings are one shared CPU, 8 inputs per task: they are an order of magnitude,
+#    not a benchmark.
+#    </details>
+
+# %% [markdown]
+# ## Reading: what this shows on a 135M-270M model, and what it cannot
+#
+# Measured in the default profile (both models, from the README's results table; 5 seeds × 64 inputs × 4 tasks,
+# query positions `"original"`):
+#
+# | | paper (GPT2-XL) | Gemma 3 270M | SmolLM2-135M |
+# |---|---|---|---|
+# | Hidden_anchor label loyalty (%) | 79.47 | 84.1 [79.7, 88.2] | 85.5 [79.8, 89.7] |
+# | Hidden_anchor word loyalty (%) | 62.17 | 69.8 [67.6, 72.0] | 70.0 [67.4, 72.6] |
+# | Hidden_anchor accuracy / full ICL accuracy (%) | 45.04 / 51.90 | 58.4 [52.3, 64.3] / 54.7 [46.6, 62.7] | 43.0 [38.1, 48.0] / 39.2 [33.5, 44.8] |
+# | minus Text_anchor, label / word loyalty (points) | +28.42 / +25.52 | +23.9 [17.7, 29.8] / +25.6 [23.3, 27.9] | +6.2 [1.3, 10.9] / +20.2 [15.2, 25.3] |
+# | minus Hidden_random-top, label / word loyalty (points) | +21.95 / +57.68 | +22.3 [15.0, 29.4] / +60.0 [56.5, 63.3] | +16.6 [9.5, 23.9] / +61.2 [58.6, 63.7] |
+# | speed-up SST-2 / TREC / AGNews / TweetEval (×) | 1.1 / 1.5 / 2.5 / 1.4 (EmoC) | 1.69 / 2.66 / 3.15 / 2.60 | 1.83 / 3.15 / 3.66 / 3.01 |
+#
+# On both models all six paired gaps lie above zero: Table 2's ordering **replicates** (default profile, both
+# models, from the README's results table). Hidden_anchor keeps about 85% of ICL's predictions and 70% of its
+# top-5 words, close to the paper's GPT2-XL numbers, while the random-position caches keep under 10% of the
+# top-5. SmolLM2's lead over Text_anchor on label loyalty is small (6 points, interval from 1 to 11): the plain
+# text of the labels and template already recovers 79% of its predictions. The speed-up is 1.7-3.7×; Gemma's
+# SST-2 run reaches 87% of its bound (short demonstrations), the rest reach or exceed it.
+#
+# What the design cannot establish: the models are 5-20 times smaller than GPT2-XL and 1-shot ICL on them is weak
+# (so "loyalty" is loyalty to often-wrong predictions, and accuracy says little); TweetEval-emotion stands in for
+# EmoC; Hidden_random-top draws 2 caches in the default profile (the paper: 20) and is chosen on the test inputs;
+# the GPT2-XL numbers come from a code path that restarts the input at position 0 (`QUERY_POSITIONS =
+# "restart"`), ours continue it at P0, as the GPT-J code does; the timings are one shared CPU, not the paper's
+# hardware, with 8 timed inputs per task.

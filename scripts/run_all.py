@@ -86,6 +86,7 @@ def main(argv=None) -> int:
     jobs = timing.parallel_jobs(len(models), a.jobs, cores) if a.runs_json is None else 1
     if a.runs_json is None:
         _announce(a, models, jobs, cores)
+        _prepare_notary()
     if jobs > 1:
         runs, failed = _parallel(a, models, jobs, cores)
     else:
@@ -126,6 +127,16 @@ def _announce(a, models: list[str], jobs: int, cores: int) -> None:
     threads = max(1, cores // jobs)
     say(f"run: {len(models)} model(s) x {len(stems)} notebook(s), profile {a.profile}, {jobs} parallel job(s) "
         f"of {threads} thread(s); about {timing.fmt_duration(timing.wall_seconds(per_model, jobs))} in all")
+
+
+def _prepare_notary() -> None:
+    """Create this user's notebook-signing key now, if there is none yet, before parallel workers sign their first
+    notebooks: two workers each creating a key would leave one worker's signatures made with a key that the other
+    overwrote."""
+    try:
+        default_notary().secret  # noqa: B018  (reading it writes a new key if there is none)
+    except Exception as e:
+        say(f"notebook signing unavailable ({type(e).__name__}: {e}); executed notebooks will open untrusted")
 
 
 def _kernel_config(tmp: str):
@@ -356,8 +367,38 @@ def _execute(a, nb_path: Path, outdir: Path, progress: Progress) -> tuple[str, f
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     dt = time.perf_counter() - t0
-    nbformat.write(nb, outdir / nb_path.name)
+    out = outdir / nb_path.name
+    # an executed copy is a result, not a source: unpaired, so that saving it in JupyterLab writes no .py beside it
+    # (jupytext.toml pairs every notebook without a pairing of its own)
+    nb.metadata.setdefault("jupytext", {})["formats"] = "ipynb"
+    nbformat.write(nb, out)
+    try:
+        sign_notebook(out)
+    except Exception as e:  # an untrusted copy is still a result: say so and go on
+        say(f"{progress.tag} {nb_path.stem}: not signed ({type(e).__name__}: {e}); "
+            f"run `jupyter trust {out}` to show its widgets and views")
     return status, dt
+
+
+def default_notary():
+    """The notary `jupyter trust` and JupyterLab use: this user's key and signature database in the Jupyter data
+    directory (``jupyter --data-dir``; ``$JUPYTER_DATA_DIR`` moves it)."""
+    from nbformat.sign import NotebookNotary
+
+    return NotebookNotary()
+
+
+def sign_notebook(path: Path, notary=None) -> None:
+    """Sign the notebook file at ``path`` as trusted, as `jupyter trust` does.
+
+    JupyterLab shows a notebook's HTML and JavaScript outputs (circuitsvis views, tqdm bars, widgets) only if it is
+    trusted: if this user signed exactly this content, or ran it in JupyterLab. An executed copy written here is the
+    output of this user's own run, so it is signed as written (read back from disk, so the signature matches what
+    JupyterLab reads). ``notary`` (an ``nbformat.sign.NotebookNotary``) defaults to :func:`default_notary`, the one
+    JupyterLab checks.
+    """
+    nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+    (notary or default_notary()).sign(nb)
 
 
 if __name__ == "__main__":

@@ -224,3 +224,53 @@ def test_verdict_refuses_a_curve_that_is_undefined_everywhere():
     nan = pd.DataFrame({"auc": [np.nan] * 6, "r": [np.nan] * 6})
     with pytest.raises(ValueError, match="single class"):
         aucroc_verdict(nan)
+
+
+def _by_hand(model, prompt, n_classes, q_shift=0, pos_shift=0, reduce="sum"):
+    """The notebook's by-hand label attention, with the mistakes a reader might make as options."""
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(prompt.tokens[None], names_filter=lambda n: n.endswith("hook_pattern"))
+    rows = torch.stack([cache["pattern", layer][0, :, prompt.q + q_shift] for layer in range(model.cfg.n_layers)])
+    at_q = rows.sum(1) if reduce == "sum" else rows.mean(1)
+    out = torch.zeros(model.cfg.n_layers, n_classes)
+    for pos, c in zip(prompt.label_pos, prompt.label_class):
+        out[:, c] += at_q[:, pos + pos_shift]
+    return out
+
+
+def test_check_label_attention_passes_the_reference_and_fails_wrong_functions(capsys):
+    from helpers.experiments.aucroc import check_label_attention
+
+    check_label_attention(_by_hand)
+    assert "matches the reference on 3 tiny models" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="sum over heads, do not average"):
+        check_label_attention(lambda m, p, n: _by_hand(m, p, n, reduce="mean"))
+    with pytest.raises(AssertionError, match="layer"):
+        check_label_attention(lambda m, p, n: _by_hand(m, p, n, pos_shift=-1))  # the token before the label word
+    with pytest.raises(AssertionError, match="layer"):
+        check_label_attention(lambda m, p, n: _by_hand(m, p, n, q_shift=-1))  # the row before q
+    with pytest.raises(AssertionError, match="which class"):  # classes swapped
+        check_label_attention(lambda m, p, n: _by_hand(m, p, n).flip(-1))
+    with pytest.raises(AssertionError, match="shape"):
+        check_label_attention(lambda m, p, n: _by_hand(m, p, n).sum(-1))
+
+
+def test_aucroc_claims_one_per_check_judged_on_intervals():
+    import pandas as pd
+
+    from helpers.experiments.aucroc import aucroc_claims
+    from helpers.study.stats import Interval
+
+    L = 12
+    curve = pd.DataFrame({"layer": range(L), "auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})
+    ivs = {"peak": Interval(0.76, 0.73, 0.80, 5, 1280), "peak_layer": Interval(11.0, 9.0, 11.0, 5, 1280),
+           "crossing": Interval(6.0, 5.0, 7.0, 5, 1280)}
+    claims = aucroc_claims(curve, ivs, "google/gemma-3-270m")
+    assert [c.key for c in claims] == ["03.peak_aucroc", "03.peak_layer", "03.r_crossing"]
+    assert [c.verdict for c in claims] == ["inconclusive", "replicates", "replicates"]
+    assert claims[0].paper == "about 0.8 in deep layers" and "§2.3" in claims[0].source
+    assert "partly" in claims[0].note  # the three checks together, as aucroc_verdict says
+    low = {"peak": Interval(0.6, 0.55, 0.65, 5, 1280), "peak_layer": Interval(2.0, 1.0, 3.0, 5, 1280),
+           "crossing": None}
+    assert [c.verdict for c in aucroc_claims(curve, low, "m")] == ["does not replicate", "does not replicate",
+                                                                   "inconclusive"]

@@ -443,3 +443,67 @@ def test_restarted_cache_is_not_mixed_with_original_positions(tiny_models):
     full = build_cache(m, ps[0], keep=range(prefix_len(ps[0])), query_positions="restart")
     with pytest.raises(PrefixError, match="continues at P0"):
         extend_prefix(m, full, ps[0].tokens[prefix_len(ps[0]):-1])
+
+
+# ---- notebook 05's by-hand cell: its check passes on the reference and fails on wrong functions ----
+
+def test_check_hidden_anchor_passes_on_the_reference(capsys):
+    from helpers.experiments.compression import check_hidden_anchor_logits, hidden_anchor_reference
+
+    check_hidden_anchor_logits(hidden_anchor_reference)
+    assert "✓" in capsys.readouterr().out
+
+
+def _keep_shifted(model, prompt, keep, label_ids):
+    """Wrong: the cache keeps the positions one to the left of the anchors (an off-by-one)."""
+    from helpers.experiments.compression import hidden_anchor_reference
+
+    return hidden_anchor_reference(model, prompt, sorted({max(k - 1, 0) for k in keep}), label_ids)
+
+
+def _nothing_pruned(model, prompt, keep, label_ids):
+    """Wrong: the input attends to every demonstration position (full ICL)."""
+    with torch.inference_mode():
+        return logits_at(model, prompt.tokens[None], torch.tensor([prompt.q]))[0, list(label_ids)]
+
+
+def _cache_at_new_positions(model, prompt, keep, label_ids):
+    """Wrong: only the kept tokens, run as a short prompt (positions 0..K-1, input at K): the Text_anchor-like
+    recomputation instead of the demonstrations' own keys and values."""
+    p0 = prefix_len(prompt)
+    toks = torch.cat([prompt.tokens[list(keep)], prompt.tokens[p0:]])
+    with torch.inference_mode():
+        return logits_at(model, toks[None], torch.tensor([len(keep) + prompt.q - p0]))[0, list(label_ids)]
+
+
+@pytest.mark.parametrize("wrong", [_keep_shifted, _nothing_pruned, _cache_at_new_positions])
+def test_check_hidden_anchor_fails_on_wrong_functions(wrong):
+    from helpers.experiments.compression import check_hidden_anchor_logits
+
+    with pytest.raises(AssertionError, match="tiny .* model"):
+        check_hidden_anchor_logits(wrong)
+
+
+def test_compression_claims_verdicts():
+    import pandas as pd
+
+    from helpers.experiments.compression import METHODS, compression_claims
+    from helpers.study.stats import Interval
+
+    up, zero = Interval(5, 1, 9, 5, 320), Interval(0, -3, 3, 5, 320)
+    ivs = {(m, met): Interval(60, 55, 65, 5, 320) for m in METHODS
+           for met in ("label_loyalty", "word_loyalty", "accuracy")}
+    others = ["Text_anchor", "Hidden_random", "Hidden_random-top"]
+    gaps = {(o, m): (zero if o == "Text_anchor" and m == "word_loyalty" else up)
+            for o in others for m in ("label_loyalty", "word_loyalty")}
+    speed = pd.DataFrame([dict(task="sst2", speedup=1.8, speedup_low=1.7, speedup_high=1.9, n_inputs=8, bound=1.9),
+                          dict(task="trec", speedup=1.2, speedup_low=1.1, speedup_high=1.3, n_inputs=8, bound=2.0),
+                          dict(task="agnews", speedup=0.9, speedup_low=0.8, speedup_high=1.0, n_inputs=8, bound=3.0)])
+    cs = {c.key: c for c in compression_claims(ivs, gaps, speed, context="tiny")}
+    assert cs["05.hidden_anchor_label_loyalty"].verdict == "partly"  # table2_verdict: label loyalty all above 0
+    assert cs["05.hidden_anchor_label_loyalty"].paper.startswith("79.47")
+    assert cs["05.anchor_minus_Text_anchor_word_loyalty"].verdict == "inconclusive"
+    assert cs["05.anchor_minus_Hidden_random_word_loyalty"].verdict == "replicates"
+    assert [cs[f"05.speedup_{t}"].verdict for t in ("sst2", "trec", "agnews")] == [
+        "replicates", "partly", "does not replicate"]
+    assert cs["05.speedup_trec"].ours.low == 1.1 and cs["05.speedup_trec"].paper.startswith("1.5x")

@@ -165,3 +165,92 @@ def test_spearman_interval_and_verdict(tiny_model):
     assert diagnosis_verdict(Interval(0.3, 0.1, 0.5, 1, 120)) == "partly"
     assert diagnosis_verdict(Interval(0.3, -0.1, 0.6, 1, 120)) == "inconclusive"
     assert diagnosis_verdict(Interval(-0.4, -0.6, -0.1, 1, 120)) == "does not replicate"
+
+
+# ---- notebook 06's by-hand cell: its check passes on the reference and fails on wrong functions ----
+
+def _reference(model, prompt, layer, n_classes):
+    from helpers.experiments.diagnosis import key_projections
+
+    lids = label_token_ids(model.tokenizer, "sst2")[:n_classes]
+    return key_projections(collect_qk(model, [prompt], lids, layers=[layer]), layer, model.cfg.n_heads)[0]
+
+
+def _by_hand(model, prompt, layer, n_classes, key_shift=0, q_shift=0, k_hook="hook_k"):
+    from einops import einsum
+
+    names = [f"blocks.{layer}.attn.hook_q", f"blocks.{layer}.attn.{k_hook}"]
+    _, cache = model.run_with_cache(prompt.tokens[None], names_filter=names)
+    q, k = cache[names[0]][0, prompt.q + q_shift], cache[names[1]][0]
+    k = k.repeat_interleave(model.cfg.n_heads // k.shape[1], dim=1)
+    pos, cls = torch.tensor(prompt.label_pos) + key_shift, torch.tensor(prompt.label_class)
+    keys = torch.stack([k[pos[cls == c]].mean(0) for c in range(n_classes)])
+    return einsum(q, keys, "head d, classes head d -> head classes")
+
+
+def test_check_anchor_key_projections_passes(capsys):
+    from helpers.experiments.diagnosis import check_anchor_key_projections
+
+    check_anchor_key_projections(_reference)
+    check_anchor_key_projections(_by_hand)  # the tiny models have no q/k norm
+    assert capsys.readouterr().out.count("✓") == 2
+
+
+@pytest.mark.parametrize("wrong", [
+    dict(key_shift=1),  # the token after the label word
+    dict(q_shift=-1),  # the query one position early
+    dict(k_hook="hook_rot_k"),  # keys after rotary (the tiny gpt2 model has none: KeyError there)
+])
+def test_check_anchor_key_projections_fails_on_wrong_functions(wrong):
+    from helpers.experiments.diagnosis import check_anchor_key_projections
+
+    with pytest.raises((AssertionError, KeyError)):
+        check_anchor_key_projections(lambda m, p, l, n: _by_hand(m, p, l, n, **wrong))
+
+
+def test_check_fails_on_a_missing_head_split():
+    """Wrong: one number per class (heads summed) instead of one per head and class: the shape is refused."""
+    from helpers.experiments.diagnosis import check_anchor_key_projections
+
+    with pytest.raises(AssertionError, match=r"expected shape"):
+        check_anchor_key_projections(lambda m, p, l, n: _by_hand(m, p, l, n).sum(0))
+
+
+def test_rotary_keys_make_the_check_fail(tiny_models):
+    from helpers.experiments.diagnosis import check_anchor_key_projections
+
+    calls = []
+
+    def rotated_when_possible(m, p, l, n):
+        calls.append(m.cfg.positional_embedding_type)
+        return _by_hand(m, p, l, n, k_hook="hook_rot_k" if m.cfg.positional_embedding_type == "rotary" else "hook_k")
+
+    with pytest.raises(AssertionError, match="tiny rotary model"):
+        check_anchor_key_projections(rotated_when_possible)
+
+
+def test_full_pca_distance_is_the_per_input_gap_summed_in_squares():
+    """predicted_confusion with every component == normalised sqrt(sum_i ((q_i - mean q) . (k_a - k_b))^2)."""
+    from helpers.experiments.diagnosis import key_distances
+
+    rng = np.random.default_rng(0)
+    Q, K = rng.normal(size=(40, 12)), rng.normal(size=(4, 12))
+    D = predicted_confusion(Q, K, n_components=12)
+    proj = torch.tensor((Q - Q.mean(0)) @ K.T)[:, None, :]  # [n, 1 head, classes]
+    gaps = key_distances(proj).numpy()  # [n, classes, classes]
+    R = np.sqrt((gaps ** 2).sum(0))
+    R = R / R[~np.eye(4, dtype=bool)].max()
+    np.fill_diagonal(R, 1.0)
+    np.testing.assert_allclose(D, R, atol=1e-9)
+
+
+def test_diagnosis_claims():
+    from helpers.experiments.diagnosis import diagnosis_claims, most_confused
+    from helpers.study.stats import Interval
+
+    names = ["a", "b", "c"]
+    pred = np.array([[1, 0.2, 0.9], [0.2, 1, 0.5], [0.9, 0.5, 1]])
+    act = np.array([[1, 0.7, 0.6], [0.7, 1, np.nan], [0.6, np.nan, 1]])
+    assert most_confused(pred, names) == "a–b" and most_confused(act, names) == "a–c"
+    (c,) = diagnosis_claims(Interval(0.46, 0.22, 0.69, 1, 120), pred, act, names, 12, 18, context="x")
+    assert c.verdict == "partly" and "actual: a–c; predicted: a–b" in c.note and "Description–Entity" in c.paper

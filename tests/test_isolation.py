@@ -360,3 +360,53 @@ def test_condition_cells(tiny_sst2_set):
     assert list(cells) == [("sst2", 42)] and len(cells[("sst2", 42)]) == len(prompts)
     with pytest.raises(ValueError, match="no isolation runs"):
         condition_cells(df, "label", "first", 5)
+
+
+# --- the by-hand exercise of notebook 02: its check passes on the solution and fails on wrong functions ---
+
+def _by_hand_isolation(model, prompt, label_ids, layers, shift=0, rows=None):
+    def isolate(scores, hook):
+        for p in (prompt.label_pos if rows is None else rows(prompt)):
+            scores[:, :, p + shift, :p + shift] = float("-inf")
+        return scores
+
+    hooks = [(f"blocks.{l}.attn.hook_attn_scores", isolate) for l in layers]
+    return model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, label_ids]
+
+
+def test_check_isolated_label_logits_passes_on_the_solution_and_fails_on_wrong_ones(capsys):
+    from helpers.experiments.isolation import check_isolated_label_logits
+
+    check_isolated_label_logits(_by_hand_isolation)
+    assert "✓ _by_hand_isolation matches the reference" in capsys.readouterr().out
+    wrong = {
+        "off by one": lambda m, p, ids, ls: _by_hand_isolation(m, p, ids, ls, shift=1),
+        "first label word only": lambda m, p, ids, ls: _by_hand_isolation(m, p, ids, ls, rows=lambda pr: pr.label_pos[:1]),
+        "every layer": lambda m, p, ids, ls: _by_hand_isolation(m, p, ids, range(m.cfg.n_layers)),
+        "full vocabulary": lambda m, p, ids, ls: m.run_with_hooks(p.tokens[None])[0, p.q],
+    }
+    for name, fn in wrong.items():
+        with pytest.raises(AssertionError, match="shape" if name == "full vocabulary" else "reference"):
+            check_isolated_label_logits(fn)
+    with pytest.raises(AssertionError, match="unmodified logits"):
+        check_isolated_label_logits(lambda m, p, ids, ls: _by_hand_isolation(m, p, ids, []))
+
+
+def test_isolation_claims_one_per_check():
+    from helpers.experiments.isolation import isolation_claims
+    from helpers.study.stats import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 5, 320)
+
+    loyalty = {("label", "first", "label_loyal"): iv(0.4, 0.6), ("label", "last", "label_loyal"): iv(0.9, 0.99),
+               ("random", "first", "label_loyal"): iv(0.7, 0.9), ("random", "last", "label_loyal"): iv(0.5, 0.7)}
+    drop = {("label", "last"): iv(0.2, 0.4), ("random", "first"): iv(-0.01, 0.3), ("random", "last"): iv(0.1, 0.2)}
+    claims = isolation_claims(loyalty, drop, 5)
+    assert [c.key for c in claims] == ["02.label_first_hurts_most", "02.label_last_barely_matters",
+                                       "02.random_first_barely_matters", "02.random_last_barely_matters"]
+    assert [c.verdict for c in claims] == ["inconclusive", "replicates", "inconclusive", "does not replicate"]
+    assert claims[0].ours.estimate == pytest.approx(50.0) and claims[0].unit == "%"
+    assert "random words first 5 minus label words first 5" in claims[0].note
+    assert isolation_claims(loyalty, {**drop, ("random", "first"): iv(0.01, 0.3)})[0].verdict == "replicates"
+    assert isolation_claims(loyalty, {**drop, ("random", "first"): iv(-0.3, -0.01)})[0].verdict == "does not replicate"

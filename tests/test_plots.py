@@ -102,3 +102,139 @@ def test_flow_curves_draw_the_interval_bands():
     assert "95% CI (seeds and inputs)" in [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
     plt.close(fig)
     plt.close(plot_flow_curves(df))  # without intervals: the sd over seeds, as before
+
+
+# ----------------------------------------------------------------------------------- tokens as the views show them
+
+def _bos_prompt(model):
+    from helpers.core.prompts import Demo, build_prompt
+
+    return build_prompt(model, "sst2", [Demo("a <b>bold</b> & fine film", 1), Demo("dull", 0)], Demo("fun", 1))
+
+
+def test_bos_is_visible_in_token_strings_and_views(tiny_models):
+    """A BOS token (GPT-2 tokenizer: <|endoftext|>; Gemma: <bos>) is shown as ‹...›, never as a raw <...> that an
+    HTML view reads as a tag and hides; in circuitsvis views no token carries markup characters at all."""
+    import json
+
+    from helpers.study import plots
+
+    m = tiny_models["rotary"]  # prepends BOS
+    p = _bos_prompt(m)
+    assert p.bos
+    toks = plots.token_strings(m, p)
+    assert toks[0] == "\u2039|endoftext|\u203a"
+    assert "<|endoftext|>" not in toks
+    assert "".join(toks[1:]) == m.tokenizer.decode(p.tokens[1:].tolist())  # ordinary tokens as decoded
+    shown = plots.view_token_strings(m, p)
+    assert len(shown) == len(p) and shown[0] == toks[0]
+    assert not any(c in "".join(shown) for c in "<>&"), shown
+    assert any("\u21b5" in t for t in shown)  # newline tokens get a visible mark
+    html = plots.anchor_html(m, p)
+    assert "\u2039|endoftext|\u203a" in html and "endoftext|&gt;" not in html
+    for view in (plots.anchor_tokens_view(m, p), plots.attention_view(m, p, layer=0),
+                 plots.head_attention_view(m, p, [[0.5] * len(p), [0.25] * len(p)], ["L0H1", "L1H2"])):
+        props = str(view)  # the rendered HTML, the view's props as JSON
+        assert json.dumps(shown[0]) in props
+        assert "<|endoftext|>" not in props and "<b>" not in props
+
+
+def test_saliency_view_is_titled_by_layer(tiny_models):
+    """The saliency view's panels are layers, and are named so ("layer 1"), not "Head 0"."""
+    import json
+
+    import torch
+
+    from helpers.study import plots
+
+    m = tiny_models["rotary"]
+    p = _bos_prompt(m)
+    n = len(p)
+    sal = torch.rand(m.cfg.n_layers, n, n).tril()
+    props = str(plots.saliency_view(m, p, sal, [1, 2]))
+    assert '"attentionHeadNames": ["layer 1", "layer 2"]' in props
+    assert json.dumps(plots.view_token_strings(m, p)[0]) in props
+
+
+def test_topk_table_shows_every_token_whole(tiny_models):
+    """Table 5: every top-k token of every shown input has a cell of its own, whitespace visible, and pandas' HTML
+    display (what a notebook shows) cuts none of them."""
+    import pandas as pd
+    import torch
+
+    from helpers.core.predict import Predictions
+    from helpers.study import plots
+
+    m = tiny_models["gpt2"]
+    tok = m.tokenizer
+    words = [" business", " sports", "\n", " technology", " world", " The", ",", " the", " and", " of"]
+    ids = [tok.encode(w, add_special_tokens=False)[-1] for w in words]  # one token each
+    top = torch.tensor([ids[:5], ids[5:], ids[2:7]])
+    base = Predictions(torch.zeros(3, 2), top, torch.zeros(3, dtype=torch.long))
+    iso = Predictions(torch.zeros(3, 2), top.flip(-1), torch.zeros(3, dtype=torch.long))
+    df = plots.topk_table(m, base, iso, n=2)
+    assert list(df.columns) == ["input", "condition", "top 1", "top 2", "top 3", "top 4", "top 5"]
+    assert len(df) == 4 and list(df["condition"][:2]) == ["without isolation", "with isolation"]
+    assert list(df.iloc[0, 2:]) == ["\u2423business", "\u2423sports", "\u21b5", "\u2423technology", "\u2423world"]
+    assert list(df.iloc[1, 2:]) == ["\u2423world", "\u2423technology", "\u21b5", "\u2423sports", "\u2423business"]
+    with pd.option_context("display.max_colwidth", 50):
+        html = df._repr_html_()
+    assert "..." not in html and "\u2026" not in html
+    for cell in df.iloc[:, 2:].to_numpy().ravel():
+        assert f">{cell}<" in html
+
+
+# ----------------------------------------------------------------------------------- whole-number layer axes
+
+def _layer_plots(n_layers: int = 18):
+    """Every figure with an axis of layer indices or counts of layers (or epochs): (name, figure, "x" or "y")."""
+    import numpy as np
+    import pandas as pd
+
+    from helpers.study import plots
+
+    L = range(n_layers)
+    flows = pd.DataFrame([{"task": t, "seed": s, "layer": l, "flow": f, "value": 0.3}
+                          for t in ("A", "B") for s in (1, 2) for l in L for f in ("S_wp", "S_pq", "S_ww")])
+    sweep = pd.DataFrame([{"task": "A", "seed": 1, "condition": c, "where": w, "k": k, "label_loyalty": 0.9,
+                           "word_loyalty": 0.8} for c in ("label", "random") for w in ("first", "last")
+                          for k in (1, 3, 5, 7, 9, 11, 13, 15, 17)])
+    auc = {"model": pd.DataFrame({"layer": list(L), "auc": np.linspace(0.5, 0.9, n_layers),
+                                  "r": np.linspace(0, 1, n_layers)})}
+    gain = np.random.default_rng(0).normal(size=(n_layers, 4))
+    beta = np.random.default_rng(0).normal(size=(n_layers, 4, 2))
+    return [("plot_flow_curves", plots.plot_flow_curves(flows), "x"),
+            ("plot_loyalty_sweep", plots.plot_loyalty_sweep(sweep), "x"),
+            ("plot_aucroc_curves", plots.plot_aucroc_curves(auc), "x"),
+            ("plot_layer_sweep", plots.plot_layer_sweep({l: 0.1 * l for l in L}, chosen=5), "x"),
+            ("plot_loss_curves", plots.plot_loss_curves({"a": [1.0, 0.8, 0.7, 0.65, 0.6, 0.58, 0.57]}), "x"),
+            ("plot_head_map", plots.plot_head_map(gain, gain, chosen=[(1, 2)]), "y"),
+            ("plot_beta", plots.plot_beta(beta, [0, 1], ["neg", "pos"]), "y")]
+
+
+def test_layer_axes_have_whole_number_ticks():
+    """Layer indices and counts of layers are whole numbers: no tick at 2.5 on any layer axis (heatmaps: one tick
+    per cell centre, labelled with the cell's whole number)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for n_layers in (18, 9, 30):
+        for name, fig, which in _layer_plots(n_layers):
+            fig.canvas.draw()
+            for ax in fig.axes:
+                if ax.get_label() == "<colorbar>" or not ax.has_data():
+                    continue
+                axis = ax.xaxis if which == "x" else ax.yaxis
+                ticks = axis.get_majorticklocs()
+                lo, hi = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
+                shown = [t for t in ticks if lo - 1e-9 <= t <= hi + 1e-9]
+                assert shown, (name, n_layers)
+                if name in ("plot_head_map", "plot_beta"):  # heatmap cells centred at i + 0.5, labelled i
+                    labels = [t.get_text() for t in axis.get_ticklabels() if t.get_text()]
+                    assert all(lab.lstrip("-").isdigit() for lab in labels), (name, labels)
+                    assert all(abs(t - round(t - 0.5) - 0.5) < 1e-9 for t in shown), (name, shown)
+                else:
+                    assert all(abs(t - round(t)) < 1e-9 for t in shown), (name, n_layers, shown)
+            plt.close(fig)

@@ -140,3 +140,68 @@ def test_run_table1_keeps_per_input_results(tiny_model):
     assert sum(r.correct_1shot) / r.n_test == pytest.approx(r.acc_1shot)
     assert sum(r.correct_5shot) / r.n_test == pytest.approx(r.acc_5shot)
     assert sum(r.correct_reweight) / r.n_test == pytest.approx(r.acc_reweight)
+
+
+def _by_hand(model, prompt, beta, label_ids, renormalise=False, q_shift=0, layers=None):
+    """The notebook's by-hand re-weighting, with the mistakes a reader might make as options."""
+    scale = torch.exp(beta)
+
+    def reweight(pattern, hook):
+        pattern[0, :, prompt.q + q_shift, prompt.label_pos] *= scale[hook.layer()]
+        if renormalise:
+            pattern[0, :, prompt.q + q_shift] /= pattern[0, :, prompt.q + q_shift].sum(-1, keepdim=True)
+        return pattern
+
+    layers = range(model.cfg.n_layers) if layers is None else layers
+    with torch.inference_mode():
+        logits = model.run_with_hooks(prompt.tokens[None],
+                                      fwd_hooks=[(f"blocks.{layer}.attn.hook_pattern", reweight) for layer in layers])
+    return logits[0, prompt.q, list(label_ids)]
+
+
+def test_check_reweighted_label_logits_passes_the_reference_and_fails_wrong_functions(capsys):
+    from helpers.experiments.reweighting import check_reweighted_label_logits
+
+    check_reweighted_label_logits(_by_hand)
+    assert "match the reference on 3 tiny models" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="does not renormalise"):
+        check_reweighted_label_logits(lambda m, p, b, ids: _by_hand(m, p, b, ids, renormalise=True))
+    with pytest.raises(AssertionError, match="reference"):
+        check_reweighted_label_logits(lambda m, p, b, ids: _by_hand(m, p, b, ids, q_shift=-1))  # the row before q
+    with pytest.raises(AssertionError, match="reference"):
+        check_reweighted_label_logits(lambda m, p, b, ids: _by_hand(m, p, b, ids, layers=[0]))  # one layer only
+    with pytest.raises(AssertionError, match="equals the run without re-weighting"):
+        check_reweighted_label_logits(lambda m, p, b, ids: _by_hand(m, p, torch.zeros_like(b), ids))
+
+
+def _fake_rows():
+    from helpers.experiments.reweighting import ReweightResult, Table1Row
+
+    res = ReweightResult(torch.zeros(1, 1, 2), [], [])
+    rows = {}
+    for t in ("sst2", "trec"):
+        for s in (42, 43):
+            one, five, rw = [1, 0, 0, 1, 0, 0, 1, 0], [0, 0, 0, 1, 0, 0, 0, 0], [1, 1, 0, 1, 1, 1, 1, 0]
+            rows[t, s] = Table1Row(t, s, sum(one) / 8, sum(five) / 8, sum(rw) / 8, res, 8, 0, one, five, rw,
+                                   list(range(8)))
+    return rows
+
+
+def test_table1_intervals_frame_and_claims():
+    from helpers.experiments.reweighting import table1_claims, table1_frame, table1_intervals
+
+    accuracy, gains = table1_intervals(_fake_rows())
+    assert accuracy["vanilla 1-shot"]["Average"].estimate == pytest.approx(37.5)
+    assert accuracy["anchor re-weighting"]["SST-2"].estimate == pytest.approx(75.0)
+    assert gains["vanilla 1-shot"].estimate == pytest.approx(37.5)
+    assert gains["vanilla 5-shot"].estimate == pytest.approx(62.5)
+    frame = table1_frame(accuracy, "google/gemma-3-270m")
+    assert frame.loc[("GPT2-XL (paper)", "anchor re-weighting"), "Average"] == "68.64"
+    assert frame.loc[("GPT2-XL (paper)", "vanilla 1-shot"), "SST-2"] == "61.28"
+    assert frame.loc[("gemma-3-270m (ours)", "vanilla 1-shot"), "Average"].startswith("37.5")
+    claims = table1_claims(accuracy, gains, context="tiny")
+    assert [c.key for c in claims] == ["04.gain_over_1shot", "04.gain_over_5shot", "04.accuracy_1shot",
+                                       "04.accuracy_5shot", "04.accuracy_reweighting"]
+    assert [c.verdict for c in claims[:2]] == ["replicates", "replicates"]
+    assert {c.verdict for c in claims[2:]} == {"not comparable"}
+    assert claims[0].paper.startswith("+16.74 points") and "replicates" in claims[0].note

@@ -30,7 +30,7 @@ def test_run_all_writes_one_report_for_both_models(tmp_path, jobs):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, nb_dir / "99_probe.ipynb")
     out = tmp_path / "results"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JUPYTER_DATA_DIR": str(tmp_path / "jupyter-data")}
     env.pop("OMP_NUM_THREADS", None)
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_all.py"), "--profile", "smoke", "--models",
                         "gemma", "smollm2", "--out", str(out), "--notebooks-dir", str(nb_dir), "--jobs", str(jobs)],
@@ -58,12 +58,18 @@ def _write_nb(path: Path, sources: list[str]) -> None:
     nbformat.write(nb, path)
 
 
-def _run_all_streaming(args: list[str], timeout: float = 300) -> tuple[int, list[tuple[float, str]], str]:
-    """Run scripts/run_all.py, collecting stdout lines with the time each arrived."""
+def _run_all_streaming(args: list[str], timeout: float = 300, data_dir: Path | None = None
+                       ) -> tuple[int, list[tuple[float, str]], str]:
+    """Run scripts/run_all.py, collecting stdout lines with the time each arrived.
+
+    ``data_dir``: the Jupyter data directory, where run_all signs the notebooks it writes (default: a fresh
+    temporary one, so tests never touch this user's signature database)."""
+    import tempfile
     import threading
     import time
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    data_dir = data_dir or Path(tempfile.mkdtemp(prefix="icl-test-jupyter-data-"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JUPYTER_DATA_DIR": str(data_dir)}
     env.pop("OMP_NUM_THREADS", None)
     proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "run_all.py"), *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -166,3 +172,62 @@ def test_cell_timeout_setting(monkeypatch):
         monkeypatch.setenv("ICL_CELL_TIMEOUT", bad)
         with pytest.raises(ValueError, match="ICL_CELL_TIMEOUT"):
             cell_timeout("default")
+
+
+# ----------------------------------------------------------------------------------- executed notebooks are trusted
+
+def _run_all_module(monkeypatch):
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    spec = importlib.util.spec_from_file_location("run_all_under_test", ROOT / "scripts" / "run_all.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_sign_notebook_trusts_the_file_as_written(tmp_path, monkeypatch):
+    """sign_notebook records the file's content in the notary's database, as `jupyter trust` does: the notebook read
+    back from disk checks as trusted with that notary, not with another key, and not once its outputs change."""
+    from nbformat.sign import NotebookNotary
+
+    run_all = _run_all_module(monkeypatch)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("view")])
+    nb.cells[0].outputs = [nbformat.v4.new_output("display_data", data={"text/html": "<script>render()</script>"})]
+    path = tmp_path / "executed.ipynb"
+    nbformat.write(nb, path)
+    mine = NotebookNotary(data_dir=str(tmp_path / "mine"), db_file=str(tmp_path / "mine.db"))
+    (tmp_path / "mine").mkdir()
+    assert not mine.check_signature(nbformat.read(path, as_version=4))
+    run_all.sign_notebook(path, mine)
+    assert mine.check_signature(nbformat.read(path, as_version=4))
+    (tmp_path / "other").mkdir()
+    other = NotebookNotary(data_dir=str(tmp_path / "other"), db_file=str(tmp_path / "other.db"))
+    assert not other.check_signature(nbformat.read(path, as_version=4))
+    changed = nbformat.read(path, as_version=4)
+    changed.cells[0].outputs[0].data["text/html"] = "<script>other()</script>"
+    assert not mine.check_signature(changed)
+
+
+def test_run_all_signs_the_executed_notebooks(tmp_path):
+    """make run writes executed notebooks that open trusted (circuitsvis views and tqdm bars shown): each copy is
+    signed in the Jupyter data directory's notary, the one JupyterLab checks, failed notebooks included. The copies
+    are not paired to a .py (jupytext.toml pairs every notebook that does not say otherwise)."""
+    from nbformat.sign import NotebookNotary
+
+    nb_dir = tmp_path / "nbs"
+    nb_dir.mkdir()
+    _write_nb(nb_dir / "00_html.ipynb", ["from IPython.display import HTML; HTML('<b>view</b>')"])
+    _write_nb(nb_dir / "01_broken.ipynb", ["raise ValueError('boom')"])
+    out, data = tmp_path / "results", tmp_path / "jupyter-data"
+    rc, lines, err = _run_all_streaming(["--profile", "smoke", "--models", "gemma", "--out", str(out),
+                                         "--notebooks-dir", str(nb_dir), "--jobs", "1"], data_dir=data)
+    text = "\n".join(line for _, line in lines)
+    assert rc == 1, text + err
+    assert "not signed" not in text, text
+    notary = NotebookNotary(data_dir=str(data))
+    for name in ("00_html", "01_broken"):
+        nb = nbformat.read(out / "gemma-3-270m" / "smoke" / "notebooks" / f"{name}.ipynb", as_version=4)
+        assert nb.cells[0].outputs, name  # executed
+        assert notary.check_signature(nb), f"{name} is not trusted"
+        assert nb.metadata["jupytext"]["formats"] == "ipynb"  # a result: saving it writes no paired .py

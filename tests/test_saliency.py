@@ -285,3 +285,89 @@ def test_flow_interval_table_formats_intervals():
     assert table["task"].tolist() == ["A", "b", MEAN_OVER_TASKS]
     assert table.loc[0, "shallow third: S_wp - S_pq"] == "+0.400 [+0.400, +0.400]"
     assert table.loc[0, CROSSING] == "1.0 [1.0, 1.0]"
+
+
+# --- the by-hand exercise of notebook 01: its check passes on the solution and fails on wrong functions ---
+
+def _by_hand_saliency(model, prompt, label_ids, heads_then_abs=True, grad_only=False):
+    import einops
+    import torch.nn.functional as F
+
+    patterns = []
+
+    def keep(pattern, hook):
+        pattern.retain_grad()
+        patterns.append(pattern)
+
+    hooks = [(f"blocks.{l}.attn.hook_pattern", keep) for l in range(model.cfg.n_layers)]
+    with torch.enable_grad():
+        logits = model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, label_ids]
+        F.cross_entropy(logits[None], torch.tensor([prompt.gold])).backward()
+    model.zero_grad(set_to_none=True)
+    A = torch.stack([p[0] for p in patterns]).detach()
+    grad = torch.stack([p.grad[0] for p in patterns])
+    x = grad if grad_only else A * grad
+    if heads_then_abs:
+        return einops.reduce(x, "layer head i j -> layer i j", "sum").abs()
+    return einops.reduce(x.abs(), "layer head i j -> layer i j", "sum")
+
+
+def _by_hand_flows(I, prompt, shift=0, keep_diagonal=False):
+    n = I.shape[-1]
+    earlier = torch.ones(n, n, dtype=torch.bool).tril(0 if keep_diagonal else -1)
+    rows = [p + shift for p in prompt.label_pos]
+    wp = torch.zeros(n, n, dtype=torch.bool)
+    wp[rows] = earlier[rows]
+    pq = torch.zeros(n, n, dtype=torch.bool)
+    pq[prompt.q, rows] = True
+    ww = earlier & ~wp & ~pq
+    return torch.stack([I[:, m].mean(-1) for m in (wp, pq, ww)], dim=-1)
+
+
+def test_check_pattern_saliency_passes_on_the_solution_and_fails_on_wrong_ones(capsys):
+    from helpers.experiments.saliency import check_pattern_saliency
+
+    check_pattern_saliency(_by_hand_saliency)
+    assert "✓ _by_hand_saliency matches the reference" in capsys.readouterr().out
+
+    def abs_before_head_sum(model, prompt, label_ids):
+        return _by_hand_saliency(model, prompt, label_ids, heads_then_abs=False)
+
+    def gradient_only(model, prompt, label_ids):
+        return _by_hand_saliency(model, prompt, label_ids, grad_only=True)
+
+    def one_layer_short(model, prompt, label_ids):
+        return _by_hand_saliency(model, prompt, label_ids)[:-1]
+
+    for wrong, match in ((abs_before_head_sum, "differs from the reference"),
+                         (gradient_only, "differs from the reference"), (one_layer_short, "shape")):
+        with pytest.raises(AssertionError, match=match):
+            check_pattern_saliency(wrong)
+
+
+def test_check_saliency_flows_passes_on_the_solution_and_fails_on_wrong_ones(capsys):
+    from helpers.experiments.saliency import check_saliency_flows
+
+    check_saliency_flows(_by_hand_flows)
+    assert "matches the reference (flow_scores)" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="largest difference at layer=.*flow"):
+        check_saliency_flows(lambda I, p: _by_hand_flows(I, p, shift=1))  # off by one label position
+    with pytest.raises(AssertionError, match="differs"):
+        check_saliency_flows(lambda I, p: _by_hand_flows(I, p, keep_diagonal=True))
+
+
+def test_saliency_claims_follow_the_per_task_checks():
+    from helpers.experiments.saliency import FLOW_CHECKS, saliency_claims
+
+    names = list(FLOW_CHECKS)
+    above, below, straddle = (0.05, 0.15), (-0.15, -0.05), (-0.05, 0.05)
+    ivs = _contrasts(["a", "b", "mean over tasks"], {"a": dict.fromkeys(names, above),
+                                                     "b": {names[0]: above, names[1]: straddle, names[2]: below},
+                                                     "mean over tasks": dict.fromkeys(names, above)})
+    claims = saliency_claims(ivs, ["a", "b"], context="tiny")
+    assert [c.key for c in claims] == ["01.shallow_wp_dominant", "01.deep_pq_dominant", "01.label_flows_above_ww"]
+    assert [c.verdict for c in claims] == ["replicates", "partly", "partly"]
+    assert claims[0].ours.low == pytest.approx(0.05) and "arXiv 2305.14160 §2.1" in claims[0].source
+    assert "1 holds, 1 fails" in claims[2].note
+    all_below = _contrasts(["a", "b", "mean over tasks"], dict.fromkeys(names, below))
+    assert {c.verdict for c in saliency_claims(all_below, ["a", "b"])} == {"does not replicate"}

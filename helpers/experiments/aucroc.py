@@ -24,17 +24,20 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
+from transformer_lens import HookedTransformer
 
 from helpers.core.predict import Predictions, length_batches, logits_at, predictions_from_resid
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
 
 __all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "aucroc_sizes",
-           "aucroc_runs", "mean_curves", "aucroc_verdict", "other_offline_model"]
+           "aucroc_runs", "mean_curves", "per_task_table", "aucroc_verdict", "other_offline_model",
+           "label_attention_reference", "check_label_attention", "aucroc_claims"]
 
 
 def _class_onehot(batch: Sequence[Prompt], T: int, C: int) -> torch.Tensor:
@@ -47,7 +50,7 @@ def _class_onehot(batch: Sequence[Prompt], T: int, C: int) -> torch.Tensor:
     return onehot
 
 
-def label_attention(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
+def label_attention(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
                     top_k: int = 5, progress: bool | str = False, shared: bool = True
                     ) -> tuple[Float[torch.Tensor, "n layer classes"], Predictions]:
     """Per layer and class, the attention from q to that class's label positions, plus the predictions.
@@ -324,6 +327,30 @@ def mean_curves(df) -> pd.DataFrame:
     return mean
 
 
+def per_task_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, task) of :func:`aucroc_runs`' frame, plus each model's mean over tasks: the peak
+    ``AUCROC_l`` of the seed-averaged curve and its layer, the layer where ``R_l`` first passes 0.5, accuracy, and
+    how many seeds' runs predicted a single class (no AUC)."""
+    from helpers.core.tasks import get_task
+
+    def row(model, task, d):
+        c = mean_curves(d)
+        defined = c["auc"].notna().any()
+        per_seed = d.groupby(["task", "seed"])
+        return {"model": model.split("/")[-1], "task": task, "layers": len(c),
+                "peak AUCROC_l": float(np.nanmax(c["auc"])) if defined else np.nan,
+                "peak layer": int(np.nanargmax(c["auc"])) if defined else None,
+                "R_l > 0.5 at layer": crossing_layer(c["r"].to_numpy()),
+                "accuracy": per_seed["accuracy"].first().mean(),
+                "runs with 1 predicted class": int((per_seed["n_pred_classes"].first() < 2).sum())}
+
+    rows = []
+    for model, dm in df.groupby("model", sort=False):
+        rows += [row(model, get_task(t).display, d) for t, d in dm.groupby("task", sort=False)]
+        rows.append(row(model, "all tasks (mean curve)", dm))
+    return pd.DataFrame(rows).set_index(["model", "task"]).round(3)
+
+
 def aucroc_verdict(mean: pd.DataFrame, peak_target: float = 0.8, tolerance: float = 0.05,
                    peak_iv=None, cross_iv=None, peak_layer_iv=None) -> tuple[str, dict]:
     """Verdict on the §2.3 claim from one model's task/seed-averaged curve (:func:`mean_curves`).
@@ -379,3 +406,94 @@ def other_offline_model(name: str) -> str | None:
     except Exception:
         canon = name
     return {DEFAULT_MODEL: SMOLLM2, SMOLLM2: DEFAULT_MODEL}.get(canon)
+
+
+# ---- the mechanism by hand (notebook 03's exercise) and the claims ----------------------------------------------
+
+_TINY_KINDS = ("gpt2", "rotary", "gqa")
+
+
+def _tiny_cases():
+    """One small SST-2 prompt (two demonstrations per class, so same-class positions add up) on a tiny random
+    model of each architecture (:func:`helpers.core.models.make_tiny_model`)."""
+    from helpers.core.models import make_tiny_model
+    from helpers.core.prompts import Demo, build_prompt
+    from helpers.core.tasks import label_token_ids
+
+    demos = [Demo("a truly great film", 1), Demo("dull and far too long", 0), Demo("I smiled all the way", 1),
+             Demo("boring", 0)]
+    for kind in _TINY_KINDS:
+        model = make_tiny_model(kind, seed=0)
+        yield kind, model, build_prompt(model, "sst2", demos, "a film to remember"), label_token_ids(
+            model.tokenizer, "sst2")
+
+
+def label_attention_reference(model: HookedTransformer, prompt: Prompt, label_ids: Sequence[int]
+                              ) -> Float[torch.Tensor, "layer classes"]:
+    """:func:`label_attention` on one prompt (full run): ``A_l(q, class c)`` per layer and class."""
+    scores, _ = label_attention(model, [prompt], label_ids, batch_size=1, top_k=0, shared=False)
+    return scores[0]
+
+
+def check_label_attention(fn) -> None:
+    """Check a reader's ``fn(model, prompt, n_classes) -> [n_layers, n_classes]`` against
+    :func:`label_attention` on tiny random models of three architectures (learned positions, rotary,
+    grouped-query). Raises ``AssertionError`` saying what differs; prints one line when all match."""
+    for kind, model, prompt, lids in _tiny_cases():
+        want = label_attention_reference(model, prompt, lids)
+        got = torch.as_tensor(fn(model, prompt, len(lids))).detach().float().cpu()
+        if got.shape != want.shape:
+            raise AssertionError(f"tiny {kind} model: expected shape [n_layers, n_classes] = {tuple(want.shape)}, "
+                                 f"got {tuple(got.shape)}")
+        if torch.allclose(got, want, atol=1e-5, rtol=1e-4):
+            continue
+        H = model.cfg.n_heads
+        hint = ""
+        if torch.allclose(got * H, want, atol=1e-5, rtol=1e-4):
+            hint = f" Yours is the reference divided by {H} (the number of heads): sum over heads, do not average."
+        elif torch.allclose(got.sum(-1), want.sum(-1), atol=1e-5, rtol=1e-4):
+            hint = " The total over classes matches: check which class each label position adds to (label_class)."
+        layer = int((got - want).abs().amax(-1).argmax())
+        raise AssertionError(f"tiny {kind} model, layer {layer}: yours {[round(x, 5) for x in got[layer].tolist()]}, "
+                             f"reference {[round(x, 5) for x in want[layer].tolist()]} (the attention row at q = "
+                             f"{prompt.q}, summed over heads, at the label positions {prompt.label_pos} of classes "
+                             f"{prompt.label_class}).{hint}")
+    print(f"✓ label attention at q matches the reference on {len(_TINY_KINDS)} tiny models ({', '.join(_TINY_KINDS)})")
+
+
+def _check_verdict(iv, threshold: float) -> str:
+    """One check of :func:`aucroc_verdict` on its interval: the whole interval at or above ``threshold``
+    replicates, an interval that reaches it is inconclusive, one wholly below does not replicate."""
+    if iv is None:
+        return "inconclusive"
+    if iv.low >= threshold:
+        return "replicates"
+    return "inconclusive" if iv.high >= threshold else "does not replicate"
+
+
+def aucroc_claims(curve: pd.DataFrame, ivs: dict, model_name: str, peak_target: float = 0.8,
+                  tolerance: float = 0.05, context: str = "") -> list:
+    """Notebook 03's claims (:class:`helpers.study.claims.Claim`) for one model.
+
+    ``curve``: its task/seed-averaged curve (:func:`mean_curves`); ``ivs``: :func:`curve_intervals`. One claim
+    per check of :func:`aucroc_verdict` (criteria fixed before the run), each judged on its 95% interval; the
+    first claim's note gives the verdict of the three checks together.
+    """
+    from helpers.study.claims import claim
+
+    L = len(curve)
+    thr = peak_target - tolerance
+    overall, _ = aucroc_verdict(curve, peak_target=peak_target, tolerance=tolerance, peak_iv=ivs.get("peak"),
+                                cross_iv=ivs.get("crossing"), peak_layer_iv=ivs.get("peak_layer"))
+    ctx = context or model_name.split("/")[-1]
+    return [
+        claim("03.peak_aucroc", ivs.get("peak"), _check_verdict(ivs.get("peak"), thr),
+              f"whole 95% interval of the peak AUCROC_l (each seed's task-averaged curve) at or above {thr:.2f}",
+              context=ctx, note=f"The three checks together: {overall} (aucroc_verdict)."),
+        claim("03.peak_layer", ivs.get("peak_layer"), _check_verdict(ivs.get("peak_layer"), L // 2),
+              f"whole 95% interval of the peak layer (0-based) in the deeper half, at or above layer {L // 2} of {L}",
+              unit="", context=ctx),
+        claim("03.r_crossing", ivs.get("crossing"), _check_verdict(ivs.get("crossing"), L // 3),
+              f"whole 95% interval of the layer where R_l first passes 0.5 (0-based) at or above layer {L // 3} "
+              f"of {L} (after the first third)", context=ctx),
+    ]

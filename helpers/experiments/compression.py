@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from tqdm.auto import tqdm
+from transformer_lens import HookedTransformer
 
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from helpers.core.predict import Predictions, predict
@@ -75,10 +76,12 @@ __all__ = [
     "cached_compression",
     "METHODS",
     "table2_verdict",
-    "table2_verdict",
     "method_cells",
     "speed_verdict",
     "time_icl_vs_anchor",
+    "hidden_anchor_reference",
+    "check_hidden_anchor_logits",
+    "compression_claims",
 ]
 
 prefix_len = demo_prefix_len  # P0: one past the newline that ends the last demonstration
@@ -362,4 +365,83 @@ def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, war
                speedup=t_full / t_anchor, n_inputs=len(prompts),
                speedup_low=float("nan") if iv is None else iv.low, speedup_high=float("nan") if iv is None else iv.high)
     out["speedup_over_bound"] = out["speedup"] / out["bound"]
+    return out
+
+
+# ---- the mechanism by hand (notebook 05) and the claims ----
+
+def hidden_anchor_reference(model: HookedTransformer, prompt: Prompt, keep: Sequence[int],
+                            label_ids: Sequence[int]) -> torch.Tensor:
+    """The helper's Hidden_anchor label logits at q for one prompt: :func:`build_cache` keeping ``keep``, then
+    the input run as a suffix against it (:func:`predict_cached`). ``[classes]``, float32 on the CPU."""
+    cache = build_cache(model, prompt, keep=keep)
+    with torch.inference_mode():
+        return predict_cached(model, cache, [prompt], label_ids, batch_size=1).label_logits[0].float().cpu()
+
+
+def _tiny_cases():
+    """(name, model, prompt, label ids) for the three tiny architectures: 3 SST-2 demonstrations and one input."""
+    from helpers.core.models import make_tiny_model
+    from helpers.core.prompts import Demo, build_prompt
+    from helpers.core.tasks import label_token_ids
+
+    demos = [Demo("a truly great film", 1), Demo("dull and far too long", 0), Demo("I loved every minute", 1)]
+    for kind in ("gpt2", "rotary", "gqa"):
+        model = make_tiny_model(kind, seed=0)
+        yield kind, model, build_prompt(model, "sst2", demos, Demo("what a waste of time", 0)), \
+            label_token_ids(model.tokenizer, "sst2")
+
+
+def check_hidden_anchor_logits(fn, atol: float = 1e-4) -> None:
+    """Check ``fn(model, prompt, keep, label_ids) -> [classes]`` (the notebook's by-hand Hidden_anchor) against
+    :func:`hidden_anchor_reference` on tiny learned-position, rotary and grouped-query models, with the anchor
+    positions and with a random draw (:func:`random_keep`). Raises an AssertionError that says what differs."""
+    for kind, model, prompt, lids in _tiny_cases():
+        for what, keep in (("anchor positions", anchor_keep(prompt)), ("a random draw", random_keep(prompt, 0))):
+            with torch.inference_mode():
+                mine = torch.as_tensor(fn(model, prompt, keep, lids)).detach().float().cpu().reshape(-1)
+            ref = hidden_anchor_reference(model, prompt, keep, lids)
+            if mine.shape != ref.shape:
+                raise AssertionError(f"tiny {kind} model, {what}: expected {ref.shape[0]} label logits (one per "
+                                     f"class), got shape {tuple(mine.shape)}")
+            if not torch.allclose(mine, ref, atol=atol, rtol=1e-4):
+                raise AssertionError(f"tiny {kind} model, {what}: label logits {mine.numpy().round(4)} differ from "
+                                     f"the pruned cache's {ref.numpy().round(4)} (max diff "
+                                     f"{(mine - ref).abs().max():.2e}). Does the input attend only to the kept "
+                                     f"rows, at its original positions, and read the logits at q?")
+    print("✓ hidden-anchor logits match the reference (pruned cache) on 3 tiny models")
+
+
+_SPEED_VERDICT = {"meets the goal": "replicates", "speeds up": "partly", "no speed-up": "does not replicate"}
+
+
+def compression_claims(ivs: dict, gaps: dict, speed, context: str = "") -> list:
+    """Notebook 05's claims (:class:`helpers.study.claims.Claim`) from its intervals.
+
+    ``ivs[(method, metric)]``: Table 2 intervals in percent; ``gaps[(other, metric)]``: Hidden_anchor minus
+    ``other`` in points (paired, :func:`table2_verdict`); ``speed``: the rows of :func:`time_icl_vs_anchor`
+    (a DataFrame or a list of dicts). The Table 2 values carry the overall :func:`table2_verdict`; each gap its
+    own interval's (above 0: replicates, below: does not replicate, else inconclusive); each task's speed-up
+    :func:`speed_verdict` on that task (meets the goal: replicates, speeds up: partly).
+    """
+    from helpers.study.claims import claim
+    from helpers.study.stats import Interval
+
+    verdict, _ = table2_verdict(gaps)
+    crit2 = ("Hidden_anchor minus each other compressed method (paired, task-averaged): replicates if all six "
+             "intervals (label and word loyalty) lie above 0; partly if the three of one metric, or the four against "
+             "the hidden random baselines, do; does not replicate if on both metrics some method lies clearly above")
+    out = [claim(f"05.hidden_anchor_{m}", ivs[("Hidden_anchor", m)], verdict, crit2, unit="%", context=context)
+           for m in ("label_loyalty", "word_loyalty", "accuracy")]
+    for (o, m), iv in gaps.items():
+        v = "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
+        out.append(claim(f"05.anchor_minus_{o}_{m}", iv, v, "interval above 0", unit="points", context=context))
+    rows = speed.to_dict(orient="records") if hasattr(speed, "to_dict") else list(speed)
+    for r in rows:
+        iv = Interval(r["speedup"], r["speedup_low"], r["speedup_high"], 1, int(r["n_inputs"]))
+        v = _SPEED_VERDICT[speed_verdict({r["task"]: r["speedup"]}, {r["task"]: r["bound"]})]
+        out.append(claim(f"05.speedup_{r['task']}", iv, v,
+                         "replicates if it reaches 90% of the token-ratio bound (L_context + L_x) / (L_anchor + L_x); "
+                         "partly if faster than full ICL", unit="x", context=context,
+                         note=f"Token-ratio bound here {r['bound']:.2f}x; timed on a shared CPU, one input at a time."))
     return out

@@ -37,11 +37,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from einops import einsum, rearrange
 from jaxtyping import Float
 from scipy.stats import spearmanr
 from sklearn.decomposition import PCA
 from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
+from transformer_lens import HookedTransformer
 
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prefix import shared_prefix_or_none
@@ -59,7 +61,12 @@ __all__ = [
     "diagnose",
     "layer_sweep",
     "default_layer",
-    "diagnosis_verdict",
+    "seed_mean",
+    "key_projections",
+    "key_distances",
+    "check_anchor_key_projections",
+    "most_confused",
+    "diagnosis_claims",
 ]
 
 
@@ -80,7 +87,7 @@ def as_attention_uses(model, layer: int, x: torch.Tensor, kind: str) -> torch.Te
     return attn._apply_qk_norm(x, attn.q_norm if kind == "q" else attn.k_norm)
 
 
-def collect_qk(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int] | None = None,
+def collect_qk(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int] | None = None,
                batch_size: int = 16, progress: bool | str = False, shared: bool = True) -> QKVectors:
     """Queries at q, class keys at the label positions (GQA keys repeated per query head) and label probs.
 
@@ -216,7 +223,9 @@ def predicted_confusion(queries: Float[torch.Tensor, "n width"], keys: Float[tor
     nc = int(min(n_components, X.shape[0], X.shape[1]))
     if nc < 1:
         raise ValueError("need at least one query vector")
-    pca = PCA(n_components=nc).fit(X)
+    with warnings.catch_warnings():  # constant queries (e.g. layer 0): explained-variance ratio 0/0, unused here
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pca = PCA(n_components=nc).fit(X)
     Z = (np.asarray(keys, dtype=np.float64) - pca.mean_) @ pca.components_.T * pca.singular_values_
     D = np.linalg.norm(Z[:, None, :] - Z[None, :, :], axis=-1)
     off = ~np.eye(len(D), dtype=bool)
@@ -252,7 +261,9 @@ def rank_correlation(pred: np.ndarray, actual: np.ndarray) -> float:
     ok = ~(np.isnan(x) | np.isnan(y))
     if ok.sum() < 3:
         return float("nan")
-    return float(spearmanr(x[ok], y[ok]).statistic)
+    with warnings.catch_warnings():  # a constant matrix (tiny samples): NaN, said by the NaN itself
+        warnings.simplefilter("ignore")
+        return float(spearmanr(x[ok], y[ok]).statistic)
 
 
 def diagnose(vecs: QKVectors, layer: int, n_components: int = 10) -> dict:
@@ -263,6 +274,13 @@ def diagnose(vecs: QKVectors, layer: int, n_components: int = 10) -> dict:
     pred = predicted_confusion(vecs.queries[:, j], vecs.keys[j], n_components)
     act = actual_confusion(vecs.label_probs, vecs.gold)
     return dict(layer=layer, predicted=pred, actual=act, spearman=rank_correlation(pred, act))
+
+
+def seed_mean(values, nan: bool = False):
+    """Mean over seeds (``nan``: ignoring NaN, with no warning where every seed is NaN: the result is NaN)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return (np.nanmean if nan else np.mean)(np.asarray(values, dtype=float), axis=0)
 
 
 def layer_sweep(vecs: QKVectors, n_components: int = 10) -> dict[int, float]:
@@ -308,8 +326,91 @@ def diagnosis_verdict(iv, strong: float = 0.5) -> str:
     return "inconclusive"
 
 
-def default_layer(model) -> int:
+def default_layer(model: HookedTransformer) -> int:
     """The paper's depth ratio: GPT2-XL layer 32 of 48 -> round(2/3 * n_layers)."""
     return int(round(model.cfg.n_layers * 32 / 48))
 
 
+
+
+# ---- one prompt by hand (notebook 06) and the claims ----
+
+def key_projections(vecs: QKVectors, layer: int, n_heads: int) -> Float[torch.Tensor, "n head classes"]:
+    """Per input and query head h, the projection ``q_h . k_{c,h}`` of each class's key on the input's query at
+    ``layer`` (the vectors of :func:`collect_qk`, split back into heads). Summed over heads it is the dot product
+    of the concatenated vectors, which is what the queries' PCA in :func:`predicted_confusion` sees."""
+    j = vecs.layers.index(layer)
+    q = rearrange(vecs.queries[:, j], "n (head d_head) -> n head d_head", head=n_heads)
+    k = rearrange(vecs.keys[j], "classes (head d_head) -> classes head d_head", head=n_heads)
+    return einsum(q, k, "n head d_head, classes head d_head -> n head classes")
+
+
+def key_distances(proj: Float[torch.Tensor, "... head classes"]) -> Float[torch.Tensor, "... classes classes"]:
+    """How far apart the classes' keys lie as one query sees them: ``|sum_h proj[h, a] - sum_h proj[h, b]|``
+    (the query's score gap between the two label words, times sqrt(d_head)).
+
+    :func:`predicted_confusion` with every principal component is the same gap taken over all inputs: its
+    distance between a and b is ``sqrt(sum_i ((q_i - mean q) . (k_a - k_b))^2)`` (then normalised), i.e. the
+    root sum of squares of these per-input gaps with the mean query subtracted (tests)."""
+    s = proj.sum(-2)
+    return (s[..., :, None] - s[..., None, :]).abs()
+
+
+def _tiny_cases():
+    """(name, model, prompt, label ids): tiny learned-position, rotary and grouped-query models; two SST-2 classes,
+    one of them with two demonstrations (its key is their mean)."""
+    from helpers.core.models import make_tiny_model
+    from helpers.core.prompts import Demo, build_prompt
+    from helpers.core.tasks import label_token_ids
+
+    demos = [Demo("a truly great film", 1), Demo("dull and far too long", 0), Demo("I loved every minute", 1)]
+    for kind in ("gpt2", "rotary", "gqa"):
+        model = make_tiny_model(kind, seed=0)
+        yield kind, model, build_prompt(model, "sst2", demos, Demo("what a waste of time", 0)), \
+            label_token_ids(model.tokenizer, "sst2")
+
+
+def check_anchor_key_projections(fn, atol: float = 1e-4) -> None:
+    """Check ``fn(model, prompt, layer, n_classes) -> [head, classes]`` (the notebook's by-hand projections of
+    the class keys on the query at q) against :func:`key_projections` of :func:`collect_qk` on tiny
+    learned-position, rotary and grouped-query models, at every layer. Raises an AssertionError saying what
+    differs."""
+    for kind, model, prompt, lids in _tiny_cases():
+        H = model.cfg.n_heads
+        vecs = collect_qk(model, [prompt], lids)
+        for layer in range(model.cfg.n_layers):
+            ref = key_projections(vecs, layer, H)[0]
+            with torch.inference_mode():
+                mine = torch.as_tensor(fn(model, prompt, layer, len(lids))).detach().float().cpu()
+            if mine.shape != ref.shape:
+                raise AssertionError(f"tiny {kind} model, layer {layer}: expected shape {tuple(ref.shape)} "
+                                     f"(head, classes), got {tuple(mine.shape)}")
+            if not torch.allclose(mine, ref, atol=atol, rtol=1e-4):
+                raise AssertionError(
+                    f"tiny {kind} model, layer {layer}: projections differ from the reference by up to "
+                    f"{(mine - ref).abs().max():.2e} (head 0: {mine[0].numpy().round(4)} vs "
+                    f"{ref[0].numpy().round(4)}). Query at q and keys at the label positions, before rotary "
+                    f"(hook_q/hook_k, then q/k norm), each key head repeated for its query heads, class keys "
+                    f"averaged over their demonstrations?")
+    print("✓ anchor key projections match the reference (collect_qk) on 3 tiny models")
+
+
+def most_confused(matrix: np.ndarray, names: Sequence[str]) -> str:
+    """The pair ``"a–b"`` with the lowest off-diagonal value (NaN ignored)."""
+    iu = np.triu_indices(len(names), 1)
+    vals = np.asarray(matrix, dtype=float)[iu]
+    i = int(np.nanargmin(vals))
+    return f"{names[iu[0][i]]}–{names[iu[1][i]]}"
+
+
+def diagnosis_claims(rho_iv, predicted: np.ndarray, actual: np.ndarray, names: Sequence[str], layer: int,
+                     n_layers: int, context: str = "") -> list:
+    """Notebook 06's claim: the Spearman interval at the preset layer with :func:`diagnosis_verdict`, and the most
+    confused pair by each measure in the note."""
+    from helpers.study.claims import claim
+
+    crit = ("95% interval of the Spearman correlation (bootstrap over seeds and inputs): replicates if above 0 and "
+            "the estimate is at least 0.5; partly if above 0; does not replicate if below 0; else inconclusive")
+    note = (f"Layer {layer} of {n_layers}. Most confused pair, actual: {most_confused(actual, names)}; "
+            f"predicted: {most_confused(predicted, names)}.")
+    return [claim("06.confusion_agreement", rho_iv, diagnosis_verdict(rho_iv), crit, context=context, note=note)]

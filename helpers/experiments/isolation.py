@@ -32,6 +32,7 @@ The effect is measured with :mod:`helpers.core.loyalty` against the unmodified r
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -64,7 +65,10 @@ __all__ = [
     "loyalty_frame",
     "label_token_share",
     "isolation_verdict",
-    "isolation_verdict",
+    "check_isolated_label_logits",
+    "MAIN_CONDITIONS",
+    "isolation_intervals",
+    "isolation_claims",
     "condition_cells",
     "condition_ids",
 ]
@@ -496,3 +500,111 @@ def isolation_verdict(loyalty: dict, drop: dict, barely: float = 0.80) -> tuple[
     return "inconclusive", checks
 
 
+
+
+# --- the mechanism by hand: a check of a reader's function against the helpers, on tiny random models ---
+
+TINY_KINDS = ("gpt2", "rotary", "gqa")
+
+
+@functools.cache
+def _tiny_model(kind: str):
+    from helpers.core.models import make_tiny_model
+
+    return make_tiny_model(kind, seed=0)
+
+
+def check_isolated_label_logits(fn) -> None:
+    """Check a by-hand ``fn(model, prompt, label_ids, layers) -> logits`` (the label-restricted logits at q,
+    ``[n_labels]``, with every label position p_k blocked from all j < p_k in ``layers``) against
+    :func:`label_isolation` through :func:`helpers.core.predict.predict`, on tiny random models of the three
+    architectures (two SST-2 prompts each; isolated in the first layer, the last layer, and every layer).
+    Raises an AssertionError that says what differs, or prints one line."""
+    import warnings
+
+    from helpers.core.prompts import make_icl_set
+    from helpers.core.tasks import LabelWordWarning
+
+    for kind in TINY_KINDS:
+        model = _tiny_model(kind)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LabelWordWarning)
+            s = make_icl_set(model, "sst2", seed=42, n_test=2)
+        L = model.cfg.n_layers
+        base = predict(model, s.prompts, s.label_ids).label_logits
+        for layers in ([0], [L - 1], list(range(L))):
+            ref = predict(model, s.prompts, s.label_ids, hooks=label_isolation(layers)).label_logits
+            for i, p in enumerate(s.prompts):
+                with torch.no_grad():
+                    mine = fn(model, p, s.label_ids, layers)
+                what = (f"{fn.__name__} on the tiny {kind} model, layers {layers} ({len(p)}-token prompt, "
+                        f"label positions {p.label_pos}, q={p.q})")
+                if not isinstance(mine, torch.Tensor):
+                    raise AssertionError(f"{what}: expected a torch.Tensor, got {type(mine).__name__}")
+                mine = mine.detach().float().cpu()
+                if tuple(mine.shape) != tuple(ref[i].shape):
+                    raise AssertionError(f"{what}: shape {tuple(mine.shape)}, expected {tuple(ref[i].shape)} "
+                                         "(one logit per label word, at q)")
+                if not torch.allclose(mine, ref[i], rtol=1e-4, atol=1e-4):
+                    hint = (" (these are the unmodified logits: is anything blocked?)"
+                            if torch.allclose(mine, base[i], rtol=1e-4, atol=1e-4) else "")
+                    raise AssertionError(f"{what}: yours {mine.tolist()}, reference {ref[i].tolist()}{hint}")
+    print(f"✓ {fn.__name__} matches the reference (label_isolation) on 3 tiny models")
+
+
+# --- paper vs ours ---
+
+MAIN_CONDITIONS = (("label", "first"), ("label", "last"), ("random", "first"), ("random", "last"))
+
+
+def isolation_intervals(df, k: int) -> tuple[dict, dict]:
+    """95% intervals of notebook 02 at ``k`` layers, from :func:`loyalty_frame`.
+
+    Returns ``(loyalty, drop)``: ``loyalty[(condition, where, metric)]`` for ``metric`` in ``label_loyal`` and
+    ``word_loyal`` (fractions), and ``drop[(condition, where)]``: that condition's label loyalty minus
+    label-first's, paired per input (for the random control, on its first inputs), for the three other
+    conditions. Seeds, then the inputs within each (task, seed), resampled (:mod:`helpers.study.stats`).
+    """
+    from helpers.study.stats import bootstrap_means, paired_differences
+
+    loyalty = {(c, w, m): bootstrap_means(condition_cells(df, c, w, k, m))
+               for c, w in MAIN_CONDITIONS for m in ("label_loyal", "word_loyal")}
+    first = condition_cells(df, "label", "first", k), condition_ids(df, "label", "first", k)
+    drop = {(c, w): bootstrap_means(paired_differences(condition_cells(df, c, w, k), first[0],
+                                                       condition_ids(df, c, w, k), first[1]))
+            for c, w in MAIN_CONDITIONS[1:]}
+    return loyalty, drop
+
+
+def isolation_claims(loyalty: dict, drop: dict, k: int = 5, barely: float = 0.80, context: str = "") -> list:
+    """The §2.2 claims (:data:`helpers.study.paper.CLAIMS_02`), one per condition, from :func:`isolation_intervals`.
+
+    The checks are :func:`isolation_verdict`'s, one claim each: label words isolated in the first ``k`` layers
+    hurt most (every paired drop above 0: replicates; one below 0: does not replicate; otherwise inconclusive);
+    label words in the last ``k`` layers, and random words in the first and in the last ``k``, barely matter
+    (label loyalty interval at or above ``barely``: replicates; entirely below it: does not replicate;
+    otherwise inconclusive). ``ours``: the condition's label loyalty in percent.
+    """
+    from helpers.study.claims import claim
+
+    pct = {cw: loyalty[(*cw, "label_loyal")].scaled(100) for cw in MAIN_CONDITIONS}
+    drops = "; ".join(f"{c} words {w} {k} minus label words first {k}: {drop[(c, w)].scaled(100):+.1f} points"
+                      for c, w in MAIN_CONDITIONS[1:])
+    if all(iv.low > 0 for iv in drop.values()):
+        v1 = "replicates"
+    elif any(iv.high < 0 for iv in drop.values()):
+        v1 = "does not replicate"
+    else:
+        v1 = "inconclusive"
+    out = [claim("02.label_first_hurts_most", pct[("label", "first")], v1,
+                 "each other condition's label loyalty minus this one's, paired per input, has its 95% interval "
+                 "above 0", unit="%", context=context, note=f"Paired drops: {drops}.")]
+    names = {("label", "last"): "02.label_last_barely_matters", ("random", "first"): "02.random_first_barely_matters",
+             ("random", "last"): "02.random_last_barely_matters"}
+    for cw, key in names.items():
+        iv = pct[cw]
+        verdict = ("replicates" if iv.low >= 100 * barely else
+                   "does not replicate" if iv.high < 100 * barely else "inconclusive")
+        out.append(claim(key, iv, verdict, f"label loyalty interval at or above {barely:.0%}", unit="%",
+                         context=context))
+    return out

@@ -22,12 +22,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from jaxtyping import Float
 from tqdm.auto import tqdm
+from transformer_lens import HookedTransformer
 
-from helpers.core.predict import logits_at
+from helpers.core.predict import logits_at, predict
 from helpers.core.prefix import predict_shared, vanilla_predictions
 from helpers.core.prompts import Demo, Prompt, build_prompts, class_draws, demos_from_indices, pad_batch
 from helpers.core.tasks import get_task, label_token_ids
@@ -43,7 +45,13 @@ __all__ = [
     "run_table1",
     "FIVE_SHOT_PER_CLASS",
     "table1_verdict",
-    "table1_verdict",
+    "reweighted_label_logits_reference",
+    "check_reweighted_label_logits",
+    "table1_claims",
+    "SETTINGS",
+    "table1_runs",
+    "table1_intervals",
+    "table1_frame",
 ]
 
 
@@ -129,7 +137,7 @@ class ReweightResult:
     demo_classes: list[int] = field(default_factory=list)  # class of demonstration i (beta's last axis)
 
 
-def train_reweighting(model, train_prompts: Sequence[Prompt], label_ids: Sequence[int], epochs: int = 10,
+def train_reweighting(model: HookedTransformer, train_prompts: Sequence[Prompt], label_ids: Sequence[int], epochs: int = 10,
                       lr: float = 0.01, batch_size: int = 1, seed: int = 0, progress: bool | str = False,
                       adam_betas: tuple[float, float] = (0.9, 0.999), fast: bool = True) -> ReweightResult:
     """Learn beta [n_layers, n_heads, n_demos] on ``train_prompts`` (all with the same demonstrations).
@@ -226,7 +234,7 @@ class Table1Row:
 FIVE_SHOT_PER_CLASS = {"agnews": 3}
 
 
-def run_table1(model, task, seed: int, n_test: int, epochs: int = 10, lr: float = 0.01, batch_size: int = 1,
+def run_table1(model: HookedTransformer, task, seed: int, n_test: int, epochs: int = 10, lr: float = 0.01, batch_size: int = 1,
                per_class: int = 4, eval_batch_size: int = 16, progress: bool = False,
                shots_per_class: int | None = None) -> Table1Row:
     """Table 1 for one (task, seed): vanilla 1-shot, vanilla 5-shot and re-weighting accuracy.
@@ -271,6 +279,61 @@ def run_table1(model, task, seed: int, n_test: int, epochs: int = 10, lr: float 
                      correct(r1), correct(r5), correct(rr), [p.query.idx for p in p1])
 
 
+SETTINGS = {"vanilla 1-shot": "correct_1shot", "vanilla 5-shot": "correct_5shot",
+            "anchor re-weighting": "correct_reweight"}  # Table 1's rows and the Table1Row field of each
+
+
+def table1_runs(model: HookedTransformer, tasks: Sequence[str], seeds: Sequence[int], n_test: int, epochs: int,
+                per_class: int = 4, eval_batch_size: int = 16, lr: float = 0.01) -> dict:
+    """:func:`run_table1` for every (task, seed), each cached on disk: ``{(task, seed): Table1Row}``."""
+    from helpers.core.store import cached
+
+    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
+    rows = {}
+    for task in tasks:
+        for seed in seeds:
+            params = dict(model=name, task=task, seed=seed, n_test=n_test, epochs=epochs, per_class=per_class,
+                          lr=lr, batch=1)
+            rows[task, seed] = cached("reweight_table1", params, lambda: run_table1(
+                model, task, seed, n_test, epochs=epochs, lr=lr, batch_size=1, per_class=per_class,
+                eval_batch_size=eval_batch_size), model=model)
+    return rows
+
+
+def table1_intervals(rows: dict) -> tuple[dict, dict]:
+    """95% intervals of Table 1 from :func:`table1_runs`' rows (seeds, then test inputs, resampled).
+
+    Returns ``(accuracy, gains)``: ``accuracy[setting][task display name or "Average"]`` (%) for the three
+    settings of :data:`SETTINGS`, and ``gains["vanilla 1-shot" | "vanilla 5-shot"]``: re-weighting minus that
+    baseline on the task-averaged accuracy, paired per input (points). All three settings score the same inputs.
+    """
+    from helpers.study.stats import bootstrap_means, paired_differences
+
+    cells = {c: {(t, s): getattr(r, f) for (t, s), r in rows.items()} for c, f in SETTINGS.items()}
+    tasks = list(dict.fromkeys(t for t, _ in rows))
+    accuracy = {c: {get_task(t).display: bootstrap_means({s: v for (tt, s), v in cells[c].items() if tt == t}
+                                                         ).scaled(100) for t in tasks}
+                | {"Average": bootstrap_means(cells[c]).scaled(100)} for c in SETTINGS}
+    gains = {b: bootstrap_means(paired_differences(cells["anchor re-weighting"], cells[b])).scaled(100)
+             for b in ("vanilla 1-shot", "vanilla 5-shot")}
+    return accuracy, gains
+
+
+def table1_frame(accuracy: dict, model_name: str) -> pd.DataFrame:
+    """Table 1 as the paper prints it (GPT2-XL, its EmoC column beside our TweetEval-emotion) above ours
+    (estimate [95% interval], % accuracy), one row per (source, setting)."""
+    from helpers.study.paper import OURS_FOR, TABLE1_GPT2XL, TASK_ORDER
+
+    tasks = [k for k in next(iter(accuracy.values())) if k != "Average"]
+    cols = {get_task(OURS_FOR[k]).display: k for k in TASK_ORDER}
+    paper_rows = {("GPT2-XL (paper)", c): {t: f"{100 * TABLE1_GPT2XL[c][cols[t]]:.2f}" if t in cols else ""
+                                          for t in tasks} | {"Average": f"{100 * TABLE1_GPT2XL[c]['average']:.2f}"}
+                  for c in SETTINGS}
+    ours = {(f"{model_name.split('/')[-1]} (ours)", c): {k: f"{iv:.1f}" for k, iv in accuracy[c].items()}
+            for c in SETTINGS}
+    return pd.DataFrame({**paper_rows, **ours}).T
+
+
 def table1_verdict(gain_1shot, gain_5shot) -> str:
     """Verdict on §3.1 from the 95% intervals of two paired contrasts (criteria fixed before the run).
 
@@ -287,3 +350,90 @@ def table1_verdict(gain_1shot, gain_5shot) -> str:
     return "inconclusive"
 
 
+# ---- the mechanism by hand (notebook 04's exercise) and the claims ----------------------------------------------
+
+_TINY_KINDS = ("gpt2", "rotary", "gqa")
+
+
+def _tiny_cases():
+    """One small SST-2 prompt (four demonstrations) and a seeded beta on a tiny random model of each
+    architecture (:func:`helpers.core.models.make_tiny_model`)."""
+    from helpers.core.models import make_tiny_model
+    from helpers.core.prompts import build_prompt
+
+    demos = [Demo("a truly great film", 1), Demo("dull and far too long", 0), Demo("I smiled all the way", 1),
+             Demo("boring", 0)]
+    for kind in _TINY_KINDS:
+        model = make_tiny_model(kind, seed=0)
+        prompt = build_prompt(model, "sst2", demos, "a film to remember")
+        beta = torch.randn(model.cfg.n_layers, model.cfg.n_heads, prompt.n_demos,
+                           generator=torch.Generator().manual_seed(0))
+        yield kind, model, prompt, beta, label_token_ids(model.tokenizer, "sst2")
+
+
+def reweighted_label_logits_reference(model: HookedTransformer, prompt: Prompt,
+                                      beta: Float[torch.Tensor, "layer head demo"], label_ids: Sequence[int]
+                                      ) -> Float[torch.Tensor, " classes"]:
+    """The label logits at q of one prompt with ``beta`` applied (:func:`reweight_factory`, as Table 1 scores)."""
+    return predict(model, [prompt], label_ids, batch_size=1, top_k=0, hooks=reweight_factory(beta)).label_logits[0]
+
+
+def check_reweighted_label_logits(fn) -> None:
+    """Check a reader's ``fn(model, prompt, beta, label_ids) -> [n_classes]`` (label logits at q with the
+    attention from q to label position i multiplied by ``exp(beta[l, h, i])``) against
+    :func:`reweighted_label_logits_reference` on tiny random models of three architectures (learned positions,
+    rotary, grouped-query). Raises ``AssertionError`` saying what differs; prints one line when all match."""
+    for kind, model, prompt, beta, lids in _tiny_cases():
+        want = reweighted_label_logits_reference(model, prompt, beta, lids)
+        got = torch.as_tensor(fn(model, prompt, beta, lids)).detach().float().cpu().reshape(-1)
+        if got.shape != want.shape:
+            raise AssertionError(f"tiny {kind} model: expected the {len(lids)} label logits at q, got shape "
+                                 f"{tuple(got.shape)}")
+        if torch.allclose(got, want, atol=1e-4, rtol=1e-4):
+            continue
+        plain = reweighted_label_logits_reference(model, prompt, torch.zeros_like(beta), lids)
+        hint = ""
+        if torch.allclose(got, plain, atol=1e-4, rtol=1e-4):
+            hint = (" Yours equals the run without re-weighting: does the hook change the pattern it returns, in "
+                    "every layer's hook_pattern?")
+        raise AssertionError(f"tiny {kind} model: yours {[round(x, 4) for x in got.tolist()]}, reference "
+                             f"{[round(x, 4) for x in want.tolist()]} (without re-weighting: "
+                             f"{[round(x, 4) for x in plain.tolist()]}). The reference multiplies pattern[q, p_i] "
+                             f"(q = {prompt.q}, p = {prompt.label_pos}) by exp(beta[layer, head, i]) after the "
+                             f"softmax, every other entry unchanged, and does not renormalise the row.{hint}")
+    print(f"✓ re-weighted label logits match the reference on {len(_TINY_KINDS)} tiny models "
+          f"({', '.join(_TINY_KINDS)})")
+
+
+def _gain_verdict(iv) -> str:
+    """A paired gain judged on its 95% interval: above zero replicates, below does not, across is inconclusive."""
+    if iv.low > 0:
+        return "replicates"
+    return "does not replicate" if iv.high < 0 else "inconclusive"
+
+
+def table1_claims(accuracy: dict, gains: dict, context: str = "") -> list:
+    """Notebook 04's claims (:class:`helpers.study.claims.Claim`).
+
+    ``accuracy``, ``gains``: :func:`table1_intervals` (the ``"Average"`` accuracy of each setting, %; the gains of
+    re-weighting over each baseline, paired per input, points).
+    The two gains carry the verdicts (criteria of :func:`table1_verdict`, fixed before the run; the first claim's
+    note gives its overall verdict); the accuracies are another model's and are shown beside the paper's as
+    context ("not comparable").
+    """
+    from helpers.study.claims import claim
+
+    gain_1shot, gain_5shot = gains["vanilla 1-shot"], gains["vanilla 5-shot"]
+    overall = table1_verdict(gain_1shot, gain_5shot)
+    keys = {"vanilla 1-shot": "1shot", "vanilla 5-shot": "5shot", "anchor re-weighting": "reweighting"}
+    return [
+        claim("04.gain_over_1shot", gain_1shot, _gain_verdict(gain_1shot),
+              "95% interval of re-weighting minus vanilla 1-shot (paired per input) above 0", unit="points",
+              context=context, note=f"Both gains together: {overall} (table1_verdict)."),
+        claim("04.gain_over_5shot", gain_5shot, _gain_verdict(gain_5shot),
+              "95% interval of re-weighting minus vanilla 5-shot (paired per input) above 0", unit="points",
+              context=context),
+        *[claim(f"04.accuracy_{keys[k]}", accuracy[k]["Average"], "not comparable",
+                "none: a different model's accuracy, context for the gains", unit="%", context=context)
+          for k in keys],
+    ]

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import warnings
 from collections.abc import Sequence
 
@@ -75,8 +76,10 @@ __all__ = [
     "contrast_name",
     "flow_statistics",
     "flow_intervals",
-    "saliency_verdict",
     "flow_interval_table",
+    "check_pattern_saliency",
+    "check_saliency_flows",
+    "saliency_claims",
 ]
 
 FLOWS = ("S_wp", "S_pq", "S_ww")
@@ -482,3 +485,126 @@ def flow_interval_table(intervals: dict, tasks: Sequence[str], labels: dict | No
         row[CROSSING] = fmt(intervals.get((task, CROSSING)), ".1f")
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# --- the mechanism by hand: checks of a reader's functions against the helpers, on tiny random models ---
+
+TINY_KINDS = ("gpt2", "rotary", "gqa")
+
+
+@functools.cache
+def _tiny_model(kind: str):
+    from helpers.core.models import make_tiny_model
+
+    return make_tiny_model(kind, seed=0)
+
+
+def _tiny_saliency_setups(n: int = 2):
+    """``(kind, model, prompts, label_ids)`` for the three tiny architectures: ``n`` SST-2 prompts each, every
+    prompt with its own demonstrations (as :func:`saliency_prompts` draws them)."""
+    from helpers.core.tasks import LabelWordWarning
+
+    for kind in TINY_KINDS:
+        model = _tiny_model(kind)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LabelWordWarning)
+            prompts, lids = saliency_prompts(model, "sst2", seed=0, n=n)
+        yield kind, model, prompts, lids
+
+
+def _first_difference(mine: torch.Tensor, ref: torch.Tensor, names: Sequence[str]) -> str:
+    """Where ``mine`` and ``ref`` differ most, as ``"name=i, ...: yours x, reference y"``."""
+    idx = np.unravel_index(int((mine - ref).abs().argmax()), tuple(ref.shape))
+    where = ", ".join(f"{n}={int(i)}" for n, i in zip(names, idx))
+    return f"{where}: yours {float(mine[idx]):.4g}, reference {float(ref[idx]):.4g}"
+
+
+def _assert_matches(mine, ref: torch.Tensor, what: str, names: Sequence[str], rtol: float = 1e-3) -> None:
+    if not isinstance(mine, torch.Tensor):
+        raise AssertionError(f"{what}: expected a torch.Tensor, got {type(mine).__name__}")
+    mine = mine.detach().float().cpu()
+    if tuple(mine.shape) != tuple(ref.shape):
+        raise AssertionError(f"{what}: shape {tuple(mine.shape)}, expected {tuple(ref.shape)} "
+                             f"[{', '.join(names)}]")
+    if torch.isnan(mine).any():
+        raise AssertionError(f"{what}: NaN at {_first_difference(torch.isnan(mine).float(), torch.zeros_like(ref), names)}")
+    atol = 1e-4 * float(ref.abs().max()) + 1e-9
+    if not torch.allclose(mine, ref, rtol=rtol, atol=atol):
+        raise AssertionError(f"{what} differs from the reference; largest difference at "
+                             f"{_first_difference(mine, ref, names)}")
+
+
+def check_pattern_saliency(fn) -> None:
+    """Check a by-hand ``fn(model, prompt, label_ids) -> I`` (``[layer, seq, seq]``, the saliency matrices of
+    one prompt) against :func:`saliency_matrices` on tiny random models of the three architectures (two SST-2
+    prompts each). Raises an AssertionError that says what differs, or prints one line."""
+    for kind, model, prompts, lids in _tiny_saliency_setups():
+        refs = saliency_matrices(model, prompts, lids)
+        for p, ref in zip(prompts, refs):
+            mine = fn(model, p, lids)
+            if any(w.grad is not None for w in model.parameters()):
+                model.zero_grad(set_to_none=True)
+            _assert_matches(mine, ref, f"{fn.__name__} on the tiny {kind} model ({len(p)}-token prompt)",
+                            ("layer", "row i (to)", "column j (from)"))
+    print(f"✓ {fn.__name__} matches the reference (saliency_matrices) on 3 tiny models")
+
+
+def check_saliency_flows(fn) -> None:
+    """Check a by-hand ``fn(I, prompt) -> flows`` (``[layer, 3]``: S_wp, S_pq, S_ww per layer, from one
+    prompt's unpadded saliency matrices ``I [layer, seq, seq]``) against :func:`flow_scores`, on the saliency
+    matrices of tiny random models of the three architectures and on random matrices of the same shape."""
+    gen = torch.Generator().manual_seed(0)
+    for kind, model, prompts, lids in _tiny_saliency_setups():
+        for p, sal in zip(prompts, saliency_matrices(model, prompts, lids)):
+            for name, I in (("its saliency", sal), ("random matrices", torch.rand(sal.shape, generator=gen).tril())):
+                ref = flow_scores(I[None], [p])[0]
+                _assert_matches(fn(I, p), ref, f"{fn.__name__} on the tiny {kind} model ({len(p)}-token prompt, "
+                                f"{name}; label positions {p.label_pos}, q={p.q})", ("layer", "flow (S_wp, S_pq, S_ww)"),
+                                rtol=1e-4)
+    print(f"✓ {fn.__name__} matches the reference (flow_scores) on 3 tiny models")
+
+
+# --- paper vs ours ---
+
+CLAIM_KEYS = {"shallow: S_wp dominant": "01.shallow_wp_dominant", "deep: S_pq dominant": "01.deep_pq_dominant",
+              "S_wp and S_pq above S_ww": "01.label_flows_above_ww"}
+_RANGE_TEXT = {"shallow": "the first third of the layers", "deep": "the last half", "all": "all layers"}
+
+
+def _tally_verdict(results: Sequence[str]) -> str:
+    """A claim's verdict from its per-task check results, with :func:`saliency_verdict`'s thresholds."""
+    n, held, failed = len(results), results.count("holds"), results.count("fails")
+    if held == n:
+        return "replicates"
+    if held >= n / 2:
+        return "partly"
+    if n - failed < n / 2:
+        return "does not replicate"
+    return "inconclusive"
+
+
+def saliency_claims(intervals: dict, tasks: Sequence[str], context: str = "") -> list:
+    """The §2.1 claims (:data:`helpers.study.paper.CLAIMS_01`), one per check of :data:`FLOW_CHECKS`.
+
+    ``ours``: the first contrast of the check on the curve averaged over tasks (relative flows); the note gives
+    the second contrast and how many tasks the check holds on. Verdict: from the per-task results of
+    :func:`saliency_verdict` (every task holds: replicates; at least half: partly; more than half fail: does
+    not replicate; otherwise inconclusive).
+    """
+    from helpers.study.claims import claim
+
+    _, checks = saliency_verdict(intervals, tasks)
+    out = []
+    for check, contrasts in FLOW_CHECKS.items():
+        (r1, a1, b1), (r2, a2, b2) = contrasts
+        results = [checks[(t, check)] for t in tasks]
+        second = intervals.get((MEAN_OVER_TASKS, r2, contrast_name(a2, b2)))
+        tally = ", ".join(f"{results.count(v)} {v}" for v in ("holds", "fails", "inconclusive") if results.count(v))
+        pair = (f"{a1} - {b1} and of {a2} - {b2} over {_RANGE_TEXT[r1]}" if r1 == r2 else
+                f"{a1} - {b1} over {_RANGE_TEXT[r1]} and of {a2} - {b2} over {_RANGE_TEXT[r2]}")
+        criterion = f"on every task the 95% intervals of {pair} lie above 0 (relative flows)"
+        note = (f"{a2} - {b2} over {_RANGE_TEXT[r2]}: {'n/a' if second is None else format(second, '+.3f')}; "
+                f"per task ({len(tasks)}): {tally}.")
+        out.append(claim(CLAIM_KEYS[check], intervals.get((MEAN_OVER_TASKS, r1, contrast_name(a1, b1))),
+                         _tally_verdict(results), criterion, context=context, note=note))
+    return out

@@ -80,10 +80,10 @@ class Claim:
                 "ours [95% CI]": self.ours_text(digits), "criterion (fixed before the run)": self.criterion,
                 "verdict": self.verdict}
 
-    def to_json(self) -> dict:
+    def to_json(self, digits: int = 1) -> dict:
         d = asdict(self)
         d["ours"] = None if self.ours is None else asdict(self.ours)
-        d["sentence"] = self.sentence()
+        d["sentence"] = self.sentence(digits)
         return d
 
 
@@ -142,7 +142,7 @@ def report_claims(section: str, claims: Sequence[Claim], metrics: dict | None = 
             print("-", c.sentence(digits))
     summary = [{"claim": f"{section[:2]} {c.statement}", "paper": c.paper, "ours": c.ours_text(digits),
                 "verdict": c.verdict} for c in claims]
-    save_metrics(section, {"model": model_name, "profile": profile, "claims": [c.to_json() for c in claims],
+    save_metrics(section, {"model": model_name, "profile": profile, "claims": [c.to_json(digits) for c in claims],
                            "summary": summary, "table": [c.row(digits) for c in claims],
                            "metrics": metrics or {}}, model_name=model_name, profile=profile)
     return table

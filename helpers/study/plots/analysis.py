@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from .setting import integer_ticks
+
 __all__ = ["plot_flow_curves", "saliency_view", "plot_loyalty_bars", "plot_loyalty_sweep", "plot_aucroc_curves", "topk_table"]
 
 _FLOW_COLORS = {"S_wp": "#1f77b4", "S_pq": "#d62728", "S_ww": "#7f7f7f"}
@@ -45,6 +47,7 @@ def plot_flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None =
         ax.set_title(task)
         ax.set_ylim(0, 1)
         ax.set_ylabel("relative size")
+        integer_ticks(ax.xaxis)
         if ax is not axes[0][-1]:
             ax.get_legend().remove()
     if title:
@@ -54,17 +57,20 @@ def plot_flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None =
 
 
 def saliency_view(model, prompt, sal, layers: Sequence[int]):
-    """circuitsvis view of one prompt's saliency matrices, one "head" per chosen layer.
+    """circuitsvis view of one prompt's saliency matrices ``I_l``, one panel per chosen layer, titled by its layer.
 
     Each layer's ``I_l`` is divided by its maximum so shallow and deep layers are
-    comparable; hover a token to see which earlier tokens feed it.
+    comparable; pick a layer, then hover a cell to see how much the source token feeds the destination token.
     """
     import circuitsvis as cv
     import torch
 
+    from .setting import view_token_strings
+
     mats = torch.stack([sal[l] / sal[l].max().clamp(min=1e-12) for l in layers])
-    toks = [model.tokenizer.decode([int(t)]) for t in prompt.tokens]
-    return cv.attention.attention_patterns(tokens=toks, attention=mats)
+    return cv.attention.attention_heads(attention=mats, tokens=view_token_strings(model, prompt),
+                                        attention_head_names=[f"layer {l}" for l in layers], min_value=0,
+                                        max_value=1)
 
 
 def plot_loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: dict | None = None):
@@ -110,6 +116,7 @@ def plot_loyalty_sweep(df: pd.DataFrame, title: str = ""):
         sns.lineplot(data=dd, x="k", y="v", hue="setting", marker="o", errorbar="sd", ax=ax)
         ax.set_title(metric.replace("_", " "))
         ax.set_xlabel("isolated layers")
+        integer_ticks(ax.xaxis)
         ax.set_ylabel("loyalty (%)")
         ax.set_ylim(0, 105)
     axes[0].get_legend().remove()
@@ -138,14 +145,30 @@ def plot_aucroc_curves(per_model: dict[str, pd.DataFrame], threshold: float = 0.
         ax.set_ylim(0, 1.05)
         ax.set_title(name)
         ax.set_xlabel("layer")
+        integer_ticks(ax.xaxis)
         ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig
 
 
 def topk_table(model, base, iso, n: int = 5) -> pd.DataFrame:
-    """Top-k tokens at q for the first ``n`` inputs, without and with isolation (paper Table 5)."""
-    dec = lambda ids: ", ".join(repr(model.tokenizer.decode([int(t)])) for t in ids)  # noqa: E731
-    rows = [{"input": i, "without isolation": dec(base.topk[i]), "with isolation": dec(iso.topk[i])}
-            for i in range(min(n, len(base)))]
+    """Top-k tokens at q for the first ``n`` inputs, without and with isolation (paper Table 5).
+
+    One row per input and condition, one column per rank, one token per cell with its whitespace made visible
+    (``␣`` a space, ``↵`` a newline, ``⇥`` a tab): every cell stays short, so pandas shows it whole (a list of
+    five tokens in one cell ran past ``display.max_colwidth``, 50 characters, and was cut with "...").
+    """
+    rows = []
+    for i in range(min(n, len(base))):
+        for cond, pred in (("without isolation", base), ("with isolation", iso)):
+            ids = [int(t) for t in pred.topk[i]]
+            rows.append({"input": i, "condition": cond,
+                         **{f"top {r}": _token_shown(model.tokenizer.decode([t])) for r, t in enumerate(ids, 1)}})
     return pd.DataFrame(rows)
+
+
+_WHITESPACE_SHOWN = str.maketrans({" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5"})
+
+
+def _token_shown(s: str) -> str:
+    return s.translate(_WHITESPACE_SHOWN) if s else "(empty)"

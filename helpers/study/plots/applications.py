@@ -8,6 +8,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
+from .setting import integer_ticks
+
 __all__ = ["plot_beta", "plot_loss_curves", "plot_confusion_pair", "plot_layer_sweep", "plot_compression_bars",
            "plot_speedup"]
 
@@ -33,6 +35,7 @@ def plot_loss_curves(curves: Mapping[str, Sequence[float]], ylabel: str = "train
     for name, ys in curves.items():
         ax.plot(range(1, len(ys) + 1), ys, marker="o", label=name)
     ax.set_xlabel("epoch")
+    integer_ticks(ax.xaxis)
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -60,6 +63,7 @@ def plot_layer_sweep(sweep: Mapping[int, float], chosen: int | None = None, titl
         ax.legend(fontsize=8)
     ax.axhline(0, c="k", lw=0.5)
     ax.set_xlabel("layer")
+    integer_ticks(ax.xaxis)
     ax.set_ylabel("Spearman(predicted, actual)")
     ax.set_title(title)
     fig.tight_layout()

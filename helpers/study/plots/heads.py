@@ -106,6 +106,8 @@ def head_attention_view(model, prompt, attn_rows, head_names: Sequence[str]):
     import circuitsvis as cv
     import torch
 
-    toks = [model.tokenizer.decode([t]) for t in prompt.tokens.tolist()]
+    from .setting import view_token_strings
+
     vals = torch.as_tensor(attn_rows).T.float()  # [seq, heads]
-    return cv.tokens.colored_tokens_multi(tokens=toks, values=vals, labels=list(head_names))
+    return cv.tokens.colored_tokens_multi(tokens=view_token_strings(model, prompt), values=vals,
+                                          labels=list(head_names))

@@ -10,13 +10,39 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-__all__ = ["token_strings", "anchor_html", "anchor_tokens_view", "attention_view", "plot_accuracy_bars", "plot_interval_bars"]
+__all__ = ["token_strings", "view_token_strings", "anchor_html", "anchor_tokens_view", "attention_view", "plot_accuracy_bars",
+           "plot_interval_bars", "integer_ticks"]
 
 _COLORS = {"label": "#f4a261", "format": "#a8dadc", "query": "#e9c46a", "q": "#e76f51", "bos": "#cccccc"}
 
 
 def token_strings(model, prompt) -> list[str]:
-    return [model.tokenizer.decode([int(t)]) for t in prompt.tokens]
+    """Each token of ``prompt`` as text to show; special tokens (BOS, ...) as ``‹bos›`` rather than ``<bos>``.
+
+    Views that insert token strings as HTML (circuitsvis does) would read ``<bos>`` as an unknown tag and show
+    nothing: the first token of every BOS prompt would vanish.
+    """
+    special = set(getattr(model.tokenizer, "all_special_ids", None) or ())
+    out = []
+    for t in prompt.tokens:
+        s = model.tokenizer.decode([int(t)])
+        out.append(_special_shown(s) if int(t) in special else s)
+    return out
+
+
+def _special_shown(s: str) -> str:
+    return s.replace("<", "\u2039").replace(">", "\u203a")
+
+
+# circuitsvis sets each token as the HTML of its box (``dangerouslySetInnerHTML``), and as plain text in tooltips
+# and chart axes: characters HTML reads as markup become look-alikes that show the same in both, and a newline
+# token gets a visible mark (as in :func:`anchor_html`) instead of an empty box.
+_VIEW_CHARS = str.maketrans({"<": "\u2039", ">": "\u203a", "&": "\uff06", "\n": "\u21b5\n"})
+
+
+def view_token_strings(model, prompt) -> list[str]:
+    """:func:`token_strings` as circuitsvis views show them literally (tokens of ``*_view`` functions)."""
+    return [s.translate(_VIEW_CHARS) for s in token_strings(model, prompt)]
 
 
 def anchor_html(model, prompt) -> str:
@@ -45,7 +71,8 @@ def anchor_tokens_view(model, prompt):
     v[list(prompt.format_pos)] = 0.5
     v[prompt.label_pos] = 1.0
     v[prompt.q] = 0.75
-    return cv.tokens.colored_tokens(tokens=token_strings(model, prompt), values=v.tolist(), min_value=0, max_value=1)
+    return cv.tokens.colored_tokens(tokens=view_token_strings(model, prompt), values=v.tolist(), min_value=0,
+                                    max_value=1)
 
 
 def attention_view(model, prompt, layer: int, pattern=None):
@@ -58,7 +85,16 @@ def attention_view(model, prompt, layer: int, pattern=None):
             _, cache = model.run_with_cache(prompt.tokens[None].to(model.cfg.device),
                                             names_filter=f"blocks.{layer}.attn.hook_pattern")
         pattern = cache[f"blocks.{layer}.attn.hook_pattern"][0]
-    return cv.attention.attention_patterns(tokens=token_strings(model, prompt), attention=pattern.cpu())
+    return cv.attention.attention_patterns(tokens=view_token_strings(model, prompt), attention=pattern.cpu())
+
+
+def integer_ticks(*axes) -> None:
+    """Whole-number ticks only (``MaxNLocator(integer=True)``) on matplotlib axes (``ax.xaxis``, ...) that count
+    layers, layer indices or epochs: matplotlib's default puts ticks at 2.5, 7.5, ... on a range of 18 layers."""
+    from matplotlib.ticker import MaxNLocator
+
+    for axis in axes:
+        axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _bar_x(xs: list, hues: list, x, hue, width: float = 0.8) -> float:
