@@ -178,7 +178,7 @@ _ = save_figure(fig, "02_isolation_loyalty")
 # %%
 fig = plots.plot_loyalty_sweep(df[df.seed.isin(budget["sweep_seeds"])],
                                title=f"Loyalty vs isolated layers (seed(s) {list(budget['sweep_seeds'])}; "
-                                     f"k != {k} on the first {budget['sweep_n'] or 'all'} inputs)")
+                                     f"k != {k} on " + (f"the first {budget['sweep_n']} inputs)" if budget["sweep_n"] else "all inputs)"))
 _ = save_figure(fig, "02_isolation_sweep")
 
 # %% [markdown]

@@ -18,6 +18,7 @@ same 1-shot demonstrations.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -32,7 +33,7 @@ from transformer_lens import HookedTransformer
 from helpers.core.predict import logits_at, predict
 from helpers.core.prefix import predict_shared, vanilla_predictions
 from helpers.core.prompts import Demo, Prompt, build_prompts, class_draws, demos_from_indices, pad_batch
-from helpers.core.tasks import get_task, label_token_ids
+from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids
 
 __all__ = [
     "ReweightResult",
@@ -252,7 +253,9 @@ def run_table1(model: HookedTransformer, task, seed: int, n_test: int, epochs: i
     task = get_task(task)
     train, test = load_split(task, "train"), load_split(task, "test")
     demos, extra = reweight_train_demos(train, task, seed, per_class)
-    lids = label_token_ids(model.tokenizer, task)
+    with warnings.catch_warnings():  # multi-token label words: notebook 00's task table shows the splits
+        warnings.simplefilter("ignore", LabelWordWarning)
+        lids = label_token_ids(model.tokenizer, task)
     queries = sample_test(test, n_test, seed)
     shots = shots_per_class or FIVE_SHOT_PER_CLASS.get(task.name, 1 + per_class)
     five = vanilla_5shot_demos(train, task, shots, seed)
