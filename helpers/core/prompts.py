@@ -352,3 +352,14 @@ def pad_batch(prompts: Sequence[Prompt], pad_id: int = 0) -> tuple[Int[torch.Ten
         out[i, : len(p)] = p.tokens
     q = torch.tensor([p.q for p in prompts], dtype=torch.long)
     return out, q
+
+
+def tiny_sst2_cases(demos: Sequence[Demo], query: str | Demo, kinds: Sequence[str] = ("gpt2", "rotary", "gqa")):
+    """``(kind, model, prompt, label ids)``: one SST-2 prompt of ``demos`` and ``query`` on a tiny random model
+    of each architecture (learned positions, rotary, grouped-query; :func:`helpers.core.models.make_tiny_model`),
+    for the checks that compare a reader's by-hand function with the reference."""
+    from helpers.core.models import make_tiny_model
+
+    for kind in kinds:
+        model = make_tiny_model(kind, seed=0)
+        yield kind, model, build_prompt(model, "sst2", demos, query), label_token_ids(model.tokenizer, "sst2")

@@ -415,17 +415,12 @@ _TINY_KINDS = ("gpt2", "rotary", "gqa")
 
 def _tiny_cases():
     """One small SST-2 prompt (two demonstrations per class, so same-class positions add up) on a tiny random
-    model of each architecture (:func:`helpers.core.models.make_tiny_model`)."""
-    from helpers.core.models import make_tiny_model
-    from helpers.core.prompts import Demo, build_prompt
-    from helpers.core.tasks import label_token_ids
+    model of each architecture (:func:`helpers.core.prompts.tiny_sst2_cases`)."""
+    from helpers.core.prompts import Demo, tiny_sst2_cases
 
     demos = [Demo("a truly great film", 1), Demo("dull and far too long", 0), Demo("I smiled all the way", 1),
              Demo("boring", 0)]
-    for kind in _TINY_KINDS:
-        model = make_tiny_model(kind, seed=0)
-        yield kind, model, build_prompt(model, "sst2", demos, "a film to remember"), label_token_ids(
-            model.tokenizer, "sst2")
+    return tiny_sst2_cases(demos, "a film to remember", _TINY_KINDS)
 
 
 def label_attention_reference(model: HookedTransformer, prompt: Prompt, label_ids: Sequence[int]

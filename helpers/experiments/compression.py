@@ -381,15 +381,10 @@ def hidden_anchor_reference(model: HookedTransformer, prompt: Prompt, keep: Sequ
 
 def _tiny_cases():
     """(name, model, prompt, label ids) for the three tiny architectures: 3 SST-2 demonstrations and one input."""
-    from helpers.core.models import make_tiny_model
-    from helpers.core.prompts import Demo, build_prompt
-    from helpers.core.tasks import label_token_ids
+    from helpers.core.prompts import Demo, tiny_sst2_cases
 
     demos = [Demo("a truly great film", 1), Demo("dull and far too long", 0), Demo("I loved every minute", 1)]
-    for kind in ("gpt2", "rotary", "gqa"):
-        model = make_tiny_model(kind, seed=0)
-        yield kind, model, build_prompt(model, "sst2", demos, Demo("what a waste of time", 0)), \
-            label_token_ids(model.tokenizer, "sst2")
+    return tiny_sst2_cases(demos, Demo("what a waste of time", 0))
 
 
 def check_hidden_anchor_logits(fn, atol: float = 1e-4) -> None:

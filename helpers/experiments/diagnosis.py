@@ -359,15 +359,10 @@ def key_distances(proj: Float[torch.Tensor, "... head classes"]) -> Float[torch.
 def _tiny_cases():
     """(name, model, prompt, label ids): tiny learned-position, rotary and grouped-query models; two SST-2 classes,
     one of them with two demonstrations (its key is their mean)."""
-    from helpers.core.models import make_tiny_model
-    from helpers.core.prompts import Demo, build_prompt
-    from helpers.core.tasks import label_token_ids
+    from helpers.core.prompts import Demo, tiny_sst2_cases
 
     demos = [Demo("a truly great film", 1), Demo("dull and far too long", 0), Demo("I loved every minute", 1)]
-    for kind in ("gpt2", "rotary", "gqa"):
-        model = make_tiny_model(kind, seed=0)
-        yield kind, model, build_prompt(model, "sst2", demos, Demo("what a waste of time", 0)), \
-            label_token_ids(model.tokenizer, "sst2")
+    return tiny_sst2_cases(demos, Demo("what a waste of time", 0))
 
 
 def check_anchor_key_projections(fn, atol: float = 1e-4) -> None:
