@@ -47,36 +47,24 @@ def _same(a, b):
     return a == b or (a != a and b != b)
 
 
-# ------------------------------------------------------------------ notebook 07's by-hand solutions (as in the notebook)
+# ------------------------------------------------------------------ notebook 07's by-hand solutions, read from the notebook
 
 
-def head_ablation_drop(model, tokens, layer, head, label_ids):
-    """Each label word's log-probability at the last position q, plain minus with the head's z zeroed at q."""
-    q = len(tokens) - 1
+def _notebook_solutions(stem: str) -> dict:
+    """The functions of a notebook's ``solution`` cells, executed from its source, so the tests check the very
+    code a reader sees (and nothing drifts between a copy here and the notebook)."""
+    from pathlib import Path
 
-    def zero_head_at_q(z, hook):
-        z[:, q, head] = 0.0
-        return z
+    import jupytext
 
-    plain = model(tokens[None])[0, q].log_softmax(-1)
-    ablated = model.run_with_hooks(tokens[None], fwd_hooks=[(f"blocks.{layer}.attn.hook_z", zero_head_at_q)])
-    return plain[label_ids] - ablated[0, q].log_softmax(-1)[label_ids]
+    nb = jupytext.read(Path(__file__).resolve().parent.parent / "notebooks" / f"{stem}.py")
+    ns: dict = {}
+    for cell in nb.cells:
+        if "solution" in cell.metadata.get("tags", []):
+            exec(compile(cell.source, f"{stem}.py (solution cell)", "exec"), ns)
+    return ns
 
 
-def value_output_logit_minus(model, cache, layer, head, positions, label_ids):
-    """The head's v_j @ W_O at ``positions`` through the frozen norms at q, then W_U[:, foo] - W_U[:, bar]."""
-    from einops import einsum
-
-    kv_head = head // (model.cfg.n_heads // (model.cfg.n_key_value_heads or model.cfg.n_heads))
-    v = cache[f"blocks.{layer}.attn.hook_v"][0, positions, kv_head]
-    x = einsum(v, model.W_O[layer, head], "pos d_head, d_head d_model -> pos d_model")
-
-    def frozen_norm(norm, x, scale):
-        if type(norm).__name__.startswith("LayerNorm"):
-            x = x - x.mean(-1, keepdim=True)
-        return x / scale * norm.w
-
-    if model.cfg.use_normalization_before_and_after:
-        x = frozen_norm(model.blocks[layer].ln1_post, x, cache[f"blocks.{layer}.ln1_post.hook_scale"][0, -1])
-    x = frozen_norm(model.ln_final, x, cache["ln_final.hook_scale"][0, -1])
-    return x @ (model.W_U[:, label_ids[0]] - model.W_U[:, label_ids[1]])
+_SOLUTIONS = _notebook_solutions("07_incontext_heads")
+head_ablation_drop = _SOLUTIONS["head_ablation_drop"]
+value_output_logit_minus = _SOLUTIONS["value_output_logit_minus"]
