@@ -79,7 +79,7 @@ PROFILES = {
 
 def get_profile(name: str | None = None) -> Profile:
     """The profile named by ``name`` or ``$ICL_PROFILE`` (default ``"default"``)."""
-    name = name or os.environ.get("ICL_PROFILE", "default")
+    name = name or os.environ.get("ICL_PROFILE") or "default"
     if name not in PROFILES:
         raise ValueError(f"Unknown profile {name!r}; choose one of {sorted(PROFILES)} (set ICL_PROFILE).")
     prof = PROFILES[name]
@@ -120,7 +120,7 @@ def current_model_name(default: str | None = None) -> str:
     """``$ICL_MODEL`` or the offline default model."""
     from helpers.core.models import DEFAULT_MODEL
 
-    return os.environ.get("ICL_MODEL", default or DEFAULT_MODEL)
+    return os.environ.get("ICL_MODEL") or default or DEFAULT_MODEL
 
 
 def current_tasks(default: tuple[str, ...] = OFFLINE_TASKS) -> tuple[str, ...]:
