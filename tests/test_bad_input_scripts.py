@@ -449,3 +449,121 @@ def test_run_all_stops_on_a_signal_and_reports_what_finished(tmp_path, jobs, sig
     report = (out / "RESULTS-smoke.md").read_text()
     assert "| google/gemma-3-270m | 00_probe | ok |" in report and "| google/gemma-3-270m | 01_slow | stopped (" in report
     assert "stopped by " in report
+
+
+# ------------------------------------------------------------------------------------------------- Makefile
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_preflight_installs_nothing_and_reads_the_settings(tmp_path):
+    """`make preflight` runs scripts/preflight.py only (no pip, no venv), says to run `make setup` when there is
+    no .venv, and takes PROFILE and MODELS from ICL_PROFILE and ICL_MODEL when they are not given."""
+    from test_makefile import FAKE_PYTHON
+
+    for name in ("Makefile", "pyproject.toml", "requirements.lock"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    fake = tmp_path / "fake-python3"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    log = tmp_path / "calls.log"
+    log.touch()
+
+    def make(*args, **env):
+        e = {k: v for k, v in os.environ.items() if not k.startswith("ICL_")}
+        r = subprocess.run(["make", "--no-print-directory", f"PYTHON={fake}", *args], cwd=tmp_path,
+                           env={**e, "FAKE_LOG": str(log), **env}, capture_output=True, text=True, timeout=60)
+        return r.returncode, r.stdout + r.stderr
+
+    rc, out = make("preflight")
+    assert rc != 0 and "run `make setup` first" in out, out
+    assert log.read_text() == "" and not (tmp_path / ".venv").exists()  # nothing ran, nothing was created
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    shutil.copy(fake, tmp_path / ".venv" / "bin" / "python")
+    rc, out = make("preflight")
+    calls = log.read_text().splitlines()
+    assert rc == 0 and len(calls) == 1 and "scripts/preflight.py" in calls[0], calls
+    assert "--profile default --models google/gemma-3-270m HuggingFaceTB/SmolLM2-135M-Instruct" in calls[0]
+    make("preflight", ICL_PROFILE="smoke", ICL_MODEL="/models/tiny")
+    assert "--profile smoke --models /models/tiny --jobs" in log.read_text().splitlines()[-1]
+    make("preflight", "PROFILE=paper", "MODELS=gpt2-xl", ICL_PROFILE="smoke", ICL_MODEL="/models/tiny")
+    assert "--profile paper --models gpt2-xl --jobs" in log.read_text().splitlines()[-1]  # make's variables win
+    assert not any("pip" in c for c in log.read_text().splitlines())
+
+
+# ------------------------------------------------------------------------------- results folders and report
+
+def test_results_folders_are_keyed_by_task_set(tmp_path, monkeypatch):
+    from helpers.study.results import model_slug, results_dir, run_key
+
+    for k in ("ICL_TASKS", "ICL_OWN_TASK", "ICL_DTYPE", "ICL_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("ICL_RESULTS_DIR", str(tmp_path))
+    assert run_key("smoke") == "smoke"
+    assert results_dir("gemma", "smoke") == tmp_path / "gemma" / "smoke"
+    spec = _spec_task(tmp_path / "fp", GOOD)
+    monkeypatch.setenv("ICL_TASKS", f"{spec},sst2")
+    assert run_key("smoke") == "smoke-tasks-bad_fp+sst2"
+    assert results_dir("gemma", "smoke") == tmp_path / "gemma" / "smoke-tasks-bad_fp+sst2"
+    monkeypatch.setenv("ICL_TASKS", "sst2,trec,agnews,tweet_emotion")  # the profile's own: no suffix
+    assert run_key("default") == "default"
+    monkeypatch.setenv("ICL_OWN_TASK", str(spec))
+    assert run_key("default") == "default-own-bad_fp"
+    monkeypatch.delenv("ICL_OWN_TASK")
+    monkeypatch.setenv("ICL_TASKS", ",".join(["sst2", "trec", "agnews", "tweet_emotion"] * 2 + ["rotten_tomatoes"]))
+    assert run_key("smoke") != "smoke" and len(run_key("smoke")) < 80  # long lists: a prefix and a hash
+    monkeypatch.delenv("ICL_TASKS")
+    monkeypatch.setenv("ICL_DTYPE", "bfloat16")
+    assert model_slug("gemma") == "gemma-bfloat16"  # the dtype is in the model's folder
+
+
+def _metrics(folder: Path, section: str, claim_text: str) -> None:
+    (folder / "metrics").mkdir(parents=True, exist_ok=True)
+    (folder / "metrics" / f"{section}.json").write_text(json.dumps(
+        {"summary": [{"claim": claim_text, "paper": "1", "ours": "2", "verdict": "replicates"}],
+         "claims": [{"sentence": f"{claim_text}: sentence"}]}))
+
+
+def test_report_names_its_tasks_and_keeps_runs_and_claims_in_agreement(tmp_path, monkeypatch):
+    """An own-task report names the task (never 'four tasks'); a rerun of one notebook lists the earlier run of the
+    others whose claims it shows; a notebook whose metrics were made outside make run is marked so."""
+    from helpers.study.report import build_report, record_run
+
+    for k in ("ICL_TASKS", "ICL_OWN_TASK", "ICL_DTYPE"):
+        monkeypatch.delenv(k, raising=False)
+    spec = _spec_task(tmp_path / "fp", GOOD)
+    monkeypatch.setenv("ICL_TASKS", str(spec))
+    folder = tmp_path / "gemma-3-270m" / "smoke-tasks-bad_fp"
+    for nb in ("00_icl_setting", "01_saliency_flow"):
+        _metrics(folder, nb, f"claim of {nb}")
+        record_run(folder, nb, {"status": "ok", "seconds": 3.0})
+    _metrics(folder, "02_shallow_isolation", "claim of 02")  # run in JupyterLab
+    # a rerun of notebook 01 only
+    path = build_report(tmp_path, "smoke", ["google/gemma-3-270m"],
+                        {"google/gemma-3-270m": {"01_saliency_flow": {"status": "ok", "seconds": 2.0}}})
+    assert path == tmp_path / "RESULTS-smoke-tasks-bad_fp.md"
+    md = path.read_text()
+    assert "Tasks: bad_fp (1 task; every mean over tasks below is over these)" in md
+    assert "four tasks" not in md and "AGNews" not in md and "TweetEval" not in md
+    assert "| google/gemma-3-270m | 00_icl_setting | ok | 3.000 | earlier (" in md
+    assert "| google/gemma-3-270m | 01_saliency_flow | ok | 2.000 | this run |" in md
+    assert "| google/gemma-3-270m | 02_shallow_isolation | metrics only |  | outside make run" in md
+    for n in ("00_icl_setting", "01_saliency_flow", "02"):
+        assert f"claim of {n}" in md
+    assert not (tmp_path / "RESULTS-smoke.md").exists()  # the default task set's report is not overwritten
+
+
+def test_notebook_00_claims_name_the_tasks_they_average():
+    import pandas as pd
+
+    from helpers.experiments.setting import setting_claims
+
+    def frame(tasks, shots):
+        return pd.DataFrame([{"task": t, "seed": 42, "shots": s, "idx": [0, 1, 2], "correct": [1, 0, 1]}
+                             for t, s in zip(tasks, shots)])
+
+    four = ["sst2", "trec", "agnews", "tweet_emotion"]
+    c = setting_claims(frame(four, [1] * 4), frame(four, [5, 5, 3, 5]))
+    assert c[0].statement.endswith("mean over 4 tasks (SST-2, TREC, AGNews, TweetEval-emotion (EmoC substitute))")
+    assert "5 demonstrations per class (3 on AGNews)" in c[1].statement
+    own = setting_claims(frame(["rotten_tomatoes"], [1]), frame(["rotten_tomatoes"], [5]))
+    assert own[0].statement == "Vanilla ICL accuracy, 1 demonstration per class, on Rotten Tomatoes (own-task example)"
+    assert all("four" not in x.statement and "AGNews" not in x.statement for x in own)
