@@ -77,6 +77,8 @@ def check_tasks(profile, env: str | None = None) -> tuple[str, ...]:
         os.environ["ICL_TASKS"] = env
         try:
             tasks = current_tasks()
+        except UnicodeDecodeError as e:  # a spec file that is not UTF-8 (the loader names no file)
+            raise PreflightError(f"ICL_TASKS={env!r}: a spec file is not UTF-8 ({e}); save it as UTF-8.") from None
         except ValueError as e:
             raise PreflightError(f"{e}.") from e
         finally:
@@ -107,6 +109,8 @@ def check_own_task(env: str | None = None) -> str:
     raw = (os.environ.get("ICL_OWN_TASK") if env is None else env) or OWN_TASK_EXAMPLE
     try:
         return get_task(raw).name
+    except UnicodeDecodeError as e:
+        raise PreflightError(f"ICL_OWN_TASK={raw!r}: the spec file is not UTF-8 ({e}); save it as UTF-8.") from None
     except (SpecError, TemplateError, UnknownTaskError, ValueError) as e:
         raise PreflightError(f"ICL_OWN_TASK={raw!r}: {e}") from None
 

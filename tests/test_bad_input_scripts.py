@@ -202,6 +202,16 @@ def test_spec_without_checksums_and_malformed_spec(pf, tmp_path):
         pf.check_tasks(prof, str(spec))
     with pytest.raises(pf.PreflightError, match=r"ICL_OWN_TASK='nope/task.json': task spec .* does not exist"):
         pf.check_own_task("nope/task.json")
+    spec.write_bytes(b'{"name": "caf\xe9", "template": "{text} {label}", "label_words": ["a", "b"]}')
+    with pytest.raises(pf.PreflightError, match=r"ICL_TASKS=.*: a spec file is not UTF-8 \('utf-8' codec"):
+        pf.check_tasks(prof, str(spec))
+    spec.write_text("[1, 2]")
+    with pytest.raises(pf.PreflightError, match=r"must hold one JSON object \(the task spec\), not list"):
+        pf.check_tasks(prof, str(spec))
+    toml = tmp_path / "t" / "task.toml"
+    toml.write_text('name = "x"\ntemplate = "{text} {label}"\nlabel_words = ["a", "b"\n')
+    with pytest.raises(pf.PreflightError, match=r"is not valid TOML"):
+        pf.check_tasks(prof, str(toml))
 
 
 def test_label_words_sharing_a_first_token_are_refused(pf, tmp_path):
