@@ -568,7 +568,7 @@ def main(argv=None) -> int:
             warn("settings", note)
     # the variables the checks below cover get their own line (profile, tasks, notebook 08's task, models)
     covered = ("ICL_PROFILE", "ICL_TASKS", "ICL_OWN_TASK", "ICL_MODEL")
-    env_problems = [p for p in check_environment() if not p.startswith(covered)]
+    env_problems = check_environment({k: v for k, v in os.environ.items() if k not in covered})
     for p in env_problems:
         fail("settings", p)
     if not env_problems:

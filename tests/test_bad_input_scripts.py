@@ -353,6 +353,10 @@ COMMANDS = [  # (script, arguments, environment, exit code, message)
     ("preflight.py", ["--models", "gemma"], {"ICL_DTYPE": "bogus"}, 1,
      "FAIL  settings: ICL_DTYPE='bogus': not a supported dtype"),
     ("preflight.py", ["--models", "gemma"], {"ICL_PROFILE": "bogus"}, 1, "FAIL  profile: Unknown profile 'bogus'"),
+    ("preflight.py", ["--models", "gemma"], {"ICL_MODELS": "smollm2"}, 1,
+     "FAIL  settings: ICL_MODELS is not a setting of this project (did you mean ICL_MODEL?)"),
+    ("preflight.py", ["--models", "gemma"], {"ICL_TASKS": "sst2,imdb"}, 1,
+     "FAIL  tasks: ICL_TASKS names unknown tasks ['imdb']"),
     ("preflight.py", ["--models", "gemma"], {"ICL_RECOMPUTE": "true"}, 1,
      "FAIL  settings: ICL_RECOMPUTE='true': give 1 (recompute) or 0 (read the store)."),
     ("preflight.py", ["--models", "gemma", "--notebooks", "08"], {"ICL_OWN_TASK": "no/such/task.json"}, 1,
@@ -577,3 +581,17 @@ def test_notebook_00_claims_name_the_tasks_they_average():
     own = setting_claims(frame(["rotten_tomatoes"], [1]), frame(["rotten_tomatoes"], [5]))
     assert own[0].statement == "Vanilla ICL accuracy, 1 demonstration per class, on Rotten Tomatoes (own-task example)"
     assert all("four" not in x.statement and "AGNews" not in x.statement for x in own)
+
+
+def test_durations_are_keyed_like_the_results(tmp_path, monkeypatch, tiny_folder):
+    """Run times of a local folder or another dtype are recorded in that model's own results folder."""
+    from helpers.study.results import model_slug
+
+    timing = _load("timing")
+    monkeypatch.delenv("ICL_DTYPE", raising=False)
+    timing.record_duration(tmp_path, str(tiny_folder), "smoke", "00_icl_setting", 5.0)
+    assert timing.durations_path(tmp_path, str(tiny_folder), "smoke").parent.parent.name == model_slug(str(tiny_folder))
+    assert model_slug(str(tiny_folder)).startswith("local-tiny-gpt2-")
+    monkeypatch.setenv("ICL_DTYPE", "bfloat16")
+    assert timing.recorded_durations(tmp_path, str(tiny_folder), "smoke") == {}  # bfloat16 has its own
+    assert timing.durations_path(tmp_path, "gemma", "smoke").parent.parent.name == "gemma-bfloat16"
