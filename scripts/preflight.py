@@ -392,7 +392,7 @@ def check_local_model(path: Path) -> str:
     """What a local model folder holds, once checked as load_model will load it: config.json with a supported
     architecture (Gemma: the shape of an official checkpoint), weights, and a tokenizer that loads offline.
     Nothing but the tokenizer is loaded."""
-    from helpers.core.models import LocalModelError, _LOCAL_GEMMA_ARCHITECTURES, _local_config, _official_gemma_name
+    from helpers.core.models import _LOCAL_GEMMA_ARCHITECTURES, LocalModelError, _local_config, _official_gemma_name
 
     try:
         config = _local_config(path)

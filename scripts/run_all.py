@@ -341,7 +341,7 @@ def _parallel(a, models: list[str], jobs: int, cores: int) -> tuple[dict, int]:
             for _, proc, _ in active:
                 if proc.poll() is None:
                     proc.terminate()
-            for m, proc, out in active:
+            for _, proc, out in active:
                 try:
                     proc.wait(timeout=60)
                 except subprocess.TimeoutExpired:
