@@ -595,3 +595,20 @@ def test_durations_are_keyed_like_the_results(tmp_path, monkeypatch, tiny_folder
     monkeypatch.setenv("ICL_DTYPE", "bfloat16")
     assert timing.recorded_durations(tmp_path, str(tiny_folder), "smoke") == {}  # bfloat16 has its own
     assert timing.durations_path(tmp_path, "gemma", "smoke").parent.parent.name == "gemma-bfloat16"
+
+
+def test_notebooks_refuse_the_same_settings(monkeypatch):
+    """get_profile(), every notebook's first call, refuses what the scripts refuse, all problems in one message."""
+    from helpers.study.profiles import get_profile
+
+    for k in [k for k in os.environ if k.startswith("ICL_")]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("ICL_PROFILE", "smoke")
+    assert get_profile().name == "smoke"
+    monkeypatch.setenv("ICL_MODELS", "smollm2")
+    monkeypatch.setenv("ICL_BATCH_TOKENS", "abc")
+    with pytest.raises(ValueError) as e:
+        get_profile()
+    assert str(e.value).startswith("Settings that cannot be honoured (README, 'Settings'):\n")
+    assert "- ICL_BATCH_TOKENS='abc': give a whole number of 0 or more." in str(e.value)
+    assert "- ICL_MODELS is not a setting of this project (did you mean ICL_MODEL?)" in str(e.value)
