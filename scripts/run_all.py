@@ -2,10 +2,17 @@
 
     python scripts/run_all.py --profile default --models google/gemma-3-270m smollm2
 
-Executed notebooks go to results/<model>/<profile>/notebooks/, figures and
-metrics to results/<model>/<profile>/{figures,metrics}/, and the summary to
-results/RESULTS-<profile>.md (+ .html). A failing notebook is recorded and the
-run goes on; the exit code is non-zero if any failed.
+Executed notebooks go to results/<model>/<run key>/notebooks/, figures and
+metrics to results/<model>/<run key>/{figures,metrics}/, and the summary to
+results/RESULTS-<run key>.md (+ .html); the run key is the profile, plus the task
+set when it is not the profile's (helpers.study.results.run_key). A failing
+notebook is recorded and the run goes on; the exit code is non-zero if any failed.
+
+Settings come from the same ICL_* variables the notebooks read (README,
+'Settings'; --profile, --models and --out take precedence over ICL_PROFILE,
+ICL_MODEL and ICL_RESULTS_DIR); one that cannot be honoured stops the run before
+it starts (exit 2). SIGTERM or SIGINT stops the run: the running notebook's kernel
+is shut down, the report is written with what finished, exit 128 + the signal.
 
 While it runs, each model prints progress lines prefixed ``[<model>/<profile>]``:
 the notebook starting (its code cells), which cell is running (at most one line
@@ -44,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import timing  # noqa: E402  (scripts/timing.py)
 
-_PRINT_LOCK = threading.Lock()
+_PRINT_LOCK = threading.RLock()  # re-entrant: the signal handler prints, maybe while the main thread prints
 
 
 def say(line: str) -> None:
