@@ -142,8 +142,8 @@ def scan_rows(path: Path, n_classes: int) -> tuple[int, dict[int, int], str | No
             continue
         try:
             row = json.loads(text)
-        except ValueError as e:
-            return rows, labels, f"{path}, line {n}: not valid JSON ({e})"
+        except json.JSONDecodeError as e:
+            return rows, labels, f"{path}, line {n}: not valid JSON at column {e.colno} ({e.msg})"
         if not isinstance(row, dict):
             return rows, labels, f"{path}, line {n}: a row must be a JSON object with 'text' and 'label', got {text[:60]!r}"
         if not isinstance(row.get("text"), str) or not row["text"].strip():

@@ -130,7 +130,7 @@ ROWS = [  # (test.jsonl bytes, message; the file's path comes before it)
     (GOOD + b'{"text": "caf\xe9", "label": 0}\n', ", line 3: byte b'\\xe9' at column 14 is not UTF-8; data files are "
                                                   "UTF-8 JSON lines"),
     (b'\xff\xfe{"text": "a", "label": 0}\n', ", line 1: byte b'\\xff' at column 1 is not UTF-8"),
-    (GOOD + b'{"text": "a", "label": 0\n', ", line 3: not valid JSON (Expecting ',' delimiter"),
+    (GOOD + b'{"text": "a", "label": 0\n', ", line 3: not valid JSON at column 25 (Expecting ',' delimiter)"),
     (b'["a", 0]\n', ", line 1: a row must be a JSON object with 'text' and 'label', got '[\"a\", 0]'"),
     (b"", " has no rows; put the rows there as JSON lines with 'text' and 'label'"),
     (b"\n\n  \n", " has no rows; put the rows there as JSON lines with 'text' and 'label'"),
