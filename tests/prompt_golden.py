@@ -6,7 +6,6 @@ to the shipped prompts is intended. :func:`cases` is what both the recorder and 
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 import warnings
@@ -17,20 +16,17 @@ GOLDEN = Path(__file__).resolve().parent / "data" / "prompts_golden.json"
 SHIPPED = ("sst2", "trec", "agnews", "tweet_emotion")
 
 
-@functools.cache
 def tokenizers() -> dict:
-    """GPT-2's tokenizer and the two offline models' tokenizers, always (no test skips for want of one).
-
-    The offline models' tokenizers are read from their dequantised folders, built here once if a test runs
-    before any model was loaded (the weights are installed by setup; nothing is downloaded for Gemma)."""
+    """GPT-2's tokenizer (always offline), and the two offline models' tokenizers when they are cached."""
     from transformers import AutoTokenizer
 
-    from helpers.core import models
+    from helpers.core.models import cache_dir, gpt2_tokenizer
 
-    out = {"gpt2": models.gpt2_tokenizer()}
-    for key, name, gguf in (("gemma", models.DEFAULT_MODEL, models._gemma_gguf),
-                            ("smollm2", models.SMOLLM2, models._smollm2_gguf)):
-        out[key] = AutoTokenizer.from_pretrained(models._dequantised_hf_dir(name, gguf))
+    out = {"gpt2": gpt2_tokenizer()}
+    for key, slug in (("gemma", "google__gemma-3-270m"), ("smollm2", "HuggingFaceTB__SmolLM2-135M-Instruct")):
+        d = cache_dir() / "dequantised" / slug
+        if (d / "tokenizer_config.json").exists():
+            out[key] = AutoTokenizer.from_pretrained(d)
     return out
 
 

@@ -225,32 +225,6 @@ def test_label_words_sharing_a_first_token_are_refused(pf, tmp_path):
     assert pf.check_label_words(tok, ["sst2", "trec"]) == []
 
 
-def test_checksums_command_on_malformed_input(tmp_path):
-    """`python -m helpers.core.tasks --checksums` gives one line, no traceback, for a malformed spec, row or
-    checksums.json."""
-    spec = _spec_task(tmp_path / "t", GOOD, record=False)
-
-    def run() -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "helpers.core.tasks", "--checksums", str(spec)],
-                              env=_env(), capture_output=True, text=True, timeout=120, cwd=ROOT)
-
-    (tmp_path / "t" / "test.jsonl").write_bytes(GOOD + b'{"text": "a", "label"\n')
-    r = run()
-    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
-    assert f"error: {tmp_path / 't' / 'test.jsonl'}, line 3: not a JSON object with 'text' and 'label'" in r.stderr
-    (tmp_path / "t" / "test.jsonl").write_bytes(GOOD)
-    (tmp_path / "t" / "checksums.json").write_text("{oops")
-    r = run()
-    assert r.returncode == 1 and "Traceback" not in r.stderr and "checksums.json is not valid JSON" in r.stderr, r.stderr
-    (tmp_path / "t" / "checksums.json").unlink()
-    spec.write_text('{"name": "x",')
-    r = run()
-    assert r.returncode == 1 and "Traceback" not in r.stderr and f"{spec} is not valid JSON" in r.stderr, r.stderr
-    spec.write_text(json.dumps({"name": "x", "template": "{text} {label}", "label_words": ["a", "b"]}))
-    r = run()
-    assert r.returncode == 0 and "wrote" in r.stdout, r.stderr
-
-
 # --------------------------------------------------------------------------------------------- model folders
 
 def _tiny_folder(path: Path) -> Path:

@@ -17,6 +17,8 @@ def golden():
 def test_shipped_tasks_render_the_recorded_prompts(golden, tok_name):
     """Text, tokens and every position of the four shipped tasks are byte-identical to the recorded ones."""
     toks = prompt_golden.tokenizers()
+    if tok_name not in toks:
+        pytest.skip(f"{tok_name} tokenizer not cached")
     now = prompt_golden.cases(toks[tok_name])
     assert sorted(now) == sorted(golden[tok_name])
     for key, rec in golden[tok_name].items():
