@@ -599,3 +599,8 @@ def test_notebooks_refuse_the_same_settings(monkeypatch):
     assert str(e.value).startswith("Settings that cannot be honoured (README, 'Settings'):\n")
     assert "- ICL_BATCH_TOKENS='abc': give a whole number of 0 or more." in str(e.value)
     assert "- ICL_MODELS is not a setting of this project (did you mean ICL_MODEL?)" in str(e.value)
+    monkeypatch.delenv("ICL_MODELS")
+    monkeypatch.delenv("ICL_BATCH_TOKENS")
+    monkeypatch.setenv("ICL_PROFILE", "bogus")  # get_profile's own message, as before
+    with pytest.raises(ValueError, match=r"^Unknown profile 'bogus'; choose one of \['default', 'paper', 'smoke'\]"):
+        get_profile()

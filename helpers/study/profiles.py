@@ -85,7 +85,9 @@ def get_profile(name: str | None = None) -> Profile:
     be honoured (:func:`helpers.study.config.check_environment`: a misspelt name, a value of the wrong kind),
     as the scripts do, instead of a notebook falling back to a default or failing deep inside a helper.
     """
-    _check_settings(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("ICL_"))))
+    # ICL_PROFILE and ICL_TASKS are checked below, with their own messages
+    _check_settings(tuple(sorted((k, v) for k, v in os.environ.items()
+                                 if k.startswith("ICL_") and k not in ("ICL_PROFILE", "ICL_TASKS"))))
     name = name or os.environ.get("ICL_PROFILE") or "default"
     if name not in PROFILES:
         raise ValueError(f"Unknown profile {name!r}; choose one of {sorted(PROFILES)} (set ICL_PROFILE).")
