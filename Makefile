@@ -10,8 +10,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # CPU build; on a CUDA machine: make setup TORCH=torch
 TORCH ?= torch==2.13.0
-PROFILE ?= default
-MODELS ?= google/gemma-3-270m HuggingFaceTB/SmolLM2-135M-Instruct
+# the same settings as the notebooks and scripts (README, 'Settings'): ICL_PROFILE and ICL_MODEL are the defaults
+PROFILE ?= $(or $(ICL_PROFILE),default)
+MODELS ?= $(or $(ICL_MODEL),google/gemma-3-270m HuggingFaceTB/SmolLM2-135M-Instruct)
 PYTEST_ARGS ?=
 # models run in parallel workers (0: one per model, at most one per CPU core); 1 on a single GPU
 JOBS ?= 0
@@ -62,8 +63,10 @@ test: setup
 test-fast: setup
 	ICL_PROFILE=smoke $(PY) -m pytest tests -q -m "not slow" $(PYTEST_ARGS)
 
-# seconds, before any notebook starts or model loads: fails with the reason (e.g. a hub model without a network)
-preflight: setup
+# seconds, before any notebook starts or model loads: fails with the reason (e.g. a hub model without a network).
+# Installs nothing: without a set-up .venv it says to run `make setup` (make run sets up first).
+preflight:
+	@test -x $(PY) || { echo "preflight: $(PY) does not exist; run \`make setup\` first (make run does it for you)"; exit 1; }
 	$(PY) scripts/preflight.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(PREFLIGHT_ARGS)
 
 run: setup preflight

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -63,7 +64,10 @@ def check_profile(name: str):
 
 
 def check_tasks(profile, env: str | None = None) -> tuple[str, ...]:
-    """Tasks the notebooks will run (``$ICL_TASKS`` or the profile's); each must have its data files."""
+    """Tasks the notebooks will run (``$ICL_TASKS`` or the profile's); each must have its data files.
+
+    Only names and files here; :func:`check_task_data` reads every row.
+    """
     from helpers.core.tasks import data_dir, get_task, task_files
     from helpers.study.profiles import current_tasks
 
@@ -73,6 +77,8 @@ def check_tasks(profile, env: str | None = None) -> tuple[str, ...]:
         os.environ["ICL_TASKS"] = env
         try:
             tasks = current_tasks()
+        except UnicodeDecodeError as e:  # a spec file that is not UTF-8 (the loader names no file)
+            raise PreflightError(f"ICL_TASKS={env!r}: a spec file is not UTF-8 ({e}); save it as UTF-8.") from None
         except ValueError as e:
             raise PreflightError(f"{e}.") from e
         finally:
@@ -92,6 +98,162 @@ def check_tasks(profile, env: str | None = None) -> tuple[str, ...]:
         raise PreflightError(f"Data files missing under {data_dir()}: {missing}. Restore them (git checkout -- data/) "
                              f"or run scripts/build_data.py.{hint}")
     return tasks
+
+
+def check_own_task(env: str | None = None) -> str:
+    """The task notebook 08 studies (``$ICL_OWN_TASK`` or the shipped example), by name; PreflightError if its spec
+    cannot be read."""
+    from helpers.core.tasks import SpecError, TemplateError, UnknownTaskError, get_task
+    from helpers.study.profiles import OWN_TASK_EXAMPLE
+
+    raw = (os.environ.get("ICL_OWN_TASK") if env is None else env) or OWN_TASK_EXAMPLE
+    try:
+        return get_task(raw).name
+    except UnicodeDecodeError as e:
+        raise PreflightError(f"ICL_OWN_TASK={raw!r}: the spec file is not UTF-8 ({e}); save it as UTF-8.") from None
+    except (SpecError, TemplateError, UnknownTaskError, ValueError) as e:
+        raise PreflightError(f"ICL_OWN_TASK={raw!r}: {e}") from None
+
+
+def _fix_hint(task) -> str:
+    """How to repair a task's data file: restore a shipped one, re-record a spec task's checksums."""
+    if task.spec_path:
+        return (f"Fix the file, then record its checksum again: python -m helpers.core.tasks --checksums "
+                f"{task.spec_path}")
+    return "Restore it with `git checkout -- data/` or rebuild it with `python scripts/build_data.py`."
+
+
+def scan_rows(path: Path, n_classes: int) -> tuple[int, dict[int, int], str | None]:
+    """(rows, {label: count}, problem) of a JSON-lines data file, reading every row.
+
+    ``problem`` is None or one sentence naming the file and line: bytes that are not UTF-8, a line that is not
+    a JSON object, ``text`` missing or not a non-empty string, ``label`` missing, not an integer, or outside
+    ``0..n_classes - 1``, or no rows at all.
+    """
+    raw = Path(path).read_bytes()
+    rows, labels = 0, {}
+    for n, line in enumerate(raw.split(b"\n"), start=1):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return rows, labels, (f"{path}, line {n}: byte {line[e.start:e.start + 1]!r} at column {e.start + 1} "
+                                  "is not UTF-8; data files are UTF-8 JSON lines")
+        if not text.strip():
+            continue
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as e:
+            return rows, labels, f"{path}, line {n}: not valid JSON at column {e.colno} ({e.msg})"
+        if not isinstance(row, dict):
+            return rows, labels, f"{path}, line {n}: a row must be a JSON object with 'text' and 'label', got {text[:60]!r}"
+        if not isinstance(row.get("text"), str) or not row["text"].strip():
+            got = "no 'text'" if "text" not in row else f"'text' = {row['text']!r}"
+            return rows, labels, f"{path}, line {n}: 'text' must be a non-empty string, got {got}"
+        label = row.get("label")
+        if isinstance(label, bool) or not isinstance(label, int):
+            got = "no 'label'" if "label" not in row else f"'label' = {label!r}"
+            return rows, labels, f"{path}, line {n}: 'label' must be a whole number (the class index), got {got}"
+        if not 0 <= label < n_classes:
+            return rows, labels, (f"{path}, line {n}: label {label} is outside 0..{n_classes - 1} "
+                                  f"({n_classes} label words)")
+        rows += 1
+        labels[label] = labels.get(label, 0) + 1
+    if rows == 0:
+        return rows, labels, f"{path} has no rows; put the rows there as JSON lines with 'text' and 'label'"
+    return rows, labels, None
+
+
+def expected_sha256(task, split: str) -> str | None:
+    """The sha256 a task's data file is checked against when it loads (None: none recorded)."""
+    from helpers.core.tasks import data_dir
+
+    if task.files:
+        return dict(task.checksums).get(split) or None
+    sums_path = data_dir() / "checksums.json"
+    try:
+        sums = json.loads(sums_path.read_text())
+    except (OSError, ValueError):
+        return None
+    entry = sums.get(f"{task.name}/{split}.jsonl")
+    return entry.get("sha256") if isinstance(entry, dict) else None
+
+
+def check_task_data(name: str) -> list[str]:
+    """Every problem a notebook would meet reading task ``name``'s data, before any model loads.
+
+    For each split: the checksum recorded for it (a shipped task's in data/checksums.json, a spec task's in its
+    spec or checksums.json), every row (:func:`scan_rows`), then the project's own loader
+    (``helpers.core.tasks.load_split``), whose checks a notebook meets too. One problem per file at most.
+    """
+    from helpers.core.tasks import file_sha256, get_task, load_split, task_files
+
+    task = get_task(name)
+    problems = []
+    for split, path in task_files(task).items():
+        where = f"{task.name} ({split})"
+        if not path.is_file():
+            problems.append(f"{where}: {path} is missing. {_fix_hint(task)}")
+            continue
+        expected = expected_sha256(task, split)
+        if expected is None:
+            problems.append(f"{where}: no checksum is recorded for {path}. {_fix_hint(task)}")
+            continue
+        _, _, problem = scan_rows(path, task.n_classes)
+        if problem:
+            problems.append(f"{where}: {problem}. {_fix_hint(task)}")
+            continue
+        actual = file_sha256(path)
+        if actual != expected:
+            problems.append(f"{where}: {path} does not match its recorded checksum (sha256 {actual[:12]}..., "
+                            f"expected {expected[:12]}...): the file is corrupt or was edited. {_fix_hint(task)}")
+            continue
+        try:
+            load_split(task, split)
+        except Exception as e:  # the loader's own checks (CorruptDataError, ValueError...): its message says why
+            problems.append(f"{where}: {e}")
+    return problems
+
+
+def tokenizer_offline(canon: str):
+    """(tokenizer, None) of a model, read from disk only, or (None, why not): nothing is downloaded or built."""
+    from helpers.core import models as M
+
+    try:
+        from transformers import AutoTokenizer
+
+        if canon in M.OFFLINE_MODELS:
+            gguf = M._present_gguf(canon)
+            if gguf is None or not M.dequantised_cached(canon):
+                return None, "its weights are not unpacked yet (the first load does it)"
+            folder = M._dequantised_dir(canon, M.dequantised_cache_key(gguf))
+        elif M._local_dir(canon) is not None:
+            folder = M._local_dir(canon)
+        elif hub_cached(canon):
+            folder = canon
+        else:
+            return None, "it is not on disk yet"
+        with M._quiet(), M._hub_offline():
+            return AutoTokenizer.from_pretrained(folder, local_files_only=True), None
+    except Exception as e:
+        return None, f"its tokenizer did not load ({type(e).__name__}: {str(e)[:120]})"
+
+
+def check_label_words(tokenizer, tasks) -> list[str]:
+    """Label words of ``tasks`` whose first tokens collide under ``tokenizer`` (the prediction could not tell
+    them apart), one sentence per task."""
+    import warnings
+
+    from helpers.core.tasks import LabelCollisionError, LabelWordWarning, label_token_ids
+
+    problems = []
+    for t in tasks:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LabelWordWarning)
+            try:
+                label_token_ids(tokenizer, t)
+            except LabelCollisionError as e:
+                problems.append(str(e))
+    return problems
 
 
 # ------------------------------------------------------------------------------------------------------ models
@@ -161,18 +323,22 @@ def check_model(name: str, timeout: float = 5.0) -> tuple[str, str]:
 
     A hub model without a network fails here in seconds, before anything imports TransformerLens.
     """
-    from helpers.core.models import ALIASES, OFFLINE_MODELS, UnknownModelError, resolve_name
+    from helpers.core.models import ALIASES, OFFLINE_MODELS, UnknownModelError, _local_dir, resolve_name
 
     canon = ALIASES.get(name, name)
     if canon in OFFLINE_MODELS:
         return canon, offline_weights(canon)
+    local = _local_dir(canon)
+    if local is not None:
+        return str(local), check_local_model(local)
     cached = hub_cached(canon)
     up, why = (True, "") if cached else hub_reachable(timeout)
     if not up:
         raise PreflightError(
-            f"{name!r} is not an offline model, so it loads from the Hugging Face hub, which is unreachable "
-            f"({why}), and it is not in the Hugging Face cache. Without a network use an offline model: "
-            f"{sorted(OFFLINE_MODELS)} (aliases gemma, smollm2), e.g. make run MODELS=\"gemma smollm2\"; "
+            f"{name!r} is not an offline model or a folder here, so it loads from the Hugging Face hub, which is "
+            f"unreachable ({why}), and it is not in the Hugging Face cache. Without a network use an offline "
+            f"model: {sorted(OFFLINE_MODELS)} (aliases gemma, smollm2), e.g. make run MODELS=\"gemma smollm2\", "
+            "or a local model folder saved with save_pretrained (give its path, e.g. ./my-model); "
             "hub models need a network, or their files in the Hugging Face cache.")
     try:
         canon = resolve_name(name)
@@ -196,9 +362,68 @@ def check_model(name: str, timeout: float = 5.0) -> tuple[str, str]:
     return canon, "hub model, downloaded on first load"
 
 
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+
+
+def local_weight_files(path: Path) -> list[Path]:
+    """The weight files of a local model folder (a single file, or the shards its index lists)."""
+    for name in WEIGHT_FILES:
+        f = path / name
+        if not f.is_file():
+            continue
+        if not name.endswith(".index.json"):
+            return [f]
+        try:
+            shards = sorted(set(json.loads(f.read_text())["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise PreflightError(f"{f} is not a weights index (a JSON object with 'weight_map'): {e}. "
+                                 "Save the model again with save_pretrained.") from None
+        missing = [s for s in shards if not (path / s).is_file()]
+        if missing:
+            raise PreflightError(f"{str(path)!r}: the weight shards {missing} listed in {name} are missing. "
+                                 "Copy the whole folder, or save the model again with save_pretrained.")
+        return [path / s for s in shards]
+    raise PreflightError(f"{str(path)!r} has no weights ({', '.join(WEIGHT_FILES)}). Save the model there with "
+                         "`model.save_pretrained(d)` (transformers).")
+
+
+def check_local_model(path: Path) -> str:
+    """What a local model folder holds, once checked as load_model will load it: config.json with a supported
+    architecture (Gemma: the shape of an official checkpoint), weights, and a tokenizer that loads offline.
+    Nothing but the tokenizer is loaded."""
+    from helpers.core.models import _LOCAL_GEMMA_ARCHITECTURES, LocalModelError, _local_config, _official_gemma_name
+
+    try:
+        config = _local_config(path)
+        arch = config["architectures"][0]
+        if arch in _LOCAL_GEMMA_ARCHITECTURES:
+            _official_gemma_name(config, arch)
+    except LocalModelError as e:
+        raise PreflightError(str(e)) from None
+    files = local_weight_files(path)
+    tok, why = tokenizer_offline(str(path))
+    if tok is None or len(tok) < 2:
+        raise PreflightError(f"Could not load a tokenizer from {str(path)!r} ({why or 'it is empty'}). Save the "
+                             "model's tokenizer there with `tokenizer.save_pretrained(d)`.")
+    size = sum(f.stat().st_size for f in files)
+    LOCAL_PARAMS[str(path)] = size / _bytes_per_param(config)
+    return f"local model folder ({arch}, {size / 1e6:.0f} MB of weights, tokenizer of {len(tok)} tokens)"
+
+
+LOCAL_PARAMS: dict[str, float] = {}  # parameters of the local folders checked, from their weight files
+
+
+def _bytes_per_param(config: dict) -> int:
+    dtype = str(config.get("torch_dtype") or config.get("dtype") or "float32")
+    return 2 if dtype.endswith(("float16", "bfloat16")) else 4
+
+
 def n_params(name: str) -> float | None:
     if name in PARAMS:
         return PARAMS[name]
+    if name in LOCAL_PARAMS:
+        return LOCAL_PARAMS[name]
     m = re.search(r"(\d+(?:\.\d+)?)([mb])(?![a-z])", name.split("/")[-1].lower())
     return float(m.group(1)) * (1e6 if m.group(2) == "m" else 1e9) if m else None
 
@@ -236,6 +461,8 @@ def disk_need(model: str) -> float:
     p = n_params(model) or 0.0
     if model in OFFLINE_MODELS:
         return 0.0 if dequantised_cached(model) else 4 * p
+    if model in LOCAL_PARAMS:  # a local folder: on disk already
+        return 0.0
     return 0.0 if hub_cached(model) else 4 * p
 
 
@@ -303,16 +530,22 @@ def estimate(out: Path, models: list[str], profile: str, notebooks: list[str], j
 # ------------------------------------------------------------------------------------------------------- main
 
 def main(argv=None) -> int:
+    from helpers.study.config import check_environment, option
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default=os.environ.get("ICL_PROFILE", "default"))
-    ap.add_argument("--models", nargs="+", default=["google/gemma-3-270m"])
+    ap.add_argument("--profile", help="run size (default: $ICL_PROFILE, else default)")
+    ap.add_argument("--models", nargs="+", help="models (default: $ICL_MODEL, else google/gemma-3-270m)")
     ap.add_argument("--notebooks", nargs="*", help="subset, e.g. 00 03")
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("ICL_RESULTS_DIR", ROOT / "results")))
+    ap.add_argument("--out", type=Path, help="results folder (default: $ICL_RESULTS_DIR, else results/)")
     ap.add_argument("--jobs", type=int, default=0, help="as for run_all.py (0: one per model, at most one per core)")
     ap.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the Hugging Face hub")
     ap.add_argument("--ignore-resources", action="store_true", help="RAM and disk shortfalls only warn")
     ap.add_argument("--notebooks-dir", type=Path, default=ROOT / "notebooks", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    a.profile, profile_note = option(a.profile, "ICL_PROFILE", "default", "--profile")
+    a.models, models_note = option(a.models, "ICL_MODEL", ["google/gemma-3-270m"], "--models")
+    a.out, _ = option(a.out, "ICL_RESULTS_DIR", ROOT / "results", "--out")
+    a.out = Path(a.out)
 
     problems: list[str] = []
 
@@ -330,18 +563,47 @@ def main(argv=None) -> int:
     jobs = timing.parallel_jobs(len(a.models), a.jobs, cores)
     print(f"preflight: profile {a.profile}, models {' '.join(a.models)}, {jobs} parallel job(s) on {cores} core(s)",
           flush=True)
+    for note in (profile_note, models_note):
+        if note:
+            warn("settings", note)
+    # the variables the checks below cover get their own line (profile, tasks, notebook 08's task, models)
+    covered = ("ICL_PROFILE", "ICL_TASKS", "ICL_OWN_TASK", "ICL_MODEL")
+    env_problems = check_environment({k: v for k, v in os.environ.items() if k not in covered})
+    for p in env_problems:
+        fail("settings", p)
+    if not env_problems:
+        from helpers.core.models import dtype_name
+
+        ok("settings", f"dtype {dtype_name()}" + "".join(
+            f", {k}={os.environ[k]}" for k in sorted(os.environ) if k.startswith("ICL_") and os.environ[k]
+            and k not in covered + ("ICL_DTYPE",)))
     profile = tasks = None
     try:
         profile = check_profile(a.profile)
         ok("profile", a.profile)
     except PreflightError as e:
         fail("profile", str(e))
+    nbs = sorted(p.stem for p in a.notebooks_dir.glob("[0-9][0-9]_*.ipynb")
+                 if not a.notebooks or p.name[:2] in a.notebooks)
+    own = None
     if profile is not None:
         try:
             tasks = check_tasks(profile)
             ok("tasks", ",".join(tasks))
         except PreflightError as e:
             fail("tasks", str(e))
+        if any(nb.startswith("08") for nb in nbs):
+            try:
+                own = check_own_task()
+            except PreflightError as e:
+                fail("own task", str(e))
+        for t in dict.fromkeys((*(tasks or ()), *((own,) if own else ()))):
+            found = check_task_data(t)
+            for p in found:
+                fail(f"task {t}", p)
+            if not found:
+                ok(f"task {t}", "spec, checksums and every row of train and test"
+                   + (" (notebook 08)" if t == own and t not in (tasks or ()) else ""))
     models = []
     for name in a.models:
         try:
@@ -350,6 +612,20 @@ def main(argv=None) -> int:
             ok(f"model {canon}", where)
         except PreflightError as e:
             fail(f"model {name}", str(e))
+            continue
+        all_tasks = tuple(dict.fromkeys((*(tasks or ()), *((own,) if own else ()))))
+        if not all_tasks:
+            continue
+        tok, why = tokenizer_offline(canon)
+        if tok is None:
+            warn(f"label words {canon}", f"not checked before the run: {why}; the notebooks check them when the "
+                 "model loads")
+            continue
+        clashes = check_label_words(tok, all_tasks)
+        for c in clashes:
+            fail(f"label words {canon}", c)
+        if not clashes:
+            ok(f"label words {canon}", f"distinct first tokens in {len(all_tasks)} task(s)")
     if problems:  # stop before the slower checks: nothing could run anyway
         return _verdict(problems)
     device, device_warnings = check_device(a.profile, jobs)
@@ -364,8 +640,6 @@ def main(argv=None) -> int:
             warn("resources", s)
         else:
             fail("resources", s + " (PREFLIGHT_ARGS=--ignore-resources to go on anyway)")
-    nbs = sorted(p.stem for p in a.notebooks_dir.glob("[0-9][0-9]_*.ipynb")
-                 if not a.notebooks or p.name[:2] in a.notebooks)
     est = estimate(a.out, models, a.profile, nbs, jobs, tasks if os.environ.get("ICL_TASKS") else None)
     for m in models:
         src = ", ".join(f"{n} from {where} durations" for where, n in sorted(est["sources"][m].items()))

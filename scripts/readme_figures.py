@@ -10,6 +10,7 @@ the exit code is non-zero, so a stale README is noticed.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -33,10 +34,23 @@ KEY_FIGURES = [
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="default")
-    ap.add_argument("--results", type=Path, default=ROOT / "results")
+    ap.add_argument("--profile", help="default: $ICL_PROFILE, else default")
+    ap.add_argument("--results", type=Path, help="default: $ICL_RESULTS_DIR, else results/")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "figures")
     a = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from helpers.study.config import option
+
+    a.profile, _ = option(a.profile, "ICL_PROFILE", "default", "--profile")
+    a.results = Path(option(a.results, "ICL_RESULTS_DIR", ROOT / "results", "--results")[0])
+    # the README's figures are those of the default run: Gemma in float32 on the four tasks
+    refused = [f"{k}={os.environ[k]!r}" for k in ("ICL_MODEL", "ICL_TASKS", "ICL_OWN_TASK", "ICL_DTYPE")
+               if os.environ.get(k) and not (k == "ICL_DTYPE" and os.environ[k] == "float32")
+               and not (k == "ICL_MODEL" and os.environ[k] in ("gemma", "google/gemma-3-270m"))]
+    if refused:
+        print(f"readme_figures: {', '.join(refused)} cannot be honoured: the README shows the figures of the default "
+              "run (Gemma 3 270M, float32, the four tasks). Unset them.")
+        return 2
     a.out.mkdir(parents=True, exist_ok=True)
     missing = 0
     for model, fig in KEY_FIGURES:

@@ -2,10 +2,17 @@
 
     python scripts/run_all.py --profile default --models google/gemma-3-270m smollm2
 
-Executed notebooks go to results/<model>/<profile>/notebooks/, figures and
-metrics to results/<model>/<profile>/{figures,metrics}/, and the summary to
-results/RESULTS-<profile>.md (+ .html). A failing notebook is recorded and the
-run goes on; the exit code is non-zero if any failed.
+Executed notebooks go to results/<model>/<run key>/notebooks/, figures and
+metrics to results/<model>/<run key>/{figures,metrics}/, and the summary to
+results/RESULTS-<run key>.md (+ .html); the run key is the profile, plus the task
+set when it is not the profile's (helpers.study.results.run_key). A failing
+notebook is recorded and the run goes on; the exit code is non-zero if any failed.
+
+Settings come from the same ICL_* variables the notebooks read (README,
+'Settings'; --profile, --models and --out take precedence over ICL_PROFILE,
+ICL_MODEL and ICL_RESULTS_DIR); one that cannot be honoured stops the run before
+it starts (exit 2). SIGTERM or SIGINT stops the run: the running notebook's kernel
+is shut down, the report is written with what finished, exit 128 + the signal.
 
 While it runs, each model prints progress lines prefixed ``[<model>/<profile>]``:
 the notebook starting (its code cells), which cell is running (at most one line
@@ -44,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import timing  # noqa: E402  (scripts/timing.py)
 
-_PRINT_LOCK = threading.Lock()
+_PRINT_LOCK = threading.RLock()  # re-entrant: the signal handler prints, maybe while the main thread prints
 
 
 def say(line: str) -> None:
@@ -55,14 +62,15 @@ def say(line: str) -> None:
 
 
 def main(argv=None) -> int:
-    from helpers.core.models import resolve_name
+    from helpers.core.models import ModelLoadError, resolve_name
+    from helpers.study.config import check_environment, option
     from helpers.study.report import build_report
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default=os.environ.get("ICL_PROFILE", "default"))
-    ap.add_argument("--models", nargs="+", default=["google/gemma-3-270m"])
+    ap.add_argument("--profile", help="run size (default: $ICL_PROFILE, else default)")
+    ap.add_argument("--models", nargs="+", help="models (default: $ICL_MODEL, else google/gemma-3-270m)")
     ap.add_argument("--notebooks", nargs="*", help="subset, e.g. 00 03")
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("ICL_RESULTS_DIR", ROOT / "results")))
+    ap.add_argument("--out", type=Path, help="results folder (default: $ICL_RESULTS_DIR, else results/)")
     ap.add_argument("--timeout", type=int, default=None,
                     help="seconds one notebook cell may run (default: $ICL_CELL_TIMEOUT, else the profile's: "
                          "3600, paper 86400)")
@@ -73,15 +81,38 @@ def main(argv=None) -> int:
     ap.add_argument("--notebooks-dir", type=Path, default=ROOT / "notebooks", help=argparse.SUPPRESS)
     ap.add_argument("--runs-json", type=Path, help=argparse.SUPPRESS)  # worker mode: write runs, no report
     a = ap.parse_args(argv)
+    a.profile, profile_note = option(a.profile, "ICL_PROFILE", "default", "--profile")
+    a.models, models_note = option(a.models, "ICL_MODEL", ["google/gemma-3-270m"], "--models")
+    a.out, _ = option(a.out, "ICL_RESULTS_DIR", ROOT / "results", "--out")
+    a.out = Path(a.out).expanduser().resolve()
+    if a.runs_json is None:
+        for note in (profile_note, models_note):
+            if note:
+                say(f"note: {note}")
+    # the notebooks read what this run uses (ICL_MODEL is set per model); every other ICL_* variable they read
+    # as it is, so a value they could not honour is refused now, before anything runs
+    os.environ.update(ICL_PROFILE=a.profile, ICL_RESULTS_DIR=str(a.out))
+    problems = check_environment()
     from helpers.study.profiles import cell_timeout
 
     try:
         a.timeout = cell_timeout(a.profile, a.timeout)
     except ValueError as e:
-        ap.error(str(e))
+        problems.append(str(e))
+    models = []
+    for m in a.models:
+        try:
+            models.append(resolve_name(m))
+        except ModelLoadError as e:
+            problems.append(str(e))
+    if problems:
+        for p in problems:
+            say(f"run_all: {p}")
+        say("run_all: nothing was run (README, 'Settings'; `make preflight` checks everything before a run)")
+        return 2
     t_start = time.perf_counter()
-    signal.signal(signal.SIGTERM, _interrupt)  # kill <pid> stops workers and their notebook kernels too
-    models = [resolve_name(m) for m in a.models]
+    for sig in (signal.SIGTERM, signal.SIGINT):  # kill <pid> or Ctrl-C: stop, shut the kernels down, report
+        signal.signal(sig, _interrupt)
     cores = os.cpu_count() or 1
     jobs = timing.parallel_jobs(len(models), a.jobs, cores) if a.runs_json is None else 1
     if a.runs_json is None:
@@ -92,14 +123,40 @@ def main(argv=None) -> int:
     else:
         runs, failed = _serial(a, models)
     if a.runs_json is not None:
-        a.runs_json.write_text(json.dumps({"runs": runs, "failed": failed}))
-        return 1 if failed else 0
+        a.runs_json.write_text(json.dumps({"runs": runs, "failed": failed, "stopped": STOP["signal"]}))
+        return _exit_code(failed)
     total = time.perf_counter() - t_start
     note = (f"{len(models)} model(s), {jobs} parallel job(s) on {cores} CPU core(s); "
             f"wall time {total / 60:.1f} min")
+    if STOP["signal"]:
+        note += f"; stopped by {STOP['signal']}"
     report = build_report(a.out, a.profile, models, runs, note=note)
     print(f"{note}\nreport: {report}")
+    if STOP["signal"]:
+        _stopped_summary(a, models, runs)
+    return _exit_code(failed)
+
+
+STOP: dict = {"signal": None}  # the signal that stopped the run, once one has
+
+
+def _exit_code(failed: int) -> int:
+    if STOP["signal"]:
+        return 128 + getattr(signal, STOP["signal"]).value
     return 1 if failed else 0
+
+
+def _stopped_summary(a, models: list[str], runs: dict) -> None:
+    """What a stopped run finished, and how to go on."""
+    stems = [p.stem for p in _notebooks(a)]
+    for m in models:
+        done = [nb for nb, info in runs.get(m, {}).items() if info["status"] == "ok"]
+        cut = [nb for nb, info in runs.get(m, {}).items() if info["status"].startswith("stopped")]
+        rest = [nb for nb in stems if nb not in runs.get(m, {})]
+        say(f"stopped: {m}: {len(done)}/{len(stems)} notebooks finished ({', '.join(done) or 'none'})"
+            + (f"; stopped in {', '.join(cut)}" if cut else "") + (f"; not started: {', '.join(rest)}" if rest else ""))
+    say("stopped: rerun the same command to go on; every finished step is read from the store "
+        "(ICL_RESULTS_CACHE), so the notebooks that finished take seconds")
 
 
 def _notebooks(a) -> list[Path]:
@@ -240,7 +297,7 @@ class Progress:
     def finished(self, stem: str, status: str, seconds: float) -> None:
         with self.lock:
             self.done += 1
-            self.failed += status != "ok"
+            self.failed += status != "ok" and not status.startswith("stopped")
             self.nb = None
             self._say(f"{stem}: {status} ({seconds:.0f}s) | {self._left()}")
 
@@ -262,7 +319,13 @@ class Progress:
 
 
 def _interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+    """SIGTERM / SIGINT: remember it and unwind the main thread (notebooks run in a thread of their own)."""
+    if STOP["signal"] is not None:  # a second signal: the stop is under way (the kernel is killed within 10 s)
+        say(f"run_all: {signal.Signals(signum).name} received again: already stopping")
+        return
+    STOP["signal"] = signal.Signals(signum).name
+    say(f"run_all: {STOP['signal']} received: stopping (the running notebook's kernel is shut down)")
+    raise KeyboardInterrupt(STOP["signal"])
 
 
 def _parallel(a, models: list[str], jobs: int, cores: int) -> tuple[dict, int]:
@@ -279,15 +342,19 @@ def _parallel(a, models: list[str], jobs: int, cores: int) -> tuple[dict, int]:
         active: list[tuple[str, subprocess.Popen, Path]] = []
         try:
             _dispatch(a, pending, active, jobs, threads, env, tmp, runs)
-        finally:  # interrupted: stop the workers too (each stops its notebook kernel)
+        except KeyboardInterrupt:  # stopped: the workers stop too (each stops its notebook kernel) and say what
+            pass                   # they finished
+        finally:
             for _, proc, _ in active:
                 if proc.poll() is None:
                     proc.terminate()
-            for _, proc, _ in active:
+            for _, proc, out in active:
                 try:
-                    proc.wait(timeout=30)
+                    proc.wait(timeout=60)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+                if out.exists():
+                    runs.update(json.loads(out.read_text())["runs"])
     failed = sum(1 for d in runs.values() for info in d.values() if info["status"] != "ok")
     return {m: runs[m] for m in models if m in runs}, failed
 
@@ -299,6 +366,7 @@ def _dispatch(a, pending, active, jobs, threads, env, tmp, runs) -> None:
         while pending and len(active) < jobs:
             m = pending.pop(0)
             out = Path(tmp) / f"{len(pending)}.json"
+            env = {**env, "ICL_MODEL": m}  # the worker's model, as the notebooks will read it
             cmd = [sys.executable, __file__, "--profile", a.profile, "--models", m, "--out", str(a.out),
                    "--timeout", str(a.timeout), "--runs-json", str(out), "--notebooks-dir", str(a.notebooks_dir),
                    "--progress-every", str(a.progress_every)]
@@ -320,52 +388,91 @@ def _dispatch(a, pending, active, jobs, threads, env, tmp, runs) -> None:
 
 
 def _serial(a, models: list[str]) -> tuple[dict, int]:
-    from helpers.study.results import model_slug
+    from helpers.study.report import record_run
+    from helpers.study.results import model_slug, run_key
 
     nbs = _notebooks(a)
     tasks = _tasks()
+    key = run_key(a.profile)
     runs: dict[str, dict] = {}
     failed = 0
     for m in models:
+        if STOP["signal"]:
+            break
         runs[m] = {}
-        outdir = a.out / model_slug(m) / a.profile / "notebooks"
+        folder = a.out / model_slug(m) / key
+        outdir = folder / "notebooks"
         outdir.mkdir(parents=True, exist_ok=True)
         os.environ.update(ICL_MODEL=m, ICL_PROFILE=a.profile, ICL_RESULTS_DIR=str(a.out))
-        progress = Progress(f"[{model_slug(m)}/{a.profile}]",
+        progress = Progress(f"[{model_slug(m)}/{key}]",
                             timing.notebook_estimates(a.out, m, a.profile, [p.stem for p in nbs], tasks),
                             a.progress_every)
         progress.start()
         try:
             for nb_path in nbs:
-                status, dt = _execute(a, nb_path, outdir, progress)
-                failed += status != "ok"
+                status, dt = _execute(a, nb_path, outdir, progress, folder)
+                failed += status != "ok" and not STOP["signal"]
                 runs[m][nb_path.stem] = {"status": status, "seconds": round(dt, 1)}
+                record_run(folder, nb_path.stem, runs[m][nb_path.stem])
                 if status == "ok":
                     timing.record_duration(a.out, m, a.profile, nb_path.stem, dt, tasks)
                 progress.finished(nb_path.stem, status, dt)
+                if STOP["signal"]:
+                    break
+        except KeyboardInterrupt:  # a signal between two notebooks
+            pass
         finally:
             progress.close()
     return runs, failed
 
 
-def _execute(a, nb_path: Path, outdir: Path, progress: Progress) -> tuple[str, float]:
-    """Execute one notebook (written to ``outdir`` whatever happens); returns (status, seconds)."""
+def _clear_old_results(folder: Path, stem: str) -> None:
+    """Remove a notebook's metrics and figures before it runs: if it fails or is stopped, the report shows no
+    numbers of an earlier run beside this run's status (every metrics file and figure of notebook NN starts
+    with ``NN_``)."""
+    for sub, pattern in (("metrics", f"{stem[:2]}_*.json"), ("figures", f"{stem[:2]}_*.png")):
+        for f in (folder / sub).glob(pattern):
+            f.unlink(missing_ok=True)
+
+
+def _execute(a, nb_path: Path, outdir: Path, progress: Progress, folder: Path | None = None) -> tuple[str, float]:
+    """Execute one notebook (written to ``outdir`` whatever happens); returns (status, seconds).
+
+    The notebook runs in a thread of its own, so that SIGTERM and SIGINT reach this process's handler (nbclient
+    would take them over in the main thread, shut the kernel down and report a failed cell, and the run would
+    go on with the next notebook). Stopped, the kernel is shut down here and the status is ``stopped (SIGTERM)``.
+    """
+    if folder is not None:
+        _clear_old_results(folder, nb_path.stem)
     nb = nbformat.read(nb_path, as_version=4)
     progress.notebook(nb_path.stem, nb)
     t0 = time.perf_counter()
-    status = "ok"
+    result: dict = {"status": "ok"}
     tmp = tempfile.mkdtemp(prefix="icl-kernel-")
+    client = NotebookClient(nb, timeout=a.timeout, kernel_name="python3", config=_kernel_config(tmp),
+                            resources={"metadata": {"path": str(nb_path.parent)}},
+                            on_cell_execute=progress.cell_execute, on_cell_error=progress.cell_error)
+
+    def run() -> None:
+        try:
+            client.execute()
+        except Exception as e:  # record and go on
+            first = str(e).strip().splitlines()[-1][:200] if str(e).strip() else ""
+            result["status"] = f"FAILED: {type(e).__name__}: {first}"
+            if not STOP["signal"]:  # timeouts and a dead kernel do not pass through on_cell_error
+                progress.fail(f"{type(e).__name__}: {str(e).strip() or type(e).__name__}")
+
+    worker = threading.Thread(target=run, name=f"notebook {nb_path.stem}", daemon=True)
     try:
-        NotebookClient(nb, timeout=a.timeout, kernel_name="python3", config=_kernel_config(tmp),
-                       resources={"metadata": {"path": str(nb_path.parent)}},
-                       on_cell_execute=progress.cell_execute, on_cell_error=progress.cell_error).execute()
-    except Exception as e:  # record and go on
-        first = str(e).strip().splitlines()[-1][:200] if str(e).strip() else ""
-        status = f"FAILED: {type(e).__name__}: {first}"
-        # timeouts and a dead kernel do not pass through on_cell_error
-        progress.fail(f"{type(e).__name__}: {str(e).strip() or type(e).__name__}")
+        worker.start()
+        while worker.is_alive():
+            worker.join(timeout=0.5)
+    except KeyboardInterrupt:
+        _stop_kernel(client)
+        worker.join(timeout=60)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    status = f"stopped ({STOP['signal']})" if STOP["signal"] else result["status"]
     dt = time.perf_counter() - t0
     out = outdir / nb_path.name
     # an executed copy is a result, not a source: unpaired, so that saving it in JupyterLab writes no .py beside it
@@ -378,6 +485,21 @@ def _execute(a, nb_path: Path, outdir: Path, progress: Progress) -> tuple[str, f
         say(f"{progress.tag} {nb_path.stem}: not signed ({type(e).__name__}: {e}); "
             f"run `jupyter trust {out}` to show its widgets and views")
     return status, dt
+
+
+def _stop_kernel(client) -> None:
+    """Shut down the kernel of a running NotebookClient from another thread: SIGTERM to the kernel's process
+    (its own session, so a terminal's Ctrl-C never reached it), SIGKILL after 10 s. The client's thread then
+    sees a dead kernel, cleans up and returns."""
+    km = getattr(client, "km", None)
+    proc = getattr(getattr(km, "provisioner", None), "process", None)
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def default_notary():

@@ -118,8 +118,12 @@ def durations_path(out: Path, model: str, profile: str) -> Path:
 
 
 def model_slug(name: str) -> str:
-    """Same as helpers.study.results.model_slug (kept here so this module does not import torch)."""
-    return name.split("/")[-1].lower()
+    """helpers.study.results.model_slug: the model's results folder, with a local folder's hash and a dtype other
+    than float32 in it, so durations of two folders or two dtypes never mix (imported here, when first needed,
+    so that importing this module does not import torch)."""
+    from helpers.study.results import model_slug as slug
+
+    return slug(name)
 
 
 def recorded_durations(out: Path, model: str, profile: str, tasks=None) -> dict[str, float]:

@@ -159,12 +159,26 @@ def setting_claims(one, five, context: str = "") -> list[Claim]:
     c5, id5 = cells_from_frame(five, "correct", ids="idx")
     diff = bootstrap_means(paired_differences(c5, c1, id5, id1)).scaled(100)
     base = "a baseline: another, much larger model (GPT2-XL) on the original test sets, no claim to check"
+    over = _mean_over(one["task"])
+    k = int(five["shots"].max()) if len(five) else 5
+    shots = five.groupby("task", sort=False)["shots"].max()
+    fewer = [f"{int(n)} on {get_task(t).display}" for t, n in shots.items() if n < k]
     return [
-        claim("00.vanilla_1shot", bootstrap_means(c1).scaled(100), "not comparable", base, unit="%", context=context),
-        claim("00.vanilla_5shot", bootstrap_means(c5).scaled(100), "not comparable", base, unit="%", context=context),
+        claim("00.vanilla_1shot", bootstrap_means(c1).scaled(100), "not comparable", base, unit="%", context=context,
+              statement=f"Vanilla ICL accuracy, 1 demonstration per class, {over}"),
+        claim("00.vanilla_5shot", bootstrap_means(c5).scaled(100), "not comparable", base, unit="%", context=context,
+              statement=f"Vanilla ICL accuracy, {k} demonstrations per class"
+                        f"{' (' + ', '.join(fewer) + ')' if fewer else ''}, {_mean_over(five['task'])}"),
         claim("00.more_demos_no_help", diff, _verdict(diff, -1), "95% interval of 5-shot minus 1-shot below 0: "
-              "replicates; above 0: does not replicate; contains 0: inconclusive", unit="points", context=context),
+              "replicates; above 0: does not replicate; contains 0: inconclusive", unit="points", context=context,
+              statement=f"More demonstrations do not help: {k}-shot minus 1-shot accuracy, {over}"),
     ]
+
+
+def _mean_over(tasks) -> str:
+    """``"mean over 4 tasks (SST-2, TREC, ...)"``, or ``"on <task>"`` for one: the tasks a frame's rows cover."""
+    names = [get_task(t).display for t in dict.fromkeys(tasks)]
+    return f"on {names[0]}" if len(names) == 1 else f"mean over {len(names)} tasks ({', '.join(names)})"
 
 
 def own_task_claims(task: Task, acc: Interval, saliency: tuple[str, dict], isolation: tuple[str, dict],

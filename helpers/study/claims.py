@@ -88,10 +88,11 @@ class Claim:
 
 
 def claim(key: str, ours: Interval | None, verdict: str, criterion: str, unit: str = "", context: str = "",
-          note: str = "", paper: str | None = None, **extra) -> Claim:
+          note: str = "", paper: str | None = None, statement: str | None = None, **extra) -> Claim:
     """A :class:`Claim` whose statement, source and paper value come from :data:`helpers.study.paper.CLAIMS`.
 
-    ``paper`` overrides the stored value (e.g. the paper's number for the task at hand).
+    ``paper`` overrides the stored value (e.g. the paper's number for the task at hand); ``statement`` the
+    stored statement (e.g. one that names the tasks a mean is over).
     """
     from helpers.study.paper import CLAIMS
 
@@ -99,7 +100,7 @@ def claim(key: str, ours: Interval | None, verdict: str, criterion: str, unit: s
         raise KeyError(f"no paper claim {key!r}; add its statement, source and value to helpers.study.paper.CLAIMS "
                        f"(known: {sorted(CLAIMS)[:8]}...)")
     spec = CLAIMS[key]
-    return Claim(key=key, statement=spec["statement"], source=spec["source"],
+    return Claim(key=key, statement=spec["statement"] if statement is None else statement, source=spec["source"],
                  paper=spec["paper"] if paper is None else paper, criterion=criterion, ours=ours, verdict=verdict,
                  unit=unit, context=context, note=note, extra=extra)
 

@@ -64,15 +64,15 @@ PAPER_B = {
 _T1 = TABLE1_GPT2XL
 CLAIMS_00: dict[str, dict] = {
     "00.vanilla_1shot": {
-        "statement": "Vanilla ICL accuracy, 1 demonstration per class, mean over the four tasks",
+        "statement": "Vanilla ICL accuracy, 1 demonstration per class, mean over the tasks run",
         "source": "arXiv 2305.14160 §3.1, Table 1 (Vanilla In-Context Learning, 1-shot per class)",
-        "paper": f"{100 * _T1['vanilla 1-shot']['average']:.1f}% (GPT2-XL)"},
+        "paper": f"{100 * _T1['vanilla 1-shot']['average']:.1f}% (GPT2-XL, mean of its 4 tasks)"},
     "00.vanilla_5shot": {
-        "statement": "Vanilla ICL accuracy, 5 demonstrations per class (3 on AGNews), mean over the four tasks",
+        "statement": "Vanilla ICL accuracy, 5 demonstrations per class, mean over the tasks run",
         "source": "arXiv 2305.14160 §3.1, Table 1 (Vanilla In-Context Learning, 5-shot per class)",
-        "paper": f"{100 * _T1['vanilla 5-shot']['average']:.1f}% (GPT2-XL)"},
+        "paper": f"{100 * _T1['vanilla 5-shot']['average']:.1f}% (GPT2-XL, mean of its 4 tasks; 3 per class on AGNews)"},
     "00.more_demos_no_help": {
-        "statement": "More demonstrations do not help: 5-shot minus 1-shot accuracy, mean over the four tasks",
+        "statement": "More demonstrations do not help: 5-shot minus 1-shot accuracy, mean over the tasks run",
         "source": "arXiv 2305.14160 §3.1, Table 1 (vanilla rows)",
         "paper": f"{100 * (_T1['vanilla 5-shot']['average'] - _T1['vanilla 1-shot']['average']):+.1f} points "
                  "(GPT2-XL)"},

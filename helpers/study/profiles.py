@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 __all__ = ["Profile", "PROFILES", "get_profile", "current_model_name", "current_tasks", "cell_timeout", "PAPER_SEEDS",
            "own_task_sizes", "current_own_task", "OWN_TASK_EXAMPLE"]
@@ -78,13 +79,30 @@ PROFILES = {
 
 
 def get_profile(name: str | None = None) -> Profile:
-    """The profile named by ``name`` or ``$ICL_PROFILE`` (default ``"default"``)."""
-    name = name or os.environ.get("ICL_PROFILE", "default")
+    """The profile named by ``name`` or ``$ICL_PROFILE`` (default ``"default"``).
+
+    Every notebook calls it first, so it also refuses, with one message, every ``ICL_*`` setting that cannot
+    be honoured (:func:`helpers.study.config.check_environment`: a misspelt name, a value of the wrong kind),
+    as the scripts do, instead of a notebook falling back to a default or failing deep inside a helper.
+    """
+    # ICL_PROFILE and ICL_TASKS are checked below, with their own messages
+    _check_settings(tuple(sorted((k, v) for k, v in os.environ.items()
+                                 if k.startswith("ICL_") and k not in ("ICL_PROFILE", "ICL_TASKS"))))
+    name = name or os.environ.get("ICL_PROFILE") or "default"
     if name not in PROFILES:
         raise ValueError(f"Unknown profile {name!r}; choose one of {sorted(PROFILES)} (set ICL_PROFILE).")
     prof = PROFILES[name]
     tasks = current_tasks(prof.tasks)
     return prof.with_(tasks=tasks)
+
+
+@lru_cache(maxsize=8)
+def _check_settings(settings: tuple[tuple[str, str], ...]) -> None:
+    from helpers.study.config import check_environment
+
+    problems = check_environment(dict(settings))
+    if problems:
+        raise ValueError("Settings that cannot be honoured (README, 'Settings'):\n- " + "\n- ".join(problems))
 
 
 OWN_TASK_EXAMPLE = "rotten_tomatoes"  # data/rotten_tomatoes/task.json
@@ -120,7 +138,7 @@ def current_model_name(default: str | None = None) -> str:
     """``$ICL_MODEL`` or the offline default model."""
     from helpers.core.models import DEFAULT_MODEL
 
-    return os.environ.get("ICL_MODEL", default or DEFAULT_MODEL)
+    return os.environ.get("ICL_MODEL") or default or DEFAULT_MODEL
 
 
 def current_tasks(default: tuple[str, ...] = OFFLINE_TASKS) -> tuple[str, ...]:

@@ -1,5 +1,5 @@
 """Where a notebook's results go: ``results_dir()`` is ``$ICL_RESULTS_DIR`` (default ``results/``) /
-``<model slug>/<profile>``; notebooks write figures (PNG) and metrics (JSON) there through
+``<model slug>/<run key>`` (the profile, plus the task set when it is not the profile's: :func:`run_key`); notebooks write figures (PNG) and metrics (JSON) there through
 :func:`save_figure` and :func:`save_metrics`. Expensive steps are stored by content in
 :mod:`helpers.core.store`.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from helpers.core.store import _atomic_write_bytes, _jsonable
 
-__all__ = ["results_dir", "save_metrics", "load_metrics", "save_figure", "model_slug", "summary_row", "mean_std"]
+__all__ = ["results_dir", "run_key", "run_tasks", "save_metrics", "load_metrics", "save_figure", "model_slug", "summary_row", "mean_std"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -26,13 +26,50 @@ def model_slug(name: str) -> str:
     return model_identity(name).split("/")[-1].lower().replace(":", "-").replace("@", "-")
 
 
+def run_tasks(profile: str | None = None) -> tuple[tuple[str, ...], str]:
+    """``(tasks, own task)`` a run works on: ``$ICL_TASKS`` (else the profile's) and notebook 08's
+    ``$ICL_OWN_TASK`` (else the shipped example), as task names."""
+    from helpers.study.profiles import PROFILES, current_own_task, current_tasks
+
+    default = PROFILES[profile].tasks if profile in PROFILES else PROFILES["default"].tasks
+    return current_tasks(default), current_own_task()
+
+
+def run_key(profile: str | None = None, tasks: tuple[str, ...] | None = None, own_task: str | None = None) -> str:
+    """The results folder of a run below its model's: the profile, and the task set when it is not the
+    profile's (``smoke-tasks-fp`` for ``ICL_TASKS=fp``; ``-own-<task>`` when notebook 08 studies another task
+    than the shipped example), so a run on other tasks never overwrites the metrics of another. ``tasks`` and
+    ``own_task`` default to :func:`run_tasks`. Also the suffix of ``RESULTS-<key>.md``.
+    """
+    import hashlib
+
+    from helpers.study.profiles import OWN_TASK_EXAMPLE, PROFILES, get_profile
+
+    profile = profile or get_profile().name
+    if tasks is None or own_task is None:
+        t, o = run_tasks(profile)
+        tasks, own_task = (t if tasks is None else tuple(tasks)), (o if own_task is None else own_task)
+    default = PROFILES[profile].tasks if profile in PROFILES else PROFILES["default"].tasks
+    key = profile
+    if tuple(tasks) != tuple(default):
+        names = "+".join(tasks)
+        if len(names) > 48:  # a long list: its start, and a hash of all of it
+            names = f"{names[:36]}-{hashlib.sha256(names.encode()).hexdigest()[:8]}"
+        key += f"-tasks-{names}"
+    if own_task != OWN_TASK_EXAMPLE:
+        key += f"-own-{own_task}"
+    return key
+
+
 def results_dir(model_name: str | None = None, profile: str | None = None) -> Path:
+    """``$ICL_RESULTS_DIR/<model slug>/<run key>`` (:func:`model_slug`, :func:`run_key`): model, dtype, profile
+    and, when not the default, the task set."""
     from helpers.study.profiles import current_model_name, get_profile
 
     model_name = model_name or current_model_name()
     profile = profile or get_profile().name
-    base = Path(os.environ.get("ICL_RESULTS_DIR", ROOT / "results"))
-    d = base / model_slug(model_name) / profile
+    base = Path(os.environ.get("ICL_RESULTS_DIR") or ROOT / "results")
+    d = base / model_slug(model_name) / run_key(profile)
     d.mkdir(parents=True, exist_ok=True)
     return d
 
