@@ -82,6 +82,9 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     signal.signal(signal.SIGTERM, _interrupt)  # kill <pid> stops workers and their notebook kernels too
     models = [resolve_name(m) for m in a.models]
+    if a.runs_json is None:  # a notebook with its own model runs once, as that model
+        models += [m for m in dict.fromkeys(OWN_MODEL.values())
+                   if m not in models and any(OWN_MODEL.get(p.name[:2]) == m for p in _notebooks(a))]
     cores = os.cpu_count() or 1
     jobs = timing.parallel_jobs(len(models), a.jobs, cores) if a.runs_json is None else 1
     if a.runs_json is None:
@@ -102,10 +105,19 @@ def main(argv=None) -> int:
     return 1 if failed else 0
 
 
-def _notebooks(a) -> list[Path]:
+# notebooks that load their own model run once, as that model, not once per model of the run: notebook 09 studies
+# the control trained in this repository (helpers/core/control.py), whatever --models says
+OWN_MODEL = {"09": "control"}
+
+
+def _notebooks(a, model: str | None = None) -> list[Path]:
+    """The notebooks to run (``model`` given: those that run for it; :data:`OWN_MODEL`)."""
     nbs = sorted(a.notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
     if a.notebooks:
         nbs = [p for p in nbs if p.name[:2] in a.notebooks]
+    if model is not None:
+        own = model if model in OWN_MODEL.values() else None
+        nbs = [p for p in nbs if OWN_MODEL.get(p.name[:2]) == own]
     return nbs
 
 
@@ -122,7 +134,8 @@ def _tasks() -> tuple[str, ...] | None:
 def _announce(a, models: list[str], jobs: int, cores: int) -> None:
     """One line before anything runs: how much, and about how long."""
     stems = [p.stem for p in _notebooks(a)]
-    per_model = [sum(s for s, _ in timing.notebook_estimates(a.out, m, a.profile, stems, _tasks()).values())
+    per_model = [sum(s for s, _ in timing.notebook_estimates(a.out, m, a.profile, [p.stem for p in _notebooks(a, m)],
+                                                             _tasks()).values())
                  for m in models]
     threads = max(1, cores // jobs)
     say(f"run: {len(models)} model(s) x {len(stems)} notebook(s), profile {a.profile}, {jobs} parallel job(s) "
@@ -322,11 +335,11 @@ def _dispatch(a, pending, active, jobs, threads, env, tmp, runs) -> None:
 def _serial(a, models: list[str]) -> tuple[dict, int]:
     from helpers.study.results import model_slug
 
-    nbs = _notebooks(a)
     tasks = _tasks()
     runs: dict[str, dict] = {}
     failed = 0
     for m in models:
+        nbs = _notebooks(a, m)
         runs[m] = {}
         outdir = a.out / model_slug(m) / a.profile / "notebooks"
         outdir.mkdir(parents=True, exist_ok=True)
