@@ -93,7 +93,7 @@ __all__ = [
 CONTROL_NAME = "control"
 CONTROL_PATH = Path(__file__).resolve().parents[2] / "data" / "control" / "control.safetensors"
 # sha256 of the shipped checkpoint (data/control/control.safetensors); load_control refuses any other file there
-CONTROL_SHA256 = ""
+CONTROL_SHA256 = "032aaa8dddb36af26adbab0ee4654d4335be0c16bed262bc9cabb9b2adfb42c9"
 
 ITEM_PLACEHOLDER = "item"
 
@@ -382,7 +382,7 @@ class TrainResult:
 
 
 def train_control(seed: int = 0, task: ControlTask | None = None, batch: int = 128, lr: float = 1e-3,
-                  copy_steps: int = 600, warmup: int = 0, max_steps: int = 20000, max_seconds: float = 540.0,
+                  copy_steps: int = 1000, warmup: int = 0, max_steps: int = 20000, max_seconds: float = 540.0,
                   stop_acc: float = 0.98, eval_every: int = 100, eval_n: int = 1024,
                   progress: bool = True) -> TrainResult:
     """Train the control from ``seed`` (the task's centres come from ``task.seed``; ``seed`` draws the
