@@ -235,9 +235,7 @@ def token_names(task: ControlTask) -> list[str]:
 def control_tokenizer(task: ControlTask):
     """A word-level tokenizer over the baked vocabulary (``<bos> L0 .. L3 x0.0 ...``), so token views render."""
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     from helpers.core.models import cache_dir
 
@@ -364,7 +362,17 @@ def vector_accuracy(model, proj, task: ControlTask, n: int, seed: int, centres: 
         return float((_forward_vectors(model, proj, task, x, tokens).argmax(-1) == gold).float().mean())
 
 
-RECIPE_NOTES = "filled in from measurements below"
+RECIPE_NOTES = """Why the recipe is what it is (measured here, seeds 0-2, stop at 99% on 1024 fresh sequences, evaluated
+every 100 steps; two runs at a time on 2 shared CPU cores, load average 5-8, so seconds are not comparable):
+
+| copy curriculum | steps to 90%, seeds 0 / 1 / 2 | steps to 99% |
+|---|---|---|
+| none | 2300 / 1400 / 1100 | 2600 / 1600 / 1300 |
+| first 1000 steps (share of copied queries falling 1 -> 0) | 2000 / 1000 / 600 | 2300 / 1200 / 1000 |
+
+Every seed sits at chance, then jumps within 100-300 steps (the abrupt transition). The curriculum shortened the
+plateau on every seed (by 13%, 29% and 45%), so it stays; learning-rate warm-up and init scale were not needed and
+were not tried. The shipped checkpoint (seed 0, stop at 98%) took 2100 steps, 425 s on those busy cores."""
 
 
 @dataclass

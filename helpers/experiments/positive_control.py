@@ -45,8 +45,6 @@ __all__ = [
     "check_circuit_attention",
     "hidden_anchor_accuracy",
     "control_claims",
-    "ablation_run",
-    "single_head_ablation",
     "SHIFT",
 ]
 
@@ -89,33 +87,6 @@ def label_swap(model, cp: ControlPrompts, perm: Sequence[int] | None = None, bat
 
 def swap_cells(runs: dict[int, dict], key: str) -> dict[tuple[str, int], np.ndarray]:
     return {("control", seed): r[key] for seed, r in runs.items()}
-
-
-def ablation_run(model, cp: ControlPrompts, heads: Sequence[tuple[int, int]], seed: int,
-                 batch_size: int = 256) -> dict:
-    """Notebook 07's ablation conditions on control sequences, in the format of
-    :func:`helpers.experiments.incontext_heads.ablation_runs` (so ``ablation_intervals`` reads it): plain, ``heads``
-    zero-ablated and as many random heads (drawn with ``seed``, disjoint from ``heads``), at q and at every
-    position. Every sequence has its own context, so every prompt runs whole."""
-    from helpers.experiments.incontext_heads import ALL_POSITIONS, ablation_predictions, random_heads
-
-    rnd = random_heads(model, len(heads), seed=seed, exclude=heads)
-    run = lambda hs, **kw: ablation_predictions(model, cp.prompts, cp.label_ids, hs, batch_size, shared=False, **kw)
-    preds = {"plain": run([])}
-    for suffix, at in (("", "q"), (ALL_POSITIONS, "all")):
-        preds["in-context heads ablated" + suffix] = run(heads, at=at)
-        preds["random heads ablated" + suffix] = run(rnd, at=at)
-    return {**{c: p.accuracy for c, p in preds.items()}, "random_heads": rnd,
-            "correct": {c: (p.pred == p.gold).int().tolist() for c, p in preds.items()}}
-
-
-def single_head_ablation(model, cp: ControlPrompts, batch_size: int = 256) -> Float[torch.Tensor, "layer head"]:
-    """Accuracy with each head alone zero-ablated at every position."""
-    from helpers.experiments.incontext_heads import ablation_accuracy
-
-    L, H = model.cfg.n_layers, model.cfg.n_heads
-    return torch.tensor([[ablation_accuracy(model, cp.prompts, cp.label_ids, [(l, h)], batch_size, shared=False,
-                                            at="all") for h in range(H)] for l in range(L)])
 
 
 # ----------------------------------------------------------------- the circuit in the attention
