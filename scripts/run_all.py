@@ -82,9 +82,8 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     signal.signal(signal.SIGTERM, _interrupt)  # kill <pid> stops workers and their notebook kernels too
     models = [resolve_name(m) for m in a.models]
-    if a.runs_json is None:  # a notebook with its own model runs once, as that model
-        models += [m for m in dict.fromkeys(OWN_MODEL.values())
-                   if m not in models and any(OWN_MODEL.get(p.name[:2]) == m for p in _notebooks(a))]
+    if a.runs_json is None:
+        models = _with_own_models(a, models)
     cores = os.cpu_count() or 1
     jobs = timing.parallel_jobs(len(models), a.jobs, cores) if a.runs_json is None else 1
     if a.runs_json is None:
@@ -108,6 +107,13 @@ def main(argv=None) -> int:
 # notebooks that load their own model run once, as that model, not once per model of the run: notebook 09 studies
 # the control trained in this repository (helpers/core/control.py), whatever --models says
 OWN_MODEL = {"09": "control"}
+
+
+def _with_own_models(a, models: list[str]) -> list[str]:
+    """``models`` plus the own model of every selected notebook that has one (it runs once, as that model)."""
+    own = [m for m in dict.fromkeys(OWN_MODEL.values())
+           if m not in models and any(OWN_MODEL.get(p.name[:2]) == m for p in _notebooks(a))]
+    return list(models) + own
 
 
 def _notebooks(a, model: str | None = None) -> list[Path]:

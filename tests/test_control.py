@@ -242,3 +242,34 @@ def test_hidden_anchor_keeping_everything_is_icl(tiny_model):
         cache = run_prefix(tiny_model, p.tokens[:p.q])
         got = predict_shared(tiny_model, [p], c.label_ids, batch_size=1, cache=cache)
         torch.testing.assert_close(got.label_logits[0], full.label_logits[i], atol=1e-4, rtol=1e-4)
+
+
+def test_label_isolation_without_shared_prefix_is_per_prompt(tiny_model):
+    """Label isolation on prompts with different contexts (shared=False) equals isolating each prompt alone."""
+    from helpers.experiments.isolation import run_isolation
+
+    c = control_prompts(TASK, 4, seed=13)
+    batched = run_isolation(tiny_model, c.prompts, c.label_ids, "label", "first", 1, batch_size=4, shared=False)
+    for i, p in enumerate(c.prompts):
+        one = run_isolation(tiny_model, [p], c.label_ids, "label", "first", 1, batch_size=1, shared=False)
+        torch.testing.assert_close(one.label_logits[0], batched.label_logits[i], atol=1e-4, rtol=1e-4)
+
+
+def test_hidden_anchor_on_the_control(control):
+    """BOS and the label tokens alone carry the context (the items were copied into them); items alone do not."""
+    from helpers.experiments.positive_control import hidden_anchor_accuracy
+
+    r = hidden_anchor_accuracy(control, control_prompts(TASK, 64, seed=14), seed=0)
+    assert r["hidden_anchor"].mean() >= 0.9 and r["hidden_random"].mean() <= 0.6
+    assert r["hidden_anchor_loyal"].mean() >= 0.9
+
+
+def test_train_control_script_refuses_bad_arguments():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "train_control.py"
+    for args in (["--seed", "-1"], ["--max-seconds", "0"]):
+        r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and "must be" in r.stderr, r.stderr
