@@ -45,7 +45,7 @@ def main(argv=None) -> int:
           f"{result.steps_to}); in-context accuracy on fresh sequences {result.accuracy:.3f}")
     print(f"baked token model: accuracy {acc['train']:.3f} on training classes, {acc['heldout']:.3f} on held-out "
           f"classes (1024 sequences each; chance {1 / result.task.n_labels:.2f})")
-    print(f"wrote {a.out} ({a.out.stat().st_size / 1024:.0f} kB, sha256 {sha}) and "
+    print(f"wrote {a.out} ({a.out.stat().st_size / 1000:.0f} kB, sha256 {sha}) and "
           f"{a.out.with_name(a.out.stem + '_curve.csv').name}; total {time.perf_counter() - t0:.0f} s")
     return 0
 
