@@ -104,9 +104,7 @@ def main(argv=None) -> int:
     return 1 if failed else 0
 
 
-# notebooks that load their own model run once, as that model, not once per model of the run: notebook 09 studies
-# the control trained in this repository (helpers/core/control.py), whatever --models says
-OWN_MODEL = {"09": "control"}
+OWN_MODEL = timing.OWN_MODEL  # notebooks with their own model run once, as that model
 
 
 def _with_own_models(a, models: list[str]) -> list[str]:
