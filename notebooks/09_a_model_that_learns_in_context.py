@@ -305,7 +305,10 @@ display(pd.DataFrame({k: {"[95% CI]": f"{bootstrap_means({('control', s): h[k] f
 # classes never seen in training, and the label-swap control's swap-averaged accuracy, each with its whole 95%
 # interval at or above 0.90. Every other claim is graded by its notebook's own function with that notebook's
 # criteria, unchanged (01 `saliency_claims`, 02 `isolation_claims` with k = 1, 03 `aucroc_claims`, 07
-# `incontext_heads_claims` and `two_towers_claims`). Nothing was tuned to this model.
+# `incontext_heads_claims` and `two_towers_claims`). Nothing was tuned to this model. The statements are the
+# papers' as the other notebooks print them: where notebook 02's say "5 layers" (the paper's k), the control's
+# run isolates k = 1 of its 2 layers; where paper B's say "foo/bar" and "~1% of the heads", the control's labels are
+# L0/L1 and its in-context head is 1 of 4.
 
 # %%
 ctx = f"control, {len(SEEDS)} seed(s) x {N} sequences"
