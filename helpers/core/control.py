@@ -88,14 +88,13 @@ __all__ = [
     "file_sha256",
     "vector_accuracy",
     "is_control",
+    "RECIPE_NOTES",
 ]
 
 CONTROL_NAME = "control"
 CONTROL_PATH = Path(__file__).resolve().parents[2] / "data" / "control" / "control.safetensors"
 # sha256 of the shipped checkpoint (data/control/control.safetensors); load_control refuses any other file there
 CONTROL_SHA256 = "032aaa8dddb36af26adbab0ee4654d4335be0c16bed262bc9cabb9b2adfb42c9"
-
-ITEM_PLACEHOLDER = "item"
 
 
 class ControlError(ValueError):
