@@ -4,6 +4,7 @@
 #   make test   set up, then run the unit tests and every notebook (smoke profile) under nbmake
 #   make bench  performance figures on the default model (run it on an idle machine)
 #   make exercises  write exercises/NN_*.ipynb from the notebooks' solution cells
+#   make control    retrain the positive control (notebook 09's model) from CONTROL_SEED: at most 10 min on 2 cores
 #   make lock   refresh requirements.lock (the exact versions setup installs) from the working .venv
 PYTHON ?= python3
 VENV ?= .venv
@@ -22,8 +23,10 @@ PREFLIGHT_ARGS ?=
 # else the profile's: 1 h, 24 h for PROFILE=paper; helpers/study/profiles.py)
 CELL_TIMEOUT ?= $(ICL_CELL_TIMEOUT)
 LOCK := requirements.lock
+# seed of `make control` (the shipped data/control/control.safetensors was trained with 0)
+CONTROL_SEED ?= 0
 
-.PHONY: setup lock preflight test test-fast run bench figures lab data clean exercises
+.PHONY: setup lock preflight test test-fast run bench figures lab data clean exercises control
 
 # torch is installed first and on its own. Its stamp's name carries a checksum of TORCH, so
 # `make setup TORCH=...` with another value reinstalls torch (and only torch): the build that was
@@ -74,6 +77,10 @@ run: setup preflight
 
 exercises: setup
 	$(PY) scripts/make_exercises.py
+
+# writes .cache/control/control.safetensors (+ .sha256, _curve.csv); load it with load_control(path)
+control: setup
+	$(PY) scripts/train_control.py --seed $(CONTROL_SEED)
 
 bench: setup
 	$(PY) benchmarks/run_benchmarks.py --model $(word 1,$(MODELS))

@@ -446,19 +446,27 @@ _ = report_claims("07_incontext_heads", claims, metrics=metrics, digits=2)
 #   0.51] on Gemma 3 270M and 0.50 [0.45, 0.54] on SmolLM2-135M, at chance, as paper A found for GPT2-XL and
 #   GPT-J-6B. Gemma predicts the same word under both mappings for 96% [91, 100] of inputs: a word prior. With
 #   " A"/" B" both are at chance too (0.54 [0.49, 0.59] and 0.50 [0.44, 0.56]), while the real label words reach
-#   0.73 [0.66, 0.79] and 0.57 [0.48, 0.67]. Paper B reports 87.6% with foo/bar on its larger models.
+#   0.73 [0.66, 0.79] and 0.57 [0.48, 0.67]. Paper B reports 87.6% with foo/bar on its larger models. The same
+#   control on notebook 09's model, which learns in context (labels L0/L1 assigned at random per sequence, then
+#   swapped): 1.00 [0.99, 1.00], and the answer changes with the swap on 99.5% of inputs.
 # - **Ablation cannot be tested here.** Plain foo/bar accuracy is 0.49 on Gemma and 0.48 on SmolLM2; ablating
 #   the in-context heads leaves it there (0.49 and 0.48, at q and at every position), and so does ablating as
 #   many random heads (0.50 and 0.49 at q). The contrast random minus in-context is 0.014 [-0.002, 0.042] (Gemma) and
 #   0.008 [-0.022, 0.039] (SmolLM2) at q: inconclusive, beside the paper's 87.6% -> 24.4%. With no in-context
-#   computation to remove (question 4), this says nothing against the paper.
+#   computation to remove (question 4), this says nothing against the paper. On a model that learns in context
+#   (notebook 09's control, trained here: 99% in-context accuracy, swap-averaged 0.99), ablating its in-context
+#   head takes its in-context accuracy from 0.99 to 0.435 [0.39, 0.48] (a random head: 0.98), so the method finds
+#   an in-context mapping where one exists; on the offline models there is no in-context mapping to remove. The
+#   control also shows the ranking's blind spot: gain and drop at q miss the head that copies each item into its
+#   label, whose ablation alone takes the control to chance (0.25).
 # - **The VO vectors carry the labels, partly.** The label-carrying rate is 0.76 [0.73, 0.79] (Gemma) and
 #   0.76 [0.71, 0.82] (SmolLM2): well above the 0.5 of a random sign, but the interval does not clear 0.75, so
-#   "partly".
+#   "partly". On the control the rate is 1.00 [1.00, 1.00].
 # - **Two towers: the prediction follows the attention.** corr(attention difference, logit minus) is 0.67
 #   [0.46, 0.80] against |corr(VO difference, logit minus)| 0.21 [0.06, 0.46] on Gemma (partly), and 0.90 [0.84,
 #   0.93] against 0.16 [0.05, 0.41] on SmolLM2 (replicates). The heads read their context as the paper describes,
-#   even though the models do not learn the mapping from it.
+#   even though the models do not learn the mapping from it. On the control: 0.994 [0.993, 0.995] against 0.19
+#   [0.09, 0.29] (replicates).
 # - **Biases, on this project's measures.** Gemma shows no measurable majority or recency bias (0.02 [0.00,
 #   0.05] and 0.02 [0.00, 0.06]), so there is nothing to reduce. SmolLM2 has both (0.24 [0.08, 0.41] and 0.28
 #   [0.15, 0.41]), and re-weighting the in-context heads' attention reduces them by 65.6% [16.1, 100] and 49.4%

@@ -640,10 +640,15 @@ def main(argv=None) -> int:
             warn("resources", s)
         else:
             fail("resources", s + " (PREFLIGHT_ARGS=--ignore-resources to go on anyway)")
+    own = [s for s in nbs if s[:2] in timing.OWN_MODEL]  # run once, as their own model (timing.OWN_MODEL)
+    nbs = [s for s in nbs if s not in own]
     est = estimate(a.out, models, a.profile, nbs, jobs, tasks if os.environ.get("ICL_TASKS") else None)
     for m in models:
         src = ", ".join(f"{n} from {where} durations" for where, n in sorted(est["sources"][m].items()))
         print(f"  time  {m}: about {timing.fmt_duration(est['per_model'][m])} for {len(nbs)} notebooks ({src})")
+    for s in own:
+        sec = sum(t for t, _ in timing.notebook_estimates(a.out, timing.OWN_MODEL[s[:2]], a.profile, [s]).values())
+        print(f"  time  {timing.OWN_MODEL[s[:2]]}: about {timing.fmt_duration(sec)} for {s} (its own model, run once)")
     print(f"estimated run time: about {timing.fmt_duration(est['wall'])} "
           f"({len(models)} model(s), {jobs} at a time)", flush=True)
     return _verdict(problems)

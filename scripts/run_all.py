@@ -113,6 +113,8 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     for sig in (signal.SIGTERM, signal.SIGINT):  # kill <pid> or Ctrl-C: stop, shut the kernels down, report
         signal.signal(sig, _interrupt)
+    if a.runs_json is None:
+        models = _with_own_models(a, models)
     cores = os.cpu_count() or 1
     jobs = timing.parallel_jobs(len(models), a.jobs, cores) if a.runs_json is None else 1
     if a.runs_json is None:
@@ -148,8 +150,8 @@ def _exit_code(failed: int) -> int:
 
 def _stopped_summary(a, models: list[str], runs: dict) -> None:
     """What a stopped run finished, and how to go on."""
-    stems = [p.stem for p in _notebooks(a)]
     for m in models:
+        stems = [p.stem for p in _notebooks(a, m)]
         done = [nb for nb, info in runs.get(m, {}).items() if info["status"] == "ok"]
         cut = [nb for nb, info in runs.get(m, {}).items() if info["status"].startswith("stopped")]
         rest = [nb for nb in stems if nb not in runs.get(m, {})]
@@ -159,10 +161,24 @@ def _stopped_summary(a, models: list[str], runs: dict) -> None:
         "(ICL_RESULTS_CACHE), so the notebooks that finished take seconds")
 
 
-def _notebooks(a) -> list[Path]:
+OWN_MODEL = timing.OWN_MODEL  # notebooks with their own model run once, as that model
+
+
+def _with_own_models(a, models: list[str]) -> list[str]:
+    """``models`` plus the own model of every selected notebook that has one (it runs once, as that model)."""
+    own = [m for m in dict.fromkeys(OWN_MODEL.values())
+           if m not in models and any(OWN_MODEL.get(p.name[:2]) == m for p in _notebooks(a))]
+    return list(models) + own
+
+
+def _notebooks(a, model: str | None = None) -> list[Path]:
+    """The notebooks to run (``model`` given: those that run for it; :data:`OWN_MODEL`)."""
     nbs = sorted(a.notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
     if a.notebooks:
         nbs = [p for p in nbs if p.name[:2] in a.notebooks]
+    if model is not None:
+        own = model if model in OWN_MODEL.values() else None
+        nbs = [p for p in nbs if OWN_MODEL.get(p.name[:2]) == own]
     return nbs
 
 
@@ -179,7 +195,8 @@ def _tasks() -> tuple[str, ...] | None:
 def _announce(a, models: list[str], jobs: int, cores: int) -> None:
     """One line before anything runs: how much, and about how long."""
     stems = [p.stem for p in _notebooks(a)]
-    per_model = [sum(s for s, _ in timing.notebook_estimates(a.out, m, a.profile, stems, _tasks()).values())
+    per_model = [sum(s for s, _ in timing.notebook_estimates(a.out, m, a.profile, [p.stem for p in _notebooks(a, m)],
+                                                             _tasks()).values())
                  for m in models]
     threads = max(1, cores // jobs)
     say(f"run: {len(models)} model(s) x {len(stems)} notebook(s), profile {a.profile}, {jobs} parallel job(s) "
@@ -391,7 +408,6 @@ def _serial(a, models: list[str]) -> tuple[dict, int]:
     from helpers.study.report import record_run
     from helpers.study.results import model_slug, run_key
 
-    nbs = _notebooks(a)
     tasks = _tasks()
     key = run_key(a.profile)
     runs: dict[str, dict] = {}
@@ -399,6 +415,7 @@ def _serial(a, models: list[str]) -> tuple[dict, int]:
     for m in models:
         if STOP["signal"]:
             break
+        nbs = _notebooks(a, m)
         runs[m] = {}
         folder = a.out / model_slug(m) / key
         outdir = folder / "notebooks"

@@ -231,3 +231,23 @@ def test_run_all_signs_the_executed_notebooks(tmp_path):
         assert nb.cells[0].outputs, name  # executed
         assert notary.check_signature(nb), f"{name} is not trusted"
         assert nb.metadata["jupytext"]["formats"] == "ipynb"  # a result: saving it writes no paired .py
+
+
+def test_a_notebook_with_its_own_model_runs_once_as_that_model(tmp_path):
+    """Notebook 09 studies the control trained here: it runs once, as the model "control", never per model."""
+    import argparse
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_all", ROOT / "scripts" / "run_all.py")
+    run_all = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_all)
+    for name in ("00_setting.ipynb", "07_heads.ipynb", "09_control.ipynb"):
+        (tmp_path / name).write_text("{}")
+    a = argparse.Namespace(notebooks=None, notebooks_dir=tmp_path)
+    names = lambda nbs: [p.name[:2] for p in nbs]
+    assert names(run_all._notebooks(a)) == ["00", "07", "09"]
+    assert names(run_all._notebooks(a, "google/gemma-3-270m")) == ["00", "07"]
+    assert names(run_all._notebooks(a, "control")) == ["09"]
+    assert run_all._with_own_models(a, ["google/gemma-3-270m", "smollm2"]) == ["google/gemma-3-270m", "smollm2", "control"]
+    a.notebooks = ["00", "07"]  # notebook 09 not selected: no control run
+    assert run_all._with_own_models(a, ["google/gemma-3-270m"]) == ["google/gemma-3-270m"]

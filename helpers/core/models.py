@@ -577,7 +577,7 @@ def resolve_name(name: str) -> str:
     for an unknown name.
     """
     name = ALIASES.get(name, name)
-    if name in OFFLINE_MODELS:
+    if name in OFFLINE_MODELS or name == "control":  # control: the model trained here (helpers/core/control.py)
         return name
     local = _local_dir(name)
     if local is not None:
@@ -805,13 +805,24 @@ def load_model(
     Parameters
     ----------
     name: canonical name or alias (``"gemma-3-270m"``, ``"smollm2"``, ``"gpt2-xl"``...), or the path of a
-        local model directory saved with ``save_pretrained`` (recorded as :func:`local_model_name`).
+        local model directory saved with ``save_pretrained`` (recorded as :func:`local_model_name`), or
+        ``"control"``: the small model trained here on a synthetic in-context task
+        (:func:`helpers.core.control.load_control`; float32 on the CPU, its checkpoint's sha256 verified).
     device: defaults to CUDA when available, else CPU.
     dtype: ``float32``, ``bfloat16`` or ``float16`` (a torch dtype or its name); None reads ``$ICL_DTYPE``,
         default float32. The dtype is part of the recorded name (:func:`model_identity`).
     return_hf: also return the transformers model (offline models and local directories) for
         cross-checks of log-probabilities.
     """
+    if name == "control":  # the positive control trained in this repository (helpers/core/control.py)
+        from helpers.core.control import load_control
+
+        t0 = time.perf_counter()
+        model = load_control()
+        if verbose:
+            print(f"loaded control in {time.perf_counter() - t0:.1f}s ({model.cfg.n_layers} layers x "
+                  f"{model.cfg.n_heads} heads, attention only, BOS=yes; sha256 verified)")
+        return (model, None) if return_hf else model
     dtype = resolve_dtype(dtype)
     canonical = resolve_name(name)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")

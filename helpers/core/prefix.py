@@ -145,9 +145,15 @@ class PrefixCache:
 
 
 def demo_prefix_len(prompt: Prompt, tokenizer=None) -> int:
-    """P0 of a prompt: one past the newline that ends its last demonstration (the query's first position)."""
+    """P0 of a prompt: one past the newline that ends its last demonstration (the query's first position); for a
+    prompt without template tokens (no ``format_pos``, e.g. the control's), its ``demo_end``."""
     if not prompt.label_spans:
         raise PrefixError("prompt has no demonstrations: there is no shared prefix")
+    if not prompt.format_pos and prompt.demo_end is not None:
+        # a prompt without a template (the control of helpers.core.control): the query follows the last label
+        if prompt.demo_end >= len(prompt):
+            raise PrefixError("the prompt ends with its demonstrations: there is no query after the prefix")
+        return int(prompt.demo_end)
     p0 = prompt.label_spans[-1][1] + 1
     nl = p0 - 1
     if nl not in prompt.format_pos or p0 >= len(prompt):

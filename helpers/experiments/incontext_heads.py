@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
 __all__ = [
+    "ablation_conditions",
     "HeadScores",
     "head_attribution",
     "ablated_last_logprobs",
@@ -646,14 +647,21 @@ def ablation_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads
     ``correct`` maps each condition to its per-input 0/1 (same inputs in every condition).
     """
     def run(ps, hs, seed):
-        rnd = random_heads(model, len(hs), seed=seed, exclude=hs)
-        preds = {"plain": ablation_predictions(model, ps.prompts, ps.label_ids, [], batch_size)}
-        for name, at in (("", "q"), (ALL_POSITIONS, "all")):
-            preds["in-context heads ablated" + name] = ablation_predictions(model, ps.prompts, ps.label_ids, hs,
-                                                                            batch_size, at=at)
-            preds["random heads ablated" + name] = ablation_predictions(model, ps.prompts, ps.label_ids, rnd,
-                                                                        batch_size, at=at)
-        return {**{c: p.accuracy for c, p in preds.items()}, "random_heads": rnd,
-                "correct": {c: (p.pred == p.gold).int().tolist() for c, p in preds.items()}}
+        return ablation_conditions(model, ps.prompts, ps.label_ids, hs, seed, batch_size)
 
     return cached_eval_runs("heads_ablation", model, uts, sizes, seeds, model_name, run, heads=heads)
+
+
+def ablation_conditions(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int],
+                        heads: Sequence[Head], seed: int, batch_size: int = 16, shared: bool = True) -> dict:
+    """One cell of :func:`ablation_runs` on any prompts: accuracy plain, with ``heads`` zero-ablated and with as
+    many random heads (drawn with ``seed``, disjoint from ``heads``), each at q and at every position; ``shared``
+    as in :func:`ablation_predictions` (prompts with their own demonstrations run whole either way)."""
+    rnd = random_heads(model, len(heads), seed=seed, exclude=heads)
+    run = lambda hs, **kw: ablation_predictions(model, prompts, label_ids, hs, batch_size, shared=shared, **kw)
+    preds = {"plain": run([])}
+    for name, at in (("", "q"), (ALL_POSITIONS, "all")):
+        preds["in-context heads ablated" + name] = run(heads, at=at)
+        preds["random heads ablated" + name] = run(rnd, at=at)
+    return {**{c: p.accuracy for c, p in preds.items()}, "random_heads": rnd,
+            "correct": {c: (p.pred == p.gold).int().tolist() for c, p in preds.items()}}

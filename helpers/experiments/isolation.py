@@ -288,6 +288,9 @@ def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], co
     layers = layer_range(model, where, k)
     if condition not in CONDITIONS:
         raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")
+    if condition == "label" and not shared:  # each prompt's own label positions (prompts need not share them)
+        return predict(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, progress=progress,
+                       hooks=label_isolation(layers))
     if condition == "label" or random_draw == "set":
         p0, rows_of = _isolated_rows(prompts, condition, layers, seed)
         if shared:

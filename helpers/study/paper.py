@@ -252,5 +252,24 @@ CLAIMS_08: dict[str, dict] = {
 }
 # end of notebook 08
 
+# notebook 09 (the positive control: a model trained here; its premise, on the side of the works that describe it)
+_CONTROL = "Chan et al., arXiv 2205.05055; Reddy, arXiv 2312.03002"
+CLAIMS_09: dict[str, dict] = {
+    "09.icl_accuracy": {
+        "statement": "A small attention-only model trained on bursty sequences learns in context: it reads a "
+                     "class -> label mapping drawn afresh for every sequence",
+        "source": f"{_CONTROL} (the task's design)",
+        "paper": "near-perfect in-context accuracy after an abrupt transition (Reddy)"},
+    "09.heldout_accuracy": {
+        "statement": "The control classifies in context items of classes it never saw in training",
+        "source": f"{_CONTROL} (in-context generalisation to novel classes)",
+        "paper": "in-context accuracy on novel classes close to that on training classes (Reddy)"},
+    "09.label_swap": {
+        "statement": "The control's answer follows the mapping shown in its context (label-swap control)",
+        "source": "this project's mapping control of notebook 07, on the control",
+        "paper": "follows the mapping by construction of the task (the assignment is random per sequence)"},
+}
+# end of notebook 09
+
 CLAIMS = {**CLAIMS_00, **CLAIMS_01, **CLAIMS_02, **CLAIMS_03, **CLAIMS_04, **CLAIMS_05, **CLAIMS_06, **CLAIMS_07,
-          **CLAIMS_08}
+          **CLAIMS_08, **CLAIMS_09}
