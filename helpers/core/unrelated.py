@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from helpers.core.prompts import Demo, Prompt, PromptSet, build_prompt, build_prompts, sample_demos, sample_test
-from helpers.core.store import cached
+from helpers.core.store import cached, pins_weights
 from helpers.core.tasks import Task, get_task, label_token_ids, load_split
 
 if TYPE_CHECKING:
@@ -146,6 +146,7 @@ def run_model_name(model: HookedTransformer, model_name: str | None) -> str:
     return model_name if model_name is not None else getattr(model.cfg, "icl_model_name", model.cfg.model_name)
 
 
+@pins_weights
 def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes: dict,
                      seeds: Sequence[int] | None, model_name: str | None, run: Callable,
                      heads: dict[str, Sequence[tuple[int, int]]] | None = None,

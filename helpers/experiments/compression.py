@@ -58,6 +58,7 @@ from helpers.core.prefix import (
     vanilla_predictions,
 )
 from helpers.core.prompts import Demo, Prompt, build_prompts
+from helpers.core.store import result_types
 from helpers.study.stats import bootstrap_of_means
 
 __all__ = [
@@ -165,6 +166,7 @@ def token_counts(prompts: Sequence[Prompt], cache: PrefixCache) -> dict:
                 bound=(p0 + lx) / (len(cache) + lx))
 
 
+@result_types
 @dataclass
 class CompressionResult:
     task: str

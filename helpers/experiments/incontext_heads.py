@@ -71,7 +71,7 @@ from helpers.core.heads import (
 from helpers.core.predict import HookFactory, Predictions
 from helpers.core.prefix import PrefixCache, PrefixError, extend_prefix, suffix_forward
 from helpers.core.prompts import Prompt
-from helpers.core.store import cached
+from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.unrelated import (
     UnrelatedTask,
     cached_eval_runs,
@@ -124,6 +124,7 @@ __all__ = [
 # ------------------------------------------------------------------ head attribution
 
 
+@result_types
 @dataclass
 class HeadScores:
     gain: Float[torch.Tensor, "n layer head"]  # per prompt, for the predicted label
@@ -619,6 +620,7 @@ def accuracy_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes
                             extra=lambda ut: {"words": list(ut.task.label_words)})
 
 
+@pins_weights
 def attribution_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes: dict, batch_size: int = 16,
                      model_name: str | None = None, progress: bool | str = False) -> dict[str, HeadScores]:
     """:func:`head_attribution` (zero ablation) per task on ``sizes["n_attr"]`` prompts of

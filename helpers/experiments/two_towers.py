@@ -52,7 +52,7 @@ from helpers.core.heads import (
 )
 from helpers.core.prefix import PrefixCache
 from helpers.core.prompts import Prompt
-from helpers.core.store import cached
+from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.tasks import label_token_ids
 from helpers.core.unrelated import (
     UnrelatedTask,
@@ -103,6 +103,7 @@ def value_output_vectors(model: HookedTransformer, pattern_q: Float[torch.Tensor
     return pattern_q[:, hs, :, None] * vo
 
 
+@result_types
 @dataclass
 class ValueOutputs:
     heads: list[Head]
@@ -334,6 +335,7 @@ def value_output_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], h
     return cached_eval_runs("heads_vo", model, uts, sizes, seeds, model_name, run, heads=heads)
 
 
+@pins_weights
 def towers_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]],
                 sizes: dict, batch_size: int = 16, model_name: str | None = None) -> dict[str, ValueOutputs]:
     """:func:`value_outputs` of ``heads[task]`` on ``sizes["n_towers"]`` prompts that each have their own
