@@ -14,7 +14,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 
 __all__ = ["ArgumentError", "positive_int", "task_list", "seed_list", "sizes_per_task", "run_args",
-           "check_label_ids", "prompt_list"]
+           "check_label_ids", "prompt_list",
+           "unrelated_args"]
 
 
 class ArgumentError(TypeError, ValueError):
@@ -90,6 +91,19 @@ def run_args(tasks, seeds, **sizes) -> tuple[list[str], list[int]]:
         if n is not None:
             sizes_per_task(name, n, [t if isinstance(t, str) else t.name for t in tasks])
     return tasks, seeds
+
+
+def unrelated_args(uts, seeds=None) -> list[int] | None:
+    """Paper B's run helpers: ``uts`` a non-empty dict ``{task name: UnrelatedTask}``; ``seeds`` (when given) a
+    non-empty list of integer seeds, which is returned."""
+    from helpers.core.unrelated import UnrelatedTask
+
+    if not isinstance(uts, Mapping) or not all(isinstance(u, UnrelatedTask) for u in uts.values()):
+        raise ArgumentError("uts must be a dict {task name: UnrelatedTask} (helpers.core.unrelated.unrelated_task), "
+                            f"got {type(uts).__name__}")
+    if not uts:
+        raise ArgumentError("uts is empty: pass at least one task, e.g. {'sst2': unrelated_task('sst2')}")
+    return None if seeds is None else seed_list(seeds)
 
 
 def prompt_list(prompts, what: str = "run") -> list:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from helpers.core.checks import unrelated_args
 from helpers.core.prompts import Demo, Prompt, PromptSet, build_prompt, build_prompts, sample_demos, sample_test
 from helpers.core.store import cached, pins_weights
 from helpers.core.tasks import Task, get_task, label_token_ids, load_split
@@ -156,6 +157,7 @@ def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, Unrelat
     Cache parameters: model, task, seed, k, n (``sizes["n_eval"]``), the heads if given, and ``extra(ut)``.
     """
     name, K, seeds = run_model_name(model, model_name), sizes["k_per_class"], sizes["seeds"] if seeds is None else seeds
+    seeds = unrelated_args(uts, seeds)
     out = {}
     for t, ut in uts.items():
         hs = None if heads is None else heads[t]

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from helpers.core.checks import unrelated_args
 from helpers.core.heads import Head, label_attention_at_q, predict_with_cache, shared_cache
 from helpers.core.predict import HookFactory
 from helpers.core.prefix import PrefixError
@@ -293,6 +294,7 @@ def bias_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: di
     if not set(kinds) <= set(fns):
         raise ValueError(f"kinds must be among {sorted(fns)}")
     name, seeds = run_model_name(model, model_name), sizes["seeds"] if seeds is None else seeds
+    seeds = unrelated_args(uts, seeds)
     out = {}
     for t, ut in uts.items():
         hs = heads[t]

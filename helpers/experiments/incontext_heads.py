@@ -58,6 +58,7 @@ from einops import rearrange
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
+from helpers.core.checks import unrelated_args
 from helpers.core.heads import (
     Head,
     collect_at_q,
@@ -626,6 +627,7 @@ def attribution_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], si
     """:func:`head_attribution` (zero ablation) per task on ``sizes["n_attr"]`` prompts of
     :func:`attribution_seed` (cache kind ``"heads_attr"``). Returns ``{task: HeadScores}``."""
     name, K, seed = run_model_name(model, model_name), sizes["k_per_class"], attribution_seed(sizes)
+    unrelated_args(uts)
     out = {}
     for t, ut in uts.items():
         def compute(ut=ut):

@@ -40,6 +40,7 @@ from einops import einsum
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
+from helpers.core.checks import unrelated_args
 from helpers.core.heads import (
     Head,
     collect_at_q,
@@ -342,6 +343,7 @@ def towers_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: 
     demonstrations (:func:`helpers.core.unrelated.fresh_demo_prompts`, seed :func:`towers_seed`), per task
     (cache kind ``"heads_towers"``); :func:`two_towers` reads them. Returns ``{task: ValueOutputs}``."""
     name, K, seed = run_model_name(model, model_name), sizes["k_per_class"], towers_seed(sizes)
+    unrelated_args(uts)
     out = {}
     for t, ut in uts.items():
         hs = heads[t]
