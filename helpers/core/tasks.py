@@ -443,16 +443,32 @@ def _line_of(data: bytes, offset: int) -> int:
     return data.count(b"\n", 0, offset) + 1
 
 
-@lru_cache(maxsize=32)
-def _parse_rows(path_str: str, mtime_ns: int, size: int) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
-    """(texts, labels, line numbers) of a JSON-lines data file, every row checked; cached per file version."""
-    path = Path(path_str)
-    fix = ("; each line must be one JSON object with a non-empty string 'text' and an integer 'label' "
-           '(the class id: 0 for the first label word), e.g. {"text": "a fine film", "label": 1}')
+_PARSED: dict[tuple[str, str], tuple] = {}  # (path, sha256 of its bytes) -> (texts, labels, line numbers)
+
+
+def _read(path: Path) -> tuple[str, bytes]:
+    """``(sha256, bytes)`` of a data file, read once."""
     try:
         data = path.read_bytes()
     except OSError as e:
         raise CorruptDataError(f"{path} cannot be read ({e.strerror or e})") from e
+    return hashlib.sha256(data).hexdigest(), data
+
+
+def _rows(path: Path, sha: str, data: bytes) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
+    """``(texts, labels, line numbers)`` of the bytes ``data`` of a JSON-lines file, every row checked; parsed once
+    per content (keyed by its sha256)."""
+    key = (str(path), sha)
+    if key not in _PARSED:
+        if len(_PARSED) >= 32:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[key] = _parse_rows(path, data)
+    return _PARSED[key]
+
+
+def _parse_rows(path: Path, data: bytes) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
+    fix = ("; each line must be one JSON object with a non-empty string 'text' and an integer 'label' "
+           '(the class id: 0 for the first label word), e.g. {"text": "a fine film", "label": 1}')
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -495,13 +511,15 @@ def read_rows(path: str | Path, n_classes: int | None = None):
     The file must be UTF-8 and hold at least one row. Anything else raises :class:`CorruptDataError`
     naming the file and the line. No checksum is checked here (:func:`load_split` checks it first).
     """
-    import datasets
-
     path = Path(path)
     if not path.is_file():
         raise CorruptDataError(f"{path} does not exist")
-    st = path.stat()
-    texts, labels, lines = _parse_rows(str(path), st.st_mtime_ns, st.st_size)
+    return _dataset(path, *_rows(path, *_read(path)), n_classes)
+
+
+def _dataset(path: Path, texts, labels, lines, n_classes: int | None):
+    import datasets
+
     if n_classes is not None:
         bad = next((i for i, lab in enumerate(labels) if not 0 <= lab < n_classes), None)
         if bad is not None:
@@ -511,16 +529,6 @@ def read_rows(path: str | Path, n_classes: int | None = None):
                 f"{n_classes} label words; {n_bad} row(s) out of range): fix the label, or add the label word")
     datasets.disable_progress_bars()
     return datasets.Dataset.from_dict({"text": list(texts), "label": list(labels)})
-
-
-@lru_cache(maxsize=64)
-def _cached_sha256(path_str: str, mtime_ns: int, size: int) -> str:
-    return file_sha256(Path(path_str))
-
-
-def _sha256_now(path: Path) -> str:
-    st = path.stat()
-    return _cached_sha256(str(path), st.st_mtime_ns, st.st_size)
 
 
 def load_split(task: str | Task, split: str):
@@ -539,14 +547,15 @@ def load_split(task: str | Task, split: str):
         raise CorruptDataError(f"No data file {rel} is recorded in {root / 'checksums.json'}.{hint}")
     if not path.exists():
         raise CorruptDataError(f"{path} is missing. Restore it (git checkout -- data/) or run scripts/build_data.py.")
-    actual, expected = _sha256_now(path), sums[rel]["sha256"]
+    actual, data = _read(path)
+    expected = sums[rel]["sha256"]
     if actual != expected:
         raise CorruptDataError(
             f"{path} does not match its checksum (sha256 {actual[:12]}..., expected {expected[:12]}...). "
             "The file is corrupt or was edited: restore it with `git checkout -- data/` or rebuild it "
             "with `python scripts/build_data.py`."
         )
-    return read_rows(path, task.n_classes)
+    return _dataset(path, *_rows(path, actual, data), task.n_classes)
 
 
 def _load_spec_split(task: Task, split: str):
@@ -559,13 +568,13 @@ def _load_spec_split(task: Task, split: str):
     if not expected:
         raise CorruptDataError(f"no checksum is recorded for {path}{where}; record it with "
                                f"python -m helpers.core.tasks --checksums {task.spec_path or '<spec>'}")
-    actual = _sha256_now(path)
+    actual, data = _read(path)
     if actual != expected:
         raise CorruptDataError(
             f"{path} does not match its recorded checksum{where} (sha256 {actual[:12]}..., expected "
             f"{expected[:12]}...). The file is corrupt or was edited: restore it, or, if the edit is intended, "
             f"record the new checksum with python -m helpers.core.tasks --checksums {task.spec_path or '<spec>'}.")
-    return read_rows(path, task.n_classes)
+    return _dataset(path, *_rows(path, actual, data), task.n_classes)
 
 
 def label_token_ids(tokenizer, task: str | Task) -> list[int]:
