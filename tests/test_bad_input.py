@@ -24,6 +24,7 @@ import torch
 
 from helpers.core import tasks
 from helpers.core.checks import ArgumentError
+from helpers.core.models import resolve_dtype
 from helpers.core.predict import predict
 from helpers.core.prefix import predict_shared, vanilla_predictions
 from helpers.core.prompts import Demo, PromptError, build_prompt, example_prompt, make_icl_set, sample_test
@@ -34,6 +35,7 @@ from helpers.experiments.isolation import isolation_runs
 from helpers.experiments.reweighting import table1_runs
 from helpers.experiments.saliency import relative_flow, saliency_flow, saliency_matrices, saliency_runs
 from helpers.experiments.setting import vanilla_accuracy
+from helpers.study.profiles import get_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore::helpers.core.tasks.LabelWordWarning")
@@ -159,6 +161,10 @@ CASES: list[Bad] = [
     Bad("label words sharing a first token", lambda e: tasks.label_token_ids(e.model.tokenizer, tasks.task_from_spec(
         {"name": "x", "template": "{text} {label}", "label_words": ["Negative", "Negative words"]}, need_checksums=False)),
         LabelCollisionError, "share their first token"),
+    Bad("ICL_PROFILE=bogus", lambda e: _with_env("ICL_PROFILE", "bogus", lambda: get_profile()), ValueError,
+        "Unknown profile 'bogus'; choose one of ['default', 'paper', 'smoke'] (set ICL_PROFILE)"),
+    Bad("ICL_DTYPE=bogus", lambda e: _with_env("ICL_DTYPE", "bogus", lambda: resolve_dtype()), ValueError,
+        "ICL_DTYPE='bogus' is not a supported dtype: choose one of float32, bfloat16, float16"),
     # ---------------------------------------------------------------- label ids
     *[Bad(f"label_ids=[] to {name}", lambda e, f=f: f(e.model, e.icl.prompts, []), PromptError,
           "label_ids is empty: it needs one token id per class") for name, f in PROMPT_RUNS.items()],
@@ -255,6 +261,12 @@ CASES: list[Bad] = [
     Bad("relative_flow of no inputs", lambda e: relative_flow(torch.zeros(0, 3, 3)), ValueError,
         "run saliency_flow on at least one prompt"),
 ]
+
+
+def _with_env(name: str, value: str, fn):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(name, value)
+        return fn()
 
 
 def _bias_runs(e, uts, seeds=(42,)):
