@@ -152,6 +152,7 @@ def test_gradients_flow_through_suffix_hooks(icl):
             logits = logits_at(model, p.tokens[None], torch.tensor([p.q]), reweight_hooks(beta, [p]), ids)
         torch.nn.functional.cross_entropy(logits, torch.tensor([p.gold])).backward()
         grads.append(beta.grad)
+    model.zero_grad(set_to_none=True)  # the session's model is shared: leave no parameter gradients behind
     torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-4)
     assert grads[0].abs().sum() > 0
 
