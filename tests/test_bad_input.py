@@ -31,10 +31,12 @@ from helpers.core.prompts import Demo, PromptError, build_prompt, example_prompt
 from helpers.core.tasks import CorruptDataError, LabelCollisionError, SpecError, TemplateError, UnknownTaskError
 from helpers.experiments.aucroc import auc_roc, aucroc_per_layer, aucroc_runs, label_attention
 from helpers.experiments.diagnosis import collect_qk
+from helpers.experiments.incontext_heads import head_attribution
 from helpers.experiments.isolation import isolation_runs
-from helpers.experiments.reweighting import table1_runs
+from helpers.experiments.reweighting import table1_runs, train_reweighting
 from helpers.experiments.saliency import relative_flow, saliency_flow, saliency_matrices, saliency_runs
 from helpers.experiments.setting import vanilla_accuracy
+from helpers.experiments.two_towers import value_outputs
 from helpers.study.profiles import get_profile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,6 +170,18 @@ CASES: list[Bad] = [
     # ---------------------------------------------------------------- label ids
     *[Bad(f"label_ids=[] to {name}", lambda e, f=f: f(e.model, e.icl.prompts, []), PromptError,
           "label_ids is empty: it needs one token id per class") for name, f in PROMPT_RUNS.items()],
+    Bad("label_ids=[] to head_attribution", lambda e: head_attribution(e.model, e.icl.prompts, []), PromptError,
+        "label_ids is empty"),
+    Bad("label ids in the wrong order to head_attribution",
+        lambda e: head_attribution(e.model, e.icl.prompts, e.ids()[::-1]), PromptError, "are not the first tokens"),
+    Bad("label_ids=[] to train_reweighting", lambda e: train_reweighting(e.model, e.icl.prompts, [], epochs=1),
+        PromptError, "label_ids is empty"),
+    Bad("3 label ids to train_reweighting", lambda e: train_reweighting(e.model, e.icl.prompts, e.ids() + [5],
+                                                                         epochs=1),
+        PromptError, "label_ids has 3 ids, but SST-2 has 2 classes"),
+    Bad("label ids in the wrong order to value_outputs",
+        lambda e: value_outputs(e.model, e.icl.prompts, e.ids()[::-1], [(0, 1)]), PromptError,
+        "are not the first tokens"),
     Bad("3 label ids for 2 classes", lambda e: predict(e.model, e.icl.prompts, e.ids() + [5]), PromptError,
         "label_ids has 3 ids, but SST-2 has 2 classes (Negative, Positive)"),
     Bad("1 label id for 2 classes", lambda e: predict(e.model, e.icl.prompts, e.ids()[:1]), PromptError,

@@ -71,7 +71,7 @@ from helpers.core.heads import (
 )
 from helpers.core.predict import HookFactory, Predictions
 from helpers.core.prefix import PrefixCache, PrefixError, extend_prefix, suffix_forward
-from helpers.core.prompts import Prompt
+from helpers.core.prompts import Prompt, check_prompts
 from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.unrelated import (
     UnrelatedTask,
@@ -190,6 +190,7 @@ def head_attribution(model: HookedTransformer, prompts: Sequence[Prompt], label_
         raise ValueError("ablation must be 'zero' or 'mean'")
     if not prompts:
         raise ValueError("no prompts to score")
+    check_prompts(model, prompts, "score heads on", label_ids)
     L, H = model.cfg.n_layers, model.cfg.n_heads
     lids = torch.tensor(list(label_ids))
     n = len(prompts)

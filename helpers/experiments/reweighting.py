@@ -33,7 +33,15 @@ from transformer_lens import HookedTransformer
 from helpers.core.checks import run_args
 from helpers.core.predict import logits_at, predict
 from helpers.core.prefix import predict_shared, vanilla_predictions
-from helpers.core.prompts import Demo, Prompt, build_prompts, class_draws, demos_from_indices, pad_batch
+from helpers.core.prompts import (
+    Demo,
+    Prompt,
+    build_prompts,
+    check_prompts,
+    class_draws,
+    demos_from_indices,
+    pad_batch,
+)
 from helpers.core.store import pins_weights, result_types
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids
 
@@ -162,6 +170,7 @@ def train_reweighting(model: HookedTransformer, train_prompts: Sequence[Prompt],
     """
     if not train_prompts:
         raise ValueError("no training prompts")
+    check_prompts(model, train_prompts, "train re-weighting on", label_ids)
     if any(p.gold is None for p in train_prompts):
         raise ValueError("training prompts need gold labels: build them from Demo queries")
     n_demos = train_prompts[0].n_demos

@@ -52,7 +52,7 @@ from helpers.core.heads import (
     shared_cache,
 )
 from helpers.core.prefix import PrefixCache
-from helpers.core.prompts import Prompt
+from helpers.core.prompts import Prompt, check_prompts
 from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.tasks import label_token_ids
 from helpers.core.unrelated import (
@@ -125,6 +125,7 @@ def value_outputs(model: HookedTransformer, prompts: Sequence[Prompt], label_ids
     Prompts sharing their demonstrations run them once (values at the label positions from the prefix
     cache, attention rows from the suffix runs; ``cache``: that prefix already built, keep-everything);
     otherwise (e.g. :func:`helpers.core.unrelated.fresh_demo_prompts`, or ``shared=False``) full prompts run."""
+    check_prompts(model, prompts, "read value outputs of", label_ids)
     if len(label_ids) != 2:
         raise ValueError("logit minus needs a binary task (label_ids = [foo, bar])")
     K = {p.n_demos for p in prompts}
