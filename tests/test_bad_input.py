@@ -147,7 +147,7 @@ CASES: list[Bad] = [
         CorruptDataError, "test.jsonl, line 1: not valid JSON"),
     Bad("--checksums of malformed JSON (command line)",
         lambda e: cli("helpers.core.tasks", "--checksums", str(e.task("{oops\n", checksums=False))), CommandFailed,
-        "error: "),
+        "test.jsonl, line 1: not valid JSON"),
     Bad("--checksums of a row past the label words (command line)",
         lambda e: cli("helpers.core.tasks", "--checksums", str(e.task([ROW, {"text": "x", "label": 3}],
                                                                       checksums=False))),

@@ -29,7 +29,8 @@ def _is_int(x) -> bool:
 def positive_int(name: str, value) -> int:
     """``value`` as an int if it is a whole number >= 1, else an :class:`ArgumentError` naming ``name``."""
     if not _is_int(value):
-        raise ArgumentError(f"{name} must be a positive integer, got {value!r} ({type(value).__name__})")
+        raise ArgumentError(f"{name} must be a positive integer, got {value!r} ({type(value).__name__}): "
+                            "pass a whole number such as 8")
     if value < 1:
         raise ArgumentError(f"{name} must be a positive integer, got {value}: pass 1 or more")
     return int(value)
