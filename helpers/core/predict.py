@@ -19,6 +19,7 @@ from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
+from helpers.core.store import result_types
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -151,6 +152,7 @@ def predictions_from_resid(model: HookedTransformer, resid: Float[torch.Tensor, 
     return Predictions(logits[:, ids], logits.topk(top_k, dim=-1).indices, gold)
 
 
+@result_types
 @dataclass
 class Predictions:
     label_logits: Float[torch.Tensor, "n classes"]  # logits of the label words' first tokens
@@ -184,7 +186,7 @@ def predict(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequ
     and returns TransformerLens ``(hook_name, fn)`` pairs for that batch, so
     per-prompt positions (label positions, q) can be used inside hooks.
     """
-    check_prompts(model, prompts, "predict")
+    check_prompts(model, prompts, "predict", label_ids)
     if len(set(label_ids)) != len(label_ids):
         raise ValueError("label_ids must be distinct (see tasks.label_token_ids)")
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0

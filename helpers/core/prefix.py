@@ -483,7 +483,7 @@ def predict_shared(model: HookedTransformer, prompts: Sequence[Prompt], label_id
     """
     from helpers.core.predict import predictions_from_resid
 
-    check_prompts(model, prompts, "predict")
+    check_prompts(model, prompts, "predict", label_ids)
     if len(set(label_ids)) != len(label_ids):
         raise ValueError("label_ids must be distinct (see tasks.label_token_ids)")
     if cache is None:

@@ -56,6 +56,7 @@ __all__ = [
     "build_prompt",
     "build_prompts",
     "make_icl_set",
+    "example_prompt",
     "pad_batch",
 ]
 
@@ -90,6 +91,7 @@ class Prompt:
     query: Demo | None = None  # the query row when built from one
     kinds: list[str] = field(default_factory=list)  # per token: bos/text/format/label/query
     demo_end: int | None = None  # one past the demonstrations' last token (None: the token after the last label)
+    task: Task | None = None  # the task it was built for (label ids are checked against its label words)
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
@@ -135,7 +137,10 @@ def class_draws(train, task: str | Task, k_per_class: int, seed: int, exclude: S
     demonstrations are part of the 5-shot ones and the re-weighting training
     examples (draws 2..5) are disjoint from them.
     """
+    from helpers.core.checks import positive_int
+
     task = get_task(task)
+    k_per_class = positive_int("k_per_class", k_per_class)
     labels = np.asarray(train["label"])
     order = _pool_order(train, seed, exclude)
     out = []
@@ -170,6 +175,9 @@ def sample_demos(
 
 def sample_test(test, n: int, seed: int) -> list[Demo]:
     """The test split shuffled with ``seed``, first ``min(n, len)`` rows."""
+    from helpers.core.checks import positive_int
+
+    n = positive_int("n_test", n)
     order = np.random.default_rng(seed).permutation(len(test))[: min(n, len(test))].tolist()
     rows = test.select(order)
     return [Demo(t, int(lbl), int(i)) for t, lbl, i in zip(rows["text"], rows["label"], order)]
@@ -219,6 +227,9 @@ def build_prompt(model_or_tokenizer, task: str | Task, demos: Sequence[Demo], qu
     offsets = [tuple(o) for o in enc["offset_mapping"]]
     if label_ids is None:
         label_ids = label_token_ids(tok, task) if demos else []
+    elif len(label_ids) != task.n_classes:
+        raise PromptError(f"label_ids has {len(label_ids)} id(s), but {task.display} has {task.n_classes} classes; "
+                          "pass tasks.label_token_ids(tokenizer, task) or leave label_ids out")
     kinds: list[str] = []
     owner: list[int] = []
     piece_of: list[int] = []
@@ -267,7 +278,7 @@ def build_prompt(model_or_tokenizer, task: str | Task, demos: Sequence[Demo], qu
         tokens=tokens, text=text, label_pos=label_pos, label_class=label_class, label_spans=label_spans,
         format_pos=format_pos, text_spans=text_spans,
         query_span=(qx[0], qx[-1] + 1) if qx else (end, end), q=end - 1, bos=bos, gold=gold, query=qdemo, kinds=kinds,
-        demo_end=demo_end,
+        demo_end=demo_end, task=task,
     )
 
 
@@ -311,9 +322,11 @@ class PromptSet:
 def make_icl_set(model: HookedTransformer, task: str | Task, seed: int, n_test: int, k_per_class: int = 1,
                  demos: Sequence[Demo] | None = None, max_len: int | None = None) -> PromptSet:
     """The paper's setting for one seed: one fixed demonstration set for the whole test sample."""
+    from helpers.core.checks import positive_int
     from helpers.core.tasks import load_split
 
     task = get_task(task)
+    n_test, k_per_class = positive_int("n_test", n_test), positive_int("k_per_class", k_per_class)
     train, test = load_split(task, "train"), load_split(task, "test")
     demos = list(demos) if demos is not None else sample_demos(train, task, k_per_class, seed)
     queries = sample_test(test, n_test, seed)
@@ -326,8 +339,38 @@ def make_icl_set(model: HookedTransformer, task: str | Task, seed: int, n_test: 
     return PromptSet(task, seed, k_per_class, demos, kept, prompts, dropped, label_token_ids(model.tokenizer, task))
 
 
-def check_prompts(model: HookedTransformer, prompts: Sequence[Prompt], what: str = "run") -> None:
-    """Refuse an empty prompt list, or a prompt longer than the model's context, with a message that says what to do."""
+def example_prompt(model: HookedTransformer, task: str | Task, seed: int = 42, k_per_class: int = 1,
+                   max_len: int | None = None) -> Prompt:
+    """One prompt to look at or compute by hand: ``k_per_class`` demonstrations per class drawn with ``seed``
+    (:func:`sample_demos`) and the first test row, in the order :func:`sample_test` shuffles them with ``seed``,
+    whose prompt fits ``max_len`` (default: the model's context ``n_ctx``). Rows whose prompt is longer are
+    skipped, as :func:`build_prompts` and :func:`make_icl_set` drop them; when the first row fits, it is
+    ``sample_test(test, 1, seed)[0]``."""
+    from helpers.core.tasks import load_split
+
+    task = get_task(task)
+    max_len = max_len or model.cfg.n_ctx
+    demos = sample_demos(load_split(task, "train"), task, k_per_class, seed)
+    test = load_split(task, "test")
+    lids = label_token_ids(model.tokenizer, task)
+    for query in sample_test(test, len(test), seed):
+        p = build_prompt(model, task, demos, query, label_ids=lids)
+        if len(p) <= max_len:
+            return p
+    raise PromptError(f"{task.display}, seed {seed}: every test row's prompt is longer than {max_len} tokens (the "
+                      f"model's context n_ctx = {model.cfg.n_ctx}); use fewer demonstrations per class, shorter "
+                      "texts or a model with a longer context")
+
+
+def check_prompts(model: HookedTransformer, prompts: Sequence[Prompt], what: str = "run",
+                  label_ids: Sequence[int] | None = None) -> None:
+    """Refuse what is not a list of prompts, an empty one, a prompt longer than the model's context, and (when
+    given) ``label_ids`` that are not one id per class of the prompts' label words
+    (:func:`helpers.core.checks.check_label_ids`), with a message that says what to do. The public functions
+    that take prompts call it once, where the call comes in."""
+    from helpers.core.checks import check_label_ids, prompt_list
+
+    prompts = prompt_list(prompts, what)
     if not len(prompts):
         raise PromptError(f"no prompts to {what}: pass at least one (a prompt set whose prompts were all "
                           "dropped as longer than the context has none; see PromptSet.n_dropped)")
@@ -337,6 +380,8 @@ def check_prompts(model: HookedTransformer, prompts: Sequence[Prompt], what: str
             raise PromptError(f"prompt {i} is {len(p)} tokens, longer than the model's context (n_ctx = {n_ctx}); "
                               "use fewer or shorter demonstrations, or build_prompts / make_icl_set, which drop "
                               "over-long prompts and count them")
+    if label_ids is not None:
+        check_label_ids(model.tokenizer, prompts, label_ids)
 
 
 def pad_batch(prompts: Sequence[Prompt], pad_id: int = 0) -> tuple[Int[torch.Tensor, "batch seq"], torch.Tensor]:

@@ -63,6 +63,7 @@ __all__ = [
     "task_files",
     "task_digest",
     "record_checksums",
+    "read_rows",
 ]
 
 
@@ -268,11 +269,22 @@ def _find_checksum(split: str, path: Path, spec: dict, base: Path | None) -> str
     places.append((path.parent.parent / "checksums.json", [f"{path.parent.name}/{path.name}"]))
     for sums_path, keys in places:
         if sums_path.is_file():
-            sums = json.loads(sums_path.read_text())
+            sums = _read_json_object(sums_path)
             for key in keys:
                 if _sha_of(sums.get(key)):
                     return _sha_of(sums[key])
     return None
+
+
+def _read_json_object(path: Path) -> dict:
+    try:
+        out = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SpecError(f"{path} is not valid JSON ({e}); fix it, or delete it and record the checksums again "
+                        "with python -m helpers.core.tasks --checksums <spec>") from None
+    if not isinstance(out, dict):
+        raise SpecError(f"{path} must hold one JSON object (file name -> sha256), not {type(out).__name__}")
+    return out
 
 
 def task_digest(task: Task) -> str:
@@ -385,18 +397,16 @@ def record_checksums(spec_path: str | Path) -> Path:
     p = Path(spec_path).resolve()
     task = task_from_spec(_read_spec(p), base=p.parent, spec_path=p, need_checksums=False)
     out = p.parent / "checksums.json"
-    sums = json.loads(out.read_text()) if out.is_file() else {}
+    sums = _read_json_object(out) if out.is_file() else {}
     for split, f in task.files:
         f = Path(f)
         if not f.is_file():
             raise SpecError(f"{f} does not exist: put the {split} rows there as JSON lines with 'text' and 'label'")
         labels: dict[str, int] = {}
-        rows = 0
-        for line in f.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                rows += 1
-                labels[str(row["label"])] = labels.get(str(row["label"]), 0) + 1
+        ds = read_rows(f, task.n_classes)  # every row checked: the file and line of a bad one
+        rows = len(ds)
+        for lab in ds["label"]:
+            labels[str(lab)] = labels.get(str(lab), 0) + 1
         sums[os.path.relpath(f, p.parent)] = {"sha256": file_sha256(f), "rows": rows,
                                               "labels": dict(sorted(labels.items()))}
     out.write_text(json.dumps(sums, indent=1, sort_keys=True) + "\n")
@@ -422,27 +432,103 @@ def _checksums(root: str) -> dict:
     path = Path(root) / "checksums.json"
     if not path.exists():
         raise CorruptDataError(f"{path} is missing. Rebuild the data: python scripts/build_data.py")
-    return json.loads(path.read_text())
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CorruptDataError(f"{path} is not valid JSON ({e}); restore it with `git checkout -- data/` or "
+                               "rebuild the data: python scripts/build_data.py") from None
 
 
-@lru_cache(maxsize=32)
-def _load_verified(path_str: str, expected: str, mtime: float):
+def _line_of(data: bytes, offset: int) -> int:
+    return data.count(b"\n", 0, offset) + 1
+
+
+_PARSED: dict[tuple[str, str], tuple] = {}  # (path, sha256 of its bytes) -> (texts, labels, line numbers)
+
+
+def _read(path: Path) -> tuple[str, bytes]:
+    """``(sha256, bytes)`` of a data file, read once."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise CorruptDataError(f"{path} cannot be read ({e.strerror or e})") from e
+    return hashlib.sha256(data).hexdigest(), data
+
+
+def _rows(path: Path, sha: str, data: bytes) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
+    """``(texts, labels, line numbers)`` of the bytes ``data`` of a JSON-lines file, every row checked; parsed once
+    per content (keyed by its sha256)."""
+    key = (str(path), sha)
+    if key not in _PARSED:
+        if len(_PARSED) >= 32:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[key] = _parse_rows(path, data)
+    return _PARSED[key]
+
+
+def _parse_rows(path: Path, data: bytes) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
+    fix = ("; each line must be one JSON object with a non-empty string 'text' and an integer 'label' "
+           '(the class id: 0 for the first label word), e.g. {"text": "a fine film", "label": 1}')
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorruptDataError(f"{path}, line {_line_of(data, e.start)}: not UTF-8 text (byte 0x{data[e.start]:02x} "
+                               f"at byte {e.start}); save the file as UTF-8") from None
+    texts, labels, lines = [], [], []
+    for n, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}, line {n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CorruptDataError(f"{where}: not valid JSON ({e.msg}, column {e.colno}){fix}") from None
+        if not isinstance(row, dict):
+            raise CorruptDataError(f"{where}: a JSON {type(row).__name__}, not an object{fix}")
+        if "text" not in row:
+            raise CorruptDataError(f"{where}: no 'text' field (fields: {sorted(row)}){fix}")
+        t = row["text"]
+        if not isinstance(t, str) or not t.strip():
+            raise CorruptDataError(f"{where}: 'text' must be a non-empty string, got {t!r}{fix}")
+        if "label" not in row:
+            raise CorruptDataError(f"{where}: no 'label' field (fields: {sorted(row)}){fix}")
+        lab = row["label"]
+        if isinstance(lab, bool) or not isinstance(lab, int):
+            raise CorruptDataError(f"{where}: 'label' must be an integer class id, got {lab!r}{fix}")
+        texts.append(t)
+        labels.append(lab)
+        lines.append(n)
+    if not texts:
+        raise CorruptDataError(f"{path} holds no rows{fix}")
+    return tuple(texts), tuple(labels), tuple(lines)
+
+
+def read_rows(path: str | Path, n_classes: int | None = None):
+    """The rows of a JSON-lines data file as a ``datasets.Dataset`` (``text``, ``label``), every row checked.
+
+    A row must be one JSON object per line with a non-empty string ``text`` and an integer ``label`` in
+    ``0..n_classes - 1`` (when ``n_classes`` is given); other fields are ignored and blank lines skipped.
+    The file must be UTF-8 and hold at least one row. Anything else raises :class:`CorruptDataError`
+    naming the file and the line. No checksum is checked here (:func:`load_split` checks it first).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CorruptDataError(f"{path} does not exist")
+    return _dataset(path, *_rows(path, *_read(path)), n_classes)
+
+
+def _dataset(path: Path, texts, labels, lines, n_classes: int | None):
     import datasets
 
-    path = Path(path_str)
-    actual = file_sha256(path)
-    if actual != expected:
-        raise CorruptDataError(
-            f"{path} does not match its checksum (sha256 {actual[:12]}..., expected {expected[:12]}...). "
-            "The file is corrupt or was edited: restore it with `git checkout -- data/` or rebuild it "
-            "with `python scripts/build_data.py`."
-        )
+    if n_classes is not None:
+        bad = next((i for i, lab in enumerate(labels) if not 0 <= lab < n_classes), None)
+        if bad is not None:
+            n_bad = sum(not 0 <= lab < n_classes for lab in labels)
+            raise CorruptDataError(
+                f"{path}, line {lines[bad]}: label {labels[bad]} is outside 0..{n_classes - 1} (the task has "
+                f"{n_classes} label words; {n_bad} row(s) out of range): fix the label, or add the label word")
     datasets.disable_progress_bars()
-    try:
-        ds = datasets.load_dataset("json", data_files=str(path), split="train", keep_in_memory=True)
-    except Exception as e:  # malformed JSON that still matched a checksum cannot happen; be explicit anyway
-        raise CorruptDataError(f"{path} could not be parsed ({e}). Rebuild with scripts/build_data.py.") from e
-    return ds
+    return datasets.Dataset.from_dict({"text": list(texts), "label": list(labels)})
 
 
 def load_split(task: str | Task, split: str):
@@ -461,11 +547,15 @@ def load_split(task: str | Task, split: str):
         raise CorruptDataError(f"No data file {rel} is recorded in {root / 'checksums.json'}.{hint}")
     if not path.exists():
         raise CorruptDataError(f"{path} is missing. Restore it (git checkout -- data/) or run scripts/build_data.py.")
-    ds = _load_verified(str(path), sums[rel]["sha256"], path.stat().st_mtime)
-    bad = set(ds.unique("label")) - set(range(task.n_classes))
-    if bad:
-        raise CorruptDataError(f"{path} has labels {sorted(bad)} outside 0..{task.n_classes - 1}.")
-    return ds
+    actual, data = _read(path)
+    expected = sums[rel]["sha256"]
+    if actual != expected:
+        raise CorruptDataError(
+            f"{path} does not match its checksum (sha256 {actual[:12]}..., expected {expected[:12]}...). "
+            "The file is corrupt or was edited: restore it with `git checkout -- data/` or rebuild it "
+            "with `python scripts/build_data.py`."
+        )
+    return _dataset(path, *_rows(path, actual, data), task.n_classes)
 
 
 def _load_spec_split(task: Task, split: str):
@@ -478,20 +568,13 @@ def _load_spec_split(task: Task, split: str):
     if not expected:
         raise CorruptDataError(f"no checksum is recorded for {path}{where}; record it with "
                                f"python -m helpers.core.tasks --checksums {task.spec_path or '<spec>'}")
-    actual = file_sha256(path)
+    actual, data = _read(path)
     if actual != expected:
         raise CorruptDataError(
             f"{path} does not match its recorded checksum{where} (sha256 {actual[:12]}..., expected "
             f"{expected[:12]}...). The file is corrupt or was edited: restore it, or, if the edit is intended, "
             f"record the new checksum with python -m helpers.core.tasks --checksums {task.spec_path or '<spec>'}.")
-    ds = _load_verified(str(path), expected, path.stat().st_mtime)
-    if not {"text", "label"} <= set(ds.column_names):
-        raise CorruptDataError(f"{path} needs 'text' and 'label' fields in every row, has {ds.column_names}")
-    bad = set(ds.unique("label")) - set(range(task.n_classes))
-    if bad:
-        raise CorruptDataError(f"{path} has labels {sorted(bad)} outside 0..{task.n_classes - 1} "
-                               f"({task.n_classes} label words).")
-    return ds
+    return _dataset(path, *_rows(path, actual, data), task.n_classes)
 
 
 def label_token_ids(tokenizer, task: str | Task) -> list[int]:
@@ -532,5 +615,8 @@ if __name__ == "__main__":
 
     ap = argparse.ArgumentParser(description="Record the checksums of a task spec's data files.")
     ap.add_argument("--checksums", metavar="SPEC", required=True, help="the task spec file (JSON or TOML)")
-    out = record_checksums(ap.parse_args().checksums)
+    try:
+        out = record_checksums(ap.parse_args().checksums)
+    except (SpecError, CorruptDataError, LabelCollisionError) as e:  # a message, not a traceback
+        sys.exit(f"error: {e}")
     print(f"wrote {out}")

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from helpers.core.checks import unrelated_args
 from helpers.core.prompts import Demo, Prompt, PromptSet, build_prompt, build_prompts, sample_demos, sample_test
-from helpers.core.store import cached
+from helpers.core.store import cached, pins_weights
 from helpers.core.tasks import Task, get_task, label_token_ids, load_split
 
 if TYPE_CHECKING:
@@ -146,6 +147,7 @@ def run_model_name(model: HookedTransformer, model_name: str | None) -> str:
     return model_name if model_name is not None else getattr(model.cfg, "icl_model_name", model.cfg.model_name)
 
 
+@pins_weights
 def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes: dict,
                      seeds: Sequence[int] | None, model_name: str | None, run: Callable,
                      heads: dict[str, Sequence[tuple[int, int]]] | None = None,
@@ -155,6 +157,7 @@ def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, Unrelat
     Cache parameters: model, task, seed, k, n (``sizes["n_eval"]``), the heads if given, and ``extra(ut)``.
     """
     name, K, seeds = run_model_name(model, model_name), sizes["k_per_class"], sizes["seeds"] if seeds is None else seeds
+    seeds = unrelated_args(uts, seeds)
     out = {}
     for t, ut in uts.items():
         hs = None if heads is None else heads[t]

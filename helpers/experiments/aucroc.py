@@ -31,9 +31,11 @@ from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
+from helpers.core.checks import run_args
 from helpers.core.predict import Predictions, length_batches, logits_at, predictions_from_resid
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
+from helpers.core.store import pins_weights
 
 __all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "aucroc_sizes",
            "aucroc_runs", "mean_curves", "per_task_table", "aucroc_verdict", "other_offline_model",
@@ -64,7 +66,7 @@ def label_attention(model: HookedTransformer, prompts: Sequence[Prompt], label_i
     or prompts without one common demonstration set) full prompts are run.
     Both paths give the same outputs (tests).
     """
-    check_prompts(model, prompts, "read attention for")
+    check_prompts(model, prompts, "read attention for", label_ids)
     p0 = shared_prefix_or_none(model, prompts, shared)
     if p0 is not None:
         return _label_attention_shared(model, prompts, label_ids, p0, batch_size, top_k, progress)
@@ -131,6 +133,20 @@ def _label_attention_shared(model, prompts: Sequence[Prompt], label_ids: Sequenc
     return scores, preds
 
 
+def _class_ids(pred, n_classes: int) -> np.ndarray:
+    """``pred`` as integer class ids, each in ``0..n_classes - 1`` (a ValueError that says which is not)."""
+    y = np.asarray(pred.cpu() if isinstance(pred, torch.Tensor) else pred)
+    if y.dtype.kind == "f" and np.all(np.isfinite(y)) and np.all(y == np.round(y)):
+        y = y.astype(np.int64)
+    if y.dtype.kind not in "iu":
+        raise ValueError(f"pred must hold integer class ids (the predicted class of each input), got dtype {y.dtype}")
+    bad = (y < 0) | (y >= n_classes)
+    if bad.any():
+        raise ValueError(f"pred holds class id {int(y[bad].flat[0])}, outside 0..{n_classes - 1} (scores has "
+                         f"{n_classes} class columns): pass each input's predicted class, e.g. Predictions.pred")
+    return y.astype(np.int64)
+
+
 def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, "n"]) -> float:
     """ROC AUC of per-class scores against predicted labels (nan if fewer than 2 classes were predicted).
 
@@ -140,7 +156,7 @@ def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, "n"]) 
     ``multi_class="ovo"``).
     """
     s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(pred).astype(int)
+    y = _class_ids(pred, s.shape[-1] if s.ndim else 0)
     if s.ndim != 2 or y.shape != (s.shape[0],):
         raise ValueError(f"scores must be [n, classes] and pred [n]; got {s.shape} and {y.shape}")
     if s.shape[0] == 0:
@@ -172,7 +188,7 @@ def aucroc_per_layer(scores: Float[torch.Tensor, "n layer classes"], pred) -> Fl
     """``AUCROC_l`` for every layer: :func:`auc_roc` of each layer's scores, computed for all layers at once
     (rank statistics; equal to ``roc_auc_score`` per layer to float rounding, tested)."""
     s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(pred.pred if hasattr(pred, "pred") else pred).astype(int)
+    y = _class_ids(pred.pred if hasattr(pred, "pred") else pred, s.shape[-1] if s.ndim else 0)
     if s.ndim != 3 or y.shape != (s.shape[0],):
         raise ValueError(f"scores must be [n, layer, classes] and pred [n]; got {s.shape} and {y.shape}")
     if s.shape[0] == 0:
@@ -225,6 +241,7 @@ def aucroc_sizes(profile) -> dict:
     return {"seeds": tuple(profile.seeds), "n": n, "batch_size": profile.batch_size}
 
 
+@pins_weights
 def aucroc_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int, batch_size: int = 16,
                 profile: str = "", progress: bool = True, raw: dict | None = None):
     """``AUCROC_l`` and ``R_l`` for every (task, seed), cached; a long ``pandas.DataFrame``.
@@ -232,6 +249,7 @@ def aucroc_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int
     Columns: model, task, seed, layer, auc, r, n, accuracy, n_pred_classes. ``raw``, if
     given, is filled with ``{(task, seed): {"scores", "pred", "gold"}}`` (for intervals).
     """
+    tasks, seeds = run_args(tasks, seeds, n=n)
     import warnings
 
     import pandas as pd

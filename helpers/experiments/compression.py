@@ -58,6 +58,7 @@ from helpers.core.prefix import (
     vanilla_predictions,
 )
 from helpers.core.prompts import Demo, Prompt, build_prompts
+from helpers.core.store import pins_weights, result_types
 from helpers.study.stats import bootstrap_of_means
 
 __all__ = [
@@ -165,6 +166,7 @@ def token_counts(prompts: Sequence[Prompt], cache: PrefixCache) -> dict:
                 bound=(p0 + lx) / (len(cache) + lx))
 
 
+@result_types
 @dataclass
 class CompressionResult:
     task: str
@@ -222,6 +224,7 @@ def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int 
                              best, len(prompts), per_input, query_positions)
 
 
+@pins_weights
 def cached_compression(model, icl_set, random_top_draws: int = 20, batch_size: int = 16, progress: bool = False,
                        query_positions: str = "original") -> CompressionResult:
     """:func:`run_compression`, stored on disk (:func:`helpers.core.store.cached`).

@@ -48,6 +48,7 @@ from transformer_lens import HookedTransformer
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
+from helpers.core.store import result_types
 
 __all__ = [
     "QKVectors",
@@ -70,6 +71,7 @@ __all__ = [
 ]
 
 
+@result_types
 @dataclass
 class QKVectors:
     queries: Float[torch.Tensor, "n layer width"]  # query at q, heads concatenated
@@ -101,7 +103,7 @@ def collect_qk(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: S
     (queries at q and label probabilities). Otherwise (``shared=False``, or no
     common demonstration set) full prompts are run. Same outputs (tests).
     """
-    check_prompts(model, prompts, "collect q/k vectors for")
+    check_prompts(model, prompts, "collect q/k vectors for", label_ids)
     layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
     p0 = shared_prefix_or_none(model, prompts, shared)
     if p0 is not None:

@@ -34,11 +34,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from helpers.core.checks import unrelated_args
 from helpers.core.heads import Head, label_attention_at_q, predict_with_cache, shared_cache
 from helpers.core.predict import HookFactory
 from helpers.core.prefix import PrefixError
 from helpers.core.prompts import Prompt, build_prompts, class_draws, demos_from_indices, sample_test
-from helpers.core.store import cached
+from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.tasks import label_token_ids
 from helpers.core.unrelated import UnrelatedTask, eval_sizes, run_model_name
 from helpers.study.claims import Claim, claim
@@ -62,6 +63,7 @@ __all__ = [
 ]
 
 
+@result_types
 @dataclass
 class BiasResult:
     kind: str  # "majority" | "recency"
@@ -280,6 +282,7 @@ def head_biases_sizes(profile) -> dict:
     return {**eval_sizes(profile), "bias_tasks": bias_tasks}
 
 
+@pins_weights
 def bias_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]], sizes: dict,
               seeds: Sequence[int] | None = None, kinds: Sequence[str] = ("majority", "recency"),
               batch_size: int = 16, model_name: str | None = None) -> dict[tuple[str, int, str], BiasResult]:
@@ -291,6 +294,7 @@ def bias_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: di
     if not set(kinds) <= set(fns):
         raise ValueError(f"kinds must be among {sorted(fns)}")
     name, seeds = run_model_name(model, model_name), sizes["seeds"] if seeds is None else seeds
+    seeds = unrelated_args(uts, seeds)
     out = {}
     for t, ut in uts.items():
         hs = heads[t]

@@ -58,6 +58,7 @@ from einops import rearrange
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
+from helpers.core.checks import unrelated_args
 from helpers.core.heads import (
     Head,
     collect_at_q,
@@ -70,8 +71,8 @@ from helpers.core.heads import (
 )
 from helpers.core.predict import HookFactory, Predictions
 from helpers.core.prefix import PrefixCache, PrefixError, extend_prefix, suffix_forward
-from helpers.core.prompts import Prompt
-from helpers.core.store import cached
+from helpers.core.prompts import Prompt, check_prompts
+from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.unrelated import (
     UnrelatedTask,
     cached_eval_runs,
@@ -125,6 +126,7 @@ __all__ = [
 # ------------------------------------------------------------------ head attribution
 
 
+@result_types
 @dataclass
 class HeadScores:
     gain: Float[torch.Tensor, "n layer head"]  # per prompt, for the predicted label
@@ -189,6 +191,7 @@ def head_attribution(model: HookedTransformer, prompts: Sequence[Prompt], label_
         raise ValueError("ablation must be 'zero' or 'mean'")
     if not prompts:
         raise ValueError("no prompts to score")
+    check_prompts(model, prompts, "score heads on", label_ids)
     L, H = model.cfg.n_layers, model.cfg.n_heads
     lids = torch.tensor(list(label_ids))
     n = len(prompts)
@@ -620,11 +623,13 @@ def accuracy_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes
                             extra=lambda ut: {"words": list(ut.task.label_words)})
 
 
+@pins_weights
 def attribution_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes: dict, batch_size: int = 16,
                      model_name: str | None = None, progress: bool | str = False) -> dict[str, HeadScores]:
     """:func:`head_attribution` (zero ablation) per task on ``sizes["n_attr"]`` prompts of
     :func:`attribution_seed` (cache kind ``"heads_attr"``). Returns ``{task: HeadScores}``."""
     name, K, seed = run_model_name(model, model_name), sizes["k_per_class"], attribution_seed(sizes)
+    unrelated_args(uts)
     out = {}
     for t, ut in uts.items():
         def compute(ut=ut):

@@ -40,9 +40,11 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
+from helpers.core.checks import run_args
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from helpers.core.predict import HookFactory, Predictions, predict
 from helpers.core.prompts import Prompt
+from helpers.core.store import pins_weights
 
 __all__ = [
     "CONDITIONS",
@@ -419,6 +421,7 @@ def isolation_sizes(profile) -> dict:
             "batch_size": profile.batch_size}
 
 
+@pins_weights
 def isolation_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int, k_main: int = 5,
                    k_sweep: Sequence[int] = (1, 3, 7), sweep_seeds: Sequence[int] = (), batch_size: int = 16,
                    top_k: int = 5, profile: str = "", progress: bool = True, sweep_n: int | None = None,
@@ -430,6 +433,7 @@ def isolation_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | 
     and, with ``random_n``, only the first that many inputs (:func:`isolation_experiment`).
     Returns ``{(task, seed): {"base": Predictions, (condition, where, k): Predictions, ...}}``.
     """
+    tasks, seeds = run_args(tasks, seeds, n=n, k_main=k_main)
     import warnings
 
     from helpers.core.prompts import make_icl_set

@@ -30,9 +30,19 @@ from jaxtyping import Float
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
+from helpers.core.checks import run_args
 from helpers.core.predict import logits_at, predict
 from helpers.core.prefix import predict_shared, vanilla_predictions
-from helpers.core.prompts import Demo, Prompt, build_prompts, class_draws, demos_from_indices, pad_batch
+from helpers.core.prompts import (
+    Demo,
+    Prompt,
+    build_prompts,
+    check_prompts,
+    class_draws,
+    demos_from_indices,
+    pad_batch,
+)
+from helpers.core.store import pins_weights, result_types
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids
 
 __all__ = [
@@ -130,6 +140,7 @@ def vanilla_5shot_demos(train, task, shots_per_class: int, seed: int) -> list[De
     return sample_demos(train, task, shots_per_class, seed)
 
 
+@result_types
 @dataclass
 class ReweightResult:
     beta: Float[torch.Tensor, "layer head demo"]
@@ -159,6 +170,7 @@ def train_reweighting(model: HookedTransformer, train_prompts: Sequence[Prompt],
     """
     if not train_prompts:
         raise ValueError("no training prompts")
+    check_prompts(model, train_prompts, "train re-weighting on", label_ids)
     if any(p.gold is None for p in train_prompts):
         raise ValueError("training prompts need gold labels: build them from Demo queries")
     n_demos = train_prompts[0].n_demos
@@ -214,6 +226,7 @@ def train_reweighting(model: HookedTransformer, train_prompts: Sequence[Prompt],
     return ReweightResult(beta.detach().cpu(), losses, epoch_losses, list(train_prompts[0].label_class))
 
 
+@result_types
 @dataclass
 class Table1Row:
     task: str
@@ -286,9 +299,11 @@ SETTINGS = {"vanilla 1-shot": "correct_1shot", "vanilla 5-shot": "correct_5shot"
             "anchor re-weighting": "correct_reweight"}  # Table 1's rows and the Table1Row field of each
 
 
+@pins_weights
 def table1_runs(model: HookedTransformer, tasks: Sequence[str], seeds: Sequence[int], n_test: int, epochs: int,
                 per_class: int = 4, eval_batch_size: int = 16, lr: float = 0.01) -> dict:
     """:func:`run_table1` for every (task, seed), each cached on disk: ``{(task, seed): Table1Row}``."""
+    tasks, seeds = run_args(tasks, seeds, n_test=n_test, per_class=per_class)
     from helpers.core.store import cached
 
     name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)

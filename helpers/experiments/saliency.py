@@ -50,8 +50,10 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
+from helpers.core.checks import run_args
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prompts import Prompt, build_prompt, check_prompts, sample_demos, sample_test
+from helpers.core.store import pins_weights
 from helpers.core.tasks import get_task, label_token_ids, load_split
 
 __all__ = [
@@ -159,7 +161,7 @@ def saliency_matrices(model, prompts: Sequence[Prompt], label_ids: Sequence[int]
                       progress: bool | str = False, max_pattern_mb: float = 256
                       ) -> list[Float[torch.Tensor, "layer seq seq"]]:
     """Per-prompt ``I`` (``[layer, len, len]``, unpadded), in input order. Memory grows with len^2: use for few prompts."""
-    check_prompts(model, prompts, "compute saliency for")
+    check_prompts(model, prompts, "compute saliency for", label_ids)
     out: list[torch.Tensor | None] = [None] * len(prompts)
     for idx in tqdm(_batches(model, prompts, batch_size, max_pattern_mb), disable=not progress, leave=False,
                     desc=progress if isinstance(progress, str) else "saliency"):
@@ -210,7 +212,7 @@ def saliency_flow(model, prompts: Sequence[Prompt], label_ids: Sequence[int], ba
     batch's attention patterns (all layers and heads, float32) stay under
     ``max_pattern_mb`` (the backward pass keeps a few times that alive).
     """
-    check_prompts(model, prompts, "compute saliency flows for")
+    check_prompts(model, prompts, "compute saliency flows for", label_ids)
     out = torch.empty(len(prompts), model.cfg.n_layers, 3)
     for idx in tqdm(_batches(model, prompts, batch_size, max_pattern_mb), disable=not progress, leave=False,
                     desc=progress if isinstance(progress, str) else "saliency"):
@@ -270,6 +272,7 @@ def saliency_sizes(profile) -> dict:
     return {"seeds": tuple(profile.seeds), "n": per_task, "batch_size": 4}
 
 
+@pins_weights
 def saliency_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int, batch_size: int = 4,
                   profile: str = "", progress: bool = True):
     """Per-input ``(S_wp, S_pq, S_ww)`` for every (task, seed), cached on disk.
@@ -277,6 +280,7 @@ def saliency_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | i
     Returns ``{(task, seed): Float[Tensor, "n layer 3"]}`` (raw, not relative).
     ``n``: inputs per task and seed (an int or a per-task dict, e.g. :func:`saliency_sizes`).
     """
+    tasks, seeds = run_args(tasks, seeds, n=n)
     from helpers.core.store import cached
     from helpers.core.tasks import LabelWordWarning
 

@@ -12,10 +12,11 @@ from jaxtyping import Float
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
+from helpers.core.checks import run_args
 from helpers.core.predict import predict, shots_for
 from helpers.core.prefix import vanilla_predictions
 from helpers.core.prompts import Demo, Prompt, build_prompt, make_icl_set
-from helpers.core.store import cached
+from helpers.core.store import cached, pins_weights
 from helpers.core.tasks import LabelWordWarning, Task, get_task, label_token_ids, task_from_spec
 from helpers.study.claims import Claim, claim
 from helpers.study.paper import FIG5_PEAK_AUCROC
@@ -25,6 +26,7 @@ __all__ = ["vanilla_accuracy", "shots_for", "label_logits_reference", "check_lab
            "setting_claims", "own_task_claims"]
 
 
+@pins_weights
 def vanilla_accuracy(model: HookedTransformer, tasks: Sequence[str], seeds: Sequence[int], n_test: int,
                      k_per_class: int = 1, batch_size: int = 16, profile: str = "", progress: bool = True):
     """Vanilla ICL accuracy for every (task, seed): a ``pandas.DataFrame`` row per run.
@@ -33,6 +35,7 @@ def vanilla_accuracy(model: HookedTransformer, tasks: Sequence[str], seeds: Sequ
     input ``idx`` (test row) and ``correct`` (0/1), for intervals (:mod:`helpers.study.stats`).
     Results are cached on disk (helpers.core.store.cached).
     """
+    tasks, seeds = run_args(tasks, seeds, n_test=n_test, k_per_class=k_per_class)
     import pandas as pd
 
     rows = []

@@ -40,6 +40,7 @@ from einops import einsum
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
+from helpers.core.checks import unrelated_args
 from helpers.core.heads import (
     Head,
     collect_at_q,
@@ -51,8 +52,8 @@ from helpers.core.heads import (
     shared_cache,
 )
 from helpers.core.prefix import PrefixCache
-from helpers.core.prompts import Prompt
-from helpers.core.store import cached
+from helpers.core.prompts import Prompt, check_prompts
+from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.tasks import label_token_ids
 from helpers.core.unrelated import (
     UnrelatedTask,
@@ -103,6 +104,7 @@ def value_output_vectors(model: HookedTransformer, pattern_q: Float[torch.Tensor
     return pattern_q[:, hs, :, None] * vo
 
 
+@result_types
 @dataclass
 class ValueOutputs:
     heads: list[Head]
@@ -123,6 +125,7 @@ def value_outputs(model: HookedTransformer, prompts: Sequence[Prompt], label_ids
     Prompts sharing their demonstrations run them once (values at the label positions from the prefix
     cache, attention rows from the suffix runs; ``cache``: that prefix already built, keep-everything);
     otherwise (e.g. :func:`helpers.core.unrelated.fresh_demo_prompts`, or ``shared=False``) full prompts run."""
+    check_prompts(model, prompts, "read value outputs of", label_ids)
     if len(label_ids) != 2:
         raise ValueError("logit minus needs a binary task (label_ids = [foo, bar])")
     K = {p.n_demos for p in prompts}
@@ -334,12 +337,14 @@ def value_output_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], h
     return cached_eval_runs("heads_vo", model, uts, sizes, seeds, model_name, run, heads=heads)
 
 
+@pins_weights
 def towers_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]],
                 sizes: dict, batch_size: int = 16, model_name: str | None = None) -> dict[str, ValueOutputs]:
     """:func:`value_outputs` of ``heads[task]`` on ``sizes["n_towers"]`` prompts that each have their own
     demonstrations (:func:`helpers.core.unrelated.fresh_demo_prompts`, seed :func:`towers_seed`), per task
     (cache kind ``"heads_towers"``); :func:`two_towers` reads them. Returns ``{task: ValueOutputs}``."""
     name, K, seed = run_model_name(model, model_name), sizes["k_per_class"], towers_seed(sizes)
+    unrelated_args(uts)
     out = {}
     for t, ut in uts.items():
         hs = heads[t]

@@ -1,0 +1,119 @@
+"""The result store: keyed by every byte of the weights, and unable to run code from its files."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.core import store
+from helpers.core.models import make_tiny_model
+from helpers.core.store import StoreError, cached, model_fingerprint, same_weights
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path / "store"))
+    monkeypatch.delenv("ICL_RECOMPUTE", raising=False)
+    return tmp_path / "store"
+
+
+def test_fingerprint_changes_with_any_value_of_any_parameter():
+    model = make_tiny_model("gpt2", seed=0)
+    ref = model_fingerprint(model)
+    assert model_fingerprint(make_tiny_model("gpt2", seed=0)) == ref  # same weights, same fingerprint
+    for name, _ in model.named_parameters():
+        edited = copy.deepcopy(model)
+        q = dict(edited.named_parameters())[name]
+        with torch.no_grad():
+            q[tuple(int(i) for i in np.unravel_index(q.numel() // 2, q.shape))] += 1e-3  # one value mid-tensor
+        assert model_fingerprint(edited) != ref, name
+
+
+def test_fingerprint_sees_edits_through_data_and_inside_same_weights():
+    model = make_tiny_model("rotary", seed=0)
+    ref = model_fingerprint(model)
+    model.blocks[1].attn.W_O.data[2] = 0  # .data: no version counter moves
+    edited = model_fingerprint(model)
+    assert edited != ref
+    with same_weights(model):
+        assert model_fingerprint(model) == edited
+        with torch.no_grad():
+            model.blocks[0].attn.W_O[1] = 0  # an in-place edit inside the block is seen too
+        assert model_fingerprint(model) != edited
+
+
+def _run_all(model):
+    """Every run helper that stores results of a model, on a tiny model and a handful of inputs."""
+    from helpers.experiments.aucroc import aucroc_runs
+    from helpers.experiments.isolation import isolation_runs
+    from helpers.experiments.saliency import saliency_runs
+    from helpers.experiments.setting import vanilla_accuracy
+
+    acc = vanilla_accuracy(model, ["sst2"], [42], n_test=3, progress=False)
+    sal = saliency_runs(model, ["sst2"], [42], n=2, progress=False)
+    auc = aucroc_runs(model, ["sst2"], [42], n=3, progress=False)
+    iso = isolation_runs(model, ["sst2"], [42], n=2, k_main=1, k_sweep=(), progress=False)
+    return acc, sal, auc, iso
+
+
+def test_zeroing_one_heads_W_O_rows_recomputes_every_stored_result(results):
+    model = make_tiny_model("gpt2", seed=0)
+    first = _run_all(model)
+    stored = sorted(p.relative_to(results) for p in results.rglob("*.pt"))
+    kinds = {p.parts[0] for p in stored}
+    assert {"vanilla_accuracy", "saliency_flow", "aucroc", "isolation", "vanilla_predictions"} <= kinds
+    _run_all(model)
+    assert sorted(p.relative_to(results) for p in results.rglob("*.pt")) == stored  # served, nothing new
+    with torch.no_grad():
+        model.blocks[1].attn.W_O[2] = 0  # head 2 of layer 1 writes nothing
+    second = _run_all(model)
+    now = sorted(p.relative_to(results) for p in results.rglob("*.pt"))
+    assert len(now) == 2 * len(stored)  # every result computed again, under new keys
+    for kind in kinds:
+        assert sum(p.parts[0] == kind for p in now) == 2 * sum(p.parts[0] == kind for p in stored), kind
+    assert not torch.equal(first[1][("sst2", 42)], second[1][("sst2", 42)])  # the saliency did change
+
+
+class _Boom:
+    def __reduce__(self):
+        return (Path.touch, (Path(MARKER),))
+
+
+MARKER = ""
+
+
+def test_a_planted_file_runs_no_code(results, tmp_path):
+    global MARKER
+    MARKER = str(tmp_path / "ran")
+    cached("planted", {"x": 1}, lambda: {"v": 1})
+    (path,) = (results / "planted").glob("*.pt")
+    path.write_bytes(pickle.dumps({"v": _Boom()}, protocol=2))  # what someone could leave in the cache folder
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(path, weights_only=True)
+    assert cached("planted", {"x": 1}, lambda: {"v": 2}) == {"v": 2}  # recomputed, not read
+    assert not Path(MARKER).exists()
+    assert torch.load(path, weights_only=True) == {"v": 2}  # and replaced by the safe result
+
+
+def test_results_of_registered_types_round_trip(results):
+    from helpers.core.predict import Predictions
+
+    pred = Predictions(torch.randn(3, 2), torch.zeros(3, 0, dtype=torch.long), torch.tensor([0, 1, -1]))
+    cached("typed", {}, lambda: {"p": pred, "a": torch.arange(3).numpy(), "nan": float("nan")})
+    out = cached("typed", {}, lambda: pytest.fail("served from the store, not computed"))
+    assert isinstance(out["p"], Predictions) and torch.equal(out["p"].label_logits, pred.label_logits)
+
+
+class Unregistered:
+    pass
+
+
+def test_a_result_of_an_unregistered_type_is_refused_when_stored(results):
+    with pytest.raises(StoreError, match="register them with helpers.core.store.result_types"):
+        cached("untyped", {}, lambda: {"x": Unregistered()})
+    assert store._RESULT_TYPES  # the project's own result types are registered
