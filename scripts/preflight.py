@@ -124,43 +124,23 @@ def _fix_hint(task) -> str:
 
 
 def scan_rows(path: Path, n_classes: int) -> tuple[int, dict[int, int], str | None]:
-    """(rows, {label: count}, problem) of a JSON-lines data file, reading every row.
+    """(rows, {label: count}, problem) of a JSON-lines data file, every row read by the project's one row reader
+    (``helpers.core.tasks.read_rows``, what a notebook's loader meets too).
 
-    ``problem`` is None or one sentence naming the file and line: bytes that are not UTF-8, a line that is not
-    a JSON object, ``text`` missing or not a non-empty string, ``label`` missing, not an integer, or outside
+    ``problem`` is None or its message, naming the file and line: bytes that are not UTF-8, a line that is not a
+    JSON object, ``text`` missing or not a non-empty string, ``label`` missing, not an integer, or outside
     ``0..n_classes - 1``, or no rows at all.
     """
-    raw = Path(path).read_bytes()
-    rows, labels = 0, {}
-    for n, line in enumerate(raw.split(b"\n"), start=1):
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as e:
-            return rows, labels, (f"{path}, line {n}: byte {line[e.start:e.start + 1]!r} at column {e.start + 1} "
-                                  "is not UTF-8; data files are UTF-8 JSON lines")
-        if not text.strip():
-            continue
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as e:
-            return rows, labels, f"{path}, line {n}: not valid JSON at column {e.colno} ({e.msg})"
-        if not isinstance(row, dict):
-            return rows, labels, f"{path}, line {n}: a row must be a JSON object with 'text' and 'label', got {text[:60]!r}"
-        if not isinstance(row.get("text"), str) or not row["text"].strip():
-            got = "no 'text'" if "text" not in row else f"'text' = {row['text']!r}"
-            return rows, labels, f"{path}, line {n}: 'text' must be a non-empty string, got {got}"
-        label = row.get("label")
-        if isinstance(label, bool) or not isinstance(label, int):
-            got = "no 'label'" if "label" not in row else f"'label' = {label!r}"
-            return rows, labels, f"{path}, line {n}: 'label' must be a whole number (the class index), got {got}"
-        if not 0 <= label < n_classes:
-            return rows, labels, (f"{path}, line {n}: label {label} is outside 0..{n_classes - 1} "
-                                  f"({n_classes} label words)")
-        rows += 1
-        labels[label] = labels.get(label, 0) + 1
-    if rows == 0:
-        return rows, labels, f"{path} has no rows; put the rows there as JSON lines with 'text' and 'label'"
-    return rows, labels, None
+    from helpers.core.tasks import CorruptDataError, read_rows
+
+    try:
+        labels = read_rows(path, n_classes)["label"]
+    except CorruptDataError as e:
+        return 0, {}, str(e)
+    counts: dict[int, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    return len(labels), counts, None
 
 
 def expected_sha256(task, split: str) -> str | None:
