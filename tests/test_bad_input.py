@@ -351,13 +351,7 @@ def test_an_own_task_with_long_rows_drops_and_counts_them(env):
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _load(name: str):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"_icl_{name}", ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from test_preflight import _load  # noqa: E402  (scripts/<name>.py as a module)
 
 
 @pytest.fixture(scope="module")
