@@ -698,8 +698,9 @@ def regime_sizes(profile) -> dict:
     ``smoke``: 1 and 2 per class, 4 queries, one seed, SST-2 only (the code runs; not evidence). ``default``:
     every size of :data:`REGIME_KS`, 32 queries x the first 2 seeds, both tasks (64 inputs per task and size):
     each (task, seed, size, mapping) runs its demonstrations once (the shared-prefix path), so the cost is set by
-    the 16-per-class AGNews prompts (about 1,900 tokens; about 20 s each on one free CPU core for Gemma 3 270M),
-    about 9 minutes per model on one free core (three times that on a shared one).
+    the 16-per-class AGNews prompts (about 2,000 tokens; on one free CPU core about 20 s per demonstration set and
+    its 32 queries for Gemma 3 270M, 50 s for SmolLM2-135M, whose 30 layers attend over them): about 9 minutes
+    for Gemma and 18 for SmolLM2 on one free core, several times that on a shared one.
     ``paper``: every size, the profile's inputs and seeds.
     """
     base = {"n_attr": incontext_heads_sizes(profile)["n_attr"]}
