@@ -118,7 +118,7 @@ def plot_regime(intervals: dict, title: str = ""):
     """Swap-averaged accuracy against demonstrations per class (log scale), one line per label pair with its 95%
     interval as a band; chance (a word prior only) at 0.5. ``intervals[(pair, k)]["swap_averaged"]``: an
     :class:`helpers.study.stats.Interval`."""
-    fig, ax = plt.subplots(figsize=(6, 3.4))
+    fig, ax = plt.subplots(figsize=(7, 3.4))
     pairs = list(dict.fromkeys(p for p, _ in intervals))
     ks = sorted({k for _, k in intervals})
     for pair in pairs:
@@ -132,7 +132,7 @@ def plot_regime(intervals: dict, title: str = ""):
     ax.set_xlabel("demonstrations per class")
     ax.set_ylabel("swap-averaged accuracy")
     ax.set_ylim(0, 1)
-    ax.set_title(title or "Does the model read an unrelated mapping from its context?", fontsize=10)
+    ax.set_title(title or "Does the model read an unrelated mapping from its context?", fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
