@@ -66,12 +66,15 @@ from helpers.experiments.head_biases import (
 )
 from helpers.experiments.incontext_heads import (
     ABLATION_CONDITIONS,
+    ALL_POSITIONS,
+    REGIME_PAIRS,
     ablation_cells,
     ablation_intervals,
     ablation_runs,
     accuracy_runs,
     attribution_runs,
     check_head_ablation,
+    clear_regimes,
     head_label_drops,
     heads_overall,
     incontext_heads,
@@ -81,6 +84,13 @@ from helpers.experiments.incontext_heads import (
     mapping_intervals,
     n_incontext_heads,
     rank_heads_for_label,
+    regime_ablation,
+    regime_claims,
+    regime_confirmation,
+    regime_intervals,
+    regime_runs,
+    regime_sizes,
+    swapped_mapping,
 )
 from helpers.experiments.two_towers import (
     check_value_output_logit_minus,
@@ -358,6 +368,72 @@ bars = {(k, st): BIAS_IV[k][key] for k in BIAS_IV for st, key in (("before", "be
 _ = save_figure(plots.plot_biases(bias_df, intervals=bars), "07_biases")
 
 # %% [markdown]
+# ### 2.7 · The regime: 1 to 16 demonstrations per class, two label pairs
+#
+# Section 2.1 measures one regime: 2 demonstrations per class with foo/bar. A model that cannot read a mapping
+# from four demonstrations might read it from thirty-two, or from a pair of words it already treats as labels.
+# Here the swap-averaged accuracy of section 2.1 runs at 1, 2, 4, 8 and 16 demonstrations per class, with
+# foo/bar and with " A"/" B" (the pair with which paper A's appendix F.2 found LLaMA-33B following an unrelated
+# mapping, 83.0% on SST-2 at 8 per class), each with its swap, on the same tasks. Each (task, seed, size) has one
+# fixed, shuffled demonstration set, the same under a mapping and its swap, and runs it once (the shared-prefix
+# path); prompts longer than the model's context are dropped and counted. The pairs, the sizes
+# (`REGIME_PAIRS`, `REGIME_KS`) and the criterion were fixed before any run: a regime *follows the mapping* when
+# the 95% interval of its swap-averaged accuracy lies above 0.5 (section 2.1's `mapping_interval_part`). With
+# ten regimes, each with a 95% interval, one may clear 0.5 by chance alone, so one regime just above 0.5 is weak
+# evidence: the regime with the highest lower bound runs again on fresh seeds (`regime_confirmation`;
+# `confirm_seeds` of `regime_sizes`), and the claim counts it only if it clears 0.5 there too. (This confirmation
+# was added after the first default run, in which Gemma cleared 0.5 in one regime of ten; it can only make the
+# verdict stricter.) If any regime follows the mapping, sections 2.2-2.3 also run again in the one with the
+# highest lower bound: in-context heads found on that regime's own attribution prompts, then ablated at q and at every
+# position against as many random heads. Run sizes: `regime_sizes` (default: 32 queries x the first 2 seeds per
+# task and size).
+
+# %%
+RS = regime_sizes(profile)
+REG_TASKS = [t for t in task_names if t in RS["tasks"]] or task_names[:1]
+REG_UTS = {m: {t: UTS[m][t] for t in REG_TASKS} for p in REGIME_PAIRS for m in (p, swapped_mapping(p))}
+REG = regime_runs(model, REG_UTS, RS, batch_size=BS, model_name=model_name, progress="regime")
+REG_IV = regime_intervals(REG)
+display(pd.DataFrame([{"pair": p, "per class": k, "swap-averaged accuracy": f"{r['swap_averaged']:.3f}",
+                       "same-word rate": f"{r['same_word']:.3f}", "accuracy (pair)": f"{r['accuracy']:.3f}",
+                       "accuracy (swap)": f"{r['accuracy_swapped']:.3f}", "dropped": f"{r['dropped']}/{r['asked']}",
+                       "reading": r["reading"]} for (p, k), r in REG_IV.items()]).set_index(["pair", "per class"]))
+_ = save_figure(plots.plot_regime(REG_IV, f"{', '.join(NAME[t] for t in REG_TASKS)}: swap-averaged accuracy, "
+                                          f"{len(RS['seeds'])} seed(s) x {RS['n_eval']} queries"), "07_regime")
+CLEAR = clear_regimes(REG_IV)  # highest lower bound first
+REG_ABL = REG_CONF = None
+if CLEAR:
+    REG_CONF = regime_confirmation(model, REG_UTS, CLEAR[0], RS, batch_size=BS, model_name=model_name,
+                                   progress="confirmation")
+    print(f"{CLEAR[0]} on fresh seeds {RS['confirm_seeds']}: swap-averaged accuracy {REG_CONF['swap_averaged']:.3f} "
+          f"({REG_CONF['reading']})")
+    REG_HEADS, REG_ABL_RUNS, REG_ABL = regime_ablation(model, REG_UTS[CLEAR[0][0]], CLEAR[0][1], RS, N_IC,
+                                                       batch_size=BS, model_name=model_name, progress="attribution")
+    print(f"Regimes that follow the mapping: {CLEAR}. Ablation in {CLEAR[0]}, in-context heads {REG_HEADS}:")
+    display(pd.DataFrame({"accuracy [95% CI]": {c: f"{REG_ABL[c]:.3f}" for c in ABLATION_CONDITIONS}}))
+    print(f"random minus in-context heads ablated, at q: {REG_ABL['excess']:.3f}; at every position: "
+          f"{REG_ABL['excess' + ALL_POSITIONS]:.3f}")
+else:
+    best = max(REG_IV, key=lambda k: REG_IV[k]["swap_averaged"].low)
+    print(f"No regime follows the mapping: every interval contains 0.5 or lies below it (highest lower bound: {best[0]} "
+          f"at {best[1]} per class, {REG_IV[best]['swap_averaged']:.3f}). Head ablation is not run: there is no "
+          "in-context mapping for it to remove (question 4).")
+
+# %% [markdown]
+# **Question.** Why not report the best of the ten regimes as "the model's foo/bar accuracy", and why does the
+# table show plain accuracy under each mapping beside the swap-averaged one?
+#
+# <details><summary>Answer</summary>
+#
+# The best of ten noisy estimates is biased upwards: with ten 95% intervals, one may lie above 0.5 by chance
+# alone, so a regime picked after the fact needs a fresh run (new seeds) before it counts as evidence; the claim
+# below says how many regimes it was chosen from. Plain accuracy under one mapping mixes a word prior with the
+# class balance of the test sample (question 1): a model that always says " A" scores high under A/B exactly
+# when the sample is rich in A's class, and low under B/A. The two plain accuracies moving in opposite
+# directions while the swap-averaged one stays at 0.5 is the signature of a prior, not of reading the mapping.
+# </details>
+
+# %% [markdown]
 # ## 3 · Paper B beside ours
 #
 # **Checks fixed before the run** (the `*_interval_part` functions of the three experiment modules), all on 95%
@@ -382,12 +458,17 @@ def context(tasks):
 
 
 ctx, bias_ctx = context(task_names), context(t for t in task_names if t in sizes["bias_tasks"])
+reg_ctx = (f"{', '.join(NAME[t] for t in REG_TASKS)} with {' and '.join(REGIME_PAIRS)}, {len(RS['seeds'])} seed(s) x "
+           f"{RS['n_eval']} queries per size")
 claims = (incontext_heads_claims(MAP_IV[("foo/bar", "bar/foo")], ABL_IV, ctx) + two_towers_claims(CARRY_IV, TT_IV, ctx)
-          + head_biases_claims(BIAS_IV, bias_ctx))
-overall = heads_overall({c.key: c.extra.get("part", c.verdict) for c in claims if c.key != "07.foobar_icl"})
+          + head_biases_claims(BIAS_IV, bias_ctx) + regime_claims(REG_IV, REG_ABL, CLEAR[0] if CLEAR else None, reg_ctx,
+                                                                        confirmation=REG_CONF))
+PREMISES = ("07.foobar_icl", "07.unrelated_regime")  # whether the model uses the mapping, not a claim about heads
+overall = heads_overall({c.key: c.extra.get("part", c.verdict) for c in claims if c.key not in PREMISES})
 print(f"Overall: {overall}. In-context heads: {N_IC} of {n_heads_total} ({100 * N_IC / n_heads_total:.1f}%; paper: ~1%).")
 metrics = {"overall": overall, "incontext_heads": IC_HEADS, "accuracy": {m: f"{iv:.3f}" for m, iv in ACC_IV.items()},
            "swap_averaged_A/B": f"{MAP_IV[('A/B', 'B/A')]['swap_averaged']:.3f}", "sizes": sizes}
+metrics["regime"] = {f"{p} at {k} per class": f"{r['swap_averaged']:.3f}" for (p, k), r in REG_IV.items()}
 _ = report_claims("07_incontext_heads", claims, metrics=metrics, digits=2)
 
 # %% [markdown]
@@ -477,3 +558,34 @@ _ = report_claims("07_incontext_heads", claims, metrics=metrics, digits=2)
 # AGNews); a precise head set (attribution on 16 prompts per task, and 4 in-context heads where 1% of Gemma's 72
 # heads would be one); more than a correlation for the two towers (32 prompts per task, one seed, no
 # intervention on query or key); and any comparison of the bias reductions with the paper's numbers.
+
+# %% [markdown]
+# **The regime, measured (section 2.7).** Default profile, SST-2 and AGNews World/Sports, 2 seeds x 32 queries
+# per task and size (128 inputs per regime, none dropped for length); swap-averaged accuracy [95% CI] at 1, 2, 4,
+# 8 and 16 demonstrations per class:
+#
+# | model, pair | 1 | 2 | 4 | 8 | 16 | same-word rate |
+# |---|---|---|---|---|---|---|
+# | Gemma 3 270M, foo/bar | 0.52 [0.49, 0.54] | 0.50 [0.47, 0.53] | 0.56 [0.51, 0.62] | 0.51 [0.48, 0.54] | 0.51 [0.48, 0.54] | 0.82-0.95 |
+# | Gemma 3 270M, A/B | 0.59 [0.49, 0.70] | 0.55 [0.41, 0.71] | 0.52 [0.43, 0.63] | 0.56 [0.48, 0.65] | 0.59 [0.48, 0.70] | 0.22-0.41 |
+# | SmolLM2-135M, foo/bar | 0.49 [0.42, 0.55] | 0.49 [0.39, 0.61] | 0.51 [0.42, 0.62] | 0.51 [0.48, 0.54] | 0.50 [0.42, 0.57] | 0.28-0.92 |
+# | SmolLM2-135M, A/B | 0.50 [0.45, 0.54] | 0.48 [0.39, 0.56] | 0.50 [0.41, 0.59] | 0.50 [0.46, 0.53] | 0.50 [0.46, 0.56] | 0.44-0.91 |
+#
+# - **More demonstrations do not teach either model the mapping.** No curve rises with the number of
+#   demonstrations. SmolLM2 is at chance in all ten regimes. Gemma clears the criterion in one regime of ten,
+#   foo/bar at 4 per class (0.56 [0.51, 0.62]), with its neighbours at 2 and 8 per class at 0.50 and 0.51: with
+#   ten 95% intervals one such regime is what chance alone often gives, so this is weak evidence until a run with
+#   new seeds repeats it. With A/B, Gemma's five point estimates all lie above 0.5 (0.52-0.59), but every interval
+#   contains 0.5.
+# - **Reading the words is not reading the mapping.** With foo/bar Gemma says the same word under both mappings
+#   for 82-95% of inputs: a word prior. With A/B its word follows the mapping (same-word rate 0.22-0.41) while the
+#   swap-averaged accuracy stays near 0.5: it takes a label from the demonstrations, consistently under both
+#   mappings, but which class it names hardly depends on the input. SmolLM2 does the same in some regimes (0.28
+#   at 2 per class with foo/bar).
+# - **The head ablation in Gemma's one regime** (foo/bar at 4 per class; in-context heads found on that regime's
+#   own attribution prompts: L11H2, L12H3, L17H0 and L15H3 or L15H0): accuracy 0.59 [0.48, 0.70] plain, 0.47
+#   [0.36, 0.58] with the in-context heads ablated at q, 0.55 [0.45, 0.66] with as many random heads; random
+#   minus in-context 0.09 [0.02, 0.17] at q (partly: above 0, but the drop of 0.13 [0.03, 0.23] is short of the
+#   0.20 that would replicate), 0.05 [-0.03, 0.17] at every position (inconclusive). Plain foo/bar accuracy
+#   carries the word prior too, so part of this drop may be the prior moving rather than a mapping removed;
+#   paper B's 87.6% -> 24.4% is on models that clearly follow the mapping.

@@ -34,6 +34,11 @@ Definitions (fixed before any result was looked at):
   exactly one of the two. *Swap-averaged accuracy* = per input, the mean of its correctness under a mapping
   and under its swap: a fixed word preference gives exactly 0.5, so only in-context use of the mapping lifts
   it above 0.5 (:func:`mapping_control`).
+- **Regime**: the mapping control at 1, 2, 4, 8 and 16 demonstrations per class with two label pairs fixed
+  before the run (foo/bar and " A"/" B", :data:`REGIME_PAIRS`), each with its swap (:func:`regime_runs`,
+  :func:`regime_intervals`). A regime *follows the mapping* when its swap-averaged accuracy's 95% interval lies
+  above 0.5 (:func:`mapping_interval_part`); the ablation then runs again in the one with the highest lower
+  bound, with in-context heads found on that regime's prompts (:func:`regime_ablation`).
 
 Notebook 07's overall verdict, :func:`heads_verdict`, lives here with the ablation it is mostly about: it takes
 numbers and the parts already graded by the other experiments (value outputs and two towers in
@@ -120,6 +125,15 @@ __all__ = [
     "attribution_runs",
     "ALL_POSITIONS",
     "ablation_runs",
+    "REGIME_PAIRS",
+    "REGIME_KS",
+    "swapped_mapping",
+    "regime_sizes",
+    "regime_runs",
+    "regime_intervals",
+    "clear_regimes",
+    "regime_ablation",
+    "regime_claims",
 ]
 
 
@@ -670,3 +684,203 @@ def ablation_conditions(model: HookedTransformer, prompts: Sequence[Prompt], lab
         preds["random heads ablated" + name] = run(rnd, at=at)
     return {**{c: p.accuracy for c, p in preds.items()}, "random_heads": rnd,
             "correct": {c: (p.pred == p.gold).int().tolist() for c, p in preds.items()}}
+
+
+# ------------------------------------------------------------------ the regime: demonstrations per class x label pairs
+
+# Fixed before any regime was run (and not changed after): paper B's foo/bar, and " A"/" B", the pair with which
+# paper A's appendix F.2 found LLaMA-33B following an unrelated mapping (83.0% on SST-2 at 8 per class). Each runs
+# with its swap (bar/foo, B/A), so every regime has the mapping control of section 2.1.
+REGIME_PAIRS = ("foo/bar", "A/B")
+REGIME_KS = (1, 2, 4, 8, 16)  # demonstrations per class
+
+
+def swapped_mapping(pair: str) -> str:
+    """The name of a mapping with its two label words swapped: ``"foo/bar"`` -> ``"bar/foo"``."""
+    words = pair.split("/")
+    if len(words) != 2 or not all(words):
+        raise ValueError(f"a mapping is named 'word0/word1', got {pair!r}")
+    return f"{words[1]}/{words[0]}"
+
+
+def regime_sizes(profile) -> dict:
+    """Sizes of the regime measurement (:func:`regime_runs`): ``ks`` (demonstrations per class), ``n_eval``
+    queries per (task, seed), ``seeds``, ``tasks`` (of notebook 07's foo/bar tasks) and ``n_attr`` (head
+    attribution prompts, used only if a regime follows the mapping, :func:`regime_ablation`).
+
+    ``smoke``: 1 and 2 per class, 4 queries, one seed, SST-2 only (the code runs; not evidence). ``default``:
+    every size of :data:`REGIME_KS`, 32 queries x the first 2 seeds, both tasks (64 inputs per task and size):
+    each (task, seed, size, mapping) runs its demonstrations once (the shared-prefix path), so the cost is set by
+    the 16-per-class AGNews prompts (about 2,000 tokens; on one free CPU core about 20 s per demonstration set and
+    its 32 queries for Gemma 3 270M, 50 s for SmolLM2-135M, whose 30 layers attend over them): about 9 minutes
+    for Gemma and 18 for SmolLM2 on one free core, several times that on a shared one.
+    ``paper``: every size, the profile's inputs and seeds.
+    """
+    base = {"n_attr": incontext_heads_sizes(profile)["n_attr"]}
+    # ``confirm_seeds`` (:func:`regime_confirmation`): fresh seeds for the regime that clears, never the first pass's
+    if profile.name == "smoke":
+        return {**base, "ks": (1, 2), "n_eval": 4, "seeds": tuple(profile.seeds[:1]), "tasks": ("sst2",),
+                "confirm_seeds": _fresh_seeds(profile.seeds[:1])}
+    if profile.name == "paper":
+        return {**base, "ks": REGIME_KS, "n_eval": profile.n_test, "seeds": tuple(profile.seeds),
+                "tasks": ("sst2", "agnews"), "confirm_seeds": _fresh_seeds(profile.seeds)}
+    return {**base, "ks": REGIME_KS, "n_eval": 32, "seeds": tuple(profile.seeds[:2]), "tasks": ("sst2", "agnews"),
+            "confirm_seeds": tuple(profile.seeds[2:4])}
+
+
+def _fresh_seeds(seeds) -> tuple[int, ...]:
+    """As many seeds as ``seeds``, none of them among ``seeds`` (each plus 1000)."""
+    return tuple(int(s) + 1000 for s in seeds)
+
+
+def _regime_eval_sizes(sizes: dict, k: int) -> dict:
+    """The sizes :func:`accuracy_runs` and :func:`ablation_runs` take, for ``k`` demonstrations per class."""
+    return {"n_eval": sizes["n_eval"], "seeds": tuple(sizes["seeds"]), "k_per_class": int(k),
+            "n_attr": sizes.get("n_attr", 16)}
+
+
+def regime_runs(model: HookedTransformer, uts: dict[str, dict[str, UnrelatedTask]], sizes: dict,
+                pairs: Sequence[str] = REGIME_PAIRS, batch_size: int = 16, model_name: str | None = None,
+                progress: bool | str = False) -> dict[tuple[str, int], dict]:
+    """:func:`accuracy_runs` for every label pair of ``pairs`` and its swap, at every size of ``sizes["ks"]``.
+
+    ``uts``: ``{mapping name: {task: UnrelatedTask}}`` holding every pair and its swap (:func:`swapped_mapping`),
+    as notebook 07's ``UTS``; the swap must name the same classes with the two words exchanged (checked).
+    Each (task, seed, size) has one fixed, shuffled demonstration set, the same under a mapping and its swap, and
+    the same ``sizes["n_eval"]`` queries; each runs its demonstrations once (shared-prefix path) and is cached as
+    notebook 07's accuracy runs are (kind ``"heads_acc"``; size 2 is section 2.1's run when the sizes agree).
+    Prompts longer than the model's context are dropped and counted (a (task, seed, size) whose prompts are all
+    too long raises :class:`helpers.core.prompts.PromptError`, as every prediction does).
+
+    Returns ``{(pair, k): {"runs": {(task, seed): accuracy run}, "swapped": {...}, "asked": queries asked,
+    "dropped": queries dropped for length}}`` (over all tasks and seeds).
+    """
+    out = {}
+    jobs = [(p, k) for p in pairs for k in sizes["ks"]]
+    for pair, k in tqdm(jobs, desc="regime" if progress is True else (progress or "regime"), disable=not progress):
+        sw = swapped_mapping(pair)
+        if pair not in uts or sw not in uts:
+            raise KeyError(f"uts needs the mapping {pair!r} and its swap {sw!r}; it has {sorted(uts)}")
+        if uts[pair].keys() != uts[sw].keys():
+            raise ValueError(f"{pair!r} and {sw!r} must cover the same tasks")
+        for t, ut in uts[pair].items():
+            other = uts[sw][t]
+            if tuple(other.task.label_words) != tuple(reversed(ut.task.label_words)) or other.classes != ut.classes:
+                raise ValueError(f"{t}: {sw!r} does not swap the label words of {pair!r} on the same classes "
+                                 f"({list(ut.task.label_words)} vs {list(other.task.label_words)})")
+        s = _regime_eval_sizes(sizes, k)
+        runs = accuracy_runs(model, uts[pair], s, batch_size=batch_size, model_name=model_name)
+        swapped = accuracy_runs(model, uts[sw], s, batch_size=batch_size, model_name=model_name)
+        asked = sum(min(s["n_eval"], len(uts[pair][t].test)) for t, _ in runs)
+        scored = sum(r["n"] for r in runs.values())
+        out[(pair, int(k))] = {"runs": runs, "swapped": swapped, "asked": asked, "dropped": asked - scored}
+    return out
+
+
+def regime_intervals(runs: dict[tuple[str, int], dict]) -> dict[tuple[str, int], dict]:
+    """Per regime (pair, k) of :func:`regime_runs`: 95% intervals (seeds, then inputs; mean over tasks) of the
+    ``swap_averaged`` accuracy and the ``same_word`` rate (:func:`mapping_control`), of the plain ``accuracy``
+    under the pair and ``accuracy_swapped`` under its swap, the ``reading`` (:func:`mapping_interval_part`), and
+    ``asked``/``dropped``."""
+    out = {}
+    for key, r in runs.items():
+        row = {"asked": r["asked"], "dropped": r["dropped"], **mapping_intervals(r["runs"], r["swapped"])}
+        row["accuracy"] = bootstrap_means({c: v["correct"] for c, v in r["runs"].items()})
+        row["accuracy_swapped"] = bootstrap_means({c: v["correct"] for c, v in r["swapped"].items()})
+        row["reading"] = mapping_interval_part(row["swap_averaged"])
+        out[key] = row
+    return out
+
+
+def clear_regimes(intervals: dict[tuple[str, int], dict]) -> list[tuple[str, int]]:
+    """The regimes whose swap-averaged accuracy lies clearly above 0.5 (its 95% interval's lower bound above 0.5,
+    :func:`mapping_interval_part`), highest lower bound first: the first is where :func:`regime_ablation` runs."""
+    ok = [k for k, r in intervals.items() if r["reading"] == "follows the mapping"]
+    return sorted(ok, key=lambda k: -intervals[k]["swap_averaged"].low)
+
+
+def regime_confirmation(model: HookedTransformer, uts: dict[str, dict[str, UnrelatedTask]], regime: tuple[str, int],
+                        sizes: dict, batch_size: int = 16, model_name: str | None = None,
+                        progress: bool | str = False) -> dict:
+    """The regime ``(pair, k)`` that cleared (:func:`clear_regimes`), run again on fresh seeds
+    (``sizes["confirm_seeds"]``, none of the first pass's): its :func:`regime_intervals` row.
+
+    The best of several intervals is biased upwards (with ten 95% intervals one may clear 0.5 by chance alone),
+    so a regime chosen after the fact counts only if it clears again on inputs and demonstrations it was not
+    chosen on: :func:`regime_claims` grades ``07.unrelated_regime`` with this row."""
+    pair, k = regime
+    seeds = tuple(sizes["confirm_seeds"])
+    if set(seeds) & set(sizes["seeds"]):
+        raise ValueError(f"confirm_seeds {seeds} overlap the first pass's seeds {tuple(sizes['seeds'])}: "
+                         "a confirmation needs fresh seeds")
+    runs = regime_runs(model, uts, {**sizes, "ks": (int(k),), "seeds": seeds}, pairs=(pair,), batch_size=batch_size,
+                       model_name=model_name, progress=progress)
+    return regime_intervals(runs)[(pair, int(k))]
+
+
+def regime_ablation(model: HookedTransformer, uts: dict[str, UnrelatedTask], k: int, sizes: dict, n_heads: int,
+                    batch_size: int = 16, model_name: str | None = None,
+                    progress: bool | str = False) -> tuple[dict[str, list[Head]], dict, dict[str, Interval]]:
+    """Sections 2.2-2.3 of notebook 07 in one regime: the in-context heads found on that regime's own prompts
+    (:func:`attribution_runs`, ``sizes["n_attr"]`` prompts of :func:`attribution_seed`, ``k`` demonstrations per
+    class), then :func:`ablation_runs` on its evaluation prompts. Returns ``(heads, runs, intervals)``
+    (:func:`ablation_intervals`)."""
+    s = _regime_eval_sizes(sizes, k)
+    scores = attribution_runs(model, uts, s, batch_size=batch_size, model_name=model_name, progress=progress)
+    heads = {t: incontext_heads(scores[t], n_heads) for t in uts}
+    abl = ablation_runs(model, uts, heads, s, batch_size=batch_size, model_name=model_name)
+    return heads, abl, ablation_intervals(abl)
+
+
+def _regime_name(key: tuple[str, int]) -> str:
+    return f"{key[0]} at {key[1]} per class"
+
+
+def regime_claims(intervals: dict[tuple[str, int], dict], ablation: dict[str, Interval] | None = None,
+                  regime: tuple[str, int] | None = None, context: str = "",
+                  confirmation: dict | None = None) -> list[Claim]:
+    """Notebook 07's claims about the regime, from :func:`regime_intervals` (criterion fixed before the run:
+    :func:`mapping_interval_part`, i.e. the 95% interval's lower bound above 0.5).
+
+    ``07.unrelated_regime``: the regime with the highest lower bound, its verdict as ``07.foobar_icl``'s, except
+    that a regime that clears 0.5 counts ("replicates") only when its run on fresh seeds (``confirmation``, the
+    :func:`regime_confirmation` row of that regime) clears 0.5 again; otherwise the verdict is "inconclusive". Its
+    note lists every regime and the confirmation. ``07.regime_ablation`` (only with ``ablation``, the :func:`ablation_intervals` of
+    :func:`regime_ablation` in ``regime``): graded as ``07.ablation_at_q`` (:func:`ablation_interval_part`).
+    """
+    if not intervals:
+        raise ValueError("no regime to report")
+    best = max(intervals, key=lambda k: intervals[k]["swap_averaged"].low)
+    reading = intervals[best]["reading"]
+    verdict = MAPPING_VERDICT[reading]
+    confirmed = ""
+    if reading == "follows the mapping":
+        if confirmation is None:
+            verdict, confirmed = "inconclusive", " Not yet run on fresh seeds, so it does not count."
+        else:
+            again = confirmation["reading"] == "follows the mapping"
+            verdict = "replicates" if again else "inconclusive"
+            confirmed = (f" On fresh seeds: {confirmation['swap_averaged']:.2f} ({confirmation['reading']}), so it "
+                         + ("counts." if again else "does not count: chosen as the best of several, it did not "
+                                                    "clear 0.5 again."))
+    listing = "; ".join(f"{_regime_name(k)} {r['swap_averaged']:.2f}" for k, r in intervals.items())
+    dropped = sum(r["dropped"] for r in intervals.values())
+    out = [claim("07.unrelated_regime", intervals[best]["swap_averaged"], verdict,
+                 f"in at least one of the {len(intervals)} regimes (label pair x demonstrations per class) the "
+                 "swap-averaged accuracy's 95% interval lies above 0.5, and again on fresh seeds; shown: the "
+                 "regime with the highest lower bound", context=context,
+                 note=f"Shown: {_regime_name(best)} ({reading}).{confirmed} Every regime: {listing}. Prompts "
+                      f"dropped for length: {dropped}. With {len(intervals)} intervals at 95% each, one may clear "
+                      "0.5 by chance alone.", regime=list(best))]
+    if ablation is not None:
+        if regime is None:
+            raise ValueError("say in which regime the ablation ran")
+        out.append(claim("07.regime_ablation", ablation["excess"], ablation_interval_part(ablation["drop"],
+                                                                                             ablation["excess"]),
+                         "accuracy with as many random heads ablated at q minus with the in-context heads ablated "
+                         "above 0 (partly); and the drop from the plain accuracy at or above 0.20 (replicates)",
+                         context=f"{context}; {_regime_name(regime)}",
+                         note=f"Accuracy at q: plain {ablation['plain']:.3f}, in-context heads ablated "
+                              f"{ablation['in-context heads ablated']:.3f}, random heads ablated "
+                              f"{ablation['random heads ablated']:.3f}; drop {ablation['drop']:.3f}."))
+    return out

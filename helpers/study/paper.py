@@ -228,6 +228,18 @@ CLAIMS_07: dict[str, dict] = {
         "source": f"{_B}, abstract and the bias-reduction experiments",
         "paper": f"{PAPER_B['recency_bias_reduction']:.0%} reduction on the paper's own measure (not defined in "
                  "full; this project's measure is another quantity)"},
+    "07.unrelated_regime": {
+        "statement": "With 1 to 16 demonstrations per class and foo/bar or A/B labels, some regime in which the model "
+                     "follows an unrelated label mapping in context",
+        "source": f"{_B}, task setting; arXiv 2305.14160 App. F.2",
+        "paper": f"{PAPER_B['icl_acc_before']:.1%} foo/bar ICL accuracy (paper B, larger models); 83.0% on SST-2 "
+                 "with A/B labels at 8 per class for LLaMA-33B, GPT2-XL and GPT-J-6B at chance (paper A)"},
+    "07.regime_ablation": {
+        "statement": "Where the model follows the mapping, ablating its in-context heads at q costs more accuracy "
+                     "than ablating as many random heads",
+        "source": f"{_B}, abstract and the in-context heads experiment",
+        "paper": f"{PAPER_B['icl_acc_before']:.1%} -> {PAPER_B['icl_acc_after_ablating_heads']:.1%} with "
+                 f"{PAPER_B['fraction_of_heads']:.0%} of the heads"},
 }
 # end of notebook 07
 

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-__all__ = ["plot_head_map", "plot_ablation", "plot_value_outputs", "plot_two_towers", "plot_biases", "head_attention_view"]
+__all__ = ["plot_head_map", "plot_ablation", "plot_value_outputs", "plot_two_towers", "plot_biases", "head_attention_view",
+           "plot_regime"]
 
 
 def plot_head_map(gain, drop, chosen: Sequence[tuple[int, int]] = (), title: str = ""):
@@ -111,3 +112,27 @@ def head_attention_view(model, prompt, attn_rows, head_names: Sequence[str]):
     vals = torch.as_tensor(attn_rows).T.float()  # [seq, heads]
     return cv.tokens.colored_tokens_multi(tokens=view_token_strings(model, prompt), values=vals,
                                           labels=list(head_names))
+
+
+def plot_regime(intervals: dict, title: str = ""):
+    """Swap-averaged accuracy against demonstrations per class (log scale), one line per label pair with its 95%
+    interval as a band; chance (a word prior only) at 0.5. ``intervals[(pair, k)]["swap_averaged"]``: an
+    :class:`helpers.study.stats.Interval`."""
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    pairs = list(dict.fromkeys(p for p, _ in intervals))
+    ks = sorted({k for _, k in intervals})
+    for pair in pairs:
+        pts = [(k, intervals[(pair, k)]["swap_averaged"]) for k in ks if (pair, k) in intervals]
+        x = [k for k, _ in pts]
+        line, = ax.plot(x, [iv.estimate for _, iv in pts], marker="o", label=f"{pair} with its swap")
+        ax.fill_between(x, [iv.low for _, iv in pts], [iv.high for _, iv in pts], color=line.get_color(), alpha=0.2)
+    ax.axhline(0.5, ls=":", c="grey", lw=1, label="chance (word prior only)")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.set_xlabel("demonstrations per class")
+    ax.set_ylabel("swap-averaged accuracy")
+    ax.set_ylim(0, 1)
+    ax.set_title(title or "Does the model read an unrelated mapping from its context?", fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
