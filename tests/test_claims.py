@@ -58,3 +58,25 @@ def test_report_saves_claims_and_warns_under_smoke(tmp_path, monkeypatch, capsys
     assert saved["summary"][0]["ours"].startswith("61.0%") and "Verdict: replicates" in capsys.readouterr().out
     with pytest.raises(ValueError, match="repeat"):
         report_claims("99_probe", [_claim(), _claim()], show=False, model_name="m", profile="smoke")
+
+
+def test_a_claim_reported_by_another_notebook_joins_its_home_row(tmp_path, monkeypatch):
+    """Notebook 09 grades the control with notebook 01's claims: in RESULTS' summary the control's number stands in
+    01's row, beside the offline model's, not in a row of its own; its own claims keep 09's rows."""
+    from helpers.study.report import summary_rows
+
+    monkeypatch.setenv("ICL_RESULTS_DIR", str(tmp_path))
+    premise = _claim(key="09.premise", statement="The control learns in context")
+    report_claims("01_probe", [_claim(key="01.probe")], model_name="google/gemma-3-270m", profile="smoke", show=False)
+    report_claims("09_control", [_claim(key="01.probe", ours=Interval(0.9, 0.8, 1.0, 5, 100), unit=""), premise],
+                  model_name="control", profile="smoke", show=False)
+    sections = {}
+    for p in tmp_path.rglob("*_probe.json"):
+        sections.setdefault(p.stem, {})["google/gemma-3-270m"] = json.loads(p.read_text())
+    for p in tmp_path.rglob("09_control.json"):
+        sections.setdefault(p.stem, {})["control"] = json.loads(p.read_text())
+    rows = summary_rows(sections, ["google/gemma-3-270m", "control"])
+    assert [(r["section"], r["claim"]) for r in rows] == [("01_probe", "01 Label words anchor"),
+                                                          ("09_control", "09 The control learns in context")]
+    assert rows[0]["gemma-3-270m"].startswith("61.0%") and rows[0]["control"].startswith("0.9 [0.8, 1.0]")
+    assert "gemma-3-270m" not in rows[1] and rows[1]["control"].startswith("61.0%")

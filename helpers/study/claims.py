@@ -141,7 +141,7 @@ def report_claims(section: str, claims: Sequence[Claim], metrics: dict | None = 
         display(table)
         for c in claims:
             print("-", c.sentence(digits))
-    summary = [{"claim": f"{section[:2]} {c.statement}", "paper": c.paper, "ours": c.ours_text(digits),
+    summary = [{"claim": f"{section[:2]} {c.statement}", "key": c.key, "paper": c.paper, "ours": c.ours_text(digits),
                 "verdict": c.verdict} for c in claims]
     save_metrics(section, {"model": model_name, "profile": profile, "claims": [c.to_json(digits) for c in claims],
                            "summary": summary, "table": [c.row(digits) for c in claims],

@@ -34,17 +34,24 @@ def markdown_table(rows: list[dict]) -> str:
 
 
 def summary_rows(sections: dict, models: list[str]) -> list[dict]:
-    """Merge the notebooks' ``summary`` rows across models: one row per (section, claim)."""
+    """Merge the notebooks' ``summary`` rows across models: one row per (section, claim).
+
+    A claim that one notebook reports with another notebook's key (notebook 09 grades the positive control with
+    01-03's and 07's claims) joins that notebook's row when it is in the report, so the control's number stands
+    beside the offline models' under the same claim."""
     from helpers.study.results import model_slug
 
+    by_number = {sec[:2]: sec for sec in sections}
     rows: dict[tuple[str, str], dict] = {}
     for sec in sorted(sections):
         for m in models:
             for r in sections[sec].get(m, {}).get("summary", []) or []:
-                row = rows.setdefault((sec, r["claim"]), {"section": sec, "claim": r["claim"], "paper": r.get("paper", "")})
+                home = by_number.get(str(r.get("key", ""))[:2], sec)
+                claim = f"{home[:2]} {r['claim'][3:]}" if home != sec else r["claim"]
+                row = rows.setdefault((home, claim), {"section": home, "claim": claim, "paper": r.get("paper", "")})
                 row[f"{model_slug(m)}"] = r.get("ours", "")
                 row[f"verdict ({model_slug(m)})"] = r.get("verdict", "")
-    return list(rows.values())
+    return sorted(rows.values(), key=lambda row: row["section"])
 
 
 RUNS_FILE = "runs.json"  # per results folder: the last run of every notebook (scripts/run_all.py writes it)
