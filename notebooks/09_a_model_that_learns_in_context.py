@@ -56,7 +56,7 @@ from IPython.display import display
 
 from helpers.core.control import CONTROL_PATH, checkpoint_info, control_prompts, control_task
 from helpers.core.models import load_model
-from helpers.experiments.aucroc import aucroc_claims, aucroc_per_layer, cumulative_r, curve_intervals, label_attention
+from helpers.experiments.aucroc import aucroc_claims, curve_intervals, label_attention, raw_mean_curves
 from helpers.experiments.incontext_heads import (
     ablation_accuracy,
     ablation_conditions,
@@ -120,9 +120,9 @@ _ = save_figure(plots.plot_training_curve(curve, 1 / task.n_labels, f"Training t
 #   answer to both and score at most 0.5 swap-averaged; one that reads the mapping moves its answer with it.
 
 # %%
-ACC = bootstrap_means(accuracy_cells(model, CP, BS))
+SWAP = {s: label_swap(model, cp) for s, cp in CP.items()}  # its "correct" is the plain accuracy's input
+ACC = bootstrap_means(swap_cells(SWAP, "correct"))
 HELD = bootstrap_means(accuracy_cells(model, {s: control_prompts(task, N, s, classes="heldout") for s in SEEDS}, BS))
-SWAP = {s: label_swap(model, cp) for s, cp in CP.items()}
 SWAP_IV = {k: bootstrap_means(swap_cells(SWAP, k)) for k in ("swap_averaged", "follows", "same")}
 display(pd.DataFrame({"[95% CI]": {
     "accuracy, training classes": f"{ACC:.3f}", "accuracy, classes never seen in training": f"{HELD:.3f}",
@@ -243,9 +243,7 @@ for s, cp in CP.items():
     scores, pr = label_attention(model, cp.prompts, cp.label_ids, batch_size=BS, top_k=0, shared=False)
     RAW[("control", s)] = {"scores": scores, "pred": pr.pred, "gold": pr.gold}
 AUC_IV = curve_intervals(RAW)
-CURVE = pd.DataFrame({"layer": range(model.cfg.n_layers),
-                      "auc": np.nanmean([aucroc_per_layer(r["scores"], r["pred"]) for r in RAW.values()], 0)})
-CURVE["r"] = cumulative_r(CURVE["auc"].to_numpy())
+CURVE = raw_mean_curves(RAW)  # AUCROC_l averaged over seeds, R_l from the mean curve (as notebook 03's mean_curves)
 display(CURVE.round(3))
 
 # %% [markdown]
@@ -294,7 +292,7 @@ print(f"2-way: swap-averaged accuracy {MAP_IV['swap_averaged']:.3f}, same answer
 # demonstration set, and the control's mapping changes with every sequence while its accuracy has no room to grow.
 
 # %%
-HA = {s: hidden_anchor_accuracy(model, cp, seed=s) for s, cp in CP.items()}
+HA = {s: hidden_anchor_accuracy(model, cp, seed=s, full=SWAP[s]["pred"]) for s, cp in CP.items()}
 display(pd.DataFrame({k: {"[95% CI]": f"{bootstrap_means({('control', s): h[k] for s, h in HA.items()}):.3f}"}
                       for k in ("icl", "hidden_anchor", "hidden_random", "hidden_anchor_loyal", "hidden_random_loyal")}).T)
 

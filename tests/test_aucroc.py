@@ -9,7 +9,14 @@ from sklearn.metrics import roc_auc_score
 
 from helpers.core.predict import predict
 from helpers.core.prompts import make_icl_set
-from helpers.experiments.aucroc import auc_roc, aucroc_per_layer, crossing_layer, cumulative_r, label_attention
+from helpers.experiments.aucroc import (
+    auc_roc,
+    aucroc_per_layer,
+    crossing_layer,
+    cumulative_r,
+    label_attention,
+    raw_mean_curves,
+)
 
 
 def test_binary_hand_and_sklearn():
@@ -274,3 +281,15 @@ def test_aucroc_claims_one_per_check_judged_on_intervals():
            "crossing": None}
     assert [c.verdict for c in aucroc_claims(curve, low, "m")] == ["does not replicate", "does not replicate",
                                                                    "inconclusive"]
+
+
+def test_raw_mean_curves_is_the_mean_over_runs_with_r_from_it():
+    """raw_mean_curves of raw runs: per layer the NaN-skipping mean of each run's AUCROC_l, R_l from that mean."""
+    g = torch.Generator().manual_seed(0)
+    raw = {(t, s): {"scores": torch.rand(12, 3, 2, generator=g), "pred": torch.randint(0, 2, (12,), generator=g)}
+           for t in ("a", "b") for s in (1, 2)}
+    want = np.nanmean([aucroc_per_layer(r["scores"], r["pred"]) for r in raw.values()], 0)
+    got = raw_mean_curves(raw)
+    np.testing.assert_allclose(got["auc"].to_numpy(), want)
+    np.testing.assert_allclose(got["r"].to_numpy(), cumulative_r(want))
+    assert got["layer"].tolist() == [0, 1, 2]

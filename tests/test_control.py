@@ -264,6 +264,19 @@ def test_hidden_anchor_on_the_control(control):
     assert r["hidden_anchor_loyal"].mean() >= 0.9
 
 
+def test_label_swap_gives_the_plain_run_and_hidden_anchor_reuses_it(control):
+    """label_swap's ``pred``/``correct`` are the plain run's (so notebook 09 runs each sequence once for both), and
+    hidden_anchor_accuracy given those predictions equals its own full run."""
+    from helpers.experiments.positive_control import accuracy_cells, hidden_anchor_accuracy, label_swap
+
+    cp = control_prompts(TASK, 32, seed=15)
+    sw = label_swap(control, cp)
+    np.testing.assert_array_equal(sw["correct"], accuracy_cells(control, {0: cp})[("control", 0)])
+    given, own = hidden_anchor_accuracy(control, cp, seed=0, full=sw["pred"]), hidden_anchor_accuracy(control, cp, seed=0)
+    for k in own:
+        np.testing.assert_array_equal(given[k], own[k])
+
+
 def test_train_control_script_refuses_bad_arguments():
     import subprocess
     import sys

@@ -38,7 +38,7 @@ from helpers.core.prompts import Prompt, check_prompts, pad_batch
 from helpers.core.store import pins_weights
 
 __all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "aucroc_sizes",
-           "aucroc_runs", "mean_curves", "per_task_table", "aucroc_verdict", "other_offline_model",
+           "aucroc_runs", "mean_curves", "raw_mean_curves", "per_task_table", "aucroc_verdict", "other_offline_model",
            "label_attention_reference", "check_label_attention", "aucroc_claims"]
 
 
@@ -343,6 +343,14 @@ def mean_curves(df) -> pd.DataFrame:
     mean = df.groupby("layer", as_index=False)["auc"].mean()
     mean["r"] = cumulative_r(mean["auc"].to_numpy())
     return mean
+
+
+def raw_mean_curves(raw: dict) -> pd.DataFrame:
+    """:func:`mean_curves` of raw runs (``{(task, seed): {"scores", "pred", ...}}``, as :func:`aucroc_runs`'
+    ``raw`` or any prompts' :func:`label_attention`): AUCROC_l per layer averaged over runs, R_l from that mean."""
+    rows = [{"layer": layer, "auc": a} for res in raw.values()
+            for layer, a in enumerate(aucroc_per_layer(res["scores"], res["pred"]))]
+    return mean_curves(pd.DataFrame(rows))
 
 
 def per_task_table(df: pd.DataFrame) -> pd.DataFrame:

@@ -33,7 +33,7 @@ from helpers.core.control import ControlPrompts, ControlTask, control_prompts, r
 from helpers.core.predict import predict
 from helpers.core.prompts import Prompt
 from helpers.study.claims import Claim, claim
-from helpers.study.stats import Interval, bootstrap_means
+from helpers.study.stats import Interval
 
 __all__ = [
     "control_sizes",
@@ -74,14 +74,16 @@ def SHIFT(n_labels: int) -> list[int]:
 def label_swap(model, cp: ControlPrompts, perm: Sequence[int] | None = None, batch_size: int = 256) -> dict:
     """Predictions on ``cp`` and on the same sequences relabelled with ``perm`` (default :func:`SHIFT`).
 
-    Returns per input: ``correct``, ``correct_swapped``, ``swap_averaged`` (their mean), ``follows`` (1 where the
-    answer after the swap is ``perm`` of the answer before) and ``same`` (1 where the answer is the same label)."""
+    Returns per input: ``pred`` (the class predicted before the swap), ``correct``, ``correct_swapped``,
+    ``swap_averaged`` (their mean), ``follows`` (1 where the answer after the swap is ``perm`` of the answer
+    before) and ``same`` (1 where the answer is the same label). ``correct`` is the plain in-context accuracy's
+    input (:func:`swap_cells`), so the sequences need not run a second time for it."""
     perm = list(perm) if perm is not None else SHIFT(len(cp.label_ids))
     sw = relabel(cp, perm)
     a = predict(model, cp.prompts, cp.label_ids, batch_size=batch_size, top_k=0).pred
     b = predict(model, sw.prompts, sw.label_ids, batch_size=batch_size, top_k=0).pred
     ca, cb = (a == cp.gold).numpy().astype(float), (b == sw.gold).numpy().astype(float)
-    return {"correct": ca, "correct_swapped": cb, "swap_averaged": (ca + cb) / 2,
+    return {"pred": a, "correct": ca, "correct_swapped": cb, "swap_averaged": (ca + cb) / 2,
             "follows": (b == torch.tensor(perm)[a]).numpy().astype(float), "same": (a == b).numpy().astype(float)}
 
 
@@ -144,16 +146,18 @@ def check_circuit_attention(fn: Callable, task: ControlTask | None = None) -> No
 # ----------------------------------------------------------------- Hidden_anchor, one sequence at a time
 
 
-def hidden_anchor_accuracy(model, cp: ControlPrompts, seed: int) -> dict[str, np.ndarray]:
+def hidden_anchor_accuracy(model, cp: ControlPrompts, seed: int, full: torch.Tensor | None = None) -> dict[str, np.ndarray]:
     """Per input: correctness with the full context (``icl``), with only BOS and the label tokens' keys and values
     kept (``hidden_anchor``), and with BOS plus one random item per demonstration instead (``hidden_random``,
     drawn with ``seed``), and the label loyalty of the two against full ICL (``*_loyal``). Each sequence has its
-    own context, so each runs its own cache (paper A's compression reads one shared demonstration set)."""
+    own context, so each runs its own cache (paper A's compression reads one shared demonstration set).
+    ``full``: the predictions with the full context when already computed (:func:`label_swap`'s ``pred``)."""
     from helpers.core.prefix import predict_shared, run_prefix
 
     rng = np.random.default_rng(seed)
     out = {k: [] for k in ("icl", "hidden_anchor", "hidden_random", "hidden_anchor_loyal", "hidden_random_loyal")}
-    full = predict(model, cp.prompts, cp.label_ids, batch_size=256, top_k=0).pred
+    if full is None:
+        full = predict(model, cp.prompts, cp.label_ids, batch_size=256, top_k=0).pred
     for i, p in enumerate(cp.prompts):
         p0 = p.q  # the context: everything before the query item
         anchors = [0] + list(p.label_pos)
@@ -190,7 +194,3 @@ def control_claims(acc: Interval, heldout: Interval, swap: Interval, follows: In
               "swap-averaged accuracy's whole 95% interval at or above 0.90 (ignoring the labels scores at most 0.5)",
               context=context, note=f"Answers that move with the labels: {follows:.3f}."),
     ]
-
-
-def interval(cells: dict) -> Interval:
-    return bootstrap_means(cells)
