@@ -144,18 +144,14 @@ def scan_rows(path: Path, n_classes: int) -> tuple[int, dict[int, int], str | No
 
 
 def expected_sha256(task, split: str) -> str | None:
-    """The sha256 a task's data file is checked against when it loads (None: none recorded)."""
-    from helpers.core.tasks import data_dir
+    """The sha256 a task's data file is checked against when it loads (None: none recorded, or an unreadable
+    checksums.json, which the loader's own check then names): ``helpers.core.tasks.recorded_sha256``."""
+    from helpers.core.tasks import CorruptDataError, recorded_sha256
 
-    if task.files:
-        return dict(task.checksums).get(split) or None
-    sums_path = data_dir() / "checksums.json"
     try:
-        sums = json.loads(sums_path.read_text())
-    except (OSError, ValueError):
+        return recorded_sha256(task, split)
+    except (CorruptDataError, OSError):
         return None
-    entry = sums.get(f"{task.name}/{split}.jsonl")
-    return entry.get("sha256") if isinstance(entry, dict) else None
 
 
 def check_task_data(name: str) -> list[str]:

@@ -62,6 +62,7 @@ import torch
 from jaxtyping import Float, Int
 
 from helpers.core.prompts import Prompt
+from helpers.core.tasks import file_sha256  # the project's one file hasher (re-exported here)
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -482,14 +483,6 @@ def bake(state: dict[str, torch.Tensor], task: ControlTask, table: np.ndarray | 
     model.cfg.icl_control_task = asdict(task)
     model.eval()
     return model
-
-
-def file_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def save_control(result: TrainResult, path: str | Path) -> str:

@@ -48,6 +48,7 @@ __all__ = [
     "get_task",
     "UnknownTaskError",
     "CorruptDataError",
+    "recorded_sha256",
     "LabelCollisionError",
     "LabelWordWarning",
     "data_dir",
@@ -529,6 +530,16 @@ def _dataset(path: Path, texts, labels, lines, n_classes: int | None):
                 f"{n_classes} label words; {n_bad} row(s) out of range): fix the label, or add the label word")
     datasets.disable_progress_bars()
     return datasets.Dataset.from_dict({"text": list(texts), "label": list(labels)})
+
+
+def recorded_sha256(task: str | Task, split: str) -> str | None:
+    """The sha256 a task's ``split`` file is checked against when it loads (None: none recorded): a spec task's
+    from its spec (or the checksums.json beside it), a shipped task's from ``data/checksums.json``."""
+    task = get_task(task)
+    if task.files:
+        return dict(task.checksums).get(split) or None
+    entry = _checksums(str(data_dir())).get(f"{task.name}/{split}.jsonl")
+    return entry.get("sha256") if isinstance(entry, dict) else None
 
 
 def load_split(task: str | Task, split: str):
