@@ -22,6 +22,9 @@ PREFLIGHT_ARGS ?=
 # seconds one notebook cell may run before make run records its notebook as failed (default: ICL_CELL_TIMEOUT,
 # else the profile's: 1 h, 24 h for PROFILE=paper; helpers/study/profiles.py)
 CELL_TIMEOUT ?= $(ICL_CELL_TIMEOUT)
+# 1: count each notebook's work (positions, FLOPs, time per step, share of the CPU's matmul peak) into
+# results/<model>/<profile>/accounting.md (helpers.core.accounting; off by default)
+ACCOUNT ?=
 LOCK := requirements.lock
 # seed of `make control` (the shipped data/control/control.safetensors was trained with 0)
 CONTROL_SEED ?= 0
@@ -73,7 +76,7 @@ preflight:
 	$(PY) scripts/preflight.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(PREFLIGHT_ARGS)
 
 run: setup preflight
-	$(PY) scripts/run_all.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(if $(CELL_TIMEOUT),--timeout $(CELL_TIMEOUT))
+	$(PY) scripts/run_all.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(if $(CELL_TIMEOUT),--timeout $(CELL_TIMEOUT)) $(if $(filter 1,$(ACCOUNT)),--account)
 
 exercises: setup
 	$(PY) scripts/make_exercises.py

@@ -78,6 +78,9 @@ def main(argv=None) -> int:
                     help="models run in parallel processes (0: one per model, at most one per CPU core)")
     ap.add_argument("--progress-every", type=float, default=60.0, metavar="SECONDS",
                     help="a progress line per model at most this often while a notebook runs (default 60)")
+    ap.add_argument("--account", action="store_true",
+                    help="count each notebook's work (positions, FLOPs, time per stored step, share of this CPU's "
+                         "matmul peak) into results/<model>/<run key>/accounting.md (helpers.core.accounting)")
     ap.add_argument("--notebooks-dir", type=Path, default=ROOT / "notebooks", help=argparse.SUPPRESS)
     ap.add_argument("--runs-json", type=Path, help=argparse.SUPPRESS)  # worker mode: write runs, no report
     a = ap.parse_args(argv)
@@ -387,6 +390,8 @@ def _dispatch(a, pending, active, jobs, threads, env, tmp, runs) -> None:
             cmd = [sys.executable, __file__, "--profile", a.profile, "--models", m, "--out", str(a.out),
                    "--timeout", str(a.timeout), "--runs-json", str(out), "--notebooks-dir", str(a.notebooks_dir),
                    "--progress-every", str(a.progress_every)]
+            if a.account:
+                cmd.append("--account")
             if a.notebooks:
                 cmd += ["--notebooks", *a.notebooks]
             say(f"worker for {m}: {threads} thread(s)")
@@ -405,7 +410,8 @@ def _dispatch(a, pending, active, jobs, threads, env, tmp, runs) -> None:
 
 
 def _serial(a, models: list[str]) -> tuple[dict, int]:
-    from helpers.study.report import record_run
+    from helpers.core import accounting
+    from helpers.study.report import ACCOUNTING_DIR, record_run, write_accounting
     from helpers.study.results import model_slug, run_key
 
     tasks = _tasks()
@@ -425,8 +431,12 @@ def _serial(a, models: list[str]) -> tuple[dict, int]:
                             timing.notebook_estimates(a.out, m, a.profile, [p.stem for p in nbs], tasks),
                             a.progress_every)
         progress.start()
+        if a.account:  # ledgers of this run only
+            shutil.rmtree(folder / ACCOUNTING_DIR, ignore_errors=True)
         try:
             for nb_path in nbs:
+                if a.account:
+                    os.environ[accounting.ENV] = str(folder / ACCOUNTING_DIR / f"{nb_path.stem}.json")
                 status, dt = _execute(a, nb_path, outdir, progress, folder)
                 failed += status != "ok" and not STOP["signal"]
                 runs[m][nb_path.stem] = {"status": status, "seconds": round(dt, 1)}
@@ -439,7 +449,13 @@ def _serial(a, models: list[str]) -> tuple[dict, int]:
         except KeyboardInterrupt:  # a signal between two notebooks
             pass
         finally:
+            os.environ.pop(accounting.ENV, None)
             progress.close()
+            if a.account:
+                walls = {nb: info["seconds"] for nb, info in runs[m].items()}
+                table = write_accounting(folder, walls, f"Accounting: {m}, {key}")
+                if table:
+                    say(f"{progress.tag} accounting: {table}")
     return runs, failed
 
 

@@ -18,6 +18,7 @@ import torch
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
+from helpers.core import accounting
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
 from helpers.core.store import result_types
 
@@ -37,6 +38,7 @@ def unembed_at(model: HookedTransformer, resid: Float[torch.Tensor, "batch seq d
                vocab: torch.Tensor | None = None) -> Float[torch.Tensor, "batch vocab"]:
     """Logits of ``resid`` (the final residual stream) at ``q[b]`` of each row; ``vocab``: only these columns."""
     at_q = model.ln_final(resid[torch.arange(resid.shape[0], device=resid.device), q.to(resid.device)][:, None, :])
+    accounting.count_unembed(model, at_q.shape[0], model.cfg.d_vocab if vocab is None else len(vocab))
     if vocab is None:
         logits = model.unembed(at_q)[:, 0, :]
     else:

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from helpers.core import accounting
+
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
@@ -256,10 +258,13 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
     force = os.environ.get("ICL_RECOMPUTE", "") not in ("", "0")
     if cache and not force and path.exists():
         try:
-            return _load(path.read_bytes())
+            out = _load(path.read_bytes())
+            accounting.hit(kind)
+            return out
         except Exception:  # unreadable, or holds something other than result types: recompute and replace it
             pass
-    out = compute()
+    with accounting.step(kind):  # off unless ICL_ACCOUNT is set (make run ACCOUNT=1) or make bench records
+        out = compute()
     if cache:
         _atomic_write_bytes(path, _dump(out, kind))
     return out

@@ -56,6 +56,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              "notebooks, preflight"),
     Variable("ICL_RECOMPUTE", "`1`: recompute every step and refresh the store; `0` or unset: read the store",
              "`0`", "notebooks (helpers.core.store)"),
+    Variable("ICL_ACCOUNT", "a JSON file: count the work of every forward (positions, FLOPs, time per stored step) "
+             "into it; `make run ACCOUNT=1` sets one per notebook", "unset (off)", "notebooks (helpers.core.accounting)"),
     Variable("ICL_BATCH_TOKENS", "padded tokens per forward batch at most (`0`: no cap)",
              "1024 on a CPU, no cap on CUDA", "notebooks (helpers.core.predict)"),
     Variable("ICL_CELL_TIMEOUT", "seconds one notebook cell may run under run_all before its notebook counts as "
@@ -140,6 +142,11 @@ def _folder(raw: str) -> None:
         raise ValueError("is a file, not a folder")
 
 
+def _file(raw: str) -> None:
+    if Path(raw).expanduser().is_dir():
+        raise ValueError("is a folder; give the path of a JSON file to write")
+
+
 def _data_folder(raw: str) -> None:
     p = Path(raw).expanduser()
     if not p.is_dir():
@@ -155,7 +162,7 @@ CHECKS: dict[str, Callable[[str], None]] = {
     "ICL_PROFILE": _profile, "ICL_MODEL": _model, "ICL_DTYPE": _dtype, "ICL_TASKS": _tasks,
     "ICL_OWN_TASK": _own_task, "ICL_RESULTS_DIR": _folder, "ICL_RESULTS_CACHE": _folder,
     "ICL_ANCHORS_CACHE": _folder, "ICL_ANCHORS_DATA": _data_folder, "ICL_RECOMPUTE": _switch,
-    "ICL_BATCH_TOKENS": _whole(0), "ICL_CELL_TIMEOUT": _whole(1), "ICL_HUB_TIMEOUT": _seconds,
+    "ICL_ACCOUNT": _file, "ICL_BATCH_TOKENS": _whole(0), "ICL_CELL_TIMEOUT": _whole(1), "ICL_HUB_TIMEOUT": _seconds,
 }
 
 

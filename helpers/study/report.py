@@ -12,7 +12,8 @@ import json
 import math
 from pathlib import Path
 
-__all__ = ["build_report", "markdown_table", "record_run", "recorded_runs", "RUNS_FILE"]
+__all__ = ["build_report", "markdown_table", "record_run", "recorded_runs", "RUNS_FILE", "write_accounting",
+           "ACCOUNTING_DIR"]
 
 
 def _fmt(v) -> str:
@@ -174,4 +175,43 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
     out.with_suffix(".html").write_text(
         "<!doctype html><meta charset=utf-8><title>Results</title>"
         f"<pre style='white-space:pre-wrap;font-family:monospace'>{body}</pre>")
+    return out
+
+
+ACCOUNTING_DIR = "accounting"  # per results folder: one ledger per notebook (make run ACCOUNT=1)
+
+
+def accounting_markdown(rows: list[dict], title: str) -> str:
+    """The accounting table of :func:`helpers.core.accounting.summarise` rows, with how it was counted."""
+    peaks = sorted({round(r["peak_gflop_s"]) for r in rows if r.get("peak_gflop_s")})
+    shown = [{"notebook": r["notebook"], "step": r["step"], "wall s": r.get("wall_s", ""), "step s": r["seconds"],
+              "fwd positions": r["positions"], "bwd positions": r["backward_positions"], "TFLOP": r["tflop"],
+              "GFLOP/s": r["gflop_s"], "% of peak": r["pct_peak"], "computed / read back": f"{r['computed']} / {r['hits']}"}
+             for r in rows]
+    for r in shown:
+        for k in ("step s", "GFLOP/s", "% of peak"):
+            if isinstance(r[k], float):
+                r[k] = f"{r[k]:.1f}"
+        if isinstance(r["wall s"], float):
+            r["wall s"] = f"{r['wall s']:.0f}"
+    return (f"# {title}\n\nPer notebook and stored step (helpers.core.accounting): positions run forward and backward "
+            "(padding included), FLOPs counted from the shapes of every forward (the matmuls TransformerLens runs; a "
+            "backward pass counts one forward when only activations take gradients, two when weights do), wall "
+            "time inside the step, the GFLOP/s that makes, and its share of this machine's fp32 matmul peak "
+            f"measured in the same kernel on the model's weight shapes ({', '.join(map(str, peaks)) or '?'} GFLOP/s). "
+            "`total` rows cover the kernel from its first helper import; `wall s` is the notebook's time in the run "
+            "(kernel start, imports and the model's load included).\n\n" + markdown_table(shown))
+
+
+def write_accounting(folder: Path, walls: dict[str, float] | None = None, title: str = "Accounting") -> Path | None:
+    """``accounting.md`` and ``accounting.json`` in ``folder`` from its notebooks' ledgers; None if there are none."""
+    from helpers.core.accounting import read_ledgers, summarise
+
+    ledgers = read_ledgers(Path(folder) / ACCOUNTING_DIR)
+    if not ledgers:
+        return None
+    rows = summarise(ledgers, walls)
+    (Path(folder) / "accounting.json").write_text(json.dumps(rows, indent=1))
+    out = Path(folder) / "accounting.md"
+    out.write_text(accounting_markdown(rows, title))
     return out
