@@ -25,6 +25,12 @@ Measured in this one process, on the same prompts, one after the other:
     the speed-up as a share of the bound, and whether predictions are identical
     (goal: >= 80% of the bound for vanilla prediction on every task).
 
+(f) the accounting of the collection (``helpers.core.accounting``): every notebook of the model run by
+    ``scripts/run_all.py --account`` at ``--accounting-profile`` (default ``smoke``, a few minutes; the
+    ``default`` profile's table is what ``make run ACCOUNT=1`` writes), into a fresh store, so every step is
+    computed: per notebook and stored step, forward and backward positions, FLOPs, wall time, GFLOP/s and
+    the share of this machine's fp32 matmul peak measured in the same kernels.
+
 Writes ``results/<model>/<profile>/benchmarks.json`` and
 ``results/<model>/<profile>/benchmarks.md``. Timings depend on the machine and
 on its load: read the ratios, and run it on an otherwise idle machine.
@@ -165,6 +171,27 @@ def measure_shared(model, tasks, n: int = 64, batch_size: int = 16, seed: int = 
     return rows
 
 
+def measure_accounting(model_name: str, profile: str = "smoke", tasks=None) -> dict:
+    """Every notebook of ``model_name`` under run_all --account at ``profile``, in a fresh store and results folder."""
+    import os
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="icl-bench-acct-") as tmp:
+        env = {**os.environ, "ICL_RESULTS_CACHE": str(Path(tmp) / "store")}
+        env.pop("ICL_RECOMPUTE", None)
+        if tasks:
+            env["ICL_TASKS"] = ",".join(tasks)
+        cmd = [sys.executable, str(ROOT / "scripts" / "run_all.py"), "--profile", profile, "--models", model_name,
+               "--out", str(Path(tmp) / "results"), "--jobs", "1", "--account", "--progress-every", "0"]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, env=env, cwd=ROOT)
+        folders = list((Path(tmp) / "results").glob("*/*/accounting.json"))
+        rows = json.loads(folders[0].read_text()) if folders else []
+    return {"profile": profile, "tasks": list(tasks or []), "exit": proc.returncode,
+            "seconds": time.perf_counter() - t0, "rows": rows}
+
+
 def markdown(res: dict) -> str:
     from helpers.study.report import markdown_table
 
@@ -213,6 +240,14 @@ def markdown(res: dict) -> str:
         ok = all(r["pct_bound"] >= 80 and r["same_pred"] for r in van)
         lines.append(f"Goal (vanilla prediction >= 80% of the unique-token bound on every task, identical "
                      f"predictions): **{'met' if ok else 'not met'}**.\n")
+    if res.get("accounting"):
+        from helpers.study.report import accounting_markdown
+
+        acc = res["accounting"]
+        tasks = f", tasks {', '.join(acc['tasks'])}" if acc["tasks"] else ""
+        body = accounting_markdown(acc["rows"])
+        lines.append(f"## (f) Accounting: every notebook, profile {acc['profile']}{tasks} "
+                     f"(run_all --account, exit {acc['exit']}, {acc['seconds']:.0f} s)\n\n{body}")
     lines.append("## (c) Peak resident memory (MB, process, after each stage)\n")
     lines.append(markdown_table([{"after": k, "peak RSS MB": v} for k, v in res["peak_rss_mb"].items()]))
     return "\n".join(lines)
@@ -236,7 +271,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--repeats", type=int, default=3, help="repeats of the compression timing (median)")
     ap.add_argument("--profile", default=None, help="results folder's profile (default: $ICL_PROFILE or default)")
     ap.add_argument("--n-shared", type=int, default=64, help="inputs per task for the shared-prefix comparison")
-    ap.add_argument("--only", nargs="*", default=None, choices=["a", "b", "d", "e"],
+    ap.add_argument("--accounting-profile", default="smoke",
+                    help="profile of section (f)'s notebook runs (default smoke; make run ACCOUNT=1 gives default's)")
+    ap.add_argument("--accounting-tasks", nargs="*", default=None, help="tasks of section (f) (default: the profile's)")
+    ap.add_argument("--only", nargs="*", default=None, choices=["a", "b", "d", "e", "f"],
                     help="run only these sections (default: all)")
     ap.add_argument("--shared-experiments", nargs="*", default=list(SHARED_EXPERIMENTS), choices=SHARED_EXPERIMENTS,
                     help="experiments of section (e)")
@@ -249,7 +287,7 @@ def main(argv=None) -> dict:
     mem["model loaded"] = peak_rss_mb()
     res = {"model": name, "threads": torch.get_num_threads(), "torch": torch.__version__,
            "cpu": platform.processor() or platform.machine()}
-    want = set(a.only or "abde")
+    want = set(a.only or "abdef")
     if "a" in want:
         print(f"(a) prediction, batched ({a.batch_size}) vs one-by-one", flush=True)
         res["prediction"] = bench_predict.measure(model, a.tasks, a.n, a.batch_size)
@@ -277,6 +315,9 @@ def main(argv=None) -> dict:
         res["shared"] = measure_shared(model, a.tasks, a.n_shared, a.batch_size,
                                        experiments=a.shared_experiments)
         mem["shared prefix"] = peak_rss_mb()
+    if "f" in want:
+        print(f"(f) accounting: every notebook at profile {a.accounting_profile}", flush=True)
+        res["accounting"] = measure_accounting(name, a.accounting_profile, a.accounting_tasks)
     res["peak_rss_mb"] = mem
     res["seconds"] = time.perf_counter() - t_start
     profile = a.profile or get_profile().name

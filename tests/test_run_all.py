@@ -251,3 +251,41 @@ def test_a_notebook_with_its_own_model_runs_once_as_that_model(tmp_path):
     assert run_all._with_own_models(a, ["google/gemma-3-270m", "smollm2"]) == ["google/gemma-3-270m", "smollm2", "control"]
     a.notebooks = ["00", "07"]  # notebook 09 not selected: no control run
     assert run_all._with_own_models(a, ["google/gemma-3-270m"]) == ["google/gemma-3-270m"]
+
+
+ACCOUNTED = """
+import torch
+from helpers.core.models import make_tiny_model
+from helpers.core.store import cached
+model = make_tiny_model("gpt2")
+toks = torch.randint(100, 5000, (2, 9), generator=torch.Generator().manual_seed(0))
+def step():
+    with torch.inference_mode():
+        return model(toks).sum()
+cached("probe_step", {"n": 9}, step, cache=False)
+"""
+
+
+def test_account_writes_the_table_per_notebook_and_step(tmp_path):
+    """--account (make run ACCOUNT=1): each notebook's ledger counts its forwards under the stored step that ran
+    them, and the run writes accounting.md with FLOPs, GFLOP/s and the share of the peak measured in the kernel;
+    without --account nothing is counted."""
+    from helpers.core.accounting import forward_flops
+    from helpers.core.models import make_tiny_model
+
+    nb_dir = tmp_path / "nbs"
+    nb_dir.mkdir()
+    _write_nb(nb_dir / "00_probe.ipynb", [ACCOUNTED])
+    for flag, out in (([], tmp_path / "plain"), (["--account"], tmp_path / "counted")):
+        rc, lines, err = _run_all_streaming(["--profile", "smoke", "--models", "gemma", "--out", str(out),
+                                             "--notebooks-dir", str(nb_dir), "--jobs", "1", *flag], timeout=300)
+        assert rc == 0, "\n".join(line for _, line in lines) + err
+    folder = tmp_path / "counted" / "gemma-3-270m" / "smoke"
+    assert not (tmp_path / "plain" / "gemma-3-270m" / "smoke" / "accounting").exists()
+    rows = json.loads((folder / "accounting.json").read_text())
+    probe = next(r for r in rows if r["step"] == "probe_step")
+    expected = forward_flops(make_tiny_model("gpt2").cfg, 2, 9)
+    assert probe["tflop"] * 1e12 == pytest.approx(expected) and probe["positions"] == 18
+    total = next(r for r in rows if r["step"] == "total")
+    assert total["wall_s"] > 0 and total["peak_gflop_s"] > 0
+    assert "probe_step" in (folder / "accounting.md").read_text()

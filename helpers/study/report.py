@@ -181,8 +181,9 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
 ACCOUNTING_DIR = "accounting"  # per results folder: one ledger per notebook (make run ACCOUNT=1)
 
 
-def accounting_markdown(rows: list[dict], title: str) -> str:
-    """The accounting table of :func:`helpers.core.accounting.summarise` rows, with how it was counted."""
+def accounting_markdown(rows: list[dict], title: str | None = None) -> str:
+    """The accounting table of :func:`helpers.core.accounting.summarise` rows, with how it was counted (under a
+    ``# title`` if given)."""
     peaks = sorted({round(r["peak_gflop_s"]) for r in rows if r.get("peak_gflop_s")})
     shown = [{"notebook": r["notebook"], "step": r["step"], "wall s": r.get("wall_s", ""), "step s": r["seconds"],
               "fwd positions": r["positions"], "bwd positions": r["backward_positions"], "TFLOP": r["tflop"],
@@ -194,8 +195,8 @@ def accounting_markdown(rows: list[dict], title: str) -> str:
                 r[k] = f"{r[k]:.1f}"
         if isinstance(r["wall s"], float):
             r["wall s"] = f"{r['wall s']:.0f}"
-    return (f"# {title}\n\nPer notebook and stored step (helpers.core.accounting): positions run forward and backward "
-            "(padding included), FLOPs counted from the shapes of every forward (the matmuls TransformerLens runs; a "
+    return ((f"# {title}\n\n" if title else "") + "Per notebook and stored step (helpers.core.accounting): positions "
+            "run forward and backward (padding included), FLOPs counted from the shapes of every forward (the matmuls TransformerLens runs; a "
             "backward pass counts one forward when only activations take gradients, two when weights do), wall "
             "time inside the step, the GFLOP/s that makes, and its share of this machine's fp32 matmul peak "
             f"measured in the same kernel on the model's weight shapes ({', '.join(map(str, peaks)) or '?'} GFLOP/s). "
