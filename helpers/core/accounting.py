@@ -99,8 +99,11 @@ def _from_env() -> None:
     global _LEDGER
     path = os.environ.get(ENV)
     if path and _LEDGER is None:
+        import atexit
+
         _LEDGER = Ledger(path=path)
         _install()
+        atexit.register(_final_write)  # the time after the last step (figures, intervals) too
 
 
 @contextlib.contextmanager
@@ -303,6 +306,12 @@ def write(led: Ledger | None = None) -> None:
     with os.fdopen(fd, "w") as f:
         json.dump(led.as_dict(), f, indent=1)
     os.replace(tmp, path)
+
+
+def _final_write() -> None:
+    if _LEDGER is not None and _LEDGER.path:
+        _LEDGER._charge_time()
+        write(_LEDGER)
 
 
 def read_ledgers(folder: Path) -> dict[str, dict]:
