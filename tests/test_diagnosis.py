@@ -254,3 +254,21 @@ def test_diagnosis_claims():
     assert most_confused(pred, names) == "a–b" and most_confused(act, names) == "a–c"
     (c,) = diagnosis_claims(Interval(0.46, 0.22, 0.69, 1, 120), pred, act, names, 12, 18, context="x")
     assert c.verdict == "partly" and "actual: a–c; predicted: a–b" in c.note and "Description–Entity" in c.paper
+
+
+def test_predicted_confusion_is_the_exact_pca_and_deterministic():
+    """The queries' PCA is exact (LAPACK), not sklearn's randomized solver that "auto" picks for ~100 x 1000
+    matrices: on queries with a flat spectrum the randomized top components differ from the true ones."""
+    from helpers.experiments.diagnosis import predicted_confusion
+
+    rng = np.random.default_rng(3)
+    X, K = rng.normal(size=(120, 1024)), rng.normal(size=(6, 1024))
+    mean = X.mean(0)
+    _, S, Vt = np.linalg.svd(X - mean, full_matrices=False)
+    Z = (K - mean) @ Vt[:10].T * S[:10]
+    D = np.linalg.norm(Z[:, None] - Z[None], axis=-1)
+    D = D / D[~np.eye(6, dtype=bool)].max()
+    np.fill_diagonal(D, 1.0)
+    got = predicted_confusion(torch.tensor(X), torch.tensor(K), 10)
+    np.testing.assert_allclose(got, D, rtol=1e-9, atol=1e-12)
+    assert np.array_equal(got, predicted_confusion(torch.tensor(X), torch.tensor(K), 10))

@@ -154,3 +154,16 @@ def test_bootstrap_of_means_is_a_function_of_the_paired_means():
         bootstrap_of_means({"a": a, "b": {k: v[:-1] for k, v in a.items()}}, lambda m: m["a"])
     with pytest.raises(ValueError, match="at least one group"):
         bootstrap_of_means({}, lambda m: 0.0)
+
+
+def test_rank_auc_equals_roc_auc_score_with_ties():
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    from helpers.study.stats import rank_auc
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 50).astype(bool)
+    s = rng.integers(0, 5, (50, 3)).astype(float)  # many ties
+    got = rank_auc(y, s)
+    assert np.allclose(got, [roc_auc_score(y, s[:, j]) for j in range(3)])

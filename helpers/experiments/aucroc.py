@@ -36,6 +36,7 @@ from helpers.core.predict import Predictions, length_batches, logits_at, predict
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
 from helpers.core.store import pins_weights
+from helpers.study.stats import rank_auc
 
 __all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "aucroc_sizes",
            "aucroc_runs", "mean_curves", "raw_mean_curves", "per_task_table", "aucroc_verdict", "other_offline_model",
@@ -173,17 +174,6 @@ def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, "n"]) 
     return float(roc_auc_score(y_local, s, multi_class="ovo", labels=np.arange(len(present))))
 
 
-def _rank_auc(positive: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Binary ROC AUC of every column of ``s`` [n, k] against the boolean ``positive`` [n]: the Mann-Whitney
-    statistic with average ranks for ties (what ``roc_auc_score``'s trapezoids compute), all columns at once."""
-    from scipy.stats import rankdata
-
-    n1 = int(positive.sum())
-    n0 = len(positive) - n1
-    r = rankdata(s, axis=0)
-    return (r[positive].sum(0) - n1 * (n1 + 1) / 2) / (n1 * n0)
-
-
 def aucroc_per_layer(scores: Float[torch.Tensor, "n layer classes"], pred) -> Float[np.ndarray, "layer"]:
     """``AUCROC_l`` for every layer: :func:`auc_roc` of each layer's scores, computed for all layers at once
     (rank statistics; equal to ``roc_auc_score`` per layer to float rounding, tested)."""
@@ -199,7 +189,7 @@ def aucroc_per_layer(scores: Float[torch.Tensor, "n layer classes"], pred) -> Fl
     s = s[:, :, present]
     y_local = np.searchsorted(present, y)
     if len(present) == 2:
-        return _rank_auc(y_local == 1, s[:, :, 1])
+        return rank_auc(y_local == 1, s[:, :, 1])
     tot = s.sum(-1, keepdims=True)
     s = np.where(tot > 0, s / np.where(tot > 0, tot, 1.0), 1.0 / len(present))
     pairs = [(a, b) for a in range(len(present)) for b in range(a + 1, len(present))]
@@ -207,7 +197,7 @@ def aucroc_per_layer(scores: Float[torch.Tensor, "n layer classes"], pred) -> Fl
     for a, b in pairs:  # sklearn's one-vs-one macro average: each pair scored both ways
         m = (y_local == a) | (y_local == b)
         is_a = y_local[m] == a
-        out += (_rank_auc(is_a, s[m][:, :, a]) + _rank_auc(~is_a, s[m][:, :, b])) / 2
+        out += (rank_auc(is_a, s[m][:, :, a]) + rank_auc(~is_a, s[m][:, :, b])) / 2
     return out / len(pairs)
 
 

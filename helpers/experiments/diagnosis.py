@@ -41,7 +41,6 @@ from einops import einsum, rearrange
 from jaxtyping import Float
 from scipy.stats import spearmanr
 from sklearn.decomposition import PCA
-from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
@@ -49,6 +48,7 @@ from helpers.core.predict import length_batches, logits_at
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
 from helpers.core.store import result_types
+from helpers.study.stats import rank_auc
 
 __all__ = [
     "QKVectors",
@@ -225,9 +225,11 @@ def predicted_confusion(queries: Float[torch.Tensor, "n width"], keys: Float[tor
     nc = int(min(n_components, X.shape[0], X.shape[1]))
     if nc < 1:
         raise ValueError("need at least one query vector")
+    # the exact LAPACK solver: deterministic, and on these shapes (a hundred queries of ~1000 dimensions, refitted
+    # per bootstrap resample) far faster than the randomized solver sklearn's "auto" picks for them
     with warnings.catch_warnings():  # constant queries (e.g. layer 0): explained-variance ratio 0/0, unused here
         warnings.simplefilter("ignore", RuntimeWarning)
-        pca = PCA(n_components=nc).fit(X)
+        pca = PCA(n_components=nc, svd_solver="full").fit(X)
     Z = (np.asarray(keys, dtype=np.float64) - pca.mean_) @ pca.components_.T * pca.singular_values_
     D = np.linalg.norm(Z[:, None, :] - Z[None, :, :], axis=-1)
     off = ~np.eye(len(D), dtype=bool)
@@ -252,7 +254,7 @@ def actual_confusion(label_probs, gold) -> np.ndarray:
             if len(np.unique(y)) < 2:
                 out[a, b] = np.nan
                 continue
-            out[a, b] = roc_auc_score(y, P[m, a] / np.maximum(P[m, b], 1e-30))
+            out[a, b] = float(rank_auc(y.astype(bool), P[m, a] / np.maximum(P[m, b], 1e-30)))
     return out
 
 
@@ -311,10 +313,15 @@ def seed_averaged_spearman(vecs: dict, layer: int, n_components: int = 10, sampl
 
 def spearman_interval(vecs: dict, layer: int, n_components: int = 10, n_boot: int = 1000, seed: int = 0):
     """:func:`seed_averaged_spearman` with its 95% two-level bootstrap interval (seeds, then inputs)."""
+    from threadpoolctl import threadpool_limits
+
     from helpers.study.stats import bootstrap_statistic
 
-    return bootstrap_statistic({s: len(v.gold) for s, v in vecs.items()},
-                               lambda sample: seed_averaged_spearman(vecs, layer, n_components, sample), n_boot, seed=seed)
+    # one BLAS thread: each resample refits a PCA on a ~100 x 1000 matrix, which two threads do twice as slowly
+    with threadpool_limits(1):
+        return bootstrap_statistic({s: len(v.gold) for s, v in vecs.items()},
+                                   lambda sample: seed_averaged_spearman(vecs, layer, n_components, sample), n_boot,
+                                   seed=seed)
 
 
 def diagnosis_verdict(iv, strong: float = 0.5) -> str:
