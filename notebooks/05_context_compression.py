@@ -62,9 +62,9 @@ from helpers.core.tasks import LabelWordWarning, get_task
 from helpers.experiments.compression import (
     METHODS,
     anchor_keep,
-    cached_compression,
     check_hidden_anchor_logits,
     compression_claims,
+    compression_runs,
     hidden_anchor_reference,
     method_cells,
     time_icl_vs_anchor,
@@ -181,12 +181,8 @@ pd.DataFrame({"full ICL": full, "Hidden_anchor (by hand)": mine}, index=get_task
 QUERY_POSITIONS = "original"
 SUFFIX = "" if QUERY_POSITIONS == "original" else f"_{QUERY_POSITIONS}"  # a variant's figures/claims stay apart
 seeds = profile.seeds[:{"smoke": 1}.get(profile.name, len(profile.seeds))]
-results = {}
-for task in profile.tasks:
-    for seed in seeds:
-        icl = make_icl_set(model, task, seed, profile.n_test)
-        results[task, seed] = cached_compression(model, icl, profile.random_top_draws, profile.batch_size,
-                                                 query_positions=QUERY_POSITIONS)
+results = compression_runs(model, profile.tasks, seeds, profile.n_test, profile.random_top_draws, profile.batch_size,
+                           query_positions=QUERY_POSITIONS)
 
 # %% [markdown]
 # Table 2 (label loyalty / word loyalty / accuracy, %, mean over tasks and seeds), ours beside the paper's:

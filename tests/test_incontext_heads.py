@@ -348,3 +348,25 @@ def test_incontext_heads_claims():
     assert IH.heads_overall({"a": "partly", "b": "no measurable bias"}) == "partly"
     assert IH.heads_overall({"a": "inconclusive", "b": "does not replicate"}) == "inconclusive"
     assert IH.heads_overall({"a": "no measurable bias"}) == "does not replicate"
+
+
+def test_cached_runs_hash_the_weights_once_per_call(tiny_models, ut, tmp_path, monkeypatch):
+    """Every stored step is keyed by the weights' sha256 (2-3 s on Gemma 3 270M); a helper that stores one step
+    per (task, seed), or per size as regime_runs does, hashes them once per call, not once per step."""
+    from helpers.core import accounting
+    from helpers.core.store import FINGERPRINT_STEP
+    from helpers.experiments.incontext_heads import accuracy_runs, regime_runs
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    model = tiny_models["gpt2"]
+    from helpers.core.unrelated import UnrelatedTask, unrelated_task
+
+    full = unrelated_task("sst2", (0, 1), ("bar", "foo"))
+    swapped = UnrelatedTask(full.task, full.train.select(range(300)), full.test.select(range(60)), "sst2", (0, 1))
+    sizes = {"n_eval": 4, "seeds": (42, 43), "k_per_class": 1, "ks": (1, 2)}
+    with accounting.recording() as led:
+        accuracy_runs(model, {"sst2": ut}, sizes)
+    assert led.entries[FINGERPRINT_STEP].computed == 1 and led.entries["heads_acc"].computed == 2
+    with accounting.recording() as led:
+        regime_runs(model, {"foo/bar": {"sst2": ut}, "bar/foo": {"sst2": swapped}}, sizes, pairs=("foo/bar",))
+    assert led.entries[FINGERPRINT_STEP].computed == 1 and led.entries["heads_acc"].computed == 6  # k=1 of foo/bar is read back

@@ -162,6 +162,7 @@ def _key(kind: str, params: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
+FINGERPRINT_STEP = "(weights fingerprint)"  # its time in the accounting table (helpers.core.accounting)
 _PINNED: dict[int, tuple[tuple, str]] = {}  # id(model) -> (parameter versions, fingerprint) inside same_weights
 
 
@@ -194,7 +195,7 @@ def model_fingerprint(model: HookedTransformer) -> str:
     h = hashlib.sha256()
     h.update(str(getattr(model.cfg, "icl_model_name", model.cfg.model_name)).encode())
     h.update(repr(sorted((k, str(v)) for k, v in model.cfg.to_dict().items())).encode())
-    with torch.no_grad():
+    with torch.no_grad(), accounting.step(FINGERPRINT_STEP):
         for name, p in model.named_parameters():
             h.update(f"|{name}{tuple(p.shape)}{p.dtype}|".encode())
             h.update(_param_bytes(p))

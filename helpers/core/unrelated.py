@@ -26,7 +26,7 @@ import torch
 
 from helpers.core.checks import unrelated_args
 from helpers.core.prompts import Demo, Prompt, PromptSet, build_prompt, build_prompts, sample_demos, sample_test
-from helpers.core.store import cached, pins_weights
+from helpers.core.store import cached, pins_weights, same_weights
 from helpers.core.tasks import Task, get_task, label_token_ids, load_split
 
 if TYPE_CHECKING:
@@ -159,15 +159,16 @@ def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, Unrelat
     name, K, seeds = run_model_name(model, model_name), sizes["k_per_class"], sizes["seeds"] if seeds is None else seeds
     seeds = unrelated_args(uts, seeds)
     out = {}
-    for t, ut in uts.items():
-        hs = None if heads is None else heads[t]
-        params = {"model": name, "task": t, "k": K, "n": sizes["n_eval"], **(extra(ut) if extra else {})}
-        if hs is not None:
-            params["heads"] = hs
-        for seed in seeds:
-            def compute(ut=ut, seed=seed, hs=hs):
-                return run(eval_set(model, ut, seed, sizes), hs, seed)
-            out[(t, seed)] = cached(kind, {**params, "seed": seed}, compute, model=model)
+    with same_weights(model):  # the weights are hashed once for all (task, seed) keys
+        for t, ut in uts.items():
+            hs = None if heads is None else heads[t]
+            params = {"model": name, "task": t, "k": K, "n": sizes["n_eval"], **(extra(ut) if extra else {})}
+            if hs is not None:
+                params["heads"] = hs
+            for seed in seeds:
+                def compute(ut=ut, seed=seed, hs=hs):
+                    return run(eval_set(model, ut, seed, sizes), hs, seed)
+                out[(t, seed)] = cached(kind, {**params, "seed": seed}, compute, model=model)
     return out
 
 

@@ -69,6 +69,7 @@ __all__ = [
     "check_query_positions",
     "build_cache",
     "predict_cached",
+    "compression_runs",
     "text_anchor_demos",
     "text_anchor_prompts",
     "token_counts",
@@ -243,6 +244,18 @@ def cached_compression(model, icl_set, random_top_draws: int = 20, batch_size: i
                   draws=int(random_top_draws), query_positions=query_positions)
     return cached("compression_table2", params,
                   lambda: run_compression(model, icl_set, random_top_draws, batch_size, progress, query_positions))
+
+
+@pins_weights
+def compression_runs(model, tasks: Sequence[str], seeds: Sequence[int], n_test: int, random_top_draws: int = 20,
+                     batch_size: int = 16, query_positions: str = "original") -> dict:
+    """:func:`cached_compression` for every (task, seed) on ``n_test`` inputs (the weights hashed once):
+    ``{(task, seed): CompressionResult}``."""
+    from helpers.core.prompts import make_icl_set
+
+    return {(task, seed): cached_compression(model, make_icl_set(model, task, seed, n_test), random_top_draws,
+                                             batch_size, query_positions=query_positions)
+            for task in tasks for seed in seeds}
 
 
 def method_cells(results: dict, method: str, metric: str) -> dict:

@@ -739,6 +739,7 @@ def _regime_eval_sizes(sizes: dict, k: int) -> dict:
             "n_attr": sizes.get("n_attr", 16)}
 
 
+@pins_weights
 def regime_runs(model: HookedTransformer, uts: dict[str, dict[str, UnrelatedTask]], sizes: dict,
                 pairs: Sequence[str] = REGIME_PAIRS, batch_size: int = 16, model_name: str | None = None,
                 progress: bool | str = False) -> dict[tuple[str, int], dict]:
@@ -799,6 +800,7 @@ def clear_regimes(intervals: dict[tuple[str, int], dict]) -> list[tuple[str, int
     return sorted(ok, key=lambda k: -intervals[k]["swap_averaged"].low)
 
 
+@pins_weights
 def regime_confirmation(model: HookedTransformer, uts: dict[str, dict[str, UnrelatedTask]], regime: tuple[str, int],
                         sizes: dict, batch_size: int = 16, model_name: str | None = None,
                         progress: bool | str = False) -> dict:
@@ -818,6 +820,7 @@ def regime_confirmation(model: HookedTransformer, uts: dict[str, dict[str, Unrel
     return regime_intervals(runs)[(pair, int(k))]
 
 
+@pins_weights
 def regime_ablation(model: HookedTransformer, uts: dict[str, UnrelatedTask], k: int, sizes: dict, n_heads: int,
                     batch_size: int = 16, model_name: str | None = None,
                     progress: bool | str = False) -> tuple[dict[str, list[Head]], dict, dict[str, Interval]]:
