@@ -300,3 +300,43 @@ def test_real_models_shared_equals_full(which, request):
         beta = torch.full((model.cfg.n_layers, model.cfg.n_heads, s.prompts[0].n_demos), 0.5)
         _close(predict_shared(model, s.prompts, s.label_ids, hooks=reweight_factory(beta)),
                predict(model, s.prompts, s.label_ids, hooks=reweight_factory(beta)))
+
+
+def test_ragged_token_forward_equals_each_cache_alone(tiny_model):
+    """One token after each of several caches of different lengths and contents, in one forward: each row equals
+    its cache run alone and the full prompt; hooks see each row's own key columns."""
+    from helpers.core.prefix import ragged_token_forward, run_prefix, suffix_forward
+
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(100, 5000, (n,), generator=g) for n in (6, 13, 9, 13)]
+    caches = [run_prefix(tiny_model, p[:-1]) for p in prompts]
+    last = torch.stack([p[-1] for p in prompts])
+    seen = []
+    with torch.no_grad():
+        alone = torch.cat([suffix_forward(tiny_model, c, p[-1:][None])[:, 0] for c, p in zip(caches, prompts)])
+        full = torch.cat([tiny_model(p[None], stop_at_layer=tiny_model.cfg.n_layers)[:, -1] for p in prompts])
+        rag = ragged_token_forward(tiny_model, caches, last,
+                                   [("blocks.0.attn.hook_pattern", lambda x, hook: seen.append(x.clone()))])
+    torch.testing.assert_close(rag, alone, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(rag, full, atol=1e-5, rtol=1e-4)
+    pattern = seen[0]  # [batch, head, 1, 13]: padded columns get no attention, rows sum to 1
+    assert pattern.shape[-1] == 13 and torch.all(pattern[0, :, 0, 6:-1] == 0)
+    torch.testing.assert_close(pattern.sum(-1), torch.ones_like(pattern.sum(-1)))
+
+
+def test_ragged_token_forward_refuses_a_cut_window():
+    from helpers.core.models import make_tiny_model
+    from helpers.core.prefix import PrefixError, ragged_fits, ragged_token_forward, run_prefix
+
+    model = make_tiny_model("rotary")
+    model.cfg.window_size = 8
+    for b in model.blocks[:1]:
+        b.attn.attn_type = "local"
+    try:
+        caches = [run_prefix(model, torch.arange(100, 110)), run_prefix(model, torch.arange(100, 104))]
+        assert not ragged_fits(model, caches) and ragged_fits(model, caches[1:])
+        with pytest.raises(PrefixError, match="sliding window"):
+            ragged_token_forward(model, caches, torch.tensor([5, 6]))
+    finally:
+        model.blocks[0].attn.attn_type = "global"
+        model.cfg.window_size = None

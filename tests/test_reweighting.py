@@ -205,3 +205,59 @@ def test_table1_intervals_frame_and_claims():
     assert [c.verdict for c in claims[:2]] == ["replicates", "replicates"]
     assert {c.verdict for c in claims[2:]} == {"not comparable"}
     assert claims[0].paper.startswith("+16.74 points") and "replicates" in claims[0].note
+
+
+def _three_seeds(model, per_class=2):
+    from helpers.experiments.reweighting import table1_train_prompts
+
+    return [table1_train_prompts(model, "sst2", seed, per_class) for seed in (42, 43, 44)]
+
+
+def test_training_runs_together_equals_one_by_one(tiny_model):
+    """train_reweighting_many (one forward and backward for every run's step) learns each run's own beta: the
+    same betas and losses as separate train_reweighting runs."""
+    from helpers.experiments.reweighting import train_reweighting_many
+
+    sets, seeds = _three_seeds(tiny_model), [42, 43, 44]
+    lid = label_token_ids(tiny_model.tokenizer, "sst2")
+    alone = [train_reweighting(tiny_model, ps, lid, epochs=3, lr=0.05, seed=s) for ps, s in zip(sets, seeds)]
+    flags = [p.requires_grad for p in tiny_model.parameters()]
+    together = train_reweighting_many(tiny_model, sets, lid, seeds, epochs=3, lr=0.05)
+    assert [p.requires_grad for p in tiny_model.parameters()] == flags  # frozen during training, then restored
+    for a, b in zip(alone, together):
+        torch.testing.assert_close(torch.tensor(a.losses), torch.tensor(b.losses), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(a.beta, b.beta, atol=1e-5, rtol=1e-4)
+        assert a.epoch_losses == pytest.approx(b.epoch_losses, abs=1e-5) and a.demo_classes == b.demo_classes
+    assert not torch.equal(together[0].beta, together[1].beta)  # each run its own beta
+
+
+def test_training_runs_together_refuses_runs_that_differ():
+    from helpers.core.models import make_tiny_model
+    from helpers.experiments.reweighting import train_reweighting_many
+
+    model = make_tiny_model("gpt2")
+    sets = _three_seeds(model)
+    lid = label_token_ids(model.tokenizer, "sst2")
+    with pytest.raises(ValueError, match="as many training prompts"):
+        train_reweighting_many(model, [sets[0], sets[1][:-1]], lid, [42, 43])
+    with pytest.raises(ValueError, match="one seed per training set"):
+        train_reweighting_many(model, sets, lid, [42])
+
+
+def test_table1_runs_train_missing_seeds_together_and_store_each(tiny_model, tmp_path, monkeypatch):
+    """table1_runs trains the seeds it has to compute in one lockstep run and stores each (task, seed): the rows
+    equal run_table1's one by one, and a second call reads all of them back."""
+    from helpers.core import accounting
+    from helpers.experiments.reweighting import run_table1, table1_runs
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    with accounting.recording() as led:
+        rows = table1_runs(tiny_model, ["sst2"], [42, 43], n_test=6, epochs=2, per_class=2, eval_batch_size=4)
+    assert led.entries["reweight_train"].computed == 1 and led.entries["reweight_table1"].computed == 2
+    for seed in (42, 43):
+        one = run_table1(tiny_model, "sst2", seed, n_test=6, epochs=2, per_class=2, eval_batch_size=4)
+        torch.testing.assert_close(rows["sst2", seed].result.beta, one.result.beta, atol=1e-5, rtol=1e-4)
+        assert rows["sst2", seed].correct_reweight == one.correct_reweight
+    with accounting.recording() as led:
+        table1_runs(tiny_model, ["sst2"], [42, 43], n_test=6, epochs=2, per_class=2, eval_batch_size=4)
+    assert "reweight_train" not in led.entries and led.entries["reweight_table1"].hits == 2

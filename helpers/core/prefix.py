@@ -89,6 +89,8 @@ __all__ = [
     "vanilla_predictions",
     "predict_shared_split",
     "extend_prefix",
+    "ragged_token_forward",
+    "ragged_fits",
     "restart_positions",
     "suffix_tokens",
     "pad_suffixes",
@@ -233,14 +235,20 @@ def _kv(model, cache: PrefixCache | None, B: int):
     return KV(entries, torch.ones(B, len(cache), dtype=torch.long, device=dev), frozen=True)
 
 
-def _rotate_from(attn, x: torch.Tensor, start: int) -> torch.Tensor:
-    """TL's rotary embedding of ``x[batch, pos, head, d_head]`` at positions ``start, start+1, ...``."""
+def _rotate_from(attn, x: torch.Tensor, start: int | torch.Tensor) -> torch.Tensor:
+    """TL's rotary embedding of ``x[batch, pos, head, d_head]`` at positions ``start, start+1, ...`` (``start``:
+    one position for every row, or a tensor of one per row)."""
     n = x.shape[1]
-    if start + n > attn.rotary_cos.shape[0]:
-        attn._extend_rotary_embeddings(min(attn.cfg.n_ctx, max(start + n, 2 * attn.rotary_cos.shape[0])))
+    last = int(start.max()) if isinstance(start, torch.Tensor) else start
+    if last + n > attn.rotary_cos.shape[0]:
+        attn._extend_rotary_embeddings(min(attn.cfg.n_ctx, max(last + n, 2 * attn.rotary_cos.shape[0])))
     rd = attn.cfg.rotary_dim
-    cos = attn.rotary_cos[None, start:start + n, None, :]
-    sin = attn.rotary_sin[None, start:start + n, None, :]
+    if isinstance(start, torch.Tensor):  # row b at start[b], start[b]+1, ...
+        idx = start.to(attn.rotary_cos.device)[:, None] + torch.arange(n, device=attn.rotary_cos.device)
+        cos, sin = attn.rotary_cos[idx][:, :, None, :], attn.rotary_sin[idx][:, :, None, :]
+    else:
+        cos = attn.rotary_cos[None, start:start + n, None, :]
+        sin = attn.rotary_sin[None, start:start + n, None, :]
     xr = x[..., :rd]
     return torch.cat([xr * cos + attn.rotate_every_two(xr) * sin, x[..., rd:]], dim=-1)
 
@@ -416,6 +424,71 @@ def suffix_forward(model: HookedTransformer, cache: PrefixCache, tokens: Int[tor
     kv = _kv(model, cache, B) if kv is None else kv
     with _SuffixPositions(model, cache, m) as pos, model.hooks(fwd_hooks=pos.hooks() + list(hooks)):
         return _layers(model, kv, tokens, None, model.cfg.n_layers, m)
+
+
+def ragged_fits(model: HookedTransformer, caches: Sequence[PrefixCache]) -> bool:
+    """Whether :func:`ragged_token_forward` can stack ``caches`` for ``model``: no sliding-window layer, or
+    every cache plus one token within the window."""
+    window = getattr(model.cfg, "window_size", None)
+    return not (_window_layers(model) and window is not None and max(c.length for c in caches) + 1 > window)
+
+
+def ragged_token_forward(model: HookedTransformer, caches: Sequence[PrefixCache], tokens: Int[torch.Tensor, "batch"],
+                         hooks: Sequence = ()) -> Float[torch.Tensor, "batch d_model"]:
+    """The final residual stream of one token per row, row ``b``'s token run right after ``caches[b]`` (each a
+    keep-everything cache continuing at its own P0; the caches may differ in content and length).
+
+    The caches are stacked right-padded into one batch, the padded keys masked out (TL's attention mask), and
+    each row's new query and key rotated (or position-embedded) at its own P0, so one forward reads the weights
+    once for all rows: what makes batch-1 training steps of independent runs cheap to take together
+    (:func:`helpers.experiments.reweighting.train_reweighting_many`). Hooks see ``pattern[b, head, 0, key]``
+    with key columns = each row's prompt positions (padding after its P0). Equal to ``caches[b]`` run alone
+    with :func:`suffix_forward` (tests); differentiable with respect to hook parameters. Raises
+    :class:`PrefixError` when the longest cache reaches a sliding-window layer's window (TL measures the window
+    by column, which padding would shift): run the rows one by one then.
+    """
+    if not caches or len(caches) != int(tokens.shape[0]):
+        raise PrefixError(f"ragged_token_forward needs one cache per token, got {len(caches)} caches and "
+                          f"{int(tokens.shape[0])} tokens")
+    for c in caches:
+        _check_suffix(model, c, 1)
+        if not c.as_in_prompt:
+            raise PrefixError("ragged_token_forward needs keep-everything caches that continue at their P0")
+    lengths = torch.tensor([c.length for c in caches])
+    K = int(lengths.max())
+    if not ragged_fits(model, caches):
+        raise PrefixError(f"caches of up to {K} tokens reach the {model.cfg.window_size}-token sliding window: run "
+                          "them one by one")
+    KV, Entry = _kv_cache_classes()
+    dev, B = model.cfg.device, len(caches)
+    entries = []
+    for layer in range(model.cfg.n_layers):
+        k0, v0 = caches[0].keys[layer], caches[0].values[layer]
+        keys = k0.new_zeros(B, K, *k0.shape[1:])
+        values = v0.new_zeros(B, K, *v0.shape[1:])
+        for b, c in enumerate(caches):
+            keys[b, : c.length], values[b, : c.length] = c.keys[layer], c.values[layer]
+        entries.append(Entry(keys, values, frozen=True))
+    seen = (torch.arange(K)[None] < lengths[:, None]).long().to(dev)
+    kv = KV(entries, seen, frozen=True)
+    pos_hooks = []
+    if model.cfg.positional_embedding_type == "standard":
+        W = model.pos_embed.W_pos[lengths.to(model.pos_embed.W_pos.device)]  # row b at position P0_b
+
+        def pos_hook(x, hook):
+            return W[:, None, :].to(x.dtype).clone()
+
+        pos_hooks.append(("hook_pos_embed", pos_hook))
+    blocks = model.blocks if model.cfg.positional_embedding_type == "rotary" else []
+    try:
+        for block in blocks:
+            block.attn._icl_suffix = (K, lengths)
+        with model.hooks(fwd_hooks=pos_hooks + list(hooks)):
+            resid = _layers(model, kv, tokens.reshape(B, 1), None, model.cfg.n_layers, 1)
+    finally:
+        for block in blocks:
+            block.attn.__dict__.pop("_icl_suffix", None)
+    return resid[:, 0]
 
 
 def suffix_logits(model: HookedTransformer, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], q: Int[torch.Tensor, "batch"],

@@ -29,7 +29,7 @@ from helpers.core import accounting
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
-__all__ = ["cached", "CACHE_VERSION", "model_fingerprint", "same_weights", "pins_weights", "prompts_digest",
+__all__ = ["cached", "stored", "CACHE_VERSION", "model_fingerprint", "same_weights", "pins_weights", "prompts_digest",
            "code_digest", "data_digest", "task_identity", "result_types", "StoreError"]
 
 class StoreError(TypeError):
@@ -238,6 +238,26 @@ def prompts_digest(prompts, label_ids=()) -> str:
     return h.hexdigest()[:24]
 
 
+def _path(kind: str, params: dict, model=None) -> Path:
+    from helpers.core.models import cache_dir
+
+    if model is not None:
+        params = {**params, "weights": model_fingerprint(model)}
+    root = Path(os.environ["ICL_RESULTS_CACHE"]) if os.environ.get("ICL_RESULTS_CACHE") else cache_dir() / "results"
+    return root / kind / f"{_key(kind, params)}.pt"
+
+
+def _forced() -> bool:
+    return os.environ.get("ICL_RECOMPUTE", "") not in ("", "0")
+
+
+def stored(kind: str, params: dict, model=None) -> bool:
+    """Whether :func:`cached` would read ``(kind, params)`` back instead of computing it (a file under the key,
+    and no ``ICL_RECOMPUTE``): for helpers that compute several missing steps together (the file is still
+    checked when :func:`cached` reads it; an unreadable one is recomputed there)."""
+    return not _forced() and _path(kind, params, model).exists()
+
+
 def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = True, model=None) -> Any:
     """``compute()``'s result, cached on disk under (kind, params).
 
@@ -250,13 +270,8 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
     arrays, and the dataclasses registered with :func:`result_types`): a stored file cannot run code. ``ICL_RECOMPUTE=1`` or
     ``cache=False`` recomputes (and refreshes the stored copy).
     """
-    from helpers.core.models import cache_dir
-
-    if model is not None:
-        params = {**params, "weights": model_fingerprint(model)}
-    root = Path(os.environ["ICL_RESULTS_CACHE"]) if os.environ.get("ICL_RESULTS_CACHE") else cache_dir() / "results"
-    path = root / kind / f"{_key(kind, params)}.pt"
-    force = os.environ.get("ICL_RECOMPUTE", "") not in ("", "0")
+    path = _path(kind, params, model)
+    force = _forced()
     if cache and not force and path.exists():
         try:
             out = _load(path.read_bytes())

@@ -30,6 +30,7 @@ from jaxtyping import Float
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
+from helpers.core import accounting
 from helpers.core.checks import run_args
 from helpers.core.predict import logits_at, predict
 from helpers.core.prefix import predict_shared, vanilla_predictions
@@ -50,6 +51,8 @@ __all__ = [
     "reweight_hooks",
     "reweight_factory",
     "train_reweighting",
+    "train_reweighting_many",
+    "table1_train_prompts",
     "reweight_train_demos",
     "vanilla_5shot_demos",
     "Table1Row",
@@ -74,15 +77,19 @@ def _label_pos_tensor(prompts: Sequence[Prompt], n_demos: int) -> torch.Tensor:
     return torch.tensor([p.label_pos for p in prompts], dtype=torch.long)
 
 
-def reweight_hooks(beta: Float[torch.Tensor, "layer head demo"], prompts: Sequence[Prompt]) -> list:
+def reweight_hooks(beta: Float[torch.Tensor, "*row layer head demo"], prompts: Sequence[Prompt],
+                   q_rows: torch.Tensor | None = None) -> list:
     """``(hook name, fn)`` pairs multiplying ``pattern[b, h, q_b, p_i]`` by ``exp(beta[l, h, i])``.
 
     Row ``b`` of the batch is ``prompts[b]``; its q and label positions are read
     from the position record. No renormalisation. Differentiable in ``beta``.
     Also works when the prompt's prefix comes from a keep-everything KV cache
     (the pattern then has fewer query rows than keys; key positions are unchanged).
+    ``beta`` with a leading row axis ``[B, layer, head, demo]`` gives row ``b`` its own ``beta[b]``;
+    ``q_rows``: the query row of each batch row in the pattern (default: q minus the cached positions).
     """
-    n_layers, n_heads, n_demos = beta.shape
+    n_layers, n_heads, n_demos = beta.shape[-3:]
+    per_row = beta.dim() == 4
     pos = _label_pos_tensor(prompts, n_demos)  # [B, n]
     q = torch.tensor([p.q for p in prompts], dtype=torch.long)
 
@@ -92,11 +99,13 @@ def reweight_hooks(beta: Float[torch.Tensor, "layer head demo"], prompts: Sequen
             if H != n_heads:
                 raise ValueError(f"beta has {n_heads} heads but layer {layer}'s pattern has {H}")
             rows = torch.arange(B, device=pattern.device)
-            qq, pp = q.to(pattern.device) - (Tk - Tq), pos.to(pattern.device)
-            scale = torch.exp(beta[layer]).to(pattern.dtype)  # [H, n]
+            qq = q.to(pattern.device) - (Tk - Tq) if q_rows is None else q_rows.to(pattern.device)
+            pp = pos.to(pattern.device)
+            scale = torch.exp(beta[:, layer] if per_row else beta[layer][None].expand(B, H, n_demos))
+            scale = scale.to(pattern.dtype)  # [B, H, n]
             at_q = pattern[rows, :, qq, :]  # [B, H, kpos]
             ones = torch.ones_like(at_q)
-            mult = ones.scatter(2, pp[:, None, :].expand(B, H, n_demos), scale[None].expand(B, H, n_demos))
+            mult = ones.scatter(2, pp[:, None, :].expand(B, H, n_demos), scale)
             out = pattern.clone()
             out[rows, :, qq, :] = at_q * mult
             return out
@@ -226,6 +235,87 @@ def train_reweighting(model: HookedTransformer, train_prompts: Sequence[Prompt],
     return ReweightResult(beta.detach().cpu(), losses, epoch_losses, list(train_prompts[0].label_class))
 
 
+def train_reweighting_many(model: HookedTransformer, train_sets: Sequence[Sequence[Prompt]], label_ids: Sequence[int],
+                           seeds: Sequence[int], epochs: int = 10, lr: float = 0.01,
+                           adam_betas: tuple[float, float] = (0.9, 0.999),
+                           progress: bool | str = False) -> list[ReweightResult]:
+    """:func:`train_reweighting` (batch size 1) of several independent runs at once: run ``r`` learns its own
+    beta on ``train_sets[r]`` (its own demonstrations) with its own shuffling ``seeds[r]``.
+
+    A training step of one run is one token through the model, so it is bound by reading the weights, not by
+    arithmetic: here step ``s`` of every run is one forward and one backward of all runs' tokens together
+    (:func:`helpers.core.prefix.ragged_token_forward`, each row after its own cache). The loss is the sum of the
+    runs' losses, so each beta receives exactly its own run's gradient, and one Adam over the stacked betas is
+    elementwise the runs' separate Adams. Equal to separate :func:`train_reweighting` runs (tests). The runs must
+    have as many training prompts and demonstrations as each other (same task); where the sliding window of a
+    model cannot be honoured by the stacked caches, each run trains alone.
+    """
+    from helpers.core.predict import unembed_at
+    from helpers.core.prefix import extend_prefix, ragged_fits, ragged_token_forward, run_prefix, shared_prefix_len
+
+    if len(train_sets) != len(seeds) or not train_sets:
+        raise ValueError("give one seed per training set, and at least one set")
+    sizes = {(len(ps), ps[0].n_demos if ps else 0) for ps in train_sets}
+    if len(sizes) != 1 or not train_sets[0]:
+        raise ValueError(f"every run needs as many training prompts and demonstrations as the others, got "
+                         f"(prompts, demonstrations) {sorted(sizes)}; train runs of one task together")
+    single = dict(epochs=epochs, lr=lr, batch_size=1, adam_betas=adam_betas)
+    if len(train_sets) == 1 or model.cfg.positional_embedding_type not in ("rotary", "standard"):
+        return [train_reweighting(model, ps, label_ids, seed=sd, **single) for ps, sd in zip(train_sets, seeds)]
+    for ps in train_sets:
+        check_prompts(model, ps, "train re-weighting on", label_ids)
+        if any(p.gold is None for p in ps):
+            raise ValueError("training prompts need gold labels: build them from Demo queries")
+        _label_pos_tensor(ps, ps[0].n_demos)
+    R, n, n_demos = len(train_sets), len(train_sets[0]), train_sets[0][0].n_demos
+    caches = []
+    for ps in train_sets:
+        p0 = shared_prefix_len(ps)
+        demos = run_prefix(model, ps[0].tokens[:p0])
+        caches.append([extend_prefix(model, demos, p.tokens[p0: p.q]) for p in ps])
+    if not ragged_fits(model, [c for cs in caches for c in cs]):  # a sliding window the stacked caches would cut
+        return [train_reweighting(model, ps, label_ids, seed=sd, **single) for ps, sd in zip(train_sets, seeds)]
+    cfg, device = model.cfg, model.cfg.device
+    beta = torch.zeros(R, cfg.n_layers, cfg.n_heads, n_demos, device=device, dtype=torch.float32, requires_grad=True)
+    opt = torch.optim.Adam([beta], lr=lr, betas=adam_betas)
+    ids = torch.tensor(list(label_ids), device=device)
+    rngs = [np.random.default_rng(sd) for sd in seeds]
+    params = list(model.parameters())
+    flags = [p.requires_grad for p in params]
+    losses = [[] for _ in range(R)]
+    epoch_losses = [[] for _ in range(R)]
+    try:
+        for p in params:
+            p.requires_grad_(False)
+        with torch.enable_grad():
+            for _ep in tqdm(range(epochs), desc=progress if isinstance(progress, str) else "re-weighting",
+                           disable=not progress, leave=False):
+                orders = [rng.permutation(n) for rng in rngs]
+                sums = [0.0] * R
+                for s in range(n):
+                    pick = [int(o[s]) for o in orders]
+                    batch = [train_sets[r][i] for r, i in enumerate(pick)]
+                    tokens = torch.stack([p.tokens[p.q] for p in batch]).to(device)
+                    hooks = reweight_hooks(beta, batch, q_rows=torch.zeros(R, dtype=torch.long))
+                    resid = ragged_token_forward(model, [caches[r][i] for r, i in enumerate(pick)], tokens, hooks)
+                    logits = unembed_at(model, resid[:, None, :], torch.zeros(R, dtype=torch.long), vocab=ids)
+                    gold = torch.tensor([p.gold for p in batch], device=device)
+                    each = F.cross_entropy(logits.float(), gold, reduction="none")
+                    opt.zero_grad()
+                    each.sum().backward()
+                    opt.step()
+                    for r in range(R):
+                        losses[r].append(float(each[r].detach()))
+                        sums[r] += losses[r][-1]
+                for r in range(R):
+                    epoch_losses[r].append(sums[r] / n)
+    finally:
+        for p, f in zip(params, flags):
+            p.requires_grad_(f)
+    return [ReweightResult(beta[r].detach().cpu(), losses[r], epoch_losses[r], list(train_sets[r][0].label_class))
+            for r in range(R)]
+
+
 @result_types
 @dataclass
 class Table1Row:
@@ -248,9 +338,19 @@ class Table1Row:
 FIVE_SHOT_PER_CLASS = {"agnews": 3}
 
 
+def table1_train_prompts(model: HookedTransformer, task, seed: int, per_class: int = 4) -> list[Prompt]:
+    """Re-weighting's training prompts of one (task, seed): each of :func:`reweight_train_demos`'s extra examples
+    after the 1-shot demonstrations."""
+    from helpers.core.tasks import load_split
+
+    task = get_task(task)
+    demos, extra = reweight_train_demos(load_split(task, "train"), task, seed, per_class)
+    return build_prompts(model, task, demos, extra)[0]
+
+
 def run_table1(model: HookedTransformer, task, seed: int, n_test: int, epochs: int = 10, lr: float = 0.01, batch_size: int = 1,
                per_class: int = 4, eval_batch_size: int = 16, progress: bool = False,
-               shots_per_class: int | None = None) -> Table1Row:
+               shots_per_class: int | None = None, trained: ReweightResult | None = None) -> Table1Row:
     """Table 1 for one (task, seed): vanilla 1-shot, vanilla 5-shot and re-weighting accuracy.
 
     ``shots_per_class`` of the vanilla many-shot baseline: default 1 + ``per_class``
@@ -278,9 +378,11 @@ def run_table1(model: HookedTransformer, task, seed: int, n_test: int, epochs: i
     kept = {p.query.idx for p in p5}
     queries = [qd for qd in queries if qd.idx in kept]
     p1, _ = build_prompts(model, task, demos, queries)
-    p_train, _ = build_prompts(model, task, demos, extra)
-    res = train_reweighting(model, p_train, lids, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                            progress=f"train {task.name}" if progress else False)
+    res = trained  # trained with other seeds of the task (table1_runs), or here:
+    if res is None:
+        p_train, _ = build_prompts(model, task, demos, extra)
+        res = train_reweighting(model, p_train, lids, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
+                                progress=f"train {task.name}" if progress else False)
     # each demonstration set runs once (helpers.core.prefix); beta acts on q's row only, so the prefix is unchanged
     # the unmodified runs are notebook 00's (same prompts: stored by content, helpers.core.prefix.vanilla_predictions)
     r1 = vanilla_predictions(model, p1, lids, eval_batch_size, top_k=0)
@@ -304,17 +406,27 @@ def table1_runs(model: HookedTransformer, tasks: Sequence[str], seeds: Sequence[
                 per_class: int = 4, eval_batch_size: int = 16, lr: float = 0.01) -> dict:
     """:func:`run_table1` for every (task, seed), each cached on disk: ``{(task, seed): Table1Row}``."""
     tasks, seeds = run_args(tasks, seeds, n_test=n_test, per_class=per_class)
-    from helpers.core.store import cached
+    from helpers.core.store import cached, stored
 
     name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
     rows = {}
     for task in tasks:
+        params = {seed: dict(model=name, task=task, seed=seed, n_test=n_test, epochs=epochs, per_class=per_class,
+                             lr=lr, batch=1) for seed in seeds}
+        # the seeds still to compute train together (train_reweighting_many: the same betas as one by one)
+        missing = [seed for seed in seeds if not stored("reweight_table1", params[seed], model=model)]
+        trained = {}
+        if len(missing) > 1:
+            sets = [table1_train_prompts(model, task, seed, per_class) for seed in missing]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", LabelWordWarning)
+                lids = label_token_ids(model.tokenizer, get_task(task))
+            with accounting.step("reweight_train"):  # its own row in the accounting table
+                trained = dict(zip(missing, train_reweighting_many(model, sets, lids, missing, epochs=epochs, lr=lr)))
         for seed in seeds:
-            params = dict(model=name, task=task, seed=seed, n_test=n_test, epochs=epochs, per_class=per_class,
-                          lr=lr, batch=1)
-            rows[task, seed] = cached("reweight_table1", params, lambda: run_table1(
+            rows[task, seed] = cached("reweight_table1", params[seed], lambda: run_table1(
                 model, task, seed, n_test, epochs=epochs, lr=lr, batch_size=1, per_class=per_class,
-                eval_batch_size=eval_batch_size), model=model)
+                eval_batch_size=eval_batch_size, trained=trained.get(seed)), model=model)
     return rows
 
 
