@@ -95,12 +95,18 @@ def test_label_attention_matches_cache_and_predict(auc_setup):
         assert r[-1] == pytest.approx(1.0)
 
 @pytest.mark.parametrize("top_k", [5, 0])
-def test_label_attention_shared_equals_full(tiny_sst2_set, prefix_runs, top_k):
-    """One prefix pass + suffix runs give the full prompts' attention at q and predictions."""
+def test_label_attention_shared_equals_full(tiny_sst2_set, prefix_runs, top_k, tmp_path, monkeypatch):
+    """One prefix pass + suffix runs give the full prompts' attention at q and predictions; the pass is the
+    stored unmodified run (prefix.vanilla_run), so vanilla predictions of the same prompts cost nothing more."""
+    from helpers.core.prefix import vanilla_predictions
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
     model, prompts, lids = tiny_sst2_set
     calls = prefix_runs()
     s_sh, p_sh = label_attention(model, prompts, lids, batch_size=3, top_k=top_k)
     assert len(calls) == 1  # the shared path ran, with one prefix pass
+    again = vanilla_predictions(model, prompts, lids, batch_size=3, top_k=top_k)
+    assert len(calls) == 1 and torch.equal(again.label_logits, p_sh.label_logits)  # read back from the store
     s_full, p_full = label_attention(model, prompts, lids, batch_size=3, top_k=top_k, shared=False)
     assert len(calls) == 1
     assert s_sh.shape == s_full.shape == (len(prompts), model.cfg.n_layers, len(lids))

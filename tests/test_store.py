@@ -66,7 +66,7 @@ def test_zeroing_one_heads_W_O_rows_recomputes_every_stored_result(results):
     first = _run_all(model)
     stored = sorted(p.relative_to(results) for p in results.rglob("*.pt"))
     kinds = {p.parts[0] for p in stored}
-    assert {"vanilla_accuracy", "saliency_flow", "aucroc", "isolation", "vanilla_predictions"} <= kinds
+    assert {"vanilla_accuracy", "saliency_flow", "aucroc", "isolation", "vanilla_run"} <= kinds
     _run_all(model)
     assert sorted(p.relative_to(results) for p in results.rglob("*.pt")) == stored  # served, nothing new
     with torch.no_grad():

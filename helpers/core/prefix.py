@@ -87,6 +87,7 @@ __all__ = [
     "shared_prefix_or_none",
     "run_prefix",
     "vanilla_predictions",
+    "vanilla_run",
     "predict_shared_split",
     "extend_prefix",
     "ragged_token_forward",
@@ -629,28 +630,66 @@ def _has_hooks(model) -> bool:
     return any(hp.fwd_hooks or hp.bwd_hooks for hp in model.hook_dict.values())
 
 
-def vanilla_predictions(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
-                        top_k: int = 5, progress: bool | str = False):
-    """:func:`predict_shared` without hooks, stored on disk by content.
+def _label_attention_reader(prompts: Sequence[Prompt], n_classes: int, n_layers: int, out: torch.Tensor):
+    """A :func:`predict_shared` hook factory that writes, for each prompt, the attention from q to each class's
+    label positions per layer (summed over heads and over that class's positions) into ``out[i, layer, class]``."""
+    from helpers.core.prompts import label_class_onehot
 
-    Several experiments start from the same unmodified predictions (vanilla
-    accuracy, the isolation and compression references, Table 1's baselines).
-    The store key is the model's weights (:func:`helpers.core.store.model_fingerprint`),
-    every prompt's tokens, query position and gold label, and ``label_ids``
-    (:func:`helpers.core.store.prompts_digest`), so a stored result is only ever
-    returned for the same inputs to the same weights. Batch size is not part of
-    the key: batched and one-by-one runs agree (tests). The stored run keeps the
-    top-5 tokens; ``top_k`` up to 5 is sliced from it. A model with hooks
-    attached, or ``top_k > 5``, is computed afresh and not stored.
+    index = {id(p): i for i, p in enumerate(prompts)}
+
+    def factory(batch, tokens, offset: int = 0):
+        idx = torch.tensor([index[id(p)] for p in batch])
+        q = torch.tensor([p.q - offset for p in batch])
+
+        def read(pattern, hook):  # [batch, head, suffix rows, key columns = prompt positions]
+            ar = torch.arange(len(batch), device=pattern.device)
+            at_q = pattern[ar, :, q.to(pattern.device)].sum(1).float().cpu()  # [batch, key]
+            onehot = label_class_onehot(batch, at_q.shape[-1], n_classes)
+            out[idx, hook.layer()] = torch.einsum("bk,bkc->bc", at_q, onehot)
+            return pattern
+
+        return [(f"blocks.{l}.attn.hook_pattern", read) for l in range(n_layers)]
+
+    return factory
+
+
+def vanilla_run(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
+                progress: bool | str = False) -> dict:
+    """The unmodified run of prompts that share their demonstrations, stored on disk by content:
+    ``{"pred": Predictions with the top-5 tokens, "label_attention": [n, layer, class]}``, the attention from q
+    to each class's label positions summed over heads (what notebook 03's AUCROC reads), both from one pass.
+
+    Several experiments start from it (vanilla accuracy, the isolation and compression references, Table 1's
+    baselines, AUCROC), so it runs once for all of them. The store key is the model's weights
+    (:func:`helpers.core.store.model_fingerprint`), every prompt's tokens, query position and gold label, and
+    ``label_ids`` (:func:`helpers.core.store.prompts_digest`), so a stored result is only ever returned for the
+    same inputs to the same weights. Batch size is not part of the key: batched and one-by-one runs agree
+    (tests). A model with hooks attached is run afresh and not stored.
     """
-    from helpers.core.predict import Predictions
     from helpers.core.store import cached, model_fingerprint, prompts_digest
 
-    if top_k > STORED_TOP_K or _has_hooks(model):
-        return predict_shared(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, progress=progress)
+    def run():
+        att = torch.zeros(len(prompts), model.cfg.n_layers, len(label_ids))
+        pred = predict_shared(model, prompts, label_ids, batch_size=batch_size, top_k=STORED_TOP_K,
+                              hooks=_label_attention_reader(prompts, len(label_ids), model.cfg.n_layers, att),
+                              progress=progress)
+        return {"pred": pred, "label_attention": att}
+
+    if _has_hooks(model):
+        return run()
     key = {"model": model_fingerprint(model), "prompts": prompts_digest(prompts, label_ids), "n": len(prompts)}
-    full = cached("vanilla_predictions", key, lambda: predict_shared(model, prompts, label_ids, batch_size=batch_size,
-                                                                     top_k=STORED_TOP_K, progress=progress))
+    return cached("vanilla_run", key, run)
+
+
+def vanilla_predictions(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
+                        top_k: int = 5, progress: bool | str = False):
+    """The predictions of :func:`vanilla_run` (its top-5 tokens cut to ``top_k``); ``top_k > 5`` runs afresh
+    and is not stored."""
+    from helpers.core.predict import Predictions
+
+    if top_k > STORED_TOP_K:
+        return predict_shared(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, progress=progress)
+    full = vanilla_run(model, prompts, label_ids, batch_size, progress)["pred"]
     return Predictions(full.label_logits.clone(), full.topk[:, :top_k].clone(), full.gold.clone())
 
 

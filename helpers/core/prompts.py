@@ -52,6 +52,7 @@ __all__ = [
     "check_prompts",
     "class_draws",
     "demos_from_indices",
+    "label_class_onehot",
     "sample_test",
     "build_prompt",
     "build_prompts",
@@ -408,3 +409,14 @@ def tiny_sst2_cases(demos: Sequence[Demo], query: str | Demo, kinds: Sequence[st
     for kind in kinds:
         model = make_tiny_model(kind, seed=0)
         yield kind, model, build_prompt(model, "sst2", demos, query), label_token_ids(model.tokenizer, "sst2")
+
+
+def label_class_onehot(prompts: Sequence[Prompt], T: int, C: int) -> torch.Tensor:
+    """``[prompt, T, class]`` map from a key position (a prompt position below ``T``) to the class of the
+    demonstration label there (rows of other positions are zero)."""
+    onehot = torch.zeros(len(prompts), T, C)
+    for b, p in enumerate(prompts):
+        if max(p.label_class, default=-1) >= C:
+            raise ValueError("a demonstration's class is outside label_ids")
+        onehot[b, p.label_pos, p.label_class] = 1.0
+    return onehot

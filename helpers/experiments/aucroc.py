@@ -32,25 +32,15 @@ from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
 from helpers.core.checks import run_args
-from helpers.core.predict import Predictions, length_batches, logits_at, predictions_from_resid
+from helpers.core.predict import Predictions, length_batches, logits_at
 from helpers.core.prefix import shared_prefix_or_none
-from helpers.core.prompts import Prompt, check_prompts, pad_batch
+from helpers.core.prompts import Prompt, check_prompts, label_class_onehot, pad_batch
 from helpers.core.store import pins_weights
 from helpers.study.stats import rank_auc
 
 __all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "aucroc_sizes",
            "aucroc_runs", "mean_curves", "raw_mean_curves", "per_task_table", "aucroc_verdict", "other_offline_model",
            "label_attention_reference", "check_label_attention", "aucroc_claims"]
-
-
-def _class_onehot(batch: Sequence[Prompt], T: int, C: int) -> torch.Tensor:
-    """``[batch, T, class]`` map from (prompt) key position to class."""
-    onehot = torch.zeros(len(batch), T, C)
-    for b, p in enumerate(batch):
-        if max(p.label_class, default=-1) >= C:
-            raise ValueError("a demonstration's class is outside label_ids")
-        onehot[b, p.label_pos, p.label_class] = 1.0
-    return onehot
 
 
 def label_attention(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
@@ -69,8 +59,8 @@ def label_attention(model: HookedTransformer, prompts: Sequence[Prompt], label_i
     """
     check_prompts(model, prompts, "read attention for", label_ids)
     p0 = shared_prefix_or_none(model, prompts, shared)
-    if p0 is not None:
-        return _label_attention_shared(model, prompts, label_ids, p0, batch_size, top_k, progress)
+    if p0 is not None and top_k <= 5:
+        return _label_attention_shared(model, prompts, label_ids, batch_size, top_k)
     C, L = len(label_ids), model.cfg.n_layers
     n = len(prompts)
     scores = torch.zeros(n, L, C)
@@ -84,7 +74,7 @@ def label_attention(model: HookedTransformer, prompts: Sequence[Prompt], label_i
             batch = [prompts[i] for i in idx]
             tokens, q = pad_batch(batch, pad)
             B, T = tokens.shape
-            onehot = _class_onehot(batch, T, C)
+            onehot = label_class_onehot(batch, T, C)
             rows: list[torch.Tensor] = []
 
             def read(pattern, hook):
@@ -102,36 +92,15 @@ def label_attention(model: HookedTransformer, prompts: Sequence[Prompt], label_i
     return scores, Predictions(label_logits, topk, gold)
 
 
-def _label_attention_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], p0: int, batch_size: int,
-                            top_k: int, progress: bool | str):
-    """:func:`label_attention` with the shared demonstrations (``p0`` tokens) run once."""
-    from helpers.core.prefix import run_prefix, suffix_batches, suffix_forward
+def _label_attention_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int, top_k: int):
+    """:func:`label_attention` with the shared demonstrations run once: read from the unmodified run that
+    notebook 00's accuracy also reads (:func:`helpers.core.prefix.vanilla_run`, stored by content), so the
+    attention costs no forward pass of its own when that run is stored."""
+    from helpers.core.prefix import vanilla_run
 
-    C, L = len(label_ids), model.cfg.n_layers
-    n = len(prompts)
-    scores = torch.zeros(n, L, C)
-    resid = torch.empty(n, model.cfg.d_model, dtype=model.cfg.dtype, device=model.cfg.device)
-    cache = run_prefix(model, prompts[0].tokens[:p0])
-    batches = list(suffix_batches(cache, prompts, batch_size))
-    with torch.inference_mode():
-        for idx, toks, q in tqdm(batches, disable=not progress, leave=False,
-                                 desc=progress if isinstance(progress, str) else "attention at q"):
-            batch = [prompts[i] for i in idx]
-            B, m = toks.shape
-            onehot = _class_onehot(batch, len(cache) + m, C)  # key columns = prompt positions (full cache)
-            rows: list[torch.Tensor] = []
-
-            def read(pattern, hook):  # [batch, head, m, K + m]: query rows are suffix rows
-                at_q = pattern[torch.arange(B, device=pattern.device), :, q.to(pattern.device)]  # [batch, head, kpos]
-                rows.append(at_q.sum(1).float().cpu())
-                return pattern
-
-            hooks = [(f"blocks.{l}.attn.hook_pattern", read) for l in range(L)]
-            r = suffix_forward(model, cache, toks, hooks)
-            resid[idx] = r[torch.arange(B, device=r.device), q.to(r.device)]
-            scores[idx] = torch.einsum("blk,bkc->blc", torch.stack(rows, dim=1), onehot)
-        preds = predictions_from_resid(model, resid, prompts, label_ids, top_k)
-    return scores, preds
+    run = vanilla_run(model, prompts, label_ids, batch_size)
+    pred = run["pred"]
+    return run["label_attention"].clone(), Predictions(pred.label_logits, pred.topk[:, :top_k], pred.gold)
 
 
 def _class_ids(pred, n_classes: int) -> np.ndarray:
