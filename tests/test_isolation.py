@@ -410,3 +410,19 @@ def test_isolation_claims_one_per_check():
     assert "random words first 5 minus label words first 5" in claims[0].note
     assert isolation_claims(loyalty, {**drop, ("random", "first"): iv(0.01, 0.3)})[0].verdict == "replicates"
     assert isolation_claims(loyalty, {**drop, ("random", "first"): iv(-0.3, -0.01)})[0].verdict == "does not replicate"
+
+
+def test_random_control_in_the_last_layers_shares_the_lower_ones(tiny_model):
+    """The authors' random control isolated in the last k layers: the demonstrations' lower layers run once and
+    each input's own tokens after them (random_isolation_last); the same predictions and top-5 words as every
+    full prompt run whole, and it differs from the unmodified run (the isolation acts)."""
+    from helpers.core.prompts import make_icl_set
+    from helpers.experiments.isolation import run_isolation
+
+    s = make_icl_set(tiny_model, "sst2", 42, 6)
+    full = run_isolation(tiny_model, s.prompts, s.label_ids, "random", "last", 2, seed=42, batch_size=4, shared=False)
+    lower_shared = run_isolation(tiny_model, s.prompts, s.label_ids, "random", "last", 2, seed=42, batch_size=4)
+    torch.testing.assert_close(lower_shared.label_logits, full.label_logits, atol=1e-5, rtol=1e-5)
+    assert torch.equal(lower_shared.topk, full.topk)
+    base = predict(tiny_model, s.prompts, s.label_ids, 4)
+    assert (lower_shared.label_logits - base.label_logits).abs().max() > 1e-3

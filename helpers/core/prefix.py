@@ -417,14 +417,16 @@ def _check_suffix(model, cache: PrefixCache, m: int) -> None:
 
 
 def suffix_forward(model: HookedTransformer, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], hooks: Sequence = (),
-                   kv=None) -> Float[torch.Tensor, "batch m d_model"]:
+                   kv=None, stop_at_layer: int | None = None) -> Float[torch.Tensor, "batch m d_model"]:
     """The final residual stream of right-padded ``tokens`` run after ``cache`` (no inference mode inside:
-    differentiable with respect to hook parameters)."""
+    differentiable with respect to hook parameters); with ``stop_at_layer``, the residual stream entering that
+    layer instead."""
     B, m = tokens.shape
     _check_suffix(model, cache, m)
     kv = _kv(model, cache, B) if kv is None else kv
+    stop = model.cfg.n_layers if stop_at_layer is None else stop_at_layer
     with _SuffixPositions(model, cache, m) as pos, model.hooks(fwd_hooks=pos.hooks() + list(hooks)):
-        return _layers(model, kv, tokens, None, model.cfg.n_layers, m)
+        return _layers(model, kv, tokens, None, stop, m)
 
 
 def ragged_fits(model: HookedTransformer, caches: Sequence[PrefixCache]) -> bool:
