@@ -31,17 +31,15 @@ import torch
 from einops import einsum, repeat
 from jaxtyping import Float, Int
 
-from helpers.core.predict import HookFactory, Predictions, length_batches, predict
-from helpers.core.prefix import (
+from helpers.core.prefix import (  # noqa: F401  (shared_cache, predict_with_cache, prompt_batches: re-exported)
     PrefixCache,
     PrefixError,
-    predict_shared,
-    run_prefix,
-    shared_prefix_or_none,
-    suffix_batches,
+    predict_with_cache,
+    prompt_batches,
+    shared_cache,
     suffix_forward,
 )
-from helpers.core.prompts import Prompt, pad_batch
+from helpers.core.prompts import Prompt
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -112,38 +110,6 @@ def kv_head_index(model: HookedTransformer) -> Int[torch.Tensor, "head"]:
     """KV head read by each query head (TL's repeat_interleave convention: ``h // (n_heads // n_kv_heads)``)."""
     n, nkv = model.cfg.n_heads, (model.cfg.n_key_value_heads or model.cfg.n_heads)
     return torch.arange(n) // (n // nkv)
-
-
-# ------------------------------------------------------------------ shared demonstrations
-
-
-def shared_cache(model: HookedTransformer, prompts: Sequence[Prompt], shared: bool = True,
-                 prefix_hooks: Sequence = ()) -> PrefixCache | None:
-    """The prompts' shared demonstrations run once (under ``prefix_hooks``) into a keep-everything cache, or
-    None when ``shared`` is False or the prompts do not share their demonstrations token for token (or the
-    model's positions are not supported): then the caller runs full prompts."""
-    p0 = shared_prefix_or_none(model, prompts, shared)
-    return None if p0 is None else run_prefix(model, prompts[0].tokens[:p0], hooks=prefix_hooks)
-
-
-def predict_with_cache(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int,
-                       hooks: HookFactory | None = None, cache: PrefixCache | None = None, top_k: int = 0,
-                       progress: bool | str = False) -> Predictions:
-    """:func:`helpers.core.prefix.predict_shared` against ``cache`` if given, else
-    :func:`helpers.core.predict.predict` on the full prompts."""
-    if cache is not None:
-        return predict_shared(model, prompts, label_ids, batch_size, top_k=top_k, hooks=hooks, cache=cache,
-                              progress=progress)
-    return predict(model, prompts, label_ids, batch_size, top_k=top_k, hooks=hooks, progress=progress)
-
-
-def prompt_batches(model: HookedTransformer, prompts: Sequence[Prompt], batch_size: int,
-                   cache: PrefixCache | None) -> list[tuple[list[int], Int[torch.Tensor, "batch seq"], Int[torch.Tensor, "batch"]]]:
-    """``(indices, tokens, q)`` batches: suffixes after ``cache`` (q in the suffix) or padded full prompts."""
-    if cache is not None:
-        return list(suffix_batches(cache, prompts, batch_size))
-    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
-    return [(idx, *pad_batch([prompts[i] for i in idx], pad)) for idx in length_batches(prompts, batch_size)]
 
 
 # ------------------------------------------------------------------ one pass, read at q

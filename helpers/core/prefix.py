@@ -79,6 +79,8 @@ from helpers.core.prompts import Prompt, check_prompts
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
+    from helpers.core.predict import HookFactory, Predictions
+
 __all__ = [
     "PrefixCache",
     "PrefixError",
@@ -88,6 +90,9 @@ __all__ = [
     "run_prefix",
     "vanilla_predictions",
     "vanilla_run",
+    "shared_cache",
+    "predict_with_cache",
+    "prompt_batches",
     "predict_shared_split",
     "extend_prefix",
     "ragged_token_forward",
@@ -623,6 +628,43 @@ def predict_shared_split(model: HookedTransformer, prompts: Sequence[Prompt], la
                     upper = _layers(model, _kv(model, caches[n], B), lower, split_layer, n_layers, m)
                     resid[n][idx] = upper[rows, q.to(upper.device)]
     return {n: predictions_from_resid(model, resid[n], prompts, label_ids, top_k) for n in names}
+
+
+def shared_cache(model: HookedTransformer, prompts: Sequence[Prompt], shared: bool = True,
+                 prefix_hooks: Sequence = ()) -> PrefixCache | None:
+    """The prompts' shared demonstrations run once (under ``prefix_hooks``) into a keep-everything cache, or
+    None when ``shared`` is False or the prompts do not share their demonstrations token for token (or the
+    model's positions are not supported): then the caller runs full prompts."""
+    p0 = shared_prefix_or_none(model, prompts, shared)
+    return None if p0 is None else run_prefix(model, prompts[0].tokens[:p0], hooks=prefix_hooks)
+
+
+def predict_with_cache(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int,
+                       hooks: HookFactory | None = None, cache: PrefixCache | None = None, top_k: int = 0,
+                       progress: bool | str = False) -> Predictions:
+    """:func:`predict_shared` against ``cache`` if given, else :func:`helpers.core.predict.predict` on the full
+    prompts: with :func:`shared_cache`, the one place that picks the shared-prefix or the full-prompt path for
+    prompts that may or may not share their demonstrations (notebook 07's heads code, compression's
+    Text_anchor)."""
+    from helpers.core.predict import predict
+
+    if cache is not None:
+        return predict_shared(model, prompts, label_ids, batch_size, top_k=top_k, hooks=hooks, cache=cache,
+                              progress=progress)
+    return predict(model, prompts, label_ids, batch_size, top_k=top_k, hooks=hooks, progress=progress)
+
+
+def prompt_batches(model: HookedTransformer, prompts: Sequence[Prompt], batch_size: int,
+                   cache: PrefixCache | None) -> list[tuple[list[int], Int[torch.Tensor, "batch seq"], Int[torch.Tensor, "batch"]]]:
+    """``(indices, tokens, q)`` batches: suffixes after ``cache`` (q in the suffix) or padded full prompts."""
+    from helpers.core.predict import length_batches
+    from helpers.core.prompts import pad_batch
+
+    if cache is not None:
+        return list(suffix_batches(cache, prompts, batch_size))
+    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    return [(idx, *pad_batch([prompts[i] for i in idx], pad)) for idx in length_batches(prompts, batch_size)]
+
 
 
 STORED_TOP_K = 5

@@ -45,14 +45,15 @@ from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
-from helpers.core.predict import Predictions, predict
+from helpers.core.predict import Predictions
 from helpers.core.prefix import (
     PrefixCache,
     demo_prefix_len,
     predict_shared,
+    predict_with_cache,
     restart_positions,
     run_prefix,
-    shared_prefix_or_none,
+    shared_cache,
     suffix_logits,
     suffix_tokens,
     vanilla_predictions,
@@ -208,8 +209,8 @@ def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int 
 
     out = {"ICL": score(ref, "ICL")}
     ta = text_anchor_prompts(model, icl_set.task, icl_set.demos, icl_set.test)
-    shared = shared_prefix_or_none(model, ta) is not None  # the text-less demonstrations, also run once
-    out["Text_anchor"] = score((predict_shared if shared else predict)(model, ta, lids, batch_size), "Text_anchor")
+    ta_cache = shared_cache(model, ta)  # the text-less demonstrations, also run once where they are shared
+    out["Text_anchor"] = score(predict_with_cache(model, ta, lids, batch_size, cache=ta_cache, top_k=5), "Text_anchor")
     anchor = build_cache(model, prompts[0], query_positions=query_positions)
     out["Hidden_anchor"] = score(predict_cached(model, anchor, prompts, lids, batch_size), "Hidden_anchor")
     draws = []
