@@ -79,3 +79,18 @@ def test_label_attention_at_q_is_the_value_outputs_attention(tiny_model, ut, sha
     assert torch.equal(attn, vo.attn)
     row = CH.attention_rows_at_q(tiny_model, ps.prompts[2], heads)
     assert torch.allclose(attn[2], row[:, ps.prompts[2].label_pos], atol=SHARED_ATOL)
+
+
+def test_label_attention_at_q_predictions_equal_a_plain_run(tiny_model, ut):
+    """label_attention_at_q(..., label_ids=...) returns the same pass's predictions: those of a plain run."""
+    from helpers.core.prefix import predict_with_cache
+    from helpers.core.unrelated import make_set
+
+    ps = make_set(tiny_model, ut, 42, 6, 2)
+    cache = CH.shared_cache(tiny_model, ps.prompts)
+    attn, pred = CH.label_attention_at_q(tiny_model, ps.prompts, [(0, 1), (1, 0)], 4, cache=cache,
+                                         label_ids=ps.label_ids)
+    assert torch.equal(attn, CH.label_attention_at_q(tiny_model, ps.prompts, [(0, 1), (1, 0)], 4, cache=cache))
+    plain = predict_with_cache(tiny_model, ps.prompts, ps.label_ids, 4, cache=cache)
+    torch.testing.assert_close(pred.label_logits, plain.label_logits, atol=1e-5, rtol=1e-5)
+    assert torch.equal(pred.pred, plain.pred) and torch.equal(pred.gold, plain.gold)

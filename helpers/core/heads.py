@@ -190,17 +190,19 @@ def z_mask_hooks(model: HookedTransformer, masks: Float[torch.Tensor, "rows laye
 
 
 def label_attention_at_q(model: HookedTransformer, prompts: Sequence[Prompt], heads: Sequence[Head],
-                         batch_size: int = 8, shared: bool = True,
-                         cache: PrefixCache | None = None) -> Float[torch.Tensor, "n head demo"]:
-    """Each head's attention from q to every demonstration label position, ``A[q, p_k]`` (all prompts have the
-    same number of demonstrations). Prompts sharing their demonstrations run them once (``cache``: that prefix
-    already built, keep-everything)."""
+                         batch_size: int = 8, shared: bool = True, cache: PrefixCache | None = None,
+                         label_ids: Sequence[int] | None = None):
+    """Each head's attention from q to every demonstration label position, ``A[q, p_k]`` [n, head, demo] (all
+    prompts have the same number of demonstrations). Prompts sharing their demonstrations run them once
+    (``cache``: that prefix already built, keep-everything). With ``label_ids``, returns ``(attention,
+    Predictions)``: the same pass's label-restricted predictions, so a caller that needs both runs once."""
     K = {p.n_demos for p in prompts}
     if len(K) != 1:
         raise ValueError("all prompts must have the same number of demonstrations")
     K = K.pop()
     layers = sorted({l for l, _ in heads})
     attn = torch.empty(len(prompts), len(heads), K)
+    resid = torch.empty(len(prompts), model.cfg.d_model, dtype=model.cfg.dtype, device=model.cfg.device)
     if cache is None:
         cache = shared_cache(model, prompts, shared)
     with torch.inference_mode():
@@ -210,7 +212,12 @@ def label_attention_at_q(model: HookedTransformer, prompts: Sequence[Prompt], he
             ar = torch.arange(len(idx))[:, None]
             for s, (l, h) in enumerate(heads):
                 attn[idx, s] = st["pattern"][l][ar, h, pos].float().cpu()
-    return attn
+            resid[idx] = st["resid_final"]
+        if label_ids is None:
+            return attn
+        from helpers.core.predict import predictions_from_resid
+
+        return attn, predictions_from_resid(model, resid, prompts, label_ids, top_k=0)
 
 
 def attention_rows_at_q(model: HookedTransformer, prompt: Prompt, heads: Sequence[Head]) -> Float[torch.Tensor, "head seq"]:

@@ -173,8 +173,10 @@ def recency_bias(model: HookedTransformer, ut: UnrelatedTask, heads: Sequence[He
     # positional profile m[head, slot]
     prof = torch.zeros(len(heads), 2 * k_per_class)
     cnt = 0
+    plain = {}  # the unmodified predictions come from the same pass as the attention
     for last in (0, 1):
-        attn = label_attention_at_q(model, sets[last], heads, batch_size, shared=shared, cache=caches[last])
+        attn, plain[last] = label_attention_at_q(model, sets[last], heads, batch_size, shared=shared,
+                                                 cache=caches[last], label_ids=lids)
         prof += attn.sum(0)
         cnt += attn.shape[0]
     prof /= cnt
@@ -188,7 +190,7 @@ def recency_bias(model: HookedTransformer, ut: UnrelatedTask, heads: Sequence[He
 
     before, after, acc_b, acc_a = {}, {}, [], []
     for last in (0, 1):
-        pb = predict_with_cache(model, sets[last], lids, batch_size, cache=caches[last])
+        pb = plain[last]
         pa = predict_with_cache(model, sets[last], lids, batch_size, hooks=reweight_hooks(heads, w_of),
                                 cache=caches[last])
         before[last], after[last] = pb.pred, pa.pred

@@ -677,7 +677,14 @@ def ablation_conditions(model: HookedTransformer, prompts: Sequence[Prompt], lab
     many random heads (drawn with ``seed``, disjoint from ``heads``), each at q and at every position; ``shared``
     as in :func:`ablation_predictions` (prompts with their own demonstrations run whole either way)."""
     rnd = random_heads(model, len(heads), seed=seed, exclude=heads)
-    run = lambda hs, **kw: ablation_predictions(model, prompts, label_ids, hs, batch_size, shared=shared, **kw)
+    plain = shared_cache(model, prompts, shared)  # at q the demonstrations run unablated: one prefix for three runs
+
+    def run(hs, at="q"):
+        if at == "q":
+            hooks = ablation_hook_pair(hs, at="q")[1] if hs else None
+            return predict_with_cache(model, prompts, label_ids, batch_size, hooks=hooks, cache=plain)
+        return ablation_predictions(model, prompts, label_ids, hs, batch_size, shared=shared, at=at)
+
     preds = {"plain": run([])}
     for name, at in (("", "q"), (ALL_POSITIONS, "all")):
         preds["in-context heads ablated" + name] = run(heads, at=at)
