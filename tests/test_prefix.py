@@ -340,3 +340,19 @@ def test_ragged_token_forward_refuses_a_cut_window():
     finally:
         model.blocks[0].attn.attn_type = "global"
         model.cfg.window_size = None
+
+
+def test_keep_rows_equals_a_pruned_prefix_pass(tiny_model):
+    """Pruning a keep-everything cache gives exactly the cache run_prefix keeps for the same positions."""
+    from helpers.core.prefix import keep_rows
+
+    toks = torch.arange(200, 215)
+    full = run_prefix(tiny_model, toks)
+    for keep in ([0, 3, 4, 9, 14], [2], list(range(15))):
+        a, b = keep_rows(full, keep), run_prefix(tiny_model, toks, keep)
+        assert a.kept == b.kept and a.length == b.length and torch.equal(a.tokens, b.tokens)
+        assert all(torch.equal(x, y) for x, y in zip(a.keys + a.values, b.keys + b.values))
+    with pytest.raises(PrefixError, match="keep-everything"):
+        keep_rows(keep_rows(full, [1, 2]), [1])
+    with pytest.raises(PrefixError, match="must lie in"):
+        keep_rows(full, [15])

@@ -95,6 +95,7 @@ __all__ = [
     "prompt_batches",
     "predict_shared_split",
     "extend_prefix",
+    "keep_rows",
     "ragged_token_forward",
     "ragged_fits",
     "restart_positions",
@@ -370,6 +371,20 @@ def run_prefix(model: HookedTransformer, tokens: Int[torch.Tensor, "prefix"], ke
         keys.append(k)
         values.append(v)
     return PrefixCache(keys, values, keep, p0, tokens.clone().cpu(), weakref.ref(model), note)
+
+
+def keep_rows(cache: PrefixCache, keep: Sequence[int], note: str = "") -> PrefixCache:
+    """``cache`` (keep-everything) pruned to the positions ``keep``: what :func:`run_prefix` with that ``keep``
+    gives (an unhooked prefix pass does not depend on which rows are kept afterwards), without running the prefix
+    again: several prunings of one demonstration set share its one pass (tests)."""
+    if not cache.full:
+        raise PrefixError("keep_rows prunes a keep-everything cache (run_prefix without keep)")
+    keep = sorted(set(int(k) for k in keep))
+    if not keep or keep[0] < 0 or keep[-1] >= cache.length:
+        raise PrefixError(f"kept positions must lie in [0, {cache.length}) (the prefix)")
+    idx = torch.tensor(keep, device=cache.keys[0].device)
+    return dataclasses.replace(cache, keys=[k[idx].clone() for k in cache.keys], values=[v[idx].clone() for v in cache.values],
+                               kept=keep, note=note or cache.note)
 
 
 def extend_prefix(model: HookedTransformer, cache: PrefixCache, tokens: Int[torch.Tensor, "more"], hooks: Sequence = ()) -> PrefixCache:

@@ -49,6 +49,7 @@ from helpers.core.predict import Predictions
 from helpers.core.prefix import (
     PrefixCache,
     demo_prefix_len,
+    keep_rows,
     predict_shared,
     predict_with_cache,
     restart_positions,
@@ -119,18 +120,25 @@ def random_keep(prompt: Prompt, seed: int) -> list[int]:
 
 
 def build_cache(model, prompt: Prompt, keep: Sequence[int] | None = None,
-                query_positions: str = "original") -> PrefixCache:
+                query_positions: str = "original", demos: PrefixCache | None = None) -> PrefixCache:
     """Run ``prompt``'s demonstrations (tokens before P0) once and keep the positions ``keep``.
 
     ``keep=None`` keeps the Hidden_anchor positions (:func:`anchor_keep`);
     ``keep=range(P0)`` keeps everything (then the cached run is plain ICL).
     ``query_positions``: ``"original"`` (inputs run after the cache continue at
     P0) or ``"restart"`` (they start at position 0; module doc).
+    ``demos``: the demonstrations' keep-everything cache, already run: pruned instead of run again
+    (:func:`helpers.core.prefix.keep_rows`; Hidden_anchor and every Hidden_random draw share one pass).
     """
     check_query_positions(query_positions)
     p0 = prefix_len(prompt)
     keep = anchor_keep(prompt) if keep is None else keep
-    cache = run_prefix(model, prompt.tokens[:p0], keep, note="anchor cache")
+    if demos is not None:
+        if not torch.equal(demos.tokens, prompt.tokens[:p0].cpu()):
+            raise ValueError("demos is the cache of other demonstrations than this prompt's")
+        cache = keep_rows(demos, keep, note="anchor cache")
+    else:
+        cache = run_prefix(model, prompt.tokens[:p0], keep, note="anchor cache")
     return restart_positions(cache) if query_positions == "restart" else cache
 
 
@@ -211,11 +219,13 @@ def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int 
     ta = text_anchor_prompts(model, icl_set.task, icl_set.demos, icl_set.test)
     ta_cache = shared_cache(model, ta)  # the text-less demonstrations, also run once where they are shared
     out["Text_anchor"] = score(predict_with_cache(model, ta, lids, batch_size, cache=ta_cache, top_k=5), "Text_anchor")
-    anchor = build_cache(model, prompts[0], query_positions=query_positions)
+    demos = run_prefix(model, prompts[0].tokens[:prefix_len(prompts[0])])  # one pass, pruned per method and draw
+    anchor = build_cache(model, prompts[0], query_positions=query_positions, demos=demos)
     out["Hidden_anchor"] = score(predict_cached(model, anchor, prompts, lids, batch_size), "Hidden_anchor")
     draws = []
     for d in tqdm(range(max(1, random_top_draws)), desc="random draws", disable=not progress, leave=False):
-        c = build_cache(model, prompts[0], random_keep(prompts[0], seed=int(seed) * 1000 + d), query_positions)
+        c = build_cache(model, prompts[0], random_keep(prompts[0], seed=int(seed) * 1000 + d), query_positions,
+                        demos=demos)
         draws.append(score(predict_cached(model, c, prompts, lids, batch_size), f"draw {d}"))
     out["Hidden_random"] = draws[0]
     best = int(np.argmax([s["label_loyalty"] for s in draws]))

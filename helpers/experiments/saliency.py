@@ -269,7 +269,7 @@ def saliency_sizes(profile) -> dict:
     """
     n = int(profile.n_saliency)
     per_task = {t: (max(2, n // 2) if (t == "agnews" and profile.name != "paper") else n) for t in profile.tasks}
-    return {"seeds": tuple(profile.seeds), "n": per_task, "batch_size": 4}
+    return {"seeds": tuple(profile.seeds), "n": per_task, "batch_size": 16}
 
 
 @pins_weights
