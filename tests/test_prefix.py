@@ -356,3 +356,25 @@ def test_keep_rows_equals_a_pruned_prefix_pass(tiny_model):
         keep_rows(keep_rows(full, [1, 2]), [1])
     with pytest.raises(PrefixError, match="must lie in"):
         keep_rows(full, [15])
+
+
+def test_vanilla_run_computes_the_top_words_only_where_read(tiny_model, tmp_path, monkeypatch):
+    """A label-only request runs without the full-vocabulary unembedding and is stored apart; a request for the
+    top words runs the full pass; once that is stored, label-only requests read it (same logits)."""
+    from helpers.core import accounting
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    s = make_icl_set(tiny_model, "sst2", 42, 5)
+    with accounting.recording() as led:
+        labels = vanilla_predictions(tiny_model, s.prompts, s.label_ids, top_k=0)
+    assert labels.topk.shape == (5, 0) and "vanilla_run_labels" in led.entries
+    with accounting.recording() as led:
+        full = vanilla_predictions(tiny_model, s.prompts, s.label_ids, top_k=5)
+    assert full.topk.shape == (5, 5) and led.entries["vanilla_run"].computed == 1
+    torch.testing.assert_close(full.label_logits, labels.label_logits, atol=1e-5, rtol=1e-5)
+    other = make_icl_set(tiny_model, "sst2", 43, 5)
+    vanilla_predictions(tiny_model, other.prompts, other.label_ids, top_k=5)
+    with accounting.recording() as led:
+        again = vanilla_predictions(tiny_model, other.prompts, other.label_ids, top_k=0)
+    assert led.entries["vanilla_run"].hits == 1 and "vanilla_run_labels" not in led.entries
+    assert again.topk.shape == (5, 0)

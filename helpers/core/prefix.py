@@ -713,10 +713,14 @@ def _label_attention_reader(prompts: Sequence[Prompt], n_classes: int, n_layers:
 
 
 def vanilla_run(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
-                progress: bool | str = False) -> dict:
-    """The unmodified run of prompts that share their demonstrations, stored on disk by content:
-    ``{"pred": Predictions with the top-5 tokens, "label_attention": [n, layer, class]}``, the attention from q
-    to each class's label positions summed over heads (what notebook 03's AUCROC reads), both from one pass.
+                progress: bool | str = False, full: bool = True) -> dict:
+    """The unmodified run of prompts that share their demonstrations, stored on disk by content.
+
+    ``full`` (the run the 1-shot experiments share): ``{"pred": Predictions with the top-5 tokens,
+    "label_attention": [n, layer, class]}``, the attention from q to each class's label positions summed over
+    heads (what notebook 03's AUCROC reads), both from one pass. ``full=False``: ``{"pred": Predictions with
+    label logits only}``, no full-vocabulary unembedding and no attention read (the 5-shot baselines, which
+    nothing else reads); a stored full run serves it too.
 
     Several experiments start from it (vanilla accuracy, the isolation and compression references, Table 1's
     baselines, AUCROC), so it runs once for all of them. The store key is the model's weights
@@ -725,9 +729,11 @@ def vanilla_run(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: 
     same inputs to the same weights. Batch size is not part of the key: batched and one-by-one runs agree
     (tests). A model with hooks attached is run afresh and not stored.
     """
-    from helpers.core.store import cached, model_fingerprint, prompts_digest
+    from helpers.core.store import cached, model_fingerprint, prompts_digest, stored
 
-    def run():
+    def run(full=full):
+        if not full:
+            return {"pred": predict_shared(model, prompts, label_ids, batch_size=batch_size, top_k=0, progress=progress)}
         att = torch.zeros(len(prompts), model.cfg.n_layers, len(label_ids))
         pred = predict_shared(model, prompts, label_ids, batch_size=batch_size, top_k=STORED_TOP_K,
                               hooks=_label_attention_reader(prompts, len(label_ids), model.cfg.n_layers, att),
@@ -737,18 +743,20 @@ def vanilla_run(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: 
     if _has_hooks(model):
         return run()
     key = {"model": model_fingerprint(model), "prompts": prompts_digest(prompts, label_ids), "n": len(prompts)}
-    return cached("vanilla_run", key, run)
+    if not full and stored("vanilla_run", key):  # the full run of the same prompts holds the label logits too
+        full = True
+    return cached("vanilla_run" if full else "vanilla_run_labels", key, run)
 
 
 def vanilla_predictions(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
                         top_k: int = 5, progress: bool | str = False):
-    """The predictions of :func:`vanilla_run` (its top-5 tokens cut to ``top_k``); ``top_k > 5`` runs afresh
-    and is not stored."""
+    """The predictions of :func:`vanilla_run`: its top-5 tokens cut to ``top_k``; ``top_k=0`` reads the
+    label-only run unless the full one is stored; ``top_k > 5`` runs afresh and is not stored."""
     from helpers.core.predict import Predictions
 
     if top_k > STORED_TOP_K:
         return predict_shared(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, progress=progress)
-    full = vanilla_run(model, prompts, label_ids, batch_size, progress)["pred"]
+    full = vanilla_run(model, prompts, label_ids, batch_size, progress, full=top_k > 0)["pred"]
     return Predictions(full.label_logits.clone(), full.topk[:, :top_k].clone(), full.gold.clone())
 
 

@@ -47,7 +47,10 @@ def vanilla_accuracy(model: HookedTransformer, tasks: Sequence[str], seeds: Sequ
             for seed in seeds:
                 def run():
                     s = make_icl_set(model, task, seed, n_test, k)
-                    r = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=batch_size, top_k=0)
+                    # the 1-shot run is the one notebooks 02, 03 and 05 read too (top-5 words, attention at q): it
+                    # runs in full once; nothing reads more than the label logits of the 5-shot runs
+                    r = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=batch_size,
+                                            top_k=5 if k_per_class == 1 else 0)
                     return {"n": len(r), "dropped": s.n_dropped, "accuracy": r.accuracy, "pred": r.pred.tolist(),
                             "gold": r.gold.tolist(), "idx": [p.query.idx for p in s.prompts]}
                 out = cached("vanilla_accuracy", {"model": name, "task": task, "seed": seed, "n_test": n_test,
