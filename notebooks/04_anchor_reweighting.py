@@ -34,7 +34,7 @@
 #
 # Setting (§3.1): 1 demonstration per class; training examples are draws 2..5 per class of the same seeded draw
 # (disjoint from the demonstrations), each wrapped with the same demonstrations; Adam lr 0.01, betas
-# (0.9, 0.999), `profile.reweight_epochs` epochs (the paper's 10 in `paper`, 5 in `default` to fit a CPU),
+# (0.9, 0.999), `profile.reweight_epochs` epochs (the paper's 10 in `paper` and `default`),
 # batch 1, shuffled per epoch with the seed; only $\beta$ is trained. The vanilla "5-shot" prompt holds the
 # demonstrations plus the training examples (3 per class for AGNews, as in the paper). $\beta$ changes only the
 # attention row of $q$, so every earlier position is independent of it (causal attention): training runs only

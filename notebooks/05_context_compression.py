@@ -173,7 +173,7 @@ pd.DataFrame({"full ICL": full, "Hidden_anchor (by hand)": mine}, index=get_task
 # %% [markdown]
 # ## At scale: Table 2
 # Every method is one pass over the test inputs (as suffixes after its cache), and Hidden_random-top one per
-# draw (`profile.random_top_draws`: 2 in `default`, the paper's 20 in `paper`); every seed of the profile
+# draw (`profile.random_top_draws`: the paper's 20 in `default` and `paper`); every seed of the profile
 # (`smoke`: one) and `profile.n_test` inputs per (task, seed). `QUERY_POSITIONS`: `"original"` (the method) or
 # `"restart"` (the paper's GPT-2 code; see above).
 

@@ -235,7 +235,7 @@ def test_random_subset_pairs_with_full_label_runs(tiny_sst2_set, draw):
     bootstrap_means(a)
 
 
-def test_budget_runs_the_random_control_on_a_subset():
+def test_budget_runs_the_random_control_on_every_input_but_in_smoke():
     from helpers.experiments.isolation import isolation_sizes
     from helpers.study.profiles import get_profile
 
@@ -244,7 +244,7 @@ def test_budget_runs_the_random_control_on_a_subset():
         b = isolation_sizes(prof)
         assert b["random_draw"] == "authors"
         assert b["random_n"] == min(prof.n_random_control, max(b["n"].values()))
-    assert isolation_sizes(get_profile("default"))["random_n"] == 16
+    assert isolation_sizes(get_profile("default"))["random_n"] == get_profile("default").n_test  # the paper's
     assert isolation_sizes(get_profile("paper"))["random_n"] == get_profile("paper").n_test
     smoke = isolation_sizes(get_profile("smoke"))
     assert smoke["random_n"] < max(smoke["n"].values())  # CI runs the subset's pairing

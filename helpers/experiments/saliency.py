@@ -259,17 +259,11 @@ def saliency_prompts(model, task, seed: int, n: int, k_per_class: int = 1, max_l
 
 
 def saliency_sizes(profile) -> dict:
-    """Run size of notebook 01 (inputs per task and seed, all of the profile's seeds).
-
-    ``profile.n_saliency`` inputs per task and seed, except AGNews outside the
-    ``paper`` profile, which gets half of it: its prompts are ~6x longer than
-    SST-2's and a backward pass on Gemma costs ~3.5 s per AGNews input against
-    ~1 s per SST-2 input on one CPU thread, so the notebook stays within its
-    time budget (default ~6 min, smoke ~1-2 min on an idle 2-core CPU).
-    """
+    """Run size of notebook 01: ``profile.n_saliency`` inputs per task and seed (every task, AGNews too: its
+    prompts are ~6x longer than SST-2's and its backward passes the costliest), all of the profile's seeds,
+    batches of 16 inputs split further by the attention patterns' memory (:func:`saliency_flow`)."""
     n = int(profile.n_saliency)
-    per_task = {t: (max(2, n // 2) if (t == "agnews" and profile.name != "paper") else n) for t in profile.tasks}
-    return {"seeds": tuple(profile.seeds), "n": per_task, "batch_size": 16}
+    return {"seeds": tuple(profile.seeds), "n": {t: n for t in profile.tasks}, "batch_size": 16}
 
 
 @pins_weights

@@ -50,23 +50,20 @@ PROFILES = {
     "smoke": Profile("smoke", seeds=(42,), n_test=8, n_saliency=4, reweight_epochs=1,
                      reweight_train_per_class=4, random_top_draws=2, n_diagnosis=24, n_random_control=2,
                      batch_size=8),
-    # every headline cell (vanilla 1-/5-shot, Figure 4's four isolation conditions, AUCROC, Table 1, Table 2,
-    # notebook 07's accuracy and ablation) has 64 test inputs per (task, seed) and all 5 seeds; the shared-prefix
-    # engine (helpers.core.prefix) runs each demonstration set once, which is what makes this fit on a CPU.
-    # Smaller on purpose, so that `make run` of both offline models takes no longer than the earlier
-    # 16-input profile did on the same machine: the saliency inputs (each has its own demonstrations and a full
-    # backward pass), the isolation k-sweep (16 inputs, first seed: a curve over 12 extra conditions),
-    # Hidden_random-top's draws (2, each a full condition; the paper takes the best of 20), error diagnosis (one
-    # seed, 120 inputs) and re-weighting's epochs (5; the paper trains 10). Training steps are one token each
-    # with batch 1, as in the paper, so they are bound by reading the weights, not by tokens: 10 epochs over the
-    # 5 x 4 (task, seed) cells would add about 5 CPU-minutes per model.
-    # The random-word control of notebook 02 runs on the first 16 of the 64 inputs of every (task, seed), all 5
-    # seeds: it follows the authors' draw (random positions per input and per layer), so every input runs its full
-    # prompt instead of a suffix after the shared demonstrations. Its k = 5 runs would take about 28 CPU-minutes per
-    # model on all 64 inputs, about 7 on 16 (plus about 4 for the k-sweep's random runs, first seed, 16 inputs).
-    # Its paired contrasts with the label conditions match inputs by index.
-    "default": Profile("default", seeds=PAPER_SEEDS, n_test=64, n_saliency=12, reweight_epochs=5,
-                       reweight_train_per_class=4, random_top_draws=2, n_diagnosis=120, n_random_control=16,
+    # The paper's protocol on every (task, seed) of the sizes it fixes per cell: re-weighting trains 10 epochs,
+    # Hidden_random-top is the best of 20 draws, notebook 02's random-word control runs on all 64 inputs of every
+    # (task, seed) (the authors' draw: random positions per input and per layer, so every input runs its whole
+    # prompt in the isolated layers; the last-k runs share the layers below, helpers.experiments.isolation), and
+    # the saliency runs 32 inputs per task and seed (AGNews too), each with its own demonstrations and a backward
+    # pass. Every headline cell (vanilla 1-/5-shot, Figure 4's four isolation conditions, AUCROC, Table 1,
+    # Table 2, notebook 07's accuracy and ablation) has 64 test inputs per (task, seed) and all 5 seeds, against
+    # the paper's 1000; the shared-prefix engine (helpers.core.prefix) runs each demonstration set once, and
+    # one-token training steps of a task's seeds run together (reweighting.train_reweighting_many), which is what
+    # makes this fit on a CPU. Still smaller than the paper's on purpose: the inputs per cell (64, paper 1000),
+    # the isolation k-sweep (16 inputs, first seed: a curve over 12 extra conditions) and error diagnosis (one
+    # seed, 120 inputs). `make run ACCOUNT=1` writes what each step costs (README, 'Performance').
+    "default": Profile("default", seeds=PAPER_SEEDS, n_test=64, n_saliency=32, reweight_epochs=10,
+                       reweight_train_per_class=4, random_top_draws=20, n_diagnosis=120, n_random_control=64,
                        batch_size=16),
     # A paper cell runs one experiment over 4 tasks x 5 seeds x 1000 inputs: about 16 times the default's inputs,
     # up to 70 times its work in notebook 05 (20 Hidden_random draws). The default's longest cell takes about 10
