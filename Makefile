@@ -76,7 +76,8 @@ preflight:
 	$(PY) scripts/preflight.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(PREFLIGHT_ARGS)
 
 run: setup preflight
-	$(PY) scripts/run_all.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(if $(CELL_TIMEOUT),--timeout $(CELL_TIMEOUT)) $(if $(filter 1,$(ACCOUNT)),--account)
+	$(PY) scripts/run_all.py $(strip --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(if $(filter 1,$(ACCOUNT)),--account) \
+		$(if $(CELL_TIMEOUT),--timeout $(CELL_TIMEOUT)))
 
 exercises: setup
 	$(PY) scripts/make_exercises.py

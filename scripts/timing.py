@@ -53,6 +53,9 @@ MEASURED_DEFAULT: dict[str, dict[str, float]] = {
 # durations. 08_your_own_task: its smoke run (1 seed x 8 inputs, Gemma, one niced thread) took about 1.5 min,
 # mostly fixed cost; its default sizes (3 seeds x 32 inputs, one short-text task) come to about 3 min.
 # 09: its default run (the control, 5 seeds x 256 sequences) took 74 s on 2 cores shared with other jobs.
+# The run sizes MEASURED_DEFAULT was measured at (the default profile of that run): a built-in estimate scales by
+# each notebook's work under the asked profile against these, so a change of the default's sizes keeps it honest.
+MEASURED_AT = PROFILES["default"].with_(n_saliency=12, reweight_epochs=5, random_top_draws=2, n_random_control=16)
 ESTIMATED_DEFAULT: dict[str, float] = {"08_your_own_task": 180.0, "09_a_model_that_learns_in_context": 75.0}
 # Notebooks that load their own model run once, as that model, not once per model of the run (run_all, preflight):
 # notebook 09 studies the control trained in this repository (helpers/core/control.py), whatever --models says.
@@ -93,9 +96,12 @@ def builtin_seconds(model: str, profile: str, notebook: str, tasks: tuple[str, .
     """Built-in estimate for one notebook (see the module docstring).
 
     ``model`` picks its own measurements if it is an offline model, else the larger of the two per notebook.
-    A notebook without a measurement (e.g. a new one) gets the median of the measured ones.
+    A notebook without a measurement (e.g. a new one) gets the median of the measured ones. Measurements scale
+    by the notebook's work under ``profile`` against the sizes they were measured at (:data:`MEASURED_AT`);
+    the estimates of :data:`ESTIMATED_DEFAULT`, made for today's default, against that.
     """
     measured = MEASURED_DEFAULT.get(model)
+    at = MEASURED_AT
     if measured is not None and notebook in measured:
         base = measured[notebook]
     else:
@@ -103,13 +109,12 @@ def builtin_seconds(model: str, profile: str, notebook: str, tasks: tuple[str, .
         if per_nb:
             base = max(per_nb)
         elif notebook in ESTIMATED_DEFAULT:
-            base = ESTIMATED_DEFAULT[notebook]
+            base, at = ESTIMATED_DEFAULT[notebook], PROFILES["default"]
         else:
             every = sorted(s for m in MEASURED_DEFAULT.values() for s in m.values())
             base = every[len(every) // 2]
-    default = PROFILES["default"]
     prof = PROFILES[profile].with_(tasks=tuple(tasks) if tasks else PROFILES[profile].tasks)
-    scale = work(prof, notebook) / work(default, notebook)
+    scale = work(prof, notebook) / work(at, notebook)
     return OVERHEAD_SECONDS + max(base - OVERHEAD_SECONDS, 0.0) * scale
 
 
