@@ -265,15 +265,16 @@ _ = report_claims("02_shallow_isolation", claims, metrics={"verdict": verdict, "
 #    directly.
 #    </details>
 #
-# 4. The random control runs on 16 inputs per task and seed, the label conditions on 64. What does that
-#    do to the verdict?
+# 4. A profile can run the random control on fewer inputs than the label conditions (`random_n`: the
+#    smoke profile does, and the default did before it ran the paper's full control, 16 of 64). What does
+#    that do to the verdict?
 #
 #    <details><summary>Answer</summary>
 #
-#    The contrasts with the random control are paired on its 16 inputs only, so their intervals are
-#    about twice as wide as the label-only contrasts. A check that needs "random-first minus label-first
-#    above zero" can then be inconclusive for lack of inputs rather than because the effect is absent;
-#    that is what happens on SmolLM2 below.
+#    The contrasts with the random control are paired on its inputs only, so with a quarter of the
+#    inputs their intervals are about twice as wide as the label-only contrasts. A check that needs
+#    "random-first minus label-first above zero" can then be inconclusive for lack of inputs rather
+#    than because the effect is absent.
 #    </details>
 #
 # ## Reading: what this shows on a 135M-270M model, and what it cannot

@@ -38,8 +38,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable("ICL_DTYPE", "`float32`, `bfloat16`, `float16`; part of the results folder's name when not float32",
              "`float32`", "notebooks, run_all, preflight"),
     Variable("ICL_PROFILE", "`smoke` (CI, 1 seed, 8 inputs), `default` (a laptop CPU: 5 seeds and 64 inputs per task "
-             "and seed in every headline cell, re-weighting 5 epochs; see `helpers/study/profiles.py` for the few "
-             "smaller sweeps), `paper` (the paper's full setting: 5 seeds, 1000 inputs, for a GPU)", "`default`",
+             "and seed in every headline cell, the paper's 10 re-weighting epochs, 20 random draws and full random "
+             "control; see `helpers/study/profiles.py` for the few smaller sweeps), `paper` (the paper's full setting: 5 seeds, 1000 inputs, for a GPU)", "`default`",
              "notebooks; run_all, preflight and make as their `--profile` / `PROFILE`"),
     Variable("ICL_TASKS", "comma-separated task names (`sst2,trec,agnews,tweet_emotion`, or `rotten_tomatoes`) or "
              "paths of task spec files (see [Your own task](#your-own-task)); another task set gets a results "
