@@ -26,6 +26,14 @@ core) runs the models in parallel processes, each with its share of the cores
 as torch threads: two single-threaded workers use two cores better than one
 two-threaded worker. Every step is cached on disk (helpers.core.store.cached), so
 an interrupted run resumes where it stopped.
+
+``--executor slurm`` runs each (model, notebook) as a job of its own, submitted through submitit as one job
+array per model (``--cluster local``: separate processes on this machine, without Slurm). Each job runs its
+notebook as above (:func:`run_notebook_job`); this process polls the jobs, prints a line as each is queued,
+runs and ends, then writes the report once, names every failed job with its log, and exits non-zero if any
+failed. A rerun submits only the notebooks whose last run (runs.json) is not ok (``--resubmit-all``: all).
+``--slurm-gpus``, ``--slurm-time-min``, ``--slurm-mem-gb``, ``--slurm-cpus`` and ``--slurm-partition`` size the
+jobs (README, 'On a cluster').
 """
 
 from __future__ import annotations

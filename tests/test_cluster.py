@@ -278,3 +278,25 @@ def test_make_run_passes_the_executor_flags_only_when_set(tmp_path):
                     "SLURM_MEM_GB=80")
     assert line.endswith("--executor slurm --slurm-partition gpu --slurm-gpus 1 --slurm-time-min 600 "
                          "--slurm-mem-gb 80"), line
+
+
+@pytest.mark.slow
+def test_account_under_slurm_counts_each_job_and_writes_one_table(tmp_path):
+    """--account with --executor slurm: each job counts its own notebook into its ledger, and run_all writes the
+    accounting table of the model once every job has ended, as the local run does."""
+    from test_run_all import ACCOUNTED
+
+    nb_dir = tmp_path / "nbs"
+    nb_dir.mkdir()
+    for name in ("00_counted", "01_counted"):
+        _write_nb(nb_dir / f"{name}.ipynb", [ACCOUNTED])
+    rc, text, _ = _run_all(["--profile", "smoke", "--models", "gemma", "--notebooks-dir", str(nb_dir), "--out",
+                            str(tmp_path / "r"), "--executor", "slurm", "--cluster", "local", "--account"],
+                           _env(tmp_path))
+    assert rc == 0, text
+    folder = tmp_path / "r" / "gemma-3-270m" / "smoke"
+    assert "accounting: " in text and (folder / "accounting.md").exists(), text
+    rows = json.loads((folder / "accounting.json").read_text())
+    for nb in ("00_counted", "01_counted"):
+        assert any(r["notebook"] == nb and r["step"] == "probe_step" and r["positions"] == 18 for r in rows), rows
+        assert next(r for r in rows if r["notebook"] == nb and r["step"] == "total")["wall_s"] > 0
