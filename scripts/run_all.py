@@ -634,7 +634,7 @@ def _run_cluster(a, models: list[str], t_start: float) -> int:
     entries: list[dict] = []
     runs: dict[str, dict] = {m: {} for m in models}
     try:
-        executor = make_executor(a)
+        executor = make_executor(a) if n_jobs else None
     except Exception as e:  # no srun here
         say(f"run_all: cannot submit to {a.cluster}: {type(e).__name__}: {e}")
         say("run_all: run it on the cluster's login node, or try it here with --cluster local "
@@ -678,8 +678,9 @@ def _run_cluster(a, models: list[str], t_start: float) -> int:
             table = write_accounting(folder, walls, f"Accounting: {m}, {key}")
             if table:
                 say(f"[{model_slug(m)}/{key}] accounting: {table}")
+    # a job stopped by anything but this run's own stop (scancel, preemption) did not finish: it failed
     failed = [e for e in entries if e["info"] is not None and e["info"]["status"] != "ok"
-              and not e["info"]["status"].startswith("stopped")]
+              and not (STOP["signal"] and e["info"]["status"].startswith("stopped"))]
     n_kept = sum(len(kept) for _, _, kept in plan.values())
     note = (f"{len(models)} model(s), {len(entries)} submitit job(s) on {a.cluster}"
             + (f", {n_kept} notebook(s) kept from earlier runs" if n_kept else "")
