@@ -1,5 +1,7 @@
 # Two commands on a fresh machine (see README.md):
 #   make run    set up, check (preflight), then execute every notebook on the offline models and write results/
+#   make run EXECUTOR=slurm  the same as one Slurm job per model and notebook (README, 'On a cluster'; CLUSTER=local
+#               tries it here without Slurm)
 #   make preflight  check models, profile, tasks, device, RAM and disk, and print the estimated run time
 #   make test   set up, then run the unit tests and every notebook (smoke profile) under nbmake
 #   make bench  performance figures on the default model (run it on an idle machine)
@@ -25,6 +27,26 @@ CELL_TIMEOUT ?= $(ICL_CELL_TIMEOUT)
 # 1: count each notebook's work (positions, FLOPs, time per step, share of the CPU's matmul peak) into
 # results/<model>/<profile>/accounting.md (helpers.core.accounting; off by default)
 ACCOUNT ?=
+# slurm: one Slurm job per model and notebook, submitted through submitit (README, 'On a cluster'); unset: the
+# notebooks run on this machine. CLUSTER=local runs those jobs as separate processes here, without Slurm, to try it.
+EXECUTOR ?=
+CLUSTER ?=
+# with EXECUTOR=slurm, each only when set: partition, GPUs per job (default 1 for PROFILE=paper, else 0),
+# time limit per job in minutes (default two cell timeouts, at most 48 h), memory per job in GB (default:
+# preflight's RAM estimate for the job's model)
+SLURM_PARTITION ?=
+SLURM_GPUS ?=
+SLURM_TIME_MIN ?=
+SLURM_MEM_GB ?=
+empty :=
+# run_all.py's optional flags, each only when its variable is set (no trailing blanks when none is)
+RUN_FLAGS = $(strip $(if $(CELL_TIMEOUT),--timeout $(CELL_TIMEOUT)) $(if $(filter 1,$(ACCOUNT)),--account) \
+	$(if $(EXECUTOR),--executor $(EXECUTOR)) $(if $(CLUSTER),--cluster $(CLUSTER)) \
+	$(if $(SLURM_PARTITION),--slurm-partition $(SLURM_PARTITION)) $(if $(SLURM_GPUS),--slurm-gpus $(SLURM_GPUS)) \
+	$(if $(SLURM_TIME_MIN),--slurm-time-min $(SLURM_TIME_MIN)) $(if $(SLURM_MEM_GB),--slurm-mem-gb $(SLURM_MEM_GB)))
+RUN_ARGS = $(if $(RUN_FLAGS),$(empty) $(RUN_FLAGS))
+# the jobs' RAM and disk are not this machine's (a login node's): preflight only warns about them
+PREFLIGHT_CLUSTER = $(if $(filter slurm,$(EXECUTOR)),$(empty) --ignore-resources)
 LOCK := requirements.lock
 # seed of `make control` (the shipped data/control/control.safetensors was trained with 0)
 CONTROL_SEED ?= 0
@@ -73,11 +95,10 @@ test-fast: setup
 # Installs nothing: without a set-up .venv it says to run `make setup` (make run sets up first).
 preflight:
 	@test -x $(PY) || { echo "preflight: $(PY) does not exist; run \`make setup\` first (make run does it for you)"; exit 1; }
-	$(PY) scripts/preflight.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(PREFLIGHT_ARGS)
+	$(PY) scripts/preflight.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(PREFLIGHT_ARGS)$(PREFLIGHT_CLUSTER)
 
 run: setup preflight
-	$(PY) scripts/run_all.py $(strip --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(if $(filter 1,$(ACCOUNT)),--account) \
-		$(if $(CELL_TIMEOUT),--timeout $(CELL_TIMEOUT)))
+	$(PY) scripts/run_all.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS)$(RUN_ARGS)
 
 exercises: setup
 	$(PY) scripts/make_exercises.py
