@@ -628,7 +628,10 @@ def _run_cluster(a, models: list[str], t_start: float) -> int:
     say(f"run: {len(models)} model(s) x {len(_notebooks(a))} notebook(s), profile {a.profile}, executor slurm on "
         f"cluster {a.cluster}: {n_jobs} job(s), about {timing.fmt_duration(sum(s for e in est.values() for s, _ in e.values()))} "
         f"of notebook time in all; logs in {a.out / SLURM_LOG_DIR}")
-    threads = str(a.slurm_cpus or SLURM_CPUS) if a.cluster == "slurm" else str(max(1, (os.cpu_count() or 1) // max(1, n_jobs)))
+    # --cluster local: at most --jobs jobs at once (default one per CPU core), each with its share of the cores; all
+    # at once would load the model once per notebook into this machine's memory together
+    limit = max(1, a.jobs or (os.cpu_count() or 1)) if a.cluster == "local" else None
+    threads = str(a.slurm_cpus or SLURM_CPUS) if a.cluster == "slurm" else str(max(1, (os.cpu_count() or 1) // limit))
     env = {k: v for k, v in os.environ.items() if k.startswith("ICL_") and k != accounting.ENV}
     env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
     entries: list[dict] = []
@@ -657,14 +660,23 @@ def _run_cluster(a, models: list[str], t_start: float) -> int:
                     Path(ledger).unlink(missing_ok=True)
                 specs.append({"model": m, "profile": a.profile, "out": str(a.out), "notebook": str(p),
                               "timeout": a.timeout, "progress_every": a.progress_every, "env": env, "ledger": ledger})
-            jobs = executor.map_array(this.run_notebook_job, specs)
             gpus = params.get("gpus_per_node", 0)
-            say(f"{tag} submitted {len(jobs)} job(s) ({jobs[0].job_id.split('_')[0] if a.cluster == 'slurm' else 'local processes'}): "
-                f"{gpus} GPU(s), {params['cpus_per_task']} CPU(s), {params['mem_gb']} GB, {params['timeout_min']} min each")
-            for p, job in zip(todo, jobs):
+            if limit is None:  # Slurm queues them: one job array
+                jobs = executor.map_array(this.run_notebook_job, specs)
+                say(f"{tag} submitted {len(jobs)} job(s) ({jobs[0].job_id.split('_')[0]}): {gpus} GPU(s), "
+                    f"{params['cpus_per_task']} CPU(s), {params['mem_gb']} GB, {params['timeout_min']} min each")
+            else:  # local processes, started by _poll_jobs as slots free
+                jobs = [None] * len(specs)
+                say(f"{tag} {len(specs)} job(s) as local processes, at most {limit} at once, {threads} thread(s) each")
+            for p, job, spec in zip(todo, jobs, specs):
                 entries.append({"model": m, "stem": p.stem, "tag": tag, "job": job, "est": est[m][p.stem][0],
-                                "phase": "queued", "t_run": None, "info": None})
-        _poll_jobs(a, entries, runs)
+                                "phase": "queued", "t_run": None, "info": None, "spec": spec, "params": params})
+
+        def submit(e):  # a local job, when a slot is free
+            executor.update_parameters(**e["params"])
+            e["job"] = executor.submit(this.run_notebook_job, e["spec"])
+
+        _poll_jobs(a, entries, runs, submit if limit is not None else None, limit)
     except KeyboardInterrupt:  # stopped: cancel what has not ended, keep what finished
         _cancel_jobs(entries, runs)
     # once more, from this one process: jobs of one model that finish together may overwrite each other's line
@@ -713,17 +725,24 @@ def _job_line(entries: list[dict]) -> str:
             f"{timing.fmt_duration(sum(rest))} of notebook time left (longest job {timing.fmt_duration(max(rest, default=0))})")
 
 
-def _poll_jobs(a, entries: list[dict], runs: dict) -> None:
+def _poll_jobs(a, entries: list[dict], runs: dict, submit=None, limit: int | None = None) -> None:
     """Until every job has ended: a line when a job starts running or ends, and every ``--progress-every`` seconds
-    one line per model with jobs running."""
+    one line per model with jobs running. ``submit(entry)`` starts an entry not yet submitted (local processes),
+    at most ``limit`` unfinished at once."""
     t0 = time.monotonic()
     for e in entries:
         e["t0"] = t0
     last = t0
     poll_s = 1.0 if a.cluster == "local" else 10.0
     while any(e["info"] is None for e in entries):
+        if submit is not None:
+            for e in entries:
+                if sum(1 for x in entries if x["job"] is not None and x["info"] is None) >= limit:
+                    break
+                if e["job"] is None and e["info"] is None:
+                    submit(e)
         for e in entries:
-            if e["info"] is not None:
+            if e["info"] is not None or e["job"] is None:
                 continue
             job = e["job"]
             if job.done():
@@ -763,7 +782,7 @@ def _job_result(e: dict) -> dict:
 
 def _cancel_jobs(entries: list[dict], runs: dict) -> None:
     """Cancel every job that has not ended; a job that was running counts as stopped, a queued one as not started."""
-    pending = [e for e in entries if e["info"] is None]
+    pending = [e for e in entries if e["info"] is None and e["job"] is not None]  # unsubmitted: never started
     for e in pending:
         try:
             e["job"].cancel(check=False)

@@ -94,7 +94,7 @@ def test_slurm_executor_runs_each_notebook_as_its_own_job_and_reports_as_the_loc
     rc, text, parent = _run_all([*base, "--out", str(tmp_path / "jobs"), "--executor", "slurm", "--cluster", "local"],
                                 _env(tmp_path))
     assert rc == 0, text
-    assert "submitted 2 job(s)" in text and "2/2 jobs done (0 failed)" in text, text
+    assert "2 job(s) as local processes, at most" in text and "2/2 jobs done (0 failed)" in text, text
     assert re.search(r"\[gemma-3-270m/smoke\] 00_first: ok \(\d+s, job \d+\)", text), text
     folder = {k: tmp_path / k / "gemma-3-270m" / "smoke" for k in ("local", "jobs")}
     met = {k: {nb: json.loads((folder[k] / "metrics" / f"{nb}.json").read_text()) for nb in ("00_first", "01_second")}
@@ -138,7 +138,7 @@ def test_a_failed_job_is_named_with_its_log_and_a_rerun_resubmits_only_it(tmp_pa
     rc, text, _ = _run_all(args, _env(tmp_path, SIDE_FILE=str(side)))
     assert rc == 0, text
     assert "not resubmitted, last run ok (runs.json): 00_fine" in text, text
-    assert "submitted 1 job(s)" in text, text
+    assert "1 job(s) as local processes" in text, text
     assert sorted(side.read_text().split()) == ["00_fine", "01_broken", "01_broken"]  # 00_fine did not run again
     runs = json.loads((tmp_path / "r" / "gemma-3-270m" / "smoke" / "runs.json").read_text())
     assert {nb: info["status"] for nb, info in runs.items()} == {"00_fine": "ok", "01_broken": "ok"}
@@ -148,7 +148,7 @@ def test_a_failed_job_is_named_with_its_log_and_a_rerun_resubmits_only_it(tmp_pa
     assert "claim of 00_fine" in report and "claim of 01_broken" in report
 
     rc, text, _ = _run_all([*args, "--resubmit-all"], _env(tmp_path, SIDE_FILE=str(side)))
-    assert rc == 0 and "submitted 2 job(s)" in text, text
+    assert rc == 0 and "2 job(s) as local processes" in text, text
     assert sorted(side.read_text().split()).count("00_fine") == 2
 
 
@@ -300,3 +300,34 @@ def test_account_under_slurm_counts_each_job_and_writes_one_table(tmp_path):
     for nb in ("00_counted", "01_counted"):
         assert any(r["notebook"] == nb and r["step"] == "probe_step" and r["positions"] == 18 for r in rows), rows
         assert next(r for r in rows if r["notebook"] == nb and r["step"] == "total")["wall_s"] > 0
+
+
+SPAN = """
+import os, time
+with open(os.environ["SIDE_FILE"], "a") as f:
+    f.write(f"start {time.time()}\\n")
+time.sleep(1.5)
+with open(os.environ["SIDE_FILE"], "a") as f:
+    f.write(f"end {time.time()}\\n")
+"""
+
+
+@pytest.mark.slow
+def test_local_cluster_runs_at_most_jobs_processes_at_once(tmp_path):
+    """--cluster local starts jobs as slots free, --jobs at a time (default one per core): with --jobs 1 three
+    notebooks never overlap (each would load a model; all at once could exhaust this machine's memory)."""
+    nb_dir = tmp_path / "nbs"
+    nb_dir.mkdir()
+    for name in ("00_a", "01_b", "02_c"):
+        _write_nb(nb_dir / f"{name}.ipynb", [SPAN])
+    side = tmp_path / "spans.txt"
+    rc, text, _ = _run_all(["--profile", "smoke", "--models", "gemma", "--notebooks-dir", str(nb_dir), "--out",
+                            str(tmp_path / "jobs"), "--executor", "slurm", "--cluster", "local", "--jobs", "1",
+                            "--progress-every", "0"], _env(tmp_path, SIDE_FILE=str(side)))
+    assert rc == 0 and "at most 1 at once" in text, text
+    events = [(float(t), kind) for kind, t in (line.split() for line in side.read_text().splitlines())]
+    running = peak = 0
+    for _, kind in sorted(events):
+        running += 1 if kind == "start" else -1
+        peak = max(peak, running)
+    assert peak == 1 and len(events) == 6
