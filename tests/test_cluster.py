@@ -6,7 +6,6 @@ submitting anything.
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -70,14 +69,6 @@ def _report_content(path: Path) -> list[str]:
             cells[3] = "<seconds>"
         lines.append(" | ".join(cells))
     return lines
-
-
-def _run_all_module(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location("run_all_under_test", ROOT / "scripts" / "run_all.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.slow
@@ -203,6 +194,8 @@ def test_the_sbatch_file_asks_for_the_gpus_time_memory_and_partition(tmp_path, m
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # make_executor extends it
     monkeypatch.delenv("ICL_CELL_TIMEOUT", raising=False)
+    from test_run_all import _run_all_module
+
     run_all = _run_all_module(monkeypatch)
 
     def sbatch(profile: str, model: str, **flags) -> list[str]:

@@ -83,6 +83,7 @@ __all__ = [
     "load_model",
     "matmul_layout",
     "fast_attention",
+    "frozen_params",
     "resolve_name",
     "make_tiny_model",
     "gpt2_tokenizer",
@@ -742,6 +743,20 @@ def _grouped_z(self, v: torch.Tensor, pattern: torch.Tensor) -> torch.Tensor:
     pg = pattern.reshape(B, G, r * m, T)
     z = torch.stack([torch.bmm(pg[:, g], v[:, :, g, :]) for g in range(G)], 1)  # [B, G, r*m, d]
     return self.hook_z(z.reshape(B, H, m, d).transpose(1, 2))
+
+
+@contextlib.contextmanager
+def frozen_params(model):
+    """Temporarily set ``requires_grad=False`` on every parameter (restored on exit): gradients then flow to
+    activations and hook parameters only (saliency, re-weighting's beta)."""
+    old = [(p, p.requires_grad) for p in model.parameters()]
+    try:
+        for p, _ in old:
+            p.requires_grad_(False)
+        yield model
+    finally:
+        for p, flag in old:
+            p.requires_grad_(flag)
 
 
 def fast_attention(model: HookedTransformer):

@@ -32,6 +32,7 @@ from transformer_lens import HookedTransformer
 
 from helpers.core import accounting
 from helpers.core.checks import run_args
+from helpers.core.models import frozen_params
 from helpers.core.predict import logits_at, predict
 from helpers.core.prefix import predict_shared, vanilla_predictions
 from helpers.core.prompts import (
@@ -191,8 +192,6 @@ def train_reweighting(model: HookedTransformer, train_prompts: Sequence[Prompt],
     ids = torch.tensor(list(label_ids), device=device)
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
     rng = np.random.default_rng(seed)
-    params = list(model.parameters())
-    flags = [p.requires_grad for p in params]
     losses, epoch_losses = [], []
     fast = fast and batch_size == 1 and cfg.positional_embedding_type in ("rotary", "standard")
     caches = []
@@ -202,36 +201,30 @@ def train_reweighting(model: HookedTransformer, train_prompts: Sequence[Prompt],
         p0 = shared_prefix_len(train_prompts)
         demos = run_prefix(model, train_prompts[0].tokens[:p0])
         caches = [extend_prefix(model, demos, p.tokens[p0: p.q]) for p in train_prompts]
-    try:
-        for p in params:
-            p.requires_grad_(False)
-        with torch.enable_grad():
-            for _ep in tqdm(range(epochs), desc=progress if isinstance(progress, str) else "re-weighting",
-                           disable=not progress, leave=False):
-                order = rng.permutation(len(train_prompts))
-                ep_loss = []
-                for s in range(0, len(order), batch_size):
-                    batch = [train_prompts[i] for i in order[s:s + batch_size]]
-                    if fast:
-                        from helpers.core.prefix import suffix_logits
+    with frozen_params(model), torch.enable_grad():
+        for _ep in tqdm(range(epochs), desc=progress if isinstance(progress, str) else "re-weighting",
+                        disable=not progress, leave=False):
+            order = rng.permutation(len(train_prompts))
+            ep_loss = []
+            for s in range(0, len(order), batch_size):
+                batch = [train_prompts[i] for i in order[s:s + batch_size]]
+                if fast:
+                    from helpers.core.prefix import suffix_logits
 
-                        p = batch[0]
-                        logits = suffix_logits(model, caches[order[s]], p.tokens[p.q:][None], torch.tensor([0]),
-                                               reweight_hooks(beta, batch), vocab=ids)
-                    else:
-                        tokens, q = pad_batch(batch, pad)
-                        logits = logits_at(model, tokens.to(device), q, reweight_hooks(beta, batch))[:, ids]
-                    gold = torch.tensor([p.gold for p in batch], device=device)
-                    loss = F.cross_entropy(logits.float(), gold)
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                    losses.append(float(loss.detach()))
-                    ep_loss.append(losses[-1] * len(batch))
-                epoch_losses.append(sum(ep_loss) / len(order))
-    finally:
-        for p, f in zip(params, flags):
-            p.requires_grad_(f)
+                    p = batch[0]
+                    logits = suffix_logits(model, caches[order[s]], p.tokens[p.q:][None], torch.tensor([0]),
+                                           reweight_hooks(beta, batch), vocab=ids)
+                else:
+                    tokens, q = pad_batch(batch, pad)
+                    logits = logits_at(model, tokens.to(device), q, reweight_hooks(beta, batch))[:, ids]
+                gold = torch.tensor([p.gold for p in batch], device=device)
+                loss = F.cross_entropy(logits.float(), gold)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(float(loss.detach()))
+                ep_loss.append(losses[-1] * len(batch))
+            epoch_losses.append(sum(ep_loss) / len(order))
     return ReweightResult(beta.detach().cpu(), losses, epoch_losses, list(train_prompts[0].label_class))
 
 
@@ -280,38 +273,30 @@ def train_reweighting_many(model: HookedTransformer, train_sets: Sequence[Sequen
     opt = torch.optim.Adam([beta], lr=lr, betas=adam_betas)
     ids = torch.tensor(list(label_ids), device=device)
     rngs = [np.random.default_rng(sd) for sd in seeds]
-    params = list(model.parameters())
-    flags = [p.requires_grad for p in params]
     losses = [[] for _ in range(R)]
     epoch_losses = [[] for _ in range(R)]
-    try:
-        for p in params:
-            p.requires_grad_(False)
-        with torch.enable_grad():
-            for _ep in tqdm(range(epochs), desc=progress if isinstance(progress, str) else "re-weighting",
-                           disable=not progress, leave=False):
-                orders = [rng.permutation(n) for rng in rngs]
-                sums = [0.0] * R
-                for s in range(n):
-                    pick = [int(o[s]) for o in orders]
-                    batch = [train_sets[r][i] for r, i in enumerate(pick)]
-                    tokens = torch.stack([p.tokens[p.q] for p in batch]).to(device)
-                    hooks = reweight_hooks(beta, batch, q_rows=torch.zeros(R, dtype=torch.long))
-                    resid = ragged_token_forward(model, [caches[r][i] for r, i in enumerate(pick)], tokens, hooks)
-                    logits = unembed_at(model, resid[:, None, :], torch.zeros(R, dtype=torch.long), vocab=ids)
-                    gold = torch.tensor([p.gold for p in batch], device=device)
-                    each = F.cross_entropy(logits.float(), gold, reduction="none")
-                    opt.zero_grad()
-                    each.sum().backward()
-                    opt.step()
-                    for r in range(R):
-                        losses[r].append(float(each[r].detach()))
-                        sums[r] += losses[r][-1]
+    with frozen_params(model), torch.enable_grad():
+        for _ep in tqdm(range(epochs), desc=progress if isinstance(progress, str) else "re-weighting",
+                        disable=not progress, leave=False):
+            orders = [rng.permutation(n) for rng in rngs]
+            sums = [0.0] * R
+            for s in range(n):
+                pick = [int(o[s]) for o in orders]
+                batch = [train_sets[r][i] for r, i in enumerate(pick)]
+                tokens = torch.stack([p.tokens[p.q] for p in batch]).to(device)
+                hooks = reweight_hooks(beta, batch, q_rows=torch.zeros(R, dtype=torch.long))
+                resid = ragged_token_forward(model, [caches[r][i] for r, i in enumerate(pick)], tokens, hooks)
+                logits = unembed_at(model, resid[:, None, :], torch.zeros(R, dtype=torch.long), vocab=ids)
+                gold = torch.tensor([p.gold for p in batch], device=device)
+                each = F.cross_entropy(logits.float(), gold, reduction="none")
+                opt.zero_grad()
+                each.sum().backward()
+                opt.step()
                 for r in range(R):
-                    epoch_losses[r].append(sums[r] / n)
-    finally:
-        for p, f in zip(params, flags):
-            p.requires_grad_(f)
+                    losses[r].append(float(each[r].detach()))
+                    sums[r] += losses[r][-1]
+            for r in range(R):
+                epoch_losses[r].append(sums[r] / n)
     return [ReweightResult(beta[r].detach().cpu(), losses[r], epoch_losses[r], list(train_sets[r][0].label_class))
             for r in range(R)]
 

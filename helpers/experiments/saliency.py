@@ -39,7 +39,6 @@ contrast is paired. :func:`saliency_verdict` restates the checks of
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import warnings
@@ -51,6 +50,7 @@ from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
 from helpers.core.checks import run_args
+from helpers.core.models import frozen_params
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prompts import Prompt, build_prompt, check_prompts, sample_demos, sample_test
 from helpers.core.store import pins_weights
@@ -85,19 +85,6 @@ __all__ = [
 ]
 
 FLOWS = ("S_wp", "S_pq", "S_ww")
-
-
-@contextlib.contextmanager
-def frozen_params(model):
-    """Temporarily set ``requires_grad=False`` on every parameter (restored on exit)."""
-    old = [(p, p.requires_grad) for p in model.parameters()]
-    try:
-        for p, _ in old:
-            p.requires_grad_(False)
-        yield model
-    finally:
-        for p, flag in old:
-            p.requires_grad_(flag)
 
 
 def _pad_id(model) -> int:
