@@ -774,7 +774,8 @@ def _job_result(e: dict) -> dict:
         raise RuntimeError(f"unexpected result {info!r}")
     except Exception as ex:
         text = str(ex).strip()
-        last = text.splitlines()[-1][:200] if text else type(ex).__name__
+        # submitit's first line says how the job ended (e.g. no output, state INTERRUPTED); the rest is its log
+        last = text.splitlines()[0][:200] if text else type(ex).__name__
         seconds = time.monotonic() - e["t_run"] if e["t_run"] else 0.0
         return {"status": f"FAILED: job {e['job'].job_id} ended without a result ({e['job'].state}): {last}",
                 "seconds": round(seconds, 1)}
