@@ -299,3 +299,13 @@ def test_raw_mean_curves_is_the_mean_over_runs_with_r_from_it():
     np.testing.assert_allclose(got["auc"].to_numpy(), want)
     np.testing.assert_allclose(got["r"].to_numpy(), cumulative_r(want))
     assert got["layer"].tolist() == [0, 1, 2]
+
+
+def test_label_attention_fills_every_row_of_a_prompt_listed_twice(tiny_sst2_set):
+    """The attention reader maps batch rows back to input rows: the same Prompt object twice gets both rows."""
+    model, prompts, lids = tiny_sst2_set
+    twice = [prompts[0], prompts[1], prompts[0]]
+    for shared in (False, True):
+        s, p = label_attention(model, twice, lids, batch_size=2, top_k=0, shared=shared)
+        torch.testing.assert_close(s[0], s[2])
+        assert s[0].abs().sum() > 0 and torch.equal(p.label_logits[0], p.label_logits[2])

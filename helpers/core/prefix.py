@@ -90,6 +90,7 @@ __all__ = [
     "run_prefix",
     "vanilla_predictions",
     "vanilla_run",
+    "label_attention_reader",
     "shared_cache",
     "predict_with_cache",
     "prompt_batches",
@@ -689,15 +690,18 @@ def _has_hooks(model) -> bool:
     return any(hp.fwd_hooks or hp.bwd_hooks for hp in model.hook_dict.values())
 
 
-def _label_attention_reader(prompts: Sequence[Prompt], n_classes: int, n_layers: int, out: torch.Tensor):
-    """A :func:`predict_shared` hook factory that writes, for each prompt, the attention from q to each class's
-    label positions per layer (summed over heads and over that class's positions) into ``out[i, layer, class]``."""
+def label_attention_reader(prompts: Sequence[Prompt], n_classes: int, n_layers: int, out: torch.Tensor):
+    """A hook factory for :func:`predict_shared` or :func:`helpers.core.predict.predict` (each batch seen once)
+    that writes, for each prompt, the attention from q to each class's label positions per layer (summed over
+    heads and over that class's positions) into ``out[i, layer, class]``."""
     from helpers.core.prompts import label_class_onehot
 
-    index = {id(p): i for i, p in enumerate(prompts)}
+    index: dict[int, list[int]] = {}
+    for i, p in enumerate(prompts):  # a prompt object listed twice fills both rows, in the order batches come
+        index.setdefault(id(p), []).append(i)
 
     def factory(batch, tokens, offset: int = 0):
-        idx = torch.tensor([index[id(p)] for p in batch])
+        idx = torch.tensor([index[id(p)].pop(0) for p in batch])
         q = torch.tensor([p.q - offset for p in batch])
 
         def read(pattern, hook):  # [batch, head, suffix rows, key columns = prompt positions]
@@ -736,7 +740,7 @@ def vanilla_run(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: 
             return {"pred": predict_shared(model, prompts, label_ids, batch_size=batch_size, top_k=0, progress=progress)}
         att = torch.zeros(len(prompts), model.cfg.n_layers, len(label_ids))
         pred = predict_shared(model, prompts, label_ids, batch_size=batch_size, top_k=STORED_TOP_K,
-                              hooks=_label_attention_reader(prompts, len(label_ids), model.cfg.n_layers, att),
+                              hooks=label_attention_reader(prompts, len(label_ids), model.cfg.n_layers, att),
                               progress=progress)
         return {"pred": pred, "label_attention": att}
 

@@ -32,9 +32,9 @@ from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
 from helpers.core.checks import run_args
-from helpers.core.predict import Predictions, length_batches, logits_at
+from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import shared_prefix_or_none
-from helpers.core.prompts import Prompt, check_prompts, label_class_onehot, pad_batch
+from helpers.core.prompts import Prompt, check_prompts
 from helpers.core.store import pins_weights
 from helpers.study.stats import rank_auc
 
@@ -61,35 +61,14 @@ def label_attention(model: HookedTransformer, prompts: Sequence[Prompt], label_i
     p0 = shared_prefix_or_none(model, prompts, shared)
     if p0 is not None and top_k <= 5:
         return _label_attention_shared(model, prompts, label_ids, batch_size, top_k)
-    C, L = len(label_ids), model.cfg.n_layers
-    n = len(prompts)
-    scores = torch.zeros(n, L, C)
-    label_logits = torch.empty(n, C)
-    topk = torch.empty(n, top_k, dtype=torch.long)
-    ids = torch.tensor(list(label_ids))
-    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
-    with torch.inference_mode():
-        for idx in tqdm(length_batches(prompts, batch_size), disable=not progress, leave=False,
-                        desc=progress if isinstance(progress, str) else "attention at q"):
-            batch = [prompts[i] for i in idx]
-            tokens, q = pad_batch(batch, pad)
-            B, T = tokens.shape
-            onehot = label_class_onehot(batch, T, C)
-            rows: list[torch.Tensor] = []
+    from helpers.core.prefix import label_attention_reader
 
-            def read(pattern, hook):
-                at_q = pattern[torch.arange(B, device=pattern.device), :, q.to(pattern.device)]  # [batch, head, kpos]
-                rows.append(at_q.sum(1).float().cpu())
-                return pattern
-
-            hooks = [(f"blocks.{l}.attn.hook_pattern", read) for l in range(L)]
-            logits = logits_at(model, tokens.to(model.cfg.device), q, hooks).float().cpu()
-            at_q = torch.stack(rows, dim=1)  # [batch, layer, kpos]
-            scores[idx] = torch.einsum("blk,bkc->blc", at_q, onehot)
-            label_logits[idx] = logits[:, ids]
-            topk[idx] = logits.topk(top_k, dim=-1).indices
-    gold = torch.tensor([p.gold if p.gold is not None else -1 for p in prompts])
-    return scores, Predictions(label_logits, topk, gold)
+    # full prompts, the attention read by the same hook as the shared path's stored run; label columns only
+    # unless top words are asked for
+    scores = torch.zeros(len(prompts), model.cfg.n_layers, len(label_ids))
+    pred = predict(model, prompts, label_ids, batch_size, top_k=top_k, progress=progress,
+                   hooks=label_attention_reader(prompts, len(label_ids), model.cfg.n_layers, scores))
+    return scores, pred
 
 
 def _label_attention_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int, top_k: int):
