@@ -450,11 +450,12 @@ def suffix_forward(model: HookedTransformer, cache: PrefixCache, tokens: Int[tor
         return _layers(model, kv, tokens, None, stop, m)
 
 
-def ragged_fits(model: HookedTransformer, caches: Sequence[PrefixCache]) -> bool:
-    """Whether :func:`ragged_token_forward` can stack ``caches`` for ``model``: no sliding-window layer, or
-    every cache plus one token within the window."""
+def ragged_fits(model: HookedTransformer, caches: Sequence[PrefixCache | int]) -> bool:
+    """Whether :func:`ragged_token_forward` can stack ``caches`` (or caches of these lengths, before building
+    them) for ``model``: no sliding-window layer, or every cache plus one token within the window."""
     window = getattr(model.cfg, "window_size", None)
-    return not (_window_layers(model) and window is not None and max(c.length for c in caches) + 1 > window)
+    longest = max(c.length if isinstance(c, PrefixCache) else int(c) for c in caches)
+    return not (_window_layers(model) and window is not None and longest + 1 > window)
 
 
 def ragged_token_forward(model: HookedTransformer, caches: Sequence[PrefixCache], tokens: Int[torch.Tensor, "batch"],

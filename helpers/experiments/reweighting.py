@@ -260,14 +260,14 @@ def train_reweighting_many(model: HookedTransformer, train_sets: Sequence[Sequen
         if any(p.gold is None for p in ps):
             raise ValueError("training prompts need gold labels: build them from Demo queries")
         _label_pos_tensor(ps, ps[0].n_demos)
+    if not ragged_fits(model, [p.q for ps in train_sets for p in ps]):  # a sliding window stacking would cut
+        return [train_reweighting(model, ps, label_ids, seed=sd, **single) for ps, sd in zip(train_sets, seeds)]
     R, n, n_demos = len(train_sets), len(train_sets[0]), train_sets[0][0].n_demos
-    caches = []
+    caches = []  # each training prompt's cache up to q (its last token runs in every step)
     for ps in train_sets:
         p0 = shared_prefix_len(ps)
         demos = run_prefix(model, ps[0].tokens[:p0])
         caches.append([extend_prefix(model, demos, p.tokens[p0: p.q]) for p in ps])
-    if not ragged_fits(model, [c for cs in caches for c in cs]):  # a sliding window the stacked caches would cut
-        return [train_reweighting(model, ps, label_ids, seed=sd, **single) for ps, sd in zip(train_sets, seeds)]
     cfg, device = model.cfg, model.cfg.device
     beta = torch.zeros(R, cfg.n_layers, cfg.n_heads, n_demos, device=device, dtype=torch.float32, requires_grad=True)
     opt = torch.optim.Adam([beta], lr=lr, betas=adam_betas)
