@@ -78,7 +78,10 @@ def test_every_notebook_has_an_exercise_and_exercises_are_in_sync():
 
 def test_exercise_notebooks_are_valid_and_stubbed():
     for p in sorted((ROOT / "exercises").glob("*.ipynb")):
-        nb = jupytext.read(p)
+        text = mk.generated_text(p)  # a learner's edited file stands for the committed one
+        if text is None or not mk.as_generated(text):
+            continue  # a learner's own copy (e.g. NN_topic.mine.ipynb)
+        nb = jupytext.reads(text, fmt="ipynb")
         ex = [c for c in nb.cells if "exercise" in c.metadata.get("tags", [])]
         assert ex and all("raise NotImplementedError" in c.source for c in ex), p.name
 
@@ -97,3 +100,90 @@ def test_reporting_plumbing_is_under_5_percent_of_notebook_code():
     code, plumbing = sum(r["code"] for r in rows), sum(r["plumbing"] for r in rows)
     table = ", ".join(f"{r['notebook']} {r['plumbing']}/{r['code']}" for r in rows)
     assert plumbing < 0.05 * code, f"reporting plumbing {plumbing}/{code} lines: {table}"
+
+
+def _learner_repo(tmp_path, monkeypatch):
+    """A git checkout with the real sources and generated exercises, the script pointed at it."""
+    import shutil
+
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"):
+        shutil.copy(p, root / "notebooks" / p.name)
+    shutil.copytree(ROOT / "exercises", root / "exercises")
+    shutil.copy(ROOT / "jupytext.toml", root / "jupytext.toml")
+    monkeypatch.setattr(mk, "ROOT", root)
+    monkeypatch.setattr(mk, "NOTEBOOKS", root / "notebooks")
+    monkeypatch.setattr(mk, "EXERCISES", root / "exercises")
+    assert mk.main([]) == 0  # as generated here (the working tree may hold edits of the sources)
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "exercises"], check=True)
+    return root
+
+
+def _solve(path, body: str = "    return None  # my solution\n"):
+    """What a learner does in JupyterLab: write into the first exercise cell, run it (an output), save."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    cell = next(c for c in nb.cells if "exercise" in c.metadata.get("tags", []))
+    cell.source = cell.source.replace('    raise NotImplementedError', body + '    raise NotImplementedError', 1)
+    cell.outputs = [nbformat.v4.new_output("stream", text="ran\n")]
+    cell.execution_count = 1
+    nbformat.write(nb, path)
+    return path.read_text()
+
+
+def test_make_exercises_keeps_a_learners_work(tmp_path, monkeypatch, capsys):
+    root = _learner_repo(tmp_path, monkeypatch)
+    mine = root / "exercises" / "04_anchor_reweighting.ipynb"
+    work = _solve(mine)
+    (root / "exercises" / "04_anchor_reweighting.mine.ipynb").write_text(work)  # a copy of their own
+    capsys.readouterr()
+    assert mk.main([]) == 0  # nothing changed upstream: the learner's file is kept, and said to be
+    assert mine.read_text() == work
+    assert "kept exercises/04_anchor_reweighting.ipynb: it holds your work; its exercise has not changed" \
+        in capsys.readouterr().out
+    assert mk.main(["--check"]) == 0  # the check reads the committed exercise, not the learner's file
+
+    src = root / "notebooks" / "04_anchor_reweighting.py"  # the notebook changes upstream
+    src.write_text(src.read_text() + "\n# %% [markdown]\n# A new closing remark.\n")
+    other = root / "exercises" / "02_shallow_isolation.ipynb"
+    (root / "notebooks" / "02_shallow_isolation.py").write_text(
+        (root / "notebooks" / "02_shallow_isolation.py").read_text() + "\n# %% [markdown]\n# New.\n")
+    assert mk.main([]) == 0
+    out = capsys.readouterr().out
+    assert mine.read_text() == work  # still the learner's
+    assert "has changed. Your file is left as it is" in out and "mv exercises/04_anchor_reweighting.ipynb " \
+        "exercises/04_anchor_reweighting.mine.ipynb && make exercises" in out
+    assert "A new closing remark" not in mine.read_text() and "New." in other.read_text()  # untouched: updated
+    assert (root / "exercises" / "04_anchor_reweighting.mine.ipynb").read_text() == work  # never deleted
+
+    mine.rename(root / "exercises" / "04_anchor_reweighting.mine.ipynb")  # what the message says to do
+    assert mk.main([]) == 0
+    assert "A new closing remark" in mine.read_text() and mk.as_generated(mine.read_text())
+
+
+def test_check_still_catches_stale_generated_exercises(tmp_path, monkeypatch, capsys):
+    root = _learner_repo(tmp_path, monkeypatch)
+    assert mk.main(["--check"]) == 0
+    src = root / "notebooks" / "07_incontext_heads.py"
+    src.write_text(src.read_text() + "\n# %% [markdown]\n# New.\n")
+    assert mk.main(["--check"]) == 1
+    assert "exercises/07_incontext_heads.ipynb. Run: make exercises" in capsys.readouterr().err
+    _solve(root / "exercises" / "07_incontext_heads.ipynb")  # a learner's file does not hide a stale commit
+    assert mk.main(["--check"]) == 1
+
+
+def test_saving_an_exercise_writes_no_paired_script():
+    """JupyterLab's jupytext contents manager saves a notebook in the formats its nearest jupytext.toml names:
+    the exercises' own config pairs nothing; the sources stay pairs."""
+    from jupytext.config import find_jupytext_configuration_file, load_jupytext_configuration_file, notebook_formats
+
+    for folder, want in (("exercises", [".ipynb"]), ("notebooks", [".ipynb", ".py"])):
+        path = f"{folder}/04_anchor_reweighting.ipynb"
+        config = load_jupytext_configuration_file(find_jupytext_configuration_file(ROOT / folder))
+        nb = jupytext.read(ROOT / "exercises" / "04_anchor_reweighting.ipynb")
+        assert [f["extension"] for f in notebook_formats(nb, config, path)] == want, folder
