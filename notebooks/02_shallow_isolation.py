@@ -95,7 +95,8 @@ print(profile.name, current_model_name(), budget)
 #
 # `model.run_with_hooks(prompt.tokens[None], fwd_hooks=[(name, fn), ...])` returns the logits
 # `[1, seq, vocab]`; keep `[0, prompt.q, label_ids]`. A hook may modify the tensor in place and return it.
-# Leave the diagonal alone: a row of all $-\infty$ would give NaN after the softmax.
+# Leave the diagonal alone: a row of all $-\infty$ has no softmax, and TransformerLens turns the NaN it
+# gives into zeros, so that label word would read nothing at all. No error: finite, wrong logits.
 # </details>
 
 # %% tags=["solution"]

@@ -374,22 +374,99 @@ def _by_hand_isolation(model, prompt, label_ids, layers, shift=0, rows=None):
     return model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, label_ids]
 
 
-def test_check_isolated_label_logits_passes_on_the_solution_and_fails_on_wrong_ones(capsys):
+def _by_hand_pattern(model, prompt, label_ids, layers):
+    """A wrong version: the pattern zeroed after the softmax (rows no longer sum to 1)."""
+    def zero(pattern, hook):
+        for p in prompt.label_pos:
+            pattern[:, :, p, :p] = 0.0
+        return pattern
+
+    hooks = [(f"blocks.{l}.attn.hook_pattern", zero) for l in layers]
+    return model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, label_ids]
+
+
+def _by_hand_keys(model, prompt, label_ids, layers, keys):
+    def isolate(scores, hook):
+        for p in prompt.label_pos:
+            scores[:, :, p, keys(p)] = float("-inf")
+        return scores
+
+    hooks = [(f"blocks.{l}.attn.hook_attn_scores", isolate) for l in layers]
+    return model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, label_ids]
+
+
+def _by_hand_column(model, prompt, label_ids, layers):
+    def isolate(scores, hook):
+        for p in prompt.label_pos:
+            scores[:, :, p + 1:, p] = float("-inf")
+        return scores
+
+    hooks = [(f"blocks.{l}.attn.hook_attn_scores", isolate) for l in layers]
+    return model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, label_ids]
+
+
+def test_check_isolated_label_logits_passes_on_the_solution_and_names_each_mistake(capsys):
+    from helpers.core.checks import CheckFailed
     from helpers.experiments.isolation import check_isolated_label_logits
 
     check_isolated_label_logits(_by_hand_isolation)
     assert "✓ _by_hand_isolation matches the reference" in capsys.readouterr().out
-    wrong = {
-        "off by one": lambda m, p, ids, ls: _by_hand_isolation(m, p, ids, ls, shift=1),
-        "first label word only": lambda m, p, ids, ls: _by_hand_isolation(m, p, ids, ls, rows=lambda pr: pr.label_pos[:1]),
-        "every layer": lambda m, p, ids, ls: _by_hand_isolation(m, p, ids, range(m.cfg.n_layers)),
-        "full vocabulary": lambda m, p, ids, ls: m.run_with_hooks(p.tokens[None])[0, p.q],
+    wrong = {  # each typical wrong version, and the words of the cause the check must name
+        "diagonal blocked": (lambda m, p, ids, ls: _by_hand_keys(m, p, ids, ls, lambda q: slice(0, q + 1)),
+                             "blocked the diagonal too"),
+        "one row late": (lambda m, p, ids, ls: _by_hand_isolation(m, p, ids, ls, shift=1), "from p + 1 on"),
+        "one row early": (lambda m, p, ids, ls: _by_hand_isolation(m, p, ids, ls, shift=-1), "before the label"),
+        "a column": (_by_hand_column, "attention to the label words"),
+        "first label word only": (lambda m, p, ids, ls: _by_hand_isolation(m, p, ids, ls,
+                                                                           rows=lambda pr: pr.label_pos[:1]),
+                                  "Only some label words"),
+        "every layer": (lambda m, p, ids, ls: _by_hand_isolation(m, p, ids, range(m.cfg.n_layers)),
+                        "in every layer"),
+        "after the softmax": (_by_hand_pattern, "after the softmax"),
+        "nothing blocked": (lambda m, p, ids, ls: _by_hand_isolation(m, p, ids, []), "unmodified logits"),
     }
-    for name, fn in wrong.items():
-        with pytest.raises(AssertionError, match="shape" if name == "full vocabulary" else "reference"):
+    for name, (fn, cause) in wrong.items():
+        with pytest.raises(CheckFailed) as err:
             check_isolated_label_logits(fn)
-    with pytest.raises(AssertionError, match="unmodified logits"):
-        check_isolated_label_logits(lambda m, p, ids, ls: _by_hand_isolation(m, p, ids, []))
+        assert cause in str(err.value), (name, str(err.value))
+    with pytest.raises(CheckFailed, match="shape"):
+        check_isolated_label_logits(lambda m, p, ids, ls: m.run_with_hooks(p.tokens[None])[0, p.q])
+
+
+def test_a_fully_blocked_row_reads_nothing_in_transformer_lens(tiny_models):
+    """What notebook 02's hint says: a row of all -inf is not NaN after TransformerLens' softmax but zeros, so the
+    position's attention output is zero and the logits stay finite."""
+    for model in tiny_models.values():
+        tokens = torch.arange(5, 12)[None]
+        seen = {}
+
+        def block_row(scores, hook):
+            scores[:, :, 3, :] = float("-inf")
+            return scores
+
+        def keep(pattern, hook):
+            seen["pattern"] = pattern.detach().clone()
+
+        def keep_z(z, hook):
+            seen["z"] = z.detach().clone()
+
+        logits = model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_attn_scores", block_row),
+                                                         ("blocks.0.attn.hook_pattern", keep),
+                                                         ("blocks.0.attn.hook_z", keep_z)])
+        assert torch.isfinite(logits).all()
+        assert (seen["pattern"][:, :, 3] == 0).all() and (seen["z"][:, 3] == 0).all()
+        assert torch.allclose(seen["pattern"][:, :, 4].sum(-1), torch.ones(1))
+
+
+def test_a_failed_check_shows_its_message_only_in_jupyter():
+    """IPython shows an exception's _render_traceback_ instead of its traceback: a failed check is its message
+    (red name, the cause) and one line on what to do, without the check's source."""
+    from helpers.core.checks import CheckFailed
+
+    err = CheckFailed("yours [1.0], reference [2.0]. You blocked the diagonal too")
+    lines = err._render_traceback_()
+    assert len(lines) == 2 and "You blocked the diagonal too" in lines[0] and "tiny random models" in lines[1]
+    assert isinstance(err, AssertionError)  # pytest.raises(AssertionError) and plain Python still see it
 
 
 def test_isolation_claims_one_per_check():

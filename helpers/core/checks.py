@@ -13,13 +13,28 @@ import numbers
 import warnings
 from collections.abc import Mapping, Sequence
 
-__all__ = ["ArgumentError", "positive_int", "task_list", "seed_list", "sizes_per_task", "run_args",
+__all__ = ["ArgumentError", "CheckFailed", "positive_int", "task_list", "seed_list", "sizes_per_task", "run_args",
            "check_label_ids", "prompt_list",
            "unrelated_args"]
 
 
 class ArgumentError(TypeError, ValueError):
     """An argument of the wrong type or value; the message says what to pass."""
+
+
+class CheckFailed(AssertionError):
+    """An exercise's function does not match the reference: the message says what differs and, where the
+    result matches a typical wrong version, its likely cause.
+
+    In Jupyter (IPython shows an exception's ``_render_traceback_`` instead of its traceback) it is these few
+    lines only: the frames of the check, the reference and the tiny models say nothing a learner can act on.
+    An error raised inside the learner's own function is not one of these, and keeps its full traceback.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[31mCheckFailed\x1b[0m: {self}",
+                "(the check ran your function and the reference on tiny random models; fix it and run both cells "
+                "again)"]
 
 
 def _is_int(x) -> bool:

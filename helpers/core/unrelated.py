@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from helpers.core.checks import unrelated_args
+from helpers.core.checks import CheckFailed, unrelated_args
 from helpers.core.prompts import Demo, Prompt, PromptSet, build_prompt, build_prompts, sample_demos, sample_test
 from helpers.core.store import cached, pins_weights, same_weights
 from helpers.core.tasks import Task, get_task, label_token_ids, load_split
@@ -203,13 +203,13 @@ def compare_to_reference(got, want: torch.Tensor, what: str, hint: str, atol: fl
     reader's result ``got`` does not match the reference ``want``; ``what`` names the case, ``hint`` says what
     to look at."""
     if got is None:
-        raise AssertionError(f"{what}: your function returned None; return a tensor")
+        raise CheckFailed(f"{what}: your function returned None; return a tensor")
     got = torch.as_tensor(got).detach().float().cpu()
     want = want.detach().float().cpu()
     if got.shape != want.shape:
-        raise AssertionError(f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}. {hint}")
+        raise CheckFailed(f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}. {hint}")
     if not torch.allclose(got, want, atol=atol, rtol=rtol):
         diff = float((got - want).abs().max())
-        raise AssertionError(f"{what}: got {[round(x, 4) for x in got.flatten().tolist()[:6]]}, reference "
+        raise CheckFailed(f"{what}: got {[round(x, 4) for x in got.flatten().tolist()[:6]]}, reference "
                              f"{[round(x, 4) for x in want.flatten().tolist()[:6]]} (largest difference {diff:.3g}). "
                              f"{hint}")

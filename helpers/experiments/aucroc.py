@@ -31,7 +31,7 @@ from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from helpers.core.checks import run_args
+from helpers.core.checks import CheckFailed, run_args
 from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts
@@ -402,7 +402,7 @@ def check_label_attention(fn) -> None:
         want = label_attention_reference(model, prompt, lids)
         got = torch.as_tensor(fn(model, prompt, len(lids))).detach().float().cpu()
         if got.shape != want.shape:
-            raise AssertionError(f"tiny {kind} model: expected shape [n_layers, n_classes] = {tuple(want.shape)}, "
+            raise CheckFailed(f"tiny {kind} model: expected shape [n_layers, n_classes] = {tuple(want.shape)}, "
                                  f"got {tuple(got.shape)}")
         if torch.allclose(got, want, atol=1e-5, rtol=1e-4):
             continue
@@ -413,7 +413,7 @@ def check_label_attention(fn) -> None:
         elif torch.allclose(got.sum(-1), want.sum(-1), atol=1e-5, rtol=1e-4):
             hint = " The total over classes matches: check which class each label position adds to (label_class)."
         layer = int((got - want).abs().amax(-1).argmax())
-        raise AssertionError(f"tiny {kind} model, layer {layer}: yours {[round(x, 5) for x in got[layer].tolist()]}, "
+        raise CheckFailed(f"tiny {kind} model, layer {layer}: yours {[round(x, 5) for x in got[layer].tolist()]}, "
                              f"reference {[round(x, 5) for x in want[layer].tolist()]} (the attention row at q = "
                              f"{prompt.q}, summed over heads, at the label positions {prompt.label_pos} of classes "
                              f"{prompt.label_class}).{hint}")

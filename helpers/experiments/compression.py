@@ -44,6 +44,7 @@ import torch
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
+from helpers.core.checks import CheckFailed
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from helpers.core.predict import Predictions
 from helpers.core.prefix import (
@@ -424,10 +425,10 @@ def check_hidden_anchor_logits(fn, atol: float = 1e-4) -> None:
                 mine = torch.as_tensor(fn(model, prompt, keep, lids)).detach().float().cpu().reshape(-1)
             ref = hidden_anchor_reference(model, prompt, keep, lids)
             if mine.shape != ref.shape:
-                raise AssertionError(f"tiny {kind} model, {what}: expected {ref.shape[0]} label logits (one per "
+                raise CheckFailed(f"tiny {kind} model, {what}: expected {ref.shape[0]} label logits (one per "
                                      f"class), got shape {tuple(mine.shape)}")
             if not torch.allclose(mine, ref, atol=atol, rtol=1e-4):
-                raise AssertionError(f"tiny {kind} model, {what}: label logits {mine.numpy().round(4)} differ from "
+                raise CheckFailed(f"tiny {kind} model, {what}: label logits {mine.numpy().round(4)} differ from "
                                      f"the pruned cache's {ref.numpy().round(4)} (max diff "
                                      f"{(mine - ref).abs().max():.2e}). Does the input attend only to the kept "
                                      f"rows, at its original positions, and read the logits at q?")

@@ -44,6 +44,7 @@ from sklearn.decomposition import PCA
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
+from helpers.core.checks import CheckFailed
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
@@ -387,10 +388,10 @@ def check_anchor_key_projections(fn, atol: float = 1e-4) -> None:
             with torch.inference_mode():
                 mine = torch.as_tensor(fn(model, prompt, layer, len(lids))).detach().float().cpu()
             if mine.shape != ref.shape:
-                raise AssertionError(f"tiny {kind} model, layer {layer}: expected shape {tuple(ref.shape)} "
+                raise CheckFailed(f"tiny {kind} model, layer {layer}: expected shape {tuple(ref.shape)} "
                                      f"(head, classes), got {tuple(mine.shape)}")
             if not torch.allclose(mine, ref, atol=atol, rtol=1e-4):
-                raise AssertionError(
+                raise CheckFailed(
                     f"tiny {kind} model, layer {layer}: projections differ from the reference by up to "
                     f"{(mine - ref).abs().max():.2e} (head 0: {mine[0].numpy().round(4)} vs "
                     f"{ref[0].numpy().round(4)}). Query at q and keys at the label positions, before rotary "

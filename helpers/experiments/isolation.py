@@ -40,7 +40,7 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
-from helpers.core.checks import run_args
+from helpers.core.checks import CheckFailed, run_args
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from helpers.core.predict import HookFactory, Predictions, predict
 from helpers.core.prompts import Prompt
@@ -599,16 +599,81 @@ def check_isolated_label_logits(fn) -> None:
                 what = (f"{fn.__name__} on the tiny {kind} model, layers {layers} ({len(p)}-token prompt, "
                         f"label positions {p.label_pos}, q={p.q})")
                 if not isinstance(mine, torch.Tensor):
-                    raise AssertionError(f"{what}: expected a torch.Tensor, got {type(mine).__name__}")
+                    raise CheckFailed(f"{what}: expected a torch.Tensor, got {type(mine).__name__}")
                 mine = mine.detach().float().cpu()
                 if tuple(mine.shape) != tuple(ref[i].shape):
-                    raise AssertionError(f"{what}: shape {tuple(mine.shape)}, expected {tuple(ref[i].shape)} "
+                    raise CheckFailed(f"{what}: shape {tuple(mine.shape)}, expected {tuple(ref[i].shape)} "
                                          "(one logit per label word, at q)")
                 if not torch.allclose(mine, ref[i], rtol=1e-4, atol=1e-4):
-                    hint = (" (these are the unmodified logits: is anything blocked?)"
-                            if torch.allclose(mine, base[i], rtol=1e-4, atol=1e-4) else "")
-                    raise AssertionError(f"{what}: yours {mine.tolist()}, reference {ref[i].tolist()}{hint}")
+                    if torch.allclose(mine, base[i], rtol=1e-4, atol=1e-4):
+                        cause = "These are the unmodified logits: nothing was blocked."
+                    else:
+                        cause = _isolation_mistake(model, p, s.label_ids, layers, mine)
+                    raise CheckFailed(f"{what}: yours {[round(x, 4) for x in mine.tolist()]}, reference "
+                                      f"{[round(x, 4) for x in ref[i].tolist()]}. {cause}")
     print(f"✓ {fn.__name__} matches the reference (label_isolation) on 3 tiny models")
+
+
+# Typical wrong versions of the by-hand isolation, each with what went wrong: a function whose logits equal one
+# of these is told its likely cause (each is tested against its wrong version in tests/test_isolation.py).
+_ISOLATION_MISTAKES = {
+    "diagonal": "You blocked the diagonal too (the label word's own key, j = p): that row is then all -inf, "
+                "which has no softmax. TransformerLens turns the NaN it gives into zeros, so the label word read "
+                "nothing at all (finite, wrong logits, no error). Block j < p only: scores[:, :, p, :p].",
+    "after": "You blocked the row only from p + 1 on, or one position off: the rows to block are the label "
+             "positions themselves (prompt.label_pos), each over its keys j < p.",
+    "before": "Your rows are one position before the label words: use prompt.label_pos as it is (the position "
+              "of each label word's token), not p - 1.",
+    "column": "You blocked attention to the label words (a column: scores[..., :, p]); isolation blocks what "
+              "each label word reads (its row: scores[..., p, :p]).",
+    "every_layer": "You blocked in every layer: isolate only in the layers passed as `layers`.",
+    "pattern": "You zeroed the attention pattern after the softmax, so the row no longer sums to 1. Set the "
+               "scores to -inf before the softmax (hook_attn_scores) and let it renormalise the row.",
+    "one_label": "Only some label words are isolated: block the row of every position in prompt.label_pos.",
+}
+
+
+def _isolation_mistake(model, prompt, label_ids, layers, mine: torch.Tensor) -> str:
+    """The likely cause of a wrong by-hand isolation: the typical wrong version whose logits ``mine`` equals, or a
+    general pointer."""
+    def scores_hook(rows, keys):
+        def hook(scores, hook):
+            for p in rows:
+                scores[:, :, p, keys(p)] = float("-inf")
+            return scores
+        return hook
+
+    def pattern_hook(scores, hook):
+        for p in prompt.label_pos:
+            scores[:, :, p, :p] = 0.0
+        return scores
+
+    pos, last = list(prompt.label_pos), len(prompt) - 1
+
+    def column_hook(scores, hook):
+        for p in pos:
+            scores[:, :, p + 1:, p] = float("-inf")
+        return scores
+
+    variants = {
+        "diagonal": ("attn_scores", layers, scores_hook(pos, lambda p: slice(0, p + 1))),
+        "after": ("attn_scores", layers, scores_hook([p + 1 for p in pos if p + 1 <= last], lambda p: slice(0, p))),
+        "before": ("attn_scores", layers, scores_hook([p - 1 for p in pos], lambda p: slice(0, p))),
+        "column": ("attn_scores", layers, column_hook),
+        "every_layer": ("attn_scores", range(model.cfg.n_layers), scores_hook(pos, lambda p: slice(0, p))),
+        "pattern": ("pattern", layers, pattern_hook),
+        "one_label": ("attn_scores", layers, scores_hook(pos[:1], lambda p: slice(0, p))),
+    }
+    for name, (point, where, hook) in variants.items():
+        if name == "every_layer" and len(layers) == model.cfg.n_layers:
+            continue
+        with torch.no_grad():
+            out = model.run_with_hooks(prompt.tokens[None], fwd_hooks=[(f"blocks.{l}.attn.hook_{point}", hook)
+                                                                        for l in where])
+        if torch.allclose(mine, out[0, prompt.q, label_ids].float().cpu(), rtol=1e-4, atol=1e-4):
+            return _ISOLATION_MISTAKES[name]
+    return ("Check the rows (each label position p in prompt.label_pos), the keys (j < p, the diagonal kept), "
+            "the layers (only `layers`), and that you set scores before the softmax.")
 
 
 # --- paper vs ours ---

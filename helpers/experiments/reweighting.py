@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
 from helpers.core import accounting
-from helpers.core.checks import run_args
+from helpers.core.checks import CheckFailed, run_args
 from helpers.core.models import frozen_params
 from helpers.core.predict import logits_at, predict
 from helpers.core.prefix import predict_shared, vanilla_predictions
@@ -502,7 +502,7 @@ def check_reweighted_label_logits(fn) -> None:
         want = reweighted_label_logits_reference(model, prompt, beta, lids)
         got = torch.as_tensor(fn(model, prompt, beta, lids)).detach().float().cpu().reshape(-1)
         if got.shape != want.shape:
-            raise AssertionError(f"tiny {kind} model: expected the {len(lids)} label logits at q, got shape "
+            raise CheckFailed(f"tiny {kind} model: expected the {len(lids)} label logits at q, got shape "
                                  f"{tuple(got.shape)}")
         if torch.allclose(got, want, atol=1e-4, rtol=1e-4):
             continue
@@ -511,7 +511,7 @@ def check_reweighted_label_logits(fn) -> None:
         if torch.allclose(got, plain, atol=1e-4, rtol=1e-4):
             hint = (" Yours equals the run without re-weighting: does the hook change the pattern it returns, in "
                     "every layer's hook_pattern?")
-        raise AssertionError(f"tiny {kind} model: yours {[round(x, 4) for x in got.tolist()]}, reference "
+        raise CheckFailed(f"tiny {kind} model: yours {[round(x, 4) for x in got.tolist()]}, reference "
                              f"{[round(x, 4) for x in want.tolist()]} (without re-weighting: "
                              f"{[round(x, 4) for x in plain.tolist()]}). The reference multiplies pattern[q, p_i] "
                              f"(q = {prompt.q}, p = {prompt.label_pos}) by exp(beta[layer, head, i]) after the "

@@ -49,7 +49,7 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
-from helpers.core.checks import run_args
+from helpers.core.checks import CheckFailed, run_args
 from helpers.core.models import frozen_params
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prompts import Prompt, build_prompt, check_prompts, sample_demos, sample_test
@@ -506,16 +506,16 @@ def _first_difference(mine: torch.Tensor, ref: torch.Tensor, names: Sequence[str
 
 def _assert_matches(mine, ref: torch.Tensor, what: str, names: Sequence[str], rtol: float = 1e-3) -> None:
     if not isinstance(mine, torch.Tensor):
-        raise AssertionError(f"{what}: expected a torch.Tensor, got {type(mine).__name__}")
+        raise CheckFailed(f"{what}: expected a torch.Tensor, got {type(mine).__name__}")
     mine = mine.detach().float().cpu()
     if tuple(mine.shape) != tuple(ref.shape):
-        raise AssertionError(f"{what}: shape {tuple(mine.shape)}, expected {tuple(ref.shape)} "
+        raise CheckFailed(f"{what}: shape {tuple(mine.shape)}, expected {tuple(ref.shape)} "
                              f"[{', '.join(names)}]")
     if torch.isnan(mine).any():
-        raise AssertionError(f"{what}: NaN at {_first_difference(torch.isnan(mine).float(), torch.zeros_like(ref), names)}")
+        raise CheckFailed(f"{what}: NaN at {_first_difference(torch.isnan(mine).float(), torch.zeros_like(ref), names)}")
     atol = 1e-4 * float(ref.abs().max()) + 1e-9
     if not torch.allclose(mine, ref, rtol=rtol, atol=atol):
-        raise AssertionError(f"{what} differs from the reference; largest difference at "
+        raise CheckFailed(f"{what} differs from the reference; largest difference at "
                              f"{_first_difference(mine, ref, names)}")
 
 

@@ -12,7 +12,7 @@ from jaxtyping import Float
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from helpers.core.checks import run_args
+from helpers.core.checks import CheckFailed, run_args
 from helpers.core.predict import predict, shots_for
 from helpers.core.prefix import vanilla_predictions
 from helpers.core.prompts import Demo, Prompt, build_prompt, make_icl_set
@@ -97,7 +97,7 @@ def check_label_logits(fn: Callable) -> None:
                 mine = fn(model, p, ids)
             where = f"{kind} model, {len(demos)} demonstrations ({len(p)} tokens, q = {p.q})"
             if not isinstance(mine, torch.Tensor) or tuple(mine.shape) != tuple(ref.shape):
-                raise AssertionError(f"{where}: expected a tensor of shape {tuple(ref.shape)} (one logit per class, "
+                raise CheckFailed(f"{where}: expected a tensor of shape {tuple(ref.shape)} (one logit per class, "
                                      f"in class order), got {getattr(mine, 'shape', type(mine).__name__)}")
             mine = mine.detach().float().cpu()
             if not torch.allclose(mine, ref, atol=1e-4, rtol=1e-4):
@@ -107,10 +107,10 @@ def check_label_logits(fn: Callable) -> None:
                 hint = (f"; they are the logits at position {other[0]}, not at q = {p.q}" if other else
                         "; check: one forward on prompt.tokens (BOS included), logits at prompt.q, the columns "
                         "label_ids in class order")
-                raise AssertionError(f"{where}: your label logits {mine.tolist()} differ from the reference "
+                raise CheckFailed(f"{where}: your label logits {mine.tolist()} differ from the reference "
                                      f"{ref.tolist()}{hint}")
             if int(mine.argmax()) != int(ref.argmax()):
-                raise AssertionError(f"{where}: the predicted class differs from the reference's")
+                raise CheckFailed(f"{where}: the predicted class differs from the reference's")
     print(f"✓ {getattr(fn, '__name__', 'your function')} matches the reference on 3 tiny models "
           "(learned positions, rotary, grouped-query), 2 prompts each")
 
@@ -138,13 +138,13 @@ def check_render_prompt(fn: Callable) -> None:
                 where = f"template {task.full_template!r}, separator {task.separator!r}, {len(demos)} demonstrations"
                 if mine != p.text:
                     n = next((i for i, (a, b) in enumerate(zip(mine, p.text)) if a != b), min(len(mine), len(p.text)))
-                    raise AssertionError(f"{where}: your text differs from build_prompt's at character {n}: "
+                    raise CheckFailed(f"{where}: your text differs from build_prompt's at character {n}: "
                                          f"yours ...{mine[max(0, n - 20):n + 20]!r}, "
                                          f"build_prompt's ...{p.text[max(0, n - 20):n + 20]!r}")
                 tok = model.tokenizer
                 ids = [tok.bos_token_id] * p.bos + tok(mine, add_special_tokens=False)["input_ids"]
                 if ids != p.tokens.tolist():
-                    raise AssertionError(f"{where}, {kind} model: the tokens of your text differ from build_prompt's")
+                    raise CheckFailed(f"{where}, {kind} model: the tokens of your text differ from build_prompt's")
     print(f"✓ {getattr(fn, '__name__', 'your function')} matches build_prompt on 3 templates and 3 tiny models")
 
 
