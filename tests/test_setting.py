@@ -28,14 +28,19 @@ def test_label_logits_check_passes_on_the_reference(capsys):
     assert capsys.readouterr().out.count("✓") == 2
 
 
-@pytest.mark.parametrize("wrong, says", [
+@pytest.mark.parametrize("wrong, says", [  # each typical wrong version, and the cause the check names
     (lambda m, p, ids: m(p.tokens[None])[0, p.q - 1, ids], "logits at position"),  # off by one
-    (lambda m, p, ids: m(p.tokens[None])[0, p.q, list(ids)[::-1]], "differ from the reference"),  # class order
+    (lambda m, p, ids: m(p.tokens[None])[0, p.q, list(ids)[::-1]], "another order"),  # class order
     (lambda m, p, ids: m(p.tokens[None])[0, p.q], "shape"),  # not restricted to the label words
-    (lambda m, p, ids: m(p.tokens[None, 1:])[0, p.q - 1, ids], "differ"),  # BOS dropped (rotary models)
+    (lambda m, p, ids: m(p.tokens[None, 1:])[0, p.q - 1, ids], "first token is missing"),  # BOS dropped
+    (lambda m, p, ids: m(p.tokens[None])[0, p.q].softmax(-1)[ids], "probabilities over the whole vocabulary"),
+    (lambda m, p, ids: m(p.tokens[None])[0, p.q].log_softmax(-1)[ids], "log-probabilities"),
+    (lambda m, p, ids: m(p.tokens[None])[0, p.q, ids].softmax(-1), "label columns only"),
 ])
-def test_label_logits_check_fails_on_wrong_functions(wrong, says):
-    with pytest.raises(AssertionError, match=says):
+def test_label_logits_check_names_the_mistake(wrong, says):
+    from helpers.core.checks import CheckFailed
+
+    with pytest.raises(CheckFailed, match=says):
         check_label_logits(wrong)
 
 
@@ -50,14 +55,27 @@ def test_render_check_passes_on_the_reference(capsys):
     assert "✓" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("wrong", [
-    lambda t, d, q: render(t, d, q) + " ",  # the query keeps the space that belongs to the label word
-    lambda t, d, q: "\n".join(render(t, d, q).split(t.separator)),  # separator ignored
-    lambda t, d, q: render(t, d, q).replace(t.parts[3], "") if t.parts[3] else render(t, d, q)[:-1],  # no 'after'
+@pytest.mark.parametrize("wrong, says", [
+    (lambda t, d, q: render(t, d, q) + " ", "extra whitespace"),  # the query keeps the label word's space
+    (lambda t, d, q: "\n".join(render(t, d, q).split(t.separator)), "separator"),  # separator ignored
+    (lambda t, d, q: render(t, d, q).replace(t.parts[3], "") if t.parts[3] else render(t, d, q)[:-1],
+     "differs from build_prompt"),  # no 'after' (SST-2, the first case, has none: a generic pointer)
 ])
-def test_render_check_fails_on_wrong_functions(wrong):
-    with pytest.raises(AssertionError, match="differs from build_prompt"):
+def test_render_check_names_the_mistake(wrong, says):
+    from helpers.core.checks import CheckFailed
+
+    with pytest.raises(CheckFailed, match=says):
         check_render_prompt(wrong)
+
+
+def test_render_check_names_a_missing_end_of_template():
+    from helpers.core.checks import CheckFailed
+    from helpers.experiments.setting import _render_cases
+
+    task = _render_cases()[2]  # "Text: {text} | Verdict: {label}." : "." after the label
+    with pytest.raises(CheckFailed, match="after each demonstration's label"):
+        check_render_prompt(lambda t, d, q: render(t, d, q).replace(t.parts[3], "") if t.name == task.name
+                            else render(t, d, q))
 
 
 def _frame(correct_by_seed, shots):

@@ -13,7 +13,7 @@ import numbers
 import warnings
 from collections.abc import Mapping, Sequence
 
-__all__ = ["ArgumentError", "CheckFailed", "positive_int", "task_list", "seed_list", "sizes_per_task", "run_args",
+__all__ = ["ArgumentError", "CheckFailed", "likely_mistake", "positive_int", "task_list", "seed_list", "sizes_per_task", "run_args",
            "check_label_ids", "prompt_list",
            "unrelated_args"]
 
@@ -35,6 +35,25 @@ class CheckFailed(AssertionError):
         return [f"\x1b[31mCheckFailed\x1b[0m: {self}",
                 "(the check ran your function and the reference on tiny random models; fix it and run both cells "
                 "again)"]
+
+
+def likely_mistake(got, variants, atol: float = 1e-4, rtol: float = 1e-4) -> str | None:
+    """The message of the first typical wrong version that ``got`` equals, or None.
+
+    ``variants``: ``(message, compute)`` pairs, ``compute()`` giving that wrong version's result (computed only
+    when needed, in order; one that fails or has another shape is skipped).
+    """
+    import torch
+
+    got = torch.as_tensor(got).detach().float().cpu()
+    for message, compute in variants:
+        try:
+            want = torch.as_tensor(compute()).detach().float().cpu()
+        except Exception:  # noqa: BLE001 - a wrong version that cannot be computed here is simply not it
+            continue
+        if want.shape == got.shape and torch.allclose(got, want, atol=atol, rtol=rtol):
+            return message
+    return None
 
 
 def _is_int(x) -> bool:

@@ -12,7 +12,7 @@ from jaxtyping import Float
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from helpers.core.checks import CheckFailed, run_args
+from helpers.core.checks import CheckFailed, likely_mistake, run_args
 from helpers.core.predict import predict, shots_for
 from helpers.core.prefix import vanilla_predictions
 from helpers.core.prompts import Demo, Prompt, build_prompt, make_icl_set
@@ -101,18 +101,38 @@ def check_label_logits(fn: Callable) -> None:
                                      f"in class order), got {getattr(mine, 'shape', type(mine).__name__)}")
             mine = mine.detach().float().cpu()
             if not torch.allclose(mine, ref, atol=1e-4, rtol=1e-4):
-                with torch.no_grad():
-                    full = model(p.tokens[None])[0, :, ids].float().cpu()
-                other = [i for i in range(len(p)) if torch.allclose(full[i], mine, atol=1e-4, rtol=1e-4)]
-                hint = (f"; they are the logits at position {other[0]}, not at q = {p.q}" if other else
-                        "; check: one forward on prompt.tokens (BOS included), logits at prompt.q, the columns "
-                        "label_ids in class order")
-                raise CheckFailed(f"{where}: your label logits {mine.tolist()} differ from the reference "
-                                     f"{ref.tolist()}{hint}")
+                raise CheckFailed(f"{where}: your label logits {[round(x, 4) for x in mine.tolist()]} differ from "
+                                  f"the reference {[round(x, 4) for x in ref.tolist()]}. "
+                                  + _label_logits_mistake(model, p, ids, mine))
             if int(mine.argmax()) != int(ref.argmax()):
                 raise CheckFailed(f"{where}: the predicted class differs from the reference's")
     print(f"✓ {getattr(fn, '__name__', 'your function')} matches the reference on 3 tiny models "
           "(learned positions, rotary, grouped-query), 2 prompts each")
+
+
+def _label_logits_mistake(model, p, ids: list[int], mine: torch.Tensor) -> str:
+    """The likely cause of wrong label logits: a typical wrong version they equal, or what to check."""
+    with torch.no_grad():
+        full = model(p.tokens[None])[0].float().cpu()  # [pos, vocab]
+    other = [i for i in range(len(p)) if i != p.q and torch.allclose(full[i, ids], mine, atol=1e-4, rtol=1e-4)]
+    if other:
+        return (f"They are the logits at position {other[0]}, not at q = {p.q} (prompt.q, the last token: the "
+                "model's guess for the token after it).")
+    at_q = full[p.q]
+    found = likely_mistake(mine, [
+        ("These are probabilities over the whole vocabulary (a softmax): return the logits themselves; the "
+         "argmax is the same, but the experiments compare logits.", lambda: at_q.softmax(-1)[ids]),
+        ("These are log-probabilities (log_softmax over the vocabulary): return the logits themselves.",
+         lambda: at_q.log_softmax(-1)[ids]),
+        ("These are a softmax over the label columns only: return the logits themselves.",
+         lambda: at_q[ids].softmax(-1)),
+        ("The classes are in another order: keep the columns label_ids in the order given (class c is column "
+         "label_ids[c]).", lambda: at_q[list(reversed(ids))]),
+        ("The prompt's first token is missing (BOS, where the model uses one): run prompt.tokens as they are, "
+         "not a re-tokenised text.", lambda: model(p.tokens[None, 1:])[0, -1, ids]),
+    ])
+    return found or ("Check: one forward on prompt.tokens (BOS included), the logits at prompt.q, the columns "
+                     "label_ids in class order.")
 
 
 def _render_cases() -> list[Task]:
@@ -121,6 +141,22 @@ def _render_cases() -> list[Task]:
                             "label_words": ["negative", "positive"], "separator": "\n\n"}, need_checksums=False),
             task_from_spec({"name": "check_verdict", "template": "Text: {text} | Verdict: {label}.",
                             "label_words": ["bad", "good"], "separator": "\n"}, need_checksums=False)]
+
+
+def _render_mistake(task: Task, mine, want: str) -> str:
+    """The likely cause of a wrong prompt text."""
+    if not isinstance(mine, str):
+        return f"Return the prompt's text as one string (got {type(mine).__name__})."
+    before, between, lead, after = task.parts
+    if mine.rstrip() == want.rstrip() and len(mine) > len(want):
+        return ("Your text ends with extra whitespace: the space before a label word belongs to the label's token "
+                "(' positive'), so the prompt ends right after the query's lead-in.")
+    if task.separator and len(want.split(task.separator)) > 1 and task.separator not in mine:
+        return f"The examples are not joined with the task's separator ({task.separator!r}): use task.separator."
+    if after and mine == want.replace(after, ""):
+        return f"The text after each demonstration's label ({after!r}, the template's end) is missing."
+    return ("Build each demonstration as before + text + between + lead + label word + after (task.parts), the "
+            "query as before + text + between, and join them with task.separator.")
 
 
 def check_render_prompt(fn: Callable) -> None:
@@ -139,8 +175,9 @@ def check_render_prompt(fn: Callable) -> None:
                 if mine != p.text:
                     n = next((i for i, (a, b) in enumerate(zip(mine, p.text)) if a != b), min(len(mine), len(p.text)))
                     raise CheckFailed(f"{where}: your text differs from build_prompt's at character {n}: "
-                                         f"yours ...{mine[max(0, n - 20):n + 20]!r}, "
-                                         f"build_prompt's ...{p.text[max(0, n - 20):n + 20]!r}")
+                                      f"yours ...{mine[max(0, n - 20):n + 20]!r}, "
+                                      f"build_prompt's ...{p.text[max(0, n - 20):n + 20]!r}. "
+                                      + _render_mistake(task, mine, p.text))
                 tok = model.tokenizer
                 ids = [tok.bos_token_id] * p.bos + tok(mine, add_special_tokens=False)["input_ids"]
                 if ids != p.tokens.tolist():
