@@ -289,7 +289,7 @@ def test_flow_interval_table_formats_intervals():
 
 # --- the by-hand exercise of notebook 01: its check passes on the solution and fails on wrong functions ---
 
-def _by_hand_saliency(model, prompt, label_ids, heads_then_abs=True, grad_only=False):
+def _by_hand_saliency(model, prompt, label_ids, heads_then_abs=True, grad_only=False, no_abs=False, vocab=False):
     import einops
     import torch.nn.functional as F
 
@@ -301,18 +301,23 @@ def _by_hand_saliency(model, prompt, label_ids, heads_then_abs=True, grad_only=F
 
     hooks = [(f"blocks.{l}.attn.hook_pattern", keep) for l in range(model.cfg.n_layers)]
     with torch.enable_grad():
-        logits = model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, label_ids]
-        F.cross_entropy(logits[None], torch.tensor([prompt.gold])).backward()
+        logits = model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q]
+        if vocab:  # wrong: the loss over the whole vocabulary
+            F.cross_entropy(logits[None], torch.tensor([label_ids[prompt.gold]])).backward()
+        else:
+            F.cross_entropy(logits[label_ids][None], torch.tensor([prompt.gold])).backward()
     model.zero_grad(set_to_none=True)
     A = torch.stack([p[0] for p in patterns]).detach()
     grad = torch.stack([p.grad[0] for p in patterns])
     x = grad if grad_only else A * grad
+    if no_abs:
+        return einops.reduce(x, "layer head i j -> layer i j", "sum")
     if heads_then_abs:
         return einops.reduce(x, "layer head i j -> layer i j", "sum").abs()
     return einops.reduce(x.abs(), "layer head i j -> layer i j", "sum")
 
 
-def _by_hand_flows(I, prompt, shift=0, keep_diagonal=False):
+def _by_hand_flows(I, prompt, shift=0, keep_diagonal=False, reduce="mean"):
     n = I.shape[-1]
     earlier = torch.ones(n, n, dtype=torch.bool).tril(0 if keep_diagonal else -1)
     rows = [p + shift for p in prompt.label_pos]
@@ -321,7 +326,7 @@ def _by_hand_flows(I, prompt, shift=0, keep_diagonal=False):
     pq = torch.zeros(n, n, dtype=torch.bool)
     pq[prompt.q, rows] = True
     ww = earlier & ~wp & ~pq
-    return torch.stack([I[:, m].mean(-1) for m in (wp, pq, ww)], dim=-1)
+    return torch.stack([I[:, m].mean(-1) if reduce == "mean" else I[:, m].sum(-1) for m in (wp, pq, ww)], dim=-1)
 
 
 def test_check_pattern_saliency_passes_on_the_solution_and_fails_on_wrong_ones(capsys):
@@ -339,21 +344,36 @@ def test_check_pattern_saliency_passes_on_the_solution_and_fails_on_wrong_ones(c
     def one_layer_short(model, prompt, label_ids):
         return _by_hand_saliency(model, prompt, label_ids)[:-1]
 
-    for wrong, match in ((abs_before_head_sum, "differs from the reference"),
-                         (gradient_only, "differs from the reference"), (one_layer_short, "shape")):
-        with pytest.raises(AssertionError, match=match):
+    def no_abs(model, prompt, label_ids):
+        return _by_hand_saliency(model, prompt, label_ids, heads_then_abs=False, no_abs=True)
+
+    def full_vocabulary(model, prompt, label_ids):
+        return _by_hand_saliency(model, prompt, label_ids, vocab=True)
+
+    from helpers.core.checks import CheckFailed
+
+    for wrong, match in ((abs_before_head_sum, "absolute value per head"), (gradient_only, "without the pattern"),
+                         (no_abs, "No absolute value"), (full_vocabulary, "whole vocabulary"),
+                         (one_layer_short, "shape")):
+        with pytest.raises(CheckFailed, match=match):
             check_pattern_saliency(wrong)
 
 
-def test_check_saliency_flows_passes_on_the_solution_and_fails_on_wrong_ones(capsys):
+def test_check_saliency_flows_passes_on_the_solution_and_names_each_mistake(capsys):
+    from helpers.core.checks import CheckFailed
     from helpers.experiments.saliency import check_saliency_flows
 
     check_saliency_flows(_by_hand_flows)
     assert "matches the reference (flow_scores)" in capsys.readouterr().out
-    with pytest.raises(AssertionError, match="largest difference at layer=.*flow"):
-        check_saliency_flows(lambda I, p: _by_hand_flows(I, p, shift=1))  # off by one label position
-    with pytest.raises(AssertionError, match="differs"):
-        check_saliency_flows(lambda I, p: _by_hand_flows(I, p, keep_diagonal=True))
+    wrong = {"one after": (lambda I, p: _by_hand_flows(I, p, shift=1), "one after the label words"),
+             "diagonal": (lambda I, p: _by_hand_flows(I, p, keep_diagonal=True), "counted the diagonal"),
+             "sums": (lambda I, p: _by_hand_flows(I, p, reduce="sum"), "These are sums"),
+             "order": (lambda I, p: _by_hand_flows(I, p)[:, [1, 0, 2]], "another order")}
+    for fn, says in wrong.values():
+        with pytest.raises(CheckFailed, match=says):
+            check_saliency_flows(fn)
+    with pytest.raises(CheckFailed, match="largest difference at layer=.*flow"):
+        check_saliency_flows(lambda I, p: _by_hand_flows(I, p) * 1.5)  # no typical mistake: where it differs
 
 
 def test_saliency_claims_follow_the_per_task_checks():

@@ -49,7 +49,7 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
-from helpers.core.checks import CheckFailed, run_args
+from helpers.core.checks import CheckFailed, likely_mistake, run_args
 from helpers.core.models import frozen_params
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prompts import Prompt, build_prompt, check_prompts, sample_demos, sample_test
@@ -504,7 +504,10 @@ def _first_difference(mine: torch.Tensor, ref: torch.Tensor, names: Sequence[str
     return f"{where}: yours {float(mine[idx]):.4g}, reference {float(ref[idx]):.4g}"
 
 
-def _assert_matches(mine, ref: torch.Tensor, what: str, names: Sequence[str], rtol: float = 1e-3) -> None:
+def _assert_matches(mine, ref: torch.Tensor, what: str, names: Sequence[str], rtol: float = 1e-3,
+                    mistakes=None) -> None:
+    """Raise :class:`CheckFailed` saying what differs; ``mistakes()`` gives ``(message, compute)`` typical wrong
+    versions (:func:`helpers.core.checks.likely_mistake`), tried only when the values differ."""
     if not isinstance(mine, torch.Tensor):
         raise CheckFailed(f"{what}: expected a torch.Tensor, got {type(mine).__name__}")
     mine = mine.detach().float().cpu()
@@ -515,8 +518,77 @@ def _assert_matches(mine, ref: torch.Tensor, what: str, names: Sequence[str], rt
         raise CheckFailed(f"{what}: NaN at {_first_difference(torch.isnan(mine).float(), torch.zeros_like(ref), names)}")
     atol = 1e-4 * float(ref.abs().max()) + 1e-9
     if not torch.allclose(mine, ref, rtol=rtol, atol=atol):
+        cause = likely_mistake(mine, mistakes(), atol=atol, rtol=rtol) if mistakes else None
         raise CheckFailed(f"{what} differs from the reference; largest difference at "
-                             f"{_first_difference(mine, ref, names)}")
+                          f"{_first_difference(mine, ref, names)}. " + (cause or "Compare your steps with the "
+                                                                       "docstring, one at a time."))
+
+
+def _pattern_saliency_mistakes(model, p, lids):
+    """Typical wrong versions of the by-hand saliency of one prompt, each with its likely cause."""
+    def parts(target: str = "gold", vocab: str = "labels"):
+        patterns = []
+
+        def keep(pattern, hook):
+            pattern.retain_grad()
+            patterns.append(pattern)
+
+        with torch.enable_grad():
+            logits = model.run_with_hooks(p.tokens[None], fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", keep)
+                                                                     for l in range(model.cfg.n_layers)])[0, p.q]
+            cols = logits[list(lids)] if vocab == "labels" else logits
+            gold = p.gold if vocab == "labels" else list(lids)[p.gold]
+            y = int(cols.argmax()) if target == "pred" else gold
+            torch.nn.functional.cross_entropy(cols[None], torch.tensor([y])).backward()
+        model.zero_grad(set_to_none=True)
+        return (torch.stack([a[0] for a in patterns]).detach(), torch.stack([a.grad[0] for a in patterns]))
+
+    A, G = parts()
+    n_heads = A.shape[1]
+    return [
+        ("You took the absolute value per head, then summed: sum over heads first, then abs.",
+         lambda: (A * G).abs().sum(1)),
+        ("No absolute value: I is |sum over heads of A * dL/dA|.", lambda: (A * G).sum(1)),
+        ("You averaged over heads: sum them.", lambda: (A * G).sum(1).abs() / n_heads),
+        ("This is |dL/dA| without the pattern: multiply by A (elementwise) before summing over heads.",
+         lambda: G.sum(1).abs()),
+        ("The loss is over the whole vocabulary: restrict the logits at q to label_ids first, then take the "
+         "cross-entropy against the gold class.", lambda: (lambda a, g: (a * g).sum(1).abs())(*parts(vocab="full"))),
+        ("The loss is against the predicted class: use the gold class, prompt.gold.",
+         lambda: (lambda a, g: (a * g).sum(1).abs())(*parts(target="pred"))),
+    ]
+
+
+def _flow_mistakes(I: torch.Tensor, p):
+    """Typical wrong versions of the three flows of one prompt's saliency matrices, each with its likely cause."""
+    n = I.shape[-1]
+
+    def flows(strict: bool = True, reduce: str = "mean", ww_rest: bool = False, shift: int = 0):
+        earlier = torch.ones(n, n, dtype=torch.bool).tril(-1 if strict else 0)
+        rows = [x + shift for x in p.label_pos]
+        wp = torch.zeros(n, n, dtype=torch.bool)
+        wp[rows] = earlier[rows]
+        pq = torch.zeros(n, n, dtype=torch.bool)
+        pq[p.q, rows] = True
+        ww = earlier & ~wp & ~pq
+        if ww_rest:
+            ww = torch.ones(n, n, dtype=torch.bool).tril(-1) & ~wp & ~pq | ~torch.ones(n, n, dtype=torch.bool).tril()
+        out = [I[:, m].mean(-1) if reduce == "mean" else I[:, m].sum(-1) for m in (wp, pq, ww)]
+        return torch.stack(out, dim=-1)
+
+    return [
+        ("You counted the diagonal (j = i): the flows take only earlier positions, j < i.",
+         lambda: flows(strict=False)),
+        ("These are sums: the flows are means over their pairs.", lambda: flows(reduce="sum")),
+        ("S_ww takes every other pair above the diagonal too: only pairs with j < i count (the rest of a causal "
+         "saliency matrix is zero, and counting it lowers the mean).", lambda: flows(ww_rest=True)),
+        ("Your label positions are one after the label words: use prompt.label_pos as it is.",
+         lambda: flows(shift=1)),
+        ("Your label positions are one before the label words: use prompt.label_pos as it is.",
+         lambda: flows(shift=-1)),
+        ("The three flows are in another order: return S_wp, S_pq, S_ww in that order.",
+         lambda: flows()[:, [1, 0, 2]]),
+    ]
 
 
 def check_pattern_saliency(fn) -> None:
@@ -530,7 +602,8 @@ def check_pattern_saliency(fn) -> None:
             if any(w.grad is not None for w in model.parameters()):
                 model.zero_grad(set_to_none=True)
             _assert_matches(mine, ref, f"{fn.__name__} on the tiny {kind} model ({len(p)}-token prompt)",
-                            ("layer", "row i (to)", "column j (from)"))
+                            ("layer", "row i (to)", "column j (from)"),
+                            mistakes=lambda: _pattern_saliency_mistakes(model, p, lids))
     print(f"✓ {fn.__name__} matches the reference (saliency_matrices) on 3 tiny models")
 
 
@@ -545,7 +618,7 @@ def check_saliency_flows(fn) -> None:
                 ref = flow_scores(I[None], [p])[0]
                 _assert_matches(fn(I, p), ref, f"{fn.__name__} on the tiny {kind} model ({len(p)}-token prompt, "
                                 f"{name}; label positions {p.label_pos}, q={p.q})", ("layer", "flow (S_wp, S_pq, S_ww)"),
-                                rtol=1e-4)
+                                rtol=1e-4, mistakes=lambda: _flow_mistakes(I, p))
     print(f"✓ {fn.__name__} matches the reference (flow_scores) on 3 tiny models")
 
 
