@@ -258,9 +258,9 @@ def test_check_label_attention_passes_the_reference_and_fails_wrong_functions(ca
     assert "matches the reference on 3 tiny models" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="sum over heads, do not average"):
         check_label_attention(lambda m, p, n: _by_hand(m, p, n, reduce="mean"))
-    with pytest.raises(AssertionError, match="layer"):
+    with pytest.raises(AssertionError, match="tokens before the label words"):
         check_label_attention(lambda m, p, n: _by_hand(m, p, n, pos_shift=-1))  # the token before the label word
-    with pytest.raises(AssertionError, match="layer"):
+    with pytest.raises(AssertionError, match="row before q"):
         check_label_attention(lambda m, p, n: _by_hand(m, p, n, q_shift=-1))  # the row before q
     with pytest.raises(AssertionError, match="which class"):  # classes swapped
         check_label_attention(lambda m, p, n: _by_hand(m, p, n).flip(-1))

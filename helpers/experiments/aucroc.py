@@ -31,7 +31,7 @@ from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from helpers.core.checks import CheckFailed, run_args
+from helpers.core.checks import CheckFailed, likely_mistake, run_args
 from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts
@@ -394,6 +394,31 @@ def label_attention_reference(model: HookedTransformer, prompt: Prompt, label_id
     return scores[0]
 
 
+def _label_attention_mistakes(model, prompt: Prompt, n_classes: int):
+    """Typical wrong versions of the by-hand attention from q to each class's label words, with their causes."""
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(prompt.tokens[None], names_filter=lambda n: n.endswith("hook_pattern"))
+    pat = torch.stack([cache["pattern", l][0] for l in range(model.cfg.n_layers)]).float().cpu()  # [l, h, i, j]
+
+    def at(q_shift: int = 0, pos_shift: int = 0, transpose: bool = False):
+        a = pat.transpose(-1, -2) if transpose else pat
+        rows = a[:, :, prompt.q + q_shift].sum(1)  # [layer, key]
+        out = torch.zeros(model.cfg.n_layers, n_classes)
+        for pos, c in zip(prompt.label_pos, prompt.label_class):
+            out[:, c] += rows[:, pos + pos_shift]
+        return out
+
+    return [
+        ("You read the row before q: the query position is prompt.q (the last token).", lambda: at(q_shift=-1)),
+        ("Your columns are the tokens before the label words: use prompt.label_pos as it is.",
+         lambda: at(pos_shift=-1)),
+        ("Your columns are the tokens after the label words: use prompt.label_pos as it is.",
+         lambda: at(pos_shift=1)),
+        ("This is attention from the label words to q (the pattern transposed): the row is q, the columns the "
+         "label positions (pattern[..., q, p]).", lambda: at(transpose=True)),
+    ]
+
+
 def check_label_attention(fn) -> None:
     """Check a reader's ``fn(model, prompt, n_classes) -> [n_layers, n_classes]`` against
     :func:`label_attention` on tiny random models of three architectures (learned positions, rotary,
@@ -412,6 +437,10 @@ def check_label_attention(fn) -> None:
             hint = f" Yours is the reference divided by {H} (the number of heads): sum over heads, do not average."
         elif torch.allclose(got.sum(-1), want.sum(-1), atol=1e-5, rtol=1e-4):
             hint = " The total over classes matches: check which class each label position adds to (label_class)."
+        else:
+            hint = " " + (likely_mistake(got, _label_attention_mistakes(model, prompt, len(lids)), atol=1e-5)
+                          or "Check the row (q), the columns (the label positions), the sum over heads and the "
+                             "class each position adds to.")
         layer = int((got - want).abs().amax(-1).argmax())
         raise CheckFailed(f"tiny {kind} model, layer {layer}: yours {[round(x, 5) for x in got[layer].tolist()]}, "
                              f"reference {[round(x, 5) for x in want[layer].tolist()]} (the attention row at q = "
