@@ -476,11 +476,43 @@ def _cache_at_new_positions(model, prompt, keep, label_ids):
         return logits_at(model, toks[None], torch.tensor([len(keep) + prompt.q - p0]))[0, list(label_ids)]
 
 
-@pytest.mark.parametrize("wrong", [_keep_shifted, _nothing_pruned, _cache_at_new_positions])
-def test_check_hidden_anchor_fails_on_wrong_functions(wrong):
+def _not_masked(model, prompt, keep, label_ids):
+    """Wrong: the other demonstration rows' keys and values zeroed, but their scores not masked."""
+    p0, idx = prefix_len(prompt), torch.tensor(list(keep))
+
+    def zero_others(x, hook):
+        x = x.clone()
+        kept = x[:, idx].clone()
+        x[:, :p0] = 0.0
+        x[:, idx] = kept
+        return x
+
+    hooks = [(f"blocks.{l}.attn.hook_{x}", zero_others) for l in range(model.cfg.n_layers) for x in "kv"]
+    with torch.inference_mode():
+        return model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, list(label_ids)]
+
+
+def _demos_masked_too(model, prompt, keep, label_ids):
+    """Wrong: every row, the demonstrations' own included, masked to the kept positions."""
+    p0, n = prefix_len(prompt), len(prompt)
+    blocked = torch.zeros(n, n, dtype=torch.bool)
+    blocked[:, :p0] = True
+    blocked[:, list(keep)] = False
+    hooks = [(f"blocks.{l}.attn.hook_attn_scores", lambda s, hook: s.masked_fill(blocked, float("-inf")))
+             for l in range(model.cfg.n_layers)]
+    with torch.inference_mode():
+        return model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, list(label_ids)]
+
+
+@pytest.mark.parametrize("wrong, says", [(_keep_shifted, "one before `keep`"), (_nothing_pruned, "nothing was pruned"),
+                                         (_cache_at_new_positions, "new, shorter prompt"),
+                                         (_not_masked, "zeroed but not masked"),
+                                         (_demos_masked_too, "demonstrations' own rows")])
+def test_check_hidden_anchor_names_each_mistake(wrong, says):
+    from helpers.core.checks import CheckFailed
     from helpers.experiments.compression import check_hidden_anchor_logits
 
-    with pytest.raises(AssertionError, match="tiny .* model"):
+    with pytest.raises(CheckFailed, match=says):
         check_hidden_anchor_logits(wrong)
 
 

@@ -44,7 +44,7 @@ import torch
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from helpers.core.checks import CheckFailed
+from helpers.core.checks import CheckFailed, likely_mistake
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from helpers.core.predict import Predictions
 from helpers.core.prefix import (
@@ -415,6 +415,58 @@ def _tiny_cases():
     return tiny_sst2_cases(demos, Demo("what a waste of time", 0))
 
 
+def _hidden_anchor_mistakes(model, prompt, keep, label_ids):
+    """Typical wrong versions of the by-hand Hidden_anchor, each with its likely cause."""
+    p0, n, keep = prefix_len(prompt), len(prompt), list(keep)
+    ids = list(label_ids)
+
+    def masked(rows_from: int = None, keep_rows=keep, zero_kv: bool = False, mask: bool = True):
+        blocked = torch.zeros(n, n, dtype=torch.bool)
+        blocked[p0 if rows_from is None else rows_from:, :p0] = True
+        blocked[:, keep_rows] = False
+        idx = torch.tensor(keep_rows, dtype=torch.long)
+
+        def only_kept(scores, hook):
+            return scores.masked_fill(blocked, float("-inf"))
+
+        def zero_others(x, hook):
+            x = x.clone()
+            kept = x[:, idx].clone()
+            x[:, :p0] = 0.0
+            x[:, idx] = kept
+            return x
+
+        hooks = [(f"blocks.{l}.attn.hook_attn_scores", only_kept) for l in range(model.cfg.n_layers)] if mask else []
+        if zero_kv:
+            hooks += [(f"blocks.{l}.attn.hook_{x}", zero_others) for l in range(model.cfg.n_layers) for x in "kv"]
+        with torch.inference_mode():
+            return model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, ids]
+
+    def compacted():
+        tokens = torch.cat([prompt.tokens[keep], prompt.tokens[p0:]])
+        with torch.inference_mode():
+            return model(tokens[None])[0, -1, ids]
+
+    before = sorted({max(k - 1, 0) for k in keep})
+    after = sorted({k + 1 for k in keep if k + 1 < p0})
+    return [
+        ("The input still sees every demonstration position (full ICL): nothing was pruned.",
+         lambda: masked(mask=False)),
+        ("The other demonstration rows are zeroed but not masked: a zero key still gets a score of 0 and a share of "
+         "the softmax. Set the input rows' scores to those positions to -inf (hook_attn_scores).",
+         lambda: masked(zero_kv=True, mask=False)),
+        ("You masked the demonstrations' own rows too: they must run as a normal prompt (the cache is built from "
+         "the whole demonstration part); only the input's rows (>= p0) lose the other positions.",
+         lambda: masked(rows_from=0)),
+        ("Your kept positions are one before `keep`: use the positions in keep as they are.",
+         lambda: masked(keep_rows=before)),
+        ("Your kept positions are one after `keep`: use the positions in keep as they are.",
+         lambda: masked(keep_rows=after)),
+        ("You ran the kept tokens and the input as a new, shorter prompt: that moves them to new positions. "
+         "Keep every position where it is and mask the others.", compacted),
+    ]
+
+
 def check_hidden_anchor_logits(fn, atol: float = 1e-4) -> None:
     """Check ``fn(model, prompt, keep, label_ids) -> [classes]`` (the notebook's by-hand Hidden_anchor) against
     :func:`hidden_anchor_reference` on tiny learned-position, rotary and grouped-query models, with the anchor
@@ -428,10 +480,12 @@ def check_hidden_anchor_logits(fn, atol: float = 1e-4) -> None:
                 raise CheckFailed(f"tiny {kind} model, {what}: expected {ref.shape[0]} label logits (one per "
                                      f"class), got shape {tuple(mine.shape)}")
             if not torch.allclose(mine, ref, atol=atol, rtol=1e-4):
+                cause = likely_mistake(mine, _hidden_anchor_mistakes(model, prompt, keep, lids), atol=atol) or (
+                    "Does the input attend only to the kept rows, at its original positions, and read the logits "
+                    "at q?")
                 raise CheckFailed(f"tiny {kind} model, {what}: label logits {mine.numpy().round(4)} differ from "
-                                     f"the pruned cache's {ref.numpy().round(4)} (max diff "
-                                     f"{(mine - ref).abs().max():.2e}). Does the input attend only to the kept "
-                                     f"rows, at its original positions, and read the logits at q?")
+                                  f"the pruned cache's {ref.numpy().round(4)} (max diff "
+                                  f"{(mine - ref).abs().max():.2e}). {cause}")
     print("✓ hidden-anchor logits match the reference (pruned cache) on 3 tiny models")
 
 
