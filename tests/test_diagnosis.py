@@ -176,16 +176,19 @@ def _reference(model, prompt, layer, n_classes):
     return key_projections(collect_qk(model, [prompt], lids, layers=[layer]), layer, model.cfg.n_heads)[0]
 
 
-def _by_hand(model, prompt, layer, n_classes, key_shift=0, q_shift=0, k_hook="hook_k"):
+def _by_hand(model, prompt, layer, n_classes, key_shift=0, q_shift=0, k_hook="hook_k", reduce="mean", tile=False,
+             scale=False):
     from einops import einsum
 
     names = [f"blocks.{layer}.attn.hook_q", f"blocks.{layer}.attn.{k_hook}"]
     _, cache = model.run_with_cache(prompt.tokens[None], names_filter=names)
     q, k = cache[names[0]][0, prompt.q + q_shift], cache[names[1]][0]
-    k = k.repeat_interleave(model.cfg.n_heads // k.shape[1], dim=1)
+    g = model.cfg.n_heads // k.shape[1]
+    k = k.repeat(1, g, 1) if tile else k.repeat_interleave(g, dim=1)
     pos, cls = torch.tensor(prompt.label_pos) + key_shift, torch.tensor(prompt.label_class)
-    keys = torch.stack([k[pos[cls == c]].mean(0) for c in range(n_classes)])
-    return einsum(q, keys, "head d, classes head d -> head classes")
+    keys = torch.stack([getattr(k[pos[cls == c]], reduce)(0) for c in range(n_classes)])
+    out = einsum(q, keys, "head d, classes head d -> head classes")
+    return out / model.cfg.d_head ** 0.5 if scale else out
 
 
 def test_check_anchor_key_projections_passes(capsys):
@@ -196,16 +199,27 @@ def test_check_anchor_key_projections_passes(capsys):
     assert capsys.readouterr().out.count("✓") == 2
 
 
-@pytest.mark.parametrize("wrong", [
-    dict(key_shift=1),  # the token after the label word
-    dict(q_shift=-1),  # the query one position early
-    dict(k_hook="hook_rot_k"),  # keys after rotary (the tiny gpt2 model has none: KeyError there)
+@pytest.mark.parametrize("wrong, says", [
+    (dict(key_shift=1), "tokens after the label words"),
+    (dict(q_shift=-1), "one position early"),
+    (dict(reduce="sum"), "summed over their demonstrations"),
+    (dict(scale=True), "scaled by 1/sqrt"),
 ])
-def test_check_anchor_key_projections_fails_on_wrong_functions(wrong):
+def test_check_anchor_key_projections_names_each_mistake(wrong, says):
+    from helpers.core.checks import CheckFailed
     from helpers.experiments.diagnosis import check_anchor_key_projections
 
-    with pytest.raises((AssertionError, KeyError)):
+    with pytest.raises(CheckFailed, match=says):
         check_anchor_key_projections(lambda m, p, l, n: _by_hand(m, p, l, n, **wrong))
+
+
+def test_check_anchor_key_projections_names_tiled_heads():
+    """Only the grouped-query model has key heads to repeat: tiling them instead is named there."""
+    from helpers.core.checks import CheckFailed
+    from helpers.experiments.diagnosis import check_anchor_key_projections
+
+    with pytest.raises(CheckFailed, match="tiny gqa model.*tiled"):
+        check_anchor_key_projections(lambda m, p, l, n: _by_hand(m, p, l, n, tile=True))
 
 
 def test_check_fails_on_a_missing_head_split():
@@ -225,7 +239,7 @@ def test_rotary_keys_make_the_check_fail(tiny_models):
         calls.append(m.cfg.positional_embedding_type)
         return _by_hand(m, p, l, n, k_hook="hook_rot_k" if m.cfg.positional_embedding_type == "rotary" else "hook_k")
 
-    with pytest.raises(AssertionError, match="tiny rotary model"):
+    with pytest.raises(AssertionError, match="tiny rotary model.*after rotary"):
         check_anchor_key_projections(rotated_when_possible)
 
 

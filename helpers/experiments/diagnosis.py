@@ -44,7 +44,7 @@ from sklearn.decomposition import PCA
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from helpers.core.checks import CheckFailed
+from helpers.core.checks import CheckFailed, likely_mistake
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
@@ -375,6 +375,41 @@ def _tiny_cases():
     return tiny_sst2_cases(demos, Demo("what a waste of time", 0))
 
 
+def _key_projection_mistakes(model, prompt, layer: int, n_classes: int):
+    """Typical wrong versions of the by-hand key projections at ``layer``, each with its likely cause."""
+    attn, H = model.blocks[layer].attn, model.cfg.n_heads
+
+    def proj(q_hook="hook_q", k_hook="hook_k", q_shift=0, k_shift=0, reduce="mean", tile=False, scale=1.0):
+        names = [f"blocks.{layer}.attn.{q_hook}", f"blocks.{layer}.attn.{k_hook}"]
+        with torch.inference_mode():
+            _, cache = model.run_with_cache(prompt.tokens[None], names_filter=names)
+        q, k = cache[names[0]][0, prompt.q + q_shift], cache[names[1]][0]
+        if getattr(model.cfg, "use_qk_norm", False) and q_hook == "hook_q":
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        g = H // k.shape[1]
+        k = k.repeat(1, g, 1) if tile else k.repeat_interleave(g, dim=1)
+        pos, cls = torch.tensor(prompt.label_pos) + k_shift, torch.tensor(prompt.label_class)
+        keys = torch.stack([getattr(k[pos[cls == c]], reduce)(0) for c in range(n_classes)])
+        return einsum(q, keys, "head d, classes head d -> head classes") * scale
+
+    d_head = model.cfg.d_head
+    return [
+        ("Your queries and keys are after rotary (hook_rot_q/hook_rot_k): take them before it (hook_q/hook_k), "
+         "where they do not depend on position.", lambda: proj("hook_rot_q", "hook_rot_k")),
+        ("Your keys are after rotary (hook_rot_k): take them before it (hook_k).", lambda: proj(k_hook="hook_rot_k")),
+        ("Your keys are at the tokens after the label words: use prompt.label_pos as it is.",
+         lambda: proj(k_shift=1)),
+        ("Your keys are at the tokens before the label words: use prompt.label_pos as it is.",
+         lambda: proj(k_shift=-1)),
+        ("Your query is one position early: read it at prompt.q.", lambda: proj(q_shift=-1)),
+        ("The class keys are summed over their demonstrations: take their mean.", lambda: proj(reduce="sum")),
+        ("The key heads are tiled (repeat): each key/value head serves a block of consecutive query heads "
+         "(repeat_interleave).", lambda: proj(tile=True)),
+        (f"These are scaled by 1/sqrt(d_head) (= 1/{d_head ** 0.5:g}): return the plain dot products.",
+         lambda: proj(scale=d_head ** -0.5)),
+    ]
+
+
 def check_anchor_key_projections(fn, atol: float = 1e-4) -> None:
     """Check ``fn(model, prompt, layer, n_classes) -> [head, classes]`` (the notebook's by-hand projections of
     the class keys on the query at q) against :func:`key_projections` of :func:`collect_qk` on tiny
@@ -391,12 +426,13 @@ def check_anchor_key_projections(fn, atol: float = 1e-4) -> None:
                 raise CheckFailed(f"tiny {kind} model, layer {layer}: expected shape {tuple(ref.shape)} "
                                      f"(head, classes), got {tuple(mine.shape)}")
             if not torch.allclose(mine, ref, atol=atol, rtol=1e-4):
+                cause = likely_mistake(mine, _key_projection_mistakes(model, prompt, layer, len(lids)), atol=atol)
                 raise CheckFailed(
                     f"tiny {kind} model, layer {layer}: projections differ from the reference by up to "
                     f"{(mine - ref).abs().max():.2e} (head 0: {mine[0].numpy().round(4)} vs "
-                    f"{ref[0].numpy().round(4)}). Query at q and keys at the label positions, before rotary "
-                    f"(hook_q/hook_k, then q/k norm), each key head repeated for its query heads, class keys "
-                    f"averaged over their demonstrations?")
+                    f"{ref[0].numpy().round(4)}). " + (cause or "Query at q and keys at the label positions, "
+                    "before rotary (hook_q/hook_k, then q/k norm), each key head repeated for its query heads, "
+                    "class keys averaged over their demonstrations?"))
     print("✓ anchor key projections match the reference (collect_qk) on 3 tiny models")
 
 
