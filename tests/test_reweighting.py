@@ -142,9 +142,9 @@ def test_run_table1_keeps_per_input_results(tiny_model):
     assert sum(r.correct_reweight) / r.n_test == pytest.approx(r.acc_reweight)
 
 
-def _by_hand(model, prompt, beta, label_ids, renormalise=False, q_shift=0, layers=None):
+def _by_hand(model, prompt, beta, label_ids, renormalise=False, q_shift=0, layers=None, no_exp=False):
     """The notebook's by-hand re-weighting, with the mistakes a reader might make as options."""
-    scale = torch.exp(beta)
+    scale = beta if no_exp else torch.exp(beta)
 
     def reweight(pattern, hook):
         pattern[0, :, prompt.q + q_shift, prompt.label_pos] *= scale[hook.layer()]
@@ -166,10 +166,14 @@ def test_check_reweighted_label_logits_passes_the_reference_and_fails_wrong_func
     assert "match the reference on 3 tiny models" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="does not renormalise"):
         check_reweighted_label_logits(lambda m, p, b, ids: _by_hand(m, p, b, ids, renormalise=True))
-    with pytest.raises(AssertionError, match="reference"):
+    with pytest.raises(AssertionError, match="You renormalised the row"):
+        check_reweighted_label_logits(lambda m, p, b, ids: _by_hand(m, p, b, ids, renormalise=True))
+    with pytest.raises(AssertionError, match="row before q"):
         check_reweighted_label_logits(lambda m, p, b, ids: _by_hand(m, p, b, ids, q_shift=-1))  # the row before q
-    with pytest.raises(AssertionError, match="reference"):
+    with pytest.raises(AssertionError, match="Only the first layer"):
         check_reweighted_label_logits(lambda m, p, b, ids: _by_hand(m, p, b, ids, layers=[0]))  # one layer only
+    with pytest.raises(AssertionError, match="by beta itself"):
+        check_reweighted_label_logits(lambda m, p, b, ids: _by_hand(m, p, b, ids, no_exp=True))
     with pytest.raises(AssertionError, match="equals the run without re-weighting"):
         check_reweighted_label_logits(lambda m, p, b, ids: _by_hand(m, p, torch.zeros_like(b), ids))
 

@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
 from helpers.core import accounting
-from helpers.core.checks import CheckFailed, run_args
+from helpers.core.checks import CheckFailed, likely_mistake, run_args
 from helpers.core.models import frozen_params
 from helpers.core.predict import logits_at, predict
 from helpers.core.prefix import predict_shared, vanilla_predictions
@@ -493,6 +493,43 @@ def reweighted_label_logits_reference(model: HookedTransformer, prompt: Prompt,
     return predict(model, [prompt], label_ids, batch_size=1, top_k=0, hooks=reweight_factory(beta)).label_logits[0]
 
 
+def _reweighting_mistakes(model, prompt: Prompt, beta, label_ids):
+    """Typical wrong versions of the by-hand re-weighting, each with its likely cause."""
+    def run(factor=None, q_shift=0, renormalise=False, layers=None, every_row=False, pos_shift=0):
+        scale = torch.exp(beta) if factor is None else factor
+        pos = [x + pos_shift for x in prompt.label_pos]
+
+        def reweight(pattern, hook):
+            rows = slice(None) if every_row else prompt.q + q_shift
+            pattern[0, :, rows, pos] = pattern[0, :, rows, pos] * (scale[hook.layer()][:, None] if every_row
+                                                                  else scale[hook.layer()])
+            if renormalise:
+                pattern[0, :, prompt.q] /= pattern[0, :, prompt.q].sum(-1, keepdim=True)
+            return pattern
+
+        where = range(model.cfg.n_layers) if layers is None else layers
+        with torch.inference_mode():
+            out = model.run_with_hooks(prompt.tokens[None],
+                                       fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", reweight) for l in where])
+        return out[0, prompt.q, list(label_ids)]
+
+    L = model.cfg.n_layers
+    return [
+        ("You multiplied by beta itself: the factor is exp(beta) (beta = 0 leaves the attention unchanged).",
+         lambda: run(factor=beta)),
+        ("You renormalised the row after scaling it: the paper's re-weighting leaves the other entries as they "
+         "are, so the row need not sum to 1.", lambda: run(renormalise=True)),
+        ("You re-weighted the row before q: the row to change is the query's, prompt.q.", lambda: run(q_shift=-1)),
+        ("You re-weighted every row that reads a label word: only the row at q changes.",
+         lambda: run(every_row=True)),
+        ("Your columns are one after the label words: use prompt.label_pos as it is.", lambda: run(pos_shift=1)),
+        ("Only the first layer is re-weighted: hook every layer's hook_pattern, with that layer's beta.",
+         lambda: run(layers=[0])),
+        ("Only the last layer is re-weighted: hook every layer's hook_pattern, with that layer's beta.",
+         lambda: run(layers=[L - 1])),
+    ]
+
+
 def check_reweighted_label_logits(fn) -> None:
     """Check a reader's ``fn(model, prompt, beta, label_ids) -> [n_classes]`` (label logits at q with the
     attention from q to label position i multiplied by ``exp(beta[l, h, i])``) against
@@ -511,6 +548,9 @@ def check_reweighted_label_logits(fn) -> None:
         if torch.allclose(got, plain, atol=1e-4, rtol=1e-4):
             hint = (" Yours equals the run without re-weighting: does the hook change the pattern it returns, in "
                     "every layer's hook_pattern?")
+        else:
+            found = likely_mistake(got, _reweighting_mistakes(model, prompt, beta, lids))
+            hint = f" {found}" if found else ""
         raise CheckFailed(f"tiny {kind} model: yours {[round(x, 4) for x in got.tolist()]}, reference "
                              f"{[round(x, 4) for x in want.tolist()]} (without re-weighting: "
                              f"{[round(x, 4) for x in plain.tolist()]}). The reference multiplies pattern[q, p_i] "
