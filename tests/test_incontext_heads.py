@@ -320,8 +320,12 @@ def test_check_head_ablation_passes_the_solution_and_fails_wrong_ones(capsys):
         abl = model.run_with_hooks(tokens[None], fwd_hooks=[(f"blocks.{layer}.attn.hook_z", zero)])[0, -1]
         return model(tokens[None])[0, -1][label_ids] - abl[label_ids]
 
-    for wrong in (off_by_one, every_position, logits_not_log_probs):
-        with pytest.raises(AssertionError, match=f"{wrong.__name__} on the tiny .* model"):
+    def reversed_sign(model, tokens, layer, head, label_ids):
+        return -head_ablation_drop(model, tokens, layer, head, label_ids)
+
+    for wrong, says in ((off_by_one, "one position before the last"), (every_position, "at every position"),
+                        (logits_not_log_probs, "These are logits"), (reversed_sign, "reversed")):
+        with pytest.raises(AssertionError, match=f"{wrong.__name__} on the tiny .* model.*{says}"):
             IH.check_head_ablation(wrong)
     with pytest.raises(AssertionError, match="returned None"):
         IH.check_head_ablation(lambda *a: None)

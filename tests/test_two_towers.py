@@ -171,9 +171,18 @@ def test_check_value_output_logit_minus_passes_the_solution_and_fails_wrong_ones
     def last_position_only(model, cache, layer, head, positions, label_ids):
         return solution(model, cache, layer, head, positions[-1:], label_ids)
 
-    for wrong, kind in ((query_head_as_kv_head, "gqa"), (no_final_norm, "gpt2"), (attention_weighted, "gpt2"),
-                        (last_position_only, "gpt2")):
-        with pytest.raises(AssertionError, match=f"{wrong.__name__} on the tiny {kind} model"):
+    def not_centred(model, cache, layer, head, positions, label_ids):
+        kv = head // (model.cfg.n_heads // (model.cfg.n_key_value_heads or model.cfg.n_heads))
+        x = cache[f"blocks.{layer}.attn.hook_v"][0, positions, kv] @ model.W_O[layer, head]
+        x = x / cache["ln_final.hook_scale"][0, -1] * model.ln_final.w
+        return x @ (model.W_U[:, label_ids[0]] - model.W_U[:, label_ids[1]])
+
+    for wrong, kind, says in ((query_head_as_kv_head, "gqa", "key/value head is wrong"),
+                              (not_centred, "gpt2", "not centred"),
+                              (no_final_norm, "gpt2", "No final norm"),
+                              (attention_weighted, "gpt2", "weighted by the attention"),
+                              (last_position_only, "gpt2", "shape")):
+        with pytest.raises(AssertionError, match=f"{wrong.__name__} on the tiny {kind} model.*{says}"):
             TT.check_value_output_logit_minus(wrong)
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from helpers.core.checks import CheckFailed, unrelated_args
+from helpers.core.checks import CheckFailed, likely_mistake, unrelated_args
 from helpers.core.prompts import Demo, Prompt, PromptSet, build_prompt, build_prompts, sample_demos, sample_test
 from helpers.core.store import cached, pins_weights, same_weights
 from helpers.core.tasks import Task, get_task, label_token_ids, load_split
@@ -198,10 +198,12 @@ def _tiny_model(kind: str) -> HookedTransformer:
     return make_tiny_model(kind, seed=0)
 
 
-def compare_to_reference(got, want: torch.Tensor, what: str, hint: str, atol: float = 1e-4, rtol: float = 1e-4) -> None:
-    """Raise an AssertionError that says what differs (shape, or values and the largest difference) when a
-    reader's result ``got`` does not match the reference ``want``; ``what`` names the case, ``hint`` says what
-    to look at."""
+def compare_to_reference(got, want: torch.Tensor, what: str, hint: str, atol: float = 1e-4, rtol: float = 1e-4,
+                         mistakes=None) -> None:
+    """Raise :class:`~helpers.core.checks.CheckFailed` saying what differs (shape, or values and the largest
+    difference) when a reader's result ``got`` does not match the reference ``want``; ``what`` names the case,
+    ``hint`` says what to look at; ``mistakes()`` gives typical wrong versions (``(message, compute)`` pairs,
+    :func:`helpers.core.checks.likely_mistake`): the one ``got`` equals is named first."""
     if got is None:
         raise CheckFailed(f"{what}: your function returned None; return a tensor")
     got = torch.as_tensor(got).detach().float().cpu()
@@ -210,6 +212,8 @@ def compare_to_reference(got, want: torch.Tensor, what: str, hint: str, atol: fl
         raise CheckFailed(f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}. {hint}")
     if not torch.allclose(got, want, atol=atol, rtol=rtol):
         diff = float((got - want).abs().max())
+        found = likely_mistake(got, mistakes(), atol=atol, rtol=rtol) if mistakes else None
+        hint = f"{found} ({hint})" if found else hint
         raise CheckFailed(f"{what}: got {[round(x, 4) for x in got.flatten().tolist()[:6]]}, reference "
                              f"{[round(x, 4) for x in want.flatten().tolist()[:6]]} (largest difference {diff:.3g}). "
                              f"{hint}")
