@@ -213,6 +213,37 @@ def test_circuit_attention_batched_equals_one_by_one(tiny_model):
                                    atol=1e-5, rtol=1e-4)
 
 
+def _circuit_by_hand(model, prompt, item_class, back=1, reduce0="mean", every_label=False, reduce1="sum"):
+    """Notebook 09's by-hand circuit scores, with the mistakes a reader might make as options."""
+    _, cache = model.run_with_cache(prompt.tokens[None])
+    pos = torch.tensor(prompt.label_pos)
+    match = torch.as_tensor(item_class[:-1] == item_class[-1], dtype=torch.float32)
+    match = torch.ones_like(match) if every_label else match
+    out = []
+    for layer in range(model.cfg.n_layers):
+        pattern = cache["pattern", layer][0].float()
+        to_item = getattr(pattern[:, pos, pos - back], reduce0)(-1)
+        to_match = getattr(pattern[:, prompt.q, pos] * match, reduce1)(-1)
+        out.append(torch.stack([to_item, to_match], -1))
+    return torch.stack(out)
+
+
+def test_check_circuit_attention_passes_the_solution_and_names_each_mistake(capsys):
+    from helpers.core.checks import CheckFailed
+    from helpers.experiments.positive_control import check_circuit_attention
+
+    check_circuit_attention(_circuit_by_hand)
+    assert "matches circuit_attention" in capsys.readouterr().out
+    for kw, says in ((dict(back=0), "reads the label position itself"), (dict(reduce0="sum"), "summed over label"),
+                     (dict(every_label=True), "sums over every label position"), (dict(reduce1="mean"), "is a mean")):
+        with pytest.raises(CheckFailed, match=says):
+            check_circuit_attention(lambda m, p, ic, kw=kw: _circuit_by_hand(m, p, ic, **kw))
+    with pytest.raises(CheckFailed, match="swapped"):
+        check_circuit_attention(lambda m, p, ic: _circuit_by_hand(m, p, ic).flip(-1))
+    with pytest.raises(CheckFailed, match="shape"):
+        check_circuit_attention(lambda m, p, ic: _circuit_by_hand(m, p, ic)[..., 0])
+
+
 def test_shared_context_equals_full_prompts(tiny_model):
     """Control prompts that share their context (only the query differs) take the shared-prefix path, whose
     predictions equal the full prompts' (the context ends at demo_end: there is no separator token)."""
