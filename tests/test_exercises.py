@@ -187,3 +187,36 @@ def test_saving_an_exercise_writes_no_paired_script():
         config = load_jupytext_configuration_file(find_jupytext_configuration_file(ROOT / folder))
         nb = jupytext.read(ROOT / "exercises" / "04_anchor_reweighting.ipynb")
         assert [f["extension"] for f in notebook_formats(nb, config, path)] == want, folder
+
+
+def test_a_wrong_solution_fails_in_a_kernel_with_a_few_lines_naming_the_cause():
+    """What a learner sees in JupyterLab: a wrong solution to notebook 02's exercise (the diagonal blocked too),
+    run with its check in a real IPython kernel, fails with a short error that names the cause and shows no
+    helper source; the fixed solution passes."""
+    import nbclient
+    import nbformat
+
+    wrong = '''
+def isolated_label_logits(model, prompt, label_ids, layers):
+    def isolate(scores, hook):
+        for p in prompt.label_pos:
+            scores[:, :, p, :p + 1] = float("-inf")
+        return scores
+    hooks = [(f"blocks.{l}.attn.hook_attn_scores", isolate) for l in layers]
+    return model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, label_ids]
+'''
+    check = "from helpers.experiments.isolation import check_isolated_label_logits\n" \
+            "check_isolated_label_logits(isolated_label_logits)"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(wrong), nbformat.v4.new_code_cell(check),
+                                         nbformat.v4.new_code_cell(wrong.replace(":p + 1]", ":p]")),
+                                         nbformat.v4.new_code_cell(check)])
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                                     resources={"metadata": {"path": str(ROOT)}})
+    client.execute()
+    error = [o for o in nb.cells[1].outputs if o.output_type == "error"]
+    assert error and error[0].ename == "CheckFailed"
+    shown = "\n".join(error[0].traceback)
+    assert len(error[0].traceback) <= 3, shown
+    assert "You blocked the diagonal too" in shown and "helpers/experiments" not in shown and "def " not in shown
+    ok = "".join(o.get("text", "") for o in nb.cells[3].outputs)
+    assert "✓ isolated_label_logits matches the reference" in ok
