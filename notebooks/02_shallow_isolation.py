@@ -40,7 +40,7 @@
 # 5 layers is a larger share of the depth here.
 #
 # **The random control** isolates as many random non-label words as there are demonstrations, drawn
-# as in the authors' code: afresh for every input and in every isolated layer, among the positions
+# as in the [authors' code](https://github.com/lancopku/label-words-are-anchors): afresh for every input and in every isolated layer, among the positions
 # before the one preceding $q$. We never draw a token of a label word, and never position 0, whose row
 # has nothing earlier to block (`helpers.experiments.isolation.authors_positions`). Because every input
 # has its own isolated positions, this control runs each input's full prompt, many times the cost of a

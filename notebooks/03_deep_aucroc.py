@@ -30,7 +30,7 @@
 #   over same-class positions;
 # - $\mathrm{AUCROC}_l$ is the ROC AUC of those scores against the model's **own** predicted label. Two
 #   predicted classes: the raw score of the second; more: scores normalised to sum 1 and averaged one-vs-one;
-#   classes never predicted are dropped (as in the authors' code);
+#   classes never predicted are dropped (as in the [authors' code](https://github.com/lancopku/label-words-are-anchors));
 # - $R_l = \sum_{i \le l}(\mathrm{AUCROC}_i - 0.5) / \sum_{i \le N}(\mathrm{AUCROC}_i - 0.5)$ is the share of
 #   the total predictive signal reached by layer $l$.
 #

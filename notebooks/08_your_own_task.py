@@ -234,7 +234,7 @@ display(pd.Series({c: v for (_, c), v in sal_checks.items()}, name="on the 95% i
 # ## Isolating the label words in the first and last layers (notebook 02)
 #
 # Label words may not attend to anything earlier in the first or last $k$ layers; the random
-# control isolates as many random non-label words, drawn per input and per layer as in the authors'
+# control isolates as many random non-label words, drawn per input and per layer as in the [authors'](https://github.com/lancopku/label-words-are-anchors)
 # code (on the first inputs of each seed only: it runs every input's full prompt). Label loyalty is
 # the share of predictions left unchanged, word loyalty the overlap of the top-5 tokens at $q$.
 # The paper: isolating label words in the first layers hurts most, the other three barely matter.

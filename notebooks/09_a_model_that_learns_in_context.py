@@ -218,7 +218,7 @@ _ = plots.plot_flow_curves(flow_frame(SAL), intervals=SAL_IV)
 # ### 3.2 · Isolating the label words (notebook 02)
 #
 # Attention from every label position to the positions before it blocked in the first layer or in the last (k = 1
-# of 2 layers), against as many random non-label positions (the authors' draw: per input and per layer, among the
+# of 2 layers), against as many random non-label positions (the [authors' draw](https://github.com/lancopku/label-words-are-anchors): per input and per layer, among the
 # positions before q - 1; here those are the 8 items, so the draw takes all of them). Label loyalty: the share of
 # inputs whose prediction is unchanged.
 
