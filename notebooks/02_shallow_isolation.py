@@ -61,6 +61,7 @@ from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids
 from helpers.experiments.isolation import (
+    check_block_label_rows,
     check_isolated_label_logits,
     isolation_claims,
     isolation_intervals,
@@ -86,17 +87,48 @@ print(profile.name, current_model_name(), budget)
 # %% [markdown]
 # ## The mechanism by hand
 #
-# On one prompt: a hook on `blocks.{l}.attn.hook_attn_scores` receives the attention scores
-# `[batch, head, query, key]` after the causal mask and before the softmax. Setting
-# `scores[:, :, p, :p] = -inf` for every label position `p` leaves each label row only its own
-# position, so in that layer the label word reads nothing from its demonstration.
+# Two exercises, in order (the [exercise version](../exercises/02_shallow_isolation.ipynb) leaves them to you).
+#
+# **Exercise 2.1 · blocking label rows** · difficulty ★☆☆ · importance ★★★ · about 10 min
+#
+# A hook on `blocks.{l}.attn.hook_attn_scores` receives the attention scores `[batch, head, query, key]`
+# after the causal mask and before the softmax. Row $i$ of the last two axes holds what position $i$ reads.
+# Write the edit a hook makes: for every label position $p$, the scores from row $p$ to each earlier key
+# become $-\infty$, in every batch entry and head, and nothing else changes. After the softmax, that row's
+# weight then sits on $p$ alone.
 #
 # <details><summary>Hint</summary>
 #
-# `model.run_with_hooks(prompt.tokens[None], fwd_hooks=[(name, fn), ...])` returns the logits
-# `[1, seq, vocab]`; keep `[0, prompt.q, label_ids]`. A hook may modify the tensor in place and return it.
-# Leave the diagonal alone: a row of all $-\infty$ has no softmax, and TransformerLens turns the NaN it
-# gives into zeros, so that label word would read nothing at all. No error: finite, wrong logits.
+# One slice per label position: its row, and the keys before it. Leave the diagonal alone: a row of all
+# $-\infty$ has no softmax, and TransformerLens turns the NaN it gives into zeros, so that label word would
+# read nothing at all. No error: finite, wrong logits.
+# </details>
+
+# %% tags=["solution"]
+def block_label_rows(scores: torch.Tensor, label_pos: list[int]) -> torch.Tensor:
+    """``scores`` (``[batch, head, query, key]``, before the softmax) with every score from a label position
+    ``p`` in ``label_pos`` to an earlier key ``j < p`` set to ``-inf``; every other score unchanged. May edit
+    ``scores`` in place; returns it."""
+    for p in label_pos:
+        scores[:, :, p, :p] = float("-inf")
+    return scores
+
+
+# %%
+check_block_label_rows(block_label_rows)
+
+# %% [markdown]
+# **Exercise 2.2 · isolating the label words in chosen layers** · difficulty ★★☆ · importance ★★★ ·
+# about 15 min
+#
+# Now run the model on one prompt with your edit as a hook in each layer of `layers`, and return the logits
+# at the query position, restricted to the label words.
+#
+# <details><summary>Hint</summary>
+#
+# `model.run_with_hooks(tokens, fwd_hooks=[(hook name, function), ...])` takes a batch of token ids and
+# returns the logits `[batch, seq, vocab]`; a hook function gets `(tensor, hook)` and returns the tensor.
+# The prompt knows its query position and its label positions.
 # </details>
 
 # %% tags=["solution"]
@@ -108,15 +140,10 @@ from helpers.core.prompts import Prompt
 def isolated_label_logits(model: HookedTransformer, prompt: Prompt, label_ids: list[int],
                           layers: list[int]) -> torch.Tensor:
     """The logits at ``prompt.q`` restricted to ``label_ids`` (``[n_labels]``), with the label words isolated
-    in ``layers``: in each of those layers' ``hook_attn_scores`` (``[batch, head, query, key]``, before the
-    softmax), every score from a label position ``p`` in ``prompt.label_pos`` to an earlier key ``j < p`` is
-    ``-inf``, in all heads. Other rows, and the diagonal, are untouched."""
-    def isolate(scores, hook):
-        for p in prompt.label_pos:
-            scores[:, :, p, :p] = float("-inf")
-        return scores
-
-    hooks = [(f"blocks.{l}.attn.hook_attn_scores", isolate) for l in layers]
+    in ``layers``: each of those layers' ``hook_attn_scores`` goes through :func:`block_label_rows` with
+    ``prompt.label_pos``. Other layers are untouched."""
+    hooks = [(f"blocks.{l}.attn.hook_attn_scores", lambda scores, hook: block_label_rows(scores, prompt.label_pos))
+             for l in layers]
     logits = model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)
     return logits[0, prompt.q, label_ids]
 

@@ -433,6 +433,42 @@ def test_check_isolated_label_logits_passes_on_the_solution_and_names_each_mista
         check_isolated_label_logits(lambda m, p, ids, ls: m.run_with_hooks(p.tokens[None])[0, p.q])
 
 
+def _block(scores, label_pos, keys=lambda p: slice(0, p), shift=0, first_only=False, column=False):
+    for p in label_pos[:1] if first_only else label_pos:
+        if column:
+            scores[:, :, p + 1:, p] = float("-inf")
+        else:
+            scores[:, :, p + shift, keys(p + shift)] = float("-inf")
+    return scores
+
+
+def test_check_block_label_rows_passes_the_solution_and_names_each_mistake(capsys):
+    from helpers.core.checks import CheckFailed
+    from helpers.experiments.isolation import check_block_label_rows
+
+    check_block_label_rows(_block)
+    check_block_label_rows(lambda s, lp: _block(s.clone(), lp))  # a copy is as good as an edit in place
+    assert capsys.readouterr().out.count("✓") == 2
+    wrong = {"diagonal": (dict(keys=lambda p: slice(0, p + 1)), "blocked the diagonal too"),
+             "late": (dict(shift=1), "one after the label positions"),
+             "early": (dict(shift=-1), "one before the label positions"),
+             "column": (dict(column=True), "blocked a column"),
+             "first only": (dict(first_only=True), "Only the first label position")}
+    for kw, says in wrong.values():
+        with pytest.raises(CheckFailed, match=says):
+            check_block_label_rows(lambda s, lp, kw=kw: _block(s, lp, **kw))
+
+    def first_head(s, lp):
+        for p in lp:
+            s[0, 0, p, :p] = float("-inf")
+        return s
+
+    with pytest.raises(CheckFailed, match="first head"):
+        check_block_label_rows(first_head)
+    with pytest.raises(CheckFailed, match="returned None"):
+        check_block_label_rows(lambda s, lp: None)
+
+
 def test_a_fully_blocked_row_reads_nothing_in_transformer_lens(tiny_models):
     """What notebook 02's hint says: a row of all -inf is not NaN after TransformerLens' softmax but zeros, so the
     position's attention output is zero and the logits stay finite."""

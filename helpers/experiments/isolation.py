@@ -68,6 +68,7 @@ __all__ = [
     "loyalty_frame",
     "label_token_share",
     "isolation_verdict",
+    "check_block_label_rows",
     "check_isolated_label_logits",
     "MAIN_CONDITIONS",
     "isolation_intervals",
@@ -571,6 +572,69 @@ def _tiny_model(kind: str):
     from helpers.core.models import make_tiny_model
 
     return make_tiny_model(kind, seed=0)
+
+
+def _blocked_reference(scores: torch.Tensor, label_pos, keys=lambda p: slice(0, p), shift: int = 0,
+                       column: bool = False) -> torch.Tensor:
+    out = scores.clone()
+    for p in label_pos:
+        if column:
+            out[:, :, p + 1:, p] = float("-inf")
+        else:
+            out[:, :, p + shift, keys(p + shift)] = float("-inf")
+    return out
+
+
+def check_block_label_rows(fn) -> None:
+    """Check a by-hand ``fn(scores, label_pos) -> scores`` (every score from a label position p to a key j < p set
+    to -inf, nothing else changed) on causal score tensors of a few shapes, against the rows
+    :func:`label_isolation` blocks. Raises :class:`CheckFailed` naming the likely mistake, or prints one line."""
+    gen = torch.Generator().manual_seed(0)
+    name = getattr(fn, "__name__", "your function")
+    for batch, heads, n, label_pos in ((1, 2, 6, [2, 4]), (2, 3, 9, [3, 6, 8]), (1, 1, 5, [1])):
+        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        scores = torch.randn(batch, heads, n, n, generator=gen).masked_fill(~causal, float("-inf"))
+        rows = torch.zeros(batch, n, dtype=torch.bool)
+        rows[:, label_pos] = True
+        want = block_rows(scores, rows)  # what label_isolation's hooks do
+        got = fn(scores.clone(), list(label_pos))
+        what = f"{name} on scores [{batch}, {heads}, {n}, {n}] with label positions {label_pos}"
+        if got is None:
+            raise CheckFailed(f"{what}: your function returned None; return the scores")
+        got = torch.as_tensor(got)
+        if tuple(got.shape) != tuple(want.shape):
+            raise CheckFailed(f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}: return the whole "
+                              "scores tensor, edited")
+        if torch.equal(got, want):
+            continue
+        mistakes = [
+            ("You blocked the diagonal too (j = p): that row is then all -inf, which has no softmax. Block only "
+             "the keys before p.", lambda: _blocked_reference(scores, label_pos, keys=lambda p: slice(0, p + 1))),
+            ("Your rows are one after the label positions: use label_pos as it is.",
+             lambda: _blocked_reference(scores, [p for p in label_pos if p + 1 < n], shift=1)),
+            ("Your rows are one before the label positions: use label_pos as it is.",
+             lambda: _blocked_reference(scores, label_pos, shift=-1)),
+            ("You blocked a column (what later rows read from p): isolation blocks row p, what p reads.",
+             lambda: _blocked_reference(scores, label_pos, column=True)),
+            ("Only the first label position is blocked: block every position in label_pos.",
+             lambda: _blocked_reference(scores, label_pos[:1])),
+            ("Only the first head (or batch entry) is blocked: block in every batch entry and head.",
+             lambda: _only_first(scores, label_pos)),
+        ]
+        cause = next((m for m, f in mistakes if torch.equal(got, f())), None)
+        diff = (got != want) & ~(got.isinf() & want.isinf() & (got.sign() == want.sign()))
+        b, h, i, j = (int(x) for x in diff.nonzero()[0])
+        raise CheckFailed(f"{what}: at [batch {b}, head {h}, row {i}, key {j}] yours {float(got[b, h, i, j]):.4g}, "
+                          f"expected {float(want[b, h, i, j]):.4g}. " + (cause or "Row p (each label position), "
+                          "keys j < p, -inf; every other score unchanged."))
+    print(f"✓ {name} blocks exactly the label rows' earlier keys on 3 score tensors")
+
+
+def _only_first(scores: torch.Tensor, label_pos) -> torch.Tensor:
+    out = scores.clone()
+    for p in label_pos:
+        out[0, 0, p, :p] = float("-inf")
+    return out
 
 
 def check_isolated_label_logits(fn) -> None:
