@@ -50,6 +50,7 @@ from IPython.display import display
 from helpers.core.models import load_model
 from helpers.core.tasks import get_task
 from helpers.experiments.saliency import (
+    check_attention_patterns,
     check_pattern_saliency,
     check_saliency_flows,
     flow_frame,
@@ -76,28 +77,53 @@ print(profile.name, current_model_name(), budget)
 # %% [markdown]
 # ## The mechanism by hand
 #
-# On one prompt: hook every layer's `hook_pattern`, keep the pattern and ask autograd to keep its
-# gradient (`retain_grad`), take the cross-entropy of the gold label word among the label words at $q$,
-# call `backward()`, and multiply each pattern by its gradient. Then average $I_l$ over the three sets of
-# position pairs of the prompt.
+# Three exercises, in order (the [exercise version](../exercises/01_saliency_flow.ipynb) leaves them to you).
+#
+# **Exercise 1.1 · attention patterns from a cache** · difficulty ★☆☆ · importance ★★☆ · about 10 min
+#
+# TransformerLens names every intermediate activation: layer $l$'s attention pattern (after the softmax) is
+# `blocks.{l}.attn.hook_pattern`, shaped `[batch, head, query, key]`. One run with a cache records them all.
+# Return the patterns of every layer for one token sequence, stacked into `[layer, head, query, key]`.
 #
 # <details><summary>Hint</summary>
 #
-# `model.run_with_hooks(prompt.tokens[None], fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", keep), ...])`
-# runs the model with your hooks; a hook receives the pattern `[batch, head, query, key]` and may return
-# nothing. Call `pattern.retain_grad()` inside the hook (the pattern is not a leaf), and run the forward
-# under `torch.enable_grad()`. After `loss.backward()`, `pattern.grad` has the pattern's shape;
-# `model.zero_grad(set_to_none=True)` drops the parameters' gradients again. `einops.reduce(x,
-# "layer head i j -> layer i j", "sum")` sums the heads. For the flows, a boolean mask `m` of shape
-# `[seq, seq]` selects pairs: `I[:, m]` is `[layer, pairs]`; `torch.ones(n, n, dtype=torch.bool).tril(-1)`
-# marks every $j < i$.
+# `model.run_with_cache(tokens[None])` returns `(logits, cache)`; `cache["pattern", l]` is layer $l$'s
+# pattern (the same as `cache[f"blocks.{l}.attn.hook_pattern"]`), with the batch axis first.
+# </details>
+
+# %% tags=["solution"]
+import torch
+from transformer_lens import HookedTransformer
+
+
+def attention_patterns(model: HookedTransformer, tokens: torch.Tensor) -> torch.Tensor:
+    """Every layer's attention pattern for one sequence ``tokens`` (``[seq]``): ``[layer, head, query, key]``."""
+    _, cache = model.run_with_cache(tokens[None])
+    return torch.stack([cache["pattern", l][0] for l in range(model.cfg.n_layers)])
+
+
+# %%
+check_attention_patterns(attention_patterns)
+
+# %% [markdown]
+# **Exercise 1.2 · the saliency matrices of one prompt** · difficulty ★★★ · importance ★★★ · about 25 min
+#
+# Now the same patterns with their gradient. Keep every layer's pattern during a forward, ask autograd to
+# keep its gradient too, take the cross-entropy of the gold label word among the label words at $q$, run
+# the backward pass, and combine each pattern with its gradient as the docstring says.
+#
+# <details><summary>Hint</summary>
+#
+# A hook on `hook_pattern` receives the pattern and may return nothing; the pattern is not a leaf of the
+# graph, so autograd keeps its gradient only if asked to (`retain_grad`). Run the forward with
+# `model.run_with_hooks` under `torch.enable_grad()`. After the backward pass, each kept pattern has a
+# `.grad` of its shape; `model.zero_grad(set_to_none=True)` drops the parameters' gradients again.
+# `einops.reduce` sums an axis away by name.
 # </details>
 
 # %% tags=["solution"]
 import einops
-import torch
 import torch.nn.functional as F
-from transformer_lens import HookedTransformer
 
 from helpers.core.prompts import Prompt
 
@@ -126,6 +152,21 @@ def pattern_saliency(model: HookedTransformer, prompt: Prompt, label_ids: list[i
     return einops.reduce(A * grad, "layer head i j -> layer i j", "sum").abs()
 
 
+# %%
+check_pattern_saliency(pattern_saliency)
+
+# %% [markdown]
+# **Exercise 1.3 · three flows from one saliency matrix** · difficulty ★★☆ · importance ★★★ · about 15 min
+#
+# Average $I_l$ over the three sets of position pairs of the prompt, as the docstring defines them.
+#
+# <details><summary>Hint</summary>
+#
+# A boolean mask `m` of shape `[seq, seq]` selects pairs: `I[:, m]` is `[layer, pairs]`. A lower triangle
+# without its diagonal marks every $j < i$.
+# </details>
+
+# %% tags=["solution"]
 def saliency_flows(I: torch.Tensor, prompt: Prompt) -> torch.Tensor:
     """``[layer, 3]``: per layer the means of ``I[l, i, j]`` over three sets of pairs (row i reads column j):
 
@@ -144,11 +185,10 @@ def saliency_flows(I: torch.Tensor, prompt: Prompt) -> torch.Tensor:
 
 
 # %% [markdown]
-# First the check on tiny random models (learned positions, rotary, grouped-query attention), then the
-# same functions on one real prompt, against the helpers the rest of the notebook uses.
+# The check of the flows on tiny random models (learned positions, rotary, grouped-query attention), then
+# your functions on one real prompt, against the helpers the rest of the notebook uses.
 
 # %%
-check_pattern_saliency(pattern_saliency)
 check_saliency_flows(saliency_flows)
 
 prompts, lids = saliency_prompts(model, profile.tasks[0], seed=budget["seeds"][0], n=1)

@@ -329,6 +329,23 @@ def _by_hand_flows(I, prompt, shift=0, keep_diagonal=False, reduce="mean"):
     return torch.stack([I[:, m].mean(-1) if reduce == "mean" else I[:, m].sum(-1) for m in (wp, pq, ww)], dim=-1)
 
 
+def test_check_attention_patterns_passes_the_solution_and_names_each_mistake(capsys):
+    from helpers.core.checks import CheckFailed
+    from helpers.experiments.saliency import check_attention_patterns
+
+    def patterns(model, tokens, hook="pattern", batch=False, transpose=False, layers=None):
+        _, cache = model.run_with_cache(tokens[None])
+        out = torch.stack([cache[hook, l] if batch else cache[hook, l][0] for l in range(model.cfg.n_layers)])
+        return out.transpose(-1, -2) if transpose else (out[0] if layers == "one" else out)
+
+    check_attention_patterns(patterns)
+    assert "✓ patterns matches the cached patterns" in capsys.readouterr().out
+    for kw, says in ((dict(hook="attn_scores"), "before the softmax"), (dict(batch=True), "keeps the batch axis"),
+                     (dict(transpose=True), "swapped"), (dict(layers="one"), "one layer's")):
+        with pytest.raises(CheckFailed, match=says):
+            check_attention_patterns(lambda m, t, kw=kw: patterns(m, t, **kw))
+
+
 def test_check_pattern_saliency_passes_on_the_solution_and_fails_on_wrong_ones(capsys):
     from helpers.experiments.saliency import check_pattern_saliency
 

@@ -79,6 +79,7 @@ __all__ = [
     "flow_statistics",
     "flow_intervals",
     "flow_interval_table",
+    "check_attention_patterns",
     "check_pattern_saliency",
     "check_saliency_flows",
     "saliency_claims",
@@ -589,6 +590,36 @@ def _flow_mistakes(I: torch.Tensor, p):
         ("The three flows are in another order: return S_wp, S_pq, S_ww in that order.",
          lambda: flows()[:, [1, 0, 2]]),
     ]
+
+
+def check_attention_patterns(fn) -> None:
+    """Check a by-hand ``fn(model, tokens) -> [layer, head, query, key]`` (every layer's attention pattern of one
+    sequence, from a cache) on the tiny models of the three architectures. Raises :class:`CheckFailed` naming the
+    likely mistake, or prints one line."""
+    name = getattr(fn, "__name__", "your function")
+    for kind, model, prompts, _ in _tiny_saliency_setups(n=1):
+        tokens = prompts[0].tokens
+        with torch.inference_mode():
+            _, cache = model.run_with_cache(tokens[None])
+            ref = torch.stack([cache["pattern", l][0] for l in range(model.cfg.n_layers)]).float().cpu()
+            mine = fn(model, tokens)
+        scores = torch.stack([cache["attn_scores", l][0] for l in range(model.cfg.n_layers)]).float().cpu()
+
+        def mistakes(ref=ref, scores=scores):
+            return [("These are the scores before the softmax (hook_attn_scores): the pattern is after it "
+                     "(hook_pattern).", lambda: scores),
+                    ("Query and key are swapped (the pattern transposed): keep the axes as the cache has them.",
+                     lambda: ref.transpose(-1, -2))]
+
+        if isinstance(mine, torch.Tensor) and mine.ndim == 5 and mine.shape[1] == 1:
+            raise CheckFailed(f"{name} on the tiny {kind} model: shape {tuple(mine.shape)} keeps the batch axis: "
+                              "take [0] of each layer's pattern")
+        if isinstance(mine, torch.Tensor) and tuple(mine.shape) == tuple(ref.shape[1:]):
+            raise CheckFailed(f"{name} on the tiny {kind} model: shape {tuple(mine.shape)} is one layer's: stack "
+                              f"all {model.cfg.n_layers} layers")
+        _assert_matches(mine, ref, f"{name} on the tiny {kind} model ({len(tokens)} tokens)",
+                        ("layer", "head", "query", "key"), rtol=1e-4, mistakes=mistakes)
+    print(f"✓ {name} matches the cached patterns on 3 tiny models")
 
 
 def check_pattern_saliency(fn) -> None:
