@@ -59,6 +59,7 @@ from helpers.experiments.aucroc import (
     aucroc_claims,
     aucroc_runs,
     aucroc_sizes,
+    check_attention_at_q,
     check_label_attention,
     curve_intervals,
     label_attention_reference,
@@ -80,20 +81,23 @@ print(profile.name, current_model_name(), budget)
 # ## The mechanism by hand: $A_l(q, p_i)$ on one prompt
 #
 # Everything in this notebook rests on one quantity per prompt: for each layer $l$ and class $c$, how much
-# attention the prediction position $q$ pays to the label words of class $c$, summed over heads. In
-# TransformerLens that is one `run_with_cache`, the row $q$ of each layer's `hook_pattern`
-# (`[batch, head, query_pos, key_pos]`), a sum over heads, and the columns of the label positions.
+# attention the prediction position $q$ pays to the label words of class $c$, summed over heads. Two
+# exercises build it (the [exercise version](../exercises/03_deep_aucroc.ipynb) leaves them to you).
 #
 # A `Prompt` (`helpers.core.prompts`) records the positions: `prompt.tokens` (the token ids), `prompt.q`
 # (the position whose next-token prediction is the answer), `prompt.label_pos[i]` (the label word of
 # demonstration `i`) and `prompt.label_class[i]` (its class).
 #
+# **Exercise 3.1 · what $q$ reads, per layer** · difficulty ★☆☆ · importance ★★☆ · about 10 min
+#
+# From one run with a cache, take each layer's attention pattern (`hook_pattern`, `[batch, head, query_pos,
+# key_pos]`), keep the row of the query position, and sum it over heads: a `[layer, key_pos]` table of how
+# much $q$ reads from every position.
+#
 # <details><summary>Hint</summary>
 #
-# `model.run_with_cache(prompt.tokens[None], names_filter=lambda name: name.endswith("hook_pattern"))` keeps
-# only the patterns; `cache["pattern", layer]` is layer `layer`'s. Stack the rows at `prompt.q` over layers to
-# `[layer, head, key_pos]`, then `einops.reduce(..., "layer head key_pos -> layer key_pos", "sum")`. Two
-# demonstrations of the same class add up into one column of the result.
+# `run_with_cache` takes a `names_filter` (a function of the hook name) to keep only what you need;
+# `cache["pattern", layer]` is one layer's pattern. `einops.reduce` sums an axis away by name.
 # </details>
 
 # %% tags=["solution"]
@@ -103,17 +107,33 @@ from transformer_lens import HookedTransformer
 from helpers.core.prompts import Prompt
 
 
-def label_attention_at_q(model: HookedTransformer, prompt: Prompt, n_classes: int) -> torch.Tensor:
-    """``[n_layers, n_classes]``: for every layer l and class c, the attention from q (``prompt.q``) to the label
-    positions of class c (the ``prompt.label_pos[i]`` with ``prompt.label_class[i] == c``), summed over heads
-    and over those positions. Read it from the ``hook_pattern`` of one ``run_with_cache`` of ``prompt.tokens``."""
+def attention_at_q(model: HookedTransformer, prompt: Prompt) -> torch.Tensor:
+    """``[n_layers, seq]``: layer l's attention from ``prompt.q`` to every key position, summed over heads (from
+    one ``run_with_cache`` of ``prompt.tokens``)."""
     with torch.inference_mode():
         _, cache = model.run_with_cache(prompt.tokens[None], names_filter=lambda name: name.endswith("hook_pattern"))
     rows = torch.stack([cache["pattern", layer][0, :, prompt.q, :] for layer in range(model.cfg.n_layers)])
-    at_q = einops.reduce(rows, "layer head key_pos -> layer key_pos", "sum")
+    return einops.reduce(rows, "layer head key_pos -> layer key_pos", "sum").float().cpu()
+
+
+# %%
+check_attention_at_q(attention_at_q)
+
+# %% [markdown]
+# **Exercise 3.2 · per class** · difficulty ★☆☆ · importance ★★★ · about 10 min
+#
+# Add up the columns of each class's label positions: `[layer, class]`. Two demonstrations of the same class
+# add up into one column of the result.
+
+# %% tags=["solution"]
+def label_attention_at_q(model: HookedTransformer, prompt: Prompt, n_classes: int) -> torch.Tensor:
+    """``[n_layers, n_classes]``: for every layer l and class c, the attention from q (``prompt.q``) to the label
+    positions of class c (the ``prompt.label_pos[i]`` with ``prompt.label_class[i] == c``), summed over heads
+    and over those positions (from :func:`attention_at_q`)."""
+    at_q = attention_at_q(model, prompt)
     out = torch.zeros(model.cfg.n_layers, n_classes)
     for pos, c in zip(prompt.label_pos, prompt.label_class):
-        out[:, c] += at_q[:, pos].float().cpu()
+        out[:, c] += at_q[:, pos]
     return out
 
 

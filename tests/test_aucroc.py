@@ -268,6 +268,25 @@ def test_check_label_attention_passes_the_reference_and_fails_wrong_functions(ca
         check_label_attention(lambda m, p, n: _by_hand(m, p, n).sum(-1))
 
 
+def test_check_attention_at_q_passes_the_solution_and_names_each_mistake(capsys):
+    from helpers.core.checks import CheckFailed
+    from helpers.experiments.aucroc import check_attention_at_q
+
+    def at_q(model, prompt, q_shift=0, reduce="sum", column=False, per_head=False):
+        _, cache = model.run_with_cache(prompt.tokens[None])
+        q = prompt.q + q_shift
+        rows = torch.stack([cache["pattern", l][0][:, :, q] if column else cache["pattern", l][0][:, q]
+                            for l in range(model.cfg.n_layers)])
+        return rows if per_head else getattr(rows, reduce)(1)
+
+    check_attention_at_q(at_q)
+    assert "✓ attention at q matches" in capsys.readouterr().out
+    for kw, says in ((dict(reduce="mean"), "averaged over"), (dict(q_shift=-1), "row before q"),
+                     (dict(column=True), "column of q"), (dict(per_head=True), "sum over the heads axis")):
+        with pytest.raises(CheckFailed, match=says):
+            check_attention_at_q(lambda m, p, kw=kw: at_q(m, p, **kw))
+
+
 def test_aucroc_claims_one_per_check_judged_on_intervals():
     import pandas as pd
 

@@ -40,7 +40,7 @@ from helpers.study.stats import rank_auc
 
 __all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "aucroc_sizes",
            "aucroc_runs", "mean_curves", "raw_mean_curves", "per_task_table", "aucroc_verdict", "other_offline_model",
-           "label_attention_reference", "check_label_attention", "aucroc_claims"]
+           "label_attention_reference", "check_attention_at_q", "check_label_attention", "aucroc_claims"]
 
 
 def label_attention(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
@@ -417,6 +417,36 @@ def _label_attention_mistakes(model, prompt: Prompt, n_classes: int):
         ("This is attention from the label words to q (the pattern transposed): the row is q, the columns the "
          "label positions (pattern[..., q, p]).", lambda: at(transpose=True)),
     ]
+
+
+def check_attention_at_q(fn) -> None:
+    """Check a reader's ``fn(model, prompt) -> [n_layers, seq]`` (each layer's attention from q to every position,
+    summed over heads) on tiny random models of three architectures. Raises :class:`CheckFailed` naming the likely
+    mistake; prints one line when all match."""
+    for kind, model, prompt, _ in _tiny_cases():
+        with torch.inference_mode():
+            _, cache = model.run_with_cache(prompt.tokens[None], names_filter=lambda n: n.endswith("hook_pattern"))
+        pat = torch.stack([cache["pattern", l][0] for l in range(model.cfg.n_layers)]).float().cpu()  # [l, h, i, j]
+        want = pat[:, :, prompt.q].sum(1)
+        got = torch.as_tensor(fn(model, prompt)).detach().float().cpu()
+        if got.shape != want.shape:
+            per_head = tuple(got.shape) == tuple(pat[:, :, prompt.q].shape)
+            raise CheckFailed(f"tiny {kind} model: expected shape [n_layers, seq] = {tuple(want.shape)}, got "
+                              f"{tuple(got.shape)}" + (": sum over the heads axis." if per_head else "."))
+        if torch.allclose(got, want, atol=1e-5, rtol=1e-4):
+            continue
+        H = model.cfg.n_heads
+        cause = likely_mistake(got, [
+            (f"You averaged over the {H} heads: sum them.", lambda: want / H),
+            ("You read the row before q: the query position is prompt.q.", lambda: pat[:, :, prompt.q - 1].sum(1)),
+            ("This is the column of q (what later positions read from q): take the row of q, what q reads.",
+             lambda: pat[:, :, :, prompt.q].sum(1)),
+        ], atol=1e-5)
+        layer = int((got - want).abs().amax(-1).argmax())
+        raise CheckFailed(f"tiny {kind} model, layer {layer}: yours {[round(x, 4) for x in got[layer].tolist()]}, "
+                          f"reference {[round(x, 4) for x in want[layer].tolist()]}. "
+                          + (cause or "Row prompt.q of each layer's pattern, summed over heads."))
+    print(f"✓ attention at q matches the reference on {len(_TINY_KINDS)} tiny models ({', '.join(_TINY_KINDS)})")
 
 
 def check_label_attention(fn) -> None:
