@@ -55,6 +55,7 @@ from IPython.display import display
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
 from helpers.experiments.reweighting import (
+    check_reweight_pattern,
     check_reweighted_label_logits,
     reweighted_label_logits_reference,
     table1_claims,
@@ -79,15 +80,41 @@ print(profile)
 # `blocks.{l}.attn.hook_pattern`, shape `[batch, head, query_pos, key_pos]`. Re-weighting multiplies the entries
 # `(q, p_i)` of that pattern, for every head $h$, by $\exp(\beta[l, h, i])$, where $p_i$ is demonstration $i$'s
 # label word; nothing else changes, and the row is not renormalised (the paper's formula above). With
-# $\beta = 0$ the model is unchanged.
+# $\beta = 0$ the model is unchanged. Two exercises (the
+# [exercise version](../exercises/04_anchor_reweighting.ipynb) leaves them to you).
+#
+# **Exercise 4.1 · one layer's edit** · difficulty ★☆☆ · importance ★★★ · about 10 min
+#
+# Given one layer's pattern, the query position, the label positions and that layer's $\beta$ (`[head,
+# n_demos]`), scale the query row's label columns as above, in every head.
 #
 # <details><summary>Hint</summary>
 #
-# A hook `fn(pattern, hook)` returns the (modified) pattern; `hook.layer()` is its layer. Index
-# `pattern[0, :, prompt.q, prompt.label_pos]` (shape `[head, n_demos]`) and multiply it in place by
-# `torch.exp(beta[hook.layer()])`. Run with
-# `model.run_with_hooks(prompt.tokens[None], fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", fn) for l in ...])`
-# and read the logits at `prompt.q`, columns `label_ids`.
+# Indexing the pattern with the batch entry, every head, the row $q$ and the list of label positions gives a
+# `[head, n_demos]` block, the shape of $\beta$; the factor is the exponential of $\beta$, not $\beta$.
+# </details>
+
+# %% tags=["solution"]
+def reweight_pattern(pattern: torch.Tensor, q: int, label_pos: list[int], beta_l: torch.Tensor) -> torch.Tensor:
+    """``pattern`` (``[batch=1, head, query_pos, key_pos]``, after the softmax) with the entries ``(q, label_pos[i])``
+    of every head h multiplied by ``exp(beta_l[h, i])``; every other entry unchanged, no renormalisation. May
+    edit ``pattern`` in place; returns it."""
+    pattern[0, :, q, label_pos] *= torch.exp(beta_l).to(pattern.dtype)  # [head, demo]
+    return pattern
+
+
+# %%
+check_reweight_pattern(reweight_pattern)
+
+# %% [markdown]
+# **Exercise 4.2 · re-weighted label logits** · difficulty ★★☆ · importance ★★★ · about 15 min
+#
+# Apply your edit in every layer, with that layer's slice of $\beta$, and read the label words' logits at $q$.
+#
+# <details><summary>Hint</summary>
+#
+# A hook `fn(pattern, hook)` returns the (modified) pattern; `hook.layer()` is its layer. `model.run_with_hooks`
+# takes a list of `(hook name, fn)` pairs.
 # </details>
 
 # %% tags=["solution"]
@@ -98,15 +125,11 @@ from helpers.core.prompts import Prompt
 
 def reweighted_label_logits(model: HookedTransformer, prompt: Prompt, beta: torch.Tensor,
                             label_ids: list[int]) -> torch.Tensor:
-    """``[n_classes]``: the logits of the label words (``label_ids``) at ``prompt.q`` when, in every layer l and
-    head h, the attention from q to demonstration i's label word (``prompt.label_pos[i]``) is multiplied by
-    ``exp(beta[l, h, i])`` after the softmax (``hook_pattern``), every other entry unchanged, no renormalisation.
-    ``beta``: ``[n_layers, n_heads, n_demos]``."""
-    scale = torch.exp(beta)
-
-    def reweight(pattern, hook):  # [batch, head, query_pos, key_pos]
-        pattern[0, :, prompt.q, prompt.label_pos] *= scale[hook.layer()].to(pattern.dtype)  # [head, demo]
-        return pattern
+    """``[n_classes]``: the logits of the label words (``label_ids``) at ``prompt.q`` when every layer l's
+    ``hook_pattern`` goes through :func:`reweight_pattern` with ``beta[l]``. ``beta``: ``[n_layers, n_heads,
+    n_demos]``."""
+    def reweight(pattern, hook):
+        return reweight_pattern(pattern, prompt.q, prompt.label_pos, beta[hook.layer()])
 
     hooks = [(f"blocks.{layer}.attn.hook_pattern", reweight) for layer in range(model.cfg.n_layers)]
     with torch.inference_mode():

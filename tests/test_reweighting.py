@@ -178,6 +178,33 @@ def test_check_reweighted_label_logits_passes_the_reference_and_fails_wrong_func
         check_reweighted_label_logits(lambda m, p, b, ids: _by_hand(m, p, torch.zeros_like(b), ids))
 
 
+def _edit(pattern, q, label_pos, beta_l, no_exp=False, renorm=False, row_shift=0, every_row=False, inplace=True):
+    out = pattern if inplace else pattern.clone()
+    f = beta_l if no_exp else torch.exp(beta_l)
+    if every_row:
+        out[0, :, :, label_pos] *= f[:, None, :]
+    else:
+        out[0, :, q + row_shift, label_pos] *= f
+    if renorm:
+        out[0, :, q] /= out[0, :, q].sum(-1, keepdim=True)
+    return out
+
+
+def test_check_reweight_pattern_passes_the_solution_and_names_each_mistake(capsys):
+    from helpers.core.checks import CheckFailed
+    from helpers.experiments.reweighting import check_reweight_pattern
+
+    check_reweight_pattern(_edit)
+    check_reweight_pattern(lambda *a: _edit(*a, inplace=False))
+    assert capsys.readouterr().out.count("✓") == 2
+    for kw, says in ((dict(no_exp=True), "by beta itself"), (dict(renorm=True), "renormalised"),
+                     (dict(row_shift=-1), "row before q"), (dict(every_row=True), "every row")):
+        with pytest.raises(CheckFailed, match=says):
+            check_reweight_pattern(lambda *a, kw=kw: _edit(*a, **kw))
+    with pytest.raises(CheckFailed, match="Nothing changed"):
+        check_reweight_pattern(lambda p, q, lp, b: p.clone())
+
+
 def _fake_rows():
     from helpers.experiments.reweighting import ReweightResult, Table1Row
 

@@ -61,6 +61,7 @@ __all__ = [
     "FIVE_SHOT_PER_CLASS",
     "table1_verdict",
     "reweighted_label_logits_reference",
+    "check_reweight_pattern",
     "check_reweighted_label_logits",
     "table1_claims",
     "SETTINGS",
@@ -491,6 +492,56 @@ def reweighted_label_logits_reference(model: HookedTransformer, prompt: Prompt,
                                       ) -> Float[torch.Tensor, " classes"]:
     """The label logits at q of one prompt with ``beta`` applied (:func:`reweight_factory`, as Table 1 scores)."""
     return predict(model, [prompt], label_ids, batch_size=1, top_k=0, hooks=reweight_factory(beta)).label_logits[0]
+
+
+def check_reweight_pattern(fn) -> None:
+    """Check a reader's ``fn(pattern, q, label_pos, beta_l) -> pattern`` (one layer's re-weighting edit) on random
+    causal patterns of a few shapes. Raises :class:`CheckFailed` naming the likely mistake; prints one line."""
+    gen = torch.Generator().manual_seed(0)
+    name = getattr(fn, "__name__", "your function")
+    for heads, n, label_pos in ((2, 7, [2, 4]), (3, 10, [2, 5, 8]), (1, 5, [3])):
+        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        pattern = torch.rand(1, heads, n, n, generator=gen).masked_fill(~causal, 0.0)
+        pattern = pattern / pattern.sum(-1, keepdim=True)
+        beta = torch.randn(heads, len(label_pos), generator=gen)
+        q = n - 1
+
+        def edit(factor=None, row=q, cols=label_pos, renorm=False, every_row=False):
+            out = pattern.clone()
+            f = torch.exp(beta) if factor is None else factor
+            if every_row:
+                out[0, :, :, cols] *= f[:, None, :]
+            else:
+                out[0, :, row, cols] *= f
+            if renorm:
+                out[0, :, q] /= out[0, :, q].sum(-1, keepdim=True)
+            return out
+
+        want = edit()
+        got = fn(pattern.clone(), q, list(label_pos), beta.clone())
+        what = f"{name} on a pattern [1, {heads}, {n}, {n}], q = {q}, label positions {label_pos}"
+        if got is None:
+            raise CheckFailed(f"{what}: your function returned None; return the pattern")
+        got = torch.as_tensor(got).detach().float()
+        if tuple(got.shape) != tuple(want.shape):
+            raise CheckFailed(f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}: return the whole "
+                              "pattern, edited")
+        if torch.allclose(got, want, atol=1e-6, rtol=1e-5):
+            continue
+        cause = likely_mistake(got, [
+            ("Nothing changed: multiply the entries in place (or return the edited copy).", lambda: pattern),
+            ("You multiplied by beta itself: the factor is exp(beta).", lambda: edit(factor=beta)),
+            ("You renormalised the row: leave the other entries as they are (the row need not sum to 1).",
+             lambda: edit(renorm=True)),
+            ("You scaled the row before q: the row to change is q's.", lambda: edit(row=q - 1)),
+            ("You scaled every row's label columns: only the row at q changes.", lambda: edit(every_row=True)),
+            ("Your columns are one after the label positions: use label_pos as it is.",
+             lambda: edit(cols=[p + 1 for p in label_pos])),
+        ], atol=1e-6, rtol=1e-5)
+        raise CheckFailed(f"{what}: differs by up to {(got - want).abs().max():.3g}. "
+                          + (cause or "Entries (q, label_pos[i]) of every head h times exp(beta_l[h, i]); nothing "
+                             "else changes."))
+    print(f"✓ {name} re-weights exactly the query row's label columns on 3 patterns")
 
 
 def _reweighting_mistakes(model, prompt: Prompt, beta, label_ids):
