@@ -63,6 +63,7 @@ from helpers.experiments.compression import (
     METHODS,
     anchor_keep,
     check_hidden_anchor_logits,
+    check_input_mask,
     compression_claims,
     compression_runs,
     hidden_anchor_reference,
@@ -95,16 +96,43 @@ print(profile)
 # with two kinds of hooks: at every layer the demonstrations' rows of `hook_k`/`hook_v` are replaced by the
 # cache (zeros where nothing was kept, so nothing else can leak through), and the input's rows may only attend
 # to the kept rows and to the input itself (`hook_attn_scores` set to −inf elsewhere). The input then sits at
-# its original positions P0.., and the anchors at theirs, exactly as in the helper's cache.
-
-# %% [markdown]
+# its original positions P0.., and the anchors at theirs, exactly as in the helper's cache. Two exercises (the
+# [exercise version](../exercises/05_context_compression.ipynb) leaves them to you).
+#
+# **Exercise 5.1 · which scores to block** · difficulty ★☆☆ · importance ★★☆ · about 10 min
+#
+# For a prompt of `n` tokens whose input starts at `p0`, mark the (query row, key column) pairs to block:
+# a row of the input reading a demonstration column that is not kept. The demonstrations' own rows run as
+# usual, and the input always reads itself.
+#
 # <details><summary>Hint</summary>
 #
-# `names_filter=lambda name: name.endswith(("attn.hook_k", "attn.hook_v"))` collects both hooks of every layer;
-# `cache[name][:, keep]` is the pruned cache of one hook. A hook function `f(x, hook)` sees `hook.name`, so one
-# function can serve every layer. Attention scores are `[batch, head, query_pos, key_pos]`: build a
-# `[seq, seq]` boolean mask that is True for (input row, dropped demonstration column) and
-# `masked_fill` it with `-inf`. Read the logits at `prompt.q`, columns `label_ids`.
+# Start from an `[n, n]` boolean tensor of False; mark the input rows' demonstration block, then unmark the
+# kept columns.
+# </details>
+
+# %% tags=["solution"]
+def input_mask(n: int, p0: int, keep: list[int]) -> torch.Tensor:
+    """``[n, n]`` booleans, True at (row i, column j) when i >= p0 (the input) and j < p0 is not in ``keep``."""
+    blocked = torch.zeros(n, n, dtype=torch.bool)
+    blocked[p0:, :p0] = True
+    blocked[p0:, keep] = False
+    return blocked
+
+
+# %%
+check_input_mask(input_mask)
+
+# %% [markdown]
+# **Exercise 5.2 · the input through the pruned cache** · difficulty ★★★ · importance ★★★ · about 25 min
+#
+# <details><summary>Hint</summary>
+#
+# A `names_filter` that keeps the names ending in `attn.hook_k` or `attn.hook_v` collects both hooks of every
+# layer; indexing a cached tensor's position axis with `keep` prunes it. A hook function `f(x, hook)` sees
+# `hook.name`, so one function can serve every layer. Attention scores are `[batch, head, query_pos,
+# key_pos]`; `masked_fill` with your mask sets the blocked ones. Read the logits at `prompt.q`, columns
+# `label_ids`.
 # </details>
 
 # %% tags=["solution"]
@@ -120,8 +148,8 @@ def hidden_anchor_logits(model: HookedTransformer, prompt, keep, label_ids) -> t
     2. Run the demonstrations alone with ``run_with_cache`` and keep every layer's ``hook_k`` and ``hook_v``
        only at the positions ``keep`` (``[1, kept, kv_head, d_head]``): the pruned cache.
     3. Run the whole prompt with hooks: at every layer, the first ``p0`` rows of ``hook_k``/``hook_v`` are zeros
-       except the kept rows, which hold the pruned cache; in ``hook_attn_scores`` the input's rows
-       (``>= p0``) may not attend to any demonstration position outside ``keep`` (-inf).
+       except the kept rows, which hold the pruned cache; ``hook_attn_scores`` is -inf where
+       :func:`input_mask` is True.
     4. Return the logits at ``prompt.q`` for ``label_ids``: shape ``[classes]``.
     """
     p0 = prefix_len(prompt)
@@ -129,9 +157,7 @@ def hidden_anchor_logits(model: HookedTransformer, prompt, keep, label_ids) -> t
                                     names_filter=lambda name: name.endswith(("attn.hook_k", "attn.hook_v")))
     keep = torch.as_tensor(list(keep))
     pruned = {name: demos[name][:, keep] for name in demos}  # per layer: [1, kept, kv_head, d_head]
-    blocked = torch.zeros(len(prompt), len(prompt), dtype=torch.bool)  # [query_pos, key_pos]
-    blocked[p0:, :p0] = True
-    blocked[p0:, keep] = False  # the input's rows see the kept rows (and, causally, themselves)
+    blocked = input_mask(len(prompt), p0, keep.tolist())  # [query_pos, key_pos]
 
     def from_pruned_cache(x, hook):  # [batch, pos, kv_head, d_head]
         x = x.clone()

@@ -516,6 +516,34 @@ def test_check_hidden_anchor_names_each_mistake(wrong, says):
         check_hidden_anchor_logits(wrong)
 
 
+def test_check_input_mask_passes_the_solution_and_names_each_mistake(capsys):
+    from helpers.core.checks import CheckFailed
+    from helpers.experiments.compression import check_input_mask
+
+    def mask(n, p0, keep, rows_from=None, unkeep=True, self_block=False, flip=False):
+        m = torch.zeros(n, n, dtype=torch.bool)
+        m[p0 if rows_from is None else rows_from:, :p0] = True
+        if unkeep:
+            m[p0 if rows_from is None else rows_from:, keep] = False
+        if self_block:
+            m[p0:, p0:] = True
+        return ~m if flip else m
+
+    check_input_mask(mask)
+    assert "✓ mask marks exactly" in capsys.readouterr().out
+    for kw, says in ((dict(rows_from=0), "demonstrations' own rows"), (dict(unkeep=False), "kept columns"),
+                     (dict(rows_from="late"), "one off"), (dict(self_block=True), "read itself"),
+                     (dict(flip=True), "swapped")):
+        def wrong(n, p0, keep, kw=kw):
+            k = dict(kw)
+            if k.get("rows_from") == "late":
+                k["rows_from"] = p0 + 1
+            return mask(n, p0, keep, **k)
+
+        with pytest.raises(CheckFailed, match=says):
+            check_input_mask(wrong)
+
+
 def test_compression_claims_verdicts():
     import pandas as pd
 

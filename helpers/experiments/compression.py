@@ -86,6 +86,7 @@ __all__ = [
     "time_icl_vs_anchor",
     "hidden_anchor_reference",
     "check_hidden_anchor_logits",
+    "check_input_mask",
     "compression_claims",
 ]
 
@@ -413,6 +414,49 @@ def _tiny_cases():
 
     demos = [Demo("a truly great film", 1), Demo("dull and far too long", 0), Demo("I loved every minute", 1)]
     return tiny_sst2_cases(demos, Demo("what a waste of time", 0))
+
+
+def _mask(n: int, p0: int, keep, rows_from: int | None = None, unkeep: bool = True, self_block: bool = False):
+    blocked = torch.zeros(n, n, dtype=torch.bool)
+    blocked[p0 if rows_from is None else rows_from:, :p0] = True
+    if unkeep:
+        blocked[p0 if rows_from is None else rows_from:, list(keep)] = False
+    if self_block:
+        blocked[p0:, p0:] = True
+    return blocked
+
+
+def check_input_mask(fn) -> None:
+    """Check a reader's ``fn(n, p0, keep) -> [n, n]`` booleans (True where an input row reads a demonstration
+    column that is not kept) on a few prompt shapes. Raises :class:`CheckFailed` naming the likely mistake."""
+    name = getattr(fn, "__name__", "your function")
+    for n, p0, keep in ((8, 5, [0, 2, 4]), (12, 9, [0, 3, 6, 8]), (6, 3, [0])):
+        want = _mask(n, p0, keep)
+        got = fn(n, p0, list(keep))
+        what = f"{name}(n={n}, p0={p0}, keep={keep})"
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != (n, n):
+            raise CheckFailed(f"{what}: expected an [n, n] boolean tensor, got "
+                              f"{tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__}")
+        got = got.bool()
+        if torch.equal(got, want):
+            continue
+        variants = [
+            ("You also blocked the demonstrations' own rows: only rows i >= p0 (the input) lose columns.",
+             _mask(n, p0, keep, rows_from=0)),
+            ("The kept columns are blocked too: unmark the columns in keep.", _mask(n, p0, keep, unkeep=False)),
+            ("The input's rows are one off: they start at p0 (row p0 is the input's first token).",
+             _mask(n, p0, keep, rows_from=p0 - 1)),
+            ("The input's rows are one off: they start at p0 (row p0 is the input's first token).",
+             _mask(n, p0, keep, rows_from=p0 + 1)),
+            ("The input may not read itself: only demonstration columns (j < p0) are blocked.",
+             _mask(n, p0, keep, self_block=True)),
+            ("True and False are swapped: True marks what is blocked.", ~want),
+        ]
+        cause = next((m for m, v in variants if torch.equal(got, v)), None)
+        i, j = (int(x) for x in (got != want).nonzero()[0])
+        raise CheckFailed(f"{what}: at (row {i}, column {j}) yours {bool(got[i, j])}, expected {bool(want[i, j])}. "
+                          + (cause or "True exactly at rows i >= p0 and columns j < p0 that are not in keep."))
+    print(f"✓ {name} marks exactly the input's dropped demonstration columns on 3 prompt shapes")
 
 
 def _hidden_anchor_mistakes(model, prompt, keep, label_ids):
