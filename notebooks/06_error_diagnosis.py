@@ -53,6 +53,7 @@ from helpers.core.store import cached
 from helpers.core.tasks import LabelWordWarning, get_task
 from helpers.experiments.diagnosis import (
     check_anchor_key_projections,
+    check_query_and_keys,
     collect_qk,
     default_layer,
     diagnose,
@@ -91,18 +92,20 @@ print(f"layer {LAYER} of {model.cfg.n_layers}; n_heads {model.cfg.n_heads}, "
 # On one TREC prompt, at the deep layer `LAYER`: the query vector at q and the key vectors at the label words,
 # read from `hook_q`/`hook_k` (before rotary, so keys at different positions are comparable). Gemma 3 normalises
 # each head's q and k (`attn.q_norm`, `attn.k_norm`, an RMSNorm over `d_head`) *after* these hooks, so apply
-# them as the attention does; SmolLM2 has no such norm. `hook_k` has `n_key_value_heads` heads: repeat each for
-# the query heads that read it (`repeat_interleave`, TransformerLens's order). A class's key is the mean over its
-# demonstrations' label positions. Then, per head h and class c, the projection `q_h · k_{c,h}`: how strongly
-# this query matches that label word's key in that head.
-
-# %% [markdown]
+# them as the attention does; SmolLM2 has no such norm. Two exercises (the
+# [exercise version](../exercises/06_error_diagnosis.ipynb) leaves them to you).
+#
+# **Exercise 6.1 · a query and the keys, per head** · difficulty ★★☆ · importance ★★☆ · about 15 min
+#
+# Read layer `layer`'s query at `prompt.q` (`[head, d_head]`) and the keys at every position, with one key per
+# *query* head (`[pos, head, d_head]`): on a grouped-query model `hook_k` has `n_key_value_heads` heads, each
+# read by a block of consecutive query heads.
+#
 # <details><summary>Hint</summary>
 #
-# `model.run_with_cache(prompt.tokens[None], names_filter=[f"blocks.{layer}.attn.hook_q", ...])`;
-# `cache[...][0, prompt.q]` is `[head, d_head]`, `cache[...][0]` for the keys is `[pos, kv_head, d_head]`.
-# `prompt.label_pos` and `prompt.label_class` list the label words' positions and their classes.
-# `einops.einsum(q, keys, "head d_head, classes head d_head -> head classes")`.
+# One `run_with_cache` with a `names_filter` of the two hook names; the cached query is `[batch, pos, head,
+# d_head]`. `repeat_interleave` on the head axis repeats each key head for the query heads that read it, in
+# TransformerLens's order. `getattr(model.cfg, "use_qk_norm", False)` says whether the norms apply.
 # </details>
 
 # %% tags=["solution"]
@@ -110,25 +113,40 @@ from einops import einsum
 from transformer_lens import HookedTransformer
 
 
-def anchor_key_projections(model: HookedTransformer, prompt, layer: int, n_classes: int) -> torch.Tensor:
-    """Per query head h and class c, ``q_h . k_{c,h}`` at ``layer``: shape ``[head, classes]``.
-
-    - ``q``: ``hook_q`` at ``prompt.q`` (``[head, d_head]``); ``k``: ``hook_k`` at every position
-      (``[pos, kv_head, d_head]``). If ``model.cfg.use_qk_norm`` (Gemma 3), apply ``attn.q_norm`` and
-      ``attn.k_norm`` of that layer (the attention normalises after these hooks, before rotary).
-    - Repeat each key/value head for the ``n_heads // n_key_value_heads`` query heads that read it
-      (``repeat_interleave`` on the head axis) so keys have ``n_heads`` heads.
-    - Class c's key: the mean of ``k`` over the positions in ``prompt.label_pos`` whose ``prompt.label_class``
-      is c (``[classes, head, d_head]``).
-    - Return the dot product of each head's query with each class's key in that head.
-    """
+def query_and_keys(model: HookedTransformer, prompt, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Layer ``layer``'s query at ``prompt.q`` (``[head, d_head]``) and keys at every position (``[pos, head,
+    d_head]``, each key/value head repeated for its query heads), from ``hook_q``/``hook_k`` (before rotary),
+    through ``attn.q_norm``/``attn.k_norm`` when ``model.cfg.use_qk_norm``."""
     attn = model.blocks[layer].attn
     hooks = [f"blocks.{layer}.attn.hook_q", f"blocks.{layer}.attn.hook_k"]
     _, cache = model.run_with_cache(prompt.tokens[None], names_filter=hooks)
     q, k = cache[hooks[0]][0, prompt.q], cache[hooks[1]][0]  # [head, d_head], [pos, kv_head, d_head]
     if getattr(model.cfg, "use_qk_norm", False):  # Gemma 3: per-head RMSNorm of q and k, before rotary
         q, k = attn.q_norm(q), attn.k_norm(k)
-    k = k.repeat_interleave(model.cfg.n_heads // k.shape[1], dim=1)  # [pos, head, d_head]
+    return q, k.repeat_interleave(model.cfg.n_heads // k.shape[1], dim=1)
+
+
+# %%
+check_query_and_keys(query_and_keys)
+
+# %% [markdown]
+# **Exercise 6.2 · the projections per head and class** · difficulty ★★☆ · importance ★★★ · about 15 min
+#
+# A class's key is the mean over its demonstrations' label positions. Then, per head h and class c, the
+# projection `q_h · k_{c,h}`: how strongly this query matches that label word's key in that head.
+#
+# <details><summary>Hint</summary>
+#
+# `prompt.label_pos` and `prompt.label_class` list the label words' positions and their classes. `einsum` with
+# named axes multiplies and sums the `d_head` axis away.
+# </details>
+
+# %% tags=["solution"]
+def anchor_key_projections(model: HookedTransformer, prompt, layer: int, n_classes: int) -> torch.Tensor:
+    """Per query head h and class c, ``q_h . k_{c,h}`` at ``layer``: shape ``[head, classes]``, from
+    :func:`query_and_keys`; class c's key is the mean of the keys at the positions in ``prompt.label_pos`` whose
+    ``prompt.label_class`` is c."""
+    q, k = query_and_keys(model, prompt, layer)
     pos, cls = torch.tensor(prompt.label_pos), torch.tensor(prompt.label_class)
     keys = torch.stack([k[pos[cls == c]].mean(0) for c in range(n_classes)])  # [classes, head, d_head]
     return einsum(q, keys, "head d_head, classes head d_head -> head classes")

@@ -222,6 +222,43 @@ def test_check_anchor_key_projections_names_tiled_heads():
         check_anchor_key_projections(lambda m, p, l, n: _by_hand(m, p, l, n, tile=True))
 
 
+def test_check_query_and_keys_passes_the_solution_and_names_each_mistake(capsys):
+    from helpers.core.checks import CheckFailed
+    from helpers.experiments.diagnosis import check_query_and_keys
+
+    def qk(model, prompt, layer, q_hook="hook_q", k_hook="hook_k", q_shift=0, tile=False, repeat=True):
+        names = [f"blocks.{layer}.attn.{q_hook}", f"blocks.{layer}.attn.{k_hook}"]
+        _, cache = model.run_with_cache(prompt.tokens[None], names_filter=names)
+        q, k = cache[names[0]][0, prompt.q + q_shift], cache[names[1]][0]
+        g = model.cfg.n_heads // k.shape[1]
+        if repeat:
+            k = k.repeat(1, g, 1) if tile else k.repeat_interleave(g, dim=1)
+        return q, k
+
+    check_query_and_keys(qk)
+    assert "✓ qk matches" in capsys.readouterr().out
+    for kw, says in ((dict(q_shift=-1), "one position early"), (dict(tile=True), "tiled"),
+                     (dict(repeat=False), "Repeat each of the")):
+        with pytest.raises(CheckFailed, match=says):
+            check_query_and_keys(lambda m, p, l, kw=kw: qk(m, p, l, **kw))
+
+
+def _rot_when_possible(m, p, l):
+    rot = m.cfg.positional_embedding_type == "rotary"
+    names = [f"blocks.{l}.attn.hook_{'rot_' if rot else ''}q", f"blocks.{l}.attn.hook_{'rot_' if rot else ''}k"]
+    _, cache = m.run_with_cache(p.tokens[None], names_filter=names)
+    k = cache[names[1]][0]
+    return cache[names[0]][0, p.q], k.repeat_interleave(m.cfg.n_heads // k.shape[1], dim=1)
+
+
+def test_check_query_and_keys_names_rotated_vectors():
+    from helpers.core.checks import CheckFailed
+    from helpers.experiments.diagnosis import check_query_and_keys
+
+    with pytest.raises(CheckFailed, match="tiny rotary model.*after rotary"):
+        check_query_and_keys(_rot_when_possible)
+
+
 def test_check_fails_on_a_missing_head_split():
     """Wrong: one number per class (heads summed) instead of one per head and class: the shape is refused."""
     from helpers.experiments.diagnosis import check_anchor_key_projections
