@@ -133,14 +133,19 @@ print(profile.name, model_name, sizes, f"{n_heads_total} heads -> {N_IC} in-cont
 # World vs Sports (World -> foo, Sports -> bar), in the paper's prompt shape `S0 : bar\nS1 : foo\n...\nSx :`
 # (no "Review:" prefix: with unrelated labels the template's own words would hint at the meaning the paper
 # removes on purpose). Two measurements carry this notebook; on one prompt each is a few lines of
-# TransformerLens.
+# TransformerLens, and each is an exercise (the [exercise version](../exercises/07_incontext_heads.ipynb) leaves
+# them to you).
 #
-# **(a) A head ablated at q.** Head (l, h) writes `z[q, h] @ W_O[l, h]` into the residual stream at the last
-# position q. Hook `blocks.{l}.attn.hook_z`, set `z[:, q, h] = 0`, and compare each label word's
-# full-vocabulary log-probability at q without and with the ablation: that difference is the head's **drop**.
+# **Exercise 7.1 · (a) a head ablated at q** · difficulty ★★☆ · importance ★★★ · about 15 min
+#
+# Head (l, h) writes `z[q, h] @ W_O[l, h]` into the residual stream at the last position q. Hook
+# `blocks.{l}.attn.hook_z`, zero that head's z at q only, and compare each label word's full-vocabulary
+# log-probability at q without and with the ablation: that difference is the head's **drop**.
 # Section 2.2 measures it for every head on many prompts, where a key/value cache re-runs only the last token.
 #
-# **(b) A head's value-output vectors.** Source position j contributes `A[q, j] * (v_j @ W_O[l, h])` to the
+# **Exercise 7.2 · (b) a head's value-output vectors** · difficulty ★★★ · importance ★★☆ · about 25 min
+#
+# Source position j contributes `A[q, j] * (v_j @ W_O[l, h])` to the
 # head's output at q. Per unit attention, `v_j @ W_O[l, h]` read through the final norm (its scale frozen at its
 # value at q) and `W_U[:, foo] - W_U[:, bar]` is the vector's **logit minus**: positive if it pushes the
 # prediction toward foo. If the VO vectors carry the labels, foo positions come out positive and bar positions
