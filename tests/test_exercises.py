@@ -220,3 +220,26 @@ def isolated_label_logits(model, prompt, label_ids, layers):
     assert "You blocked the diagonal too" in shown and "helpers/experiments" not in shown and "def " not in shown
     ok = "".join(o.get("text", "") for o in nb.cells[3].outputs)
     assert "✓ isolated_label_logits matches the reference" in ok
+
+
+def test_notebooks_01_to_07_each_have_a_graded_path():
+    """At least two exercises per notebook 01-07, each announced with difficulty, importance and a time guide, in
+    order (N.1, N.2, ...), and each solution followed by a check of it before anything else uses it."""
+    import re
+
+    header = re.compile(r"\*\*Exercise (\d)\.(\d) · [^*]+\*\* · difficulty ★[★☆]{2} · importance ★[★☆]{2} ·"
+                        r"\s*(?:#\s*)?about \d+ min")
+    for n in range(1, 8):
+        src = next((ROOT / "notebooks").glob(f"0{n}_*.py"))
+        nb = jupytext.read(src)
+        text = src.read_text()
+        marks = [(int(a), int(b)) for a, b in header.findall(text)]
+        assert len(marks) >= 2, f"{src.name}: {len(marks)} graded exercises"
+        assert marks == [(n, i) for i in range(1, len(marks) + 1)], (src.name, marks)
+        cells = nb.cells
+        for i, c in enumerate(cells):
+            if "solution" in c.metadata.get("tags", []):
+                names = re.findall(r"^def (\w+)\(", c.source, re.M)
+                after = next(x for x in cells[i + 1:] if x.cell_type == "code")
+                assert any(re.search(rf"check_\w+\({name}\)", after.source) for name in names), \
+                    f"{src.name}: no check of {names} in the code cell after it"
