@@ -55,7 +55,7 @@ from helpers.core.models import load_model
 from helpers.core.prefix import vanilla_predictions
 from helpers.core.prompts import example_prompt
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
-from helpers.experiments.setting import check_label_logits, setting_claims, vanilla_accuracy
+from helpers.experiments import setting
 from helpers.study import paper, plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
@@ -150,7 +150,7 @@ def label_logits(model: HookedTransformer, prompt: Prompt, label_ids: list[int])
 # `vanilla_predictions` (which runs the demonstrations once and the query against their cache).
 
 # %%
-check_label_logits(label_logits)
+setting.check_label_logits(label_logits)
 task0, p = get_task(profile.tasks[0]), examples[profile.tasks[0]]
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", LabelWordWarning)
@@ -194,8 +194,8 @@ plots.attention_view(model, examples[profile.tasks[0]], layer=deep)
 # (see `data/README.md`), not the original test splits.
 
 # %%
-one = vanilla_accuracy(model, profile.tasks, profile.seeds, profile.n_test, 1, profile.batch_size, profile.name)
-five = vanilla_accuracy(model, profile.tasks, profile.seeds, profile.n_test, 5, profile.batch_size, profile.name)
+one = setting.vanilla_accuracy(model, profile.tasks, profile.seeds, profile.n_test, 1, profile.batch_size, profile.name)
+five = setting.vanilla_accuracy(model, profile.tasks, profile.seeds, profile.n_test, 5, profile.batch_size, profile.name)
 acc = pd.concat([one.assign(setting="vanilla 1-shot"), five.assign(setting="vanilla 5-shot")])
 acc["task"] = acc["task"].map(lambda n: get_task(n).display)
 by_task = acc.groupby(["setting", "task"], sort=False)["accuracy"].agg(["mean", "std", "count"]).reset_index()
@@ -253,7 +253,7 @@ plt.show()
 # not judged ("not comparable").
 
 # %%
-claims = setting_claims(one, five)
+claims = setting.setting_claims(one, five)
 _ = report_claims("00_icl_setting", claims, metrics={f"{st}|{t}": [iv.estimate, iv.low, iv.high]
                                                      for (t, st), iv in intervals.items()})
 

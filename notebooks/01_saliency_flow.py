@@ -49,21 +49,7 @@ from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.tasks import get_task
-from helpers.experiments.saliency import (
-    check_attention_patterns,
-    check_pattern_saliency,
-    check_saliency_flows,
-    flow_frame,
-    flow_interval_table,
-    flow_intervals,
-    saliency_claims,
-    saliency_flow,
-    saliency_matrices,
-    saliency_prompts,
-    saliency_runs,
-    saliency_sizes,
-    saliency_verdict,
-)
+from helpers.experiments import saliency as sal
 from helpers.study import plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
@@ -71,7 +57,7 @@ from helpers.study.results import save_figure
 
 profile = get_profile()
 model = load_model(current_model_name())
-budget = saliency_sizes(profile)
+budget = sal.saliency_sizes(profile)
 print(profile.name, current_model_name(), budget)
 
 # %% [markdown]
@@ -103,7 +89,7 @@ def attention_patterns(model: HookedTransformer, tokens: torch.Tensor) -> torch.
 
 
 # %%
-check_attention_patterns(attention_patterns)
+sal.check_attention_patterns(attention_patterns)
 
 # %% [markdown]
 # **Exercise 1.2 · the saliency matrices of one prompt** · difficulty ★★★ · importance ★★★ · about 25 min
@@ -153,7 +139,7 @@ def pattern_saliency(model: HookedTransformer, prompt: Prompt, label_ids: list[i
 
 
 # %%
-check_pattern_saliency(pattern_saliency)
+sal.check_pattern_saliency(pattern_saliency)
 
 # %% [markdown]
 # **Exercise 1.3 · three flows from one saliency matrix** · difficulty ★★☆ · importance ★★★ · about 15 min
@@ -189,14 +175,14 @@ def saliency_flows(I: torch.Tensor, prompt: Prompt) -> torch.Tensor:
 # your functions on one real prompt, against the helpers the rest of the notebook uses.
 
 # %%
-check_saliency_flows(saliency_flows)
+sal.check_saliency_flows(saliency_flows)
 
-prompts, lids = saliency_prompts(model, profile.tasks[0], seed=budget["seeds"][0], n=1)
+prompts, lids = sal.saliency_prompts(model, profile.tasks[0], seed=budget["seeds"][0], n=1)
 prompt = prompts[0]
 I = pattern_saliency(model, prompt, lids)
 flows = saliency_flows(I, prompt)
-torch.testing.assert_close(I, saliency_matrices(model, prompts, lids)[0], rtol=1e-3, atol=1e-5 * float(I.max()))
-torch.testing.assert_close(flows, saliency_flow(model, prompts, lids)[0], rtol=1e-3, atol=1e-6)
+torch.testing.assert_close(I, sal.saliency_matrices(model, prompts, lids)[0], rtol=1e-3, atol=1e-5 * float(I.max()))
+torch.testing.assert_close(flows, sal.saliency_flow(model, prompts, lids)[0], rtol=1e-3, atol=1e-6)
 print(f"✓ by hand = helpers on one {get_task(profile.tasks[0]).display} prompt ({len(prompt)} tokens, "
       f"label positions {prompt.label_pos}, q = {prompt.q})")
 rel = flows / flows.sum(-1, keepdim=True)
@@ -222,11 +208,11 @@ plots.saliency_view(model, prompt, I, [shallow, deep])
 # the seed-averaged curve, the band its 95% interval (seeds and inputs resampled).
 
 # %%
-runs = saliency_runs(model, profile.tasks, budget["seeds"], budget["n"], batch_size=budget["batch_size"],
+runs = sal.saliency_runs(model, profile.tasks, budget["seeds"], budget["n"], batch_size=budget["batch_size"],
                      profile=profile.name)
-ivs = flow_intervals(runs)  # {(task, ...): Interval}; task "mean over tasks": the curve averaged over tasks
+ivs = sal.flow_intervals(runs)  # {(task, ...): Interval}; task "mean over tasks": the curve averaged over tasks
 display_name = {t: get_task(t).display for t in profile.tasks}
-df = flow_frame(runs).assign(task=lambda d: d["task"].map(display_name))
+df = sal.flow_frame(runs).assign(task=lambda d: d["task"].map(display_name))
 fig = plots.plot_flow_curves(df, intervals={(display_name.get(k[0], k[0]), *k[1:]): iv for k, iv in ivs.items()},
                              title=f"Relative saliency flows per layer, {current_model_name()} "
                                    f"(mean over {len(budget['seeds'])} seed(s), 95% CI)")
@@ -253,9 +239,9 @@ _ = save_figure(fig, "01_saliency_flow")
 
 # %%
 tasks = list(profile.tasks)
-display(flow_interval_table(ivs, tasks, labels=display_name).set_index("task").T)
-verdict, _ = saliency_verdict(ivs, tasks)
-claims = saliency_claims(ivs, tasks, context=f"{current_model_name()}, {len(budget['seeds'])} seed(s)")
+display(sal.flow_interval_table(ivs, tasks, labels=display_name).set_index("task").T)
+verdict, _ = sal.saliency_verdict(ivs, tasks)
+claims = sal.saliency_claims(ivs, tasks, context=f"{current_model_name()}, {len(budget['seeds'])} seed(s)")
 _ = report_claims("01_saliency_flow", claims, metrics={"verdict": verdict, "n": budget["n"]}, digits=3)
 
 # %% [markdown]

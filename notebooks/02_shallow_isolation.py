@@ -60,19 +60,7 @@ from IPython.display import display
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids
-from helpers.experiments.isolation import (
-    check_block_label_rows,
-    check_isolated_label_logits,
-    isolation_claims,
-    isolation_intervals,
-    isolation_runs,
-    isolation_sizes,
-    isolation_verdict,
-    label_token_share,
-    layer_range,
-    loyalty_frame,
-    run_isolation,
-)
+from helpers.experiments import isolation as iso
 from helpers.study import plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
@@ -80,7 +68,7 @@ from helpers.study.results import save_figure
 
 profile = get_profile()
 model = load_model(current_model_name())
-budget = isolation_sizes(profile)
+budget = iso.isolation_sizes(profile)
 k = budget["k_main"]
 print(profile.name, current_model_name(), budget)
 
@@ -115,7 +103,7 @@ def block_label_rows(scores: torch.Tensor, label_pos: list[int]) -> torch.Tensor
 
 
 # %%
-check_block_label_rows(block_label_rows)
+iso.check_block_label_rows(block_label_rows)
 
 # %% [markdown]
 # **Exercise 2.2 · isolating the label words in chosen layers** · difficulty ★★☆ · importance ★★★ ·
@@ -154,7 +142,7 @@ def isolated_label_logits(model: HookedTransformer, prompt: Prompt, label_ids: l
 # demonstrations once as a shared prefix), and how the prediction moves.
 
 # %%
-check_isolated_label_logits(isolated_label_logits)
+iso.check_isolated_label_logits(isolated_label_logits)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", LabelWordWarning)
@@ -163,8 +151,8 @@ prompt, lids = one.prompts[0], one.label_ids
 with torch.no_grad():
     moves = {"unmodified": isolated_label_logits(model, prompt, lids, [])}
     for where in ("first", "last"):
-        mine = isolated_label_logits(model, prompt, lids, layer_range(model, where, k))
-        torch.testing.assert_close(mine, run_isolation(model, [prompt], lids, "label", where, k).label_logits[0],
+        mine = isolated_label_logits(model, prompt, lids, iso.layer_range(model, where, k))
+        torch.testing.assert_close(mine, iso.run_isolation(model, [prompt], lids, "label", where, k).label_logits[0],
                                    rtol=1e-4, atol=1e-4)
         moves[f"label words isolated, {where} {k} layers"] = mine
 print(f"✓ by hand = helper on one {get_task(profile.tasks[0]).display} prompt ({len(prompt)} tokens, label "
@@ -185,14 +173,14 @@ display(pd.DataFrame({name: logits.softmax(-1).tolist() for name, logits in move
 # seed also runs the sweep over $k$. Results are cached on disk.
 
 # %%
-runs = isolation_runs(model, profile.tasks, budget["seeds"], budget["n"], k_main=k,
+runs = iso.isolation_runs(model, profile.tasks, budget["seeds"], budget["n"], k_main=k,
                       k_sweep=budget["k_sweep"], sweep_seeds=budget["sweep_seeds"],
                       batch_size=budget["batch_size"], profile=profile.name, sweep_n=budget["sweep_n"],
                       random_draw=budget["random_draw"], random_n=budget["random_n"])
-df = loyalty_frame(runs).assign(task=lambda d: d["task"].map(lambda t: get_task(t).display))
+df = iso.loyalty_frame(runs).assign(task=lambda d: d["task"].map(lambda t: get_task(t).display))
 print(f"Random control on the first {budget['random_n']} inputs of each task and seed; inputs per (task, seed):")
 display(df[df.k == k].groupby(["condition", "task"])["n"].first().unstack())
-loyalty, drop = isolation_intervals(df, k)  # 95% intervals: seeds, then inputs within each (task, seed)
+loyalty, drop = iso.isolation_intervals(df, k)  # 95% intervals: seeds, then inputs within each (task, seed)
 fig = plots.plot_loyalty_bars(df, k=k, title=f"Isolation in the first / last {k} layers, {current_model_name()}",
                               intervals={((c, w), f"{m}ty"): iv.scaled(100) for (c, w, m), iv in loyalty.items()})
 _ = save_figure(fig, "02_isolation_loyalty")
@@ -223,7 +211,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", LabelWordWarning)
     t5_lids = label_token_ids(model.tokenizer, t5_task)
 display(plots.topk_table(model, r0["base"], r0[("label", "first", k)], n=4))
-share = {c: float(pd.Series([label_token_share(runs[(t5_task, s)][key], t5_lids) for s in budget["seeds"]]).mean())
+share = {c: float(pd.Series([iso.label_token_share(runs[(t5_task, s)][key], t5_lids) for s in budget["seeds"]]).mean())
          for c, key in [("without isolation", "base"), (f"label words first {k}", ("label", "first", k)),
                         (f"label words last {k}", ("label", "last", k))]}
 print(f"{get_task(t5_task).display}, share of top-5 tokens that are label words: "
@@ -250,8 +238,8 @@ print(f"{get_task(t5_task).display}, share of top-5 tokens that are label words:
 
 # %%
 display((100 * df[df.k == k].pivot_table(index=["condition", "where"], columns="task", values="label_loyalty")).round(1))
-verdict, _ = isolation_verdict({(c, w): iv for (c, w, m), iv in loyalty.items() if m == "label_loyal"}, drop)
-claims = isolation_claims(loyalty, drop, k, context=f"{current_model_name()}, {len(budget['seeds'])} seed(s)")
+verdict, _ = iso.isolation_verdict({(c, w): iv for (c, w, m), iv in loyalty.items() if m == "label_loyal"}, drop)
+claims = iso.isolation_claims(loyalty, drop, k, context=f"{current_model_name()}, {len(budget['seeds'])} seed(s)")
 _ = report_claims("02_shallow_isolation", claims, metrics={"verdict": verdict, "word_loyalty_pct": {
     f"{c}-{w}": str(iv.scaled(100)) for (c, w, m), iv in loyalty.items() if m == "word_loyal"}, "table5": share})
 

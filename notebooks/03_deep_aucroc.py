@@ -55,18 +55,7 @@ from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
-from helpers.experiments.aucroc import (
-    aucroc_claims,
-    aucroc_runs,
-    aucroc_sizes,
-    check_attention_at_q,
-    check_label_attention,
-    curve_intervals,
-    label_attention_reference,
-    mean_curves,
-    other_offline_model,
-    per_task_table,
-)
+from helpers.experiments import aucroc as auc
 from helpers.study import paper, plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
@@ -74,7 +63,7 @@ from helpers.study.results import save_figure
 
 profile = get_profile()
 model = load_model(current_model_name())
-budget = aucroc_sizes(profile)
+budget = auc.aucroc_sizes(profile)
 print(profile.name, current_model_name(), budget)
 
 # %% [markdown]
@@ -117,7 +106,7 @@ def attention_at_q(model: HookedTransformer, prompt: Prompt) -> torch.Tensor:
 
 
 # %%
-check_attention_at_q(attention_at_q)
+auc.check_attention_at_q(attention_at_q)
 
 # %% [markdown]
 # **Exercise 3.2 · per class** · difficulty ★☆☆ · importance ★★★ · about 10 min
@@ -142,12 +131,12 @@ def label_attention_at_q(model: HookedTransformer, prompt: Prompt, n_classes: in
 # then the same comparison on one real prompt (the first test input of the first task and seed).
 
 # %%
-check_label_attention(label_attention_at_q)
+auc.check_label_attention(label_attention_at_q)
 
 one = make_icl_set(model, profile.tasks[0], profile.seeds[0], n_test=1)
 prompt = one.prompts[0]
 mine = label_attention_at_q(model, prompt, len(one.label_ids))
-torch.testing.assert_close(mine, label_attention_reference(model, prompt, one.label_ids))
+torch.testing.assert_close(mine, auc.label_attention_reference(model, prompt, one.label_ids))
 print(f"✓ {one.task.display}, one prompt of {len(prompt)} tokens: by hand = label_attention on all "
       f"{model.cfg.n_layers} layers")
 by_hand = pd.DataFrame(mine.numpy(), columns=[f"A_l(q, {w!r})" for w in one.task.label_words]).rename_axis("layer")
@@ -170,17 +159,17 @@ display(by_hand.T.round(3))
 
 # %%
 names = [current_model_name()]
-if other := other_offline_model(current_model_name()):
+if other := auc.other_offline_model(current_model_name()):
     names.append(other)
 frames, raw = {}, {}  # raw: this run's model, per (task, seed) scores and predictions (for intervals)
 for name in names:
     m = model if name == current_model_name() else load_model(name)
-    frames[name] = aucroc_runs(m, profile.tasks, budget["seeds"], budget["n"], batch_size=budget["batch_size"],
+    frames[name] = auc.aucroc_runs(m, profile.tasks, budget["seeds"], budget["n"], batch_size=budget["batch_size"],
                                profile=profile.name, raw=raw if name == current_model_name() else None)
     if m is not model:
         del m
         gc.collect()
-curves = {name: mean_curves(frames[name]) for name in names}
+curves = {name: auc.mean_curves(frames[name]) for name in names}
 fig = plots.plot_aucroc_curves({f"{name.split('/')[-1]} (mean over tasks, seeds)": c for name, c in curves.items()})
 _ = save_figure(fig, "03_aucroc")
 
@@ -192,7 +181,7 @@ _ = save_figure(fig, "03_aucroc")
 # has no defined AUC and is skipped (counted in the last column).
 
 # %%
-display(per_task_table(pd.concat(frames.values(), ignore_index=True)))
+display(auc.per_task_table(pd.concat(frames.values(), ignore_index=True)))
 
 # %% [markdown]
 # ## Paper vs ours
@@ -213,7 +202,7 @@ display(per_task_table(pd.concat(frames.values(), ignore_index=True)))
 # model appears in the figure and the table above; its own run (`ICL_MODEL`) reports its claims.
 
 # %%
-claims = aucroc_claims(curves[current_model_name()], curve_intervals(raw), current_model_name(),
+claims = auc.aucroc_claims(curves[current_model_name()], auc.curve_intervals(raw), current_model_name(),
                        peak_target=paper.FIG5_PEAK_AUCROC)
 report_claims("03_deep_aucroc", claims, metrics={n: c.to_dict("list") for n, c in curves.items()}, digits=2)
 

@@ -54,15 +54,7 @@ from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
-from helpers.experiments.reweighting import (
-    check_reweight_pattern,
-    check_reweighted_label_logits,
-    reweighted_label_logits_reference,
-    table1_claims,
-    table1_frame,
-    table1_intervals,
-    table1_runs,
-)
+from helpers.experiments import reweighting as rw
 from helpers.study import plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
@@ -104,7 +96,7 @@ def reweight_pattern(pattern: torch.Tensor, q: int, label_pos: list[int], beta_l
 
 
 # %%
-check_reweight_pattern(reweight_pattern)
+rw.check_reweight_pattern(reweight_pattern)
 
 # %% [markdown]
 # **Exercise 4.2 · re-weighted label logits** · difficulty ★★☆ · importance ★★★ · about 15 min
@@ -144,7 +136,7 @@ def reweighted_label_logits(model: HookedTransformer, prompt: Prompt, beta: torc
 # the deeper half of the layers, and compare with the helper that Table 1 uses.
 
 # %%
-check_reweighted_label_logits(reweighted_label_logits)
+rw.check_reweighted_label_logits(reweighted_label_logits)
 
 one = make_icl_set(model, profile.tasks[0], profile.seeds[0], n_test=1)
 prompt, L, H = one.prompts[0], model.cfg.n_layers, model.cfg.n_heads
@@ -153,7 +145,7 @@ target = int(plain.argmin())
 beta = torch.zeros(L, H, prompt.n_demos)
 beta[L // 2:, :, [i for i, c in enumerate(prompt.label_class) if c == target]] = 1.0
 mine = reweighted_label_logits(model, prompt, beta, one.label_ids)
-torch.testing.assert_close(mine, reweighted_label_logits_reference(model, prompt, beta, one.label_ids))
+torch.testing.assert_close(mine, rw.reweighted_label_logits_reference(model, prompt, beta, one.label_ids))
 print(f"✓ {one.task.display}, one prompt: re-weighted label logits by hand = the helper's")
 display(pd.DataFrame({"beta = 0": plain.softmax(-1).numpy(),
                       f"beta = 1 on {one.task.label_words[target]!r}'s anchor, layers {L // 2}-{L - 1}":
@@ -177,13 +169,13 @@ display(pd.DataFrame({"beta = 0": plain.softmax(-1).numpy(),
 # Intervals resample the seeds and, within each seed, the test inputs (`helpers.study.stats.bootstrap_means`).
 
 # %%
-rows = table1_runs(model, profile.tasks, profile.seeds, profile.n_test, profile.reweight_epochs,
+rows = rw.table1_runs(model, profile.tasks, profile.seeds, profile.n_test, profile.reweight_epochs,
                    per_class=profile.reweight_train_per_class, eval_batch_size=profile.batch_size)
 display(pd.DataFrame({f"{t} seed {s}": {"1-shot": r.acc_1shot, "5-shot": r.acc_5shot, "re-weighting": r.acc_reweight,
                                         "n": r.n_test, "dropped (5-shot too long)": r.n_dropped}
                       for (t, s), r in rows.items()}).T.round(3))
-accuracy, gains = table1_intervals(rows)
-display(table1_frame(accuracy, model_name))
+accuracy, gains = rw.table1_intervals(rows)
+display(rw.table1_frame(accuracy, model_name))
 
 # %% [markdown]
 # ### The learned $\beta$ and the training loss
@@ -208,8 +200,8 @@ _ = save_figure(fig, "04_training_loss")
 # The accuracies themselves are shown beside GPT2-XL's for context: they are another model's, "not comparable".
 
 # %%
-report_claims("04_anchor_reweighting", table1_claims(accuracy, gains, context=model_name.split("/")[-1]),
-              metrics={"table1": table1_frame(accuracy, model_name).to_dict(), "epochs": profile.reweight_epochs})
+report_claims("04_anchor_reweighting", rw.table1_claims(accuracy, gains, context=model_name.split("/")[-1]),
+              metrics={"table1": rw.table1_frame(accuracy, model_name).to_dict(), "epochs": profile.reweight_epochs})
 
 # %% [markdown]
 # ## Questions for discussion

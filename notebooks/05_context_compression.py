@@ -59,17 +59,7 @@ import torch
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
 from helpers.core.tasks import LabelWordWarning, get_task
-from helpers.experiments.compression import (
-    METHODS,
-    anchor_keep,
-    check_hidden_anchor_logits,
-    check_input_mask,
-    compression_claims,
-    compression_runs,
-    hidden_anchor_reference,
-    method_cells,
-    time_icl_vs_anchor,
-)
+from helpers.experiments import compression as comp
 from helpers.study import paper as PA
 from helpers.study import plots
 from helpers.study.claims import report_claims
@@ -121,7 +111,7 @@ def input_mask(n: int, p0: int, keep: list[int]) -> torch.Tensor:
 
 
 # %%
-check_input_mask(input_mask)
+comp.check_input_mask(input_mask)
 
 # %% [markdown]
 # **Exercise 5.2 · the input through the pruned cache** · difficulty ★★★ · importance ★★★ · about 25 min
@@ -138,7 +128,7 @@ check_input_mask(input_mask)
 # %% tags=["solution"]
 from transformer_lens import HookedTransformer
 
-from helpers.experiments.compression import prefix_len
+from helpers.experiments import compression as comp
 
 
 def hidden_anchor_logits(model: HookedTransformer, prompt, keep, label_ids) -> torch.Tensor:
@@ -152,7 +142,7 @@ def hidden_anchor_logits(model: HookedTransformer, prompt, keep, label_ids) -> t
        :func:`input_mask` is True.
     4. Return the logits at ``prompt.q`` for ``label_ids``: shape ``[classes]``.
     """
-    p0 = prefix_len(prompt)
+    p0 = comp.prefix_len(prompt)
     _, demos = model.run_with_cache(prompt.tokens[None, :p0],
                                     names_filter=lambda name: name.endswith(("attn.hook_k", "attn.hook_v")))
     keep = torch.as_tensor(list(keep))
@@ -180,14 +170,14 @@ def hidden_anchor_logits(model: HookedTransformer, prompt, keep, label_ids) -> t
 # SST-2 prompt, beside full ICL.
 
 # %%
-check_hidden_anchor_logits(hidden_anchor_logits)
+comp.check_hidden_anchor_logits(hidden_anchor_logits)
 one = make_icl_set(model, "sst2", profile.seeds[0], 1)
-prompt, keep = one.prompts[0], anchor_keep(one.prompts[0])
+prompt, keep = one.prompts[0], comp.anchor_keep(one.prompts[0])
 with torch.inference_mode():
     mine = hidden_anchor_logits(model, prompt, keep, one.label_ids).float().cpu()
     full = model(prompt.tokens[None])[0, prompt.q, list(one.label_ids)].float().cpu()
-torch.testing.assert_close(mine, hidden_anchor_reference(model, prompt, keep, one.label_ids), atol=1e-3, rtol=1e-3)
-print(f"kept {len(keep)} of {prefix_len(prompt)} demonstration tokens:",
+torch.testing.assert_close(mine, comp.hidden_anchor_reference(model, prompt, keep, one.label_ids), atol=1e-3, rtol=1e-3)
+print(f"kept {len(keep)} of {comp.prefix_len(prompt)} demonstration tokens:",
       " ".join(repr(model.tokenizer.decode(prompt.tokens[i])) for i in keep))
 pd.DataFrame({"full ICL": full, "Hidden_anchor (by hand)": mine}, index=get_task("sst2").label_words).round(2)
 
@@ -207,7 +197,7 @@ pd.DataFrame({"full ICL": full, "Hidden_anchor (by hand)": mine}, index=get_task
 QUERY_POSITIONS = "original"
 SUFFIX = "" if QUERY_POSITIONS == "original" else f"_{QUERY_POSITIONS}"  # a variant's figures/claims stay apart
 seeds = profile.seeds[:{"smoke": 1}.get(profile.name, len(profile.seeds))]
-results = compression_runs(model, profile.tasks, seeds, profile.n_test, profile.random_top_draws, profile.batch_size,
+results = comp.compression_runs(model, profile.tasks, seeds, profile.n_test, profile.random_top_draws, profile.batch_size,
                            query_positions=QUERY_POSITIONS)
 
 # %% [markdown]
@@ -217,17 +207,17 @@ results = compression_runs(model, profile.tasks, seeds, profile.n_test, profile.
 long = pd.DataFrame([dict(task=t, seed=s, method=meth, metric=met, value=val)
                      for (t, s), r in results.items() for meth, d in r.metrics.items() for met, val in d.items()])
 avg = (100 * long.groupby(["method", "metric", "task"]).value.mean().groupby(["method", "metric"]).mean()
-       ).unstack("metric").loc[list(METHODS), ["label_loyalty", "word_loyalty", "accuracy"]]
+       ).unstack("metric").loc[list(comp.METHODS), ["label_loyalty", "word_loyalty", "accuracy"]]
 avg.columns = ["LL", "WL", "Acc"]
-paper2 = pd.DataFrame({f"{m} {col}": [PA.TABLE2[m][meth][i] for meth in METHODS]
-                       for m in ("GPT2-XL", "GPT-J") for i, col in enumerate(("LL", "WL", "Acc"))}, index=list(METHODS))
+paper2 = pd.DataFrame({f"{m} {col}": [PA.TABLE2[m][meth][i] for meth in comp.METHODS]
+                       for m in ("GPT2-XL", "GPT-J") for i, col in enumerate(("LL", "WL", "Acc"))}, index=list(comp.METHODS))
 pd.concat([paper2, avg.add_prefix(f"{model_name.split('/')[-1]} (ours) ").round(2)], axis=1)
 
 # %%
 per_metric = {"label_loyalty": "label_loyal", "word_loyalty": "word_loyal", "accuracy": "correct"}
 # 95% intervals over seeds and, within each seed, test inputs (helpers.study.stats)
-ivs = {(m, met): bootstrap_means(method_cells(results, m, col)).scaled(100)
-       for m in METHODS for met, col in per_metric.items()}
+ivs = {(m, met): bootstrap_means(comp.method_cells(results, m, col)).scaled(100)
+       for m in comp.METHODS for met, col in per_metric.items()}
 bars = long.groupby(["method", "metric"], sort=False).value.mean().reset_index()
 fig = plots.plot_compression_bars(bars, title=f"{model_name}: loyalty and accuracy, mean over tasks",
                                   intervals={(met, m): iv.scaled(0.01) for (m, met), iv in ivs.items()})
@@ -244,7 +234,7 @@ _ = save_figure(fig, "05_table2_bars" + SUFFIX)
 
 # %%
 N_TIME = {"smoke": 4, "default": 8}.get(profile.name, 16)
-speed = pd.DataFrame([time_icl_vs_anchor(model, make_icl_set(model, task, seeds[0], N_TIME), n_inputs=N_TIME,
+speed = pd.DataFrame([comp.time_icl_vs_anchor(model, make_icl_set(model, task, seeds[0], N_TIME), n_inputs=N_TIME,
                                          repeats={"smoke": 1, "default": 2}.get(profile.name, 3))
                       for task in profile.tasks])
 table3 = speed[["task", "L_demo", "L_x", "L_anchor", "bound", "speedup", "speedup_low", "speedup_high"]].round(2)
@@ -270,10 +260,10 @@ _ = save_figure(fig, "05_speedup")
 # *partly* if it is faster than full ICL.
 
 # %%
-gaps = {(o, met): bootstrap_means(paired_differences(method_cells(results, "Hidden_anchor", per_metric[met]),
-                                                     method_cells(results, o, per_metric[met]))).scaled(100)
+gaps = {(o, met): bootstrap_means(paired_differences(comp.method_cells(results, "Hidden_anchor", per_metric[met]),
+                                                     comp.method_cells(results, o, per_metric[met]))).scaled(100)
         for o in ("Text_anchor", "Hidden_random", "Hidden_random-top") for met in ("label_loyalty", "word_loyalty")}
-claims = compression_claims(ivs, gaps, speed, context=f"{model_name}, query positions {QUERY_POSITIONS}")
+claims = comp.compression_claims(ivs, gaps, speed, context=f"{model_name}, query positions {QUERY_POSITIONS}")
 report_claims("05_context_compression" + SUFFIX, claims, metrics={"table2": avg.to_dict(), "seeds": list(seeds)})
 
 # %% [markdown]

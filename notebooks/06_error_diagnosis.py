@@ -51,20 +51,7 @@ from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
 from helpers.core.store import cached
 from helpers.core.tasks import LabelWordWarning, get_task
-from helpers.experiments.diagnosis import (
-    check_anchor_key_projections,
-    check_query_and_keys,
-    collect_qk,
-    default_layer,
-    diagnose,
-    diagnosis_claims,
-    key_distances,
-    key_projections,
-    layer_sweep,
-    rank_correlation,
-    seed_mean,
-    spearman_interval,
-)
+from helpers.experiments import diagnosis as diag
 from helpers.study import plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
@@ -79,7 +66,7 @@ model = load_model(model_name)
 print(profile)
 
 TASK = "trec"
-LAYER = default_layer(model)  # parameter: any layer in range(model.cfg.n_layers)
+LAYER = diag.default_layer(model)  # parameter: any layer in range(model.cfg.n_layers)
 N_COMPONENTS = 10
 seeds = profile.seeds[:1] if profile.name != "paper" else profile.seeds
 names = get_task(TASK).label_words
@@ -127,7 +114,7 @@ def query_and_keys(model: HookedTransformer, prompt, layer: int) -> tuple[torch.
 
 
 # %%
-check_query_and_keys(query_and_keys)
+diag.check_query_and_keys(query_and_keys)
 
 # %% [markdown]
 # **Exercise 6.2 · the projections per head and class** · difficulty ★★☆ · importance ★★★ · about 15 min
@@ -159,16 +146,16 @@ def anchor_key_projections(model: HookedTransformer, prompt, layer: int, n_class
 # sums: `|Σ_h q_h·k_{a,h} − Σ_h q_h·k_{b,h}|`. Both are compared with the helper's per-prompt values.
 
 # %%
-check_anchor_key_projections(anchor_key_projections)
+diag.check_anchor_key_projections(anchor_key_projections)
 one = make_icl_set(model, TASK, seeds[0], 1)
 prompt = one.prompts[0]
 with torch.inference_mode():
     mine = anchor_key_projections(model, prompt, LAYER, len(names)).float().cpu()
-ref = key_projections(collect_qk(model, [prompt], one.label_ids, layers=[LAYER]), LAYER, model.cfg.n_heads)[0]
+ref = diag.key_projections(diag.collect_qk(model, [prompt], one.label_ids, layers=[LAYER]), LAYER, model.cfg.n_heads)[0]
 torch.testing.assert_close(mine, ref, atol=1e-3, rtol=1e-3)
 score = mine.sum(0)  # [classes]: the query against each label word's key, all heads
 dist = (score[:, None] - score[None, :]).abs()  # [classes, classes]: how far apart this query sees them
-torch.testing.assert_close(dist, key_distances(ref), atol=1e-3, rtol=1e-3)
+torch.testing.assert_close(dist, diag.key_distances(ref), atol=1e-3, rtol=1e-3)
 a, b = divmod(int(torch.where(torch.eye(len(names), dtype=torch.bool), torch.inf, dist).argmin()), len(names))
 print(f"gold {names[prompt.gold]}; best-matching key {names[int(score.argmax())]}; closest pair seen by this "
       f"query: {names[a]}–{names[b]} ({dist[a, b]:.1f})")
@@ -189,16 +176,16 @@ vecs = {}
 for seed in seeds:
     icl = make_icl_set(model, TASK, seed, profile.n_diagnosis)
     params = dict(model=model_name, task=TASK, seed=seed, n=profile.n_diagnosis)
-    vecs[seed] = cached("diagnosis_qk", params, lambda: collect_qk(model, icl.prompts, icl.label_ids,
+    vecs[seed] = cached("diagnosis_qk", params, lambda: diag.collect_qk(model, icl.prompts, icl.label_ids,
                                                                      batch_size=profile.batch_size), model=model)
     print(f"seed {seed}: {len(icl.prompts)} inputs, accuracy "
           f"{(vecs[seed].label_probs.argmax(-1) == vecs[seed].gold).float().mean():.3f}")
 
 # %%
-out = {s: diagnose(v, LAYER, N_COMPONENTS) for s, v in vecs.items()}
-pred = seed_mean([o["predicted"] for o in out.values()])
-act = seed_mean([o["actual"] for o in out.values()], nan=True)
-rho = rank_correlation(pred, act)
+out = {s: diag.diagnose(v, LAYER, N_COMPONENTS) for s, v in vecs.items()}
+pred = diag.seed_mean([o["predicted"] for o in out.values()])
+act = diag.seed_mean([o["actual"] for o in out.values()], nan=True)
+rho = diag.rank_correlation(pred, act)
 fig = plots.plot_confusion_pair(pred, act, names, title=f"{model_name}, TREC, layer {LAYER}: Spearman {rho:.2f}")
 _ = save_figure(fig, "06_confusion_pair")
 
@@ -216,8 +203,8 @@ pairs.sort_values("actual (AUC)").round(3)
 # ## Layer sweep of the rank correlation
 
 # %%
-sweeps = {s: layer_sweep(v, N_COMPONENTS) for s, v in vecs.items()}
-sweep = {l: float(seed_mean([sw[l] for sw in sweeps.values()], nan=True)) for l in sweeps[seeds[0]]}
+sweeps = {s: diag.layer_sweep(v, N_COMPONENTS) for s, v in vecs.items()}
+sweep = {l: float(diag.seed_mean([sw[l] for sw in sweeps.values()], nan=True)) for l in sweeps[seeds[0]]}
 fig = plots.plot_layer_sweep(sweep, chosen=LAYER, title=f"{model_name}, TREC")
 _ = save_figure(fig, "06_layer_sweep")
 best = max(sweep, key=lambda l: -np.inf if np.isnan(sweep[l]) else sweep[l])
@@ -234,8 +221,8 @@ print(f"best layer {best}: {sweep[best]:.2f} (shown, not used for the verdict)")
 # numbers would flatter the claim).
 
 # %%
-rho_iv = spearman_interval(vecs, LAYER, N_COMPONENTS)
-claims = diagnosis_claims(rho_iv, pred, act, names, LAYER, model.cfg.n_layers, context=model_name)
+rho_iv = diag.spearman_interval(vecs, LAYER, N_COMPONENTS)
+claims = diag.diagnosis_claims(rho_iv, pred, act, names, LAYER, model.cfg.n_layers, context=model_name)
 report_claims("06_error_diagnosis", claims, metrics={"layer": LAYER, "spearman": rho, "sweep": sweep})
 
 # %% [markdown]

@@ -57,53 +57,9 @@ from IPython.display import display
 from helpers.core.heads import attention_rows_at_q
 from helpers.core.models import load_model
 from helpers.core.unrelated import eval_set, unrelated_task
-from helpers.experiments.head_biases import (
-    bias_interval_part,
-    bias_intervals,
-    bias_runs,
-    head_biases_claims,
-    head_biases_sizes,
-)
-from helpers.experiments.incontext_heads import (
-    ABLATION_CONDITIONS,
-    ALL_POSITIONS,
-    REGIME_PAIRS,
-    ablation_cells,
-    ablation_intervals,
-    ablation_runs,
-    accuracy_runs,
-    attribution_runs,
-    check_head_ablation,
-    clear_regimes,
-    head_label_drops,
-    heads_overall,
-    incontext_heads,
-    incontext_heads_claims,
-    incontext_heads_sizes,
-    mapping_interval_part,
-    mapping_intervals,
-    n_incontext_heads,
-    rank_heads_for_label,
-    regime_ablation,
-    regime_claims,
-    regime_confirmation,
-    regime_intervals,
-    regime_runs,
-    regime_sizes,
-    swapped_mapping,
-)
-from helpers.experiments.two_towers import (
-    check_value_output_logit_minus,
-    label_carrying_interval,
-    label_carrying_rate,
-    towers_runs,
-    two_towers,
-    two_towers_claims,
-    two_towers_intervals,
-    two_towers_sizes,
-    value_output_runs,
-    value_outputs,
-)
+from helpers.experiments import head_biases as hb
+from helpers.experiments import incontext_heads as ih
+from helpers.experiments import two_towers as tt
 from helpers.study import plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
@@ -113,9 +69,9 @@ from helpers.study.stats import bootstrap_means
 warnings.filterwarnings("ignore", category=UserWarning)
 profile, model_name = get_profile(), current_model_name()
 model = load_model(model_name)
-sizes = {**incontext_heads_sizes(profile), **two_towers_sizes(profile), **head_biases_sizes(profile)}
+sizes = {**ih.incontext_heads_sizes(profile), **tt.two_towers_sizes(profile), **hb.head_biases_sizes(profile)}
 n_heads_total = model.cfg.n_layers * model.cfg.n_heads
-N_IC = n_incontext_heads(model, frac=0.01, min_heads=4)
+N_IC = ih.n_incontext_heads(model, frac=0.01, min_heads=4)
 BS = max(profile.batch_size, 16)  # one forward costs about the same for 1 or 16 short prompts on CPU
 RUN = {"sizes": sizes, "batch_size": BS, "model_name": model_name}  # shared by the cached *_runs steps
 SOURCES = {"sst2": (0, 1), "agnews": (0, 1)}  # class pairs made binary
@@ -211,19 +167,19 @@ def value_output_logit_minus(model, cache, layer, head, positions, label_ids):
 # drop, and the VO vectors of the first of them.
 
 # %%
-check_head_ablation(head_ablation_drop)
-check_value_output_logit_minus(value_output_logit_minus)
+ih.check_head_ablation(head_ablation_drop)
+tt.check_value_output_logit_minus(value_output_logit_minus)
 ps = eval_set(model, UT[t0], seed0, sizes)
 prompt, lids, words = ps.prompts[0], ps.label_ids, UT[t0].task.label_words
 all_heads = [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
-drops = head_label_drops(model, prompt.tokens, all_heads, lids)  # [head, label], every head at once
+drops = ih.head_label_drops(model, prompt.tokens, all_heads, lids)  # [head, label], every head at once
 top = [all_heads[i] for i in drops.abs().amax(1).argsort(descending=True)[:3]]
 with torch.inference_mode():
     mine = torch.stack([head_ablation_drop(model, prompt.tokens, l, h, lids) for l, h in top]).float().cpu()
     _, cache = model.run_with_cache(prompt.tokens[None])
     vo_mine = value_output_logit_minus(model, cache, *top[0], prompt.label_pos, lids).float().cpu()
 torch.testing.assert_close(mine, drops[[all_heads.index(hd) for hd in top]], atol=1e-4, rtol=1e-4)
-torch.testing.assert_close(vo_mine, value_outputs(model, [prompt], lids, [top[0]], shared=False).vo_lm[0, 0],
+torch.testing.assert_close(vo_mine, tt.value_outputs(model, [prompt], lids, [top[0]], shared=False).vo_lm[0, 0],
                            atol=1e-4, rtol=1e-4)
 print(prompt.text, "\n")
 display(pd.DataFrame(mine.numpy(), index=[f"L{l}H{h}" for l, h in top],
@@ -255,13 +211,13 @@ print(f"L{top[0][0]}H{top[0][1]}, VO logit minus at each label position:",
 # word prior).
 
 # %%
-ACC = {m: accuracy_runs(model, uts, **RUN) for m, uts in UTS.items()}
+ACC = {m: ih.accuracy_runs(model, uts, **RUN) for m, uts in UTS.items()}
 ACC_IV = {m: bootstrap_means({k: r["correct"] for k, r in ACC[m].items()}) for m in ACC}
-MAP_IV = {pair: mapping_intervals(ACC[pair[0]], ACC[pair[1]]) for pair in (("foo/bar", "bar/foo"), ("A/B", "B/A"))}
+MAP_IV = {pair: ih.mapping_intervals(ACC[pair[0]], ACC[pair[1]]) for pair in (("foo/bar", "bar/foo"), ("A/B", "B/A"))}
 display(pd.DataFrame({"accuracy [95% CI]": {m: f"{iv:.3f}" for m, iv in ACC_IV.items()}}))
 display(pd.DataFrame({f"{a} with {b}": {"swap-averaged accuracy": f"{iv['swap_averaged']:.3f}",
                                         "same-word rate": f"{iv['same_word']:.3f}",
-                                        "reading": mapping_interval_part(iv["swap_averaged"])}
+                                        "reading": ih.mapping_interval_part(iv["swap_averaged"])}
                       for (a, b), iv in MAP_IV.items()}))
 
 # %% [markdown]
@@ -276,13 +232,13 @@ display(pd.DataFrame({f"{a} with {b}": {"swap-averaged accuracy": f"{iv['swap_av
 # predicted label finds only the heads of the word the model favours; it is printed for comparison.
 
 # %%
-SCORES = attribution_runs(model, UT, **RUN, progress="attribution")
-IC_HEADS = {t: incontext_heads(SCORES[t], N_IC) for t in task_names}
+SCORES = ih.attribution_runs(model, UT, **RUN, progress="attribution")
+IC_HEADS = {t: ih.incontext_heads(SCORES[t], N_IC) for t in task_names}
 for t in task_names:
     save_figure(plots.plot_head_map(SCORES[t].mean_gain, SCORES[t].mean_drop, IC_HEADS[t], UT[t].task.display), f"07_head_map_{t}")
 for t in task_names:
-    per_word = {UT[t].task.label_words[c]: rank_heads_for_label(SCORES[t], c)[:N_IC] for c in (0, 1)}
-    pooled = incontext_heads(SCORES[t], N_IC, per_label=False)
+    per_word = {UT[t].task.label_words[c]: ih.rank_heads_for_label(SCORES[t], c)[:N_IC] for c in (0, 1)}
+    pooled = ih.incontext_heads(SCORES[t], N_IC, per_label=False)
     print(f"{UT[t].task.display}: in-context heads (layer, head) {IC_HEADS[t]}\n  top heads for each word {per_word}"
           f"\n  single ranking on the predicted label {pooled} ({len(set(pooled) & set(IC_HEADS[t]))} shared)")
 
@@ -294,14 +250,14 @@ for t in task_names:
 # evaluation seed, never overlapping the in-context heads.
 
 # %%
-ABL = ablation_runs(model, UT, IC_HEADS, **RUN)
-ABL_IV = ablation_intervals(ABL)
+ABL = ih.ablation_runs(model, UT, IC_HEADS, **RUN)
+ABL_IV = ih.ablation_intervals(ABL)
 abl_df = pd.DataFrame([{"task": NAME[t], "condition": c, "accuracy": r[c]} for (t, _), r in ABL.items()
-                       for c in ABLATION_CONDITIONS])
+                       for c in ih.ABLATION_CONDITIONS])
 display(abl_df.pivot_table(index="task", columns="condition", values="accuracy", aggfunc="mean").round(3))
-cells = ablation_cells(ABL)
+cells = ih.ablation_cells(ABL)
 task_iv = {(NAME[t], c): bootstrap_means({s: v for (tt, s), v in cells[c].items() if tt == t})
-           for t in task_names for c in ABLATION_CONDITIONS}
+           for t in task_names for c in ih.ABLATION_CONDITIONS}
 _ = save_figure(plots.plot_ablation(abl_df, intervals=task_iv), "07_ablation")
 
 # %% [markdown]
@@ -313,12 +269,12 @@ _ = save_figure(plots.plot_ablation(abl_df, intervals=task_iv), "07_ablation")
 # demonstration sets of all seeds. The figures show the first seed.
 
 # %%
-VO_ALL = value_output_runs(model, UT, IC_HEADS, **RUN)  # every seed: the VO vectors belong to the demonstrations
+VO_ALL = tt.value_output_runs(model, UT, IC_HEADS, **RUN)  # every seed: the VO vectors belong to the demonstrations
 VO = {t: VO_ALL[(t, seed0)] for t in task_names}
 for t in task_names:
-    save_figure(plots.plot_value_outputs(VO[t], f"{UT[t].task.display}: VO logit minus per in-context head (label-carrying rate {label_carrying_rate(VO[t]):.2f})"), f"07_value_outputs_{t}")
-CARRY_IV = label_carrying_interval(VO_ALL)
-print(f"label-carrying rate {CARRY_IV:.3f}; per task (first seed):", {t: round(label_carrying_rate(VO[t]), 3) for t in task_names})
+    save_figure(plots.plot_value_outputs(VO[t], f"{UT[t].task.display}: VO logit minus per in-context head (label-carrying rate {tt.label_carrying_rate(VO[t]):.2f})"), f"07_value_outputs_{t}")
+CARRY_IV = tt.label_carrying_interval(VO_ALL)
+print(f"label-carrying rate {CARRY_IV:.3f}; per task (first seed):", {t: round(tt.label_carrying_rate(VO[t]), 3) for t in task_names})
 
 # %% [markdown]
 # Where the in-context heads look from q on section 1's prompt (circuitsvis; one row per head):
@@ -338,13 +294,13 @@ plots.head_attention_view(model, prompt, attention_rows_at_q(model, prompt, IC_H
 # the model's logit minus follows `d_attn`, not `d_vo`.
 
 # %%
-TOWERS = towers_runs(model, UT, IC_HEADS, **RUN)
-TT = {t: two_towers(TOWERS[t]) for t in task_names}
+TOWERS = tt.towers_runs(model, UT, IC_HEADS, **RUN)
+TT = {t: tt.two_towers(TOWERS[t]) for t in task_names}
 for t in task_names:
     save_figure(plots.plot_two_towers(TT[t], TOWERS[t].out_lm, f"{UT[t].task.display}: two towers"), f"07_two_towers_{t}")
 display(pd.DataFrame({UT[t].task.display: {k: v for k, v in TT[t].items() if not k.startswith("d_")}
                       for t in task_names}).T.round(3))
-TT_IV = two_towers_intervals(TOWERS)  # bootstrap over each task's inputs; means over tasks
+TT_IV = tt.two_towers_intervals(TOWERS)  # bootstrap over each task's inputs; means over tasks
 print({k: (f"{v:.3f}" if v is not None else "undefined") for k, v in TT_IV.items()})
 
 # %% [markdown]
@@ -361,11 +317,11 @@ print({k: (f"{v:.3f}" if v is not None else "undefined") for k, v in TT_IV.items
 # input), graded only where the bias before is measurable (its interval above 0). Tasks: `sizes["bias_tasks"]`.
 
 # %%
-BIAS = bias_runs(model, {t: UT[t] for t in task_names if t in sizes["bias_tasks"]}, IC_HEADS, **RUN)
-BIAS_IV = {k: bias_intervals(BIAS, k) for k in dict.fromkeys(kind for _, _, kind in BIAS)}
+BIAS = hb.bias_runs(model, {t: UT[t] for t in task_names if t in sizes["bias_tasks"]}, IC_HEADS, **RUN)
+BIAS_IV = {k: hb.bias_intervals(BIAS, k) for k in dict.fromkeys(kind for _, _, kind in BIAS)}
 display(pd.DataFrame({k: {"bias before": f"{iv['before']:.3f}", "bias after": f"{iv['after']:.3f}",
                           "reduction %": "undefined (no bias)" if iv["reduction"] is None else f"{iv['reduction']:.1f}",
-                          "reading": bias_interval_part(iv["before"], iv["reduction"])} for k, iv in BIAS_IV.items()}).T)
+                          "reading": hb.bias_interval_part(iv["before"], iv["reduction"])} for k, iv in BIAS_IV.items()}).T)
 bias_df = pd.DataFrame([{"task": NAME[t], "bias": kind, "stage": st, "size": size, "seed": seed}
                         for (t, seed, kind), r in BIAS.items()
                         for st, size in (("before", r.bias_before), ("after reduction", r.bias_after))])
@@ -394,30 +350,30 @@ _ = save_figure(plots.plot_biases(bias_df, intervals=bars), "07_biases")
 # task and size).
 
 # %%
-RS = regime_sizes(profile)
+RS = ih.regime_sizes(profile)
 REG_TASKS = [t for t in task_names if t in RS["tasks"]] or task_names[:1]
-REG_UTS = {m: {t: UTS[m][t] for t in REG_TASKS} for p in REGIME_PAIRS for m in (p, swapped_mapping(p))}
-REG = regime_runs(model, REG_UTS, RS, batch_size=BS, model_name=model_name, progress="regime")
-REG_IV = regime_intervals(REG)
+REG_UTS = {m: {t: UTS[m][t] for t in REG_TASKS} for p in ih.REGIME_PAIRS for m in (p, ih.swapped_mapping(p))}
+REG = ih.regime_runs(model, REG_UTS, RS, batch_size=BS, model_name=model_name, progress="regime")
+REG_IV = ih.regime_intervals(REG)
 display(pd.DataFrame([{"pair": p, "per class": k, "swap-averaged accuracy": f"{r['swap_averaged']:.3f}",
                        "same-word rate": f"{r['same_word']:.3f}", "accuracy (pair)": f"{r['accuracy']:.3f}",
                        "accuracy (swap)": f"{r['accuracy_swapped']:.3f}", "dropped": f"{r['dropped']}/{r['asked']}",
                        "reading": r["reading"]} for (p, k), r in REG_IV.items()]).set_index(["pair", "per class"]))
 _ = save_figure(plots.plot_regime(REG_IV, f"{', '.join(NAME[t] for t in REG_TASKS)}: swap-averaged accuracy, "
                                           f"{len(RS['seeds'])} seed(s) x {RS['n_eval']} queries"), "07_regime")
-CLEAR = clear_regimes(REG_IV)  # highest lower bound first
+CLEAR = ih.clear_regimes(REG_IV)  # highest lower bound first
 REG_ABL = REG_CONF = None
 if CLEAR:
-    REG_CONF = regime_confirmation(model, REG_UTS, CLEAR[0], RS, batch_size=BS, model_name=model_name,
+    REG_CONF = ih.regime_confirmation(model, REG_UTS, CLEAR[0], RS, batch_size=BS, model_name=model_name,
                                    progress="confirmation")
     print(f"{CLEAR[0]} on fresh seeds {RS['confirm_seeds']}: swap-averaged accuracy {REG_CONF['swap_averaged']:.3f} "
           f"({REG_CONF['reading']})")
-    REG_HEADS, REG_ABL_RUNS, REG_ABL = regime_ablation(model, REG_UTS[CLEAR[0][0]], CLEAR[0][1], RS, N_IC,
+    REG_HEADS, REG_ABL_RUNS, REG_ABL = ih.regime_ablation(model, REG_UTS[CLEAR[0][0]], CLEAR[0][1], RS, N_IC,
                                                        batch_size=BS, model_name=model_name, progress="attribution")
     print(f"Regimes that follow the mapping: {CLEAR}. Ablation in {CLEAR[0]}, in-context heads {REG_HEADS}:")
-    display(pd.DataFrame({"accuracy [95% CI]": {c: f"{REG_ABL[c]:.3f}" for c in ABLATION_CONDITIONS}}))
+    display(pd.DataFrame({"accuracy [95% CI]": {c: f"{REG_ABL[c]:.3f}" for c in ih.ABLATION_CONDITIONS}}))
     print(f"random minus in-context heads ablated, at q: {REG_ABL['excess']:.3f}; at every position: "
-          f"{REG_ABL['excess' + ALL_POSITIONS]:.3f}")
+          f"{REG_ABL['excess' + ih.ALL_POSITIONS]:.3f}")
 else:
     best = max(REG_IV, key=lambda k: REG_IV[k]["swap_averaged"].low)
     print(f"No regime follows the mapping: every interval contains 0.5 or lies below it (highest lower bound: {best[0]} "
@@ -463,13 +419,13 @@ def context(tasks):
 
 
 ctx, bias_ctx = context(task_names), context(t for t in task_names if t in sizes["bias_tasks"])
-reg_ctx = (f"{', '.join(NAME[t] for t in REG_TASKS)} with {' and '.join(REGIME_PAIRS)}, {len(RS['seeds'])} seed(s) x "
+reg_ctx = (f"{', '.join(NAME[t] for t in REG_TASKS)} with {' and '.join(ih.REGIME_PAIRS)}, {len(RS['seeds'])} seed(s) x "
            f"{RS['n_eval']} queries per size")
-claims = (incontext_heads_claims(MAP_IV[("foo/bar", "bar/foo")], ABL_IV, ctx) + two_towers_claims(CARRY_IV, TT_IV, ctx)
-          + head_biases_claims(BIAS_IV, bias_ctx) + regime_claims(REG_IV, REG_ABL, CLEAR[0] if CLEAR else None, reg_ctx,
+claims = (ih.incontext_heads_claims(MAP_IV[("foo/bar", "bar/foo")], ABL_IV, ctx) + tt.two_towers_claims(CARRY_IV, TT_IV, ctx)
+          + hb.head_biases_claims(BIAS_IV, bias_ctx) + ih.regime_claims(REG_IV, REG_ABL, CLEAR[0] if CLEAR else None, reg_ctx,
                                                                         confirmation=REG_CONF))
 PREMISES = ("07.foobar_icl", "07.unrelated_regime")  # whether the model uses the mapping, not a claim about heads
-overall = heads_overall({c.key: c.extra.get("part", c.verdict) for c in claims if c.key not in PREMISES})
+overall = ih.heads_overall({c.key: c.extra.get("part", c.verdict) for c in claims if c.key not in PREMISES})
 print(f"Overall: {overall}. In-context heads: {N_IC} of {n_heads_total} ({100 * N_IC / n_heads_total:.1f}%; paper: ~1%).")
 metrics = {"overall": overall, "incontext_heads": IC_HEADS, "accuracy": {m: f"{iv:.3f}" for m, iv in ACC_IV.items()},
            "swap_averaged_A/B": f"{MAP_IV[('A/B', 'B/A')]['swap_averaged']:.3f}", "sizes": sizes}

@@ -57,22 +57,7 @@ from helpers.core.models import load_model
 from helpers.core.prefix import vanilla_predictions
 from helpers.core.prompts import example_prompt, sample_demos
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
-from helpers.experiments.aucroc import aucroc_runs, aucroc_verdict, curve_intervals, mean_curves
-from helpers.experiments.isolation import (
-    condition_cells,
-    condition_ids,
-    isolation_runs,
-    isolation_verdict,
-    loyalty_frame,
-)
-from helpers.experiments.saliency import (
-    flow_frame,
-    flow_interval_table,
-    flow_intervals,
-    saliency_runs,
-    saliency_verdict,
-)
-from helpers.experiments.setting import check_render_prompt, own_task_claims, vanilla_accuracy
+from helpers.experiments import aucroc, isolation, saliency, setting
 from helpers.study import paper, plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, current_own_task, get_profile, own_task_sizes
@@ -175,7 +160,7 @@ def render_prompt(task: Task, demos: Sequence[Demo], query_text: str) -> str:
 
 
 # %%
-check_render_prompt(render_prompt)
+setting.check_render_prompt(render_prompt)
 text = render_prompt(task, demos, query.text)
 tokens = torch.tensor([model.tokenizer.bos_token_id] * prompt.bos
                       + model.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -200,7 +185,7 @@ print(f"label logits at q: {', '.join(f'{w} {x:.2f}' for w, x in zip(task.label_
 # notebook 00. The reading compares the 95% interval with chance (1 / number of classes).
 
 # %%
-one = vanilla_accuracy(model, [name], seeds, n, 1, budget["batch_size"], profile.name)
+one = setting.vanilla_accuracy(model, [name], seeds, n, 1, budget["batch_size"], profile.name)
 cells, _ = cells_from_frame(one, "correct", ids="idx")
 acc_iv = bootstrap_means(cells)
 chance = 1 / task.n_classes
@@ -217,17 +202,17 @@ print(f"{task.display}: vanilla 1-shot accuracy {acc_iv:.3f} (95% CI; {acc_iv.n_
 # layers, $S_{pq}$ in deep layers. The checks are notebook 01's, on this task alone.
 
 # %%
-sal = saliency_runs(model, [name], seeds, budget["n_saliency"], batch_size=4, profile=profile.name)
-sal_ivs = flow_intervals(sal)
+sal = saliency.saliency_runs(model, [name], seeds, budget["n_saliency"], batch_size=4, profile=profile.name)
+sal_ivs = saliency.flow_intervals(sal)
 labels = {name: task.display}
-flows = flow_frame(sal)
+flows = saliency.flow_frame(sal)
 flows["task"] = flows["task"].map(labels)
 fig = plots.plot_flow_curves(flows, intervals={(labels.get(k[0], k[0]), *k[1:]): iv for k, iv in sal_ivs.items()},
                         title=f"Relative saliency flows, {task.display}, {current_model_name()} "
                               f"({len(seeds)} seed(s) x {budget['n_saliency']} inputs, 95% CI)")
 _ = save_figure(fig, f"08_{name}_saliency_flow")
-sal_verdict, sal_checks = saliency_verdict(sal_ivs, [name])
-display(flow_interval_table(sal_ivs, [name], labels=labels).set_index("task").T)
+sal_verdict, sal_checks = saliency.saliency_verdict(sal_ivs, [name])
+display(saliency.flow_interval_table(sal_ivs, [name], labels=labels).set_index("task").T)
 display(pd.Series({c: v for (_, c), v in sal_checks.items()}, name="on the 95% intervals").to_frame())
 
 # %% [markdown]
@@ -241,21 +226,21 @@ display(pd.Series({c: v for (_, c), v in sal_checks.items()}, name="on the 95% i
 
 # %%
 k = 5 if model.cfg.n_layers >= 10 else max(1, model.cfg.n_layers // 3)
-iso = isolation_runs(model, [name], seeds, n, k_main=k, k_sweep=(), sweep_seeds=(), batch_size=budget["batch_size"],
+iso = isolation.isolation_runs(model, [name], seeds, n, k_main=k, k_sweep=(), sweep_seeds=(), batch_size=budget["batch_size"],
                      profile=profile.name, random_n=budget["random_n"])
-loy = loyalty_frame(iso)
+loy = isolation.loyalty_frame(iso)
 loy["task"] = loy["task"].map(labels)
 conds = [("label", "first"), ("label", "last"), ("random", "first"), ("random", "last")]
-iso_ivs = {(c, w, m): bootstrap_means(condition_cells(loy, c, w, k, m)) for c, w in conds
+iso_ivs = {(c, w, m): bootstrap_means(isolation.condition_cells(loy, c, w, k, m)) for c, w in conds
            for m in ("label_loyal", "word_loyal")}
 fig = plots.plot_loyalty_bars(loy, k=k, title=f"Isolation in the first / last {k} layers, {task.display}",
                          intervals={((c, w), f"{m}ty"): iv.scaled(100) for (c, w, m), iv in iso_ivs.items()})
 _ = save_figure(fig, f"08_{name}_isolation")
-drop = {(c, w): bootstrap_means(paired_differences(condition_cells(loy, c, w, k, "label_loyal"),
-                                                   condition_cells(loy, "label", "first", k, "label_loyal"),
-                                                   condition_ids(loy, c, w, k), condition_ids(loy, "label", "first", k)))
+drop = {(c, w): bootstrap_means(paired_differences(isolation.condition_cells(loy, c, w, k, "label_loyal"),
+                                                   isolation.condition_cells(loy, "label", "first", k, "label_loyal"),
+                                                   isolation.condition_ids(loy, c, w, k), isolation.condition_ids(loy, "label", "first", k)))
         for c, w in conds[1:]}
-iso_verdict, iso_checks = isolation_verdict({cw: iso_ivs[(*cw, "label_loyal")] for cw in conds}, drop)
+iso_verdict, iso_checks = isolation.isolation_verdict({cw: iso_ivs[(*cw, "label_loyal")] for cw in conds}, drop)
 display(pd.DataFrame({"label loyalty % [95% CI]": {f"{c} words, {w} {k}": f"{iso_ivs[(c, w, 'label_loyal')].scaled(100):.1f}"
                                                    for c, w in conds},
                       "word loyalty % [95% CI]": {f"{c} words, {w} {k}": f"{iso_ivs[(c, w, 'word_loyal')].scaled(100):.1f}"
@@ -273,11 +258,11 @@ print(f"isolation checks: {iso_checks}")
 
 # %%
 raw = {}
-auc_df = aucroc_runs(model, [name], seeds, n, batch_size=budget["batch_size"], profile=profile.name, raw=raw)
-curve = mean_curves(auc_df)
-auc_ivs = curve_intervals(raw)
+auc_df = aucroc.aucroc_runs(model, [name], seeds, n, batch_size=budget["batch_size"], profile=profile.name, raw=raw)
+curve = aucroc.mean_curves(auc_df)
+auc_ivs = aucroc.curve_intervals(raw)
 defined = bool(curve["auc"].notna().any())  # no AUC when the model predicted one class for every input
-auc_verdict, auc_checks = aucroc_verdict(curve, peak_target=paper.FIG5_PEAK_AUCROC, peak_iv=auc_ivs["peak"],
+auc_verdict, auc_checks = aucroc.aucroc_verdict(curve, peak_target=paper.FIG5_PEAK_AUCROC, peak_iv=auc_ivs["peak"],
                                          cross_iv=auc_ivs["crossing"], peak_layer_iv=auc_ivs["peak_layer"]) \
     if defined else ("undefined", {})
 display(pd.DataFrame({"95% interval (layers 0-based)": {s_: "undefined" if iv is None else f"{iv:.2f}"
@@ -296,7 +281,7 @@ _ = save_figure(fig, f"08_{name}_aucroc")
 # never mix) in the results folder's `metrics/08_your_own_task_<name>.json`.
 
 # %%
-claims = own_task_claims(task, acc_iv, (sal_verdict, sal_ivs), (iso_verdict, iso_ivs), (auc_verdict, auc_ivs), k)
+claims = setting.own_task_claims(task, acc_iv, (sal_verdict, sal_ivs), (iso_verdict, iso_ivs), (auc_verdict, auc_ivs), k)
 _ = report_claims(f"08_your_own_task_{name}", claims, digits=2, metrics={"digest": task.digest, "budget": budget})
 
 # %% [markdown]

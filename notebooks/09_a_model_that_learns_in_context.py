@@ -56,33 +56,12 @@ from IPython.display import display
 
 from helpers.core.control import CONTROL_PATH, checkpoint_info, control_prompts, control_task
 from helpers.core.models import load_model
-from helpers.experiments.aucroc import aucroc_claims, curve_intervals, label_attention, raw_mean_curves
-from helpers.experiments.incontext_heads import (
-    ablation_accuracy,
-    ablation_conditions,
-    ablation_intervals,
-    head_attribution,
-    incontext_heads,
-    incontext_heads_claims,
-)
-from helpers.experiments.isolation import isolation_claims, isolation_experiment, isolation_intervals, loyalty_frame
-from helpers.experiments.positive_control import (
-    accuracy_cells,
-    check_circuit_attention,
-    circuit_attention,
-    control_claims,
-    control_sizes,
-    hidden_anchor_accuracy,
-    label_swap,
-    swap_cells,
-)
-from helpers.experiments.saliency import flow_frame, flow_interval_table, flow_intervals, saliency_claims, saliency_flow
-from helpers.experiments.two_towers import (
-    label_carrying_interval,
-    two_towers_claims,
-    two_towers_intervals,
-    value_outputs,
-)
+from helpers.experiments import aucroc as auc
+from helpers.experiments import incontext_heads as ih
+from helpers.experiments import isolation as iso
+from helpers.experiments import positive_control as pc
+from helpers.experiments import saliency as sal
+from helpers.experiments import two_towers as tt
 from helpers.study import plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import get_profile
@@ -94,7 +73,7 @@ MODEL = "control"  # this notebook studies the model trained here, whatever ICL_
 profile = get_profile()
 model = load_model(MODEL)
 task, info = control_task(model), checkpoint_info()
-sizes = control_sizes(profile)
+sizes = pc.control_sizes(profile)
 SEEDS, N, BS = sizes["seeds"], sizes["n"], sizes["batch_size"]
 CP = {s: control_prompts(task, N, s) for s in SEEDS}  # 4-way sequences of training classes, one draw per seed
 print(profile.name, sizes, "| training:", info["training"])
@@ -120,10 +99,10 @@ _ = save_figure(plots.plot_training_curve(curve, 1 / task.n_labels, f"Training t
 #   answer to both and score at most 0.5 swap-averaged; one that reads the mapping moves its answer with it.
 
 # %%
-SWAP = {s: label_swap(model, cp) for s, cp in CP.items()}  # its "correct" is the plain accuracy's input
-ACC = bootstrap_means(swap_cells(SWAP, "correct"))
-HELD = bootstrap_means(accuracy_cells(model, {s: control_prompts(task, N, s, classes="heldout") for s in SEEDS}, BS))
-SWAP_IV = {k: bootstrap_means(swap_cells(SWAP, k)) for k in ("swap_averaged", "follows", "same")}
+SWAP = {s: pc.label_swap(model, cp) for s, cp in CP.items()}  # its "correct" is the plain accuracy's input
+ACC = bootstrap_means(pc.swap_cells(SWAP, "correct"))
+HELD = bootstrap_means(pc.accuracy_cells(model, {s: control_prompts(task, N, s, classes="heldout") for s in SEEDS}, BS))
+SWAP_IV = {k: bootstrap_means(pc.swap_cells(SWAP, k)) for k in ("swap_averaged", "follows", "same")}
 display(pd.DataFrame({"[95% CI]": {
     "accuracy, training classes": f"{ACC:.3f}", "accuracy, classes never seen in training": f"{HELD:.3f}",
     "label swap: swap-averaged accuracy": f"{SWAP_IV['swap_averaged']:.3f}",
@@ -176,9 +155,9 @@ def circuit_scores(model, prompt, item_class):
 # seed, against the helper's batched run.
 
 # %%
-check_circuit_attention(circuit_scores)
+pc.check_circuit_attention(circuit_scores)
 cp0 = CP[SEEDS[0]]
-CIRCUIT = circuit_attention(model, cp0, BS)  # [sequence, layer, head, 2]
+CIRCUIT = pc.circuit_attention(model, cp0, BS)  # [sequence, layer, head, 2]
 with torch.inference_mode():
     mine = torch.stack([circuit_scores(model, p, cp0.item_class[i]) for i, p in enumerate(cp0.prompts[:8])])
 torch.testing.assert_close(mine, CIRCUIT[:8], atol=1e-5, rtol=1e-4)
@@ -208,11 +187,11 @@ plots.attention_view(model, cp0.prompts[0], model.cfg.n_layers - 1)
 # shallow range is layer 0, the deep range layer 1.
 
 # %%
-SAL = {("control", s): saliency_flow(model, control_prompts(task, sizes["n_saliency"], s + 500).prompts, task.label_ids,
+SAL = {("control", s): sal.saliency_flow(model, control_prompts(task, sizes["n_saliency"], s + 500).prompts, task.label_ids,
                                      batch_size=64) for s in SEEDS}
-SAL_IV = flow_intervals(SAL)
-display(flow_interval_table(SAL_IV, ["control"]))
-_ = plots.plot_flow_curves(flow_frame(SAL), intervals=SAL_IV)
+SAL_IV = sal.flow_intervals(SAL)
+display(sal.flow_interval_table(SAL_IV, ["control"]))
+_ = plots.plot_flow_curves(sal.flow_frame(SAL), intervals=SAL_IV)
 
 # %% [markdown]
 # ### 3.2 · Isolating the label words (notebook 02)
@@ -223,10 +202,10 @@ _ = plots.plot_flow_curves(flow_frame(SAL), intervals=SAL_IV)
 # inputs whose prediction is unchanged.
 
 # %%
-ISO = {("control", s): isolation_experiment(model, cp.prompts, cp.label_ids, ks=(1,), seed=s, batch_size=BS,
+ISO = {("control", s): iso.isolation_experiment(model, cp.prompts, cp.label_ids, ks=(1,), seed=s, batch_size=BS,
                                             shared=False) for s, cp in CP.items()}
-ISO_DF = loyalty_frame(ISO)
-LOYAL, DROP = isolation_intervals(ISO_DF, k=1)
+ISO_DF = iso.loyalty_frame(ISO)
+LOYAL, DROP = iso.isolation_intervals(ISO_DF, k=1)
 display(pd.DataFrame({f"{c} words, {w} layer": {"label loyalty": f"{LOYAL[(c, w, 'label_loyal')]:.3f}",
                                                  "accuracy": f"{ISO_DF[(ISO_DF.condition == c) & (ISO_DF['where'] == w)].accuracy.mean():.3f}"}
                       for c, w in (("label", "first"), ("label", "last"), ("random", "first"), ("random", "last"))}))
@@ -240,10 +219,10 @@ display(pd.DataFrame({f"{c} words, {w} layer": {"label loyalty": f"{LOYAL[(c, w,
 # %%
 RAW = {}
 for s, cp in CP.items():
-    scores, pr = label_attention(model, cp.prompts, cp.label_ids, batch_size=BS, top_k=0, shared=False)
+    scores, pr = auc.label_attention(model, cp.prompts, cp.label_ids, batch_size=BS, top_k=0, shared=False)
     RAW[("control", s)] = {"scores": scores, "pred": pr.pred, "gold": pr.gold}
-AUC_IV = curve_intervals(RAW)
-CURVE = raw_mean_curves(RAW)  # AUCROC_l averaged over seeds, R_l from the mean curve (as notebook 03's mean_curves)
+AUC_IV = auc.curve_intervals(RAW)
+CURVE = auc.raw_mean_curves(RAW)  # AUCROC_l averaged over seeds, R_l from the mean curve (as notebook 03's mean_curves)
 display(CURVE.round(3))
 
 # %% [markdown]
@@ -259,25 +238,25 @@ display(CURVE.round(3))
 
 # %%
 ATTR = control_prompts(task, sizes["n_attr"], SEEDS[0] + 1000)
-SCORES = head_attribution(model, ATTR.prompts, ATTR.label_ids, batch_size=BS, shared=False)
-IC = incontext_heads(SCORES, 1)
+SCORES = ih.head_attribution(model, ATTR.prompts, ATTR.label_ids, batch_size=BS, shared=False)
+IC = ih.incontext_heads(SCORES, 1)
 _ = plots.plot_head_map(SCORES.mean_gain, SCORES.mean_drop, IC, "control: head attribution at q")
-ABL = {("control", s): ablation_conditions(model, cp.prompts, cp.label_ids, IC, s, BS, shared=False) for s, cp in CP.items()}
-ABL_IV = ablation_intervals(ABL)
+ABL = {("control", s): ih.ablation_conditions(model, cp.prompts, cp.label_ids, IC, s, BS, shared=False) for s, cp in CP.items()}
+ABL_IV = ih.ablation_intervals(ABL)
 print(f"in-context head {IC}; random heads per seed {[r['random_heads'] for r in ABL.values()]}")
 display(pd.DataFrame({"accuracy [95% CI]": {c: f"{iv:.3f}" for c, iv in ABL_IV.items()}}))
-display(pd.DataFrame([[ablation_accuracy(model, cp0.prompts, cp0.label_ids, [(l, h)], BS, shared=False, at="all")
+display(pd.DataFrame([[ih.ablation_accuracy(model, cp0.prompts, cp0.label_ids, [(l, h)], BS, shared=False, at="all")
                        for h in range(model.cfg.n_heads)] for l in range(model.cfg.n_layers)],
                      index=[f"layer {l}" for l in range(model.cfg.n_layers)], columns=[f"head {h}" for h in range(model.cfg.n_heads)]
                      ).round(3).rename_axis("accuracy, one head ablated everywhere (first seed)"))
 
 # %%
 BIN = {s: control_prompts(task, N, s + 2000, n_ways=2) for s in SEEDS}
-BSWAP = {s: label_swap(model, cp, perm=[1, 0]) for s, cp in BIN.items()}
-MAP_IV = {"swap_averaged": bootstrap_means(swap_cells(BSWAP, "swap_averaged")), "same_word": bootstrap_means(swap_cells(BSWAP, "same"))}
-VO = {("control", s): value_outputs(model, cp.prompts, cp.label_ids, IC, batch_size=BS, shared=False) for s, cp in BIN.items()}
-CARRY_IV = label_carrying_interval(VO)
-TT_IV = two_towers_intervals({"control": VO[("control", SEEDS[0])]})
+BSWAP = {s: pc.label_swap(model, cp, perm=[1, 0]) for s, cp in BIN.items()}
+MAP_IV = {"swap_averaged": bootstrap_means(pc.swap_cells(BSWAP, "swap_averaged")), "same_word": bootstrap_means(pc.swap_cells(BSWAP, "same"))}
+VO = {("control", s): tt.value_outputs(model, cp.prompts, cp.label_ids, IC, batch_size=BS, shared=False) for s, cp in BIN.items()}
+CARRY_IV = tt.label_carrying_interval(VO)
+TT_IV = tt.two_towers_intervals({"control": VO[("control", SEEDS[0])]})
 print(f"2-way: swap-averaged accuracy {MAP_IV['swap_averaged']:.3f}, same answer after the swap {MAP_IV['same_word']:.3f}; "
       f"label-carrying rate {CARRY_IV:.3f}; two towers", {k: (f"{v:.3f}" if v is not None else "undefined") for k, v in TT_IV.items()})
 
@@ -292,7 +271,7 @@ print(f"2-way: swap-averaged accuracy {MAP_IV['swap_averaged']:.3f}, same answer
 # demonstration set, and the control's mapping changes with every sequence while its accuracy has no room to grow.
 
 # %%
-HA = {s: hidden_anchor_accuracy(model, cp, seed=s, full=SWAP[s]["pred"]) for s, cp in CP.items()}
+HA = {s: pc.hidden_anchor_accuracy(model, cp, seed=s, full=SWAP[s]["pred"]) for s, cp in CP.items()}
 display(pd.DataFrame({k: {"[95% CI]": f"{bootstrap_means({('control', s): h[k] for s, h in HA.items()}):.3f}"}
                       for k in ("icl", "hidden_anchor", "hidden_random", "hidden_anchor_loyal", "hidden_random_loyal")}).T)
 
@@ -310,9 +289,9 @@ display(pd.DataFrame({k: {"[95% CI]": f"{bootstrap_means({('control', s): h[k] f
 
 # %%
 ctx = f"control, {len(SEEDS)} seed(s) x {N} sequences"
-claims = (control_claims(ACC, HELD, SWAP_IV["swap_averaged"], SWAP_IV["follows"], ctx) + saliency_claims(SAL_IV, ["control"], ctx)
-          + isolation_claims(LOYAL, DROP, k=1, context=ctx) + aucroc_claims(CURVE, AUC_IV, MODEL, context=ctx)
-          + incontext_heads_claims(MAP_IV, ABL_IV, ctx) + two_towers_claims(CARRY_IV, TT_IV, ctx))
+claims = (pc.control_claims(ACC, HELD, SWAP_IV["swap_averaged"], SWAP_IV["follows"], ctx) + sal.saliency_claims(SAL_IV, ["control"], ctx)
+          + iso.isolation_claims(LOYAL, DROP, k=1, context=ctx) + auc.aucroc_claims(CURVE, AUC_IV, MODEL, context=ctx)
+          + ih.incontext_heads_claims(MAP_IV, ABL_IV, ctx) + tt.two_towers_claims(CARRY_IV, TT_IV, ctx))
 _ = report_claims("09_a_model_that_learns_in_context", claims, metrics={"sizes": sizes, "incontext_heads": IC, "training": info["training"]}, digits=2, model_name=MODEL)
 
 # %% [markdown]

@@ -95,11 +95,13 @@ def test_plumbing_counter_on_a_probe(tmp_path):
     assert (row["code"], row["plumbing"]) == (7, 5)
 
 
-def test_reporting_plumbing_is_under_5_percent_of_notebook_code():
+def test_reporting_plumbing_is_at_most_10_percent_of_every_notebook():
+    """Per notebook, not over all of them: a total hid 07 behind the short notebooks, and one import line per
+    module (not one per name) no longer pads the count of code lines. This is the counter's narrow definition
+    (saving, reporting, claims); it does not count display and formatting lines."""
     rows = lines.counts()
-    code, plumbing = sum(r["code"] for r in rows), sum(r["plumbing"] for r in rows)
-    table = ", ".join(f"{r['notebook']} {r['plumbing']}/{r['code']}" for r in rows)
-    assert plumbing < 0.05 * code, f"reporting plumbing {plumbing}/{code} lines: {table}"
+    over = [f"{r['notebook']} {r['plumbing']}/{r['code']}" for r in rows if r["plumbing"] > 0.10 * r["code"]]
+    assert not over, f"reporting plumbing above 10% of code lines: {over}"
 
 
 def _learner_repo(tmp_path, monkeypatch):
