@@ -292,14 +292,15 @@ _ = report_claims("01_saliency_flow", claims, metrics={"verdict": verdict, "n": 
 #
 # ## Reading: what this shows on a 135M-270M model, and what it cannot
 #
-# (Default profile, both models, from the README's results table; 12 inputs per task and seed, 6 on
-# AGNews, each with its own demonstrations, seeds 42-46: 210 inputs per model.) Both models show the
-# paper's two stages clearly. Averaged over the four tasks, $S_{wp} - S_{pq}$ over the first third of
-# the layers is 0.375 [0.353, 0.396] on Gemma 3 270M and 0.473 [0.454, 0.496] on SmolLM2-135M (relative
-# flows, 95% intervals); $S_{pq} - S_{wp}$ over the last half is 0.883 [0.869, 0.893] and
-# 0.778 [0.763, 0.787]. Both label flows lie above $S_{ww}$ over all layers ($S_{wp} - S_{ww}$ 0.247
-# [0.239, 0.257] and 0.258 [0.246, 0.272]; $S_{pq} - S_{ww}$ 0.546 [0.533, 0.553] and 0.428
-# [0.417, 0.433]). All 12 (task, check) pairs hold on both models: **replicates**, where the paper shows
+# (Default profile, from the README's results table, seeds 42-46, each input with its own
+# demonstrations: Gemma 3 270M at the default's 32 inputs per task and seed, 640 inputs; SmolLM2-135M from the
+# earlier run at 12 per task and seed, 6 on AGNews, 210 inputs.) Both models show the paper's two stages
+# clearly. Averaged over the four tasks, $S_{wp} - S_{pq}$ over the first third of the layers is
+# 0.376 [0.367, 0.385] on Gemma 3 270M and 0.473 [0.454, 0.496] on SmolLM2-135M (relative flows, 95%
+# intervals); $S_{pq} - S_{wp}$ over the last half is 0.886 [0.880, 0.890] and 0.778 [0.763, 0.787].
+# Both label flows lie above $S_{ww}$ over all layers ($S_{wp} - S_{ww}$ 0.248 [0.245, 0.252] and 0.258
+# [0.246, 0.272]; $S_{pq} - S_{ww}$ 0.551 [0.546, 0.555] and 0.428 [0.417, 0.433]). Gemma's estimates at
+# 32 inputs lie inside their intervals at 12, which are more than twice as wide. All 12 (task, check) pairs hold on both models: **replicates**, where the paper shows
 # the same pattern as curves for GPT2-XL and GPT-J. The crossing point differs: on Gemma $S_{pq}$ first
 # exceeds $S_{wp}$ at layer 5 of 18 on every task; on SmolLM2 at layer 6 of 30 on TREC but 14-15 on
 # SST-2, AGNews (14 [7, 17]) and TweetEval, so "shallow" is not the same share of depth in every model
@@ -309,5 +310,5 @@ _ = report_claims("01_saliency_flow", claims, metrics={"verdict": verdict, "n": 
 # says where the loss is locally sensitive, not that the information actually travels that way (notebook
 # 02 intervenes to test that). The deep-layer dominance of $S_{pq}$ is partly structural (question 2).
 # These are two small models, one prompt format with one demonstration per class, TweetEval-emotion
-# standing in for EmoC, and 6-12 inputs per task and seed (a backward pass per input); the intervals
+# standing in for EmoC, and 6-32 inputs per task and seed (a backward pass per input); the intervals
 # cover seeds and inputs, not models or prompt formats.

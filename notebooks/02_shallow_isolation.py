@@ -44,8 +44,8 @@
 # before the one preceding $q$. We never draw a token of a label word, and never position 0, whose row
 # has nothing earlier to block (`helpers.experiments.isolation.authors_positions`). Because every input
 # has its own isolated positions, this control runs each input's full prompt, many times the cost of a
-# label condition; it therefore runs on the first inputs of each task and seed only (the profile's
-# `n_random_control`), paired with the same inputs of the label conditions.
+# label condition. It runs on the profile's first `n_random_control` inputs of each task and seed (all
+# 64 in the default profile, as in the paper), paired with the same inputs of the label conditions.
 #
 # Under `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs: the numbers test
 # that the code runs; they are not evidence.
@@ -169,8 +169,9 @@ display(pd.DataFrame({name: logits.softmax(-1).tolist() for name, logits in move
 # ## At scale: every condition, task and seed
 #
 # Each (task, seed) runs the unmodified model once, then the four conditions (label or random
-# words, first or last $k$ layers) for $k = 5$, the random ones on the first inputs only. The first
-# seed also runs the sweep over $k$. Results are cached on disk.
+# words, first or last $k$ layers) for $k = 5$, the random ones on the profile's first
+# `n_random_control` inputs (all of them in the default profile). The first seed also runs the sweep
+# over $k$. Results are cached on disk.
 
 # %%
 runs = iso.isolation_runs(model, profile.tasks, budget["seeds"], budget["n"], k_main=k,
@@ -295,13 +296,14 @@ _ = report_claims("02_shallow_isolation", claims, metrics={"verdict": verdict, "
 #
 # ## Reading: what this shows on a 135M-270M model, and what it cannot
 #
-# (Default profile, both models, from the README's results table; 64 inputs per task and seed over four
-# tasks and seeds 42-46 for the label conditions, 1280 inputs per model; the random control on the first
-# 16 of them, 320 inputs.) On **Gemma 3 270M**, label loyalty is 62.0% [55.8, 68.1] with the label
-# words isolated in the first 5 layers and 97.0% [94.8, 98.7] in the last 5; random words give
-# 88.1% [81.3, 94.1] (first) and 99.4% [97.8, 100] (last). Every paired drop from label-first lies above
-# zero (label-last +34.9 [28.3, 41.3] points, random-first +26.9 [18.1, 35.6], random-last
-# +38.1 [30.3, 46.3]): **replicates**, the paper's Fig. 4 pattern (label-first lowest, the others high).
+# (Default profile, from the README's results table; 64 inputs per task and seed over four tasks and
+# seeds 42-46 for the label conditions, 1280 inputs per model. The random control: on Gemma all 64 inputs,
+# 1280; on SmolLM2, from the earlier run, the first 16, 320 inputs.) On **Gemma 3 270M**, label loyalty
+# is 62.0% [55.8, 68.1] with the label words isolated in the first 5 layers and 97.0% [94.8, 98.7] in the
+# last 5; random words give 88.1% [84.8, 91.4] (first) and 99.5% [98.7, 100] (last), inside the earlier
+# intervals on 16 inputs (88.1 [81.3, 94.1] and 99.4 [97.8, 100]). Every paired drop from label-first
+# lies above zero (label-last +34.9 [28.3, 41.2] points, random-first +26.1 [19.1, 32.7], random-last
+# +37.4 [31.4, 43.4]): **replicates**, the paper's Fig. 4 pattern (label-first lowest, the others high).
 # Word loyalty falls to 20.0% [17.3, 23.2] under label-first isolation, and the share of label-word
 # tokens among AGNews's top 5 falls from 56% to 18% (55% with last-layer isolation), as in Table 5.
 #
@@ -315,7 +317,7 @@ _ = report_claims("02_shallow_isolation", claims, metrics={"verdict": verdict, "
 # picks.
 #
 # What the design cannot establish: 5 layers are 28% of Gemma's depth and 17% of SmolLM2's against 10%
-# of GPT2-XL's, so "first 5" is not the same intervention; the random control rests on 16 inputs per
-# task and seed; TweetEval-emotion stands in for EmoC; one demonstration per class and one prompt format;
+# of GPT2-XL's, so "first 5" is not the same intervention; on SmolLM2 the random control rests on 16
+# inputs per task and seed; TweetEval-emotion stands in for EmoC; one demonstration per class and one prompt format;
 # two small models. Loyalty says the label words *matter* when isolated early; it does not say what
 # information they carry (notebooks 03-05 probe that).

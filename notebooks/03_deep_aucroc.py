@@ -261,7 +261,7 @@ report_claims("03_deep_aucroc", claims, metrics={n: c.to_dict("list") for n, c i
 #
 # | | paper (GPT2-XL, GPT-J) | Gemma 3 270M (18 layers) | SmolLM2-135M (30 layers) |
 # |---|---|---|---|
-# | peak $\mathrm{AUCROC}_l$, 95% CI | about 0.8 | 0.76 [0.74, 0.80] | 0.76 [0.72, 0.81] |
+# | peak $\mathrm{AUCROC}_l$, 95% CI | about 0.8 | 0.76 [0.73, 0.80] | 0.76 [0.72, 0.81] |
 # | layer where $R_l$ passes 0.5, 95% CI | middle / later layers | 13.4 [12.6, 14.4] | 21.4 [17.8, 24.2] |
 # | verdict (three checks together) | | **partly** | **partly** |
 #
