@@ -364,45 +364,42 @@ def test_condition_cells(tiny_sst2_set):
 
 # --- the by-hand exercise of notebook 02: its check passes on the solution and fails on wrong functions ---
 
-def _by_hand_isolation(model, prompt, label_ids, layers, shift=0, rows=None):
-    def isolate(scores, hook):
+def _run_edit(model, prompt, label_ids, layers, edit, point="attn_scores", rows=None):
+    """The label logits at q with ``edit(tensor, p)`` applied at every label position p (or ``rows(prompt)``) in
+    the ``hook_{point}`` of each layer of ``layers``: the by-hand isolation and its wrong versions."""
+    def hook(x, hook):
         for p in (prompt.label_pos if rows is None else rows(prompt)):
-            scores[:, :, p + shift, :p + shift] = float("-inf")
-        return scores
+            edit(x, p)
+        return x
 
-    hooks = [(f"blocks.{l}.attn.hook_attn_scores", isolate) for l in layers]
+    hooks = [(f"blocks.{l}.attn.hook_{point}", hook) for l in layers]
     return model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, label_ids]
+
+
+def _by_hand_isolation(model, prompt, label_ids, layers, shift=0, rows=None):
+    def block(s, p):
+        s[:, :, p + shift, :p + shift] = float("-inf")
+    return _run_edit(model, prompt, label_ids, layers, block, rows=rows)
 
 
 def _by_hand_pattern(model, prompt, label_ids, layers):
     """A wrong version: the pattern zeroed after the softmax (rows no longer sum to 1)."""
-    def zero(pattern, hook):
-        for p in prompt.label_pos:
-            pattern[:, :, p, :p] = 0.0
-        return pattern
-
-    hooks = [(f"blocks.{l}.attn.hook_pattern", zero) for l in layers]
-    return model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, label_ids]
+    def zero(a, p):
+        a[:, :, p, :p] = 0.0
+    return _run_edit(model, prompt, label_ids, layers, zero, point="pattern")
 
 
 def _by_hand_keys(model, prompt, label_ids, layers, keys):
-    def isolate(scores, hook):
-        for p in prompt.label_pos:
-            scores[:, :, p, keys(p)] = float("-inf")
-        return scores
-
-    hooks = [(f"blocks.{l}.attn.hook_attn_scores", isolate) for l in layers]
-    return model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, label_ids]
+    def block(s, p):
+        s[:, :, p, keys(p)] = float("-inf")
+    return _run_edit(model, prompt, label_ids, layers, block)
 
 
 def _by_hand_column(model, prompt, label_ids, layers):
-    def isolate(scores, hook):
-        for p in prompt.label_pos:
-            scores[:, :, p + 1:, p] = float("-inf")
-        return scores
-
-    hooks = [(f"blocks.{l}.attn.hook_attn_scores", isolate) for l in layers]
-    return model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, label_ids]
+    """A wrong version: what later rows read from p (a column) blocked instead of what p reads."""
+    def block(s, p):
+        s[:, :, p + 1:, p] = float("-inf")
+    return _run_edit(model, prompt, label_ids, layers, block)
 
 
 def test_check_isolated_label_logits_passes_on_the_solution_and_names_each_mistake(capsys):
