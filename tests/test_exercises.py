@@ -95,6 +95,22 @@ def test_plumbing_counter_on_a_probe(tmp_path):
     assert (row["code"], row["plumbing"]) == (7, 5)
 
 
+def test_display_counter_on_a_probe(tmp_path):
+    """The honest count: showing, plotting, formatting and saving lines, and assignments that only reshape for
+    them; computing a result that is then only reported stays code."""
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "00_probe.py").write_text(
+        "# %%\nimport torch\nx = run(1)\niv = bootstrap(x)\n"  # code: 3 lines
+        "table = pd.DataFrame({'x': [x]}).round(2)\ndisplay(table)\n"  # reshaped only for display: 2
+        "label = f'{iv}'\nprint(label)\n"  # a formatted string printed: 2
+        "fig = plots.plot_x(x)\n_ = save_figure(fig, 'a')\n"  # a figure made and saved: 2
+        "for t in [1]:\n    print(t)\n"  # a loop that only prints: 2
+        "y = x + 1\nprint(y)\nz = y * 2\n")  # y is also read by code (z): 1 display line
+    (row,) = lines.counts(tmp_path)
+    assert row["code"] == 14 and row["display"] == 9, row
+    assert row["plumbing"] == 1  # the narrow count: save_figure only
+
+
 def test_reporting_plumbing_is_at_most_10_percent_of_every_notebook():
     """Per notebook, not over all of them: a total hid 07 behind the short notebooks, and one import line per
     module (not one per name) no longer pads the count of code lines. This is the counter's narrow definition
