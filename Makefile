@@ -22,7 +22,7 @@ JOBS ?= 0
 # e.g. --ignore-resources: RAM and disk shortfalls only warn
 PREFLIGHT_ARGS ?=
 # seconds one notebook cell may run before make run records its notebook as failed (default: ICL_CELL_TIMEOUT,
-# else the profile's: 1 h, 24 h for PROFILE=paper; helpers/study/profiles.py)
+# else the profile's: 1 h for smoke, 2 h for default, 24 h for PROFILE=paper; helpers/study/profiles.py)
 CELL_TIMEOUT ?= $(ICL_CELL_TIMEOUT)
 # 1: count each notebook's work (positions, FLOPs, time per step, share of the CPU's matmul peak) into
 # results/<model>/<profile>/accounting.md (helpers.core.accounting; off by default)

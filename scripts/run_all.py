@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, help="results folder (default: $ICL_RESULTS_DIR, else results/)")
     ap.add_argument("--timeout", type=int, default=None,
                     help="seconds one notebook cell may run (default: $ICL_CELL_TIMEOUT, else the profile's: "
-                         "3600, paper 86400)")
+                         "smoke 3600, default 7200, paper 86400)")
     ap.add_argument("--jobs", type=int, default=0,
                     help="models run in parallel processes (0: one per model, at most one per CPU core)")
     ap.add_argument("--progress-every", type=float, default=60.0, metavar="SECONDS",

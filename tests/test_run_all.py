@@ -160,7 +160,7 @@ def test_cell_timeout_setting(monkeypatch):
     from timing import builtin_seconds
 
     monkeypatch.delenv("ICL_CELL_TIMEOUT", raising=False)
-    assert cell_timeout("default") == 3600 and cell_timeout("smoke") == 3600
+    assert cell_timeout("default") == 7200 and cell_timeout("smoke") == 3600
     # a paper cell must not be cut off: its default exceeds the built-in estimate of a whole paper notebook
     longest = max(builtin_seconds(m, "paper", nb) for m in ("google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct")
                   for nb in ("00_icl_setting", "01_saliency_flow", "02_shallow_isolation", "03_deep_aucroc",

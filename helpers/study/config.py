@@ -61,7 +61,7 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable("ICL_BATCH_TOKENS", "padded tokens per forward batch at most (`0`: no cap)",
              "1024 on a CPU, no cap on CUDA", "notebooks (helpers.core.predict)"),
     Variable("ICL_CELL_TIMEOUT", "seconds one notebook cell may run under run_all before its notebook counts as "
-             "failed (`--timeout`, `make run CELL_TIMEOUT=`)", "the profile's: 3600, `paper` 86400",
+             "failed (`--timeout`, `make run CELL_TIMEOUT=`)", "the profile's: `smoke` 3600, `default` 7200, `paper` 86400",
              "run_all, make"),
     Variable("ICL_HUB_TIMEOUT", "seconds to wait for a silent Hugging Face hub before a hub model counts as "
              "offline", "15", "notebooks (helpers.core.models), preflight"),

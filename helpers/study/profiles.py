@@ -64,9 +64,11 @@ PROFILES = {
     # seed, 120 inputs). `make run ACCOUNT=1` writes what each step costs (README, 'Performance'). Measured on 2
     # CPU cores (Gemma 3 270M alone, two threads): 79.7 min of notebooks, of which 05 takes 26 min (20 of its 23
     # evaluations of each input are Hidden_random-top's draws), 07 16 min, 02 15 min and 01 10 min.
+    # Its cell limit is 2 h: 05's Table 2 cell takes 25 min with two threads, more with one thread per model when
+    # both offline models run in parallel; the limit stops a hung kernel, it is not a budget.
     "default": Profile("default", seeds=PAPER_SEEDS, n_test=64, n_saliency=32, reweight_epochs=10,
                        reweight_train_per_class=4, random_top_draws=20, n_diagnosis=120, n_random_control=64,
-                       batch_size=16),
+                       batch_size=16, cell_timeout=2 * 3600),
     # A paper cell runs one experiment over 4 tasks x 5 seeds x 1000 inputs: about 16 times the default's inputs,
     # up to 70 times its work in notebook 05 (20 Hidden_random draws). The default's longest cell (05's Table 2) takes
     # about 25 minutes on two CPU cores with a 270M model, so a paper cell can take hours even on a GPU with GPT2-XL or GPT-J; 24 h stops
