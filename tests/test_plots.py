@@ -156,6 +156,50 @@ def test_saliency_view_is_titled_by_layer(tiny_models):
     assert json.dumps(plots.view_token_strings(m, p)[0]) in props
 
 
+def test_views_carry_their_bundle_and_close_their_mount_point(tiny_models, monkeypatch):
+    """Every circuitsvis view of the helpers shows the inline JavaScript bundle without asking whether a network is
+    there (a page rendered from it works offline), and its mount point is a closed <div ...></div>: circuitsvis's
+    self-closing <div .../> would leave the div open in HTML and nest whatever follows inside the view."""
+    import re
+
+    import circuitsvis.utils.render as render
+    import torch
+
+    from helpers.study import plots
+
+    def no_network_check():
+        raise AssertionError("the view asked whether a network is there")
+
+    monkeypatch.setattr(render, "internet_on", no_network_check)
+    m = tiny_models["rotary"]
+    p = _bos_prompt(m)
+    sal = torch.rand(m.cfg.n_layers, len(p), len(p)).tril()
+    views = (plots.anchor_tokens_view(m, p), plots.attention_view(m, p, layer=0), plots.saliency_view(m, p, sal, [1]),
+             plots.head_attention_view(m, p, [[0.5] * len(p)], ["L0H1"]))
+    for view in views:
+        html = view._repr_html_()
+        assert html == str(view) == view.__html__()
+        assert "var CircuitsVis=" in html  # the bundle itself, not an import
+        assert not re.search(r"""(?:src|from)\s*=?\s*["']https?://""", html) and "unpkg.com" not in html
+        mounts = re.findall(r'<div id="circuits-vis-[^"]*"[^>]*>', html)
+        assert len(mounts) == 1 and not mounts[0].endswith("/>"), mounts
+        assert mounts[0] + "</div>" in html
+
+
+def test_close_view_divs_is_idempotent_and_touches_nothing_else():
+    """Only circuitsvis mount points are rewritten, and a second pass changes nothing."""
+    src = '<div id="circuits-vis-ab12" style="margin: 15px 0;"/>\n<br/><div id="other"/><img src="x.png"/>'
+    once = plots_close(src)
+    assert once == '<div id="circuits-vis-ab12" style="margin: 15px 0;"></div>\n<br/><div id="other"/><img src="x.png"/>'
+    assert plots_close(once) == once
+
+
+def plots_close(src: str) -> str:
+    from helpers.study.plots import close_view_divs
+
+    return close_view_divs(src)
+
+
 def test_topk_table_shows_every_token_whole(tiny_models):
     """Table 5: every top-k token of every shown input has a cell of its own, whitespace visible, and pandas' HTML
     display (what a notebook shows) cuts none of them."""

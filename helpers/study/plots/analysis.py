@@ -65,12 +65,12 @@ def saliency_view(model, prompt, sal, layers: Sequence[int]):
     import circuitsvis as cv
     import torch
 
-    from .setting import view_token_strings
+    from .setting import offline_view, view_token_strings
 
     mats = torch.stack([sal[l] / sal[l].max().clamp(min=1e-12) for l in layers])
-    return cv.attention.attention_heads(attention=mats, tokens=view_token_strings(model, prompt),
-                                        attention_head_names=[f"layer {l}" for l in layers], min_value=0,
-                                        max_value=1)
+    return offline_view(cv.attention.attention_heads(attention=mats, tokens=view_token_strings(model, prompt),
+                                                     attention_head_names=[f"layer {l}" for l in layers],
+                                                     min_value=0, max_value=1))
 
 
 def plot_loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: dict | None = None):

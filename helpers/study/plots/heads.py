@@ -107,11 +107,11 @@ def head_attention_view(model, prompt, attn_rows, head_names: Sequence[str]):
     import circuitsvis as cv
     import torch
 
-    from .setting import view_token_strings
+    from .setting import offline_view, view_token_strings
 
     vals = torch.as_tensor(attn_rows).T.float()  # [seq, heads]
-    return cv.tokens.colored_tokens_multi(tokens=view_token_strings(model, prompt), values=vals,
-                                          labels=list(head_names))
+    return offline_view(cv.tokens.colored_tokens_multi(tokens=view_token_strings(model, prompt), values=vals,
+                                                       labels=list(head_names)))
 
 
 def plot_regime(intervals: dict, title: str = ""):

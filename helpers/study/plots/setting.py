@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 import textwrap
 
 import matplotlib.pyplot as plt
@@ -11,7 +12,7 @@ import pandas as pd
 import seaborn as sns
 
 __all__ = ["token_strings", "view_token_strings", "anchor_html", "anchor_tokens_view", "attention_view", "plot_accuracy_bars",
-           "plot_interval_bars", "integer_ticks"]
+           "plot_interval_bars", "integer_ticks", "OfflineView", "offline_view", "close_view_divs"]
 
 _COLORS = {"label": "#f4a261", "format": "#a8dadc", "query": "#e9c46a", "q": "#e76f51", "bos": "#cccccc"}
 
@@ -38,6 +39,44 @@ def _special_shown(s: str) -> str:
 # and chart axes: characters HTML reads as markup become look-alikes that show the same in both, and a newline
 # token gets a visible mark (as in :func:`anchor_html`) instead of an empty box.
 _VIEW_CHARS = str.maketrans({"<": "\u2039", ">": "\u203a", "&": "\uff06", "\n": "\u21b5\n"})
+
+
+# circuitsvis writes its mount point as ``<div id="circuits-vis-..." style="..."/>``: HTML has no self-closing
+# div, so a browser leaves it open and whatever follows (the next cell of a rendered page) nests inside the view.
+_SELF_CLOSED_VIEW = re.compile(r'(<div id="circuits-vis-[^"]*"[^>]*?)\s*/>')
+
+
+def close_view_divs(html_src: str) -> str:
+    """``html_src`` with every circuitsvis mount point ``<div id="circuits-vis-..." .../>`` written as
+    ``<div ...></div>`` (idempotent; other markup untouched)."""
+    return _SELF_CLOSED_VIEW.sub(r"\1></div>", html_src)
+
+
+class OfflineView:
+    """A circuitsvis view that always carries its own JavaScript bundle.
+
+    circuitsvis's ``RenderedHTML`` decides when it is displayed, by trying to reach google.com, whether to inline
+    its bundle or import it from a CDN: a notebook executed with a network then shows nothing offline (a rendered
+    page, a lecture room without Wi-Fi), and the check itself costs a second without one. This shows the inline
+    bundle every time, with the mount point closed (:func:`close_view_divs`). ``str(view)`` is the same HTML.
+    """
+
+    def __init__(self, rendered):
+        self.html = close_view_divs(rendered.local_src)
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __html__(self) -> str:
+        return self.html
+
+    def __str__(self) -> str:
+        return self.html
+
+
+def offline_view(rendered) -> OfflineView:
+    """:class:`OfflineView` of a circuitsvis ``RenderedHTML`` (what ``circuitsvis.*`` functions return)."""
+    return OfflineView(rendered)
 
 
 def view_token_strings(model, prompt) -> list[str]:
@@ -71,8 +110,8 @@ def anchor_tokens_view(model, prompt):
     v[list(prompt.format_pos)] = 0.5
     v[prompt.label_pos] = 1.0
     v[prompt.q] = 0.75
-    return cv.tokens.colored_tokens(tokens=view_token_strings(model, prompt), values=v.tolist(), min_value=0,
-                                    max_value=1)
+    return offline_view(cv.tokens.colored_tokens(tokens=view_token_strings(model, prompt), values=v.tolist(),
+                                                 min_value=0, max_value=1))
 
 
 def attention_view(model, prompt, layer: int, pattern=None):
@@ -85,7 +124,8 @@ def attention_view(model, prompt, layer: int, pattern=None):
             _, cache = model.run_with_cache(prompt.tokens[None].to(model.cfg.device),
                                             names_filter=f"blocks.{layer}.attn.hook_pattern")
         pattern = cache[f"blocks.{layer}.attn.hook_pattern"][0]
-    return cv.attention.attention_patterns(tokens=view_token_strings(model, prompt), attention=pattern.cpu())
+    return offline_view(cv.attention.attention_patterns(tokens=view_token_strings(model, prompt),
+                                                        attention=pattern.cpu()))
 
 
 def integer_ticks(*axes) -> None:
