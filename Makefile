@@ -1,11 +1,13 @@
 # Two commands on a fresh machine (see README.md):
 #   make run    set up, check (preflight), then execute every notebook on the offline models and write results/
-#   make run EXECUTOR=slurm  the same as one Slurm job per model and notebook (README, 'On a cluster'; CLUSTER=local
+#   make run EXECUTOR=slurm  the same as one Slurm job per model and notebook (docs/gpu.md, 'On a cluster'; CLUSTER=local
 #               tries it here without Slurm)
 #   make preflight  check models, profile, tasks, device, RAM and disk, and print the estimated run time
 #   make test   set up, then run the unit tests and every notebook (smoke profile) under nbmake
 #   make bench  performance figures on the default model (run it on an idle machine)
 #   make exercises  write exercises/NN_*.ipynb from the notebooks' solution cells
+#   make site   the executed notebooks of a finished `make run` (same PROFILE, MODELS) as a static site in
+#               site/html (offline; README, 'Read it without running'), then its browser check (make site-check)
 #   make control    retrain the positive control (notebook 09's model) from CONTROL_SEED: at most 10 min on 2 cores
 #   make lock   refresh requirements.lock (the exact versions setup installs) from the working .venv
 PYTHON ?= python3
@@ -13,7 +15,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # CPU build; on a CUDA machine: make setup TORCH=torch
 TORCH ?= torch==2.13.0
-# the same settings as the notebooks and scripts (README, 'Settings'): ICL_PROFILE and ICL_MODEL are the defaults
+# the same settings as the notebooks and scripts (docs/your-own.md, 'Settings'): ICL_PROFILE and ICL_MODEL are the defaults
 PROFILE ?= $(or $(ICL_PROFILE),default)
 MODELS ?= $(or $(ICL_MODEL),google/gemma-3-270m HuggingFaceTB/SmolLM2-135M-Instruct)
 PYTEST_ARGS ?=
@@ -27,7 +29,7 @@ CELL_TIMEOUT ?= $(ICL_CELL_TIMEOUT)
 # 1: count each notebook's work (positions, FLOPs, time per step, share of the CPU's matmul peak) into
 # results/<model>/<profile>/accounting.md (helpers.core.accounting; off by default)
 ACCOUNT ?=
-# slurm: one Slurm job per model and notebook, submitted through submitit (README, 'On a cluster'); unset: the
+# slurm: one Slurm job per model and notebook, submitted through submitit (docs/gpu.md, 'On a cluster'); unset: the
 # notebooks run on this machine. CLUSTER=local runs those jobs as separate processes here, without Slurm, to try it.
 EXECUTOR ?=
 CLUSTER ?=
@@ -51,7 +53,7 @@ LOCK := requirements.lock
 # seed of `make control` (the shipped data/control/control.safetensors was trained with 0)
 CONTROL_SEED ?= 0
 
-.PHONY: setup lock preflight test test-fast run bench figures lab data clean exercises control
+.PHONY: setup lock preflight test test-fast run bench figures lab data clean exercises control site site-check
 
 # torch is installed first and on its own. Its stamp's name carries a checksum of TORCH, so
 # `make setup TORCH=...` with another value reinstalls torch (and only torch): the build that was
@@ -110,9 +112,18 @@ control: setup
 bench: setup
 	$(PY) benchmarks/run_benchmarks.py --model $(word 1,$(MODELS))
 
-# copy the README's key figures from a finished default run into docs/figures
+# copy the results page's figures (docs/results.md) from a finished default run into docs/figures
 figures:
 	$(PY) scripts/readme_figures.py --profile $(PROFILE)
+
+# the site of a finished run: notebooks 00-08 of the first of MODELS that has them, 09 of the positive control
+site: setup
+	$(PY) scripts/build_site.py --profile $(PROFILE) --models $(MODELS)
+	$(MAKE) --no-print-directory site-check
+
+# every page of site/html in headless Chromium (apt-get install chromium chromium-driver)
+site-check: setup
+	$(PY) scripts/check_site.py site/html
 
 # double-clicking a notebook source (.py) opens it as a notebook: a default of the JupyterLab in .venv only
 lab: setup
@@ -124,4 +135,4 @@ data: setup
 	$(PY) scripts/build_data.py
 
 clean:
-	rm -rf $(VENV) results .cache
+	rm -rf $(VENV) results .cache site

@@ -33,7 +33,7 @@
 #
 # This notebook runs those analyses, in small form, on a task you define: a template with `{text}` and
 # `{label}`, the label words in class order, a separator between demonstrations, and `train.jsonl` /
-# `test.jsonl` files with their sha256 checksums, all in a small spec file (README, "Your own task").
+# `test.jsonl` files with their sha256 checksums, all in a small spec file (docs/your-own.md, "Your own task").
 # Nothing in `helpers/` changes: the spec is registered when it is loaded.
 #
 # By default the notebook uses the example shipped in `data/rotten_tomatoes/task.json` (Rotten

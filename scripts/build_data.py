@@ -12,8 +12,8 @@ The pickled files are read with an unpickler that refuses every global: the
 rows are plain lists, nothing else is accepted.
 
 ``rotten_tomatoes`` is not one of the paper's tasks: it is the example of a
-task given by a spec file (``data/rotten_tomatoes/task.json``, README "Your own
-task"), built the same way from StaICC's copy of the Rotten Tomatoes train split.
+task given by a spec file (``data/rotten_tomatoes/task.json``, docs/your-own.md, "Your
+own task"), built the same way from StaICC's copy of the Rotten Tomatoes train split.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""Copy the README's key figures from a finished run into docs/figures/.
+"""Copy the results page's figures (docs/results.md) from a finished run into docs/figures/.
 
     python scripts/readme_figures.py [--profile default] [--results results]
 
-The README shows these figures; they are the PNGs the notebooks wrote during
+The results page shows these figures; they are the PNGs the notebooks wrote during
 ``make run`` (nothing is re-plotted here). Missing figures are reported and
-the exit code is non-zero, so a stale README is noticed.
+the exit code is non-zero, so a stale page is noticed.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# (model folder, figure name) pairs shown in the README, in reading order
+# (model folder, figure name) pairs shown on the results page, in reading order
 KEY_FIGURES = [
     ("gemma-3-270m", "01_saliency_flow"),
     ("smollm2-135m-instruct", "01_saliency_flow"),
@@ -43,12 +43,12 @@ def main(argv=None) -> int:
 
     a.profile, _ = option(a.profile, "ICL_PROFILE", "default", "--profile")
     a.results = Path(option(a.results, "ICL_RESULTS_DIR", ROOT / "results", "--results")[0])
-    # the README's figures are those of the default run: Gemma in float32 on the four tasks
+    # the page's figures are those of the default run: Gemma in float32 on the four tasks
     refused = [f"{k}={os.environ[k]!r}" for k in ("ICL_MODEL", "ICL_TASKS", "ICL_OWN_TASK", "ICL_DTYPE")
                if os.environ.get(k) and not (k == "ICL_DTYPE" and os.environ[k] == "float32")
                and not (k == "ICL_MODEL" and os.environ[k] in ("gemma", "google/gemma-3-270m"))]
     if refused:
-        print(f"readme_figures: {', '.join(refused)} cannot be honoured: the README shows the figures of the default "
+        print(f"readme_figures: {', '.join(refused)} cannot be honoured: the results page shows the figures of the default "
               "run (Gemma 3 270M, float32, the four tasks). Unset them.")
         return 2
     a.out.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ results/RESULTS-<run key>.md (+ .html); the run key is the profile, plus the tas
 set when it is not the profile's (helpers.study.results.run_key). A failing
 notebook is recorded and the run goes on; the exit code is non-zero if any failed.
 
-Settings come from the same ICL_* variables the notebooks read (README,
+Settings come from the same ICL_* variables the notebooks read (docs/your-own.md,
 'Settings'; --profile, --models and --out take precedence over ICL_PROFILE,
 ICL_MODEL and ICL_RESULTS_DIR); one that cannot be honoured stops the run before
 it starts (exit 2). SIGTERM or SIGINT stops the run: the running notebook's kernel
@@ -33,7 +33,7 @@ notebook as above (:func:`run_notebook_job`); this process polls the jobs, print
 runs and ends, then writes the report once, names every failed job with its log, and exits non-zero if any
 failed. A rerun submits only the notebooks whose last run (runs.json) is not ok (``--resubmit-all``: all).
 ``--slurm-gpus``, ``--slurm-time-min``, ``--slurm-mem-gb``, ``--slurm-cpus`` and ``--slurm-partition`` size the
-jobs (README, 'On a cluster').
+jobs (docs/gpu.md, 'On a cluster').
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
                          "matmul peak) into results/<model>/<run key>/accounting.md (helpers.core.accounting)")
     ap.add_argument("--executor", choices=("local", "slurm"), default="local",
                     help="local: notebooks run here (default); slurm: one submitit job per model and notebook, "
-                         "submitted as a job array (see 'On a cluster' in README.md)")
+                         "submitted as a job array (see 'On a cluster' in docs/gpu.md)")
     ap.add_argument("--cluster", choices=("slurm", "local"), default=None,
                     help="with --executor slurm: slurm (default) submits to Slurm with sbatch; local runs each job "
                          "as a separate process on this machine through submitit, without Slurm (to try it out)")
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
     if problems:
         for p in problems:
             say(f"run_all: {p}")
-        say("run_all: nothing was run (README, 'Settings'; `make preflight` checks everything before a run)")
+        say("run_all: nothing was run (docs/your-own.md, 'Settings'; `make preflight` checks everything before a run)")
         return 2
     t_start = time.perf_counter()
     for sig in (signal.SIGTERM, signal.SIGINT):  # kill <pid> or Ctrl-C: stop, shut the kernels down, report

@@ -3,8 +3,8 @@
 One row per input in :data:`CASES`: ``Bad(id, call, error, message)``. ``call(env)`` makes the bad call (``env``
 holds a tiny model, an SST-2 prompt set and a writer of task folders); the test expects ``error`` with
 ``message`` in its text. A command-line input raises :class:`CommandFailed` (nonzero exit, no traceback) with
-its stderr. To add a row, append a ``Bad`` (or extend ``CASES`` from another module). The README's "Bad input"
-section lists these rows.
+its stderr. To add a row, append a ``Bad`` (or extend ``CASES`` from another module). The "Bad input" section of
+docs/your-own.md lists these rows.
 
 The second half of the module holds the bad input to the scripts (preflight, run_all, the checksums command, the
 Makefile) as tables of their own, one per kind of input:
@@ -410,9 +410,9 @@ def test_good_settings_pass(monkeypatch):
     assert check_environment() == []
 
 
-def test_every_variable_is_in_the_one_readme_table():
+def test_every_variable_is_in_the_one_settings_table():
     """`grep -o 'ICL_[A-Z_]*'` over helpers, scripts, notebooks and the Makefile: each is in config.VARIABLES, and
-    the README holds exactly config.settings_table(), its one table of them."""
+    docs/your-own.md holds exactly config.settings_table(), its one table of them."""
     import re
 
     from helpers.study.config import VARIABLES, settings_table
@@ -423,9 +423,9 @@ def test_every_variable_is_in_the_one_readme_table():
             used |= set(re.findall(r"ICL_[A-Z_]*[A-Z]", f.read_text()))
     used |= set(re.findall(r"ICL_[A-Z_]*[A-Z]", (ROOT / "Makefile").read_text()))
     assert used - set(VARIABLES) == set(), "variables read but not in helpers.study.config.VARIABLES"
-    readme = (ROOT / "README.md").read_text()
-    assert settings_table() in readme, "README's Settings table differs from helpers.study.config.settings_table()"
-    tables = [line for line in readme.splitlines() if line.startswith("| `ICL_")]
+    page = (ROOT / "docs" / "your-own.md").read_text()
+    assert settings_table() in page, "docs/your-own.md's Settings table differs from helpers.study.config.settings_table()"
+    tables = [line for line in page.splitlines() if line.startswith("| `ICL_")]
     assert len(tables) == len(VARIABLES), "one table, one row per variable"
 
 
@@ -912,7 +912,7 @@ def test_notebooks_refuse_the_same_settings(monkeypatch):
     monkeypatch.setenv("ICL_BATCH_TOKENS", "abc")
     with pytest.raises(ValueError) as e:
         get_profile()
-    assert str(e.value).startswith("Settings that cannot be honoured (README, 'Settings'):\n")
+    assert str(e.value).startswith("Settings that cannot be honoured (docs/your-own.md, 'Settings'):\n")
     assert "- ICL_BATCH_TOKENS='abc': give a whole number of 0 or more." in str(e.value)
     assert "- ICL_MODELS is not a setting of this project (did you mean ICL_MODEL?)" in str(e.value)
     monkeypatch.delenv("ICL_MODELS")

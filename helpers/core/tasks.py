@@ -221,7 +221,7 @@ def get_task(name: str | Task) -> Task:
     raise UnknownTaskError(
         f"Unknown task {name!r}. Known tasks: {sorted(TASKS)}, registered: {sorted(_REGISTERED)} "
         "(offline data: sst2, trec, agnews, tweet_emotion; 'emoc' needs the hub, see data/README.md). "
-        "Your own task: pass the path of its spec file (see README, 'Your own task')."
+        "Your own task: pass the path of its spec file (see docs/your-own.md, 'Your own task')."
     )
 
 

@@ -1,7 +1,7 @@
 """The project's settings: every ``ICL_*`` environment variable, in one table, and one check of them all.
 
 One rule for configuration: the notebooks, ``scripts/run_all.py``, ``scripts/preflight.py`` and the
-Makefile read the same variables (the README's "Settings" table is :data:`VARIABLES`). A command-line
+Makefile read the same variables (the "Settings" table of docs/your-own.md is :data:`VARIABLES`). A command-line
 option of a script (``--profile``, ``--models``, ``--out``, ``--timeout``) or a Makefile variable
 (``PROFILE``, ``MODELS``) takes precedence over the variable, and the script says so when the two
 disagree. A variable that is set but cannot be honoured (a value of the wrong kind, or a name that is not
@@ -69,7 +69,7 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
 
 
 def settings_table() -> str:
-    """The README's table of settings (markdown)."""
+    """The table of settings in docs/your-own.md (markdown)."""
     rows = ["| variable | what it sets | default | read by |", "|---|---|---|---|"]
     rows += [f"| `{v.name}` | {v.meaning} | {v.default} | {v.read_by} |" for v in VARIABLES.values()]
     return "\n".join(rows) + "\n"
@@ -172,7 +172,7 @@ def check_variable(name: str, raw: str) -> str | None:
         near = difflib.get_close_matches(name, VARIABLES, n=1)
         hint = f" (did you mean {near[0]}?)" if near else ""
         return (f"{name} is not a setting of this project{hint}; unset it. Settings: {', '.join(VARIABLES)} "
-                "(README, 'Settings').")
+                "(docs/your-own.md, 'Settings').")
     try:
         CHECKS[name](raw)
     except Exception as e:  # SpecError, TemplateError, UnknownTaskError, ValueError: their text says why

@@ -61,11 +61,11 @@ PROFILES = {
     # one-token training steps of a task's seeds run together (reweighting.train_reweighting_many), which is what
     # makes this fit on a CPU. Still smaller than the paper's on purpose: the inputs per cell (64, paper 1000),
     # the isolation k-sweep (16 inputs, first seed: a curve over 12 extra conditions) and error diagnosis (one
-    # seed, 120 inputs). `make run ACCOUNT=1` writes what each step costs (README, 'Performance'). Measured on 2
+    # seed, 120 inputs). `make run ACCOUNT=1` writes what each step costs (docs/performance.md). Measured on 2
     # CPU cores (Gemma 3 270M alone, two threads): 79.7 min of notebooks, of which 05 takes 26 min (20 of its 23
     # evaluations of each input are Hidden_random-top's draws), 07 16 min, 02 15 min and 01 10 min.
     # That is 1.35 times the earlier default's time (58.3 min, same machine, notebooks 00-07): these sizes do
-    # not fit half of it, the goal of the speed work (README, 'Run sizes'); 2 draws instead of 20 would save about
+    # not fit half of it, the goal of the speed work (docs/results.md, 'Run sizes'); 2 draws instead of 20 would save about
     # 20 of the 26 minutes of 05 (estimated from the accounting, not measured).
     # Its cell limit is 2 h: 05's Table 2 cell takes 25 min with two threads, more with one thread per model when
     # both offline models run in parallel; the limit stops a hung kernel, it is not a budget.
@@ -106,7 +106,7 @@ def _check_settings(settings: tuple[tuple[str, str], ...]) -> None:
 
     problems = check_environment(dict(settings))
     if problems:
-        raise ValueError("Settings that cannot be honoured (README, 'Settings'):\n- " + "\n- ".join(problems))
+        raise ValueError("Settings that cannot be honoured (docs/your-own.md, 'Settings'):\n- " + "\n- ".join(problems))
 
 
 OWN_TASK_EXAMPLE = "rotten_tomatoes"  # data/rotten_tomatoes/task.json

@@ -1,0 +1,215 @@
+"""Build the static site of a finished run: ``make site`` (after ``make run``).
+
+    python scripts/build_site.py [--results results] [--profile default] [--models M ...] [--out site]
+
+One page per notebook, rendered from the executed notebooks of the run
+(``results/<model>/<run key>/notebooks/``: figures, tables and circuitsvis views as
+they were when the notebook ran; nothing is run again), the run's summary
+(``results/RESULTS-<run key>.md``), the README as the front page and the pages of
+``docs/``. Notebooks 00-08 come from the first of ``--models`` that has them (the
+Makefile passes its MODELS), notebook 09 from the positive control's folder.
+
+The sources are staged in ``<out>/_src`` (docs/conf.py, the pages with links
+between them rewritten to stay inside the site, the notebooks with every
+circuitsvis mount point closed) and built by Sphinx with myst-nb
+(``nb_execution_mode = "off"``), offline: MathJax is copied into the site.
+``scripts/check_site.py`` (``make site-check``) then loads every page in headless
+Chromium.
+
+A problem that would give a site with holes (no run, a notebook that failed, a
+circuitsvis view that imports its code from a CDN) stops the build with what to do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DOC_PAGES = ("start", "results", "your-own", "gpu", "performance")
+CONTROL = "control"
+SUMMARY_PAGE = "summary"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+class SiteError(RuntimeError):
+    """A site that cannot be built as asked; the message says what to do."""
+
+
+def model_folders(models: list[str]) -> list[str]:
+    """The results folder names of ``models`` (:func:`helpers.study.results.model_slug`)."""
+    from helpers.study.results import model_slug
+
+    return [model_slug(m) for m in models]
+
+
+def find_notebooks(results: Path, key: str, folders: list[str]) -> tuple[str, dict[str, Path]]:
+    """``(model folder, {notebook stem: executed .ipynb})``: notebooks 00-08 of the first folder that has any,
+    and notebook 09 from the control's folder when it is there."""
+    for folder in folders:
+        nb_dir = results / folder / key / "notebooks"
+        found = {p.stem: p for p in sorted(nb_dir.glob("*.ipynb"))}
+        if found:
+            break
+    else:
+        tried = ", ".join(str(results / f / key / "notebooks") for f in folders)
+        raise SiteError(f"no executed notebooks in {tried}: run `make run` first (with the same PROFILE and MODELS), "
+                        f"or pass --results/--profile/--models of a finished run")
+    control = results / CONTROL / key / "notebooks"
+    for p in sorted(control.glob("*.ipynb")):
+        found.setdefault(p.stem, p)
+    return folder, dict(sorted(found.items()))
+
+
+def _html_text(data) -> str:
+    return "".join(data) if isinstance(data, list) else data
+
+
+def prepare_notebook(src: Path, dst: Path) -> int:
+    """Copy an executed notebook for the site: every circuitsvis mount point closed
+    (:func:`helpers.study.plots.close_view_divs`), widget state and widget outputs dropped (progress bars keep
+    their text form). Refuses a notebook with an error output (a failed cell) or a
+    view that loads its code from the network. Returns the number of circuitsvis views."""
+    from helpers.study.plots import close_view_divs
+
+    nb = json.loads(src.read_text())
+    # tqdm's bars are Jupyter widgets: their saved state would make the page load the widget manager from a CDN;
+    # each bar's text form is kept in the same output
+    nb.get("metadata", {}).pop("widgets", None)
+    views = 0
+    for i, cell in enumerate(nb.get("cells", [])):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                raise SiteError(f"{src}: cell {i} failed when it ran ({out.get('ename')}: {out.get('evalue')}); "
+                                f"rerun the notebook (`make run`), then `make site`")
+            data = out.get("data", {})
+            data.pop(WIDGET_MIME, None)
+            if "text/html" in data:
+                html = _html_text(data["text/html"])
+                if "circuits-vis-" in html:
+                    views += 1
+                    if "var CircuitsVis=" not in html:
+                        raise SiteError(f"{src}: cell {i}'s circuitsvis view imports its code from a CDN, so it "
+                                        f"would not show offline; rerun the notebook with this version of helpers "
+                                        f"(its views carry their code), then `make site`")
+                data["text/html"] = close_view_divs(html)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_text(json.dumps(nb, indent=1, ensure_ascii=False))
+    return views
+
+
+_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
+
+
+def rewrite_links(text: str, page_dir: str, pages: set[str], notebooks: tuple[str, ...] = ()) -> str:
+    """Links of a markdown page as the site sees them. ``page_dir``: the page's folder in the repository
+    (``""`` for the README, ``"docs"`` for docs pages). Links to pages that are in the site (``pages``: their
+    repository paths) point at the staged page; figures at ``figures/``; links to other files of the
+    repository become their path in code (the site has no copy of them), except a notebook's source
+    (``notebooks/<stem>.py``), which links to its rendered page when ``notebooks`` has that stem; web links and
+    anchors stay."""
+
+    def resolve(target: str) -> str:
+        parts = []
+        for part in (page_dir.split("/") if page_dir else []) + target.split("/"):
+            if part == "..":
+                if parts:
+                    parts.pop()
+            elif part not in ("", "."):
+                parts.append(part)
+        return "/".join(parts)
+
+    def rep(m: re.Match) -> str:
+        bang, text_, target = m.groups()
+        if re.match(r"^(https?:|mailto:|#)", target):
+            return m.group(0)
+        path, _, anchor = target.partition("#")
+        repo_path = resolve(path)
+        if repo_path.startswith("docs/figures/"):
+            return f"{bang}[{text_}]({repo_path[len('docs/'):]})"
+        if repo_path.startswith("notebooks/") and Path(repo_path).stem in notebooks:
+            return f"[{text_}]({repo_path[:-len(Path(repo_path).suffix)]}.ipynb)"
+        if repo_path in pages:
+            staged = "index.md" if repo_path == "README.md" else Path(repo_path).name
+            return f"[{text_}]({staged}{'#' + anchor if anchor else ''})"
+        return f"{text_} (`{repo_path}`)" if text_.strip("`") != repo_path else f"`{repo_path}`"
+
+    return _LINK.sub(rep, text)
+
+
+def stage(out: Path, notebooks: dict[str, Path], summary: Path | None, model_folder: str, key: str) -> dict:
+    """Write the Sphinx sources into ``out`` (emptied first). Returns what was staged."""
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "notebooks").mkdir(parents=True)
+    shutil.copy(ROOT / "docs" / "conf.py", out / "conf.py")
+    shutil.copytree(ROOT / "docs" / "figures", out / "figures")
+    pages = {"README.md"} | {f"docs/{p}.md" for p in DOC_PAGES}
+    for p in DOC_PAGES:
+        (out / f"{p}.md").write_text(rewrite_links((ROOT / "docs" / f"{p}.md").read_text(), "docs", pages,
+                                                   tuple(notebooks)))
+    views = {}
+    for stem, src in notebooks.items():
+        views[stem] = prepare_notebook(src, out / "notebooks" / f"{stem}.ipynb")
+    index = rewrite_links((ROOT / "README.md").read_text(), "", pages, tuple(notebooks))
+    run_line = (f"The notebooks on this site are those of the `{key}` run of `{model_folder}` (notebook 09: the "
+                f"positive control), executed by `make run`; the summary of that run is [its RESULTS]"
+                f"({SUMMARY_PAGE}.md)." if summary else
+                f"The notebooks on this site are those of the `{key}` run of `{model_folder}`, executed by `make run`.")
+    toc_pages = "\n".join(DOC_PAGES) + (f"\n{SUMMARY_PAGE}" if summary else "")
+    toc_nbs = "\n".join(f"notebooks/{s}" for s in notebooks)
+    index += (f"\n{run_line}\n\n```{{toctree}}\n:caption: Notebooks\n:maxdepth: 1\n\n{toc_nbs}\n```\n\n"
+              f"```{{toctree}}\n:caption: Pages\n:maxdepth: 1\n\n{toc_pages}\n```\n")
+    (out / "index.md").write_text(index)
+    if summary:
+        (out / f"{SUMMARY_PAGE}.md").write_text(rewrite_links(summary.read_text(), "results", pages))
+    return {"notebooks": list(notebooks), "views": views, "summary": bool(summary)}
+
+
+def build(results: Path, profile_key: str, folders: list[str], out: Path, quiet: bool = True) -> dict:
+    """Stage and build the run ``results/<folder>/<profile_key>`` of the first of ``folders`` (model folders,
+    :func:`model_folders`) that has executed notebooks; returns what was staged, with ``out`` (the built site)."""
+    folder, notebooks = find_notebooks(results, profile_key, folders)
+    summary = results / f"RESULTS-{profile_key}.md"
+    info = stage(out / "_src", notebooks, summary if summary.exists() else None, folder, profile_key)
+    html = out / "html"
+    if html.exists():
+        shutil.rmtree(html)
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-E", "-n"] + (["-q"] if quiet else [])
+    r = subprocess.run(cmd + [str(out / "_src"), str(html)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SiteError(f"sphinx-build failed (exit {r.returncode}):\n{r.stderr.strip() or r.stdout.strip()}")
+    info["out"] = str(html)
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    from helpers.study.results import run_key
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--results", type=Path, default=ROOT / "results", help="the folder `make run` wrote (results/)")
+    ap.add_argument("--profile", default="default", help="the run's profile (its run key when tasks differ)")
+    ap.add_argument("--models", nargs="+", default=["google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct"],
+                    help="models in order of preference: the first with executed notebooks is shown")
+    ap.add_argument("--out", type=Path, default=ROOT / "site", help="where the site goes (site/html/index.html)")
+    a = ap.parse_args(argv)
+    try:
+        info = build(a.results, run_key(a.profile), model_folders(a.models), a.out)
+    except SiteError as e:
+        print(f"build_site: {e}", file=sys.stderr)
+        return 1
+    n_views = sum(info["views"].values())
+    print(f"build_site: {len(info['notebooks'])} notebooks ({n_views} circuitsvis views), "
+          f"{len(DOC_PAGES) + 1 + info['summary']} pages -> {info['out']}/index.html")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""Load every page of a built site in headless Chromium and check that it reads as it should: ``make site-check``.
+
+    python scripts/check_site.py [site/html]
+
+For every HTML page of the site (Sphinx's index and search pages included):
+- no console error (a script that failed, a missing file);
+- nothing requested from outside the site (every resource a ``file://`` URL: the
+  pages must read offline);
+- every circuitsvis view rendered: its mount point ``<div id="circuits-vis-...">``
+  has content, and no later cell nests inside it;
+- every formula typeset by the site's own MathJax (no raw ``\\(...\\)`` left).
+
+Uses Debian's ``chromium`` and ``chromium-driver`` packages through selenium
+(``apt-get install chromium chromium-driver``; ``.ci/run`` installs them). Exits
+non-zero naming each page and problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# what a page reports once it has settled: views, their content, nesting, math, resources outside the site
+_PROBE = """
+const views = Array.from(document.querySelectorAll('div[id^="circuits-vis-"]'));
+const rendered = views.filter(v => v.children.length > 0 && v.getBoundingClientRect().height > 0).length;
+const nested = views.filter(v => v.querySelector('.cell, .output, section, p')).length;
+const math = document.querySelectorAll('.math').length;
+const typeset = document.querySelectorAll('mjx-container').length;
+const outside = performance.getEntriesByType('resource').map(e => e.name).filter(n => !n.startsWith('file:'));
+return {views: views.length, rendered: rendered, nested: nested, math: math, typeset: typeset, outside: outside};
+"""
+
+
+class BrowserMissing(RuntimeError):
+    pass
+
+
+def browser():
+    """A headless Chromium driven by selenium, with the browser console log kept."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not chromium or not driver:
+        raise BrowserMissing("headless Chromium is needed: `apt-get install chromium chromium-driver` (Debian/Ubuntu)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+              "--allow-file-access-from-files", "--window-size=1280,900"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(driver), options=opts)
+
+
+def check_page(drv, page: Path, timeout: float = 20.0) -> tuple[list[str], dict]:
+    """Problems of one page (empty: none) and what the probe saw."""
+    drv.get(page.resolve().as_uri())
+    deadline = time.monotonic() + timeout
+    while True:
+        state = drv.execute_script(_PROBE)
+        ready = drv.execute_script("return document.readyState") == "complete"
+        done = ready and state["rendered"] == state["views"] and state["typeset"] >= (1 if state["math"] else 0)
+        if done or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    problems = []
+    for entry in drv.get_log("browser"):
+        if entry.get("level") == "SEVERE":
+            problems.append(f"console error: {entry.get('message', '')[:300]}")
+    if state["rendered"] < state["views"]:
+        problems.append(f"{state['views'] - state['rendered']} of {state['views']} circuitsvis views did not render")
+    if state["nested"]:
+        problems.append(f"{state['nested']} circuitsvis views have later page content nested inside them")
+    if state["math"] and not state["typeset"]:
+        problems.append(f"{state['math']} formulas were not typeset by MathJax")
+    if state["outside"]:
+        problems.append("requested from outside the site: " + ", ".join(sorted(set(state["outside"]))[:5]))
+    return problems, state
+
+
+def pages_of(site: Path) -> list[Path]:
+    return sorted(p for p in site.rglob("*.html") if "_static" not in p.parts and "_sources" not in p.parts)
+
+
+def check_site(site: Path, progress=print, timeout: float = 20.0) -> dict:
+    """``{page: problems}`` for every page, plus ``"_views"``/``"_math"`` totals; raises BrowserMissing."""
+    pages = pages_of(site)
+    if not pages:
+        raise FileNotFoundError(f"no HTML pages under {site}: run `make site` first")
+    drv = browser()
+    out, views, math = {}, 0, 0
+    try:
+        for p in pages:
+            problems, state = check_page(drv, p, timeout)
+            views += state["rendered"]
+            math += state["typeset"]
+            out[str(p.relative_to(site))] = problems
+            progress(f"check_site: {p.relative_to(site)}: {'ok' if not problems else '; '.join(problems)}"
+                     f" ({state['rendered']}/{state['views']} views, {state['typeset']} formulas)")
+    finally:
+        drv.quit()
+    out["_views"], out["_math"] = views, math
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("site", nargs="?", type=Path, default=ROOT / "site" / "html")
+    a = ap.parse_args(argv)
+    try:
+        res = check_site(a.site)
+    except (BrowserMissing, FileNotFoundError) as e:
+        print(f"check_site: {e}", file=sys.stderr)
+        return 2
+    bad = {p: v for p, v in res.items() if not p.startswith("_") and v}
+    n = len([p for p in res if not p.startswith("_")])
+    print(f"check_site: {n - len(bad)}/{n} pages ok; {res['_views']} circuitsvis views rendered, "
+          f"{res['_math']} formulas typeset")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

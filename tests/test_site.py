@@ -1,0 +1,178 @@
+"""The rendered site (`make site`): staging, links, and a browser check of a site built from a small executed sample.
+
+The browser tests drive Debian's headless ``chromium`` through selenium; without it they skip, unless
+``REQUIRE_BROWSER=1`` (``.ci/run`` sets it after installing chromium), where a missing browser fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import build_site  # noqa: E402
+import check_site  # noqa: E402
+
+
+def _need_browser():
+    if shutil.which("chromium") and shutil.which("chromedriver"):
+        return
+    if os.environ.get("REQUIRE_BROWSER") == "1":
+        pytest.fail("REQUIRE_BROWSER=1 but chromium/chromedriver are missing: apt-get install chromium chromium-driver")
+    pytest.skip("no headless Chromium (apt-get install chromium chromium-driver)")
+
+
+# ------------------------------------------------------------------------------------------------ pages and links
+
+def _links(md: str) -> list[str]:
+    return [t for t in re.findall(r"\]\(([^)\s]+)\)", md) if not re.match(r"^(https?:|mailto:|#)", t)]
+
+
+def test_front_page_is_short_and_every_link_of_readme_and_docs_resolves():
+    """The README is a front page of at most 200 lines, and every relative link in it and in docs/*.md names a file of
+    the repository (and, with an anchor, a heading of that file)."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    for page in [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md")):
+        for target in _links(page.read_text()):
+            path, _, anchor = target.partition("#")
+            f = (page.parent / path).resolve() if path else page
+            assert f.exists(), f"{page.relative_to(ROOT)} links to {target}, which does not exist"
+            if anchor and f.suffix == ".md":
+                slugs = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-")
+                         for h in re.findall(r"^#+ (.+)$", f.read_text(), flags=re.M)}
+                assert anchor in slugs, f"{page.relative_to(ROOT)} links to {target}: no such heading"
+    for p in build_site.DOC_PAGES:
+        assert f"docs/{p}.md" in readme, f"the front page does not link docs/{p}.md"
+
+
+def test_links_are_rewritten_to_stay_inside_the_site():
+    pages = {"README.md", "docs/start.md", "docs/your-own.md"}
+    md = ("[a](docs/start.md#two-commands) [b](your-own.md) ![f](docs/figures/x.png) [c](../data/README.md) "
+          "[d](https://arxiv.org/abs/2305.14160) [e](#here) [`01`](notebooks/01_saliency_flow.py) [g](notebooks/x.py)")
+    assert build_site.rewrite_links(md, "", pages, ("01_saliency_flow",)) == (
+        "[a](start.md#two-commands) b (`your-own.md`) ![f](figures/x.png) c (`data/README.md`) "
+        "[d](https://arxiv.org/abs/2305.14160) [e](#here) [`01`](notebooks/01_saliency_flow.ipynb) g (`notebooks/x.py`)")
+    assert build_site.rewrite_links("[b](your-own.md#settings) [r](../README.md#x) ![f](figures/y.png)", "docs",
+                                    pages) == "[b](your-own.md#settings) [r](index.md#x) ![f](figures/y.png)"
+
+
+def _nb(outputs: list[dict], metadata: dict | None = None) -> dict:
+    return {"cells": [{"cell_type": "code", "execution_count": 1, "id": "c1", "metadata": {}, "source": "x",
+                       "outputs": outputs}],
+            "metadata": metadata or {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def test_prepare_notebook_closes_views_drops_widgets_and_refuses_holes(tmp_path):
+    """Views get closed mount points, widget state goes (it would load the widget manager from a CDN), and a
+    notebook with a failed cell or a CDN-loaded view is refused with what to do."""
+    view = '<div id="circuits-vis-1a" style="margin: 15px 0;"/>\n<script type="module">var CircuitsVis=1;</script>'
+    src = tmp_path / "a.ipynb"
+    src.write_text(json.dumps(_nb([{"output_type": "display_data", "metadata": {}, "data": {
+        "text/html": view, "text/plain": "v"}}, {"output_type": "display_data", "metadata": {}, "data": {
+            build_site.WIDGET_MIME: {"model_id": "m"}, "text/plain": "100%|##| 3/3"}}], {"widgets": {"state": {}}})))
+    assert build_site.prepare_notebook(src, tmp_path / "out" / "a.ipynb") == 1
+    nb = json.loads((tmp_path / "out" / "a.ipynb").read_text())
+    outs = nb["cells"][0]["outputs"]
+    assert '<div id="circuits-vis-1a" style="margin: 15px 0;"></div>' in outs[0]["data"]["text/html"]
+    assert build_site.WIDGET_MIME not in outs[1]["data"] and outs[1]["data"]["text/plain"] == "100%|##| 3/3"
+    assert "widgets" not in nb["metadata"]
+    failed = tmp_path / "f.ipynb"
+    failed.write_text(json.dumps(_nb([{"output_type": "error", "ename": "ValueError", "evalue": "x", "traceback": []}])))
+    with pytest.raises(build_site.SiteError, match="cell 0 failed when it ran.*rerun the notebook"):
+        build_site.prepare_notebook(failed, tmp_path / "out" / "f.ipynb")
+    cdn = tmp_path / "c.ipynb"
+    cdn.write_text(json.dumps(_nb([{"output_type": "display_data", "metadata": {}, "data": {
+        "text/html": '<div id="circuits-vis-2b"/><script type="module">import {render} from "https://unpkg.com/x";'
+                     '</script>'}}])))
+    with pytest.raises(build_site.SiteError, match="imports its code from a CDN"):
+        build_site.prepare_notebook(cdn, tmp_path / "out" / "c.ipynb")
+
+
+def test_no_run_to_show_says_what_to_do(tmp_path):
+    with pytest.raises(build_site.SiteError, match="run `make run` first"):
+        build_site.find_notebooks(tmp_path, "default", ["gemma-3-270m"])
+
+
+# ------------------------------------------------------------------------------------------------ in the browser
+
+_SAMPLE = [
+    ("markdown", "# A sample notebook\n\nThe saliency of one flow, $I_l = \\left|\\sum_h A_{h,l} \\odot "
+                 "\\frac{\\partial L}{\\partial A_{h,l}}\\right|$, as notebook 01 defines it."),
+    ("code", "from helpers.core.models import make_tiny_model\nfrom helpers.core.prompts import make_icl_set\n"
+             "from helpers.study import plots\n\nmodel = make_tiny_model('rotary', seed=0)\n"
+             "prompt = make_icl_set(model, 'sst2', seed=42, n_test=1).prompts[0]\n"
+             "plots.attention_view(model, prompt, layer=0)"),
+    ("markdown", "## After the view\n\nThis heading must not nest inside the view above."),
+    ("code", "from tqdm.auto import tqdm\nfor _ in tqdm(range(3)):\n    pass"),
+    ("code", "import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(3, 2))\nax.plot([0, 1], [0, 1])\n"
+             "plt.show()"),
+    ("code", "import pandas as pd\npd.DataFrame({'task': ['sst2'], 'accuracy': [0.5]})"),
+]
+
+
+@pytest.fixture(scope="module")
+def sample_site(tmp_path_factory):
+    """A site built from a small executed sample: one notebook with a circuitsvis view of a tiny model, math, a
+    progress bar, a figure and a table, executed here, as `make run` leaves it under results/."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    _need_browser()
+    base = tmp_path_factory.mktemp("site")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(s) if k == "markdown" else nbformat.v4.new_code_cell(s)
+                for k, s in _SAMPLE]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+    nb_dir = base / "results" / "tiny" / "smoke" / "notebooks"
+    nb_dir.mkdir(parents=True)
+    nbformat.write(nb, nb_dir / "00_sample.ipynb")
+    (base / "results" / "RESULTS-smoke.md").write_text("# Results (smoke profile)\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    info = build_site.build(base / "results", "smoke", ["tiny"], base / "site")
+    return info, Path(info["out"])
+
+
+def test_sample_site_reads_offline_in_the_browser(sample_site):
+    """Every page of the sample site loads in headless Chromium with no console error and no request outside the
+    site; the circuitsvis view renders, the heading after it is not nested inside it, and MathJax (the site's own
+    copy) typesets the formula."""
+    info, html = sample_site
+    assert info["views"] == {"00_sample": 1} and info["summary"]
+    assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
+    res = check_site.check_site(html, progress=lambda s: None)
+    pages = {p: v for p, v in res.items() if not p.startswith("_")}
+    assert {"index.html", "notebooks/00_sample.html", "summary.html", "results.html"} <= set(pages)
+    assert all(v == [] for v in pages.values()), {p: v for p, v in pages.items() if v}
+    assert res["_views"] == 1 and res["_math"] >= 1
+
+
+def test_check_site_reports_what_a_reader_would_miss(tmp_path):
+    """The check is not blind: a script error, a view that never renders, a view left open around later content,
+    untypeset math and a resource from the web are each reported on their page."""
+    _need_browser()
+    pages = {
+        "error.html": "<p>x</p><script>throw new Error('boom')</script>",
+        "view.html": '<div id="circuits-vis-9"></div><p>no script renders it</p>',
+        "nested.html": '<div id="circuits-vis-8"><p>a later cell</p></div>',
+        "math.html": '<span class="math">\\(x^2\\)</span>',
+        "web.html": '<img src="https://example.invalid/x.png">',
+        "fine.html": "<p>fine</p>",
+    }
+    for name, body in pages.items():
+        (tmp_path / name).write_text(f"<!doctype html><html><body>{body}</body></html>")
+    res = check_site.check_site(tmp_path, progress=lambda s: None, timeout=3)
+    assert any("console error" in p and "boom" in p for p in res["error.html"])
+    assert any("did not render" in p for p in res["view.html"])
+    assert any("nested inside them" in p for p in res["nested.html"])
+    assert any("not typeset" in p for p in res["math.html"])
+    assert any("outside the site" in p and "example.invalid" in p for p in res["web.html"])
+    assert res["fine.html"] == []
