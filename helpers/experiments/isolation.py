@@ -40,7 +40,7 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
-from helpers.core.checks import CheckFailed, run_args
+from helpers.core.checks import CheckFailed, likely_mistake, run_args
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from helpers.core.predict import HookFactory, Predictions, predict
 from helpers.core.prompts import Prompt
@@ -728,14 +728,17 @@ def _isolation_mistake(model, prompt, label_ids, layers, mine: torch.Tensor) -> 
         "pattern": ("pattern", layers, pattern_hook),
         "one_label": ("attn_scores", layers, scores_hook(pos[:1], lambda p: slice(0, p))),
     }
-    for name, (point, where, hook) in variants.items():
-        if name == "every_layer" and len(layers) == model.cfg.n_layers:
-            continue
+
+    def run(point, where, hook):
         with torch.no_grad():
             out = model.run_with_hooks(prompt.tokens[None], fwd_hooks=[(f"blocks.{l}.attn.hook_{point}", hook)
                                                                         for l in where])
-        if torch.allclose(mine, out[0, prompt.q, label_ids].float().cpu(), rtol=1e-4, atol=1e-4):
-            return _ISOLATION_MISTAKES[name]
+        return out[0, prompt.q, label_ids]
+
+    found = likely_mistake(mine, [(_ISOLATION_MISTAKES[name], lambda v=v: run(*v)) for name, v in variants.items()
+                                  if not (name == "every_layer" and len(layers) == model.cfg.n_layers)])
+    if found:
+        return found
     return ("Check the rows (each label position p in prompt.label_pos), the keys (j < p, the diagonal kept), "
             "the layers (only `layers`), and that you set scores before the softmax.")
 
