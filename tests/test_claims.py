@@ -80,3 +80,23 @@ def test_a_claim_reported_by_another_notebook_joins_its_home_row(tmp_path, monke
                                                           ("09_control", "09 The control learns in context")]
     assert rows[0]["gemma-3-270m"].startswith("61.0%") and rows[0]["control"].startswith("0.9 [0.8, 1.0]")
     assert "gemma-3-270m" not in rows[1] and rows[1]["control"].startswith("61.0%")
+
+
+def test_another_notebook_quotes_the_reported_claim_itself(tmp_path, monkeypatch):
+    """A notebook that speaks of another notebook's quantity quotes the claim object that notebook reported (same
+    interval, same verdict, same sentence), and says which notebook to run when there is none: never a number of
+    another run or another model."""
+    from helpers.study.claims import quote_claim, reported_claim
+
+    monkeypatch.setenv("ICL_RESULTS_DIR", str(tmp_path))
+    who = dict(model_name="google/gemma-3-270m", profile="smoke")
+    assert reported_claim("00_probe", "00.probe", **who) is None
+    assert "has not reported 00.probe" in quote_claim("00_probe", "00.probe", **who) and "run it first" in \
+        quote_claim("00_probe", "00.probe", **who)
+    c = _claim(key="00.probe", verdict="inconclusive", note="paired on the inputs", context="Gemma")
+    report_claims("00_probe", [c, _claim(key="00.other", ours=None, verdict="inconclusive")], show=False, **who)
+    assert reported_claim("00_probe", "00.probe", **who) == c
+    assert reported_claim("00_probe", "00.other", **who).ours is None
+    assert quote_claim("00_probe", "00.probe", **who) == f"From notebook 00_probe: {c.sentence()}"
+    assert reported_claim("00_probe", "00.probe", model_name="HuggingFaceTB/SmolLM2-135M-Instruct",
+                          profile="smoke") is None  # another model's folder: nothing to quote

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 from helpers.study.stats import Interval
 
-__all__ = ["Claim", "VERDICTS", "claim", "claims_frame", "report_claims"]
+__all__ = ["Claim", "VERDICTS", "claim", "claims_frame", "report_claims", "reported_claim", "quote_claim"]
 
 VERDICTS = ("replicates", "partly", "does not replicate", "inconclusive", "not comparable")
 
@@ -54,6 +54,13 @@ class Claim:
         if self.ours is not None and not isinstance(self.ours, Interval):
             raise TypeError(f"claim {self.key!r}: ours must be an Interval (helpers.study.stats) or None, "
                             f"got {type(self.ours).__name__}; compute it with bootstrap_means or bootstrap_statistic")
+
+    @classmethod
+    def from_json(cls, d: dict) -> Claim:
+        """The claim :meth:`to_json` saved (its ``sentence`` is derived, so dropped)."""
+        fields = {k: v for k, v in d.items() if k != "sentence"}
+        fields["ours"] = None if d.get("ours") is None else Interval(**d["ours"])
+        return cls(**fields)
 
     @property
     def section(self) -> str:
@@ -147,3 +154,30 @@ def report_claims(section: str, claims: Sequence[Claim], metrics: dict | None = 
                            "summary": summary, "table": [c.row(digits) for c in claims],
                            "metrics": metrics or {}}, model_name=model_name, profile=profile)
     return table
+
+
+def reported_claim(section: str, key: str, model_name: str | None = None, profile: str | None = None) -> Claim | None:
+    """The claim ``key`` as notebook ``section`` reported it (:func:`report_claims`) for this model and profile, or
+    None if that notebook has not reported it in this results folder.
+
+    Another notebook that speaks of the same quantity quotes this object instead of restating its number, so the
+    two always say the same thing about the same run.
+    """
+    from helpers.study.results import load_metrics
+
+    saved = load_metrics(section, model_name, profile)
+    for d in (saved or {}).get("claims", []):
+        if d.get("key") == key:
+            return Claim.from_json(d)
+    return None
+
+
+def quote_claim(section: str, key: str, digits: int = 1, model_name: str | None = None,
+                profile: str | None = None) -> str:
+    """:meth:`Claim.sentence` of :func:`reported_claim`, prefixed with the notebook that reported it; if it has
+    not been reported, a line that says which notebook to run first (never a number of another run)."""
+    c = reported_claim(section, key, model_name, profile)
+    if c is None:
+        return (f"Notebook {section} has not reported {key} for this model and profile yet: run it first "
+                f"(`make run` runs the notebooks in order).")
+    return f"From notebook {section}: {c.sentence(digits)}"
