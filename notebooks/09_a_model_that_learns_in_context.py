@@ -49,7 +49,6 @@
 # %%
 import warnings
 
-import numpy as np
 import pandas as pd
 import torch
 from IPython.display import display
@@ -65,7 +64,6 @@ from helpers.experiments import two_towers as tt
 from helpers.study import plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import get_profile
-from helpers.study.results import save_figure
 from helpers.study.stats import bootstrap_means
 
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -76,8 +74,7 @@ task, info = control_task(model), checkpoint_info()
 sizes = pc.control_sizes(profile)
 SEEDS, N, BS = sizes["seeds"], sizes["n"], sizes["batch_size"]
 CP = {s: control_prompts(task, N, s) for s in SEEDS}  # 4-way sequences of training classes, one draw per seed
-print(profile.name, sizes, "| training:", info["training"])
-print("one sequence:", CP[SEEDS[0]].prompts[0].text, "-> gold", f"L{CP[SEEDS[0]].prompts[0].gold}")
+plots.show_control_setup(profile.name, sizes, info["training"], CP[SEEDS[0]].prompts[0])
 
 # %% [markdown]
 # ## 1 · Training, and what the model does
@@ -87,8 +84,7 @@ print("one sequence:", CP[SEEDS[0]].prompts[0].text, "-> gold", f"L{CP[SEEDS[0]]
 
 # %%
 curve = pd.read_csv(CONTROL_PATH.with_name("control_curve.csv"))
-_ = save_figure(plots.plot_training_curve(curve, 1 / task.n_labels, f"Training the control (seed {info['recipe']['seed']}, "
-                                          f"{info['training']['seconds']:.0f} s on the CPU)"), "09_training_curve", model_name=MODEL)
+plots.show_control_training(curve, task.n_labels, info, "09_training_curve", model_name=MODEL)
 
 # %% [markdown]
 # Three measurements say whether the model reads the mapping from its context:
@@ -103,11 +99,7 @@ SWAP = {s: pc.label_swap(model, cp) for s, cp in CP.items()}  # its "correct" is
 ACC = bootstrap_means(pc.swap_cells(SWAP, "correct"))
 HELD = bootstrap_means(pc.accuracy_cells(model, {s: control_prompts(task, N, s, classes="heldout") for s in SEEDS}, BS))
 SWAP_IV = {k: bootstrap_means(pc.swap_cells(SWAP, k)) for k in ("swap_averaged", "follows", "same")}
-display(pd.DataFrame({"[95% CI]": {
-    "accuracy, training classes": f"{ACC:.3f}", "accuracy, classes never seen in training": f"{HELD:.3f}",
-    "label swap: swap-averaged accuracy": f"{SWAP_IV['swap_averaged']:.3f}",
-    "label swap: answer moves with the labels": f"{SWAP_IV['follows']:.3f}",
-    "label swap: same answer (a label prior)": f"{SWAP_IV['same']:.3f}"}}))
+plots.show_control_premise(ACC, HELD, SWAP_IV)
 
 # %% [markdown]
 # ## 2 · The mechanism by hand: two attention patterns
@@ -161,12 +153,7 @@ CIRCUIT = pc.circuit_attention(model, cp0, BS)  # [sequence, layer, head, 2]
 with torch.inference_mode():
     mine = torch.stack([circuit_scores(model, p, cp0.item_class[i]) for i, p in enumerate(cp0.prompts[:8])])
 torch.testing.assert_close(mine, CIRCUIT[:8], atol=1e-5, rtol=1e-4)
-m = CIRCUIT.mean(0)
-display(pd.DataFrame({f"L{l}H{h}": {"(a) label -> its item": f"{m[l, h, 0]:.2f}",
-                                    "(b) q -> labels of the query's class": f"{m[l, h, 1]:.2f}"}
-                      for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)}))
-print("Uniform attention would give (a)", f"{np.mean([1 / (p + 1) for p in cp0.prompts[0].label_pos]):.2f}",
-      "and (b)", f"{2 / (cp0.prompts[0].q + 1):.2f} (2 of the 8 labels match).")
+plots.show_control_circuit(CIRCUIT.mean(0), cp0.prompts[0])  # mean over sequences, against uniform attention
 
 # %% [markdown]
 # Where the heads look, on one sequence (circuitsvis; each row a head, the query's row in the last layer):
@@ -190,8 +177,7 @@ plots.attention_view(model, cp0.prompts[0], model.cfg.n_layers - 1)
 SAL = {("control", s): sal.saliency_flow(model, control_prompts(task, sizes["n_saliency"], s + 500).prompts, task.label_ids,
                                      batch_size=64) for s in SEEDS}
 SAL_IV = sal.flow_intervals(SAL)
-display(sal.flow_interval_table(SAL_IV, ["control"]))
-_ = plots.plot_flow_curves(sal.flow_frame(SAL), intervals=SAL_IV)
+plots.show_control_saliency(sal.flow_interval_table(SAL_IV, ["control"]), sal.flow_frame(SAL), SAL_IV)
 
 # %% [markdown]
 # ### 3.2 · Isolating the label words (notebook 02)
@@ -206,9 +192,7 @@ ISO = {("control", s): iso.isolation_experiment(model, cp.prompts, cp.label_ids,
                                             shared=False) for s, cp in CP.items()}
 ISO_DF = iso.loyalty_frame(ISO)
 LOYAL, DROP = iso.isolation_intervals(ISO_DF, k=1)
-display(pd.DataFrame({f"{c} words, {w} layer": {"label loyalty": f"{LOYAL[(c, w, 'label_loyal')]:.3f}",
-                                                 "accuracy": f"{ISO_DF[(ISO_DF.condition == c) & (ISO_DF['where'] == w)].accuracy.mean():.3f}"}
-                      for c, w in (("label", "first"), ("label", "last"), ("random", "first"), ("random", "last"))}))
+plots.show_control_isolation(LOYAL, ISO_DF)
 
 # %% [markdown]
 # ### 3.3 · Attention from q to the label words predicts the output (notebook 03)
@@ -240,15 +224,11 @@ display(CURVE.round(3))
 ATTR = control_prompts(task, sizes["n_attr"], SEEDS[0] + 1000)
 SCORES = ih.head_attribution(model, ATTR.prompts, ATTR.label_ids, batch_size=BS, shared=False)
 IC = ih.incontext_heads(SCORES, 1)
-_ = plots.plot_head_map(SCORES.mean_gain, SCORES.mean_drop, IC, "control: head attribution at q")
 ABL = {("control", s): ih.ablation_conditions(model, cp.prompts, cp.label_ids, IC, s, BS, shared=False) for s, cp in CP.items()}
 ABL_IV = ih.ablation_intervals(ABL)
-print(f"in-context head {IC}; random heads per seed {[r['random_heads'] for r in ABL.values()]}")
-display(pd.DataFrame({"accuracy [95% CI]": {c: f"{iv:.3f}" for c, iv in ABL_IV.items()}}))
-display(pd.DataFrame([[ih.ablation_accuracy(model, cp0.prompts, cp0.label_ids, [(l, h)], BS, shared=False, at="all")
-                       for h in range(model.cfg.n_heads)] for l in range(model.cfg.n_layers)],
-                     index=[f"layer {l}" for l in range(model.cfg.n_layers)], columns=[f"head {h}" for h in range(model.cfg.n_heads)]
-                     ).round(3).rename_axis("accuracy, one head ablated everywhere (first seed)"))
+ONE_HEAD = [[ih.ablation_accuracy(model, cp0.prompts, cp0.label_ids, [(l, h)], BS, shared=False, at="all")
+             for h in range(model.cfg.n_heads)] for l in range(model.cfg.n_layers)]  # [layer][head], first seed
+plots.show_control_heads(SCORES, IC, ABL, ABL_IV, ONE_HEAD)
 
 # %%
 BIN = {s: control_prompts(task, N, s + 2000, n_ways=2) for s in SEEDS}
@@ -257,8 +237,7 @@ MAP_IV = {"swap_averaged": bootstrap_means(pc.swap_cells(BSWAP, "swap_averaged")
 VO = {("control", s): tt.value_outputs(model, cp.prompts, cp.label_ids, IC, batch_size=BS, shared=False) for s, cp in BIN.items()}
 CARRY_IV = tt.label_carrying_interval(VO)
 TT_IV = tt.two_towers_intervals({"control": VO[("control", SEEDS[0])]})
-print(f"2-way: swap-averaged accuracy {MAP_IV['swap_averaged']:.3f}, same answer after the swap {MAP_IV['same_word']:.3f}; "
-      f"label-carrying rate {CARRY_IV:.3f}; two towers", {k: (f"{v:.3f}" if v is not None else "undefined") for k, v in TT_IV.items()})
+plots.show_control_two_way(MAP_IV, CARRY_IV, TT_IV)
 
 # %% [markdown]
 # ### 3.5 · Anchor-only context (notebook 05) and re-weighting (notebook 04)
@@ -272,8 +251,8 @@ print(f"2-way: swap-averaged accuracy {MAP_IV['swap_averaged']:.3f}, same answer
 
 # %%
 HA = {s: pc.hidden_anchor_accuracy(model, cp, seed=s, full=SWAP[s]["pred"]) for s, cp in CP.items()}
-display(pd.DataFrame({k: {"[95% CI]": f"{bootstrap_means({('control', s): h[k] for s, h in HA.items()}):.3f}"}
-                      for k in ("icl", "hidden_anchor", "hidden_random", "hidden_anchor_loyal", "hidden_random_loyal")}).T)
+HA_IV = {k: bootstrap_means({("control", s): h[k] for s, h in HA.items()}) for k in HA[SEEDS[0]]}
+plots.show_control_hidden_anchor(HA_IV)
 
 # %% [markdown]
 # ## 4 · The papers beside the control
