@@ -50,9 +50,7 @@
 # %%
 import warnings
 
-import pandas as pd
 import torch
-from IPython.display import display
 
 from helpers.core.heads import attention_rows_at_q
 from helpers.core.models import load_model
@@ -63,14 +61,12 @@ from helpers.experiments import two_towers as tt
 from helpers.study import plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
-from helpers.study.results import save_figure
 from helpers.study.stats import bootstrap_means
 
 warnings.filterwarnings("ignore", category=UserWarning)
 profile, model_name = get_profile(), current_model_name()
 model = load_model(model_name)
 sizes = {**ih.incontext_heads_sizes(profile), **tt.two_towers_sizes(profile), **hb.head_biases_sizes(profile)}
-n_heads_total = model.cfg.n_layers * model.cfg.n_heads
 N_IC = ih.n_incontext_heads(model, frac=0.01, min_heads=4)
 BS = max(profile.batch_size, 16)  # one forward costs about the same for 1 or 16 short prompts on CPU
 RUN = {"sizes": sizes, "batch_size": BS, "model_name": model_name}  # shared by the cached *_runs steps
@@ -80,7 +76,7 @@ MAPPINGS = {"foo/bar": ("foo", "bar"), "bar/foo": ("bar", "foo"), "A/B": ("A", "
 UTS = {m: {t: unrelated_task(t, SOURCES[t], w) for t in task_names} for m, w in MAPPINGS.items()}
 UT, t0, seed0 = UTS["foo/bar"], task_names[0], sizes["seeds"][0]
 NAME = {t: UT[t].task.display.split(" (")[0] for t in task_names}
-print(profile.name, model_name, sizes, f"{n_heads_total} heads -> {N_IC} in-context heads")
+plots.print_heads_setup(profile.name, model_name, sizes, model.cfg, N_IC)
 
 # %% [markdown]
 # ## 1 · The mechanism by hand: one head ablated at q, one head's value-output vectors
@@ -181,11 +177,7 @@ with torch.inference_mode():
 torch.testing.assert_close(mine, drops[[all_heads.index(hd) for hd in top]], atol=1e-4, rtol=1e-4)
 torch.testing.assert_close(vo_mine, tt.value_outputs(model, [prompt], lids, [top[0]], shared=False).vo_lm[0, 0],
                            atol=1e-4, rtol=1e-4)
-print(prompt.text, "\n")
-display(pd.DataFrame(mine.numpy(), index=[f"L{l}H{h}" for l, h in top],
-                     columns=[f"drop of log p({w})" for w in words]).round(3))
-print(f"L{top[0][0]}H{top[0][1]}, VO logit minus at each label position:",
-      ", ".join(f"{words[c]} {v:+.2f}" for c, v in zip(prompt.label_class, vo_mine.tolist())))
+plots.show_by_hand_heads(prompt.text, top, words, mine, prompt.label_class, vo_mine)
 
 # %% [markdown]
 # A positive drop means the head raised that word at q on this prompt. The VO line is the first head's
@@ -214,11 +206,7 @@ print(f"L{top[0][0]}H{top[0][1]}, VO logit minus at each label position:",
 ACC = {m: ih.accuracy_runs(model, uts, **RUN) for m, uts in UTS.items()}
 ACC_IV = {m: bootstrap_means({k: r["correct"] for k, r in ACC[m].items()}) for m in ACC}
 MAP_IV = {pair: ih.mapping_intervals(ACC[pair[0]], ACC[pair[1]]) for pair in (("foo/bar", "bar/foo"), ("A/B", "B/A"))}
-display(pd.DataFrame({"accuracy [95% CI]": {m: f"{iv:.3f}" for m, iv in ACC_IV.items()}}))
-display(pd.DataFrame({f"{a} with {b}": {"swap-averaged accuracy": f"{iv['swap_averaged']:.3f}",
-                                        "same-word rate": f"{iv['same_word']:.3f}",
-                                        "reading": ih.mapping_interval_part(iv["swap_averaged"])}
-                      for (a, b), iv in MAP_IV.items()}))
+plots.show_mapping_control(ACC_IV, MAP_IV, ih.mapping_interval_part)
 
 # %% [markdown]
 # ### 2.2 · Head attribution at q, for each label word
@@ -234,13 +222,10 @@ display(pd.DataFrame({f"{a} with {b}": {"swap-averaged accuracy": f"{iv['swap_av
 # %%
 SCORES = ih.attribution_runs(model, UT, **RUN, progress="attribution")
 IC_HEADS = {t: ih.incontext_heads(SCORES[t], N_IC) for t in task_names}
-for t in task_names:
-    save_figure(plots.plot_head_map(SCORES[t].mean_gain, SCORES[t].mean_drop, IC_HEADS[t], UT[t].task.display), f"07_head_map_{t}")
-for t in task_names:
-    per_word = {UT[t].task.label_words[c]: ih.rank_heads_for_label(SCORES[t], c)[:N_IC] for c in (0, 1)}
-    pooled = ih.incontext_heads(SCORES[t], N_IC, per_label=False)
-    print(f"{UT[t].task.display}: in-context heads (layer, head) {IC_HEADS[t]}\n  top heads for each word {per_word}"
-          f"\n  single ranking on the predicted label {pooled} ({len(set(pooled) & set(IC_HEADS[t]))} shared)")
+PER_WORD = {t: {UT[t].task.label_words[c]: ih.rank_heads_for_label(SCORES[t], c)[:N_IC] for c in (0, 1)}
+            for t in task_names}
+POOLED = {t: ih.incontext_heads(SCORES[t], N_IC, per_label=False) for t in task_names}
+plots.show_head_maps(SCORES, IC_HEADS, UT, PER_WORD, POOLED)
 
 # %% [markdown]
 # ### 2.3 · Ablating the in-context heads vs the same number of random heads
@@ -252,13 +237,10 @@ for t in task_names:
 # %%
 ABL = ih.ablation_runs(model, UT, IC_HEADS, **RUN)
 ABL_IV = ih.ablation_intervals(ABL)
-abl_df = pd.DataFrame([{"task": NAME[t], "condition": c, "accuracy": r[c]} for (t, _), r in ABL.items()
-                       for c in ih.ABLATION_CONDITIONS])
-display(abl_df.pivot_table(index="task", columns="condition", values="accuracy", aggfunc="mean").round(3))
 cells = ih.ablation_cells(ABL)
 task_iv = {(NAME[t], c): bootstrap_means({s: v for (tt, s), v in cells[c].items() if tt == t})
            for t in task_names for c in ih.ABLATION_CONDITIONS}
-_ = save_figure(plots.plot_ablation(abl_df, intervals=task_iv), "07_ablation")
+plots.show_incontext_ablation(ABL, task_iv, NAME, ih.ABLATION_CONDITIONS)
 
 # %% [markdown]
 # ### 2.4 · Value-output vectors at the label positions
@@ -271,17 +253,16 @@ _ = save_figure(plots.plot_ablation(abl_df, intervals=task_iv), "07_ablation")
 # %%
 VO_ALL = tt.value_output_runs(model, UT, IC_HEADS, **RUN)  # every seed: the VO vectors belong to the demonstrations
 VO = {t: VO_ALL[(t, seed0)] for t in task_names}
-for t in task_names:
-    save_figure(plots.plot_value_outputs(VO[t], f"{UT[t].task.display}: VO logit minus per in-context head (label-carrying rate {tt.label_carrying_rate(VO[t]):.2f})"), f"07_value_outputs_{t}")
+CARRY = {t: tt.label_carrying_rate(VO[t]) for t in task_names}
 CARRY_IV = tt.label_carrying_interval(VO_ALL)
-print(f"label-carrying rate {CARRY_IV:.3f}; per task (first seed):", {t: round(tt.label_carrying_rate(VO[t]), 3) for t in task_names})
+plots.show_value_outputs(VO, CARRY, CARRY_IV, UT)
 
 # %% [markdown]
 # Where the in-context heads look from q on section 1's prompt (circuitsvis; one row per head):
 
 # %%
-plots.head_attention_view(model, prompt, attention_rows_at_q(model, prompt, IC_HEADS[t0]),
-                          [f"L{l}H{h}" for l, h in IC_HEADS[t0]])
+ROWS = attention_rows_at_q(model, prompt, IC_HEADS[t0])  # [head, position]
+plots.head_attention_view(model, prompt, ROWS, [f"L{l}H{h}" for l, h in IC_HEADS[t0]])
 
 # %% [markdown]
 # ### 2.5 · Two towers: attention moves, value-output vectors stay
@@ -296,12 +277,8 @@ plots.head_attention_view(model, prompt, attention_rows_at_q(model, prompt, IC_H
 # %%
 TOWERS = tt.towers_runs(model, UT, IC_HEADS, **RUN)
 TT = {t: tt.two_towers(TOWERS[t]) for t in task_names}
-for t in task_names:
-    save_figure(plots.plot_two_towers(TT[t], TOWERS[t].out_lm, f"{UT[t].task.display}: two towers"), f"07_two_towers_{t}")
-display(pd.DataFrame({UT[t].task.display: {k: v for k, v in TT[t].items() if not k.startswith("d_")}
-                      for t in task_names}).T.round(3))
 TT_IV = tt.two_towers_intervals(TOWERS)  # bootstrap over each task's inputs; means over tasks
-print({k: (f"{v:.3f}" if v is not None else "undefined") for k, v in TT_IV.items()})
+plots.show_two_towers(TT, TOWERS, TT_IV, UT)
 
 # %% [markdown]
 # ### 2.6 · Majority-label and recency bias, and the two reductions
@@ -319,14 +296,7 @@ print({k: (f"{v:.3f}" if v is not None else "undefined") for k, v in TT_IV.items
 # %%
 BIAS = hb.bias_runs(model, {t: UT[t] for t in task_names if t in sizes["bias_tasks"]}, IC_HEADS, **RUN)
 BIAS_IV = {k: hb.bias_intervals(BIAS, k) for k in dict.fromkeys(kind for _, _, kind in BIAS)}
-display(pd.DataFrame({k: {"bias before": f"{iv['before']:.3f}", "bias after": f"{iv['after']:.3f}",
-                          "reduction %": "undefined (no bias)" if iv["reduction"] is None else f"{iv['reduction']:.1f}",
-                          "reading": hb.bias_interval_part(iv["before"], iv["reduction"])} for k, iv in BIAS_IV.items()}).T)
-bias_df = pd.DataFrame([{"task": NAME[t], "bias": kind, "stage": st, "size": size, "seed": seed}
-                        for (t, seed, kind), r in BIAS.items()
-                        for st, size in (("before", r.bias_before), ("after reduction", r.bias_after))])
-bars = {(k, st): BIAS_IV[k][key] for k in BIAS_IV for st, key in (("before", "before"), ("after reduction", "after"))}
-_ = save_figure(plots.plot_biases(bias_df, intervals=bars), "07_biases")
+plots.show_head_biases(BIAS, BIAS_IV, NAME, hb.bias_interval_part)
 
 # %% [markdown]
 # ### 2.7 · The regime: 1 to 16 demonstrations per class, two label pairs
@@ -355,30 +325,14 @@ REG_TASKS = [t for t in task_names if t in RS["tasks"]] or task_names[:1]
 REG_UTS = {m: {t: UTS[m][t] for t in REG_TASKS} for p in ih.REGIME_PAIRS for m in (p, ih.swapped_mapping(p))}
 REG = ih.regime_runs(model, REG_UTS, RS, batch_size=BS, model_name=model_name, progress="regime")
 REG_IV = ih.regime_intervals(REG)
-display(pd.DataFrame([{"pair": p, "per class": k, "swap-averaged accuracy": f"{r['swap_averaged']:.3f}",
-                       "same-word rate": f"{r['same_word']:.3f}", "accuracy (pair)": f"{r['accuracy']:.3f}",
-                       "accuracy (swap)": f"{r['accuracy_swapped']:.3f}", "dropped": f"{r['dropped']}/{r['asked']}",
-                       "reading": r["reading"]} for (p, k), r in REG_IV.items()]).set_index(["pair", "per class"]))
-_ = save_figure(plots.plot_regime(REG_IV, f"{', '.join(NAME[t] for t in REG_TASKS)}: swap-averaged accuracy, "
-                                          f"{len(RS['seeds'])} seed(s) x {RS['n_eval']} queries"), "07_regime")
 CLEAR = ih.clear_regimes(REG_IV)  # highest lower bound first
-REG_ABL = REG_CONF = None
-if CLEAR:
+REG_ABL = REG_CONF = REG_HEADS = None
+if CLEAR:  # confirm the best regime on fresh seeds, and ablate its own in-context heads (sections 2.2-2.3)
     REG_CONF = ih.regime_confirmation(model, REG_UTS, CLEAR[0], RS, batch_size=BS, model_name=model_name,
-                                   progress="confirmation")
-    print(f"{CLEAR[0]} on fresh seeds {RS['confirm_seeds']}: swap-averaged accuracy {REG_CONF['swap_averaged']:.3f} "
-          f"({REG_CONF['reading']})")
+                                      progress="confirmation")
     REG_HEADS, REG_ABL_RUNS, REG_ABL = ih.regime_ablation(model, REG_UTS[CLEAR[0][0]], CLEAR[0][1], RS, N_IC,
-                                                       batch_size=BS, model_name=model_name, progress="attribution")
-    print(f"Regimes that follow the mapping: {CLEAR}. Ablation in {CLEAR[0]}, in-context heads {REG_HEADS}:")
-    display(pd.DataFrame({"accuracy [95% CI]": {c: f"{REG_ABL[c]:.3f}" for c in ih.ABLATION_CONDITIONS}}))
-    print(f"random minus in-context heads ablated, at q: {REG_ABL['excess']:.3f}; at every position: "
-          f"{REG_ABL['excess' + ih.ALL_POSITIONS]:.3f}")
-else:
-    best = max(REG_IV, key=lambda k: REG_IV[k]["swap_averaged"].low)
-    print(f"No regime follows the mapping: every interval contains 0.5 or lies below it (highest lower bound: {best[0]} "
-          f"at {best[1]} per class, {REG_IV[best]['swap_averaged']:.3f}). Head ablation is not run: there is no "
-          "in-context mapping for it to remove (question 4).")
+                                                          batch_size=BS, model_name=model_name, progress="attribution")
+plots.show_regime(REG_IV, [NAME[t] for t in REG_TASKS], RS, CLEAR, REG_CONF, REG_HEADS, REG_ABL, ih.ABLATION_CONDITIONS)
 
 # %% [markdown]
 # **Question.** Why not report the best of the ten regimes as "the model's foo/bar accuracy", and why does the
@@ -419,17 +373,14 @@ def context(tasks):
 
 
 ctx, bias_ctx = context(task_names), context(t for t in task_names if t in sizes["bias_tasks"])
-reg_ctx = (f"{', '.join(NAME[t] for t in REG_TASKS)} with {' and '.join(ih.REGIME_PAIRS)}, {len(RS['seeds'])} seed(s) x "
-           f"{RS['n_eval']} queries per size")
+reg_ctx = plots.regime_context([NAME[t] for t in REG_TASKS], ih.REGIME_PAIRS, RS)
 claims = (ih.incontext_heads_claims(MAP_IV[("foo/bar", "bar/foo")], ABL_IV, ctx) + tt.two_towers_claims(CARRY_IV, TT_IV, ctx)
           + hb.head_biases_claims(BIAS_IV, bias_ctx) + ih.regime_claims(REG_IV, REG_ABL, CLEAR[0] if CLEAR else None, reg_ctx,
                                                                         confirmation=REG_CONF))
 PREMISES = ("07.foobar_icl", "07.unrelated_regime")  # whether the model uses the mapping, not a claim about heads
 overall = ih.heads_overall({c.key: c.extra.get("part", c.verdict) for c in claims if c.key not in PREMISES})
-print(f"Overall: {overall}. In-context heads: {N_IC} of {n_heads_total} ({100 * N_IC / n_heads_total:.1f}%; paper: ~1%).")
-metrics = {"overall": overall, "incontext_heads": IC_HEADS, "accuracy": {m: f"{iv:.3f}" for m, iv in ACC_IV.items()},
-           "swap_averaged_A/B": f"{MAP_IV[('A/B', 'B/A')]['swap_averaged']:.3f}", "sizes": sizes}
-metrics["regime"] = {f"{p} at {k} per class": f"{r['swap_averaged']:.3f}" for (p, k), r in REG_IV.items()}
+plots.print_heads_overall(overall, N_IC, model.cfg)
+metrics = plots.heads_report_metrics(overall, IC_HEADS, ACC_IV, MAP_IV[("A/B", "B/A")], REG_IV, sizes)
 _ = report_claims("07_incontext_heads", claims, metrics=metrics, digits=2)
 
 # %% [markdown]
