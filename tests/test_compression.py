@@ -567,3 +567,124 @@ def test_compression_claims_verdicts():
     assert [cs[f"05.speedup_{t}"].verdict for t in ("sst2", "trec", "agnews")] == [
         "replicates", "partly", "does not replicate"]
     assert cs["05.speedup_trec"].ours.low == 1.1 and cs["05.speedup_trec"].paper.startswith("1.5x")
+
+
+def _agreements(m, s, draws: int, batch_size: int = 2) -> list[int]:
+    """Each Hidden_random draw's number of inputs that agree with full ICL, every draw on every input."""
+    import helpers.experiments.compression as C
+    from helpers.core.prefix import vanilla_predictions
+
+    ps, lids = s.prompts, s.label_ids
+    ref = vanilla_predictions(m, ps, lids, batch_size)
+    demos = C.run_prefix(m, ps[0].tokens[:prefix_len(ps[0])])
+    return [int((predict_cached(m, C.build_cache(m, ps[0], random_keep(ps[0], seed=int(s.seed) * 1000 + d),
+                                                 demos=demos), ps, lids, batch_size).pred == ref.pred).sum())
+            for d in range(draws)]
+
+
+# (tiny model, seed): draw 1 wins and draw 4 ties it; draw 2 wins; draw 0 agrees everywhere (nothing else is run)
+PRUNE_CASES = [("rotary", 0, "tie"), ("gqa", 2, "later"), ("gqa", 1, "perfect")]
+
+
+@pytest.mark.parametrize("kind,seed,case", PRUNE_CASES)
+def test_pruned_draws_give_the_unpruned_result(tiny_models, monkeypatch, kind, seed, case):
+    """Hidden_random-top stops draws that cannot win, and every field of the result is the one of scoring every
+    draw on every input, ties included (the earlier draw wins)."""
+    import dataclasses
+
+    import numpy as np
+
+    import helpers.experiments.compression as C
+    from helpers.core.prompts import make_icl_set
+
+    m, draws = tiny_models[kind], 6
+    s = make_icl_set(m, "sst2", seed=seed, n_test=8)
+    n = len(s.prompts)
+    counts = _agreements(m, s, draws)
+    best = int(np.argmax(counts))
+    if case == "tie":
+        assert best > 0 and counts[best] in counts[best + 1:]  # a later draw ties the winner
+    elif case == "later":
+        assert best > 0 and counts.count(counts[best]) == 1
+    else:
+        assert counts[0] == n
+
+    runs = {}
+    real = C.predict_cached
+    for prune in (True, False):
+        sizes: list[int] = []
+        monkeypatch.setattr(C, "predict_cached", lambda *a, **k: sizes.append(len(a[2])) or real(*a, **k))
+        r = C.run_compression(m, s, random_top_draws=draws, batch_size=2, prune=prune)
+        runs[prune] = r, sum(sizes) - n  # prompts run for the draws (Hidden_anchor runs all n once)
+    (a, evaluated), (b, everything) = runs[True], runs[False]
+    for f in dataclasses.fields(a):
+        assert getattr(a, f.name) == getattr(b, f.name), f.name
+    assert a == b and a.random_top_draw == best
+    assert everything == draws * n
+    assert evaluated < draws * n  # at least one draw was stopped early
+    if case == "perfect":
+        assert evaluated == n  # no later draw can beat draw 0
+
+
+def test_pruned_draws_also_in_restart_mode(tiny_models):
+    from helpers.core.prompts import make_icl_set
+    from helpers.experiments.compression import run_compression
+
+    m = tiny_models["gqa"]
+    s = make_icl_set(m, "sst2", seed=2, n_test=8)
+    kw = dict(random_top_draws=4, batch_size=3, query_positions="restart")
+    assert run_compression(m, s, prune=True, **kw) == run_compression(m, s, prune=False, **kw)
+
+
+def test_predict_cached_on_slices_equals_the_full_call(tiny_model):
+    """A draw is scored one batch of inputs at a time: each input's prediction and top-k must not depend on
+    which other inputs share its call (the batches of the full call, and plain slices in input order)."""
+    from helpers.core.predict import length_batches
+    from helpers.core.prefix import suffix_tokens
+    from helpers.core.prompts import make_icl_set
+
+    s = make_icl_set(tiny_model, "sst2", seed=0, n_test=8)
+    ps, lids = s.prompts, s.label_ids
+    cache = build_cache(tiny_model, ps[0], random_keep(ps[0], seed=1))
+    full = predict_cached(tiny_model, cache, ps, lids, batch_size=2)
+    n = len(ps)
+    for chunks in (length_batches(suffix_tokens(cache, ps), 2), [list(range(i, min(i + 3, n))) for i in range(0, n, 3)]):
+        assert sorted(i for c in chunks for i in c) == list(range(n))
+        for idx in chunks:
+            part = predict_cached(tiny_model, cache, [ps[i] for i in idx], lids, batch_size=2)
+            assert torch.equal(part.pred, full.pred[idx])
+            assert torch.equal(part.topk, full.topk[idx])
+            assert torch.equal(part.gold, full.gold[idx])
+            torch.testing.assert_close(part.label_logits, full.label_logits[idx], atol=1e-5, rtol=1e-5)
+
+
+def test_best_draw_is_the_first_argmax():
+    """The bound: the winner is np.argmax of the totals (the first of tied draws), a draw stops at the first chunk
+    where even agreeing on every input left cannot beat the best earlier draw, and the others are scored fully."""
+    import numpy as np
+
+    from helpers.experiments.compression import best_draw
+
+    rng = np.random.default_rng(0)
+    stopped = ties = 0
+    for trial in range(400):
+        n_draws, n_chunks = int(rng.integers(1, 8)), int(rng.integers(1, 6))
+        sizes = rng.integers(1, 4, n_chunks)
+        # agreements per (draw, chunk), mostly near the top so that draws tie and bounds are tight
+        agree = np.minimum(sizes, rng.integers(0, 4, (n_draws, n_chunks)) + (trial % 2) * sizes // 2)
+        calls = []
+        best, scored = best_draw(n_draws, list(sizes), lambda d, c: calls.append((d, c)) or agree[d, c])
+        totals = agree.sum(1)
+        assert best == int(np.argmax(totals))
+        assert calls == [(d, c) for d in range(n_draws) for c in range(scored[d])]  # in order, each once
+        assert scored[0] == n_chunks
+        for d in range(1, n_draws):
+            bar = totals[:d].max()  # a stopped draw's total never exceeds the best before it
+            bound = np.concatenate([[0], np.cumsum(agree[d])]) + sizes.sum() - np.concatenate([[0], np.cumsum(sizes)])
+            stop = [k for k in range(n_chunks) if bound[k] <= bar]
+            assert scored[d] == (stop[0] if stop else n_chunks)
+            stopped += scored[d] < n_chunks
+        ties += int((totals == totals.max()).sum() > 1)
+    assert stopped > 100 and ties > 50
+    assert best_draw(3, [2, 2], lambda d, c: 2) == (0, [2, 0, 0])  # a perfect draw 0: nothing else is run
+    assert best_draw(0, [1], lambda d, c: 0) == (0, [1])  # at least one draw, as before
