@@ -15,10 +15,7 @@ Baselines: Text_anchor (demonstration texts removed from the prompt string),
 Hidden_random (formatting + BOS + one random text position per demonstration
 instead of the label token; seeded) and Hidden_random-top (best of N seeded
 Hidden_random draws by label loyalty against full ICL, selected on the same
-test inputs as the paper does; the first draw wins a tie). The draws are
-scored batch by batch, and a draw stops as soon as it can no longer beat the
-best draw so far (:func:`best_draw`): the winner and every reported number are
-those of scoring every draw on every input, at fewer forward passes.
+test inputs as the paper does).
 
 Query positions (``query_positions``, the methods with a cache: Hidden_anchor,
 Hidden_random, Hidden_random-top). ``"original"`` (default, the method above):
@@ -39,7 +36,7 @@ Results of the two modes are stored under different keys
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,7 +46,7 @@ from transformer_lens import HookedTransformer
 
 from helpers.core.checks import CheckFailed, likely_mistake
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
-from helpers.core.predict import Predictions, length_batches
+from helpers.core.predict import Predictions
 from helpers.core.prefix import (
     PrefixCache,
     demo_prefix_len,
@@ -80,7 +77,6 @@ __all__ = [
     "text_anchor_prompts",
     "token_counts",
     "CompressionResult",
-    "best_draw",
     "run_compression",
     "cached_compression",
     "METHODS",
@@ -199,54 +195,12 @@ class CompressionResult:
 METHODS = ("ICL", "Text_anchor", "Hidden_random", "Hidden_random-top", "Hidden_anchor")
 
 
-def best_draw(n_draws: int, sizes: Sequence[int], agree: Callable[[int, int], int],
-              progress: bool = False) -> tuple[int, list[int]]:
-    """The first of ``n_draws`` draws with the most agreeing inputs (``np.argmax`` of the draws' totals), found
-    without scoring every draw on every chunk of inputs (branch and bound).
-
-    ``agree(d, c)``: how many of chunk ``c``'s ``sizes[c]`` inputs draw ``d`` agrees on; it is called for the
-    draws in index order and each draw's chunks in order. Draw 0 is scored on every chunk. A later draw stops as
-    soon as its agreements so far plus every input it has not been scored on cannot exceed the total of the best
-    draw so far: an equal bound loses too, since that draw has a lower index and the lowest index wins ties. A
-    draw that is not stopped is scored on every chunk and becomes the best if its total is higher.
-    Returns ``(winner, chunks scored per draw)``; a stopped draw has fewer than ``len(sizes)``.
-    """
-    n = sum(sizes)
-    best, best_total, scored = 0, -1, []
-    for d in tqdm(range(max(1, n_draws)), desc="random draws", disable=not progress, leave=False):
-        total, left, k = 0, n, 0
-        for c, size in enumerate(sizes):
-            if total + left <= best_total:  # even agreeing on every input left would not win
-                break
-            total += int(agree(d, c))
-            left -= size
-            k += 1
-        scored.append(k)
-        if k == len(sizes) and total > best_total:
-            best, best_total = d, total
-    return best, scored
-
-
-def _joined(parts: Sequence[Predictions], chunks: Sequence[Sequence[int]], n: int) -> Predictions:
-    """The chunks' predictions put back in input order (``chunks[i]``: the inputs of ``parts[i]``)."""
-    first = parts[0]
-    logits = first.label_logits.new_empty((n, *first.label_logits.shape[1:]))
-    topk = first.topk.new_empty((n, *first.topk.shape[1:]))
-    gold = first.gold.new_empty(n)
-    for idx, p in zip(chunks, parts):
-        logits[idx], topk[idx], gold[idx] = p.label_logits, p.topk, p.gold
-    return Predictions(logits, topk, gold)
-
-
 def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int = 16,
-                    progress: bool = False, query_positions: str = "original", prune: bool = True) -> CompressionResult:
+                    progress: bool = False, query_positions: str = "original") -> CompressionResult:
     """Table 2 for one :class:`helpers.core.prompts.PromptSet` (1-shot, one seed): every method vs full ICL.
 
     ``query_positions`` applies to the cached methods (Hidden_anchor, Hidden_random, Hidden_random-top):
     ``"original"`` (default) or ``"restart"`` (module doc).
-    Hidden_random-top scores its draws one batch of inputs at a time (the batches one call on every input
-    runs) and stops a draw once it cannot beat the best draw so far (:func:`best_draw`); ``prune=False``
-    scores every draw on every input instead. Both give the same result (tests).
     """
     check_query_positions(query_positions)
     prompts, lids, seed = icl_set.prompts, icl_set.label_ids, icl_set.seed
@@ -270,34 +224,14 @@ def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int 
     demos = run_prefix(model, prompts[0].tokens[:prefix_len(prompts[0])])  # one pass, pruned per method and draw
     anchor = build_cache(model, prompts[0], query_positions=query_positions, demos=demos)
     out["Hidden_anchor"] = score(predict_cached(model, anchor, prompts, lids, batch_size), "Hidden_anchor")
-
-    def draw_cache(d: int) -> PrefixCache:
-        return build_cache(model, prompts[0], random_keep(prompts[0], seed=int(seed) * 1000 + d), query_positions,
-                           demos=demos)
-
-    if prune:
-        chunks = length_batches(suffix_tokens(anchor, prompts), batch_size)  # the batches of one call on all inputs
-        parts: dict[int, list[Predictions]] = {}
-        current: dict[int, PrefixCache] = {}  # the cache of the draw being scored
-
-        def agree(d: int, c: int) -> int:
-            if c == 0:
-                current.clear()
-                current[d] = draw_cache(d)
-            pr = predict_cached(model, current[d], [prompts[i] for i in chunks[c]], lids, batch_size)
-            parts.setdefault(d, []).append(pr)
-            return int((pr.pred == ref.pred[chunks[c]]).sum())
-
-        best, _ = best_draw(random_top_draws, [len(c) for c in chunks], agree, progress)
-        draw0 = score(_joined(parts[0], chunks, len(prompts)), "draw 0")
-        top = score(_joined(parts[best], chunks, len(prompts)), f"draw {best}")
-    else:
-        draws = []
-        for d in tqdm(range(max(1, random_top_draws)), desc="random draws", disable=not progress, leave=False):
-            draws.append(score(predict_cached(model, draw_cache(d), prompts, lids, batch_size), f"draw {d}"))
-        best = int(np.argmax([s["label_loyalty"] for s in draws]))
-        draw0, top = draws[0], draws[best]
-    out["Hidden_random"], out["Hidden_random-top"] = draw0, top
+    draws = []
+    for d in tqdm(range(max(1, random_top_draws)), desc="random draws", disable=not progress, leave=False):
+        c = build_cache(model, prompts[0], random_keep(prompts[0], seed=int(seed) * 1000 + d), query_positions,
+                        demos=demos)
+        draws.append(score(predict_cached(model, c, prompts, lids, batch_size), f"draw {d}"))
+    out["Hidden_random"] = draws[0]
+    best = int(np.argmax([s["label_loyalty"] for s in draws]))
+    out["Hidden_random-top"] = draws[best]
     per_input["Hidden_random"], per_input["Hidden_random-top"] = per_input["draw 0"], per_input[f"draw {best}"]
     per_input = {m: per_input[m] for m in METHODS}
     return CompressionResult(icl_set.task.name, seed, {m: out[m] for m in METHODS}, token_counts(prompts, anchor),
