@@ -45,11 +45,9 @@
 # %%
 import warnings
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from IPython.display import HTML, display
 
 from helpers.core.models import load_model
 from helpers.core.prefix import vanilla_predictions
@@ -59,7 +57,6 @@ from helpers.experiments import setting
 from helpers.study import paper, plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
-from helpers.study.results import save_figure
 from helpers.study.stats import bootstrap_means
 
 profile = get_profile()
@@ -98,13 +95,10 @@ pd.DataFrame(rows)
 # %%
 examples = {}
 for name in profile.tasks:
-    t = get_task(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LabelWordWarning)
-        p = example_prompt(model, t, seed=42, k_per_class=1)
-    examples[name] = p
-    display(HTML(f"<h4>{t.display}: {len(p)} tokens, p_k = {p.label_pos}, q = {p.q}</h4>"))
-    display(HTML(plots.anchor_html(model, p)))
+        examples[name] = example_prompt(model, get_task(name), seed=42, k_per_class=1)
+plots.show_anchor_prompts(model, examples)
 
 # %% [markdown]
 # The same record as a circuitsvis token view (1 = label word, 0.75 = q, 0.5 = formatting):
@@ -159,14 +153,8 @@ with torch.inference_mode():
     mine = label_logits(model, p, ids).float().cpu()
     full = model(p.tokens[None])[0, p.q].float().cpu()  # every vocabulary column, to see where the label words rank
 torch.testing.assert_close(mine, vanilla_predictions(model, [p], ids, top_k=0).label_logits[0], atol=1e-3, rtol=1e-3)
-tok = lambda i: model.tokenizer.decode([int(p.tokens[i])])  # noqa: E731
-print(f"{task0.display}: p_k = {[(i, tok(i)) for i in p.label_pos]}, q = {p.q} {tok(p.q)!r}, "
-      f"formatting tokens {[tok(i) for i in p.format_pos]}")
 rank = (full[None, :] > mine[:, None]).sum(-1)  # how many vocabulary tokens score above each label word
-display(pd.DataFrame({"logit at q": mine.numpy().round(2), "rank in the vocabulary": rank.numpy()},
-                     index=task0.label_words))
-print(f"top-5 tokens at q: {[model.tokenizer.decode([i]) for i in full.topk(5).indices.tolist()]}; "
-      f"prediction {task0.label_words[int(mine.argmax())]!r}, gold {task0.label_words[p.gold]!r}")
+plots.show_label_ranks(model, task0, p, mine, full, rank)  # positions, the ranks, the top-5 tokens at q
 
 # %% [markdown]
 # The table gives each label word's rank among all vocabulary tokens at $q$ (0: the top token). Other
@@ -182,8 +170,7 @@ print(f"top-5 tokens at q: {[model.tokenizer.decode([i]) for i in full.topk(5).i
 # to see where $q$ attends. In many heads the label words stand out.
 
 # %%
-deep = model.cfg.n_layers - 2
-plots.attention_view(model, examples[profile.tasks[0]], layer=deep)
+plots.attention_view(model, examples[profile.tasks[0]], layer=model.cfg.n_layers - 2)
 
 # %% [markdown]
 # ## At scale: vanilla ICL accuracy
@@ -233,14 +220,7 @@ intervals = {(t, st): bootstrap_means({s: c for s, c in zip(g["seed"], g["correc
 chance = {get_task(t).display: 1 / get_task(t).n_classes for t in profile.tasks}
 paper_marks = {(get_task(ours).display, st): paper.TABLE1_GPT2XL[st][col] for st in ("vanilla 1-shot", "vanilla 5-shot")
                for col, ours in paper.OURS_FOR.items() if ours in profile.tasks}
-display(pd.DataFrame([{"setting": st, "task": t, "accuracy [95% CI]": f"{iv:.3f}", "chance": round(chance[t], 3),
-                       "paper GPT2-XL": paper_marks.get((t, st), "not run")} for (t, st), iv in intervals.items()]))
-fig, ax = plt.subplots(figsize=(10.5, 3.5))
-plots.plot_accuracy_bars(acc, paper_marks, ax=ax, intervals=intervals, chance=chance)
-ax.set_title(f"Vanilla ICL accuracy, {model.cfg.icl_model_name} ({profile.name}: {len(profile.seeds)} seed(s), "
-             f"n={profile.n_test}); diamonds: paper, GPT2-XL")
-_ = save_figure(fig, "00_vanilla_accuracy")
-plt.show()
+plots.show_vanilla_accuracy(acc, intervals, chance, paper_marks, model.cfg.icl_model_name, profile)
 
 # %% [markdown]
 # ## Paper vs ours
@@ -253,9 +233,7 @@ plt.show()
 # not judged ("not comparable").
 
 # %%
-claims = setting.setting_claims(one, five)
-_ = report_claims("00_icl_setting", claims, metrics={f"{st}|{t}": [iv.estimate, iv.low, iv.high]
-                                                     for (t, st), iv in intervals.items()})
+_ = report_claims("00_icl_setting", setting.setting_claims(one, five), metrics=plots.vanilla_interval_metrics(intervals))
 
 # %% [markdown]
 # ## Questions for discussion

@@ -47,11 +47,9 @@
 
 # %%
 import warnings
-from pathlib import Path
 
 import pandas as pd
 import torch
-from IPython.display import HTML, display
 
 from helpers.core.models import load_model
 from helpers.core.prefix import vanilla_predictions
@@ -61,7 +59,6 @@ from helpers.experiments import aucroc, isolation, saliency, setting
 from helpers.study import paper, plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, current_own_task, get_profile, own_task_sizes
-from helpers.study.results import save_figure
 from helpers.study.stats import bootstrap_means, cells_from_frame, paired_differences
 
 profile = get_profile()
@@ -81,8 +78,7 @@ print(profile.name, current_model_name(), budget)
 # the paper; two label words must differ in their first token.
 
 # %%
-if task.spec_path:
-    print(f"{task.spec_path}:\n{Path(task.spec_path).read_text()}")
+plots.show_task_spec(task)  # the spec file as written (nothing for a shipped task)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", LabelWordWarning)
     lids = label_token_ids(model.tokenizer, task)
@@ -108,8 +104,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", LabelWordWarning)
     prompt = example_prompt(model, task, seed=42, k_per_class=1)  # the first test row that fits the context
 demos, query = sample_demos(load_split(task, "train"), task, 1, seed=42), prompt.query
-display(HTML(f"<h4>{task.display}: {len(prompt)} tokens, p_k = {prompt.label_pos}, q = {prompt.q}</h4>"))
-display(HTML(plots.anchor_html(model, prompt)))
+plots.show_anchor_prompts(model, {name: prompt})
 role = {i: "BOS" for i in range(1 if prompt.bos else 0)}
 role.update({i: "format" for i in prompt.format_pos})
 for k, (a, b) in enumerate(prompt.text_spans):
@@ -169,9 +164,7 @@ with torch.inference_mode():  # notebook 00's prediction: logits at q (the last 
     mine = model(tokens[None].to(model.cfg.device))[0, len(tokens) - 1, lids].float().cpu()
 torch.testing.assert_close(mine, vanilla_predictions(model, [prompt], lids, top_k=0).label_logits[0],
                            atol=1e-3, rtol=1e-3)
-print(f"the query as rendered: ...{text[-80:]!r}")
-print(f"label logits at q: {', '.join(f'{w} {x:.2f}' for w, x in zip(task.label_words, mine.tolist()))}; prediction "
-      f"{task.label_words[int(mine.argmax())]!r}, gold {task.label_words[prompt.gold]!r}")
+plots.show_rendered_prediction(task, text, mine, prompt.gold)  # the query's end, the label logits, the prediction
 
 # %% [markdown]
 # The rendered text ends with the template's text between `{text}` and `{label}` (for the example, the
@@ -188,10 +181,7 @@ print(f"label logits at q: {', '.join(f'{w} {x:.2f}' for w, x in zip(task.label_
 one = setting.vanilla_accuracy(model, [name], seeds, n, 1, budget["batch_size"], profile.name)
 cells, _ = cells_from_frame(one, "correct", ids="idx")
 acc_iv = bootstrap_means(cells)
-chance = 1 / task.n_classes
-display(one[["seed", "n", "dropped", "accuracy"]].round(3))
-print(f"{task.display}: vanilla 1-shot accuracy {acc_iv:.3f} (95% CI; {acc_iv.n_seeds} seed(s), "
-      f"{acc_iv.n_inputs} inputs), chance {chance:.3f}")
+plots.show_own_accuracy(task, one, acc_iv)  # per seed, then the interval beside chance
 
 # %% [markdown]
 # ## Saliency flows $S_{wp}$, $S_{pq}$, $S_{ww}$ (notebook 01)
@@ -204,16 +194,9 @@ print(f"{task.display}: vanilla 1-shot accuracy {acc_iv:.3f} (95% CI; {acc_iv.n_
 # %%
 sal = saliency.saliency_runs(model, [name], seeds, budget["n_saliency"], batch_size=4, profile=profile.name)
 sal_ivs = saliency.flow_intervals(sal)
-labels = {name: task.display}
 flows = saliency.flow_frame(sal)
-flows["task"] = flows["task"].map(labels)
-fig = plots.plot_flow_curves(flows, intervals={(labels.get(k[0], k[0]), *k[1:]): iv for k, iv in sal_ivs.items()},
-                        title=f"Relative saliency flows, {task.display}, {current_model_name()} "
-                              f"({len(seeds)} seed(s) x {budget['n_saliency']} inputs, 95% CI)")
-_ = save_figure(fig, f"08_{name}_saliency_flow")
 sal_verdict, sal_checks = saliency.saliency_verdict(sal_ivs, [name])
-display(saliency.flow_interval_table(sal_ivs, [name], labels=labels).set_index("task").T)
-display(pd.Series({c: v for (_, c), v in sal_checks.items()}, name="on the 95% intervals").to_frame())
+plots.show_own_saliency(task, flows, sal_ivs, sal_checks, saliency.flow_interval_table, budget)
 
 # %% [markdown]
 # ## Isolating the label words in the first and last layers (notebook 02)
@@ -229,23 +212,16 @@ k = 5 if model.cfg.n_layers >= 10 else max(1, model.cfg.n_layers // 3)
 iso = isolation.isolation_runs(model, [name], seeds, n, k_main=k, k_sweep=(), sweep_seeds=(), batch_size=budget["batch_size"],
                      profile=profile.name, random_n=budget["random_n"])
 loy = isolation.loyalty_frame(iso)
-loy["task"] = loy["task"].map(labels)
+loy["task"] = loy["task"].map({name: task.display})
 conds = [("label", "first"), ("label", "last"), ("random", "first"), ("random", "last")]
 iso_ivs = {(c, w, m): bootstrap_means(isolation.condition_cells(loy, c, w, k, m)) for c, w in conds
            for m in ("label_loyal", "word_loyal")}
-fig = plots.plot_loyalty_bars(loy, k=k, title=f"Isolation in the first / last {k} layers, {task.display}",
-                         intervals={((c, w), f"{m}ty"): iv.scaled(100) for (c, w, m), iv in iso_ivs.items()})
-_ = save_figure(fig, f"08_{name}_isolation")
 drop = {(c, w): bootstrap_means(paired_differences(isolation.condition_cells(loy, c, w, k, "label_loyal"),
                                                    isolation.condition_cells(loy, "label", "first", k, "label_loyal"),
                                                    isolation.condition_ids(loy, c, w, k), isolation.condition_ids(loy, "label", "first", k)))
         for c, w in conds[1:]}
 iso_verdict, iso_checks = isolation.isolation_verdict({cw: iso_ivs[(*cw, "label_loyal")] for cw in conds}, drop)
-display(pd.DataFrame({"label loyalty % [95% CI]": {f"{c} words, {w} {k}": f"{iso_ivs[(c, w, 'label_loyal')].scaled(100):.1f}"
-                                                   for c, w in conds},
-                      "word loyalty % [95% CI]": {f"{c} words, {w} {k}": f"{iso_ivs[(c, w, 'word_loyal')].scaled(100):.1f}"
-                                                  for c, w in conds}}))
-print(f"isolation checks: {iso_checks}")
+plots.show_own_isolation(task, loy, iso_ivs, iso_checks, k)
 
 # %% [markdown]
 # ## Attention from $q$ to the label words predicts the output (notebook 03)
@@ -265,11 +241,7 @@ defined = bool(curve["auc"].notna().any())  # no AUC when the model predicted on
 auc_verdict, auc_checks = aucroc.aucroc_verdict(curve, peak_target=paper.FIG5_PEAK_AUCROC, peak_iv=auc_ivs["peak"],
                                          cross_iv=auc_ivs["crossing"], peak_layer_iv=auc_ivs["peak_layer"]) \
     if defined else ("undefined", {})
-display(pd.DataFrame({"95% interval (layers 0-based)": {s_: "undefined" if iv is None else f"{iv:.2f}"
-                                                        for s_, iv in auc_ivs.items()}}))
-display(pd.Series(auc_checks, name="holds", dtype=object).to_frame())
-fig = plots.plot_aucroc_curves({f"{current_model_name().split('/')[-1]}, {task.display}": curve})  # empty if undefined
-_ = save_figure(fig, f"08_{name}_aucroc")
+plots.show_own_aucroc(task, curve, auc_ivs, auc_checks)  # the curves are empty when AUCROC is undefined
 
 # %% [markdown]
 # ## Paper vs ours

@@ -1,4 +1,9 @@
-"""Notebook 00: prompts with their anchor positions, attention views, accuracy bars."""
+"""Notebook 00: prompts with their anchor positions, attention views, accuracy bars.
+
+``plot_*`` build a figure and return it, ``*_view`` return a circuitsvis view, ``*_table`` / ``*_lines`` build what
+is shown; ``show_*`` show one result of a notebook (its tables, printed lines and figures, in the notebook's order)
+and save every figure under the name the results folder and the README use.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from IPython.display import HTML, display
 
 __all__ = ["token_strings", "view_token_strings", "anchor_html", "anchor_tokens_view", "attention_view", "plot_accuracy_bars",
-           "plot_interval_bars", "integer_ticks", "OfflineView", "offline_view", "close_view_divs"]
+           "plot_interval_bars", "integer_ticks", "OfflineView", "offline_view", "close_view_divs",
+           # notebook 00's shown results
+           "anchor_prompt_heading", "show_anchor_prompts", "label_rank_lines", "label_rank_table",
+           "show_label_ranks", "vanilla_interval_table", "vanilla_interval_metrics", "show_vanilla_accuracy"]
 
 _COLORS = {"label": "#f4a261", "format": "#a8dadc", "query": "#e9c46a", "q": "#e76f51", "bos": "#cccccc"}
 
@@ -185,3 +194,86 @@ def plot_accuracy_bars(df: pd.DataFrame, paper: dict | None = None, ax=None, int
     ax.set_ylabel("accuracy")
     ax.set_xticks(ax.get_xticks(), [textwrap.fill(t.get_text(), 18) for t in ax.get_xticklabels()])
     return ax
+
+
+# --- notebook 00's shown results -----------------------------------------------------------------------------------
+
+
+def _show_figure(fig, name: str) -> None:
+    """Save ``fig`` as ``figures/<name>.png`` in the results folder, show it where it stands in the output, and
+    close it (so the notebook does not show it a second time at the end of the cell)."""
+    from helpers.study.results import save_figure
+
+    save_figure(fig, name)
+    display(fig)
+    plt.close(fig)
+
+
+def anchor_prompt_heading(display_name: str, prompt) -> str:
+    """The heading shown above a prompt: ``<h4>SST-2: 40 tokens, p_k = [..], q = 39</h4>``."""
+    return f"<h4>{display_name}: {len(prompt)} tokens, p_k = {prompt.label_pos}, q = {prompt.q}</h4>"
+
+
+def show_anchor_prompts(model, prompts: dict) -> None:
+    """Show each prompt of ``{task name: Prompt}`` as its heading (:func:`anchor_prompt_heading`, the task's
+    display name) and its highlighted tokens (:func:`anchor_html`)."""
+    from helpers.core.tasks import get_task
+
+    for name, prompt in prompts.items():
+        display(HTML(anchor_prompt_heading(get_task(name).display, prompt)))
+        display(HTML(anchor_html(model, prompt)))
+
+
+def label_rank_lines(model, task, prompt, label_logits, full_logits) -> tuple[str, str]:
+    """The two lines printed around the label-word ranks: the prompt's anchor positions with their tokens, and the
+    top-5 vocabulary tokens at q with the label-restricted prediction (argmax of ``label_logits``) and the gold."""
+    def tok(i):
+        return model.tokenizer.decode([int(prompt.tokens[i])])
+
+    positions = (f"{task.display}: p_k = {[(i, tok(i)) for i in prompt.label_pos]}, q = {prompt.q} {tok(prompt.q)!r}, "
+                 f"formatting tokens {[tok(i) for i in prompt.format_pos]}")
+    top = [model.tokenizer.decode([i]) for i in full_logits.topk(5).indices.tolist()]
+    prediction = (f"top-5 tokens at q: {top}; prediction {task.label_words[int(label_logits.argmax())]!r}, "
+                  f"gold {task.label_words[prompt.gold]!r}")
+    return positions, prediction
+
+
+def label_rank_table(task, label_logits, rank) -> pd.DataFrame:
+    """One row per label word: its logit at q (2 decimals) and its rank among all vocabulary tokens (0: top)."""
+    return pd.DataFrame({"logit at q": label_logits.numpy().round(2), "rank in the vocabulary": rank.numpy()},
+                        index=task.label_words)
+
+
+def show_label_ranks(model, task, prompt, label_logits, full_logits, rank) -> None:
+    """Print the prompt's positions, show :func:`label_rank_table`, print the top-5 tokens and the prediction
+    (:func:`label_rank_lines`). ``label_logits`` ``[classes]`` and ``full_logits`` ``[d_vocab]`` are the logits
+    at q (CPU), ``rank`` how many vocabulary tokens score above each label word."""
+    positions, prediction = label_rank_lines(model, task, prompt, label_logits, full_logits)
+    print(positions)
+    display(label_rank_table(task, label_logits, rank))
+    print(prediction)
+
+
+def vanilla_interval_table(intervals: dict, chance: dict, paper_marks: dict) -> pd.DataFrame:
+    """One row per (task, setting) of ``intervals`` (``{(task, setting): Interval}``): the accuracy with its 95%
+    interval, chance (``{task: accuracy}``) and the paper's GPT2-XL accuracy (``{(task, setting): value}``;
+    "not run" where the paper did not run the task)."""
+    return pd.DataFrame([{"setting": st, "task": t, "accuracy [95% CI]": f"{iv:.3f}", "chance": round(chance[t], 3),
+                          "paper GPT2-XL": paper_marks.get((t, st), "not run")} for (t, st), iv in intervals.items()])
+
+
+def vanilla_interval_metrics(intervals: dict) -> dict:
+    """``intervals`` (``{(task, setting): Interval}``) as saved metrics: ``{"setting|task": [estimate, low, high]}``."""
+    return {f"{st}|{t}": [iv.estimate, iv.low, iv.high] for (t, st), iv in intervals.items()}
+
+
+def show_vanilla_accuracy(acc: pd.DataFrame, intervals: dict, chance: dict, paper_marks: dict, model_name: str,
+                          profile) -> None:
+    """Show :func:`vanilla_interval_table`, then the accuracy bars (:func:`plot_accuracy_bars`: intervals, chance,
+    the paper's marks), titled with the model and the run size of ``profile``, saved as ``00_vanilla_accuracy``."""
+    display(vanilla_interval_table(intervals, chance, paper_marks))
+    fig, ax = plt.subplots(figsize=(10.5, 3.5))
+    plot_accuracy_bars(acc, paper_marks, ax=ax, intervals=intervals, chance=chance)
+    ax.set_title(f"Vanilla ICL accuracy, {model_name} ({profile.name}: {len(profile.seeds)} seed(s), "
+                 f"n={profile.n_test}); diamonds: paper, GPT2-XL")
+    _show_figure(fig, "00_vanilla_accuracy")
