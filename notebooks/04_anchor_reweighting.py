@@ -48,9 +48,7 @@
 # code runs; they are not evidence.
 
 # %%
-import pandas as pd
 import torch
-from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
@@ -58,7 +56,6 @@ from helpers.experiments import reweighting as rw
 from helpers.study import plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
-from helpers.study.results import save_figure
 
 profile = get_profile()
 model_name = current_model_name()
@@ -146,10 +143,7 @@ beta = torch.zeros(L, H, prompt.n_demos)
 beta[L // 2:, :, [i for i, c in enumerate(prompt.label_class) if c == target]] = 1.0
 mine = reweighted_label_logits(model, prompt, beta, one.label_ids)
 torch.testing.assert_close(mine, rw.reweighted_label_logits_reference(model, prompt, beta, one.label_ids))
-print(f"✓ {one.task.display}, one prompt: re-weighted label logits by hand = the helper's")
-display(pd.DataFrame({"beta = 0": plain.softmax(-1).numpy(),
-                      f"beta = 1 on {one.task.label_words[target]!r}'s anchor, layers {L // 2}-{L - 1}":
-                          mine.softmax(-1).numpy()}, index=one.task.label_words).T.round(3))
+plots.show_reweighting_by_hand(one.task, target, plain, mine, layers=(L // 2, L - 1))
 
 # %% [markdown]
 # Reading: the table gives the probability of each label word (softmax over the label words only) before and
@@ -167,28 +161,17 @@ display(pd.DataFrame({"beta = 0": plain.softmax(-1).numpy(),
 # Every seed of the profile and `profile.n_test` inputs per (task, seed); each (task, seed) is cached on disk.
 # Each demonstration set (1-shot, 5-shot) runs once and the inputs as suffixes against it (`helpers.core.prefix`).
 # Intervals resample the seeds and, within each seed, the test inputs (`helpers.study.stats.bootstrap_means`).
+#
+# The cell shows the accuracies per (task, seed), then Table 1 (averages over tasks, with intervals), then the
+# learned $\beta$ per demonstration (panel title = the demonstration's class), layer × head, for the first task
+# and seed (red = attention to that anchor amplified, blue = damped), and the training loss of every run.
 
 # %%
 rows = rw.table1_runs(model, profile.tasks, profile.seeds, profile.n_test, profile.reweight_epochs,
                    per_class=profile.reweight_train_per_class, eval_batch_size=profile.batch_size)
-display(pd.DataFrame({f"{t} seed {s}": {"1-shot": r.acc_1shot, "5-shot": r.acc_5shot, "re-weighting": r.acc_reweight,
-                                        "n": r.n_test, "dropped (5-shot too long)": r.n_dropped}
-                      for (t, s), r in rows.items()}).T.round(3))
 accuracy, gains = rw.table1_intervals(rows)
-display(rw.table1_frame(accuracy, model_name))
-
-# %% [markdown]
-# ### The learned $\beta$ and the training loss
-# $\beta$ per demonstration (panel title = the demonstration's class), layer × head, for the first task and seed;
-# red = attention to that anchor amplified, blue = damped.
-
-# %%
-res = rows[profile.tasks[0], profile.seeds[0]].result
-fig = plots.plot_beta(res.beta, res.demo_classes, one.task.label_words,
-                      title=f"learned beta, {one.task.display}, seed {profile.seeds[0]}")
-_ = save_figure(fig, "04_beta_heatmap")
-fig = plots.plot_loss_curves({f"{t} s{s}": r.result.epoch_losses for (t, s), r in rows.items()})
-_ = save_figure(fig, "04_training_loss")
+table1 = rw.table1_frame(accuracy, model_name)
+plots.show_reweighting_table1(rows, table1, (profile.tasks[0], profile.seeds[0]), one.task)
 
 # %% [markdown]
 # ## Paper vs ours
@@ -201,7 +184,7 @@ _ = save_figure(fig, "04_training_loss")
 
 # %%
 report_claims("04_anchor_reweighting", rw.table1_claims(accuracy, gains, context=model_name.split("/")[-1]),
-              metrics={"table1": rw.table1_frame(accuracy, model_name).to_dict(), "epochs": profile.reweight_epochs})
+              metrics={"table1": table1.to_dict(), "epochs": profile.reweight_epochs})
 
 # %% [markdown]
 # ## Questions for discussion

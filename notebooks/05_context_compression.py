@@ -58,13 +58,11 @@ import torch
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
-from helpers.core.tasks import LabelWordWarning, get_task
+from helpers.core.tasks import LabelWordWarning
 from helpers.experiments import compression as comp
-from helpers.study import paper as PA
 from helpers.study import plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
-from helpers.study.results import save_figure
 from helpers.study.stats import bootstrap_means, paired_differences
 
 # multi-token label words (e.g. TREC's " Abbreviation") stand for their class by their first token
@@ -177,9 +175,7 @@ with torch.inference_mode():
     mine = hidden_anchor_logits(model, prompt, keep, one.label_ids).float().cpu()
     full = model(prompt.tokens[None])[0, prompt.q, list(one.label_ids)].float().cpu()
 torch.testing.assert_close(mine, comp.hidden_anchor_reference(model, prompt, keep, one.label_ids), atol=1e-3, rtol=1e-3)
-print(f"kept {len(keep)} of {comp.prefix_len(prompt)} demonstration tokens:",
-      " ".join(repr(model.tokenizer.decode(prompt.tokens[i])) for i in keep))
-pd.DataFrame({"full ICL": full, "Hidden_anchor (by hand)": mine}, index=get_task("sst2").label_words).round(2)
+plots.show_hidden_anchor_by_hand(model.tokenizer, one, keep, comp.prefix_len(prompt), full, mine)
 
 # %% [markdown]
 # Reading: a few dozen demonstration tokens shrink to the template and label tokens, and the label logits at q
@@ -201,7 +197,8 @@ results = comp.compression_runs(model, profile.tasks, seeds, profile.n_test, pro
                            query_positions=QUERY_POSITIONS)
 
 # %% [markdown]
-# Table 2 (label loyalty / word loyalty / accuracy, %, mean over tasks and seeds), ours beside the paper's:
+# Table 2 (label loyalty / word loyalty / accuracy, %, mean over tasks and seeds), ours beside the paper's, then
+# ours as bars with their 95% intervals:
 
 # %%
 long = pd.DataFrame([dict(task=t, seed=s, method=meth, metric=met, value=val)
@@ -209,19 +206,12 @@ long = pd.DataFrame([dict(task=t, seed=s, method=meth, metric=met, value=val)
 avg = (100 * long.groupby(["method", "metric", "task"]).value.mean().groupby(["method", "metric"]).mean()
        ).unstack("metric").loc[list(comp.METHODS), ["label_loyalty", "word_loyalty", "accuracy"]]
 avg.columns = ["LL", "WL", "Acc"]
-paper2 = pd.DataFrame({f"{m} {col}": [PA.TABLE2[m][meth][i] for meth in comp.METHODS]
-                       for m in ("GPT2-XL", "GPT-J") for i, col in enumerate(("LL", "WL", "Acc"))}, index=list(comp.METHODS))
-pd.concat([paper2, avg.add_prefix(f"{model_name.split('/')[-1]} (ours) ").round(2)], axis=1)
-
-# %%
 per_metric = {"label_loyalty": "label_loyal", "word_loyalty": "word_loyal", "accuracy": "correct"}
 # 95% intervals over seeds and, within each seed, test inputs (helpers.study.stats)
 ivs = {(m, met): bootstrap_means(comp.method_cells(results, m, col)).scaled(100)
        for m in comp.METHODS for met, col in per_metric.items()}
 bars = long.groupby(["method", "metric"], sort=False).value.mean().reset_index()
-fig = plots.plot_compression_bars(bars, title=f"{model_name}: loyalty and accuracy, mean over tasks",
-                                  intervals={(met, m): iv.scaled(0.01) for (m, met), iv in ivs.items()})
-_ = save_figure(fig, "05_table2_bars" + SUFFIX)
+plots.show_compression_table2(avg, bars, ivs, model_name, suffix=SUFFIX)
 
 # %% [markdown]
 # ## At scale: Table 3, speed-up of Hidden_anchor over full ICL
@@ -237,16 +227,7 @@ N_TIME = {"smoke": 4, "default": 8}.get(profile.name, 16)
 speed = pd.DataFrame([comp.time_icl_vs_anchor(model, make_icl_set(model, task, seeds[0], N_TIME), n_inputs=N_TIME,
                                          repeats={"smoke": 1, "default": 2}.get(profile.name, 3))
                       for task in profile.tasks])
-table3 = speed[["task", "L_demo", "L_x", "L_anchor", "bound", "speedup", "speedup_low", "speedup_high"]].round(2)
-for m in ("GPT2-XL", "GPT-J"):
-    table3[f"paper {m}"] = [PA.TABLE3_SPEEDUP[m][PA.paper_key(t)] for t in table3.task]
-table3["paper L_demo / L_x"] = [f"{PA.TABLE3_LDEMO[PA.paper_key(t)]} / {PA.TABLE3_LX[PA.paper_key(t)]}"
-                               for t in table3.task]
-table3
-
-# %%
-fig = plots.plot_speedup(speed, title=f"{model_name}: Hidden_anchor speed-up vs token-ratio bound")
-_ = save_figure(fig, "05_speedup")
+plots.show_compression_speedup(speed, model_name)
 
 # %% [markdown]
 # ## Paper vs ours

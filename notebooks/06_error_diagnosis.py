@@ -44,7 +44,6 @@
 import warnings
 
 import numpy as np
-import pandas as pd
 import torch
 
 from helpers.core.models import load_model
@@ -55,7 +54,6 @@ from helpers.experiments import diagnosis as diag
 from helpers.study import plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
-from helpers.study.results import save_figure
 
 # multi-token label words (e.g. TREC's " Abbreviation") stand for their class by their first token
 # (helpers.core.tasks); the helpers would warn about it at every prompt set
@@ -63,15 +61,13 @@ warnings.filterwarnings("ignore", category=LabelWordWarning)
 profile = get_profile()
 model_name = current_model_name()
 model = load_model(model_name)
-print(profile)
 
 TASK = "trec"
 LAYER = diag.default_layer(model)  # parameter: any layer in range(model.cfg.n_layers)
 N_COMPONENTS = 10
 seeds = profile.seeds[:1] if profile.name != "paper" else profile.seeds
 names = get_task(TASK).label_words
-print(f"layer {LAYER} of {model.cfg.n_layers}; n_heads {model.cfg.n_heads}, "
-      f"n_key_value_heads {model.cfg.n_key_value_heads}")
+plots.show_diagnosis_setting(profile, model.cfg, LAYER)
 
 # %% [markdown]
 # ## The mechanism by hand: one query against the label words' keys
@@ -157,9 +153,7 @@ score = mine.sum(0)  # [classes]: the query against each label word's key, all h
 dist = (score[:, None] - score[None, :]).abs()  # [classes, classes]: how far apart this query sees them
 torch.testing.assert_close(dist, diag.key_distances(ref), atol=1e-3, rtol=1e-3)
 a, b = divmod(int(torch.where(torch.eye(len(names), dtype=torch.bool), torch.inf, dist).argmin()), len(names))
-print(f"gold {names[prompt.gold]}; best-matching key {names[int(score.argmax())]}; closest pair seen by this "
-      f"query: {names[a]}–{names[b]} ({dist[a, b]:.1f})")
-pd.DataFrame(mine.numpy(), columns=names, index=[f"head {h}" for h in range(len(mine))]).round(1)
+plots.show_query_projections(mine, score, dist, (a, b), names, prompt.gold)
 
 # %% [markdown]
 # Reading: each row is one query head; a head whose entries differ a lot across classes is one that separates
@@ -178,26 +172,17 @@ for seed in seeds:
     params = dict(model=model_name, task=TASK, seed=seed, n=profile.n_diagnosis)
     vecs[seed] = cached("diagnosis_qk", params, lambda: diag.collect_qk(model, icl.prompts, icl.label_ids,
                                                                      batch_size=profile.batch_size), model=model)
-    print(f"seed {seed}: {len(icl.prompts)} inputs, accuracy "
-          f"{(vecs[seed].label_probs.argmax(-1) == vecs[seed].gold).float().mean():.3f}")
+plots.show_seed_accuracies(vecs)
+
+# %% [markdown]
+# Predicted and actual confusion side by side, then the class pairs by each measure (lowest = most confused):
 
 # %%
 out = {s: diag.diagnose(v, LAYER, N_COMPONENTS) for s, v in vecs.items()}
 pred = diag.seed_mean([o["predicted"] for o in out.values()])
 act = diag.seed_mean([o["actual"] for o in out.values()], nan=True)
 rho = diag.rank_correlation(pred, act)
-fig = plots.plot_confusion_pair(pred, act, names, title=f"{model_name}, TREC, layer {LAYER}: Spearman {rho:.2f}")
-_ = save_figure(fig, "06_confusion_pair")
-
-# %% [markdown]
-# Class pairs by each measure (lowest = most confused):
-
-# %%
-iu = np.triu_indices(len(names), 1)
-pairs = pd.DataFrame({"pair": [f"{names[a]}–{names[b]}" for a, b in zip(*iu)], "predicted (distance)": pred[iu],
-                      "actual (AUC)": act[iu]})
-pairs["rank predicted"], pairs["rank actual"] = pairs["predicted (distance)"].rank(), pairs["actual (AUC)"].rank()
-pairs.sort_values("actual (AUC)").round(3)
+plots.show_confusion(pred, act, names, rho, model_name, LAYER)
 
 # %% [markdown]
 # ## Layer sweep of the rank correlation
@@ -205,10 +190,8 @@ pairs.sort_values("actual (AUC)").round(3)
 # %%
 sweeps = {s: diag.layer_sweep(v, N_COMPONENTS) for s, v in vecs.items()}
 sweep = {l: float(diag.seed_mean([sw[l] for sw in sweeps.values()], nan=True)) for l in sweeps[seeds[0]]}
-fig = plots.plot_layer_sweep(sweep, chosen=LAYER, title=f"{model_name}, TREC")
-_ = save_figure(fig, "06_layer_sweep")
 best = max(sweep, key=lambda l: -np.inf if np.isnan(sweep[l]) else sweep[l])
-print(f"best layer {best}: {sweep[best]:.2f} (shown, not used for the verdict)")
+plots.show_diagnosis_sweep(sweep, LAYER, best, model_name)
 
 # %% [markdown]
 # ## Paper vs ours

@@ -1,4 +1,8 @@
-"""Plots for notebooks 04-06 (anchor re-weighting, compression, error diagnosis)."""
+"""Plots and shown results for notebooks 04-06 (anchor re-weighting, compression, error diagnosis).
+
+``plot_*`` build a figure and return it; ``show_*`` show one result of a notebook (its tables, printed lines and
+figures, in the notebook's order) and save every figure under the name the results folder and the README use.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,34 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import seaborn as sns
+from IPython.display import display
+
+from helpers.study import paper as PA
+from helpers.study.results import save_figure
 
 from .setting import integer_ticks
 
 __all__ = ["plot_beta", "plot_loss_curves", "plot_confusion_pair", "plot_layer_sweep", "plot_compression_bars",
-           "plot_speedup"]
+           "plot_speedup",
+           # notebook 04
+           "reweighting_probs_table", "show_reweighting_by_hand", "reweighting_runs_table", "show_reweighting_table1",
+           # notebook 05
+           "hidden_anchor_kept_line", "show_hidden_anchor_by_hand", "compression_table2", "show_compression_table2",
+           "compression_table3", "show_compression_speedup",
+           # notebook 06
+           "diagnosis_setting_lines", "show_diagnosis_setting", "query_projections_line", "show_query_projections",
+           "seed_accuracy_lines", "show_seed_accuracies", "confused_pairs_table", "show_confusion",
+           "show_diagnosis_sweep"]
+
+
+def _show_figure(fig, name: str) -> None:
+    """Save ``fig`` as ``figures/<name>.png`` in the results folder, show it where it stands in the output, and
+    close it (so the notebook does not show it a second time at the end of the cell)."""
+    save_figure(fig, name)
+    display(fig)
+    plt.close(fig)
 
 
 def plot_beta(beta, demo_classes: Sequence[int], class_names: Sequence[str], title: str = ""):
@@ -98,3 +124,172 @@ def plot_speedup(df, title: str = ""):
     ax.set_title(title)
     fig.tight_layout()
     return fig
+
+
+# ------------------------------------------------------------------------------- notebook 04: anchor re-weighting
+
+def reweighting_probs_table(plain, mine, label_words: Sequence[str], target: int,
+                            layers: tuple[int, int]) -> pd.DataFrame:
+    """One prompt's label-word probabilities (softmax over the label words' logits ``plain`` and ``mine``) with
+    beta = 0 and with beta = 1 on the anchors of class ``target`` in the layers ``layers`` = (first, last): one
+    row per setting, one column per label word, rounded to 3 decimals."""
+    return pd.DataFrame({"beta = 0": plain.softmax(-1).numpy(),
+                         f"beta = 1 on {label_words[target]!r}'s anchor, layers {layers[0]}-{layers[1]}":
+                             mine.softmax(-1).numpy()}, index=list(label_words)).T.round(3)
+
+
+def show_reweighting_by_hand(task, target: int, plain, mine, layers: tuple[int, int]) -> None:
+    """Notebook 04's by-hand check: the line confirming that the label logits by hand equal the helper's, and
+    :func:`reweighting_probs_table` (``task``: the prompt's task, its ``display`` name and ``label_words``)."""
+    print(f"✓ {task.display}, one prompt: re-weighted label logits by hand = the helper's")
+    display(reweighting_probs_table(plain, mine, task.label_words, target, layers))
+
+
+def reweighting_runs_table(rows: Mapping) -> pd.DataFrame:
+    """Table 1 per (task, seed): 1-shot, 5-shot and re-weighting accuracy, the test inputs and those dropped (the
+    5-shot prompt too long), one row ``"<task> seed <seed>"`` per entry of ``rows`` (``{(task, seed):
+    Table1Row}``), rounded to 3 decimals."""
+    return pd.DataFrame({f"{t} seed {s}": {"1-shot": r.acc_1shot, "5-shot": r.acc_5shot, "re-weighting": r.acc_reweight,
+                                           "n": r.n_test, "dropped (5-shot too long)": r.n_dropped}
+                         for (t, s), r in rows.items()}).T.round(3)
+
+
+def show_reweighting_table1(rows: Mapping, table1: pd.DataFrame, first: tuple[str, int], task) -> None:
+    """Notebook 04's Table 1: the runs per (task, seed) (:func:`reweighting_runs_table`), ``table1`` (the averages
+    with intervals beside the paper's), the beta learned on ``rows[first]`` (figure ``04_beta_heatmap``; ``task``:
+    that task, its ``display`` name and ``label_words``) and every run's training loss per epoch
+    (``04_training_loss``)."""
+    display(reweighting_runs_table(rows))
+    display(table1)
+    res = rows[first].result
+    _show_figure(plot_beta(res.beta, res.demo_classes, task.label_words,
+                           title=f"learned beta, {task.display}, seed {first[1]}"), "04_beta_heatmap")
+    _show_figure(plot_loss_curves({f"{t} s{s}": r.result.epoch_losses for (t, s), r in rows.items()}),
+                 "04_training_loss")
+
+
+# ------------------------------------------------------------------------------ notebook 05: context compression
+
+def hidden_anchor_kept_line(tokenizer, prompt, keep: Sequence[int], n_demo_tokens: int) -> str:
+    """``"kept <k> of <n> demonstration tokens: '<tok>' '<tok>' ..."``: the tokens of ``prompt`` at the kept
+    positions, decoded and quoted."""
+    return (f"kept {len(keep)} of {n_demo_tokens} demonstration tokens: "
+            + " ".join(repr(tokenizer.decode(prompt.tokens[i])) for i in keep))
+
+
+def show_hidden_anchor_by_hand(tokenizer, icl, keep: Sequence[int], n_demo_tokens: int, full, mine) -> None:
+    """Notebook 05's by-hand Hidden_anchor on the first prompt of the prompt set ``icl``: the kept tokens
+    (:func:`hidden_anchor_kept_line`) and the label logits at q of full ICL (``full``) beside those through the
+    pruned cache (``mine``), one row per label word of ``icl.task``, rounded to 2 decimals."""
+    print(hidden_anchor_kept_line(tokenizer, icl.prompts[0], keep, n_demo_tokens))
+    logits = pd.DataFrame({"full ICL": full, "Hidden_anchor (by hand)": mine}, index=list(icl.task.label_words))
+    display(logits.round(2))
+
+
+def compression_table2(avg: pd.DataFrame, model_name: str) -> pd.DataFrame:
+    """Table 2 beside the paper's: ``avg`` (one row per method, columns LL, WL, Acc in %) prefixed
+    ``"<model> (ours) "`` and rounded to 2 decimals, after the paper's GPT2-XL and GPT-J columns
+    (:data:`helpers.study.paper.TABLE2`) for the same methods."""
+    methods = list(avg.index)
+    paper2 = pd.DataFrame({f"{m} {col}": [PA.TABLE2[m][meth][i] for meth in methods]
+                           for m in ("GPT2-XL", "GPT-J") for i, col in enumerate(("LL", "WL", "Acc"))}, index=methods)
+    return pd.concat([paper2, avg.add_prefix(f"{model_name.split('/')[-1]} (ours) ").round(2)], axis=1)
+
+
+def show_compression_table2(avg: pd.DataFrame, bars: pd.DataFrame, intervals: Mapping, model_name: str,
+                            suffix: str = "") -> None:
+    """Notebook 05's Table 2: :func:`compression_table2`, then the bars of loyalty and accuracy
+    (:func:`plot_compression_bars`; ``bars``: method, metric, value as fractions) with the 95% intervals
+    ``intervals[(method, metric)]`` (in %, drawn as fractions), saved as ``05_table2_bars<suffix>``."""
+    display(compression_table2(avg, model_name))
+    fig = plot_compression_bars(bars, title=f"{model_name}: loyalty and accuracy, mean over tasks",
+                                intervals={(met, m): iv.scaled(0.01) for (m, met), iv in intervals.items()})
+    _show_figure(fig, "05_table2_bars" + suffix)
+
+
+def compression_table3(speed: pd.DataFrame) -> pd.DataFrame:
+    """Table 3 beside the paper's: the lengths, token-ratio bound and speed-up with its interval per task of
+    ``speed`` (rounded to 2 decimals), then the paper's speed-ups (GPT2-XL, GPT-J) and its L_demo / L_x."""
+    table3 = speed[["task", "L_demo", "L_x", "L_anchor", "bound", "speedup", "speedup_low", "speedup_high"]].round(2)
+    for m in ("GPT2-XL", "GPT-J"):
+        table3[f"paper {m}"] = [PA.TABLE3_SPEEDUP[m][PA.paper_key(t)] for t in table3.task]
+    table3["paper L_demo / L_x"] = [f"{PA.TABLE3_LDEMO[PA.paper_key(t)]} / {PA.TABLE3_LX[PA.paper_key(t)]}"
+                                   for t in table3.task]
+    return table3
+
+
+def show_compression_speedup(speed: pd.DataFrame, model_name: str) -> None:
+    """Notebook 05's Table 3 (:func:`compression_table3`) and its figure of speed-up against the token-ratio bound
+    (:func:`plot_speedup`), saved as ``05_speedup``."""
+    display(compression_table3(speed))
+    _show_figure(plot_speedup(speed, title=f"{model_name}: Hidden_anchor speed-up vs token-ratio bound"), "05_speedup")
+
+
+# --------------------------------------------------------------------------------- notebook 06: error diagnosis
+
+def diagnosis_setting_lines(profile, cfg, layer: int) -> list[str]:
+    """The run's profile, and the diagnosed layer with the model's depth and (key/value) head counts."""
+    return [str(profile), f"layer {layer} of {cfg.n_layers}; n_heads {cfg.n_heads}, "
+                          f"n_key_value_heads {cfg.n_key_value_heads}"]
+
+
+def show_diagnosis_setting(profile, cfg, layer: int) -> None:
+    """Prints :func:`diagnosis_setting_lines`."""
+    print("\n".join(diagnosis_setting_lines(profile, cfg, layer)))
+
+
+def query_projections_line(score, dist, pair: tuple[int, int], names: Sequence[str], gold: int) -> str:
+    """One query against the label words' keys: its gold class, the class whose key matches best (argmax of
+    ``score``) and the closest pair ``pair`` with its distance in ``dist``."""
+    a, b = pair
+    return (f"gold {names[gold]}; best-matching key {names[int(score.argmax())]}; closest pair seen by this "
+            f"query: {names[a]}–{names[b]} ({dist[a, b]:.1f})")
+
+
+def show_query_projections(projections, score, dist, pair: tuple[int, int], names: Sequence[str], gold: int) -> None:
+    """Notebook 06's by-hand query: :func:`query_projections_line`, then ``projections`` (``[head, classes]``) as a
+    table, one row per head, rounded to 1 decimal."""
+    print(query_projections_line(score, dist, pair, names, gold))
+    display(pd.DataFrame(np.asarray(projections), columns=list(names),
+                         index=[f"head {h}" for h in range(len(projections))]).round(1))
+
+
+def seed_accuracy_lines(vecs: Mapping) -> list[str]:
+    """Per seed of ``vecs`` (``{seed: QKVectors}``): the number of inputs and the accuracy of the model's
+    prediction (argmax of its label probabilities) against the gold labels."""
+    return [f"seed {seed}: {len(v.gold)} inputs, accuracy {(v.label_probs.argmax(-1) == v.gold).float().mean():.3f}"
+            for seed, v in vecs.items()]
+
+
+def show_seed_accuracies(vecs: Mapping) -> None:
+    """Prints :func:`seed_accuracy_lines`."""
+    print("\n".join(seed_accuracy_lines(vecs)))
+
+
+def confused_pairs_table(predicted, actual, names: Sequence[str]) -> pd.DataFrame:
+    """The class pairs (upper triangle) with their predicted (key distance) and actual (AUC) confusion and their
+    ranks, most confused (lowest AUC) first, rounded to 3 decimals."""
+    predicted, actual = np.asarray(predicted), np.asarray(actual)
+    iu = np.triu_indices(len(names), 1)
+    pairs = pd.DataFrame({"pair": [f"{names[a]}–{names[b]}" for a, b in zip(*iu)],
+                          "predicted (distance)": predicted[iu], "actual (AUC)": actual[iu]})
+    pairs["rank predicted"], pairs["rank actual"] = pairs["predicted (distance)"].rank(), pairs["actual (AUC)"].rank()
+    return pairs.sort_values("actual (AUC)").round(3)
+
+
+def show_confusion(predicted, actual, names: Sequence[str], rho: float, model_name: str, layer: int,
+                   task: str = "TREC") -> None:
+    """Notebook 06's predicted vs actual confusion: the two heatmaps (:func:`plot_confusion_pair`, titled with the
+    Spearman correlation ``rho``), saved as ``06_confusion_pair``, then :func:`confused_pairs_table`."""
+    fig = plot_confusion_pair(predicted, actual, names,
+                              title=f"{model_name}, {task}, layer {layer}: Spearman {rho:.2f}")
+    _show_figure(fig, "06_confusion_pair")
+    display(confused_pairs_table(predicted, actual, names))
+
+
+def show_diagnosis_sweep(sweep: Mapping[int, float], layer: int, best: int, model_name: str,
+                         task: str = "TREC") -> None:
+    """Notebook 06's layer sweep: the best layer's correlation (shown, not used for the verdict), then the sweep
+    (:func:`plot_layer_sweep`, the chosen ``layer`` marked), saved as ``06_layer_sweep``."""
+    print(f"best layer {best}: {sweep[best]:.2f} (shown, not used for the verdict)")
+    _show_figure(plot_layer_sweep(sweep, chosen=layer, title=f"{model_name}, {task}"), "06_layer_sweep")
