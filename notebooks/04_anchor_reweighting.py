@@ -54,7 +54,7 @@ from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
 from helpers.experiments import reweighting as rw
 from helpers.study import plots
-from helpers.study.claims import report_claims
+from helpers.study.claims import quote_claim, report_claims
 from helpers.study.profiles import current_model_name, get_profile
 
 profile = get_profile()
@@ -187,6 +187,13 @@ report_claims("04_anchor_reweighting", rw.table1_claims(accuracy, gains, context
               metrics={"table1": table1.to_dict(), "epochs": profile.reweight_epochs})
 
 # %% [markdown]
+# Is 5-shot below 1-shot, as in the paper? Notebook 00 tests that difference, paired on the same test inputs.
+# Here is its claim as notebook 00 reported it for this model and profile (the same object, not a restatement):
+
+# %%
+print(quote_claim("00_icl_setting", "00.more_demos_no_help"))
+
+# %% [markdown]
 # ## Questions for discussion
 #
 # 1. The paper multiplies the attention after the softmax and does not renormalise. What would change if the
@@ -259,8 +266,9 @@ report_claims("04_anchor_reweighting", rw.table1_claims(accuracy, gains, context
 # re-weighting (61.3%) is barely above 1-shot (58.1%) and below 5-shot (69.1%), while AGNews gains 27 points
 # (45.3% to 72.8%). The 5-shot averages lie below 1-shot on both models (54.7 → 46.8 and 39.2 → 32.8), the
 # direction of the paper's drop, mostly from TweetEval-emotion on Gemma (45.9% → 9.7%) and TREC on SmolLM2
-# (37.2% → 17.8%); but notebook 00's paired test of that difference is inconclusive on both models (−7.9
-# [−16.4, +0.2] and −6.4 [−13.0, +1.2] points), so this run cannot tell the average drop from none.
+# (37.2% → 17.8%); but notebook 00's paired test of that difference, quoted under the claims above from its
+# own claim object, reads inconclusive on both models in the default run, so this run cannot tell the average
+# drop from none.
 #
 # What this design cannot establish. Re-weighting helps, but without a control that re-weights non-label
 # positions with the same number of parameters (question 2) the gain is evidence that the attention at $q$ is a
