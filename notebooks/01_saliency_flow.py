@@ -53,7 +53,6 @@ from helpers.experiments import saliency as sal
 from helpers.study import plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
-from helpers.study.results import save_figure
 
 profile = get_profile()
 model = load_model(current_model_name())
@@ -183,11 +182,8 @@ I = pattern_saliency(model, prompt, lids)
 flows = saliency_flows(I, prompt)
 torch.testing.assert_close(I, sal.saliency_matrices(model, prompts, lids)[0], rtol=1e-3, atol=1e-5 * float(I.max()))
 torch.testing.assert_close(flows, sal.saliency_flow(model, prompts, lids)[0], rtol=1e-3, atol=1e-6)
-print(f"✓ by hand = helpers on one {get_task(profile.tasks[0]).display} prompt ({len(prompt)} tokens, "
-      f"label positions {prompt.label_pos}, q = {prompt.q})")
 rel = flows / flows.sum(-1, keepdim=True)
-for l in range(0, model.cfg.n_layers, max(1, model.cfg.n_layers // 6)):
-    print(f"layer {l:2d}: relative S_wp {rel[l, 0]:.2f}  S_pq {rel[l, 1]:.2f}  S_ww {rel[l, 2]:.2f}")
+plots.show_saliency_by_hand(get_task(profile.tasks[0]).display, prompt, rel)
 
 # %% [markdown]
 # On this one prompt, the relative flows above already show the pattern the paper describes if $S_{wp}$
@@ -198,8 +194,7 @@ for l in range(0, model.cfg.n_layers, max(1, model.cfg.n_layers // 6)):
 # from their own demonstration; in a deep layer, $q$ (the last colon) to draw from the label words.
 
 # %%
-shallow, deep = 1, model.cfg.n_layers - 2
-plots.saliency_view(model, prompt, I, [shallow, deep])
+plots.saliency_view(model, prompt, I, [1, model.cfg.n_layers - 2])  # a shallow and a deep layer
 
 # %% [markdown]
 # ## At scale: every task and seed
@@ -213,10 +208,7 @@ runs = sal.saliency_runs(model, profile.tasks, budget["seeds"], budget["n"], bat
 ivs = sal.flow_intervals(runs)  # {(task, ...): Interval}; task "mean over tasks": the curve averaged over tasks
 display_name = {t: get_task(t).display for t in profile.tasks}
 df = sal.flow_frame(runs).assign(task=lambda d: d["task"].map(display_name))
-fig = plots.plot_flow_curves(df, intervals={(display_name.get(k[0], k[0]), *k[1:]): iv for k, iv in ivs.items()},
-                             title=f"Relative saliency flows per layer, {current_model_name()} "
-                                   f"(mean over {len(budget['seeds'])} seed(s), 95% CI)")
-_ = save_figure(fig, "01_saliency_flow")
+_ = plots.show_flow_curves(df, ivs, display_name, current_model_name(), len(budget["seeds"]))
 
 # %% [markdown]
 # ## Paper vs ours

@@ -55,7 +55,6 @@ import warnings
 
 import pandas as pd
 import torch
-from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
@@ -64,7 +63,6 @@ from helpers.experiments import isolation as iso
 from helpers.study import plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
-from helpers.study.results import save_figure
 
 profile = get_profile()
 model = load_model(current_model_name())
@@ -155,10 +153,7 @@ with torch.no_grad():
         torch.testing.assert_close(mine, iso.run_isolation(model, [prompt], lids, "label", where, k).label_logits[0],
                                    rtol=1e-4, atol=1e-4)
         moves[f"label words isolated, {where} {k} layers"] = mine
-print(f"✓ by hand = helper on one {get_task(profile.tasks[0]).display} prompt ({len(prompt)} tokens, label "
-      f"positions {prompt.label_pos}, q = {prompt.q}, gold: {get_task(profile.tasks[0]).label_words[prompt.gold]})")
-display(pd.DataFrame({name: logits.softmax(-1).tolist() for name, logits in moves.items()},
-                     index=[f"P({w})" for w in get_task(profile.tasks[0]).label_words]).T.round(3))
+plots.show_isolation_by_hand(get_task(profile.tasks[0]), prompt, moves)
 
 # %% [markdown]
 # The table gives the probabilities over the label words on this one prompt, without isolation and with
@@ -172,6 +167,12 @@ display(pd.DataFrame({name: logits.softmax(-1).tolist() for name, logits in move
 # words, first or last $k$ layers) for $k = 5$, the random ones on the profile's first
 # `n_random_control` inputs (all of them in the default profile). The first seed also runs the sweep
 # over $k$. Results are cached on disk.
+#
+# The cell shows how many inputs each condition ran on, the label and word loyalty of the four conditions at
+# $k = 5$ (bars with 95% intervals), the label loyalty (%) per task, then the sweep.
+#
+# **Sweep over the number of isolated layers.** This uses the sweep seed(s) only; $k = 5$ is included for every
+# seed. The random control runs on its first inputs at every $k$.
 
 # %%
 runs = iso.isolation_runs(model, profile.tasks, budget["seeds"], budget["n"], k_main=k,
@@ -179,24 +180,8 @@ runs = iso.isolation_runs(model, profile.tasks, budget["seeds"], budget["n"], k_
                       batch_size=budget["batch_size"], profile=profile.name, sweep_n=budget["sweep_n"],
                       random_draw=budget["random_draw"], random_n=budget["random_n"])
 df = iso.loyalty_frame(runs).assign(task=lambda d: d["task"].map(lambda t: get_task(t).display))
-print(f"Random control on the first {budget['random_n']} inputs of each task and seed; inputs per (task, seed):")
-display(df[df.k == k].groupby(["condition", "task"])["n"].first().unstack())
 loyalty, drop = iso.isolation_intervals(df, k)  # 95% intervals: seeds, then inputs within each (task, seed)
-fig = plots.plot_loyalty_bars(df, k=k, title=f"Isolation in the first / last {k} layers, {current_model_name()}",
-                              intervals={((c, w), f"{m}ty"): iv.scaled(100) for (c, w, m), iv in loyalty.items()})
-_ = save_figure(fig, "02_isolation_loyalty")
-
-# %% [markdown]
-# ### Sweep over the number of isolated layers
-#
-# This uses the sweep seed(s) only; $k = 5$ is included for every seed. The random control runs on
-# its first inputs at every $k$.
-
-# %%
-fig = plots.plot_loyalty_sweep(df[df.seed.isin(budget["sweep_seeds"])],
-                               title=f"Loyalty vs isolated layers (seed(s) {list(budget['sweep_seeds'])}; "
-                                     f"k != {k} on " + (f"the first {budget['sweep_n']} inputs)" if budget["sweep_n"] else "all inputs)"))
-_ = save_figure(fig, "02_isolation_sweep")
+plots.show_isolation_loyalty(df, k, loyalty, current_model_name(), budget)
 
 # %% [markdown]
 # ### Table 5: top-5 tokens at $q$ with and without first-layers isolation (AGNews)
@@ -207,16 +192,13 @@ _ = save_figure(fig, "02_isolation_sweep")
 
 # %%
 t5_task = "agnews" if "agnews" in profile.tasks else profile.tasks[0]
-r0 = runs[(t5_task, budget["seeds"][0])]
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", LabelWordWarning)
     t5_lids = label_token_ids(model.tokenizer, t5_task)
-display(plots.topk_table(model, r0["base"], r0[("label", "first", k)], n=4))
 share = {c: float(pd.Series([iso.label_token_share(runs[(t5_task, s)][key], t5_lids) for s in budget["seeds"]]).mean())
          for c, key in [("without isolation", "base"), (f"label words first {k}", ("label", "first", k)),
                         (f"label words last {k}", ("label", "last", k))]}
-print(f"{get_task(t5_task).display}, share of top-5 tokens that are label words: "
-      + ", ".join(f"{c} {v:.0%}" for c, v in share.items()))
+plots.show_top_tokens(model, runs[(t5_task, budget["seeds"][0])], k, share, get_task(t5_task).display)
 
 # %% [markdown]
 # ## Paper vs ours
@@ -238,11 +220,10 @@ print(f"{get_task(t5_task).display}, share of top-5 tokens that are label words:
 # holds but not all, "does not replicate" if some paired drop lies below zero, "inconclusive" otherwise.
 
 # %%
-display((100 * df[df.k == k].pivot_table(index=["condition", "where"], columns="task", values="label_loyalty")).round(1))
 verdict, _ = iso.isolation_verdict({(c, w): iv for (c, w, m), iv in loyalty.items() if m == "label_loyal"}, drop)
+word_pct = {f"{c}-{w}": str(iv.scaled(100)) for (c, w, m), iv in loyalty.items() if m == "word_loyal"}
 claims = iso.isolation_claims(loyalty, drop, k, context=f"{current_model_name()}, {len(budget['seeds'])} seed(s)")
-_ = report_claims("02_shallow_isolation", claims, metrics={"verdict": verdict, "word_loyalty_pct": {
-    f"{c}-{w}": str(iv.scaled(100)) for (c, w, m), iv in loyalty.items() if m == "word_loyal"}, "table5": share})
+_ = report_claims("02_shallow_isolation", claims, metrics=dict(verdict=verdict, word_loyalty_pct=word_pct, table5=share))
 
 # %% [markdown]
 # ## Questions for discussion

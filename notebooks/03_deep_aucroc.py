@@ -51,7 +51,6 @@ import gc
 
 import pandas as pd
 import torch
-from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
@@ -59,7 +58,6 @@ from helpers.experiments import aucroc as auc
 from helpers.study import paper, plots
 from helpers.study.claims import report_claims
 from helpers.study.profiles import current_model_name, get_profile
-from helpers.study.results import save_figure
 
 profile = get_profile()
 model = load_model(current_model_name())
@@ -137,10 +135,7 @@ one = make_icl_set(model, profile.tasks[0], profile.seeds[0], n_test=1)
 prompt = one.prompts[0]
 mine = label_attention_at_q(model, prompt, len(one.label_ids))
 torch.testing.assert_close(mine, auc.label_attention_reference(model, prompt, one.label_ids))
-print(f"✓ {one.task.display}, one prompt of {len(prompt)} tokens: by hand = label_attention on all "
-      f"{model.cfg.n_layers} layers")
-by_hand = pd.DataFrame(mine.numpy(), columns=[f"A_l(q, {w!r})" for w in one.task.label_words]).rename_axis("layer")
-display(by_hand.T.round(3))
+plots.show_label_attention_by_hand(one.task, prompt, mine)
 
 # %% [markdown]
 # Reading the table: each column is a layer, each row a class's label words; a value is a sum over heads, so it
@@ -156,6 +151,10 @@ display(by_hand.T.round(3))
 # ## At scale: AUCROC$_l$ for every task and seed, on both offline models
 #
 # Each (model, task, seed) run is cached on disk. The second model is loaded only for its own runs, then freed.
+#
+# **Per task** (the table under the figure): peak $\mathrm{AUCROC}_l$ and the layer where $R_l$ first passes 0.5,
+# per model and task (mean curve over seeds), and each model's mean over tasks. A run in which the model predicts
+# a single class for every input has no defined AUC and is skipped (counted in the last column).
 
 # %%
 names = [current_model_name()]
@@ -170,18 +169,8 @@ for name in names:
         del m
         gc.collect()
 curves = {name: auc.mean_curves(frames[name]) for name in names}
-fig = plots.plot_aucroc_curves({f"{name.split('/')[-1]} (mean over tasks, seeds)": c for name, c in curves.items()})
-_ = save_figure(fig, "03_aucroc")
-
-# %% [markdown]
-# ### Per task
-#
-# Peak $\mathrm{AUCROC}_l$ and the layer where $R_l$ first passes 0.5, per model and task (mean curve over
-# seeds), and each model's mean over tasks. A run in which the model predicts a single class for every input
-# has no defined AUC and is skipped (counted in the last column).
-
-# %%
-display(auc.per_task_table(pd.concat(frames.values(), ignore_index=True)))
+per_task = auc.per_task_table(pd.concat(frames.values(), ignore_index=True))
+_ = plots.show_aucroc(curves, per_task)
 
 # %% [markdown]
 # ## Paper vs ours
@@ -202,8 +191,8 @@ display(auc.per_task_table(pd.concat(frames.values(), ignore_index=True)))
 # model appears in the figure and the table above; its own run (`ICL_MODEL`) reports its claims.
 
 # %%
-claims = auc.aucroc_claims(curves[current_model_name()], auc.curve_intervals(raw), current_model_name(),
-                       peak_target=paper.FIG5_PEAK_AUCROC)
+ivs = auc.curve_intervals(raw)  # 95% intervals: seeds, then test inputs within each (task, seed)
+claims = auc.aucroc_claims(curves[current_model_name()], ivs, current_model_name(), peak_target=paper.FIG5_PEAK_AUCROC)
 report_claims("03_deep_aucroc", claims, metrics={n: c.to_dict("list") for n, c in curves.items()}, digits=2)
 
 # %% [markdown]

@@ -1,4 +1,9 @@
-"""Notebooks 01-03: saliency flow curves and view, loyalty bars and sweep, AUC-ROC / R_l curves."""
+"""Notebooks 01-03: saliency flow curves and view, loyalty bars and sweep, AUC-ROC / R_l curves.
+
+``plot_*`` build a figure and return it; ``show_*`` show one result of a notebook (its printed lines, tables and
+figures, in the notebook's order) and save every figure under the name the results folder and the README use. The
+``*_line(s)`` and ``*_table`` functions build what a ``show_*`` prints or displays, so it can be read and tested.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from IPython.display import display
+
+from helpers.study.results import save_figure
 
 from .setting import integer_ticks
 
-__all__ = ["plot_flow_curves", "saliency_view", "plot_loyalty_bars", "plot_loyalty_sweep", "plot_aucroc_curves", "topk_table"]
+__all__ = ["plot_flow_curves", "saliency_view", "plot_loyalty_bars", "plot_loyalty_sweep", "plot_aucroc_curves", "topk_table",
+           # notebook 01
+           "saliency_by_hand_lines", "show_saliency_by_hand", "show_flow_curves",
+           # notebook 02
+           "isolation_by_hand_line", "isolation_probs_table", "show_isolation_by_hand", "isolation_inputs_table",
+           "label_loyalty_table", "show_isolation_loyalty", "label_word_share_line", "show_top_tokens",
+           # notebook 03
+           "label_attention_by_hand_line", "label_attention_table", "show_label_attention_by_hand", "show_aucroc"]
 
 _FLOW_COLORS = {"S_wp": "#1f77b4", "S_pq": "#d62728", "S_ww": "#7f7f7f"}
 
@@ -172,3 +187,158 @@ _WHITESPACE_SHOWN = str.maketrans({" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5"
 
 def _token_shown(s: str) -> str:
     return s.translate(_WHITESPACE_SHOWN) if s else "(empty)"
+
+
+def _show_figure(fig, name: str) -> None:
+    """Save ``fig`` as ``figures/<name>.png`` in the results folder, show it where it stands in the output, and
+    close it (so the notebook does not show it a second time at the end of the cell)."""
+    save_figure(fig, name)
+    display(fig)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------ notebook 01
+
+def saliency_by_hand_lines(task: str, prompt, rel) -> list[str]:
+    """What notebook 01 prints after its by-hand saliency matches the helpers on one prompt.
+
+    ``task``: the task's display name; ``prompt``: the :class:`~helpers.core.prompts.Prompt`; ``rel``: its
+    ``[layer, 3]`` flows S_wp, S_pq, S_ww, each row divided by its sum. A first line names the prompt (tokens,
+    label positions, q), then one line per sixth of the layers (layer 0 first) with the three relative flows.
+    """
+    n_layers = int(rel.shape[0])
+    lines = [f"✓ by hand = helpers on one {task} prompt ({len(prompt)} tokens, "
+             f"label positions {prompt.label_pos}, q = {prompt.q})"]
+    for l in range(0, n_layers, max(1, n_layers // 6)):
+        lines.append(f"layer {l:2d}: relative S_wp {rel[l, 0]:.2f}  S_pq {rel[l, 1]:.2f}  S_ww {rel[l, 2]:.2f}")
+    return lines
+
+
+def show_saliency_by_hand(task: str, prompt, rel) -> None:
+    """Print :func:`saliency_by_hand_lines`."""
+    print("\n".join(saliency_by_hand_lines(task, prompt, rel)))
+
+
+def show_flow_curves(df: pd.DataFrame, intervals: dict, labels: dict, model_name: str, n_seeds: int,
+                     name: str = "01_saliency_flow"):
+    """Show and save (as ``name``) the relative flows per layer of every task with their 95% bands (paper Fig 3).
+
+    ``df``: :func:`helpers.experiments.saliency.flow_frame` with tasks renamed by ``labels`` (task -> display
+    name); ``intervals``: :func:`helpers.experiments.saliency.flow_intervals`, keyed by task id, renamed here the
+    same way (a key not in ``labels``, e.g. the mean over tasks, keeps its name). Returns the figure (closed).
+    """
+    fig = plot_flow_curves(df, intervals={(labels.get(k[0], k[0]), *k[1:]): iv for k, iv in intervals.items()},
+                           title=f"Relative saliency flows per layer, {model_name} "
+                                 f"(mean over {n_seeds} seed(s), 95% CI)")
+    _show_figure(fig, name)
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------ notebook 02
+
+def isolation_by_hand_line(task, prompt) -> str:
+    """The line notebook 02 prints when its by-hand isolation matches the helper on one prompt of ``task`` (a
+    :class:`~helpers.core.tasks.Task`): the prompt's length, label positions, q and gold label word."""
+    return (f"✓ by hand = helper on one {task.display} prompt ({len(prompt)} tokens, label "
+            f"positions {prompt.label_pos}, q = {prompt.q}, gold: {task.label_words[prompt.gold]})")
+
+
+def isolation_probs_table(moves: dict, label_words) -> pd.DataFrame:
+    """One row per condition of ``moves`` (name -> label-word logits at q), one column ``P(<word>)`` per label
+    word: the probabilities over the label words (softmax of the logits), rounded to 3 digits."""
+    return pd.DataFrame({name: logits.softmax(-1).tolist() for name, logits in moves.items()},
+                        index=[f"P({w})" for w in label_words]).T.round(3)
+
+
+def show_isolation_by_hand(task, prompt, moves: dict) -> None:
+    """Print :func:`isolation_by_hand_line` and display :func:`isolation_probs_table` of ``moves``."""
+    print(isolation_by_hand_line(task, prompt))
+    display(isolation_probs_table(moves, task.label_words))
+
+
+def isolation_inputs_table(df: pd.DataFrame, k: int) -> pd.DataFrame:
+    """Inputs per (task, seed) of every condition at ``k`` isolated layers: one row per condition, one column
+    per task (``df``: :func:`helpers.experiments.isolation.loyalty_frame`, column ``n``)."""
+    return df[df.k == k].groupby(["condition", "task"])["n"].first().unstack()
+
+
+def label_loyalty_table(df: pd.DataFrame, k: int) -> pd.DataFrame:
+    """Label loyalty (%) at ``k`` isolated layers, one row per (condition, where), one column per task (mean
+    over seeds), rounded to 1 digit."""
+    return (100 * df[df.k == k].pivot_table(index=["condition", "where"], columns="task",
+                                            values="label_loyalty")).round(1)
+
+
+def show_isolation_loyalty(df: pd.DataFrame, k: int, loyalty: dict, model_name: str, budget: dict) -> None:
+    """Notebook 02's results at scale, in order: how many inputs each condition ran on
+    (:func:`isolation_inputs_table`), the label and word loyalty of the four conditions at ``k`` layers with
+    their 95% intervals (saved as ``02_isolation_loyalty``), the label loyalty per task
+    (:func:`label_loyalty_table`), and the sweep over the number of isolated layers (saved as
+    ``02_isolation_sweep``).
+
+    ``df``: :func:`helpers.experiments.isolation.loyalty_frame`; ``loyalty[(condition, where, metric)]``:
+    intervals of the loyalties as fractions (``metric`` ``label_loyal`` or ``word_loyal``,
+    :func:`helpers.experiments.isolation.isolation_intervals`); ``budget``: the notebook's sizes
+    (``random_n``, ``sweep_seeds``, ``sweep_n``).
+    """
+    print(f"Random control on the first {budget['random_n']} inputs of each task and seed; inputs per (task, seed):")
+    display(isolation_inputs_table(df, k))
+    _show_figure(plot_loyalty_bars(df, k=k, title=f"Isolation in the first / last {k} layers, {model_name}",
+                                   intervals={((c, w), f"{m}ty"): iv.scaled(100) for (c, w, m), iv in loyalty.items()}),
+                 "02_isolation_loyalty")
+    display(label_loyalty_table(df, k))
+    sweep_seeds, sweep_n = list(budget["sweep_seeds"]), budget["sweep_n"]
+    inputs = f"the first {sweep_n} inputs)" if sweep_n else "all inputs)"
+    _show_figure(plot_loyalty_sweep(df[df.seed.isin(sweep_seeds)],
+                                    title=f"Loyalty vs isolated layers (seed(s) {sweep_seeds}; k != {k} on {inputs}"),
+                 "02_isolation_sweep")
+
+
+def label_word_share_line(task: str, share: dict) -> str:
+    """``"<task>, share of top-5 tokens that are label words: <condition> <share>%, ..."`` (``share``: condition
+    -> fraction)."""
+    return f"{task}, share of top-5 tokens that are label words: " + ", ".join(f"{c} {v:.0%}" for c, v in share.items())
+
+
+def show_top_tokens(model, run: dict, k: int, share: dict, task: str, n: int = 4) -> None:
+    """Paper Table 5: display :func:`topk_table` for the first ``n`` inputs of ``run`` (one (task, seed) of
+    :func:`helpers.experiments.isolation.isolation_runs`: ``"base"`` without isolation, ``("label", "first", k)``
+    with the label words isolated in the first ``k`` layers), then print :func:`label_word_share_line`."""
+    display(topk_table(model, run["base"], run[("label", "first", k)], n=n))
+    print(label_word_share_line(task, share))
+
+
+# ------------------------------------------------------------------------------------------------ notebook 03
+
+def label_attention_by_hand_line(task, prompt, n_layers: int) -> str:
+    """The line notebook 03 prints when its by-hand label attention matches the helper on one prompt of ``task``
+    (a :class:`~helpers.core.tasks.Task`) on all ``n_layers`` layers."""
+    return (f"✓ {task.display}, one prompt of {len(prompt)} tokens: by hand = label_attention on all "
+            f"{n_layers} layers")
+
+
+def label_attention_table(attn, label_words) -> pd.DataFrame:
+    """``attn`` (``[layer, class]``: attention from q to each class's label words, summed over heads) as a table
+    with one row per class (``A_l(q, '<word>')``) and one column per layer, rounded to 3 digits."""
+    by_hand = pd.DataFrame(np.asarray(attn), columns=[f"A_l(q, {w!r})" for w in label_words]).rename_axis("layer")
+    return by_hand.T.round(3)
+
+
+def show_label_attention_by_hand(task, prompt, attn) -> None:
+    """Print :func:`label_attention_by_hand_line` and display :func:`label_attention_table` of ``attn``."""
+    print(label_attention_by_hand_line(task, prompt, len(attn)))
+    display(label_attention_table(attn, task.label_words))
+
+
+def show_aucroc(curves: dict, per_task: pd.DataFrame, name: str = "03_aucroc"):
+    """Show and save (as ``name``) the AUCROC_l and R_l curves of every model (paper Fig 5), then display the
+    table ``per_task`` (:func:`helpers.experiments.aucroc.per_task_table`).
+
+    ``curves``: model name -> its curve averaged over tasks and seeds
+    (:func:`helpers.experiments.aucroc.mean_curves`); each panel is titled by the name's last part. Returns
+    the figure (closed).
+    """
+    fig = plot_aucroc_curves({f"{m.split('/')[-1]} (mean over tasks, seeds)": c for m, c in curves.items()})
+    _show_figure(fig, name)
+    display(per_task)
+    return fig
