@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -72,10 +73,11 @@ def _html_text(data) -> str:
     return "".join(data) if isinstance(data, list) else data
 
 
-def prepare_notebook(src: Path, dst: Path) -> int:
+def prepare_notebook(src: Path, dst: Path, pages: set[str] = frozenset(), notebooks: tuple[str, ...] = ()) -> int:
     """Copy an executed notebook for the site: every circuitsvis mount point closed
     (:func:`helpers.study.plots.close_view_divs`), widget state and widget outputs dropped (progress bars keep
-    their text form). Refuses a notebook with an error output (a failed cell) or a
+    their text form), the links of its markdown cells rewritten for the site (:func:`rewrite_links`, with the
+    site's ``pages`` and ``notebooks``). Refuses a notebook with an error output (a failed cell) or a
     view that loads its code from the network. Returns the number of circuitsvis views."""
     from helpers.study.plots import close_view_divs
 
@@ -85,6 +87,8 @@ def prepare_notebook(src: Path, dst: Path) -> int:
     nb.get("metadata", {}).pop("widgets", None)
     views = 0
     for i, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") == "markdown":  # links as the site sees them (rewrite_links)
+            cell["source"] = rewrite_links(_html_text(cell.get("source", "")), "notebooks", pages, notebooks)
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 raise SiteError(f"{src}: cell {i} failed when it ran ({out.get('ename')}: {out.get('evalue')}); "
@@ -109,12 +113,14 @@ _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 
 
 def rewrite_links(text: str, page_dir: str, pages: set[str], notebooks: tuple[str, ...] = ()) -> str:
-    """Links of a markdown page as the site sees them. ``page_dir``: the page's folder in the repository
-    (``""`` for the README, ``"docs"`` for docs pages). Links to pages that are in the site (``pages``: their
-    repository paths) point at the staged page; figures at ``figures/``; links to other files of the
-    repository become their path in code (the site has no copy of them), except a notebook's source
-    (``notebooks/<stem>.py``), which links to its rendered page when ``notebooks`` has that stem; web links and
-    anchors stay."""
+    """Links of a markdown page (or a notebook's markdown cell) as the site sees them. ``page_dir``: the page's
+    folder in the repository (``""`` for the README, ``"docs"`` for docs pages, ``"notebooks"`` for a notebook).
+    Links to pages that are in the site (``pages``: their repository paths) point at the staged page; figures at
+    ``figures/``; a notebook's source or notebook (``notebooks/<stem>.py`` or ``.ipynb``) at its rendered page
+    when ``notebooks`` has that stem; links to other files of the repository become their path in code (the site
+    has no copy of them); web links and anchors stay. Staged paths are written relative to where the page is
+    staged (docs pages and the README at the site's root, notebooks in ``notebooks/``)."""
+    staged_dir = "notebooks" if page_dir == "notebooks" else ""
 
     def resolve(target: str) -> str:
         parts = []
@@ -126,19 +132,23 @@ def rewrite_links(text: str, page_dir: str, pages: set[str], notebooks: tuple[st
                 parts.append(part)
         return "/".join(parts)
 
+    def rel(site_path: str) -> str:
+        return os.path.relpath(site_path, staged_dir or ".")
+
     def rep(m: re.Match) -> str:
         bang, text_, target = m.groups()
         if re.match(r"^(https?:|mailto:|#)", target):
             return m.group(0)
         path, _, anchor = target.partition("#")
+        anchor = f"#{anchor}" if anchor else ""
         repo_path = resolve(path)
         if repo_path.startswith("docs/figures/"):
-            return f"{bang}[{text_}]({repo_path[len('docs/'):]})"
-        if repo_path.startswith("notebooks/") and Path(repo_path).stem in notebooks:
-            return f"[{text_}]({repo_path[:-len(Path(repo_path).suffix)]}.ipynb)"
+            return f"{bang}[{text_}]({rel(repo_path[len('docs/'):])})"
+        nb = Path(repo_path)
+        if nb.parent.as_posix() == "notebooks" and nb.suffix in (".py", ".ipynb") and nb.stem in notebooks:
+            return f"[{text_}]({rel(f'notebooks/{nb.stem}.ipynb')}{anchor})"
         if repo_path in pages:
-            staged = "index.md" if repo_path == "README.md" else Path(repo_path).name
-            return f"[{text_}]({staged}{'#' + anchor if anchor else ''})"
+            return f"[{text_}]({rel('index.md' if repo_path == 'README.md' else nb.name)}{anchor})"
         return f"{text_} (`{repo_path}`)" if text_.strip("`") != repo_path else f"`{repo_path}`"
 
     return _LINK.sub(rep, text)
@@ -157,7 +167,7 @@ def stage(out: Path, notebooks: dict[str, Path], summary: Path | None, model_fol
                                                    tuple(notebooks)))
     views = {}
     for stem, src in notebooks.items():
-        views[stem] = prepare_notebook(src, out / "notebooks" / f"{stem}.ipynb")
+        views[stem] = prepare_notebook(src, out / "notebooks" / f"{stem}.ipynb", pages, tuple(notebooks))
     index = rewrite_links((ROOT / "README.md").read_text(), "", pages, tuple(notebooks))
     run_line = (f"The notebooks on this site are those of the `{key}` run of `{model_folder}` (notebook 09: the "
                 f"positive control), executed by `make run`; the summary of that run is [its RESULTS]"

@@ -63,6 +63,12 @@ def test_links_are_rewritten_to_stay_inside_the_site():
         "[d](https://arxiv.org/abs/2305.14160) [e](#here) [`01`](notebooks/01_saliency_flow.ipynb) g (`notebooks/x.py`)")
     assert build_site.rewrite_links("[b](your-own.md#settings) [r](../README.md#x) ![f](figures/y.png)", "docs",
                                     pages) == "[b](your-own.md#settings) [r](index.md#x) ![f](figures/y.png)"
+    # a notebook's markdown: staged in notebooks/, so pages at the root are one level up
+    nb_md = ("[x](../exercises/01_saliency_flow.ipynb) [n](02_shallow_isolation.ipynb#sec) [r](../README.md) "
+             "[s](../docs/start.md#two-commands) ![f](../docs/figures/a.png) [h](../helpers/core/prefix.py)")
+    assert build_site.rewrite_links(nb_md, "notebooks", pages, ("01_saliency_flow", "02_shallow_isolation")) == (
+        "x (`exercises/01_saliency_flow.ipynb`) [n](02_shallow_isolation.ipynb#sec) [r](../index.md) "
+        "[s](../start.md#two-commands) ![f](../figures/a.png) h (`helpers/core/prefix.py`)")
 
 
 def _nb(outputs: list[dict], metadata: dict | None = None) -> dict:
@@ -111,7 +117,8 @@ _SAMPLE = [
              "from helpers.study import plots\n\nmodel = make_tiny_model('rotary', seed=0)\n"
              "prompt = make_icl_set(model, 'sst2', seed=42, n_test=1).prompts[0]\n"
              "plots.attention_view(model, prompt, layer=0)"),
-    ("markdown", "## After the view\n\nThis heading must not nest inside the view above."),
+    ("markdown", "## After the view\n\nThis heading must not nest inside the view above. The [exercise version]"
+                 "(../exercises/00_sample.ipynb) is not in the site; [the front page](../README.md) is."),
     ("code", "from tqdm.auto import tqdm\nfor _ in tqdm(range(3)):\n    pass"),
     ("code", "import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(3, 2))\nax.plot([0, 1], [0, 1])\n"
              "plt.show()"),
