@@ -17,6 +17,16 @@ warnings.filterwarnings("ignore", category=UserWarning, module="transformer_lens
 TINY_KINDS = ("gpt2", "rotary", "gqa")
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """No test leaves a matplotlib figure open for the next one (the figures of the plots helpers, shown or not)."""
+    yield
+    import sys
+
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
+
+
 @pytest.fixture(scope="session", params=TINY_KINDS)
 def tiny_model(request):
     """A tiny random model: learned positions (gpt2), rotary, and grouped-query rotary."""

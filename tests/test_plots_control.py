@@ -7,7 +7,6 @@ from types import SimpleNamespace
 import matplotlib
 import numpy as np
 import pandas as pd
-import pytest
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -18,12 +17,6 @@ from helpers.study.stats import Interval  # noqa: E402
 
 def iv(est: float, lo: float, hi: float) -> Interval:
     return Interval(est, lo, hi, 1, 32)
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
 
 
 def test_setup_text_prints_profile_sizes_training_and_one_sequence(capsys):

@@ -31,12 +31,6 @@ def iv(est: float, lo: float, hi: float) -> Interval:
     return Interval(est, lo, hi, 2, 64)
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
 @pytest.fixture
 def results(tmp_path, monkeypatch):
     monkeypatch.setenv("ICL_RESULTS_DIR", str(tmp_path))

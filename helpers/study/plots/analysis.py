@@ -15,9 +15,7 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import display
 
-from helpers.study.results import save_figure
-
-from .setting import integer_ticks
+from .setting import integer_ticks, show_figure
 
 __all__ = ["plot_flow_curves", "saliency_view", "plot_loyalty_bars", "plot_loyalty_sweep", "plot_aucroc_curves", "topk_table",
            # notebook 01
@@ -189,14 +187,6 @@ def _token_shown(s: str) -> str:
     return s.translate(_WHITESPACE_SHOWN) if s else "(empty)"
 
 
-def _show_figure(fig, name: str) -> None:
-    """Save ``fig`` as ``figures/<name>.png`` in the results folder, show it where it stands in the output, and
-    close it (so the notebook does not show it a second time at the end of the cell)."""
-    save_figure(fig, name)
-    display(fig)
-    plt.close(fig)
-
-
 # ------------------------------------------------------------------------------------------------ notebook 01
 
 def saliency_by_hand_lines(task: str, prompt, rel) -> list[str]:
@@ -230,7 +220,7 @@ def show_flow_curves(df: pd.DataFrame, intervals: dict, labels: dict, model_name
     fig = plot_flow_curves(df, intervals={(labels.get(k[0], k[0]), *k[1:]): iv for k, iv in intervals.items()},
                            title=f"Relative saliency flows per layer, {model_name} "
                                  f"(mean over {n_seeds} seed(s), 95% CI)")
-    _show_figure(fig, name)
+    show_figure(fig, name)
     return fig
 
 
@@ -283,13 +273,13 @@ def show_isolation_loyalty(df: pd.DataFrame, k: int, loyalty: dict, model_name: 
     """
     print(f"Random control on the first {budget['random_n']} inputs of each task and seed; inputs per (task, seed):")
     display(isolation_inputs_table(df, k))
-    _show_figure(plot_loyalty_bars(df, k=k, title=f"Isolation in the first / last {k} layers, {model_name}",
+    show_figure(plot_loyalty_bars(df, k=k, title=f"Isolation in the first / last {k} layers, {model_name}",
                                    intervals={((c, w), f"{m}ty"): iv.scaled(100) for (c, w, m), iv in loyalty.items()}),
                  "02_isolation_loyalty")
     display(label_loyalty_table(df, k))
     sweep_seeds, sweep_n = list(budget["sweep_seeds"]), budget["sweep_n"]
     inputs = f"the first {sweep_n} inputs)" if sweep_n else "all inputs)"
-    _show_figure(plot_loyalty_sweep(df[df.seed.isin(sweep_seeds)],
+    show_figure(plot_loyalty_sweep(df[df.seed.isin(sweep_seeds)],
                                     title=f"Loyalty vs isolated layers (seed(s) {sweep_seeds}; k != {k} on {inputs}"),
                  "02_isolation_sweep")
 
@@ -339,6 +329,6 @@ def show_aucroc(curves: dict, per_task: pd.DataFrame, name: str = "03_aucroc"):
     the figure (closed).
     """
     fig = plot_aucroc_curves({f"{m.split('/')[-1]} (mean over tasks, seeds)": c for m, c in curves.items()})
-    _show_figure(fig, name)
+    show_figure(fig, name)
     display(per_task)
     return fig

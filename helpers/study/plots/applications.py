@@ -15,9 +15,8 @@ import seaborn as sns
 from IPython.display import display
 
 from helpers.study import paper as PA
-from helpers.study.results import save_figure
 
-from .setting import integer_ticks
+from .setting import integer_ticks, show_figure
 
 __all__ = ["plot_beta", "plot_loss_curves", "plot_confusion_pair", "plot_layer_sweep", "plot_compression_bars",
            "plot_speedup",
@@ -30,14 +29,6 @@ __all__ = ["plot_beta", "plot_loss_curves", "plot_confusion_pair", "plot_layer_s
            "diagnosis_setting_lines", "show_diagnosis_setting", "query_projections_line", "show_query_projections",
            "seed_accuracy_lines", "show_seed_accuracies", "confused_pairs_table", "show_confusion",
            "show_diagnosis_sweep"]
-
-
-def _show_figure(fig, name: str) -> None:
-    """Save ``fig`` as ``figures/<name>.png`` in the results folder, show it where it stands in the output, and
-    close it (so the notebook does not show it a second time at the end of the cell)."""
-    save_figure(fig, name)
-    display(fig)
-    plt.close(fig)
 
 
 def plot_beta(beta, demo_classes: Sequence[int], class_names: Sequence[str], title: str = ""):
@@ -162,9 +153,9 @@ def show_reweighting_table1(rows: Mapping, table1: pd.DataFrame, first: tuple[st
     display(reweighting_runs_table(rows))
     display(table1)
     res = rows[first].result
-    _show_figure(plot_beta(res.beta, res.demo_classes, task.label_words,
+    show_figure(plot_beta(res.beta, res.demo_classes, task.label_words,
                            title=f"learned beta, {task.display}, seed {first[1]}"), "04_beta_heatmap")
-    _show_figure(plot_loss_curves({f"{t} s{s}": r.result.epoch_losses for (t, s), r in rows.items()}),
+    show_figure(plot_loss_curves({f"{t} s{s}": r.result.epoch_losses for (t, s), r in rows.items()}),
                  "04_training_loss")
 
 
@@ -204,7 +195,7 @@ def show_compression_table2(avg: pd.DataFrame, bars: pd.DataFrame, intervals: Ma
     display(compression_table2(avg, model_name))
     fig = plot_compression_bars(bars, title=f"{model_name}: loyalty and accuracy, mean over tasks",
                                 intervals={(met, m): iv.scaled(0.01) for (m, met), iv in intervals.items()})
-    _show_figure(fig, "05_table2_bars" + suffix)
+    show_figure(fig, "05_table2_bars" + suffix)
 
 
 def compression_table3(speed: pd.DataFrame) -> pd.DataFrame:
@@ -222,7 +213,7 @@ def show_compression_speedup(speed: pd.DataFrame, model_name: str) -> None:
     """Notebook 05's Table 3 (:func:`compression_table3`) and its figure of speed-up against the token-ratio bound
     (:func:`plot_speedup`), saved as ``05_speedup``."""
     display(compression_table3(speed))
-    _show_figure(plot_speedup(speed, title=f"{model_name}: Hidden_anchor speed-up vs token-ratio bound"), "05_speedup")
+    show_figure(plot_speedup(speed, title=f"{model_name}: Hidden_anchor speed-up vs token-ratio bound"), "05_speedup")
 
 
 # --------------------------------------------------------------------------------- notebook 06: error diagnosis
@@ -283,7 +274,7 @@ def show_confusion(predicted, actual, names: Sequence[str], rho: float, model_na
     Spearman correlation ``rho``), saved as ``06_confusion_pair``, then :func:`confused_pairs_table`."""
     fig = plot_confusion_pair(predicted, actual, names,
                               title=f"{model_name}, {task}, layer {layer}: Spearman {rho:.2f}")
-    _show_figure(fig, "06_confusion_pair")
+    show_figure(fig, "06_confusion_pair")
     display(confused_pairs_table(predicted, actual, names))
 
 
@@ -292,4 +283,4 @@ def show_diagnosis_sweep(sweep: Mapping[int, float], layer: int, best: int, mode
     """Notebook 06's layer sweep: the best layer's correlation (shown, not used for the verdict), then the sweep
     (:func:`plot_layer_sweep`, the chosen ``layer`` marked), saved as ``06_layer_sweep``."""
     print(f"best layer {best}: {sweep[best]:.2f} (shown, not used for the verdict)")
-    _show_figure(plot_layer_sweep(sweep, chosen=layer, title=f"{model_name}, {task}"), "06_layer_sweep")
+    show_figure(plot_layer_sweep(sweep, chosen=layer, title=f"{model_name}, {task}"), "06_layer_sweep")

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from helpers.study.results import save_figure
+from .setting import show_figure
 
 __all__ = ["plot_training_curve", "control_setup_text", "show_control_setup", "show_control_training",
            "control_premise_table", "show_control_premise", "control_circuit_table", "control_uniform_text",
@@ -43,13 +43,6 @@ def plot_training_curve(curve: pd.DataFrame, chance: float, title: str = ""):
     return fig
 
 
-def _show_figure(fig) -> None:
-    """Display a finished figure in the cell's output at this point, then close it (no second copy at the cell's
-    end)."""
-    display(fig)
-    plt.close(fig)
-
-
 def control_setup_text(profile_name: str, sizes: Mapping, training: Mapping, prompt) -> str:
     """Two lines: the profile, the run sizes and the checkpoint's training record; one sequence (``prompt.text``)
     and its gold label ``L{prompt.gold}``."""
@@ -69,8 +62,7 @@ def show_control_training(curve: pd.DataFrame, n_labels: int, info: Mapping, nam
     figure ``name`` (:func:`helpers.study.results.save_figure`) and shown."""
     title = f"Training the control (seed {info['recipe']['seed']}, {info['training']['seconds']:.0f} s on the CPU)"
     fig = plot_training_curve(curve, 1 / n_labels, title)
-    save_figure(fig, name, model_name=model_name)
-    _show_figure(fig)
+    show_figure(fig, name, model_name=model_name)
 
 
 def control_premise_table(acc, held, swap: Mapping) -> pd.DataFrame:
@@ -117,7 +109,7 @@ def show_control_saliency(table: pd.DataFrame, frame: pd.DataFrame, intervals: M
     from .analysis import plot_flow_curves
 
     display(table)
-    _show_figure(plot_flow_curves(frame, intervals=intervals))
+    show_figure(plot_flow_curves(frame, intervals=intervals))
 
 
 _ISOLATION = (("label", "first"), ("label", "last"), ("random", "first"), ("random", "last"))
@@ -161,7 +153,7 @@ def show_control_heads(scores, heads: Sequence, ablation: Mapping, intervals: Ma
     print(f"in-context head {heads}; random heads per seed {[r['random_heads'] for r in ablation.values()]}")
     display(control_ablation_table(intervals))
     display(control_one_head_table(one_head))
-    _show_figure(plot_head_map(scores.mean_gain, scores.mean_drop, heads, "control: head attribution at q"))
+    show_figure(plot_head_map(scores.mean_gain, scores.mean_drop, heads, "control: head attribution at q"))
 
 
 def control_two_way_text(mapping: Mapping, carrying, two_towers: Mapping) -> str:

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from .setting import show_figure
+
 __all__ = ["plot_head_map", "plot_ablation", "plot_value_outputs", "plot_two_towers", "plot_biases",
            "head_attention_view", "plot_regime", "heads_setup_text", "print_heads_setup", "by_hand_drop_table",
            "by_hand_vo_text", "show_by_hand_heads", "unrelated_accuracy_table", "mapping_control_table",
@@ -152,17 +154,6 @@ def plot_regime(intervals: dict, title: str = ""):
 # ``.task.display``; ``names`` is ``{task: short name}``.
 
 
-def _show_figure(fig, name: str) -> None:
-    """Save ``fig`` as ``name`` (results folder), show it, close it."""
-    from IPython.display import display
-
-    from helpers.study.results import save_figure
-
-    save_figure(fig, name)
-    display(fig)
-    plt.close(fig)
-
-
 def _head_name(head) -> str:
     l, h = head
     return f"L{l}H{h}"
@@ -238,7 +229,7 @@ def show_head_maps(scores: dict, heads: dict, uts: dict, per_word: dict, pooled:
     for t in heads:
         print(incontext_heads_text(uts[t].task.display, heads[t], per_word[t], pooled[t]))
     for t in heads:
-        _show_figure(plot_head_map(scores[t].mean_gain, scores[t].mean_drop, heads[t], uts[t].task.display),
+        show_figure(plot_head_map(scores[t].mean_gain, scores[t].mean_drop, heads[t], uts[t].task.display),
                      f"07_head_map_{t}")
 
 
@@ -261,7 +252,7 @@ def show_incontext_ablation(runs: dict, intervals: dict, names: dict, conditions
     from IPython.display import display
 
     display(incontext_ablation_table(runs, names, conditions))
-    _show_figure(plot_ablation(incontext_ablation_frame(runs, names, conditions), intervals=intervals), "07_ablation")
+    show_figure(plot_ablation(incontext_ablation_frame(runs, names, conditions), intervals=intervals), "07_ablation")
 
 
 def label_carrying_text(carrying, rates: dict) -> str:
@@ -275,7 +266,7 @@ def show_value_outputs(vo: dict, rates: dict, carrying, uts: dict) -> None:
     print(label_carrying_text(carrying, rates))
     for t in vo:
         title = f"{uts[t].task.display}: VO logit minus per in-context head (label-carrying rate {rates[t]:.2f})"
-        _show_figure(plot_value_outputs(vo[t], title), f"07_value_outputs_{t}")
+        show_figure(plot_value_outputs(vo[t], title), f"07_value_outputs_{t}")
 
 
 def two_towers_table(tt: dict, uts: dict) -> pd.DataFrame:
@@ -298,7 +289,7 @@ def show_two_towers(tt: dict, towers: dict, intervals: dict, uts: dict) -> None:
     display(two_towers_table(tt, uts))
     print(two_towers_text(intervals))
     for t in tt:
-        _show_figure(plot_two_towers(tt[t], towers[t].out_lm, f"{uts[t].task.display}: two towers"),
+        show_figure(plot_two_towers(tt[t], towers[t].out_lm, f"{uts[t].task.display}: two towers"),
                      f"07_two_towers_{t}")
 
 
@@ -327,7 +318,7 @@ def show_head_biases(runs: dict, intervals: dict, names: dict, reading) -> None:
     display(head_bias_table(intervals, reading))
     bars = {(k, st): intervals[k][key] for k in intervals
             for st, key in (("before", "before"), ("after reduction", "after"))}
-    _show_figure(plot_biases(head_bias_frame(runs, names), intervals=bars), "07_biases")
+    show_figure(plot_biases(head_bias_frame(runs, names), intervals=bars), "07_biases")
 
 
 def regime_table(intervals: dict) -> pd.DataFrame:
@@ -388,7 +379,7 @@ def show_regime(intervals: dict, task_names: Sequence[str], sizes: dict, clear: 
         print(regime_excess_text(ablation, all_positions))
     title = (f"{', '.join(task_names)}: swap-averaged accuracy, {len(sizes['seeds'])} seed(s) x {sizes['n_eval']} "
              "queries")
-    _show_figure(plot_regime(intervals, title), "07_regime")
+    show_figure(plot_regime(intervals, title), "07_regime")
 
 
 def heads_overall_text(overall: str, n_incontext: int, cfg) -> str:

@@ -15,7 +15,7 @@ import pandas as pd
 from IPython.display import display
 
 from .analysis import plot_aucroc_curves, plot_flow_curves, plot_loyalty_bars
-from .setting import _show_figure
+from .setting import show_figure
 
 __all__ = ["task_spec_text", "show_task_spec", "rendered_prediction_lines", "show_rendered_prediction",
            "own_accuracy_table", "own_accuracy_line", "show_own_accuracy", "own_saliency_checks_table",
@@ -97,7 +97,7 @@ def show_own_saliency(task, flows: pd.DataFrame, intervals: dict, checks: dict, 
                            intervals={(labels.get(k[0], k[0]), *k[1:]): iv for k, iv in intervals.items()})
     display(interval_table(intervals, [task.name], labels=labels).set_index("task").T)
     display(own_saliency_checks_table(checks))
-    _show_figure(fig, f"08_{task.name}_saliency_flow")
+    show_figure(fig, f"08_{task.name}_saliency_flow")
 
 
 def own_isolation_table(intervals: dict, k: int) -> pd.DataFrame:
@@ -117,7 +117,7 @@ def show_own_isolation(task, loyalty: pd.DataFrame, intervals: dict, checks: dic
                             intervals={((c, w), f"{m}ty"): iv.scaled(100) for (c, w, m), iv in intervals.items()})
     display(own_isolation_table(intervals, k))
     print(f"isolation checks: {checks}")
-    _show_figure(fig, f"08_{task.name}_isolation")
+    show_figure(fig, f"08_{task.name}_isolation")
 
 
 def own_aucroc_table(intervals: dict) -> pd.DataFrame:
@@ -137,4 +137,4 @@ def show_own_aucroc(task, curve: pd.DataFrame, intervals: dict, checks: dict, mo
     display(own_aucroc_table(intervals))
     display(own_aucroc_checks_table(checks))
     fig = plot_aucroc_curves({f"{_model_name(model_name).split('/')[-1]}, {task.display}": curve})
-    _show_figure(fig, f"08_{task.name}_aucroc")
+    show_figure(fig, f"08_{task.name}_aucroc")

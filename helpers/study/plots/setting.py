@@ -18,7 +18,7 @@ import seaborn as sns
 from IPython.display import HTML, display
 
 __all__ = ["token_strings", "view_token_strings", "anchor_html", "anchor_tokens_view", "attention_view", "plot_accuracy_bars",
-           "plot_interval_bars", "integer_ticks", "OfflineView", "offline_view", "close_view_divs",
+           "plot_interval_bars", "integer_ticks", "OfflineView", "offline_view", "close_view_divs", "show_figure",
            # notebook 00's shown results
            "anchor_prompt_heading", "show_anchor_prompts", "label_rank_lines", "label_rank_table",
            "show_label_ranks", "vanilla_interval_table", "vanilla_interval_metrics", "show_vanilla_accuracy"]
@@ -199,12 +199,15 @@ def plot_accuracy_bars(df: pd.DataFrame, paper: dict | None = None, ax=None, int
 # --- notebook 00's shown results -----------------------------------------------------------------------------------
 
 
-def _show_figure(fig, name: str) -> None:
-    """Save ``fig`` as ``figures/<name>.png`` in the results folder, show it where it stands in the output, and
-    close it (so the notebook does not show it a second time at the end of the cell)."""
+def show_figure(fig, name: str | None = None, model_name: str | None = None) -> None:
+    """Save ``fig`` as ``figures/<name>.png`` in the results folder (:func:`helpers.study.results.save_figure`;
+    not saved when ``name`` is None), show it where it stands in the output, and close it (so the notebook does
+    not show it a second time at the end of the cell). Every ``show_*`` function of these modules shows its
+    figures through this."""
     from helpers.study.results import save_figure
 
-    save_figure(fig, name)
+    if name is not None:
+        save_figure(fig, name, model_name=model_name)
     display(fig)
     plt.close(fig)
 
@@ -276,4 +279,4 @@ def show_vanilla_accuracy(acc: pd.DataFrame, intervals: dict, chance: dict, pape
     plot_accuracy_bars(acc, paper_marks, ax=ax, intervals=intervals, chance=chance)
     ax.set_title(f"Vanilla ICL accuracy, {model_name} ({profile.name}: {len(profile.seeds)} seed(s), "
                  f"n={profile.n_test}); diamonds: paper, GPT2-XL")
-    _show_figure(fig, "00_vanilla_accuracy")
+    show_figure(fig, "00_vanilla_accuracy")
