@@ -229,10 +229,10 @@ def _tasks() -> tuple[str, ...] | None:
 def _announce(a, models: list[str], jobs: int, cores: int) -> None:
     """One line before anything runs: how much, and about how long."""
     stems = [p.stem for p in _notebooks(a)]
-    per_model = [sum(s for s, _ in timing.notebook_estimates(a.out, m, a.profile, [p.stem for p in _notebooks(a, m)],
-                                                             _tasks()).values())
-                 for m in models]
     threads = max(1, cores // jobs)
+    per_model = [sum(s for s, _ in timing.notebook_estimates(a.out, m, a.profile, [p.stem for p in _notebooks(a, m)],
+                                                             _tasks(), threads).values())
+                 for m in models]
     say(f"run: {len(models)} model(s) x {len(stems)} notebook(s), profile {a.profile}, {jobs} parallel job(s) "
         f"of {threads} thread(s); about {timing.fmt_duration(timing.wall_seconds(per_model, jobs))} in all")
 

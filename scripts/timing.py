@@ -4,10 +4,11 @@
 ``<results>/<model slug>/<profile>/durations.json`` (seconds per notebook, kept
 apart per set of tasks). The progress lines of ``make run`` and the estimate of
 ``make preflight`` read them back; a notebook without a record gets the built-in
-figure: measured in a default run of both offline models on a 2-core CPU (two
-workers of one torch thread each) and scaled to other profiles and task subsets
-by how much work each notebook does (:func:`work`). For other models or devices
-the built-in figures are a rough guide until a first run records real ones.
+figure: measured in a default run of Gemma 3 270M on an idle 2-core CPU (one
+worker of two torch threads), scaled to other profiles and task subsets by how
+much work each notebook does (:func:`work`) and to one thread per worker by a
+measured factor (:data:`ONE_THREAD_FACTOR`). For other models or devices the
+built-in figures are a rough guide until a first run records real ones.
 A rerun that finds its results in the on-disk cache (``helpers.core.store.cached``)
 is faster than either.
 
@@ -30,33 +31,29 @@ if str(ROOT) not in sys.path:
 
 from helpers.study.profiles import OFFLINE_TASKS, PROFILES  # noqa: E402
 
-__all__ = ["DURATIONS_FILE", "MEASURED_DEFAULT", "OVERHEAD_SECONDS", "work", "builtin_seconds", "durations_path",
+__all__ = ["DURATIONS_FILE", "MEASURED_DEFAULT", "OVERHEAD_SECONDS", "work", "torch_threads", "builtin_seconds", "durations_path",
            "recorded_durations", "record_duration", "notebook_estimates", "parallel_jobs", "wall_seconds", "fmt_duration"]
 
 DURATIONS_FILE = "durations.json"
 
-# Seconds per notebook, default profile, all four tasks: `make run` of both offline models on a 2-core CPU,
-# two workers of one torch thread each (results/RESULTS-default.md of that run).
+# Seconds per notebook, default profile (the paper's sizes, docs/results.md 'Run sizes'), all four tasks: `make run
+# JOBS=1 MODELS=google/gemma-3-270m ACCOUNT=1` on an idle 2-core CPU, one worker of two torch threads (its durations.json;
+# 09 is the control's). The other offline model and models without figures get these too: SmolLM2 135M took about
+# as long per notebook as Gemma in the runs that measured both (0.7-1.2x, at earlier sizes).
 MEASURED_DEFAULT: dict[str, dict[str, float]] = {
     "google/gemma-3-270m": {
-        "00_icl_setting": 410.5, "01_saliency_flow": 289.5, "02_shallow_isolation": 560.1, "03_deep_aucroc": 276.1,
-        "04_anchor_reweighting": 460.2, "05_context_compression": 657.4, "06_error_diagnosis": 33.0,
-        "07_incontext_heads": 584.0,
-    },
-    "HuggingFaceTB/SmolLM2-135M-Instruct": {
-        "00_icl_setting": 503.8, "01_saliency_flow": 289.6, "02_shallow_isolation": 575.3, "03_deep_aucroc": 184.1,
-        "04_anchor_reweighting": 536.3, "05_context_compression": 696.3, "06_error_diagnosis": 25.0,
-        "07_incontext_heads": 692.3,
+        "00_icl_setting": 224.0, "01_saliency_flow": 620.5, "02_shallow_isolation": 906.4, "03_deep_aucroc": 125.1,
+        "04_anchor_reweighting": 251.9, "05_context_compression": 1562.6, "06_error_diagnosis": 42.0,
+        "07_incontext_heads": 980.4, "08_your_own_task": 71.0, "09_a_model_that_learns_in_context": 23.9,
     },
 }
-# Notebooks without a measured default run yet: an estimate, used for both models until a run records real
-# durations. 08_your_own_task: its smoke run (1 seed x 8 inputs, Gemma, one niced thread) took about 1.5 min,
-# mostly fixed cost; its default sizes (3 seeds x 32 inputs, one short-text task) come to about 3 min.
-# 09: its default run (the control, 5 seeds x 256 sequences) took 74 s on 2 cores shared with other jobs.
-# The run sizes MEASURED_DEFAULT was measured at (the default profile of that run): a built-in estimate scales by
-# each notebook's work under the asked profile against these, so a change of the default's sizes keeps it honest.
-MEASURED_AT = PROFILES["default"].with_(n_saliency=12, reweight_epochs=5, random_top_draws=2, n_random_control=16)
-ESTIMATED_DEFAULT: dict[str, float] = {"08_your_own_task": 180.0, "09_a_model_that_learns_in_context": 75.0}
+MEASURED_AT = PROFILES["default"]  # the sizes the figures were measured at: other profiles scale by work against them
+MEASURED_THREADS = 2  # torch threads of the worker that measured them
+# How much longer a notebook takes with one torch thread than with two (what `make run` gives each of two workers on
+# two cores): Gemma's forward (16 x 256 tokens) and forward plus backward (4 x 256), each run alone with 1 and with 2
+# threads, twice in turn on the idle 2-core machine: 1.53-1.85x and 1.39-1.98x, 1.67x and 1.66x over both rounds.
+# Two workers side by side share the memory bandwidth too, so this is a lower bound.
+ONE_THREAD_FACTOR = 1.7
 # Notebooks that load their own model run once, as that model, not once per model of the run (run_all, preflight):
 # notebook 09 studies the control trained in this repository (helpers/core/control.py), whatever --models says.
 OWN_MODEL: dict[str, str] = {"09": "control"}
@@ -92,30 +89,40 @@ def work(profile, notebook: str) -> float:
     return float(seeds * tasks * per_seed.get(nn, p.n_test))
 
 
-def builtin_seconds(model: str, profile: str, notebook: str, tasks: tuple[str, ...] | None = None) -> float:
-    """Built-in estimate for one notebook (see the module docstring).
+def torch_threads() -> int:
+    """The torch threads a notebook started from here gets: ``$OMP_NUM_THREADS`` (run_all sets it for each worker),
+    else one per CPU core."""
+    try:
+        return max(1, int(os.environ.get("OMP_NUM_THREADS") or 0) or (os.cpu_count() or 1))
+    except ValueError:
+        return os.cpu_count() or 1
 
-    ``model`` picks its own measurements if it is an offline model, else the larger of the two per notebook.
-    A notebook without a measurement (e.g. a new one) gets the median of the measured ones. Measurements scale
-    by the notebook's work under ``profile`` against the sizes they were measured at (:data:`MEASURED_AT`);
-    the estimates of :data:`ESTIMATED_DEFAULT`, made for today's default, against that.
+
+def builtin_seconds(model: str, profile: str, notebook: str, tasks: tuple[str, ...] | None = None,
+                    threads: int | None = None) -> float:
+    """Built-in estimate for one notebook (see the module docstring), with ``threads`` torch threads (default
+    :func:`torch_threads`).
+
+    ``model`` picks its own measurements if it has them, else the largest measured figure per notebook. A notebook
+    without a measurement (e.g. a new one) gets the median of the measured ones. Measurements scale by the
+    notebook's work under ``profile`` against the sizes they were measured at (:data:`MEASURED_AT`), and by
+    :data:`ONE_THREAD_FACTOR` for a single thread; more threads than :data:`MEASURED_THREADS` are not counted
+    as faster (unmeasured: a first run records what they give).
     """
     measured = MEASURED_DEFAULT.get(model)
-    at = MEASURED_AT
     if measured is not None and notebook in measured:
         base = measured[notebook]
     else:
         per_nb = [m[notebook] for m in MEASURED_DEFAULT.values() if notebook in m]
         if per_nb:
             base = max(per_nb)
-        elif notebook in ESTIMATED_DEFAULT:
-            base, at = ESTIMATED_DEFAULT[notebook], PROFILES["default"]
         else:
             every = sorted(s for m in MEASURED_DEFAULT.values() for s in m.values())
             base = every[len(every) // 2]
     prof = PROFILES[profile].with_(tasks=tuple(tasks) if tasks else PROFILES[profile].tasks)
-    scale = work(prof, notebook) / work(at, notebook)
-    return OVERHEAD_SECONDS + max(base - OVERHEAD_SECONDS, 0.0) * scale
+    scale = work(prof, notebook) / work(MEASURED_AT, notebook)
+    slower = ONE_THREAD_FACTOR if (threads or torch_threads()) < MEASURED_THREADS else 1.0
+    return OVERHEAD_SECONDS + max(base - OVERHEAD_SECONDS, 0.0) * scale * slower
 
 
 def _tasks_key(tasks) -> str:
@@ -163,15 +170,17 @@ def record_duration(out: Path, model: str, profile: str, notebook: str, seconds:
     os.replace(tmp, path)
 
 
-def notebook_estimates(out: Path, model: str, profile: str, notebooks, tasks=None) -> dict[str, tuple[float, str]]:
-    """``{notebook: (seconds, source)}``, source ``"earlier run"`` or ``"built-in"``."""
+def notebook_estimates(out: Path, model: str, profile: str, notebooks, tasks=None,
+                       threads: int | None = None) -> dict[str, tuple[float, str]]:
+    """``{notebook: (seconds, source)}``, source ``"earlier run"`` (as recorded, whatever its threads) or
+    ``"built-in"`` (:func:`builtin_seconds` with ``threads``)."""
     seen = recorded_durations(out, model, profile, tasks)
     est = {}
     for nb in notebooks:
         if nb in seen:
             est[nb] = (seen[nb], "earlier run")
         else:
-            est[nb] = (builtin_seconds(model, profile, nb, tasks), "built-in")
+            est[nb] = (builtin_seconds(model, profile, nb, tasks, threads), "built-in")
     return est
 
 

@@ -118,16 +118,33 @@ def test_resources_against_a_rough_need(pf, tmp_path, monkeypatch):
 
 def test_estimate_arithmetic(pf, timing, tmp_path):
     gemma, smol = "google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct"
-    # default profile: the measured seconds themselves
-    assert timing.builtin_seconds(gemma, "default", "00_icl_setting") == pytest.approx(410.5)
+    g = timing.MEASURED_DEFAULT[gemma]
+    # default profile with the measuring worker's two threads: the measured seconds themselves
+    assert timing.builtin_seconds(gemma, "default", "00_icl_setting", threads=2) == pytest.approx(g["00_icl_setting"])
+    # one thread (two workers on two cores): the measured factor on the part above the fixed overhead
+    one = timing.builtin_seconds(gemma, "default", "00_icl_setting", threads=1)
+    assert one == pytest.approx(15 + (g["00_icl_setting"] - 15) * timing.ONE_THREAD_FACTOR) and one > g["00_icl_setting"]
+    # more threads than measured are not counted as faster
+    assert timing.builtin_seconds(gemma, "default", "00_icl_setting", threads=16) == pytest.approx(g["00_icl_setting"])
     # smoke: 1 seed x 8 inputs instead of 5 x 64 scales the part above the fixed overhead by 1/40
-    assert timing.builtin_seconds(gemma, "smoke", "00_icl_setting") == pytest.approx(15 + (410.5 - 15) / 40)
+    assert timing.builtin_seconds(gemma, "smoke", "00_icl_setting", threads=2) == pytest.approx(
+        15 + (g["00_icl_setting"] - 15) / 40)
     # one task of four: a quarter
-    assert timing.builtin_seconds(gemma, "default", "03_deep_aucroc", ("sst2",)) == pytest.approx(15 + 261.1 / 4)
+    assert timing.builtin_seconds(gemma, "default", "03_deep_aucroc", ("sst2",), threads=2) == pytest.approx(
+        15 + (g["03_deep_aucroc"] - 15) / 4)
     # error diagnosis scales with its inputs: 1000 / 120 in the paper profile
-    assert timing.builtin_seconds(smol, "paper", "06_error_diagnosis") == pytest.approx(15 + 10 * 1000 / 120)
-    # another model: the larger of the two offline models' figures
-    assert timing.builtin_seconds("gpt2-xl", "default", "03_deep_aucroc") == pytest.approx(276.1)
+    assert timing.builtin_seconds(smol, "paper", "06_error_diagnosis", threads=2) == pytest.approx(
+        15 + (g["06_error_diagnosis"] - 15) * 1000 / 120)
+    # another model, or the other offline model: the measured figures
+    assert timing.builtin_seconds("gpt2-xl", "default", "03_deep_aucroc", threads=2) == pytest.approx(g["03_deep_aucroc"])
+    # a notebook without figures: the median of the measured ones
+    assert timing.builtin_seconds(gemma, "default", "99_new", threads=2) == pytest.approx(sorted(g.values())[len(g) // 2])
+    # the threads a notebook started from here gets: OMP_NUM_THREADS as run_all sets it, else the cores
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OMP_NUM_THREADS", "1")
+        assert timing.torch_threads() == 1 and timing.builtin_seconds(gemma, "default", "00_icl_setting") == one
+        mp.delenv("OMP_NUM_THREADS")
+        assert timing.torch_threads() == (os.cpu_count() or 1)
     # wall time: models go to the first free worker, in order
     assert timing.wall_seconds([10, 20, 5], 2) == 20
     assert timing.wall_seconds([30, 10, 10, 10], 2) == 30
@@ -136,28 +153,36 @@ def test_estimate_arithmetic(pf, timing, tmp_path):
     assert [timing.fmt_duration(s) for s in (45, 190, 3480, 3900)] == ["45s", "3m10s", "58m", "1h05m"]
 
     nbs = ["00_icl_setting", "06_error_diagnosis"]
-    est = pf.estimate(tmp_path, [gemma, smol], "default", nbs, jobs=2)
-    assert est["per_model"][gemma] == pytest.approx(410.5 + 33.0)
-    assert est["wall"] == pytest.approx(503.8 + 25.0)  # the two in parallel: the longer one
-    assert pf.estimate(tmp_path, [gemma, smol], "default", nbs, jobs=1)["wall"] == pytest.approx(443.5 + 528.8)
+    pair = g["00_icl_setting"] + g["06_error_diagnosis"]
+    est = pf.estimate(tmp_path, [gemma, smol], "default", nbs, jobs=1, threads=2)
+    assert est["per_model"][gemma] == pytest.approx(pair) and est["wall"] == pytest.approx(2 * pair)  # one after the other
+    est = pf.estimate(tmp_path, [gemma, smol], "default", nbs, jobs=2, threads=1)  # the two in parallel, one thread each
+    slow = sum(timing.builtin_seconds(gemma, "default", nb, threads=1) for nb in nbs)
+    assert est["per_model"][gemma] == pytest.approx(slow) and est["wall"] == pytest.approx(slow)
     # an earlier run's durations replace the built-in figures, per notebook and per set of tasks
     timing.record_duration(tmp_path, gemma, "default", "00_icl_setting", 100.04)
     timing.record_duration(tmp_path, gemma, "default", "00_icl_setting", 7.0, ("sst2",))
     rec = json.loads((tmp_path / "gemma-3-270m" / "default" / "durations.json").read_text())
     assert rec == {"sst2,trec,agnews,tweet_emotion": {"00_icl_setting": 100.0}, "sst2": {"00_icl_setting": 7.0}}
-    est = pf.estimate(tmp_path, [gemma], "default", nbs, jobs=1)
-    assert est["per_model"][gemma] == pytest.approx(100.0 + 33.0)
+    est = pf.estimate(tmp_path, [gemma], "default", nbs, jobs=1, threads=2)
+    assert est["per_model"][gemma] == pytest.approx(100.0 + g["06_error_diagnosis"])
     assert est["sources"][gemma] == {"earlier run": 1, "built-in": 1}
 
 
-def test_preflight_passes_and_prints_the_estimate(tmp_path):
+def test_preflight_passes_and_prints_the_estimate(timing, tmp_path):
     rc, out, _ = _preflight(["--profile", "default", "--models", "gemma", "smollm2", "--out", str(tmp_path),
                              "--ignore-resources"])
     assert rc == 0, out
     assert "ok    device:" in out and "RAM:" in out and "disk:" in out
-    # the 9 notebooks of both offline models (built-in: 54.5 and 58.4 min measured at the earlier default sizes,
-    # scaled by each notebook's work at today's, + about 3 min each estimated for 08_your_own_task), two at a
-    # time on two cores or more
-    expected = "about 2h00m (2 model(s), 2 at a time)" if (os.cpu_count() or 1) >= 2 else "about 3h53m (2 model(s), 1 at"
+    # the 9 notebooks of both offline models, from the built-in figures (Gemma's default run with two threads:
+    # 78.8 min for 00-08), two at a time on two cores or more; on two cores each of the two workers has one
+    # thread, so 1.7 times as long above the fixed overhead: about 2h13m
+    cores = os.cpu_count() or 1
+    jobs = min(2, cores)
+    nbs = [f"{nb}" for nb in timing.MEASURED_DEFAULT["google/gemma-3-270m"] if not nb.startswith("09")]
+    one = sum(timing.builtin_seconds("google/gemma-3-270m", "default", nb, threads=max(1, cores // jobs)) for nb in nbs)
+    expected = f"about {timing.fmt_duration(one * (2 // jobs))} (2 model(s), {jobs} at a time)"
     assert f"estimated run time: {expected}" in out, out
+    if cores == 2:
+        assert "about 2h13m (2 model(s), 2 at a time)" in out, out
     assert "preflight passed" in out
