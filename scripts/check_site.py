@@ -8,7 +8,8 @@ For every HTML page of the site (Sphinx's index and search pages included):
   pages must read offline);
 - every circuitsvis view rendered: its mount point ``<div id="circuits-vis-...">``
   has content, and no later cell nests inside it;
-- every formula typeset by the site's own MathJax (no raw ``\\(...\\)`` left).
+- every formula typeset by the site's own MathJax (each ``.math`` element holds
+  MathJax's output, no raw ``\\(...\\)`` left).
 
 Uses Debian's ``chromium`` and ``chromium-driver`` packages through selenium
 (``apt-get install chromium chromium-driver``; ``.ci/run`` installs them). Exits
@@ -30,10 +31,12 @@ _PROBE = """
 const views = Array.from(document.querySelectorAll('div[id^="circuits-vis-"]'));
 const rendered = views.filter(v => v.children.length > 0 && v.getBoundingClientRect().height > 0).length;
 const nested = views.filter(v => v.querySelector('.cell, .output, section, p')).length;
-const math = document.querySelectorAll('.math').length;
+const formulas = Array.from(document.querySelectorAll('.math'));
+const untypeset = formulas.filter(m => !m.querySelector('mjx-container')).length;
 const typeset = document.querySelectorAll('mjx-container').length;
 const outside = performance.getEntriesByType('resource').map(e => e.name).filter(n => !n.startsWith('file:'));
-return {views: views.length, rendered: rendered, nested: nested, math: math, typeset: typeset, outside: outside};
+return {ready: document.readyState === 'complete', views: views.length, rendered: rendered, nested: nested,
+        math: formulas.length, untypeset: untypeset, typeset: typeset, outside: outside};
 """
 
 
@@ -61,16 +64,15 @@ def browser():
 
 def check_page(drv, page: Path, timeout: float = 20.0) -> tuple[list[str], dict]:
     """Problems of one page (empty: none) and what the probe saw."""
-    drv.get(page.resolve().as_uri())
+    drv.get(page.resolve().as_uri())  # may return while the page is still loading: the probe reads its state too
     deadline = time.monotonic() + timeout
     while True:
-        state = drv.execute_script(_PROBE)
-        ready = drv.execute_script("return document.readyState") == "complete"
-        done = ready and state["rendered"] == state["views"] and state["typeset"] >= (1 if state["math"] else 0)
+        state = drv.execute_script(_PROBE)  # one snapshot: loaded, views and formulas read together
+        done = state["ready"] and state["rendered"] == state["views"] and not state["untypeset"]
         if done or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    problems = []
+    problems = [] if state["ready"] else [f"the page did not finish loading within {timeout:g} s"]
     for entry in drv.get_log("browser"):
         if entry.get("level") == "SEVERE":
             problems.append(f"console error: {entry.get('message', '')[:300]}")
@@ -78,8 +80,8 @@ def check_page(drv, page: Path, timeout: float = 20.0) -> tuple[list[str], dict]
         problems.append(f"{state['views'] - state['rendered']} of {state['views']} circuitsvis views did not render")
     if state["nested"]:
         problems.append(f"{state['nested']} circuitsvis views have later page content nested inside them")
-    if state["math"] and not state["typeset"]:
-        problems.append(f"{state['math']} formulas were not typeset by MathJax")
+    if state["untypeset"]:
+        problems.append(f"{state['untypeset']} of {state['math']} formulas were not typeset by MathJax")
     if state["outside"]:
         problems.append("requested from outside the site: " + ", ".join(sorted(set(state["outside"]))[:5]))
     return problems, state

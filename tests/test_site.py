@@ -164,13 +164,14 @@ def test_sample_site_reads_offline_in_the_browser(sample_site):
 
 def test_check_site_reports_what_a_reader_would_miss(tmp_path):
     """The check is not blind: a script error, a view that never renders, a view left open around later content,
-    untypeset math and a resource from the web are each reported on their page."""
+    untypeset math (also one formula of two) and a resource from the web are each reported on their page."""
     _need_browser()
     pages = {
         "error.html": "<p>x</p><script>throw new Error('boom')</script>",
         "view.html": '<div id="circuits-vis-9"></div><p>no script renders it</p>',
         "nested.html": '<div id="circuits-vis-8"><p>a later cell</p></div>',
         "math.html": '<span class="math">\\(x^2\\)</span>',
+        "halfmath.html": '<span class="math"><mjx-container>y</mjx-container></span><span class="math">\\(z\\)</span>',
         "web.html": '<img src="https://example.invalid/x.png">',
         "fine.html": "<p>fine</p>",
     }
@@ -181,5 +182,6 @@ def test_check_site_reports_what_a_reader_would_miss(tmp_path):
     assert any("did not render" in p for p in res["view.html"])
     assert any("nested inside them" in p for p in res["nested.html"])
     assert any("not typeset" in p for p in res["math.html"])
+    assert any("1 of 2 formulas were not typeset" in p for p in res["halfmath.html"])  # one typeset is not enough
     assert any("outside the site" in p and "example.invalid" in p for p in res["web.html"])
     assert res["fine.html"] == []
