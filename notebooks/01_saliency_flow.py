@@ -207,8 +207,7 @@ runs = sal.saliency_runs(model, profile.tasks, budget["seeds"], budget["n"], bat
                      profile=profile.name)
 ivs = sal.flow_intervals(runs)  # {(task, ...): Interval}; task "mean over tasks": the curve averaged over tasks
 display_name = {t: get_task(t).display for t in profile.tasks}
-df = sal.flow_frame(runs).assign(task=lambda d: d["task"].map(display_name))
-_ = plots.show_flow_curves(df, ivs, display_name, current_model_name(), len(budget["seeds"]))
+_ = plots.show_flow_curves(sal.flow_frame(runs), ivs, display_name, current_model_name(), len(budget["seeds"]))
 
 # %% [markdown]
 # ## Paper vs ours

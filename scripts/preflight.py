@@ -494,7 +494,7 @@ def estimate(out: Path, models: list[str], profile: str, notebooks: list[str], j
     """{"per_model": {model: seconds}, "sources": {model: {source: count}}, "wall": seconds}, each worker with
     ``threads`` torch threads (default: what run_all gives each of ``jobs`` workers on this machine)."""
     per_model, sources = {}, {}
-    threads = threads or max(1, (os.cpu_count() or 1) // max(jobs, 1))
+    threads = threads or timing.worker_threads(jobs)
     for m in models:
         est = timing.notebook_estimates(out, m, profile, notebooks, tasks, threads)
         per_model[m] = sum(s for s, _ in est.values())
@@ -625,8 +625,8 @@ def main(argv=None) -> int:
         src = ", ".join(f"{n} from {where} durations" for where, n in sorted(est["sources"][m].items()))
         print(f"  time  {m}: about {timing.fmt_duration(est['per_model'][m])} for {len(nbs)} notebooks ({src})")
     for s in own:
-        sec = sum(t for t, _ in timing.notebook_estimates(a.out, timing.OWN_MODEL[s[:2]], a.profile, [s], None,
-                                                          max(1, cores // jobs)).values())
+        sec = sum(t for t, _ in timing.notebook_estimates(a.out, timing.OWN_MODEL[s[:2]], a.profile, [s],
+                                                          threads=timing.worker_threads(jobs, cores)).values())
         print(f"  time  {timing.OWN_MODEL[s[:2]]}: about {timing.fmt_duration(sec)} for {s} (its own model, run once)")
     print(f"estimated run time: about {timing.fmt_duration(est['wall'])} "
           f"({len(models)} model(s), {jobs} at a time)", flush=True)

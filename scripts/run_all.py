@@ -229,7 +229,7 @@ def _tasks() -> tuple[str, ...] | None:
 def _announce(a, models: list[str], jobs: int, cores: int) -> None:
     """One line before anything runs: how much, and about how long."""
     stems = [p.stem for p in _notebooks(a)]
-    threads = max(1, cores // jobs)
+    threads = timing.worker_threads(jobs, cores)
     per_model = [sum(s for s, _ in timing.notebook_estimates(a.out, m, a.profile, [p.stem for p in _notebooks(a, m)],
                                                              _tasks(), threads).values())
                  for m in models]
@@ -384,7 +384,7 @@ def _parallel(a, models: list[str], jobs: int, cores: int) -> tuple[dict, int]:
 
     Interrupted (Ctrl-C, SIGTERM), it stops its workers, which stop their notebook kernels.
     """
-    threads = str(max(1, cores // jobs))
+    threads = str(timing.worker_threads(jobs, cores))
     env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
     runs: dict[str, dict] = {}
 
@@ -631,7 +631,7 @@ def _run_cluster(a, models: list[str], t_start: float) -> int:
     # --cluster local: at most --jobs jobs at once (default one per CPU core), each with its share of the cores; all
     # at once would load the model once per notebook into this machine's memory together
     limit = max(1, a.jobs or (os.cpu_count() or 1)) if a.cluster == "local" else None
-    threads = str(a.slurm_cpus or SLURM_CPUS) if a.cluster == "slurm" else str(max(1, (os.cpu_count() or 1) // limit))
+    threads = str(a.slurm_cpus or SLURM_CPUS) if a.cluster == "slurm" else str(timing.worker_threads(limit))
     env = {k: v for k, v in os.environ.items() if k.startswith("ICL_") and k != accounting.ENV}
     env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
     entries: list[dict] = []

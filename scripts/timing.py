@@ -31,8 +31,9 @@ if str(ROOT) not in sys.path:
 
 from helpers.study.profiles import OFFLINE_TASKS, PROFILES  # noqa: E402
 
-__all__ = ["DURATIONS_FILE", "MEASURED_DEFAULT", "OVERHEAD_SECONDS", "work", "torch_threads", "builtin_seconds", "durations_path",
-           "recorded_durations", "record_duration", "notebook_estimates", "parallel_jobs", "wall_seconds", "fmt_duration"]
+__all__ = ["DURATIONS_FILE", "MEASURED_DEFAULT", "OVERHEAD_SECONDS", "work", "torch_threads", "builtin_seconds",
+           "durations_path", "recorded_durations", "record_duration", "notebook_estimates", "worker_threads",
+           "parallel_jobs", "wall_seconds", "fmt_duration"]
 
 DURATIONS_FILE = "durations.json"
 
@@ -182,6 +183,12 @@ def notebook_estimates(out: Path, model: str, profile: str, notebooks, tasks=Non
         else:
             est[nb] = (builtin_seconds(model, profile, nb, tasks, threads), "built-in")
     return est
+
+
+def worker_threads(jobs: int, cores: int | None = None) -> int:
+    """Torch threads run_all gives each of ``jobs`` workers: an equal share of the ``cores`` (default: this
+    machine's), at least one."""
+    return max(1, (cores or os.cpu_count() or 1) // max(jobs, 1))
 
 
 def parallel_jobs(n_models: int, jobs: int, cores: int) -> int:

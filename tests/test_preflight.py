@@ -150,6 +150,7 @@ def test_estimate_arithmetic(pf, timing, tmp_path):
     assert timing.wall_seconds([30, 10, 10, 10], 2) == 30
     assert timing.wall_seconds([10, 20, 5], 1) == 35
     assert timing.parallel_jobs(2, 0, 2) == 2 and timing.parallel_jobs(3, 0, 2) == 2 and timing.parallel_jobs(2, 1, 8) == 1
+    assert [timing.worker_threads(j, 2) for j in (1, 2, 3)] == [2, 1, 1] and timing.worker_threads(2, 16) == 8
     assert [timing.fmt_duration(s) for s in (45, 190, 3480, 3900)] == ["45s", "3m10s", "58m", "1h05m"]
 
     nbs = ["00_icl_setting", "06_error_diagnosis"]
@@ -180,7 +181,8 @@ def test_preflight_passes_and_prints_the_estimate(timing, tmp_path):
     cores = os.cpu_count() or 1
     jobs = min(2, cores)
     nbs = [f"{nb}" for nb in timing.MEASURED_DEFAULT["google/gemma-3-270m"] if not nb.startswith("09")]
-    one = sum(timing.builtin_seconds("google/gemma-3-270m", "default", nb, threads=max(1, cores // jobs)) for nb in nbs)
+    one = sum(timing.builtin_seconds("google/gemma-3-270m", "default", nb, threads=timing.worker_threads(jobs, cores))
+              for nb in nbs)
     expected = f"about {timing.fmt_duration(one * (2 // jobs))} (2 model(s), {jobs} at a time)"
     assert f"estimated run time: {expected}" in out, out
     if cores == 2:

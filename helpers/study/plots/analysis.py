@@ -29,14 +29,18 @@ __all__ = ["plot_flow_curves", "saliency_view", "plot_loyalty_bars", "plot_loyal
 _FLOW_COLORS = {"S_wp": "#1f77b4", "S_pq": "#d62728", "S_ww": "#7f7f7f"}
 
 
-def plot_flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None = None):
+def plot_flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None = None, labels: dict | None = None):
     """Relative S_wp / S_pq / S_ww per layer, one panel per task (paper Fig 3).
 
     ``df`` columns: task, seed, layer, flow (S_wp/S_pq/S_ww), value (relative size).
     ``intervals[(task, "curve", layer, flow)]``: :class:`helpers.study.stats.Interval` of the seed-averaged curve
     (:func:`helpers.experiments.saliency.flow_intervals`, task named as in ``df``), drawn as the line and a shaded 95%
-    band; without it the bands are the sd over seeds.
+    band; without it the bands are the sd over seeds. ``labels`` (task -> panel name) renames the tasks of both
+    (a task not in it keeps its name).
     """
+    if labels:
+        df = df.assign(task=df["task"].map(lambda t: labels.get(t, t)))
+        intervals = intervals and {(labels.get(k[0], k[0]), *k[1:]): iv for k, iv in intervals.items()}
     tasks = list(dict.fromkeys(df["task"]))
     fig, axes = plt.subplots(1, len(tasks), figsize=(3.6 * len(tasks), 3), sharey=True, squeeze=False)
     for ax, task in zip(axes[0], tasks):
@@ -90,8 +94,9 @@ def plot_loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: 
     """Label and word loyalty (%) of the four isolation conditions at ``k`` layers (paper Fig 4).
 
     ``df`` columns: task, seed, condition, where, k, label_loyalty, word_loyalty (fractions).
-    ``intervals[((condition, where), metric)]``: intervals in % drawn as the error bars (otherwise
-    the std over tasks and seeds).
+    ``intervals[(condition, where, "label_loyal" | "word_loyal")]``: the loyalties' intervals as fractions
+    (:func:`helpers.experiments.isolation.isolation_intervals`), drawn in % as the error bars (otherwise the std
+    over tasks and seeds).
     """
     d = df[df.k == k].copy()
     d["setting"] = d["condition"] + " words, " + d["where"] + f" {k}"
@@ -107,7 +112,7 @@ def plot_loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: 
         from .setting import plot_interval_bars
 
         plot_interval_bars(ax, order, ["label_loyalty", "word_loyalty"],
-                      {(f"{c} words, {w} {k}", m): iv for ((c, w), m), iv in intervals.items()})
+                      {(f"{c} words, {w} {k}", f"{m}ty"): iv.scaled(100) for (c, w, m), iv in intervals.items()})
         ax.legend(fontsize=8)
     ax.set_ylim(0, 105)
     ax.set_ylabel("loyalty (%)")
@@ -213,11 +218,12 @@ def show_flow_curves(df: pd.DataFrame, intervals: dict, labels: dict, model_name
                      name: str = "01_saliency_flow"):
     """Show and save (as ``name``) the relative flows per layer of every task with their 95% bands (paper Fig 3).
 
-    ``df``: :func:`helpers.experiments.saliency.flow_frame` with tasks renamed by ``labels`` (task -> display
-    name); ``intervals``: :func:`helpers.experiments.saliency.flow_intervals`, keyed by task id, renamed here the
-    same way (a key not in ``labels``, e.g. the mean over tasks, keeps its name). Returns the figure (closed).
+    ``df``: :func:`helpers.experiments.saliency.flow_frame`; ``intervals``:
+    :func:`helpers.experiments.saliency.flow_intervals`; both keyed by task id or display name, renamed by
+    ``labels`` (task -> display name; a key not in ``labels``, e.g. the mean over tasks, keeps its name). Returns
+    the figure (closed).
     """
-    fig = plot_flow_curves(df, intervals={(labels.get(k[0], k[0]), *k[1:]): iv for k, iv in intervals.items()},
+    fig = plot_flow_curves(df, intervals=intervals, labels=labels,
                            title=f"Relative saliency flows per layer, {model_name} "
                                  f"(mean over {n_seeds} seed(s), 95% CI)")
     show_figure(fig, name)
@@ -274,7 +280,7 @@ def show_isolation_loyalty(df: pd.DataFrame, k: int, loyalty: dict, model_name: 
     print(f"Random control on the first {budget['random_n']} inputs of each task and seed; inputs per (task, seed):")
     display(isolation_inputs_table(df, k))
     show_figure(plot_loyalty_bars(df, k=k, title=f"Isolation in the first / last {k} layers, {model_name}",
-                                   intervals={((c, w), f"{m}ty"): iv.scaled(100) for (c, w, m), iv in loyalty.items()}),
+                                   intervals=loyalty),
                  "02_isolation_loyalty")
     display(label_loyalty_table(df, k))
     sweep_seeds, sweep_n = list(budget["sweep_seeds"]), budget["sweep_n"]

@@ -93,8 +93,7 @@ def show_own_saliency(task, flows: pd.DataFrame, intervals: dict, checks: dict, 
     labels = {task.name: task.display}
     title = (f"Relative saliency flows, {task.display}, {_model_name(model_name)} "
              f"({len(budget['seeds'])} seed(s) x {budget['n_saliency']} inputs, 95% CI)")
-    fig = plot_flow_curves(flows.assign(task=flows["task"].map(labels)), title=title,
-                           intervals={(labels.get(k[0], k[0]), *k[1:]): iv for k, iv in intervals.items()})
+    fig = plot_flow_curves(flows, title=title, intervals=intervals, labels=labels)
     display(interval_table(intervals, [task.name], labels=labels).set_index("task").T)
     display(own_saliency_checks_table(checks))
     show_figure(fig, f"08_{task.name}_saliency_flow")
@@ -114,7 +113,7 @@ def show_own_isolation(task, loyalty: pd.DataFrame, intervals: dict, checks: dic
     """Show :func:`own_isolation_table`, print the isolation checks, and show the loyalty bars with their 95%
     intervals (:func:`plot_loyalty_bars`), saved as ``08_<task name>_isolation``."""
     fig = plot_loyalty_bars(loyalty, k=k, title=f"Isolation in the first / last {k} layers, {task.display}",
-                            intervals={((c, w), f"{m}ty"): iv.scaled(100) for (c, w, m), iv in intervals.items()})
+                            intervals=intervals)
     display(own_isolation_table(intervals, k))
     print(f"isolation checks: {checks}")
     show_figure(fig, f"08_{task.name}_isolation")
