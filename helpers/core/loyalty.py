@@ -24,10 +24,10 @@ __all__ = ["label_loyalty", "word_loyalty", "label_loyalty_rows", "word_loyalty_
 
 
 def as_pred(x) -> Int[torch.Tensor, "n"]:
-    """Predicted labels from Predictions, labels ``[n]`` or logits ``[n, C]``."""
+    """Predicted labels (on the CPU) from Predictions, labels ``[n]`` or logits ``[n, C]``."""
     if isinstance(x, Predictions):
-        return x.pred
-    t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
+        return x.pred.cpu()
+    t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x).cpu()
     if t.ndim == 2:
         return t.argmax(-1)
     if t.ndim == 1:
@@ -36,8 +36,9 @@ def as_pred(x) -> Int[torch.Tensor, "n"]:
 
 
 def as_topk(x, k: int | None = None) -> Int[torch.Tensor, "n k"]:
-    """Top-token ids ``[n, k]`` from Predictions or an id tensor (first k columns)."""
+    """Top-token ids ``[n, k]`` (on the CPU) from Predictions or an id tensor (first k columns)."""
     t = x.topk if isinstance(x, Predictions) else torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
+    t = t.cpu()
     if t.ndim != 2:
         raise ValueError(f"expected top-k token ids [n, k], got shape {tuple(t.shape)}")
     if k is not None:

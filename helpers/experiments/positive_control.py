@@ -115,7 +115,8 @@ def circuit_attention(model, cp: ControlPrompts, batch_size: int = 256) -> Float
         for l in range(L):
             pat = cache[names[l]].float()  # [b, head, qpos, kpos]
             out[s: s + len(tokens), l, :, 0] = pat[:, :, pos, pos - 1].mean(-1)
-            out[s: s + len(tokens), l, :, 1] = (pat[:, :, q][:, :, pos] * match[s: s + len(tokens), None]).sum(-1)
+            at_match = match[s: s + len(tokens), None].to(pat.device)
+            out[s: s + len(tokens), l, :, 1] = (pat[:, :, q][:, :, pos] * at_match).sum(-1)
     return out
 
 

@@ -104,7 +104,7 @@ def reweight_hooks(beta: Float[torch.Tensor, "*row layer head demo"], prompts: S
             qq = q.to(pattern.device) - (Tk - Tq) if q_rows is None else q_rows.to(pattern.device)
             pp = pos.to(pattern.device)
             scale = torch.exp(beta[:, layer] if per_row else beta[layer][None].expand(B, H, n_demos))
-            scale = scale.to(pattern.dtype)  # [B, H, n]
+            scale = scale.to(pattern)  # [B, H, n], on the pattern's device and dtype (beta may be on the CPU)
             at_q = pattern[rows, :, qq, :]  # [B, H, kpos]
             ones = torch.ones_like(at_q)
             mult = ones.scatter(2, pp[:, None, :].expand(B, H, n_demos), scale)
