@@ -40,7 +40,7 @@ DURATIONS_FILE = "durations.json"
 # Seconds per notebook, default profile (the paper's sizes, docs/results.md 'Run sizes'), all four tasks: `make run
 # JOBS=1 MODELS=google/gemma-3-270m ACCOUNT=1` on an idle 2-core CPU, one worker of two torch threads (its durations.json;
 # 09 is the control's). The other offline model and models without figures get these too: SmolLM2 135M took about
-# as long per notebook as Gemma in the runs that measured both (0.7-1.2x, at earlier sizes).
+# as long per notebook as Gemma (0.7-1.2x; 81.3 min for 00-08 against 78.8, its own default run at these sizes).
 MEASURED_DEFAULT: dict[str, dict[str, float]] = {
     "google/gemma-3-270m": {
         "00_icl_setting": 224.0, "01_saliency_flow": 620.5, "02_shallow_isolation": 906.4, "03_deep_aucroc": 125.1,

@@ -7,6 +7,7 @@ small model saved to a temporary folder: nothing is downloaded.
 from __future__ import annotations
 
 import copy
+import functools
 
 import pytest
 import torch
@@ -98,6 +99,7 @@ def test_timing_synchronises_on_cuda(tiny_models, monkeypatch):
     assert calls and r["t_full"] > 0 and r["t_anchor"] > 0
 
 
+@functools.cache
 def _notebook_solutions(stem: str) -> dict:
     """The namespace of notebook ``stem``'s solution cells, run in order after the imports of its other cells."""
     import ast

@@ -112,10 +112,10 @@ def circuit_attention(model, cp: ControlPrompts, batch_size: int = 256) -> Float
         tokens = torch.stack([p.tokens for p in prompts[s: s + batch_size]])
         with torch.inference_mode():
             _, cache = model.run_with_cache(tokens, names_filter=lambda n: n in names)
+        at_match = match[s: s + len(tokens), None].to(cache[names[0]].device)  # [b, 1, demo], on the model's device
         for l in range(L):
             pat = cache[names[l]].float()  # [b, head, qpos, kpos]
             out[s: s + len(tokens), l, :, 0] = pat[:, :, pos, pos - 1].mean(-1)
-            at_match = match[s: s + len(tokens), None].to(pat.device)
             out[s: s + len(tokens), l, :, 1] = (pat[:, :, q][:, :, pos] * at_match).sum(-1)
     return out
 
