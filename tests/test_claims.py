@@ -35,7 +35,8 @@ def test_bad_verdict_and_bad_value_are_refused():
         _claim(verdict="looks fine")
     with pytest.raises(TypeError, match="must be an Interval"):
         _claim(ours=0.61)
-    assert _claim(ours=None, verdict="inconclusive").ours_text() == "undefined"
+    assert "undefined" not in _claim(ours=None, verdict="inconclusive").ours_text()
+    assert _claim(ours=None, verdict="inconclusive", missing="no bias measured").ours_text() == "no bias measured"
 
 
 def test_claim_takes_the_paper_side_from_the_registry(monkeypatch):
@@ -100,3 +101,27 @@ def test_another_notebook_quotes_the_reported_claim_itself(tmp_path, monkeypatch
     assert quote_claim("00_probe", "00.probe", **who) == f"From notebook 00_probe: {c.sentence()}"
     assert reported_claim("00_probe", "00.probe", model_name="HuggingFaceTB/SmolLM2-135M-Instruct",
                           profile="smoke") is None  # another model's folder: nothing to quote
+
+
+def test_reading_renders_the_run_s_numbers_and_picks_the_sentence_by_verdict():
+    from helpers.study.claims import reading_markdown
+
+    says = {"99.probe": {"replicates": "The anchors carry the label.", "inconclusive": "Too few inputs to tell."},
+            "99.other": {"*": "Whatever the verdict, read the note."}}
+    md = reading_markdown([_claim(), _claim(key="99.other", verdict="inconclusive")], says)
+    assert "61.0% [55.5, 66.0]" in md and "Verdict: *replicates*. The anchors carry the label." in md
+    assert "Too few inputs" not in md.split("\n")[0]
+    assert md.split("\n")[1].endswith("Verdict: *inconclusive*. Whatever the verdict, read the note.")
+    with pytest.raises(KeyError, match="did not report"):
+        reading_markdown([_claim()], {"99.typo": {"*": "x"}})
+
+
+def test_show_reading_reads_what_the_notebook_reported(tmp_path, monkeypatch):
+    from helpers.study.claims import reported_claims, show_reading
+
+    monkeypatch.setenv("ICL_RESULTS_DIR", str(tmp_path))
+    assert "has not reported" in show_reading("99_probe", model_name="m", profile="smoke")
+    report_claims("99_probe", [_claim()], show=False, model_name="m", profile="smoke")
+    assert [c.key for c in reported_claims("99_probe", "m", "smoke")] == ["99.probe"]
+    md = show_reading("99_probe", {"99.probe": {"replicates": "Holds."}}, model_name="m", profile="smoke")
+    assert "61.0% [55.5, 66.0]" in md and md.rstrip().endswith("Holds.") and "profile `smoke`" in md

@@ -131,9 +131,9 @@ def test_two_way_line(capsys):
                                                                      "abs_corr_vo": None})
     assert text == ("2-way: swap-averaged accuracy 1.000 [1.000, 1.000], same answer after the swap 0.000 [0.000, "
                     "0.000]; label-carrying rate 0.900 [0.800, 1.000]; two towers {'corr_attn': '0.997 [0.995, 0.998]', "
-                    "'abs_corr_vo': 'undefined'}")
+                    "'abs_corr_vo': 'no estimate'}")
     plots.show_control_two_way(mapping, iv(0.9, 0.8, 1.0), {"corr_attn": None})
-    assert "'corr_attn': 'undefined'" in capsys.readouterr().out
+    assert "'corr_attn': 'no estimate'" in capsys.readouterr().out
 
 
 def test_hidden_anchor_table(capsys):

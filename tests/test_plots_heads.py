@@ -147,7 +147,7 @@ def test_two_towers_table_text_and_figures(results, capsys):
     assert df.loc["SST-2 (foo/bar)", "corr_attn_logit_minus"] == round(stats["sst2"]["corr_attn_logit_minus"], 3)
     ivs = {"corr_attn": iv(0.67, 0.46, 0.8), "abs_corr_vo": None}
     text = plots.two_towers_text(ivs)
-    assert text == "{'corr_attn': '0.670 [0.460, 0.800]', 'abs_corr_vo': 'undefined'}"
+    assert text == "{'corr_attn': '0.670 [0.460, 0.800]', 'abs_corr_vo': 'no estimate'}"
     plots.show_two_towers(stats, towers, ivs, UTS)
     assert text in capsys.readouterr().out
     assert saved_figures(results) == ["07_two_towers_agnews", "07_two_towers_sst2"]
@@ -160,7 +160,7 @@ def test_bias_table_frame_and_figure(results):
     assert list(df.index) == ["majority", "recency"]
     assert df.loc["majority"].to_dict() == {"bias before": "0.240 [0.080, 0.410]", "bias after": "0.080 [0.000, 0.200]",
                                             "reduction %": "65.6 [16.1, 100.0]", "reading": "replicates"}
-    assert df.loc["recency", "reduction %"] == "undefined (no bias)"
+    assert df.loc["recency", "reduction %"] == "none: no bias measured"
     assert df.loc["recency", "reading"] == "no measurable bias"
     runs = {("sst2", 42, "majority"): SimpleNamespace(bias_before=0.3, bias_after=0.1),
             ("sst2", 42, "recency"): SimpleNamespace(bias_before=0.05, bias_after=0.04)}

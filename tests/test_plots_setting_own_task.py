@@ -247,7 +247,7 @@ def test_own_aucroc_tables():
     from helpers.study import plots
 
     t = plots.own_aucroc_table({"peak": Interval(0.81234, 0.7, 0.9, 2, 16), "crossing": None})
-    assert t.to_dict() == {"95% interval (layers 0-based)": {"peak": "0.81 [0.70, 0.90]", "crossing": "undefined"}}
+    assert t.to_dict() == {"95% interval (layers 0-based)": {"peak": "0.81 [0.70, 0.90]", "crossing": "no estimate"}}
     c = plots.own_aucroc_checks_table({"peak above 0.5": True})
     assert c.to_dict() == {"holds": {"peak above 0.5": True}}
     assert plots.own_aucroc_checks_table({}).empty  # undefined AUCROC: no checks

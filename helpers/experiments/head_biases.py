@@ -261,7 +261,7 @@ def head_biases_claims(intervals: dict[str, dict[str, Interval | None]], context
     out = []
     for kind, iv in intervals.items():
         part = bias_interval_part(iv["before"], iv["reduction"])
-        fmt = lambda x: "undefined" if x is None else f"{x:.3f}"
+        fmt = lambda x: "not measured" if x is None else f"{x:.3f}"
         note = f"Bias (P(favoured label) - 0.5) before {fmt(iv['before'])}, after {fmt(iv['after'])}."
         if part == "no measurable bias":
             note += " No measurable bias before the reduction (its interval does not lie above 0): nothing to reduce."
@@ -269,7 +269,8 @@ def head_biases_claims(intervals: dict[str, dict[str, Interval | None]], context
                          "inconclusive" if part == "no measurable bias" else part,
                          "bias before the reduction above 0; then the % reduction at or above 10 (replicates), "
                          "above 0 (partly), at or below 0 (does not replicate)", unit="%", context=context,
-                         note=note, part=part))
+                         note=note, part=part,
+                         missing="no bias measured before the reduction, so there is none to reduce"))
     return out
 
 

@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, field
 
 from helpers.study.stats import Interval
 
-__all__ = ["Claim", "VERDICTS", "claim", "claims_frame", "report_claims", "reported_claim", "quote_claim"]
+__all__ = ["Claim", "VERDICTS", "claim", "claims_frame", "report_claims", "reported_claim", "quote_claim",
+           "reported_claims", "reading_markdown", "show_reading"]
 
 VERDICTS = ("replicates", "partly", "does not replicate", "inconclusive", "not comparable")
 
@@ -34,6 +35,8 @@ class Claim:
     states it (a number, or a phrase for a figure). ``criterion``: the check on ``ours``, written before the
     run. ``ours``: an :class:`~helpers.study.stats.Interval` in ``unit`` (or ``None`` when the model gives no
     value, e.g. an undefined ratio). ``context``: what the number rests on (model, profile, sizes).
+    ``missing``: what a missing ``ours`` means, in words (e.g. "no bias measured, so none to reduce"); shown in
+    its place.
     """
 
     key: str
@@ -47,6 +50,7 @@ class Claim:
     context: str = ""
     note: str = ""
     extra: dict = field(default_factory=dict)
+    missing: str = ""
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -68,7 +72,7 @@ class Claim:
 
     def ours_text(self, digits: int = 1) -> str:
         if self.ours is None:
-            return "undefined"
+            return self.missing or "no value: the statistic has no estimate on this run (see the note)"
         unit = f" {self.unit}" if self.unit and self.unit != "%" else self.unit
         iv, f = self.ours, f".{digits}f"
         return (f"{iv.estimate:{f}}{unit} [{iv.low:{f}}, {iv.high:{f}}] (95% CI; {iv.n_seeds} seed(s), "
@@ -95,7 +99,8 @@ class Claim:
 
 
 def claim(key: str, ours: Interval | None, verdict: str, criterion: str, unit: str = "", context: str = "",
-          note: str = "", paper: str | None = None, statement: str | None = None, **extra) -> Claim:
+          note: str = "", paper: str | None = None, statement: str | None = None, missing: str = "",
+          **extra) -> Claim:
     """A :class:`Claim` whose statement, source and paper value come from :data:`helpers.study.paper.CLAIMS`.
 
     ``paper`` overrides the stored value (e.g. the paper's number for the task at hand); ``statement`` the
@@ -109,7 +114,7 @@ def claim(key: str, ours: Interval | None, verdict: str, criterion: str, unit: s
     spec = CLAIMS[key]
     return Claim(key=key, statement=spec["statement"] if statement is None else statement, source=spec["source"],
                  paper=spec["paper"] if paper is None else paper, criterion=criterion, ours=ours, verdict=verdict,
-                 unit=unit, context=context, note=note, extra=extra)
+                 unit=unit, context=context, note=note, extra=extra, missing=missing)
 
 
 def claims_frame(claims: Sequence[Claim], digits: int = 1):
@@ -181,3 +186,54 @@ def quote_claim(section: str, key: str, digits: int = 1, model_name: str | None 
         return (f"Notebook {section} has not reported {key} for this model and profile yet: run it first "
                 f"(`make run` runs the notebooks in order).")
     return f"From notebook {section}: {c.sentence(digits)}"
+
+
+def reported_claims(section: str, model_name: str | None = None, profile: str | None = None) -> list[Claim]:
+    """Every claim notebook ``section`` reported (:func:`report_claims`) for this model and profile, in its order;
+    empty when it has not reported in this results folder."""
+    from helpers.study.results import load_metrics
+
+    return [Claim.from_json(d) for d in (load_metrics(section, model_name, profile) or {}).get("claims", [])]
+
+
+def reading_markdown(claims: Sequence[Claim], says: dict | None = None, digits: int = 1, heading: str = "") -> str:
+    """The numbers and verdicts of a notebook's reading, from the claims its run reported, as markdown.
+
+    One item per claim: what it states, the paper's value, ours with its 95% interval, the verdict, and, where
+    ``says`` (``{claim key: {verdict: sentence}}``) has a sentence for the verdict this run computed, that
+    sentence (``"*"`` answers any verdict without its own). The interpretation a notebook writes is therefore
+    chosen by the run's verdict, never typed beside a number that a rerun can change."""
+    says = says or {}
+    unknown = set(says) - {c.key for c in claims}
+    if unknown:
+        raise KeyError(f"reading: says= names claims this run did not report: {sorted(unknown)}; "
+                       f"reported: {[c.key for c in claims]}")
+    lines = [heading] if heading else []
+    for c in claims:
+        text = says.get(c.key, {})
+        then = text.get(c.verdict, text.get("*", ""))
+        lines.append(f"- **{c.statement}** ({c.source}). Paper: {c.paper}. Ours: {c.ours_text(digits)}. "
+                     f"Verdict: *{c.verdict}*." + (f" {then}" if then else ""))
+    return "\n".join(lines) + "\n"
+
+
+def show_reading(section: str, says: dict | None = None, digits: int = 1, model_name: str | None = None,
+                 profile: str | None = None) -> str:
+    """Show the reading's results (:func:`reading_markdown`) from the claims notebook ``section`` reported for this
+    model and profile, under a line naming the run; returns the markdown. When the notebook has not reported yet,
+    says to run its claims cell first (never a number of another run)."""
+    from IPython.display import Markdown, display
+
+    from helpers.study.profiles import current_model_name, get_profile
+
+    model_name = model_name or current_model_name()
+    profile = profile or get_profile().name
+    claims = reported_claims(section, model_name, profile)
+    if not claims:
+        md = (f"Notebook {section} has not reported its claims for {model_name} (profile `{profile}`) yet: run the "
+              f"claims cell above first.")
+    else:
+        md = reading_markdown(claims, says, digits, heading=f"**What this run found** ({model_name}, profile "
+                              f"`{profile}`; 95% intervals; verdicts by the criteria in the claims table):\n")
+    display(Markdown(md))
+    return md

@@ -158,8 +158,8 @@ def show_control_heads(scores, heads: Sequence, ablation: Mapping, intervals: Ma
 
 def control_two_way_text(mapping: Mapping, carrying, two_towers: Mapping) -> str:
     """One line: the 2-way mapping control (``mapping["swap_averaged"]``, ``mapping["same_word"]``), the
-    label-carrying rate and the two towers' intervals (``None``: undefined), to 3 decimals."""
-    towers = {k: (f"{v:.3f}" if v is not None else "undefined") for k, v in two_towers.items()}
+    label-carrying rate and the two towers' intervals (``None``: no estimate), to 3 decimals."""
+    towers = {k: (f"{v:.3f}" if v is not None else "no estimate") for k, v in two_towers.items()}
     return (f"2-way: swap-averaged accuracy {mapping['swap_averaged']:.3f}, same answer after the swap "
             f"{mapping['same_word']:.3f}; label-carrying rate {carrying:.3f}; two towers {towers}")
 

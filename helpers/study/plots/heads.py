@@ -277,8 +277,8 @@ def two_towers_table(tt: dict, uts: dict) -> pd.DataFrame:
 
 
 def two_towers_text(intervals: dict) -> str:
-    """The two-towers intervals, 3 digits each ("undefined" for None)."""
-    return str({k: (f"{v:.3f}" if v is not None else "undefined") for k, v in intervals.items()})
+    """The two-towers intervals, 3 digits each ("no estimate" for None)."""
+    return str({k: (f"{v:.3f}" if v is not None else "no estimate") for k, v in intervals.items()})
 
 
 def show_two_towers(tt: dict, towers: dict, intervals: dict, uts: dict) -> None:
@@ -294,10 +294,10 @@ def show_two_towers(tt: dict, towers: dict, intervals: dict, uts: dict) -> None:
 
 
 def head_bias_table(intervals: dict, reading) -> pd.DataFrame:
-    """One row per bias: before, after, reduction % (or "undefined (no bias)") and ``reading(before,
+    """One row per bias: before, after, reduction % (or "none: no bias measured") and ``reading(before,
     reduction)`` (notebook 07 passes ``head_biases.bias_interval_part``)."""
     return pd.DataFrame({k: {"bias before": f"{iv['before']:.3f}", "bias after": f"{iv['after']:.3f}",
-                             "reduction %": "undefined (no bias)" if iv["reduction"] is None
+                             "reduction %": "none: no bias measured" if iv["reduction"] is None
                              else f"{iv['reduction']:.1f}",
                              "reading": reading(iv["before"], iv["reduction"])} for k, iv in intervals.items()}).T
 

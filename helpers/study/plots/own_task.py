@@ -120,8 +120,8 @@ def show_own_isolation(task, loyalty: pd.DataFrame, intervals: dict, checks: dic
 
 
 def own_aucroc_table(intervals: dict) -> pd.DataFrame:
-    """The AUCROC intervals (peak, crossing layer, ...) to 2 decimals, "undefined" where there is none."""
-    return pd.DataFrame({"95% interval (layers 0-based)": {s: "undefined" if iv is None else f"{iv:.2f}"
+    """The AUCROC intervals (peak, crossing layer, ...) to 2 decimals, "no estimate" where there is none."""
+    return pd.DataFrame({"95% interval (layers 0-based)": {s: "no estimate" if iv is None else f"{iv:.2f}"
                                                            for s, iv in intervals.items()}})
 
 
