@@ -55,7 +55,7 @@ from helpers.core.prompts import example_prompt
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
 from helpers.experiments import setting
 from helpers.study import paper, plots
-from helpers.study.claims import report_claims
+from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
 from helpers.study.stats import bootstrap_means
 
@@ -278,25 +278,28 @@ _ = report_claims("00_icl_setting", setting.setting_claims(one, five), metrics=p
 # %% [markdown]
 # ## Reading: what this shows on a 135M-270M model, and what it cannot
 #
-# Default profile, both models, from the README's results table (5 seeds x 64 inputs per task and seed;
-# percent, 95% intervals):
-#
-# | | paper (GPT2-XL) | Gemma 3 270M | SmolLM2-135M |
-# |---|---|---|---|
-# | vanilla 1-shot, mean over tasks | 51.9 | 54.7 [46.6, 62.7] | 39.2 [33.5, 44.8] |
-# | vanilla 5-shot, mean over tasks | 46.9 | 46.8 [42.4, 50.9] | 32.8 [28.7, 37.0] |
-# | 5-shot minus 1-shot (points) | −5.0 | −7.9 [−16.4, +0.2]: **inconclusive** | −6.4 [−13.0, +1.2]: **inconclusive** |
-#
-# Both models learn from a single demonstration per class well above chance on average (chance averaged
-# over the four tasks is 29.2%), Gemma about as well as GPT2-XL did, SmolLM2 clearly less. The paper's
-# finding that more demonstrations do not help points the same way on both models (their estimates are
-# below zero, as the paper's is) but does not replicate by our criterion: each interval just reaches
-# zero. Per task the falls are where the paper saw them for Gemma: TweetEval-emotion, our EmoC substitute,
-# drops from 45.9 [30.9, 60.0] to 9.7 [5.3, 14.7], below chance, and AGNews from 45.3 to 36.9; for SmolLM2
-# the largest fall is on TREC (37.2 to 17.8 [8.1, 29.7]).
+# The paper's Table 1 baselines are GPT2-XL's; ours are a model 5-10 times smaller, so the two accuracies are
+# set side by side as a baseline, not checked against each other. The claim that can be checked is the paper's
+# observation that more demonstrations do not help. The numbers and verdicts below are this run's.
+
+# %%
+_ = show_reading("00_icl_setting", says={
+    "00.more_demos_no_help": {
+        "replicates": "More demonstrations make this model worse on average, as in the paper: the paired "
+                      "difference lies wholly below zero.",
+        "inconclusive": "The estimate's sign can be read, but its interval reaches zero: this run cannot tell "
+                        "\"5-shot no better\" from \"5-shot slightly better\". That is not evidence that more "
+                        "demonstrations help.",
+        "does not replicate": "On this model more demonstrations help: the paired difference lies wholly above zero, "
+                              "unlike the paper's GPT2-XL.",
+    }})
+
+# %% [markdown]
+# Per task (the interval table above), the largest falls are where the label prior of the demonstrations
+# matters most; the figure shows them beside chance.
 #
 # What the design cannot establish: the comparison is across models (270M and 135M against GPT2-XL's 1.5B),
 # on test pools that are seeded samples of merged splits rather than the original test sets, with a
-# substitute for EmoC; 5 seeds sample the demonstration draw thinly, and 64 inputs per task and seed give
-# intervals of about ±8 points per task. "Inconclusive" here means the run cannot tell "5-shot no better"
-# from "5-shot slightly better"; it is not evidence that more demonstrations help.
+# substitute for EmoC; a handful of seeds samples the demonstration draw thinly, and the inputs per task and
+# seed give intervals of several points per task. "Inconclusive" means the run cannot tell the two readings
+# apart; it is not evidence for either.

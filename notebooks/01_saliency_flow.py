@@ -51,7 +51,7 @@ from helpers.core.models import load_model
 from helpers.core.tasks import get_task
 from helpers.experiments import saliency as sal
 from helpers.study import plots
-from helpers.study.claims import report_claims
+from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
 
 profile = get_profile()
@@ -284,23 +284,33 @@ _ = report_claims("01_saliency_flow", claims, metrics={"verdict": verdict, "n": 
 #
 # ## Reading: what this shows on a 135M-270M model, and what it cannot
 #
-# (Default profile, from the README's results table, seeds 42-46, each input with its own
-# demonstrations: Gemma 3 270M at the default's 32 inputs per task and seed, 640 inputs; SmolLM2-135M from the
-# earlier run at 12 per task and seed, 6 on AGNews, 210 inputs.) Both models show the paper's two stages
-# clearly. Averaged over the four tasks, $S_{wp} - S_{pq}$ over the first third of the layers is
-# 0.376 [0.367, 0.385] on Gemma 3 270M and 0.473 [0.454, 0.496] on SmolLM2-135M (relative flows, 95%
-# intervals); $S_{pq} - S_{wp}$ over the last half is 0.886 [0.880, 0.890] and 0.778 [0.763, 0.787].
-# Both label flows lie above $S_{ww}$ over all layers ($S_{wp} - S_{ww}$ 0.248 [0.245, 0.252] and 0.258
-# [0.246, 0.272]; $S_{pq} - S_{ww}$ 0.551 [0.546, 0.555] and 0.428 [0.417, 0.433]). Gemma's estimates at
-# 32 inputs lie inside their intervals at 12, which are more than twice as wide. All 12 (task, check) pairs hold on both models: **replicates**, where the paper shows
-# the same pattern as curves for GPT2-XL and GPT-J. The crossing point differs: on Gemma $S_{pq}$ first
-# exceeds $S_{wp}$ at layer 5 of 18 on every task; on SmolLM2 at layer 6 of 30 on TREC but 14-15 on
-# SST-2, AGNews (14 [7, 17]) and TweetEval, so "shallow" is not the same share of depth in every model
-# and task.
+# The paper shows its two stages as curves for GPT2-XL and GPT-J: in shallow layers the text-to-label flow
+# $S_{wp}$ dominates, in deep layers the label-to-target flow $S_{pq}$. Each claim below is checked per task on
+# the relative flows, and its verdict counts the tasks on which the check holds (the note gives the tally and
+# the second contrast). The numbers and verdicts are this run's.
+
+# %%
+_ = show_reading("01_saliency_flow", digits=3, says={
+    "01.shallow_wp_dominant": {
+        "replicates": "The first stage is there on every task: demonstrations flow into their label words first.",
+        "partly": "The first stage shows on some tasks only: \"shallow\" is not the same share of depth on every "
+                  "task (see where $S_{pq}$ first exceeds $S_{wp}$ in the table above).",
+        "does not replicate": "The shallow layers are not dominated by the text-to-label flow on this model.",
+        "inconclusive": "The shallow contrast straddles zero on too many tasks to tell.",
+    },
+    "01.deep_pq_dominant": {
+        "replicates": "The second stage is there on every task: the target reads from the label words in deep "
+                      "layers (partly structural, question 2).",
+        "*": "The deep contrast does not hold on every task; the per-task tally is in the note.",
+    }})
+
+# %% [markdown]
+# The crossing layer (the table above) says where the model switches stage; it differs between models and
+# tasks, so "shallow" is not the same share of depth everywhere.
 #
 # What the design cannot establish: saliency is a first-order, gradient-times-activation attribution; it
 # says where the loss is locally sensitive, not that the information actually travels that way (notebook
 # 02 intervenes to test that). The deep-layer dominance of $S_{pq}$ is partly structural (question 2).
 # These are two small models, one prompt format with one demonstration per class, TweetEval-emotion
-# standing in for EmoC, and 6-32 inputs per task and seed (a backward pass per input); the intervals
+# standing in for EmoC, and a few dozen inputs per task and seed (a backward pass per input); the intervals
 # cover seeds and inputs, not models or prompt formats.

@@ -57,7 +57,7 @@ from helpers.core.prompts import example_prompt, sample_demos
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
 from helpers.experiments import aucroc, isolation, saliency, setting
 from helpers.study import paper, plots
-from helpers.study.claims import report_claims
+from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, current_own_task, get_profile, own_task_sizes
 from helpers.study.stats import bootstrap_means, cells_from_frame, paired_differences
 
@@ -297,22 +297,27 @@ _ = report_claims(f"08_your_own_task_{name}", claims, digits=2, metrics={"digest
 # %% [markdown]
 # ## Reading your task's claims: what they can show, and what they cannot
 #
-# There is no default-profile result of this notebook in the README's results table: its numbers are those of
-# whatever task it runs on, so read your own run's table with these points in mind.
-#
+# The numbers of this notebook are those of whatever task it runs on. This run's, with the point each verdict
+# makes:
+
+# %%
+_ = show_reading(f"08_your_own_task_{name}", digits=2, says={
+    key: {"replicates": "Every check held on its whole 95% interval even at this size: the effect is large on your "
+                        "task, for this model, these demonstration draws and this test sample.",
+          "partly": "Some checks held; on a run this small that mostly means wide intervals. Rerun with "
+                    "`ICL_PROFILE=paper` before reading it as a failure.",
+          "inconclusive": "The intervals are too wide to tell; rerun with `ICL_PROFILE=paper` (5 seeds and the full "
+                          "test pool) and see which side they narrow around.",
+          "does not replicate": "An interval lies wholly on the other side: the one verdict a small run gives with "
+                                "some force. Check the prompt first (a label word split or merged, or a model at "
+                                "chance on the task)."}
+    for key in ("08.saliency_two_stages", "08.isolation_first_hurts", "08.aucroc_deep")})
+
+# %% [markdown]
 # - **What a verdict rests on.** With `default` each claim rests on 3 seeds and at most 32 test inputs per
 #   seed (saliency and the random-word control on fewer; the table's "ours" column gives the counts). The
 #   paper's numbers in the table are its four tasks on GPT2-XL, never your task: a verdict says whether
 #   your run shows the paper's *pattern*, not whether it matches a number.
-# - **"replicates"** means every check of notebooks 00-03 held on its whole 95% interval even at this size:
-#   the effect is large on your task. It does not say the effect has the paper's size, and it holds for this
-#   model, these 3 demonstration draws and this test sample only.
-# - **"partly"** and **"inconclusive"** on a run this small mostly mean the intervals are wide; before
-#   reading them as a failure, run with `ICL_PROFILE=paper` (5 seeds and the full test pool) and see whether
-#   the intervals narrow around the paper's side or the other.
-# - **"does not replicate"** (an interval wholly on the other side) is the one verdict a small run can give
-#   with some force, and it is worth checking the prompt first: a template whose label word is split or
-#   merged, or a model at chance on the task (the accuracy claim), changes what the mechanism claims measure.
 # - **What cannot be concluded.** One small model (135M-270M) and one template say nothing about larger
 #   models or other phrasings; a handful of seeds samples the choice of demonstrations thinly; and a task
 #   where the model is at chance can still show the anchor pattern (question 1), so the mechanism verdicts

@@ -62,7 +62,7 @@ from helpers.experiments import positive_control as pc
 from helpers.experiments import saliency as sal
 from helpers.experiments import two_towers as tt
 from helpers.study import plots
-from helpers.study.claims import report_claims
+from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import get_profile
 from helpers.study.stats import bootstrap_means
 
@@ -323,43 +323,33 @@ _ = report_claims("09_a_model_that_learns_in_context", claims, metrics={"sizes":
 # %% [markdown]
 # ## 6 · Reading: what each method sees on a model that certainly learns in context
 #
-# Numbers from the default profile (5 seeds x 256 sequences per cell; saliency 48 sequences per seed; the two
-# towers one seed), on the shipped checkpoint.
-#
-# - **The premise holds.** Accuracy 0.99 [0.98, 1.00] on fresh sequences of training classes and 0.96 [0.93,
-#   0.97] on classes never seen in training (chance 0.25). Under the label swap the answer moves with the labels
-#   on 0.99 [0.98, 1.00] of inputs and stays on the same label on 0.008; the swap-averaged accuracy is 0.99 [0.98,
-#   0.99] (4 labels) and 1.00 [0.99, 1.00] (2 labels, L0/L1 swapped), where Gemma and SmolLM2 score 0.50.
-# - **The circuit is in the attention.** Head L0H1 puts 0.92 of each label position's attention on the item just
-#   before it (0.14 if uniform), and head L1H1 puts 0.93 of q's attention on the two labels of the query's class
-#   (0.11 if uniform).
-# - **Saliency (01) sees the deep half, not the shallow half.** S_pq dominates the last layer (S_pq - S_wp 0.99
-#   [0.99, 1.00]) and both label flows exceed S_ww: replicates. But in layer 0 S_wp - S_pq is -0.44 [-0.52,
-#   -0.26]: "does not replicate", on a model whose layer 0 certainly copies each item into its label. The cause is
-#   the measure: S_wp is a mean over *every* position before each label, while the aggregation here runs through
-#   one edge (the item just before the label). On 48 sequences of one seed that edge's saliency in layer 0 is 0.0051
-#   against 0.0043 for the q -> label edges, but S_wp, averaged over all earlier positions, is 0.0015. A mean over
-#   positions reads a one-edge mechanism as weak: a finding about the method.
-# - **Isolation (02) sees it.** Label words isolated in the first layer keep 30.9% [27.5, 34.7] of predictions
-#   (accuracy 0.31, near chance); in the last layer 100% (by construction in two layers: question 2); random
-#   positions 95.9% [94.1, 97.5] first and 100% last. With 8 items as the only non-label positions before q - 1,
-#   the authors' random draw isolates all 8 items: the control is "every item" rather than a random subset.
-# - **AUCROC_l (03) sees it.** 0.49 in layer 0, 0.98 [0.97, 0.99] in layer 1.
-# - **In-context heads (07) see the read-out, not the copy.** Attribution at q picks L1H1; ablating it takes
-#   accuracy from 0.99 to 0.435 [0.39, 0.48] (at q and at every position alike: it is in the last layer), against
-#   0.98 with a random head ablated at q: replicates. At every position the contrast is inconclusive (random heads
-#   0.65 [0.36, 0.94]): the random draw hit L0H1 in 2 of 5 seeds, and L0H1 alone, ablated everywhere, takes
-#   accuracy to 0.25, chance. Gain and drop at q cannot see a head that acts at the label positions: the first half
-#   of the circuit is invisible to paper B's ranking.
-# - **Value outputs and two towers (07) see it.** L1H1's value-output vector at every label position carries its
-#   label (rate 1.00 [1.00, 1.00]); the logit difference follows the attention difference (correlation 0.994
-#   [0.993, 0.995]) and hardly the value-output difference (|correlation| 0.19 [0.09, 0.29]): replicates.
-# - **Anchor-only context (05) sees it.** Keeping only BOS and the label tokens' keys and values keeps 0.986
-#   [0.971, 0.996] accuracy and 98.8% of the predictions; as many item positions instead keep 0.295 [0.260, 0.332].
-#
-# So on the offline models, where 07's ablation was "inconclusive" and the mapping control at chance, the methods
-# of 02, 03, 05 and 07 are not blind: they find this mechanism where it exists. Saliency's shallow check and paper
-# B's head ranking are the two places where a method can miss a mechanism that is there. What this control cannot
+# On this model the mechanism is known (section 2: a first-layer head copies each item into its label, a
+# second-layer head reads the labels of the query's class at q), so each verdict below grades the *method*:
+# "replicates" means it sees the mechanism, anything else that it misses part of it. The numbers and verdicts
+# are this run's, graded with the same criteria as on the offline models.
+
+# %%
+_ = show_reading("09_a_model_that_learns_in_context", digits=2, model_name=MODEL, says={
+    "09.icl_accuracy": {"replicates": "The premise holds: the control reads the mapping from its context.",
+                        "*": "The premise does not hold on this checkpoint: retrain it (`make control`)."},
+    "01.shallow_wp_dominant": {
+        "replicates": "Saliency sees the first-layer copy.",
+        "*": "Saliency misses the first-layer copy on a model whose layer 0 certainly makes it. The cause is the "
+             "measure: S_wp is a mean over *every* position before each label, while the copy here runs through one "
+             "edge (the item just before the label), so a mean over positions reads a one-edge mechanism as weak: "
+             "a finding about the method.",
+    },
+    "07.ablation_all": {
+        "replicates": "Ablating the in-context head everywhere costs more than random heads.",
+        "inconclusive": "At every position the contrast with random heads is not clear: a random draw can hit the copying head "
+             "of layer 0, which gain and drop at q do not rank (section 4). Paper B's ranking cannot see a head "
+             "that acts at the label positions.",
+    }})
+
+# %% [markdown]
+# So where the offline models' mapping control sits at chance and 07's ablation cannot be tested, the methods of
+# 02, 03, 05 and 07 are not blind when they find this mechanism here. Saliency's shallow check and paper B's
+# head ranking are the two places where a method can miss a mechanism that is there. What this control cannot
 # establish: anything about depth (two layers, where "first" and "last" are single layers), text (items are
 # single tokens, labels have no meaning to unlearn), or redundancy (a 270M model may spread one function over
 # many heads).
