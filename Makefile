@@ -9,6 +9,8 @@
 #   make site   the executed notebooks of a finished `make run` (same PROFILE, MODELS) as a static site in
 #               site/html (offline; README, 'Read it without running'), then its browser check (make site-check)
 #   make control    retrain the positive control (notebook 09's model) from CONTROL_SEED: at most 10 min on 2 cores
+#   make record the claims of a finished `make run` (same PROFILE, MODELS) as docs/record/<model>-<profile>.json
+#   make tables rewrite README.md's and docs/'s result tables from docs/record/ (no result is typed by hand)
 #   make lock   refresh requirements.lock (the exact versions setup installs) from the working .venv
 PYTHON ?= python3
 VENV ?= .venv
@@ -53,7 +55,7 @@ LOCK := requirements.lock
 # seed of `make control` (the shipped data/control/control.safetensors was trained with 0)
 CONTROL_SEED ?= 0
 
-.PHONY: setup lock preflight test test-fast run bench figures lab data clean exercises control site site-check
+.PHONY: setup lock preflight test test-fast run bench figures lab data clean exercises control site site-check record tables
 
 # torch is installed first and on its own. Its stamp's name carries a checksum of TORCH, so
 # `make setup TORCH=...` with another value reinstalls torch (and only torch): the build that was
@@ -111,6 +113,13 @@ control: setup
 
 bench: setup
 	$(PY) benchmarks/run_benchmarks.py --model $(word 1,$(MODELS))
+
+record: setup
+	$(PY) scripts/record.py save --profile $(PROFILE) --models $(MODELS)
+	$(PY) scripts/record.py tables
+
+tables: setup
+	$(PY) scripts/record.py tables
 
 # copy the results page's figures (docs/results.md) from a finished default run into docs/figures
 figures:

@@ -59,7 +59,8 @@ RUNS_FILE = "runs.json"  # per results folder: the last run of every notebook (s
 
 
 def record_run(folder: Path, notebook: str, info: dict) -> None:
-    """Record the last run of ``notebook`` (``{"status", "seconds", ...}``) in ``folder/runs.json``."""
+    """Record the last run of ``notebook`` (``{"status", "seconds", ...}``) in ``folder/runs.json``, with the commit
+    it ran at (:func:`helpers.study.record.git_commit`) and when it finished: ``make record`` names both."""
     import datetime as dt
     import os
     import tempfile
@@ -68,7 +69,10 @@ def record_run(folder: Path, notebook: str, info: dict) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / RUNS_FILE
     runs = recorded_runs(folder)
-    runs[notebook] = {**info, "finished": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+    from helpers.study.record import git_commit
+
+    runs[notebook] = {**info, "commit": info.get("commit") or git_commit(),
+                      "finished": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".runs-", suffix=".json")
     with os.fdopen(fd, "w") as f:
         json.dump(dict(sorted(runs.items())), f, indent=1)

@@ -1,0 +1,278 @@
+"""The run record: what the README and docs/results.md say about results, and where it comes from.
+
+A record is one JSON file per model and run under ``docs/record/`` (``<model slug>-<run key>.json``), written by
+``make record`` from a finished ``make run`` (:func:`make_record`): the model, the profile, the commit and date
+of the run, every notebook's claims exactly as the notebook reported them (:func:`helpers.study.claims.report_claims`)
+and each notebook's run time. It is committed, so a reader can see which run a number comes from.
+
+The result tables of README.md and docs/results.md are *generated* from the records (:func:`render_blocks`):
+each sits between ``<!-- record:<name> -->`` and ``<!-- /record:<name> -->`` and is rewritten by
+``make tables``. ``tests/test_record.py`` fails when a block differs from what the records give, and when a
+result (an interval such as ``0.76 [0.73, 0.80]``, or a verdict in bold) appears in README.md, docs/ or a
+notebook's markdown outside a block. So no result number or verdict is typed by hand, and a reader never meets
+two answers to one question.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers.study.claims import VERDICTS, Claim
+
+__all__ = ["RECORD_DIR", "Record", "RecordError", "make_record", "load_records", "render_blocks", "apply_blocks",
+           "check_blocks", "stray_results", "README_CLAIMS", "git_commit"]
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+RECORD_DIR = ROOT / "docs" / "record"
+CONTROL = "control"
+
+# The claims the README's front table shows, in order (docs/results.md shows every claim of every notebook).
+README_CLAIMS = ("00.more_demos_no_help", "01.shallow_wp_dominant", "01.deep_pq_dominant",
+                 "02.label_first_hurts_most", "02.random_first_barely_matters", "03.peak_aucroc", "03.r_crossing",
+                 "04.gain_over_1shot", "04.gain_over_5shot", "05.hidden_anchor_label_loyalty",
+                 "05.anchor_minus_Text_anchor_label_loyalty", "05.anchor_minus_Hidden_random-top_label_loyalty",
+                 "06.confusion_agreement", "07.foobar_icl", "07.ablation_at_q", "07.value_output", "07.two_towers",
+                 "07.majority_reduction", "07.recency_reduction")
+
+_BLOCK = re.compile(r"<!-- record:(?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- /record:(?P=name) -->", re.S)
+# a result as a reader sees it: "estimate [low, high]" (any sign, unicode minus, optional % or unit), or a verdict
+# in bold
+_NUM = r"[−+-]?\d+(?:\.\d+)?%?"
+INTERVAL = re.compile(rf"{_NUM}\s*\[{_NUM},\s*{_NUM}\]")
+BOLD_VERDICT = re.compile(r"\*\*(" + "|".join(re.escape(v) for v in VERDICTS) + r")\*\*", re.I)
+
+
+class RecordError(RuntimeError):
+    """A record that cannot be made or read as asked; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One model's run: ``claims`` in the order the notebooks reported them (notebook 09's under the control)."""
+
+    model: str
+    slug: str
+    profile: str
+    run_key: str
+    commit: str
+    date: str
+    seconds: dict
+    claims: tuple[Claim, ...]
+
+    @property
+    def name(self) -> str:
+        return self.slug
+
+    def by_key(self) -> dict[str, Claim]:
+        return {c.key: c for c in self.claims}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Record:
+        return cls(model=d["model"], slug=d["slug"], profile=d["profile"], run_key=d["run_key"], commit=d["commit"],
+                   date=d["date"], seconds=d.get("seconds", {}),
+                   claims=tuple(Claim.from_json(c) for sec in d["notebooks"].values() for c in sec["claims"]))
+
+
+def git_commit(root: Path = ROOT) -> str:
+    """The commit checked out at ``root`` (``<sha>-dirty`` with uncommitted changes to tracked files; ``unknown``
+    outside git)."""
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return sha + ("-dirty" if dirty else "")
+
+
+def make_record(results: Path, model: str, key: str, commit: str | None = None, out_dir: Path = RECORD_DIR) -> Path:
+    """Write the record of ``results/<model slug>/<key>`` (a finished ``make run``) to ``out_dir``; returns its path.
+
+    Every notebook's claims are taken as saved (``metrics/<notebook>.json``); the run's date is the last
+    notebook's finish in ``runs.json``, its commit the one ``make run`` recorded there (else ``commit``). Refuses a
+    folder with no claims, a notebook that did not finish ok, or a run whose commit is unknown."""
+    from helpers.study.report import recorded_runs
+    from helpers.study.results import model_slug
+
+    slug = CONTROL if model == CONTROL else model_slug(model)
+    folder = Path(results) / slug / key
+    metrics = sorted((folder / "metrics").glob("*.json"))
+    if not metrics:
+        raise RecordError(f"no claims in {folder / 'metrics'}: run `make run PROFILE={key.split('-')[0]}` for {model} "
+                          f"first, then `make record` with the same PROFILE and MODELS")
+    runs = recorded_runs(folder)
+    failed = sorted(nb for nb, info in runs.items() if info.get("status") != "ok")
+    if failed:
+        raise RecordError(f"{folder}: notebooks {failed} did not finish ok in the last run; rerun them "
+                          f"(`make run NOTEBOOKS=...`) before recording")
+    commits = {info.get("commit") for info in runs.values()} - {None}
+    if len(commits) > 1:
+        raise RecordError(f"{folder}: its notebooks ran at different commits {sorted(commits)}; rerun them at one "
+                          f"commit before recording")
+    commit = next(iter(commits), None) or commit
+    if not commit or commit == "unknown":
+        raise RecordError(f"{folder}: the run's commit is unknown; pass --commit with the commit that ran it")
+    notebooks = {}
+    for p in metrics:
+        d = json.loads(p.read_text())
+        if d.get("claims"):
+            notebooks[p.stem] = {"claims": d["claims"]}
+    date = max((info.get("finished", "") for info in runs.values()), default="") or "unknown"
+    rec = {"model": model, "slug": slug, "profile": key.split("-")[0], "run_key": key, "commit": commit, "date": date,
+           "seconds": {nb: info.get("seconds") for nb, info in sorted(runs.items())}, "notebooks": notebooks}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{slug}-{key}.json"
+    path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
+    return path
+
+
+def load_records(record_dir: Path = RECORD_DIR) -> list[Record]:
+    """Every record under ``record_dir``: the offline models in name order, the control last."""
+    recs = [Record.from_json(json.loads(p.read_text())) for p in sorted(Path(record_dir).glob("*.json"))]
+    return sorted(recs, key=lambda r: (r.slug == CONTROL, r.slug))
+
+
+# ------------------------------------------------------------------ rendering
+
+def _digits(c: Claim) -> int:
+    """Decimals a claim is shown with: 3 for relative flows and correlations near 1, 2 for AUCs, accuracies as
+    fractions and correlations, 1 for percentages and points."""
+    if c.ours is None:
+        return 1
+    if c.unit in ("%", "points"):
+        return 1
+    return 3 if c.key.startswith("01.") else 2
+
+
+def cell(c: Claim | None) -> str:
+    """``"0.76 [0.73, 0.80]: **partly**"`` (a missing value in words); "not run" when the record has no such claim."""
+    if c is None:
+        return "not run"
+    d = _digits(c)
+    if c.ours is None:
+        ours = c.missing or "no value"
+    else:
+        iv, unit = c.ours, {"%": "%", "x": "x"}.get(c.unit, "")
+        ours = f"{iv.estimate:.{d}f}{unit} [{iv.low:.{d}f}, {iv.high:.{d}f}]"
+    return f"{ours}: **{c.verdict}**"
+
+
+def _esc(text: str) -> str:
+    return str(text).replace("|", "/").replace("\n", " ")
+
+
+def _model_label(r: Record) -> str:
+    return r.model.split("/")[-1]
+
+
+def _minutes(r: Record) -> float:
+    return sum(s or 0 for s in r.seconds.values()) / 60
+
+
+def runs_line(records: Sequence[Record]) -> str:
+    """One sentence per record: model, profile, commit, date and minutes of notebooks."""
+    parts = []
+    for r in records:
+        parts.append(f"{_model_label(r)}: `make run PROFILE={r.profile}` at commit `{r.commit[:7]}`, finished "
+                     f"{r.date}, {_minutes(r):.1f} min of notebooks (record `docs/record/{r.slug}-{r.run_key}.json`)")
+    return "Runs: " + "; ".join(parts) + "." if parts else "No run has been recorded yet (`make record`)."
+
+
+def front_table(records: Sequence[Record], keys: Sequence[str] = README_CLAIMS) -> str:
+    """The README's table: the claims of ``keys`` (those no record has are left out), one column per offline
+    model."""
+    models = [r for r in records if r.slug != CONTROL]
+    if not models:
+        return "No run of an offline model has been recorded yet: `make run`, then `make record` and `make tables`.\n"
+    by = [r.by_key() for r in models]
+    lines = ["| paper claim (section) | paper | " + " | ".join(_model_label(r) for r in models) + " |",
+             "|---|---|" + "---|" * len(models)]
+    for k in keys:
+        cs = [b.get(k) for b in by]
+        first = next((c for c in cs if c is not None), None)
+        if first is None:
+            continue
+        lines.append(f"| {_esc(first.statement)} ({_esc(first.source)}) | {_esc(first.paper)} | "
+                     + " | ".join(_esc(cell(c)) for c in cs) + " |")
+    return "\n".join(lines) + "\n\n" + runs_line(models) + "\n"
+
+
+def control_table(records: Sequence[Record]) -> str:
+    """The positive control's claims (notebook 09 grades it with 01-03's and 07's claims too)."""
+    ctrl = [r for r in records if r.slug == CONTROL]
+    if not ctrl:
+        return "The positive control has not been recorded yet: `make run`, then `make record`.\n"
+    r = ctrl[0]
+    lines = ["| claim, graded on the control (section) | paper | on the control |", "|---|---|---|"]
+    for c in r.claims:
+        lines.append(f"| {_esc(c.statement)} ({_esc(c.source)}) | {_esc(c.paper)} | {_esc(cell(c))} |")
+    return "\n".join(lines) + "\n\n" + runs_line([r]) + "\n"
+
+
+def full_table(records: Sequence[Record]) -> str:
+    """Every claim of every offline model's record, by notebook, with its note (docs/results.md)."""
+    models = [r for r in records if r.slug != CONTROL]
+    if not models:
+        return "No run of an offline model has been recorded yet.\n"
+    keys = list(dict.fromkeys(c.key for r in models for c in r.claims))
+    by = [r.by_key() for r in models]
+    lines = ["| notebook | claim | paper | " + " | ".join(_model_label(r) for r in models) + " |",
+             "|---|---|---|" + "---|" * len(models)]
+    for k in keys:
+        cs = [b.get(k) for b in by]
+        first = next(c for c in cs if c is not None)
+        lines.append(f"| {k[:2]} | {_esc(first.statement)} | {_esc(first.paper)} | "
+                     + " | ".join(_esc(cell(c)) for c in cs) + " |")
+    return "\n".join(lines) + "\n\n" + runs_line(models) + "\n"
+
+
+def run_times(records: Sequence[Record]) -> str:
+    """Minutes per notebook of each recorded run (measured by ``make run``)."""
+    if not records:
+        return "No run has been recorded yet.\n"
+    nbs = sorted({nb for r in records for nb in r.seconds})
+    lines = ["| notebook | " + " | ".join(f"{_model_label(r)} ({r.profile})" for r in records) + " |",
+             "|---|" + "---|" * len(records)]
+    for nb in nbs:
+        lines.append(f"| {nb} | " + " | ".join(
+            "" if r.seconds.get(nb) is None else f"{r.seconds[nb] / 60:.1f}" for r in records) + " |")
+    lines.append("| all | " + " | ".join(f"{_minutes(r):.1f}" for r in records) + " |")
+    return "\n".join(lines) + "\n"
+
+
+RENDERERS = {"front": front_table, "control": control_table, "full": full_table, "times": run_times}
+
+
+def render_blocks(records: Sequence[Record]) -> dict[str, str]:
+    return {name: fn(records) for name, fn in RENDERERS.items()}
+
+
+def apply_blocks(text: str, blocks: dict[str, str], where: str = "text") -> str:
+    """``text`` with the body of every ``<!-- record:name -->`` block replaced by ``blocks[name]``."""
+    def rep(m: re.Match) -> str:
+        name = m.group("name")
+        if name not in blocks:
+            raise RecordError(f"{where}: unknown record block {name!r}; known: {sorted(blocks)}")
+        return f"<!-- record:{name} -->\n{blocks[name]}<!-- /record:{name} -->"
+
+    return _BLOCK.sub(rep, text)
+
+
+def check_blocks(text: str, blocks: dict[str, str], where: str = "text") -> list[str]:
+    """The blocks of ``text`` whose body differs from what the records give (empty: all agree)."""
+    return [f"{where}: block {m.group('name')!r} differs from the records (run `make tables`)"
+            for m in _BLOCK.finditer(text) if blocks.get(m.group("name")) != m.group("body")]
+
+
+def stray_results(text: str, where: str = "text") -> list[str]:
+    """Results typed outside a record block: intervals and bold verdicts (empty: none)."""
+    outside = _BLOCK.sub("", text)
+    found = [f"{where}: interval {m.group(0)!r} outside a record block" for m in INTERVAL.finditer(outside)]
+    found += [f"{where}: verdict {m.group(0)!r} outside a record block" for m in BOLD_VERDICT.finditer(outside)]
+    return found

@@ -1,0 +1,133 @@
+"""One answer everywhere: the result tables of README.md and docs/ are generated from the committed run records
+(docs/record/), no result is typed outside them, and no notebook's markdown states a result (its reading is
+rendered from its own run's claims)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from helpers.study import record as rec
+from helpers.study.claims import report_claims
+from helpers.study.report import record_run
+from helpers.study.stats import Interval
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _notebook_markdown(path: Path) -> str:
+    nb = json.loads(path.read_text())
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+# ------------------------------------------------------------------ the repository as committed
+
+
+def test_readme_and_docs_tables_are_what_the_records_give():
+    blocks = rec.render_blocks(rec.load_records())
+    found = {m.group("name") for p in PAGES for m in rec._BLOCK.finditer(p.read_text())}
+    assert {"front", "control"} <= found, "README.md must carry the generated front and control tables"
+    problems = [x for p in PAGES for x in rec.check_blocks(p.read_text(), blocks, p.name)]
+    assert not problems, problems
+
+
+def test_no_result_is_typed_outside_a_generated_block():
+    problems = [x for p in PAGES for x in rec.stray_results(p.read_text(), p.name)]
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        md = _notebook_markdown(nb)
+        problems += rec.stray_results(md, nb.name)
+        problems += [f"{nb.name}: record block in a notebook" for _ in rec._BLOCK.finditer(md)]
+    assert not problems, problems
+
+
+def test_one_changed_digit_anywhere_fails():
+    """What the two tests above exist for: change one digit of a result in the README's table, in docs/, or type
+    a result into a notebook's markdown, and the check fails."""
+    blocks = rec.render_blocks(rec.load_records())
+    readme = (ROOT / "README.md").read_text()
+    body = next(m for m in rec._BLOCK.finditer(readme) if m.group("name") == "front")
+    digit = re.search(r"\d(?=\.\d+ \[)", body.group(0))
+    if digit is None:
+        pytest.skip("no recorded result in the README yet")
+    at = body.start() + digit.start()
+    changed = readme[:at] + str((int(readme[at]) + 1) % 10) + readme[at + 1:]
+    assert rec.check_blocks(changed, blocks, "README.md") and not rec.check_blocks(readme, blocks, "README.md")
+    page = (ROOT / "docs" / "results.md").read_text() + "\nOn Gemma the peak is 0.76 [0.73, 0.80]: **partly**.\n"
+    assert len(rec.stray_results(page, "results.md")) == 2
+    md = _notebook_markdown(ROOT / "notebooks" / "02_shallow_isolation.ipynb") + "\nlabel loyalty 62.0% [55.8, 68.1]"
+    assert rec.stray_results(md, "02")
+
+
+# ------------------------------------------------------------------ making a record, on a run made here
+
+
+def _iv(x, lo, hi):
+    return Interval(x, lo, hi, 5, 1280)
+
+
+def _run(tmp_path, monkeypatch, model="google/gemma-3-270m", profile="default"):
+    from helpers.study.claims import claim
+    from helpers.study.results import model_slug, results_dir, run_key
+
+    monkeypatch.setenv("ICL_RESULTS_DIR", str(tmp_path / "results"))
+    claims = [claim("03.peak_aucroc", _iv(0.7612, 0.731, 0.802), "partly", "peak at or above 0.75"),
+              claim("03.r_crossing", None, "inconclusive", "R passes 0.5 after the first third",
+                    missing="R_l never passes 0.5")]
+    report_claims("03_deep_aucroc", claims, show=False, model_name=model, profile=profile)
+    report_claims("02_shallow_isolation",
+                  [claim("02.label_first_hurts_most", _iv(62.04, 55.8, 68.1), "replicates", "drops above 0",
+                         unit="%")], show=False, model_name=model, profile=profile)
+    folder = results_dir(model, profile)
+    for nb, s in (("02_shallow_isolation", 900.0), ("03_deep_aucroc", 120.0)):
+        record_run(folder, nb, {"status": "ok", "seconds": s, "commit": "abc1234def"})
+    return tmp_path / "results", folder, run_key(profile), model_slug(model)
+
+
+def test_make_record_keeps_every_claim_with_its_commit_date_and_times(tmp_path, monkeypatch):
+    results, folder, key, slug = _run(tmp_path, monkeypatch)
+    path = rec.make_record(results, "google/gemma-3-270m", key, out_dir=tmp_path / "record")
+    assert path.name == f"{slug}-{key}.json"
+    r = rec.load_records(tmp_path / "record")[0]
+    assert (r.commit, r.profile, r.seconds) == ("abc1234def", "default",
+                                                {"02_shallow_isolation": 900.0, "03_deep_aucroc": 120.0})
+    assert [c.key for c in r.claims] == ["02.label_first_hurts_most", "03.peak_aucroc", "03.r_crossing"]
+    blocks = rec.render_blocks([r])
+    assert "62.0% [55.8, 68.1]: **replicates**" in blocks["front"]
+    assert "0.76 [0.73, 0.80]: **partly**" in blocks["front"]
+    assert "R_l never passes 0.5: **inconclusive**" in blocks["front"]  # a missing value in words
+    assert "undefined" not in blocks["full"] and "nan" not in blocks["full"].lower()
+    assert "at commit `abc1234`" in blocks["front"] and "17.0" in blocks["times"]  # 1020 s of notebooks
+
+
+def test_make_record_refuses_what_it_cannot_vouch_for(tmp_path, monkeypatch):
+    results, folder, key, _ = _run(tmp_path, monkeypatch)
+    with pytest.raises(rec.RecordError, match="run `make run PROFILE=smoke`"):
+        rec.make_record(results, "google/gemma-3-270m", "smoke", out_dir=tmp_path / "record")
+    record_run(folder, "04_anchor_reweighting", {"status": "failed", "seconds": 3.0, "commit": "abc1234def"})
+    with pytest.raises(rec.RecordError, match="did not finish ok"):
+        rec.make_record(results, "google/gemma-3-270m", key, out_dir=tmp_path / "record")
+    record_run(folder, "04_anchor_reweighting", {"status": "ok", "seconds": 3.0, "commit": "fff0000"})
+    with pytest.raises(rec.RecordError, match="different commits"):
+        rec.make_record(results, "google/gemma-3-270m", key, out_dir=tmp_path / "record")
+
+
+def test_tables_rewrite_only_the_blocks_and_check_names_what_differs():
+    blocks = {"front": "| a | b |\n", "control": "none\n"}
+    text = "intro\n<!-- record:front -->\nold 0.1 [0.0, 0.2]\n<!-- /record:front -->\nend\n"
+    new = rec.apply_blocks(text, blocks)
+    assert new == "intro\n<!-- record:front -->\n| a | b |\n<!-- /record:front -->\nend\n"
+    assert rec.check_blocks(text, blocks, "p") == ["p: block 'front' differs from the records (run `make tables`)"]
+    assert rec.check_blocks(new, blocks, "p") == [] and rec.stray_results(new, "p") == []
+    with pytest.raises(rec.RecordError, match="unknown record block 'nope'"):
+        rec.apply_blocks("<!-- record:nope -->\nx<!-- /record:nope -->", blocks)
+
+
+def test_record_run_notes_the_commit(tmp_path):
+    from helpers.study.report import recorded_runs
+
+    record_run(tmp_path, "00_icl_setting", {"status": "ok", "seconds": 1.0})
+    assert recorded_runs(tmp_path)["00_icl_setting"]["commit"] == rec.git_commit()
