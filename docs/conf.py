@@ -13,7 +13,10 @@ myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_heading_anchors = 3
 html_theme = "furo"
 html_title = "Label words are anchors"
-html_static_path: list = []
-exclude_patterns = ["_build"]
+# site.css: long table cells wrap, wide tables scroll in their own box; site.js: a click shows a figure full size
+html_static_path = ["_static"]
+html_css_files = ["site.css"]
+html_js_files = ["site.js"]
+exclude_patterns = ["_build", "record"]
 # notebooks start with a level-1 title and use levels 2-3 below; the staged pages link to each other by file
 suppress_warnings = ["myst.header"]

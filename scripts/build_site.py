@@ -73,28 +73,67 @@ def _html_text(data) -> str:
     return "".join(data) if isinstance(data, list) else data
 
 
-def prepare_notebook(src: Path, dst: Path, pages: set[str] = frozenset(), notebooks: tuple[str, ...] = ()) -> int:
+_BAR = re.compile(r"\d+%\|[^\n|]*\|\s*\d+/\d+")  # a tqdm bar's text form
+
+
+def local_paths(text: str) -> str:
+    """``text`` with this checkout's absolute paths made relative to it and the user's home shown as ``~``: a page
+    of the site never shows the machine it was built on."""
+    text = text.replace(str(ROOT) + os.sep, "").replace(str(ROOT), ".")
+    home = os.path.expanduser("~")
+    return text.replace(home + os.sep, "~/") if home not in ("", "/") else text
+
+
+def run_cell(run: dict) -> dict:
+    """The markdown cell a notebook page starts with: which run it shows (:func:`run_line`)."""
+    return {"cell_type": "markdown", "id": "site-run", "metadata": {},
+            "source": f'<div class="site-run">{run_line(run)}</div>'}
+
+
+def run_line(run: dict) -> str:
+    """``"This page shows the `smoke` run of gemma-3-270m at commit abc1234, finished ..."``."""
+    commit = str(run.get("commit") or "unknown")[:7] + ("-dirty" if str(run.get("commit", "")).endswith("-dirty") else "")
+    return (f"This page shows the <code>{run.get('key', '?')}</code> run of <code>{run.get('model', '?')}</code> at "
+            f"commit <code>{commit}</code>, finished {run.get('finished', 'at an unknown time')}, executed by "
+            f"<code>make run</code>.")
+
+
+def prepare_notebook(src: Path, dst: Path, pages: set[str] = frozenset(), notebooks: tuple[str, ...] = (),
+                     run: dict | None = None) -> int:
     """Copy an executed notebook for the site: every circuitsvis mount point closed
-    (:func:`helpers.study.plots.close_view_divs`), widget state and widget outputs dropped (progress bars keep
-    their text form), the links of its markdown cells rewritten for the site (:func:`rewrite_links`, with the
-    site's ``pages`` and ``notebooks``). Refuses a notebook with an error output (a failed cell) or a
-    view that loads its code from the network. Returns the number of circuitsvis views."""
+    (:func:`helpers.study.plots.close_view_divs`); run-time residue dropped (widget state, progress bars, whether
+    widgets or their text, and every stderr stream: warnings and bars, which name files of the machine it ran on);
+    this checkout's paths made relative (:func:`local_paths`); the links of its markdown cells rewritten for the
+    site (:func:`rewrite_links`, with the site's ``pages`` and ``notebooks``); with ``run``, a first cell that says
+    which run the page shows (:func:`run_cell`). Refuses a notebook with an error output (a failed cell) or a view
+    that loads its code from the network. Returns the number of circuitsvis views."""
     from helpers.study.plots import close_view_divs
 
     nb = json.loads(src.read_text())
-    # tqdm's bars are Jupyter widgets: their saved state would make the page load the widget manager from a CDN;
-    # each bar's text form is kept in the same output
+    # tqdm's bars are Jupyter widgets: their saved state would make the page load the widget manager from a CDN
     nb.get("metadata", {}).pop("widgets", None)
     views = 0
     for i, cell in enumerate(nb.get("cells", [])):
         if cell.get("cell_type") == "markdown":  # links as the site sees them (rewrite_links)
             cell["source"] = rewrite_links(_html_text(cell.get("source", "")), "notebooks", pages, notebooks)
+        kept = []
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 raise SiteError(f"{src}: cell {i} failed when it ran ({out.get('ename')}: {out.get('evalue')}); "
                                 f"rerun the notebook (`make run`), then `make site`")
+            if out.get("output_type") == "stream":
+                if out.get("name") == "stderr":
+                    continue
+                text = _BAR.sub("", local_paths(_html_text(out.get("text", ""))))
+                if text.strip():
+                    kept.append({**out, "text": text})
+                continue
             data = out.get("data", {})
-            data.pop(WIDGET_MIME, None)
+            if WIDGET_MIME in data:  # a progress bar (its text form is a frozen "0%| | 0/4" on a static page)
+                continue
+            for mime in ("text/plain", "text/markdown"):
+                if mime in data:
+                    data[mime] = local_paths(_html_text(data[mime]))
             if "text/html" in data:
                 html = _html_text(data["text/html"])
                 if "circuits-vis-" in html:
@@ -103,7 +142,15 @@ def prepare_notebook(src: Path, dst: Path, pages: set[str] = frozenset(), notebo
                         raise SiteError(f"{src}: cell {i}'s circuitsvis view imports its code from a CDN, so it "
                                         f"would not show offline; rerun the notebook with this version of helpers "
                                         f"(its views carry their code), then `make site`")
-                data["text/html"] = close_view_divs(html)
+                    data["text/html"] = close_view_divs(html)
+                else:
+                    data["text/html"] = local_paths(html)
+            kept.append(out)
+        if "outputs" in cell:
+            cell["outputs"] = kept
+    if run is not None:
+        cells = nb.get("cells", [])
+        nb["cells"] = cells[:1] + [run_cell(run)] + cells[1:]
     dst.parent.mkdir(parents=True, exist_ok=True)
     dst.write_text(json.dumps(nb, indent=1, ensure_ascii=False))
     return views
@@ -112,13 +159,15 @@ def prepare_notebook(src: Path, dst: Path, pages: set[str] = frozenset(), notebo
 _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 
 
-def rewrite_links(text: str, page_dir: str, pages: set[str], notebooks: tuple[str, ...] = ()) -> str:
+def rewrite_links(text: str, page_dir: str, pages: set[str], notebooks: tuple[str, ...] = (),
+                  staged: set[str] = frozenset()) -> str:
     """Links of a markdown page (or a notebook's markdown cell) as the site sees them. ``page_dir``: the page's
     folder in the repository (``""`` for the README, ``"docs"`` for docs pages, ``"notebooks"`` for a notebook).
     Links to pages that are in the site (``pages``: their repository paths) point at the staged page; figures at
     ``figures/``; a notebook's source or notebook (``notebooks/<stem>.py`` or ``.ipynb``) at its rendered page
     when ``notebooks`` has that stem; links to other files of the repository become their path in code (the site
-    has no copy of them); web links and anchors stay. Staged paths are written relative to where the page is
+    has no copy of them); web links and anchors stay; ``staged`` paths (files copied into the site at that path,
+    e.g. a run's figures) are linked as they are. Staged paths are written relative to where the page is
     staged (docs pages and the README at the site's root, notebooks in ``notebooks/``)."""
     staged_dir = "notebooks" if page_dir == "notebooks" else ""
 
@@ -142,6 +191,8 @@ def rewrite_links(text: str, page_dir: str, pages: set[str], notebooks: tuple[st
         path, _, anchor = target.partition("#")
         anchor = f"#{anchor}" if anchor else ""
         repo_path = resolve(path)
+        if repo_path in staged:  # a file staged into the site at its own path (a run's figures)
+            return f"{bang}[{text_}]({rel(repo_path)})"
         if repo_path.startswith("docs/figures/"):
             return f"{bang}[{text_}]({rel(repo_path[len('docs/'):])})"
         nb = Path(repo_path)
@@ -154,32 +205,74 @@ def rewrite_links(text: str, page_dir: str, pages: set[str], notebooks: tuple[st
     return _LINK.sub(rep, text)
 
 
+def _with_line(md: str, line: str) -> str:
+    """``md`` with ``line`` (HTML) right under its first heading."""
+    head, sep, rest = md.partition("\n")
+    return f"{head}\n\n{line}\n{sep}{rest}" if head.startswith("#") else f"{line}\n\n{md}"
+
+
+_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
+
+
+def stage_run_figures(md: str, results: Path, out: Path) -> tuple[str, set[str]]:
+    """Copy the figures a RESULTS page shows (paths relative to ``results``) into ``out/results/`` and return the
+    page with its image links pointing there, and the staged paths (for :func:`rewrite_links`)."""
+    staged = set()
+
+    def rep(m: re.Match) -> str:
+        alt, target = m.groups()
+        src = results / target
+        if re.match(r"^(https?:|/)", target) or not src.is_file():
+            return m.group(0)
+        dst = out / "results" / target
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, dst)
+        staged.add(f"results/{target}")
+        return f"![{alt or src.stem}]({target})"
+
+    return _IMAGE.sub(rep, md), staged
+
+
 def stage(out: Path, notebooks: dict[str, Path], summary: Path | None, model_folder: str, key: str) -> dict:
     """Write the Sphinx sources into ``out`` (emptied first). Returns what was staged."""
+    from helpers.study.report import recorded_runs
+
     if out.exists():
         shutil.rmtree(out)
     (out / "notebooks").mkdir(parents=True)
     shutil.copy(ROOT / "docs" / "conf.py", out / "conf.py")
     shutil.copytree(ROOT / "docs" / "figures", out / "figures")
+    shutil.copytree(ROOT / "docs" / "_static", out / "_static")
     pages = {"README.md"} | {f"docs/{p}.md" for p in DOC_PAGES}
     for p in DOC_PAGES:
         (out / f"{p}.md").write_text(rewrite_links((ROOT / "docs" / f"{p}.md").read_text(), "docs", pages,
                                                    tuple(notebooks)))
-    views = {}
+    views, shown = {}, {}
     for stem, src in notebooks.items():
-        views[stem] = prepare_notebook(src, out / "notebooks" / f"{stem}.ipynb", pages, tuple(notebooks))
-    index = rewrite_links((ROOT / "README.md").read_text(), "", pages, tuple(notebooks))
-    run_line = (f"The notebooks on this site are those of the `{key}` run of `{model_folder}` (notebook 09: the "
-                f"positive control), executed by `make run`; the summary of that run is [its RESULTS]"
-                f"({SUMMARY_PAGE}.md)." if summary else
-                f"The notebooks on this site are those of the `{key}` run of `{model_folder}`, executed by `make run`.")
+        folder = src.parent.parent  # results/<model>/<key>
+        run = {"key": key, "model": folder.parent.name, **recorded_runs(folder).get(stem, {})}
+        shown[stem] = run
+        views[stem] = prepare_notebook(src, out / "notebooks" / f"{stem}.ipynb", pages, tuple(notebooks), run)
+    latest = max((r.get("finished", "") for r in shown.values()), default="") or "at an unknown time"
+    commits = sorted({str(r.get("commit"))[:7] for r in shown.values() if r.get("commit")}) or ["unknown"]
+    site_line = (f'<div class="site-run">The notebook pages of this site show the <code>{key}</code> run of '
+                 f"<code>{model_folder}</code> (notebook 09: the positive control) at commit "
+                 f"<code>{', '.join(commits)}</code>, finished {latest}, executed by <code>make run</code>"
+                 + (f"; its summary is the [Summary]({SUMMARY_PAGE}.md) page" if summary else "")
+                 + ". The result tables on this page come from the recorded runs named under them.</div>")
+    index = _with_line(rewrite_links((ROOT / "README.md").read_text(), "", pages, tuple(notebooks)), site_line)
     toc_pages = "\n".join(DOC_PAGES) + (f"\n{SUMMARY_PAGE}" if summary else "")
     toc_nbs = "\n".join(f"notebooks/{s}" for s in notebooks)
-    index += (f"\n{run_line}\n\n```{{toctree}}\n:caption: Notebooks\n:maxdepth: 1\n\n{toc_nbs}\n```\n\n"
+    index += (f"\n```{{toctree}}\n:caption: Notebooks\n:maxdepth: 1\n\n{toc_nbs}\n```\n\n"
               f"```{{toctree}}\n:caption: Pages\n:maxdepth: 1\n\n{toc_pages}\n```\n")
     (out / "index.md").write_text(index)
     if summary:
-        (out / f"{SUMMARY_PAGE}.md").write_text(rewrite_links(summary.read_text(), "results", pages))
+        md, staged = stage_run_figures(summary.read_text(), summary.parent, out)
+        md = _with_line(rewrite_links(md, "results", pages, staged=staged),
+                        site_line.replace("The notebook pages of this site show", "This summary is of").replace(
+                            f"; its summary is the [Summary]({SUMMARY_PAGE}.md) page", "").replace(
+                            " The result tables on this page come from the recorded runs named under them.", ""))
+        (out / f"{SUMMARY_PAGE}.md").write_text(md)
     return {"notebooks": list(notebooks), "views": views, "summary": bool(summary)}
 
 

@@ -9,7 +9,11 @@ For every HTML page of the site (Sphinx's index and search pages included):
 - every circuitsvis view rendered: its mount point ``<div id="circuits-vis-...">``
   has content, and no later cell nests inside it;
 - every formula typeset by the site's own MathJax (each ``.math`` element holds
-  MathJax's output, no raw ``\\(...\\)`` left).
+  MathJax's output, no raw ``\\(...\\)`` left);
+- no run-time residue or hole a reader would see: an image that did not load, a
+  figure shown as its file path, a frozen progress bar, a local absolute path, a
+  table cell cut with "...", a missing value shown as ``undefined``/``NaN``, a
+  table wider than its column without a scroll box of its own.
 
 Uses Debian's ``chromium`` and ``chromium-driver`` packages through selenium
 (``apt-get install chromium chromium-driver``; ``.ci/run`` installs them). Exits
@@ -27,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # what a page reports once it has settled: views, their content, nesting, math, resources outside the site
-_PROBE = """
+_PROBE = r"""
 const views = Array.from(document.querySelectorAll('div[id^="circuits-vis-"]'));
 const rendered = views.filter(v => v.children.length > 0 && v.getBoundingClientRect().height > 0).length;
 const nested = views.filter(v => v.querySelector('.cell, .output, section, p')).length;
@@ -35,8 +39,24 @@ const formulas = Array.from(document.querySelectorAll('.math'));
 const untypeset = formulas.filter(m => !m.querySelector('mjx-container')).length;
 const typeset = document.querySelectorAll('mjx-container').length;
 const outside = performance.getEntriesByType('resource').map(e => e.name).filter(n => !n.startsWith('file:'));
+const broken = Array.from(document.images).filter(i => i.complete && i.naturalWidth === 0)
+  .map(i => i.getAttribute('src') || '').map(s => s.slice(0, 80));
+const text = document.body ? document.body.innerText : '';
+const bars = (text.match(/\d+%\|[^\n|]*\|\s*\d+\/\d+/g) || []).slice(0, 3);
+const shownAsPath = (text.match(/\([\w./-]+\.(?:png|jpe?g|svg)\)/g) || []).slice(0, 3);
+const paths = (text.match(/(?:^|[\s'"(=:])(\/(?:home|root|Users|tmp|work|private|var\/folders|mnt|opt)\/[^\s'")]*)/g) || [])
+  .map(s => s.trim()).slice(0, 3);
+const cells = Array.from(document.querySelectorAll('td, th')).map(c => c.innerText.trim());
+const cut = cells.filter(t => /\.\.\.$/.test(t)).map(t => t.slice(-40)).slice(0, 3);
+const missing = cells.filter(t => /(^|\W)(undefined|NaN|nan|None)(\W|$)/.test(t)).map(t => t.slice(0, 40)).slice(0, 3);
+const scrolls = el => { for (let a = el; a && a !== document.body; a = a.parentElement) {
+  const o = getComputedStyle(a).overflowX; if (o === 'auto' || o === 'scroll') return true; } return false; };
+const wide = Array.from(document.querySelectorAll('table')).filter(t => {
+  const box = t.parentElement; if (!box) return false;
+  return t.getBoundingClientRect().width > box.getBoundingClientRect().width + 2 && !scrolls(t); }).length;
 return {ready: document.readyState === 'complete', views: views.length, rendered: rendered, nested: nested,
-        math: formulas.length, untypeset: untypeset, typeset: typeset, outside: outside};
+        math: formulas.length, untypeset: untypeset, typeset: typeset, outside: outside, broken: broken,
+        bars: bars, shownAsPath: shownAsPath, paths: paths, cut: cut, missing: missing, wide: wide};
 """
 
 
@@ -84,6 +104,21 @@ def check_page(drv, page: Path, timeout: float = 20.0) -> tuple[list[str], dict]
         problems.append(f"{state['untypeset']} of {state['math']} formulas were not typeset by MathJax")
     if state["outside"]:
         problems.append("requested from outside the site: " + ", ".join(sorted(set(state["outside"]))[:5]))
+    if state["broken"]:
+        problems.append(f"{len(state['broken'])} images did not load: " + ", ".join(state["broken"]))
+    if state["shownAsPath"]:
+        problems.append("a figure shown as its file path instead of the image: " + ", ".join(state["shownAsPath"]))
+    if state["bars"]:
+        problems.append("a progress bar frozen in the page: " + ", ".join(state["bars"]))
+    if state["paths"]:
+        problems.append("a local absolute path in the page: " + ", ".join(state["paths"]))
+    if state["cut"]:
+        problems.append("table cells cut with '...': " + ", ".join(repr(c) for c in state["cut"]))
+    if state["missing"]:
+        problems.append("a missing value shown as undefined/NaN/None in a table: "
+                        + ", ".join(repr(c) for c in state["missing"]))
+    if state["wide"]:
+        problems.append(f"{state['wide']} tables wider than their column without a scroll box")
     return problems, state
 
 

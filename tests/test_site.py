@@ -89,7 +89,7 @@ def test_prepare_notebook_closes_views_drops_widgets_and_refuses_holes(tmp_path)
     nb = json.loads((tmp_path / "out" / "a.ipynb").read_text())
     outs = nb["cells"][0]["outputs"]
     assert '<div id="circuits-vis-1a" style="margin: 15px 0;"></div>' in outs[0]["data"]["text/html"]
-    assert build_site.WIDGET_MIME not in outs[1]["data"] and outs[1]["data"]["text/plain"] == "100%|##| 3/3"
+    assert len(outs) == 1  # the progress bar (a widget, its text form a frozen bar on a static page) is gone
     assert "widgets" not in nb["metadata"]
     failed = tmp_path / "f.ipynb"
     failed.write_text(json.dumps(_nb([{"output_type": "error", "ename": "ValueError", "evalue": "x", "traceback": []}])))
@@ -101,6 +101,39 @@ def test_prepare_notebook_closes_views_drops_widgets_and_refuses_holes(tmp_path)
                      '</script>'}}])))
     with pytest.raises(build_site.SiteError, match="imports its code from a CDN"):
         build_site.prepare_notebook(cdn, tmp_path / "out" / "c.ipynb")
+
+
+def test_prepare_notebook_drops_run_residue_and_says_which_run(tmp_path):
+    """stderr (warnings naming the machine's files, text progress bars) goes; a bar printed to stdout goes; this
+    checkout's paths become relative; the page starts with the run it shows."""
+    src = tmp_path / "a.ipynb"
+    warn = f"{build_site.ROOT}/helpers/core/prompts.py:412: LabelWordWarning: split\n"
+    src.write_text(json.dumps(_nb([]) | {"cells": [{"cell_type": "markdown", "id": "t", "metadata": {}, "source": "# T"},
+                                                   {**_nb([])["cells"][0], "outputs": [
+        {"output_type": "stream", "name": "stderr", "text": warn},
+        {"output_type": "stream", "name": "stdout", "text": " 0%|          | 0/4 [00:00<?, ?it/s]\nkept line\n"},
+        {"output_type": "execute_result", "execution_count": 1, "metadata": {},
+         "data": {"text/plain": f"saved {build_site.ROOT}/results/x.png"}}]}]}))
+    run = {"key": "smoke", "model": "gemma-3-270m", "commit": "abc1234def", "finished": "2026-11-26 16:00 UTC"}
+    build_site.prepare_notebook(src, tmp_path / "out.ipynb", run=run)
+    nb = json.loads((tmp_path / "out.ipynb").read_text())
+    assert [c["cell_type"] for c in nb["cells"]] == ["markdown", "markdown", "code"]
+    assert "<code>smoke</code> run of <code>gemma-3-270m</code> at commit <code>abc1234</code>" in nb["cells"][1]["source"]
+    outs = nb["cells"][2]["outputs"]
+    assert [o.get("name") for o in outs] == ["stdout", None]
+    assert "0/4" not in outs[0]["text"] and "kept line" in outs[0]["text"]
+    assert outs[1]["data"]["text/plain"] == "saved results/x.png"
+    assert str(build_site.ROOT) not in json.dumps(nb)
+
+
+def test_summary_page_shows_its_figures(tmp_path):
+    """The RESULTS page's figures are copied into the site and linked as images, not shown as their paths."""
+    results = tmp_path / "results"
+    (results / "m" / "smoke" / "figures").mkdir(parents=True)
+    (results / "m" / "smoke" / "figures" / "00_x.png").write_bytes(b"png")
+    md, staged = build_site.stage_run_figures("![00_x](m/smoke/figures/00_x.png)\n", results, tmp_path / "site")
+    assert (tmp_path / "site" / "results" / "m" / "smoke" / "figures" / "00_x.png").exists()
+    assert build_site.rewrite_links(md, "results", set(), staged=staged) == "![00_x](results/m/smoke/figures/00_x.png)\n"
 
 
 def test_no_run_to_show_says_what_to_do(tmp_path):
@@ -143,7 +176,16 @@ def sample_site(tmp_path_factory):
     nb_dir = base / "results" / "tiny" / "smoke" / "notebooks"
     nb_dir.mkdir(parents=True)
     nbformat.write(nb, nb_dir / "00_sample.ipynb")
-    (base / "results" / "RESULTS-smoke.md").write_text("# Results (smoke profile)\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    fig = base / "results" / "tiny" / "smoke" / "figures" / "00_line.png"
+    fig.parent.mkdir(parents=True)
+    import matplotlib.pyplot as plt
+
+    f, ax = plt.subplots(figsize=(2, 1))
+    ax.plot([0, 1])
+    f.savefig(fig)
+    plt.close(f)
+    (base / "results" / "RESULTS-smoke.md").write_text("# Results (smoke profile)\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+                                                       "![00_line](tiny/smoke/figures/00_line.png)\n")
     info = build_site.build(base / "results", "smoke", ["tiny"], base / "site")
     return info, Path(info["out"])
 
@@ -160,6 +202,9 @@ def test_sample_site_reads_offline_in_the_browser(sample_site):
     assert {"index.html", "notebooks/00_sample.html", "summary.html", "results.html"} <= set(pages)
     assert all(v == [] for v in pages.values()), {p: v for p, v in pages.items() if v}
     assert res["_views"] == 1 and res["_math"] >= 1
+    summary = (html / "summary.html").read_text()
+    assert '<img alt="00_line" src="_images/00_line.png"' in summary or "00_line.png" in summary
+    assert "This summary is of" in summary and "The notebook pages of this site show" in (html / "index.html").read_text()
 
 
 def test_check_site_reports_what_a_reader_would_miss(tmp_path):
@@ -174,6 +219,18 @@ def test_check_site_reports_what_a_reader_would_miss(tmp_path):
         "halfmath.html": '<span class="math"><mjx-container>y</mjx-container></span><span class="math">\\(z\\)</span>',
         "web.html": '<img src="https://example.invalid/x.png">',
         "fine.html": "<p>fine</p>",
+        # what a reader of the first site saw: each planted alone
+        "noimage.html": '<img src="missing.png" alt="a figure">',
+        "aspath.html": "<p>00_vanilla_accuracy (results/gemma-3-270m/smoke/figures/00_vanilla_accuracy.png)</p>",
+        "bar.html": "<pre> 0%|          | 0/4 [00:00&lt;?, ?it/s]</pre>",
+        "cut.html": "<table><tr><td>(95% CI; 1 seed(s), 16 in...</td></tr></table>",
+        "undefined.html": "<table><tr><th>ours</th></tr><tr><td>undefined</td></tr></table>",
+        "nan.html": "<table><tr><td>NaN</td></tr></table>",
+        "wide.html": '<div style="width:300px"><table><tr><td style="white-space:nowrap">'
+                     + "a wide cell " * 60 + "</td></tr></table></div>",
+        "scrolls.html": '<div style="width:300px;overflow-x:auto"><table><tr><td style="white-space:nowrap">'
+                        + "a wide cell " * 60 + "</td></tr></table></div>",
+        "path.html": "<pre>/work/main/helpers/core/prompts.py:412: LabelWordWarning</pre>",
     }
     for name, body in pages.items():
         (tmp_path / name).write_text(f"<!doctype html><html><body>{body}</body></html>")
@@ -185,3 +242,10 @@ def test_check_site_reports_what_a_reader_would_miss(tmp_path):
     assert any("1 of 2 formulas were not typeset" in p for p in res["halfmath.html"])  # one typeset is not enough
     assert any("outside the site" in p and "example.invalid" in p for p in res["web.html"])
     assert res["fine.html"] == []
+    assert any("images did not load" in p and "missing.png" in p for p in res["noimage.html"])
+    assert any("shown as its file path" in p for p in res["aspath.html"])
+    assert any("progress bar" in p for p in res["bar.html"])
+    assert any("cut with '...'" in p for p in res["cut.html"])
+    assert any("undefined/NaN" in p for p in res["undefined.html"]) and any("undefined/NaN" in p for p in res["nan.html"])
+    assert any("wider than their column" in p for p in res["wide.html"]) and res["scrolls.html"] == []
+    assert any("local absolute path" in p and "/work/main/helpers" in p for p in res["path.html"])

@@ -175,11 +175,22 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
     md = "\n".join(lines)
     out = results_root / f"RESULTS-{key}.md"
     out.write_text(md)
-    body = html.escape(md)
-    out.with_suffix(".html").write_text(
-        "<!doctype html><meta charset=utf-8><title>Results</title>"
-        f"<pre style='white-space:pre-wrap;font-family:monospace'>{body}</pre>")
+    out.with_suffix(".html").write_text(results_html(md, f"Results ({key})"))
     return out
+
+
+def results_html(md: str, title: str) -> str:
+    """The RESULTS page as a web page (tables, figures beside it, long cells wrapping, wide tables scrolling in
+    their own box), rendered with markdown-it-py; opens offline from the results folder."""
+    from markdown_it import MarkdownIt
+
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)
+    style = ("body{font-family:system-ui,sans-serif;max-width:72em;margin:2em auto;padding:0 1em;line-height:1.45}"
+             "table{border-collapse:collapse;display:block;overflow-x:auto;max-width:100%;font-size:.85em}"
+             "td,th{border:1px solid #ccc;padding:.25em .5em;vertical-align:top;overflow-wrap:anywhere}"
+             "img{max-width:100%;cursor:zoom-in}")
+    return (f"<!doctype html><html><head><meta charset=utf-8><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body>{body}</body></html>")
 
 
 ACCOUNTING_DIR = "accounting"  # per results folder: one ledger per notebook (make run ACCOUNT=1)
