@@ -492,15 +492,19 @@ def check_resources(models: list[str], jobs: int, out: Path) -> tuple[list[str],
 def estimate(out: Path, models: list[str], profile: str, notebooks: list[str], jobs: int,
              tasks: tuple[str, ...] | None = None, threads: int | None = None) -> dict:
     """{"per_model": {model: seconds}, "sources": {model: {source: count}}, "wall": seconds}, each worker with
-    ``threads`` torch threads (default: what run_all gives each of ``jobs`` workers on this machine)."""
+    ``threads`` torch threads (default: what run_all gives each of ``jobs`` workers on this machine); a model whose
+    weights are not cached yet also pays its first load (:func:`timing.first_load_seconds`)."""
     per_model, sources = {}, {}
     threads = threads or timing.worker_threads(jobs)
     for m in models:
         est = timing.notebook_estimates(out, m, profile, notebooks, tasks, threads)
-        per_model[m] = sum(s for s, _ in est.values())
+        first = timing.first_load_seconds(m) if notebooks else 0.0
+        per_model[m] = sum(s for s, _ in est.values()) + first
         src: dict[str, int] = {}
         for _, where in est.values():
             src[where] = src.get(where, 0) + 1
+        if first:
+            src["first-load (weights not cached yet)"] = 1
         sources[m] = src
     return {"per_model": per_model, "sources": sources, "wall": timing.wall_seconds(list(per_model.values()), jobs)}
 
@@ -622,7 +626,9 @@ def main(argv=None) -> int:
     nbs = [s for s in nbs if s not in own]
     est = estimate(a.out, models, a.profile, nbs, jobs, tasks if os.environ.get("ICL_TASKS") else None)
     for m in models:
-        src = ", ".join(f"{n} from {where} durations" for where, n in sorted(est["sources"][m].items()))
+        src = ", ".join(f"{n} from {where} durations" if not where.startswith("first-load") else
+                        "plus the first load: its weights are not unpacked yet"
+                        for where, n in sorted(est["sources"][m].items()))
         print(f"  time  {m}: about {timing.fmt_duration(est['per_model'][m])} for {len(nbs)} notebooks ({src})")
     for s in own:
         sec = sum(t for t, _ in timing.notebook_estimates(a.out, timing.OWN_MODEL[s[:2]], a.profile, [s],

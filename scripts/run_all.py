@@ -232,8 +232,15 @@ def _announce(a, models: list[str], jobs: int, cores: int) -> None:
     threads = timing.worker_threads(jobs, cores)
     per_model = [sum(s for s, _ in timing.notebook_estimates(a.out, m, a.profile, [p.stem for p in _notebooks(a, m)],
                                                              _tasks(), threads).values())
-                 for m in models]
-    say(f"run: {len(models)} model(s) x {len(stems)} notebook(s), profile {a.profile}, {jobs} parallel job(s) "
+                 + (timing.first_load_seconds(m) if _notebooks(a, m) else 0.0) for m in models]
+    counts = [len(_notebooks(a, m)) for m in models]
+    own = [m for m, n in zip(models, counts) if m in OWN_MODEL.values()]
+    offline = [n for m, n in zip(models, counts) if m not in OWN_MODEL.values()]
+    what = (f"{len(offline)} model(s) x {offline[0]} notebook(s)" if len(set(offline)) == 1 else
+            " + ".join(f"{n} notebook(s) of {m}" for m, n in zip(models, counts) if m not in own))
+    what = " + ".join([what] * bool(what) + [f"{n} notebook(s) of the {m}" for m, n in zip(models, counts)
+                                             if m in own and n])
+    say(f"run: {what} ({sum(counts)} in all), profile {a.profile}, {jobs} parallel job(s) "
         f"of {threads} thread(s); about {timing.fmt_duration(timing.wall_seconds(per_model, jobs))} in all")
 
 

@@ -116,25 +116,27 @@ def test_resources_against_a_rough_need(pf, tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------------------- estimate
 
-def test_estimate_arithmetic(pf, timing, tmp_path):
+def test_estimate_arithmetic(pf, timing, tmp_path, monkeypatch):
+    o = timing.OVERHEAD_SECONDS
+    monkeypatch.setattr(timing, "first_load_seconds", lambda m: 0.0)  # weights cached (tested below)
     gemma, smol = "google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct"
     g = timing.MEASURED_DEFAULT[gemma]
     # default profile with the measuring worker's two threads: the measured seconds themselves
     assert timing.builtin_seconds(gemma, "default", "00_icl_setting", threads=2) == pytest.approx(g["00_icl_setting"])
     # one thread (two workers on two cores): the measured factor on the part above the fixed overhead
     one = timing.builtin_seconds(gemma, "default", "00_icl_setting", threads=1)
-    assert one == pytest.approx(15 + (g["00_icl_setting"] - 15) * timing.ONE_THREAD_FACTOR) and one > g["00_icl_setting"]
+    assert one == pytest.approx(o + (g["00_icl_setting"] - o) * timing.ONE_THREAD_FACTOR) and one > g["00_icl_setting"]
     # more threads than measured are not counted as faster
     assert timing.builtin_seconds(gemma, "default", "00_icl_setting", threads=16) == pytest.approx(g["00_icl_setting"])
     # smoke: 1 seed x 8 inputs instead of 5 x 64 scales the part above the fixed overhead by 1/40
     assert timing.builtin_seconds(gemma, "smoke", "00_icl_setting", threads=2) == pytest.approx(
-        15 + (g["00_icl_setting"] - 15) / 40)
+        o + (g["00_icl_setting"] - o) / 40)
     # one task of four: a quarter
     assert timing.builtin_seconds(gemma, "default", "03_deep_aucroc", ("sst2",), threads=2) == pytest.approx(
-        15 + (g["03_deep_aucroc"] - 15) / 4)
+        o + (g["03_deep_aucroc"] - o) / 4)
     # error diagnosis scales with its inputs: 1000 / 120 in the paper profile
     assert timing.builtin_seconds(smol, "paper", "06_error_diagnosis", threads=2) == pytest.approx(
-        15 + (g["06_error_diagnosis"] - 15) * 1000 / 120)
+        o + (g["06_error_diagnosis"] - o) * 1000 / 120)
     # another model, or the other offline model: the measured figures
     assert timing.builtin_seconds("gpt2-xl", "default", "03_deep_aucroc", threads=2) == pytest.approx(g["03_deep_aucroc"])
     # a notebook without figures: the median of the measured ones
@@ -170,6 +172,22 @@ def test_estimate_arithmetic(pf, timing, tmp_path):
     assert est["sources"][gemma] == {"earlier run": 1, "built-in": 1}
 
 
+def test_estimate_counts_the_first_load_when_the_weights_are_not_cached(pf, timing, tmp_path, monkeypatch):
+    from helpers.core import models
+
+    gemma, nbs = "google/gemma-3-270m", ["00_icl_setting"]
+    monkeypatch.setattr(models, "dequantised_cached", lambda name: True)
+    cached = pf.estimate(tmp_path, [gemma], "smoke", nbs, jobs=1, threads=2)["per_model"][gemma]
+    monkeypatch.setattr(models, "dequantised_cached", lambda name: False)
+    cold = pf.estimate(tmp_path, [gemma, "gemma"], "smoke", nbs, jobs=1, threads=2)
+    assert cold["per_model"][gemma] == pytest.approx(cached + timing.FIRST_LOAD_SECONDS[gemma])
+    assert cold["per_model"]["gemma"] == pytest.approx(cold["per_model"][gemma])  # an alias: the same model
+    assert cold["sources"][gemma]["first-load (weights not cached yet)"] == 1
+    assert timing.first_load_seconds("gpt2-xl") == 0.0 and timing.first_load_seconds("control") == 0.0
+
+
+
+
 def test_preflight_passes_and_prints_the_estimate(timing, tmp_path):
     rc, out, _ = _preflight(["--profile", "default", "--models", "gemma", "smollm2", "--out", str(tmp_path),
                              "--ignore-resources"])
@@ -183,8 +201,10 @@ def test_preflight_passes_and_prints_the_estimate(timing, tmp_path):
     nbs = [f"{nb}" for nb in timing.MEASURED_DEFAULT["google/gemma-3-270m"] if not nb.startswith("09")]
     one = sum(timing.builtin_seconds("google/gemma-3-270m", "default", nb, threads=timing.worker_threads(jobs, cores))
               for nb in nbs)
-    expected = f"about {timing.fmt_duration(one * (2 // jobs))} (2 model(s), {jobs} at a time)"
+    first = [timing.first_load_seconds(m) for m in ("google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct")]
+    wall = timing.wall_seconds([one + f for f in first], jobs)  # a model whose weights are not cached pays its first load
+    expected = f"about {timing.fmt_duration(wall)} (2 model(s), {jobs} at a time)"
     assert f"estimated run time: {expected}" in out, out
-    if cores == 2:
+    if cores == 2 and not any(first):
         assert "about 2h13m (2 model(s), 2 at a time)" in out, out
     assert "preflight passed" in out
