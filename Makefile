@@ -76,14 +76,16 @@ $(TORCH_STAMP):
 
 $(VENV)/.setup-done: pyproject.toml $(LOCK) | $(TORCH_STAMP)
 	$(PY) -m pip install --quiet -r $(LOCK)
-	$(PY) -m pip install --quiet --no-deps -e ".[dev]"
+	# setuptools tells every editable install of a flat layout to beware of same-named folders (a UserWarning of
+	# the build backend); helpers/ is the package itself, so it is silenced here
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet --no-deps -e ".[dev,lab]"
 	$(PY) -m pip check
 	touch $@
 
 # After a change of pyproject.toml, or `pip install -U <package>` in .venv: resolve the project in .venv, then
 # pin every package of its dependency tree at the installed version (torch excluded: TORCH sets it).
 lock: $(TORCH_STAMP)
-	$(PY) -m pip install --quiet -e ".[dev]"
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e ".[dev,lab]"
 	$(PY) scripts/lock.py > $(LOCK).tmp
 	mv $(LOCK).tmp $(LOCK)
 
@@ -134,9 +136,9 @@ site: setup
 site-check: setup
 	$(PY) scripts/check_site.py site/html
 
-# double-clicking a notebook source (.py) opens it as a notebook: a default of the JupyterLab in .venv only
+# JupyterLab comes from the lock (make setup); double-clicking a notebook source (.py) opens it as a notebook: a
+# default of the JupyterLab in .venv only
 lab: setup
-	$(PY) -m pip install --quiet jupyterlab
 	$(PY) scripts/lab_settings.py
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=$(CURDIR)
 

@@ -81,7 +81,7 @@ def test_environment_yml_installs_the_lock_and_the_makefiles_torch():
     lines = [ln.strip().removeprefix("- ").strip() for ln in text.splitlines() if ln.strip().startswith("- ")]
     assert makefile_torch() in lines
     assert "-r requirements.lock" in lines
-    assert lines.index(makefile_torch()) < lines.index("-r requirements.lock") < lines.index("-e .[dev]")
+    assert lines.index(makefile_torch()) < lines.index("-r requirements.lock") < lines.index("-e .[dev,lab]")
 
 
 def freeze_pins(python: Path) -> dict[str, str]:

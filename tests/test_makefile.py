@@ -66,7 +66,7 @@ def test_setup_reinstalls_torch_when_TORCH_changes(project):
     first = project("setup")
     assert any(" -m venv " in c for c in first)
     installs = _pip_installs(first)
-    assert any("torch==2.13.0" in c for c in installs) and installs[-1].endswith('-e .[dev]'), first
+    assert any("torch==2.13.0" in c for c in installs) and installs[-1].endswith('-e .[dev,lab]'), first
     assert not [c for c in project("setup", dry=True) if "pip" in c]  # up to date: nothing to do
 
     second = project("setup", "TORCH=torch")
@@ -95,17 +95,17 @@ def test_setup_installs_torch_then_the_lock_then_the_project_without_resolving(p
     torch_i = next(i for i, c in enumerate(installs) if c.endswith(" torch==2.13.0") and "--no-deps" not in c)
     assert "-c requirements.lock" in installs[torch_i]
     lock_i = next(i for i, c in enumerate(installs) if c.endswith("-r requirements.lock"))
-    project_i = next(i for i, c in enumerate(installs) if c.endswith("-e .[dev]"))
+    project_i = next(i for i, c in enumerate(installs) if c.endswith("-e .[dev,lab]"))
     assert torch_i < lock_i < project_i == len(installs) - 1
     assert "--no-deps" in installs[project_i].split()
     assert not [c for c in project("setup", dry=True) if "pip" in c]  # done: nothing to do
 
 
 def test_lock_resolves_the_project_then_writes_the_lock(project):
-    """`make lock`: pip install -e .[dev] with its dependencies in .venv, then scripts/lock.py into the lock."""
+    """`make lock`: pip install -e .[dev,lab] with its dependencies in .venv, then scripts/lock.py into the lock."""
     project("setup")
     calls = project("lock")
-    resolve = next(i for i, c in enumerate(calls) if c.endswith("-e .[dev]"))
+    resolve = next(i for i, c in enumerate(calls) if c.endswith("-e .[dev,lab]"))
     assert "--no-deps" not in calls[resolve].split()
     assert any(c.endswith("scripts/lock.py") for c in calls[resolve + 1:]), calls
     assert (project.dir / "requirements.lock").exists() and not (project.dir / "requirements.lock.tmp").exists()
@@ -128,3 +128,13 @@ def test_run_passes_the_cell_timeout(project):
     assert "--timeout" not in run_line()
     assert run_line("CELL_TIMEOUT=7200").endswith("--timeout 7200")
     assert run_line(ICL_CELL_TIMEOUT="900").endswith("--timeout 900")
+
+
+def test_lab_installs_nothing_unpinned(project):
+    """`make lab` starts the JupyterLab that `make setup` installed from the lock: no pip install of its own, and
+    jupyterlab is pinned in requirements.lock."""
+    project("setup")
+    lines = project("lab", dry=True)
+    assert not any("pip install" in line for line in lines), lines
+    assert any("jupyter lab" in line for line in lines)
+    assert any(line.startswith("jupyterlab==") for line in (ROOT / "requirements.lock").read_text().splitlines())
