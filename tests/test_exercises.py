@@ -240,6 +240,54 @@ def isolated_label_logits(model, prompt, label_ids, layers):
     assert "✓ isolated_label_logits matches the reference" in ok
 
 
+def test_an_error_inside_the_learners_function_shows_their_line_and_the_hint_in_a_few_lines():
+    """What a learner sees in JupyterLab when their own function raises (here a shape error in a matmul): the
+    exception, their line and where the hint is, in at most 3 lines and without helper source; the original
+    exception stays as the cause."""
+    import nbclient
+    import nbformat
+
+    broken = ("def isolated_label_logits(model, prompt, label_ids, layers):\n"
+              "    import torch\n"
+              "    x = torch.ones(2, 3)\n"
+              "    return x @ x\n")
+    check = ("from helpers.experiments.isolation import check_isolated_label_logits\n"
+             "check_isolated_label_logits(isolated_label_logits)")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(broken), nbformat.v4.new_code_cell(check)])
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                                     resources={"metadata": {"path": str(ROOT)}})
+    client.execute()
+    error = [o for o in nb.cells[1].outputs if o.output_type == "error"]
+    assert error and error[0].ename == "YourFunctionRaised", error
+    shown = "\n".join(error[0].traceback)
+    assert len(error[0].traceback) <= 3, shown
+    assert "RuntimeError" in shown and "isolated_label_logits" in shown and "return x @ x" in shown, shown
+    assert "hint" in shown and "helpers/" not in shown and "site-packages" not in shown, shown
+
+
+def test_grader_passes_check_failures_through_and_keeps_the_cause():
+    from helpers.core.checks import CheckFailed, YourFunctionRaised, grader
+
+    @grader
+    def check_probe(fn):
+        return fn(1)
+
+    def mine(x):
+        return 1 / (x - 1)
+
+    with pytest.raises(YourFunctionRaised) as e:
+        check_probe(mine)
+    assert isinstance(e.value.__cause__, ZeroDivisionError) and "return 1 / (x - 1)" in e.value.where
+
+    def fails(x):
+        raise CheckFailed("nested check")
+
+    with pytest.raises(CheckFailed, match="nested check"):
+        check_probe(fails)
+    with pytest.raises(TypeError, match="pass the function itself"):
+        check_probe(2.5)
+
+
 def test_notebooks_01_to_07_each_have_a_graded_path():
     """At least two exercises per notebook 01-07, each announced with difficulty, importance and a time guide, in
     order (N.1, N.2, ...), and each solution followed by a check of it before anything else uses it."""

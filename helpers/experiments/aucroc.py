@@ -31,7 +31,7 @@ from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from helpers.core.checks import CheckFailed, likely_mistake, run_args
+from helpers.core.checks import CheckFailed, grader, likely_mistake, run_args
 from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts
@@ -430,6 +430,7 @@ def _label_attention_mistakes(model, prompt: Prompt, n_classes: int):
     ]
 
 
+@grader
 def check_attention_at_q(fn) -> None:
     """Check a reader's ``fn(model, prompt) -> [n_layers, seq]`` (each layer's attention from q to every position,
     summed over heads) on tiny random models of three architectures. Raises :class:`CheckFailed` naming the likely
@@ -460,6 +461,7 @@ def check_attention_at_q(fn) -> None:
     print(f"✓ attention at q matches the reference on {len(_TINY_KINDS)} tiny models ({', '.join(_TINY_KINDS)})")
 
 
+@grader
 def check_label_attention(fn) -> None:
     """Check a reader's ``fn(model, prompt, n_classes) -> [n_layers, n_classes]`` against
     :func:`label_attention` on tiny random models of three architectures (learned positions, rotary,

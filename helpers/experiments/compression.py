@@ -44,7 +44,7 @@ import torch
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from helpers.core.checks import CheckFailed, likely_mistake
+from helpers.core.checks import CheckFailed, grader, likely_mistake
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from helpers.core.predict import Predictions
 from helpers.core.prefix import (
@@ -426,6 +426,7 @@ def _mask(n: int, p0: int, keep, rows_from: int | None = None, unkeep: bool = Tr
     return blocked
 
 
+@grader
 def check_input_mask(fn) -> None:
     """Check a reader's ``fn(n, p0, keep) -> [n, n]`` booleans (True where an input row reads a demonstration
     column that is not kept) on a few prompt shapes. Raises :class:`CheckFailed` naming the likely mistake."""
@@ -511,6 +512,7 @@ def _hidden_anchor_mistakes(model, prompt, keep, label_ids):
     ]
 
 
+@grader
 def check_hidden_anchor_logits(fn, atol: float = 1e-4) -> None:
     """Check ``fn(model, prompt, keep, label_ids) -> [classes]`` (the notebook's by-hand Hidden_anchor) against
     :func:`hidden_anchor_reference` on tiny learned-position, rotary and grouped-query models, with the anchor

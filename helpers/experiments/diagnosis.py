@@ -44,7 +44,7 @@ from sklearn.decomposition import PCA
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from helpers.core.checks import CheckFailed, likely_mistake
+from helpers.core.checks import CheckFailed, grader, likely_mistake
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
@@ -391,6 +391,7 @@ def _query_and_keys(model, prompt, layer: int, q_hook="hook_q", k_hook="hook_k",
     return q.float().cpu(), k.float().cpu()
 
 
+@grader
 def check_query_and_keys(fn, atol: float = 1e-5) -> None:
     """Check a reader's ``fn(model, prompt, layer) -> (q [head, d_head], k [pos, head, d_head])`` on tiny
     learned-position, rotary and grouped-query models, at every layer. Raises :class:`CheckFailed` naming the
@@ -474,6 +475,7 @@ def _key_projection_mistakes(model, prompt, layer: int, n_classes: int):
     ]
 
 
+@grader
 def check_anchor_key_projections(fn, atol: float = 1e-4) -> None:
     """Check ``fn(model, prompt, layer, n_classes) -> [head, classes]`` (the notebook's by-hand projections of
     the class keys on the query at q) against :func:`key_projections` of :func:`collect_qk` on tiny

@@ -63,7 +63,7 @@ from einops import rearrange
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from helpers.core.checks import unrelated_args
+from helpers.core.checks import grader, unrelated_args
 from helpers.core.heads import (
     Head,
     collect_at_q,
@@ -295,6 +295,7 @@ def _ablation_mistakes(model: HookedTransformer, tokens, layer: int, head: int, 
     ]
 
 
+@grader
 def check_head_ablation(fn: Callable) -> None:
     """Check a reader's ``fn(model, tokens, layer, head, label_ids) -> [label]`` (each label word's log-probability
     at the last position, plain minus with that head's ``z`` zeroed there) against :func:`head_label_drops` on

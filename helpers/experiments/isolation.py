@@ -40,7 +40,7 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
-from helpers.core.checks import CheckFailed, likely_mistake, run_args
+from helpers.core.checks import CheckFailed, grader, likely_mistake, run_args
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from helpers.core.predict import HookFactory, Predictions, predict
 from helpers.core.prompts import Prompt
@@ -585,6 +585,7 @@ def _blocked_reference(scores: torch.Tensor, label_pos, keys=lambda p: slice(0, 
     return out
 
 
+@grader
 def check_block_label_rows(fn) -> None:
     """Check a by-hand ``fn(scores, label_pos) -> scores`` (every score from a label position p to a key j < p set
     to -inf, nothing else changed) on causal score tensors of a few shapes, against the rows
@@ -637,6 +638,7 @@ def _only_first(scores: torch.Tensor, label_pos) -> torch.Tensor:
     return out
 
 
+@grader
 def check_isolated_label_logits(fn) -> None:
     """Check a by-hand ``fn(model, prompt, label_ids, layers) -> logits`` (the label-restricted logits at q,
     ``[n_labels]``, with every label position p_k blocked from all j < p_k in ``layers``) against

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from helpers.core.checks import CheckFailed, likely_mistake
+from helpers.core.checks import CheckFailed, grader, likely_mistake
 from helpers.core.control import ControlPrompts, ControlTask, control_prompts, relabel
 from helpers.core.predict import predict
 from helpers.core.prompts import Prompt
@@ -126,6 +126,7 @@ def circuit_attention_reference(model, prompt: Prompt, item_class: np.ndarray) -
     return circuit_attention(model, cp)[0]
 
 
+@grader
 def check_circuit_attention(fn: Callable, task: ControlTask | None = None) -> None:
     """Compare a reader's ``fn(model, prompt, item_class) -> [layer, head, 2]`` with :func:`circuit_attention` on
     tiny random models of three architectures (learned positions, rotary, grouped-query) and two control

@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
 from helpers.core import accounting
-from helpers.core.checks import CheckFailed, likely_mistake, run_args
+from helpers.core.checks import CheckFailed, grader, likely_mistake, run_args
 from helpers.core.models import frozen_params
 from helpers.core.predict import logits_at, predict
 from helpers.core.prefix import predict_shared, vanilla_predictions
@@ -494,6 +494,7 @@ def reweighted_label_logits_reference(model: HookedTransformer, prompt: Prompt,
     return predict(model, [prompt], label_ids, batch_size=1, top_k=0, hooks=reweight_factory(beta)).label_logits[0]
 
 
+@grader
 def check_reweight_pattern(fn) -> None:
     """Check a reader's ``fn(pattern, q, label_pos, beta_l) -> pattern`` (one layer's re-weighting edit) on random
     causal patterns of a few shapes. Raises :class:`CheckFailed` naming the likely mistake; prints one line."""
@@ -581,6 +582,7 @@ def _reweighting_mistakes(model, prompt: Prompt, beta, label_ids):
     ]
 
 
+@grader
 def check_reweighted_label_logits(fn) -> None:
     """Check a reader's ``fn(model, prompt, beta, label_ids) -> [n_classes]`` (label logits at q with the
     attention from q to label position i multiplied by ``exp(beta[l, h, i])``) against

@@ -49,7 +49,7 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
-from helpers.core.checks import CheckFailed, likely_mistake, run_args
+from helpers.core.checks import CheckFailed, grader, likely_mistake, run_args
 from helpers.core.models import frozen_params
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prompts import Prompt, build_prompt, check_prompts, sample_demos, sample_test
@@ -592,6 +592,7 @@ def _flow_mistakes(I: torch.Tensor, p):
     ]
 
 
+@grader
 def check_attention_patterns(fn) -> None:
     """Check a by-hand ``fn(model, tokens) -> [layer, head, query, key]`` (every layer's attention pattern of one
     sequence, from a cache) on the tiny models of the three architectures. Raises :class:`CheckFailed` naming the
@@ -622,6 +623,7 @@ def check_attention_patterns(fn) -> None:
     print(f"✓ {name} matches the cached patterns on 3 tiny models")
 
 
+@grader
 def check_pattern_saliency(fn) -> None:
     """Check a by-hand ``fn(model, prompt, label_ids) -> I`` (``[layer, seq, seq]``, the saliency matrices of
     one prompt) against :func:`saliency_matrices` on tiny random models of the three architectures (two SST-2
@@ -638,6 +640,7 @@ def check_pattern_saliency(fn) -> None:
     print(f"✓ {fn.__name__} matches the reference (saliency_matrices) on 3 tiny models")
 
 
+@grader
 def check_saliency_flows(fn) -> None:
     """Check a by-hand ``fn(I, prompt) -> flows`` (``[layer, 3]``: S_wp, S_pq, S_ww per layer, from one
     prompt's unpadded saliency matrices ``I [layer, seq, seq]``) against :func:`flow_scores`, on the saliency

@@ -12,7 +12,7 @@ from jaxtyping import Float
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from helpers.core.checks import CheckFailed, likely_mistake, run_args
+from helpers.core.checks import CheckFailed, grader, likely_mistake, run_args
 from helpers.core.predict import predict, shots_for
 from helpers.core.prefix import vanilla_predictions
 from helpers.core.prompts import Demo, Prompt, build_prompt, make_icl_set
@@ -81,6 +81,7 @@ def _tiny_models():
     return {kind: make_tiny_model(kind, seed=0) for kind in ("gpt2", "rotary", "gqa")}
 
 
+@grader
 def check_label_logits(fn: Callable) -> None:
     """Run ``fn(model, prompt, label_ids)`` on tiny random models of three architectures (learned positions,
     rotary, grouped-query attention) and two SST-2 prompts each, against :func:`label_logits_reference`.
@@ -159,6 +160,7 @@ def _render_mistake(task: Task, mine, want: str) -> str:
             "query as before + text + between, and join them with task.separator.")
 
 
+@grader
 def check_render_prompt(fn: Callable) -> None:
     """Run ``fn(task, demos, query_text)`` on three templates (SST-2's; a spec with a blank line between
     demonstrations; one with text after the label) against

@@ -40,7 +40,7 @@ from einops import einsum
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from helpers.core.checks import unrelated_args
+from helpers.core.checks import grader, unrelated_args
 from helpers.core.heads import (
     Head,
     collect_at_q,
@@ -196,6 +196,7 @@ def _value_output_mistakes(model, cache, layer: int, head: int, positions, label
     ]
 
 
+@grader
 def check_value_output_logit_minus(fn: Callable) -> None:
     """Check a reader's ``fn(model, cache, layer, head, positions, label_ids) -> [position]`` (the value-output
     logit minus of one head at the given source positions, per unit attention, read at the last position; ``cache``
