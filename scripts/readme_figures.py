@@ -20,9 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # (model folder, figure name) pairs shown on the results page, in reading order
 KEY_FIGURES = [
     ("gemma-3-270m", "01_saliency_flow"),
-    ("smollm2-135m-instruct", "01_saliency_flow"),
     ("gemma-3-270m", "02_isolation_loyalty"),
-    ("smollm2-135m-instruct", "02_isolation_loyalty"),
     ("gemma-3-270m", "03_aucroc"),
     ("gemma-3-270m", "04_beta_heatmap"),
     ("gemma-3-270m", "05_table2_bars"),

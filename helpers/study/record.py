@@ -246,11 +246,44 @@ def run_times(records: Sequence[Record]) -> str:
     return "\n".join(lines) + "\n"
 
 
-RENDERERS = {"front": front_table, "control": control_table, "full": full_table, "times": run_times}
+def how_long(records: Sequence[Record]) -> str:
+    """The README's first-screen sentence on run times: what the records measured (the smoke run, each model's
+    default run) and what is derived for both models on 2 cores and on an 8-core laptop (scripts/timing.py's
+    estimate from the measured per-notebook seconds, one worker per model)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import timing
+
+    both = ["google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct"]
+    nbs = [nb for nb in timing.MEASURED_DEFAULT["google/gemma-3-270m"] if nb[:2] not in timing.OWN_MODEL]
+
+    def derived(cores: int) -> str:
+        jobs = timing.parallel_jobs(len(both), 0, cores)
+        per = [sum(timing.builtin_seconds(m, "default", nb, threads=timing.worker_threads(jobs, cores)) for nb in nbs)
+               for m in both]
+        return timing.fmt_duration(timing.wall_seconds(per, jobs))
+
+    measured = [f"{_model_label(r)} alone took {_minutes(r):.0f} min of notebooks at the `{r.profile}` profile "
+                f"(measured, commit `{r.commit[:7]}`)" for r in records if r.profile == "default" and r.slug != CONTROL]
+    smoke = [r for r in records if r.profile == "smoke"]
+    quick = (f"`make run PROFILE=smoke` (a handful of inputs, every notebook: for trying the collection, not "
+             f"for evidence) took {sum(_minutes(r) for r in smoke):.0f} min of notebooks for both models and the "
+             f"control (measured, commit `{smoke[0].commit[:7]}`)" if smoke else
+             "`make run PROFILE=smoke` runs every notebook on a handful of inputs, for trying the collection")
+    return (f"On 2 CPU cores {'; '.join(measured) or 'no default run is recorded yet'}. Both offline models take "
+            f"about {derived(2)} on 2 cores and about {derived(8)} on an 8-core laptop (derived by "
+            f"`scripts/timing.py` from the measured per-notebook times, one worker per model). {quick}.\n")
+
+
+RENDERERS = {"front": front_table, "control": control_table, "full": full_table, "times": run_times,
+             "howlong": how_long}
+TABLE_PROFILE = "default"  # the result tables show the records of this profile; the run times show every record
 
 
 def render_blocks(records: Sequence[Record]) -> dict[str, str]:
-    return {name: fn(records) for name, fn in RENDERERS.items()}
+    tables = [r for r in records if r.profile == TABLE_PROFILE]
+    return {name: fn(records if name in ("times", "howlong") else tables) for name, fn in RENDERERS.items()}
 
 
 def apply_blocks(text: str, blocks: dict[str, str], where: str = "text") -> str:
