@@ -54,6 +54,7 @@ from helpers.experiments import diagnosis as diag
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.results import studies_tasks
 
 # multi-token label words (e.g. TREC's " Abbreviation") stand for their class by their first token
 # (helpers.core.tasks); the helpers would warn about it at every prompt set
@@ -62,7 +63,7 @@ profile = get_profile()
 model_name = current_model_name()
 model = load_model(model_name)
 
-TASK = "trec"
+TASK = studies_tasks(["trec"], "the paper's task for §3.3, a multi-class task with its confusion heatmaps")[0]
 LAYER = diag.default_layer(model)  # parameter: any layer in range(model.cfg.n_layers)
 N_COMPONENTS = 10
 seeds = profile.seeds[:1] if profile.name != "paper" else profile.seeds

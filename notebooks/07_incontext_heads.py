@@ -61,6 +61,7 @@ from helpers.experiments import two_towers as tt
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.results import studies_tasks
 from helpers.study.stats import bootstrap_means
 
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -71,7 +72,8 @@ N_IC = ih.n_incontext_heads(model, frac=0.01, min_heads=4)
 BS = max(profile.batch_size, 16)  # one forward costs about the same for 1 or 16 short prompts on CPU
 RUN = {"sizes": sizes, "batch_size": BS, "model_name": model_name}  # shared by the cached *_runs steps
 SOURCES = {"sst2": (0, 1), "agnews": (0, 1)}  # class pairs made binary
-task_names = [t for t in profile.tasks if t in SOURCES] or ["sst2"]
+task_names = studies_tasks([t for t in profile.tasks if t in SOURCES] or ["sst2"],
+                           "paper B's foo/bar setting needs a binary task: SST-2, or AGNews made binary")
 MAPPINGS = {"foo/bar": ("foo", "bar"), "bar/foo": ("bar", "foo"), "A/B": ("A", "B"), "B/A": ("B", "A"), "real": None}
 UTS = {m: {t: unrelated_task(t, SOURCES[t], w) for t in task_names} for m, w in MAPPINGS.items()}
 UT, t0, seed0 = UTS["foo/bar"], task_names[0], sizes["seeds"][0]

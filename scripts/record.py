@@ -22,8 +22,16 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from helpers.study.record import (CONTROL, RecordError, apply_blocks, check_blocks, load_records, make_record,
-                                      render_blocks, stray_results)
+    from helpers.study.record import (
+        CONTROL,
+        RecordError,
+        apply_blocks,
+        check_blocks,
+        load_records,
+        make_record,
+        render_blocks,
+        stray_results,
+    )
     from helpers.study.results import run_key
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

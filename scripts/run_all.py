@@ -228,7 +228,6 @@ def _tasks() -> tuple[str, ...] | None:
 
 def _announce(a, models: list[str], jobs: int, cores: int) -> None:
     """One line before anything runs: how much, and about how long."""
-    stems = [p.stem for p in _notebooks(a)]
     threads = timing.worker_threads(jobs, cores)
     per_model = [sum(s for s, _ in timing.notebook_estimates(a.out, m, a.profile, [p.stem for p in _notebooks(a, m)],
                                                              _tasks(), threads).values())

@@ -558,7 +558,9 @@ def test_compression_claims_verdicts():
             for o in others for m in ("label_loyalty", "word_loyalty")}
     speed = pd.DataFrame([dict(task="sst2", speedup=1.8, speedup_low=1.7, speedup_high=1.9, n_inputs=8, bound=1.9),
                           dict(task="trec", speedup=1.2, speedup_low=1.1, speedup_high=1.3, n_inputs=8, bound=2.0),
-                          dict(task="agnews", speedup=0.9, speedup_low=0.8, speedup_high=1.0, n_inputs=8, bound=3.0)])
+                          dict(task="agnews", speedup=0.9, speedup_low=0.8, speedup_high=1.0, n_inputs=8, bound=3.0),
+                          dict(task="rotten_tomatoes", speedup=1.5, speedup_low=1.4, speedup_high=1.6, n_inputs=8,
+                               bound=1.6)])
     cs = {c.key: c for c in compression_claims(ivs, gaps, speed, context="tiny")}
     assert cs["05.hidden_anchor_label_loyalty"].verdict == "partly"  # table2_verdict: label loyalty all above 0
     assert cs["05.hidden_anchor_label_loyalty"].paper.startswith("79.47")
@@ -567,3 +569,6 @@ def test_compression_claims_verdicts():
     assert [cs[f"05.speedup_{t}"].verdict for t in ("sst2", "trec", "agnews")] == [
         "replicates", "partly", "does not replicate"]
     assert cs["05.speedup_trec"].ours.low == 1.1 and cs["05.speedup_trec"].paper.startswith("1.5x")
+    # a task the paper did not study (your own): its claim runs and says there is no paper column, not a KeyError
+    own = cs["05.speedup_rotten_tomatoes"]
+    assert own.verdict == "replicates" and own.paper.startswith("not in the paper") and "Rotten" in own.statement

@@ -184,6 +184,9 @@ def test_compression_table3_adds_the_paper_columns():
     assert t["paper GPT2-XL"].tolist() == [1.1, 1.4] and t["paper GPT-J"].tolist() == [1.5, 1.9]
     assert t["paper L_demo / L_x"].tolist() == ["18 / 19", "53 / 12"]  # tweet_emotion stands in for EmoC
     assert t.L_demo.tolist() == [20.12, 50.0] and t.speedup.tolist() == [1.46, 2.0]
+    own = plots.compression_table3(_speed().assign(task=["sst2", "rotten_tomatoes"]))  # a task of your own
+    assert own["paper GPT2-XL"].tolist()[1].startswith("not in the paper")
+    assert own["paper L_demo / L_x"].tolist()[1].startswith("not in the paper")
 
 
 def test_show_compression_speedup(results, shown):

@@ -81,3 +81,19 @@ def test_cached_recomputes_when_the_data_change(tmp_path, monkeypatch):
     sums[first]["sha256"] = "0" * 64  # a rebuilt data file has another checksum
     (data / "checksums.json").write_text(json.dumps(sums))
     assert R.cached("probe", {"task": "sst2"}, compute) == 2
+
+
+def test_a_notebook_tied_to_a_task_keys_its_results_by_the_task_it_ran(tmp_path, monkeypatch, capsys):
+    """Notebooks 06 (TREC) and 07 (SST-2, AGNews) study their own tasks: with another task selected they say so,
+    and their results go to the run of the tasks that ran, not to the selected tasks' folder."""
+    from helpers.study.results import results_dir, run_key, studies_tasks
+
+    monkeypatch.setenv("ICL_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("ICL_PROFILE", "smoke")
+    monkeypatch.setenv("ICL_TASKS", "rotten_tomatoes")
+    assert studies_tasks(["trec"], "the paper's task") == ("trec",)
+    assert "studies TREC" in capsys.readouterr().out
+    assert run_key() == "smoke-tasks-trec" and results_dir("m").name == "smoke-tasks-trec"
+    monkeypatch.setenv("ICL_TASKS", "sst2,trec")
+    assert studies_tasks(["trec"], "the paper's task") == ("trec",)  # among the selected: nothing moves
+    assert capsys.readouterr().out == "" and run_key() == "smoke-tasks-sst2+trec"

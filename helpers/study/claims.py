@@ -100,11 +100,12 @@ class Claim:
 
 def claim(key: str, ours: Interval | None, verdict: str, criterion: str, unit: str = "", context: str = "",
           note: str = "", paper: str | None = None, statement: str | None = None, missing: str = "",
-          **extra) -> Claim:
+          as_key: str | None = None, **extra) -> Claim:
     """A :class:`Claim` whose statement, source and paper value come from :data:`helpers.study.paper.CLAIMS`.
 
     ``paper`` overrides the stored value (e.g. the paper's number for the task at hand); ``statement`` the
-    stored statement (e.g. one that names the tasks a mean is over).
+    stored statement (e.g. one that names the tasks a mean is over); ``as_key`` the key it is reported under
+    (e.g. ``05.speedup_<your task>`` from the template ``05.speedup_own``, for a task the paper did not study).
     """
     from helpers.study.paper import CLAIMS
 
@@ -112,7 +113,8 @@ def claim(key: str, ours: Interval | None, verdict: str, criterion: str, unit: s
         raise KeyError(f"no paper claim {key!r}; add its statement, source and value to helpers.study.paper.CLAIMS "
                        f"(known: {sorted(CLAIMS)[:8]}...)")
     spec = CLAIMS[key]
-    return Claim(key=key, statement=spec["statement"] if statement is None else statement, source=spec["source"],
+    return Claim(key=as_key or key, statement=spec["statement"] if statement is None else statement,
+                 source=spec["source"],
                  paper=spec["paper"] if paper is None else paper, criterion=criterion, ours=ours, verdict=verdict,
                  unit=unit, context=context, note=note, extra=extra, missing=missing)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from helpers.core.store import _atomic_write_bytes, _jsonable
 
-__all__ = ["results_dir", "run_key", "run_tasks", "save_metrics", "load_metrics", "save_figure", "model_slug", "summary_row", "mean_std"]
+__all__ = ["results_dir", "run_key", "run_tasks", "studies_tasks", "save_metrics", "load_metrics", "save_figure", "model_slug", "summary_row", "mean_std"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -59,6 +59,24 @@ def run_key(profile: str | None = None, tasks: tuple[str, ...] | None = None, ow
     if own_task != OWN_TASK_EXAMPLE:
         key += f"-own-{own_task}"
     return key
+
+
+def studies_tasks(tasks, why: str) -> tuple[str, ...]:
+    """Say that this notebook studies ``tasks`` whatever ``$ICL_TASKS`` selects (``why``: e.g. "the paper's task for
+    §3.3"), and key its results by them: when they are not among the selected tasks, ``$ICL_TASKS`` is set to
+    ``tasks`` in this kernel, so :func:`results_dir` (and the run's RESULTS) file them under the run of the tasks
+    that ran, never under another task set's. Returns ``tasks``."""
+    from helpers.core.tasks import get_task
+    from helpers.study.profiles import get_profile
+
+    tasks = tuple(tasks)
+    selected = get_profile().tasks
+    if not set(tasks) <= set(selected):
+        print(f"This notebook studies {', '.join(get_task(t).display for t in tasks)} ({why}), not the selected "
+              f"{', '.join(get_task(t).display for t in selected)}; its results are saved under the run of "
+              f"{'+'.join(tasks)} (results folder {run_key(tasks=tasks)}).")
+        os.environ["ICL_TASKS"] = ",".join(tasks)
+    return tasks
 
 
 def results_dir(model_name: str | None = None, profile: str | None = None) -> Path:

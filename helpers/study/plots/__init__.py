@@ -4,6 +4,8 @@ One submodule per part of the collection; everything is re-exported here so
 notebooks write ``from helpers.study import plots`` and call ``plots.<name>``.
 """
 
+import pandas as _pd
+
 from .analysis import *  # noqa: F401,F403  notebooks 01-03
 from .applications import *  # noqa: F401,F403  notebooks 04-06
 from .control import *  # noqa: F401,F403  notebook 09
@@ -14,6 +16,4 @@ from .setting import *  # noqa: F401,F403  notebook 00
 # A table a notebook shows is read whole: pandas cuts a cell past 50 characters with "..." by default, which cut
 # the claims tables' paper, ours and criterion cells. The rendered site wraps long cells and gives a wide table
 # its own scroll box (docs/_static/site.css).
-import pandas as _pd  # noqa: E402
-
 _pd.set_option("display.max_colwidth", None)

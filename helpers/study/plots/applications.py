@@ -200,12 +200,14 @@ def show_compression_table2(avg: pd.DataFrame, bars: pd.DataFrame, intervals: Ma
 
 def compression_table3(speed: pd.DataFrame) -> pd.DataFrame:
     """Table 3 beside the paper's: the lengths, token-ratio bound and speed-up with its interval per task of
-    ``speed`` (rounded to 2 decimals), then the paper's speed-ups (GPT2-XL, GPT-J) and its L_demo / L_x."""
+    ``speed`` (rounded to 2 decimals), then the paper's speed-ups (GPT2-XL, GPT-J) and its L_demo / L_x (for a task
+    the paper did not study, :data:`helpers.study.paper.NOT_IN_PAPER`)."""
     table3 = speed[["task", "L_demo", "L_x", "L_anchor", "bound", "speedup", "speedup_low", "speedup_high"]].round(2)
+    cols = [PA.paper_column(t) for t in table3.task]  # None: a task the paper did not study
     for m in ("GPT2-XL", "GPT-J"):
-        table3[f"paper {m}"] = [PA.TABLE3_SPEEDUP[m][PA.paper_key(t)] for t in table3.task]
-    table3["paper L_demo / L_x"] = [f"{PA.TABLE3_LDEMO[PA.paper_key(t)]} / {PA.TABLE3_LX[PA.paper_key(t)]}"
-                                   for t in table3.task]
+        table3[f"paper {m}"] = [PA.TABLE3_SPEEDUP[m][c] if c else PA.NOT_IN_PAPER for c in cols]
+    table3["paper L_demo / L_x"] = [f"{PA.TABLE3_LDEMO[c]} / {PA.TABLE3_LX[c]}" if c else PA.NOT_IN_PAPER
+                                   for c in cols]
     return table3
 
 
