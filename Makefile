@@ -1,5 +1,6 @@
 # Two commands on a fresh machine (see README.md):
 #   make run    set up, check (preflight), then execute every notebook on the offline models and write results/
+#               (NOTEBOOKS="00 01" runs those only)
 #   make run EXECUTOR=slurm  the same as one Slurm job per model and notebook (docs/gpu.md, 'On a cluster'; CLUSTER=local
 #               tries it here without Slurm)
 #   make preflight  check models, profile, tasks, device, RAM and disk, and print the estimated run time
@@ -25,6 +26,8 @@ PYTEST_ARGS ?=
 JOBS ?= 0
 # e.g. --ignore-resources: RAM and disk shortfalls only warn
 PREFLIGHT_ARGS ?=
+# notebooks to run, by number (e.g. NOTEBOOKS="00 01"; default: all); preflight checks and estimates the same ones
+NOTEBOOKS ?=
 # seconds one notebook cell may run before make run records its notebook as failed (default: ICL_CELL_TIMEOUT,
 # else the profile's: 1 h for smoke, 2 h for default, 24 h for PROFILE=paper; helpers/study/profiles.py)
 CELL_TIMEOUT ?= $(ICL_CELL_TIMEOUT)
@@ -44,7 +47,8 @@ SLURM_TIME_MIN ?=
 SLURM_MEM_GB ?=
 empty :=
 # run_all.py's optional flags, each only when its variable is set (no trailing blanks when none is)
-RUN_FLAGS = $(strip $(if $(CELL_TIMEOUT),--timeout $(CELL_TIMEOUT)) $(if $(filter 1,$(ACCOUNT)),--account) \
+RUN_FLAGS = $(strip $(if $(NOTEBOOKS),--notebooks $(NOTEBOOKS)) \
+	$(if $(CELL_TIMEOUT),--timeout $(CELL_TIMEOUT)) $(if $(filter 1,$(ACCOUNT)),--account) \
 	$(if $(EXECUTOR),--executor $(EXECUTOR)) $(if $(CLUSTER),--cluster $(CLUSTER)) \
 	$(if $(SLURM_PARTITION),--slurm-partition $(SLURM_PARTITION)) $(if $(SLURM_GPUS),--slurm-gpus $(SLURM_GPUS)) \
 	$(if $(SLURM_TIME_MIN),--slurm-time-min $(SLURM_TIME_MIN)) $(if $(SLURM_MEM_GB),--slurm-mem-gb $(SLURM_MEM_GB)))
@@ -101,7 +105,7 @@ test-fast: setup
 # Installs nothing: without a set-up .venv it says to run `make setup` (make run sets up first).
 preflight:
 	@test -x $(PY) || { echo "preflight: $(PY) does not exist; run \`make setup\` first (make run does it for you)"; exit 1; }
-	$(PY) scripts/preflight.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS) $(PREFLIGHT_ARGS)$(PREFLIGHT_CLUSTER)
+	$(PY) scripts/preflight.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS)$(if $(NOTEBOOKS), --notebooks $(NOTEBOOKS)) $(PREFLIGHT_ARGS)$(PREFLIGHT_CLUSTER)
 
 run: setup preflight
 	$(PY) scripts/run_all.py --profile $(PROFILE) --models $(MODELS) --jobs $(JOBS)$(RUN_ARGS)

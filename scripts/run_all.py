@@ -144,6 +144,7 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     for sig in (signal.SIGTERM, signal.SIGINT):  # kill <pid> or Ctrl-C: stop, shut the kernels down, report
         signal.signal(sig, _interrupt)
+    _stop_with_parent()
     if a.runs_json is None:
         models = _with_own_models(a, models)
     if a.executor == "slurm":
@@ -241,6 +242,26 @@ def _announce(a, models: list[str], jobs: int, cores: int) -> None:
                                              if m in own and n])
     say(f"run: {what} ({sum(counts)} in all), profile {a.profile}, {jobs} parallel job(s) "
         f"of {threads} thread(s); about {timing.fmt_duration(timing.wall_seconds(per_model, jobs))} in all")
+
+
+def _stop_with_parent() -> None:
+    """Ask Linux to send this process SIGTERM when its parent dies (prctl PR_SET_PDEATHSIG), so that `make run`
+    killed with SIGKILL, which cannot pass the signal on, still takes its run with it: the handler above then shuts
+    the kernels down and reports what finished. Elsewhere (macOS) a no-op."""
+    import ctypes
+    import ctypes.util
+
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _prepare_notary() -> None:

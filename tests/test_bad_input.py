@@ -287,6 +287,13 @@ CASES: list[Bad] = [
         "no inputs to score"),
     Bad("relative_flow of no inputs", lambda e: relative_flow(torch.zeros(0, 3, 3)), ValueError,
         "run saliency_flow on at least one prompt"),
+    # ---------------------------------------------------------------- repeats that would double-count inputs
+    Bad("the same seed twice", lambda e: vanilla_accuracy(e.model, ["sst2"], [42, 42], n_test=2, progress=False),
+        ArgumentError, "seeds repeat [42]: a seed is one draw of demonstrations"),
+    Bad("the same task twice", lambda e: vanilla_accuracy(e.model, ["sst2", "sst2"], [42], n_test=2, progress=False),
+        ArgumentError, "tasks names ['sst2'] more than once"),
+    Bad("a negative seed", lambda e: vanilla_accuracy(e.model, ["sst2"], [-1], n_test=2, progress=False),
+        ArgumentError, "seeds must be 0 or more"),
 ]
 
 
@@ -324,6 +331,18 @@ def test_bad_input_gives_its_message(env, case, monkeypatch, tmp_path):
     with pytest.raises(case.error, match=re.escape(case.message)):
         case.call(env)
     assert not list((tmp_path / "store").rglob("*.pt")), "a refused call stored a result"
+
+
+def test_validation_runs_before_the_store_is_consulted(env, monkeypatch, tmp_path):
+    """Float label ids are refused on a fresh store and still refused once the integer result is stored (the
+    check used to run only on a miss, and the store's key rounds the ids)."""
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path / "store"))
+    floats = [float(i) for i in env.icl.label_ids]
+    with pytest.raises(PromptError, match="label_ids must be integer token ids"):
+        vanilla_predictions(env.model, env.icl.prompts, floats)
+    vanilla_predictions(env.model, env.icl.prompts, env.icl.label_ids)  # stored now
+    with pytest.raises(PromptError, match="label_ids must be integer token ids"):
+        vanilla_predictions(env.model, env.icl.prompts, floats)
 
 
 # ---------------------------------------------------------------- inputs that now work instead of crashing

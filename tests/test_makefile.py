@@ -138,3 +138,12 @@ def test_lab_installs_nothing_unpinned(project):
     assert not any("pip install" in line for line in lines), lines
     assert any("jupyter lab" in line for line in lines)
     assert any(line.startswith("jupyterlab==") for line in (ROOT / "requirements.lock").read_text().splitlines())
+
+
+def test_run_selects_notebooks(project):
+    """`make run NOTEBOOKS="00 01"` runs those (and preflight checks the same ones), instead of being ignored."""
+    project("setup")
+    lines = project("run", "NOTEBOOKS=00 01", dry=True)
+    assert any("scripts/preflight.py" in line and line.rstrip().endswith("--notebooks 00 01") for line in lines), lines
+    assert any("scripts/run_all.py" in line and "--notebooks 00 01" in line for line in lines), lines
+    assert not any("--notebooks" in line for line in project("run", dry=True))

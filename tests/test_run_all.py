@@ -289,3 +289,30 @@ def test_account_writes_the_table_per_notebook_and_step(tmp_path):
     total = next(r for r in rows if r["step"] == "total")
     assert total["wall_s"] > 0 and total["peak_gflop_s"] > 0
     assert "probe_step" in (folder / "accounting.md").read_text()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_parent_takes_the_run_with_it(tmp_path):
+    """`kill -9` of `make` cannot pass a signal on; run_all asks the kernel for SIGTERM when its parent dies, and
+    its SIGTERM handler stops the run (here a marker stands for that handler)."""
+    import signal
+    import subprocess
+    import time
+
+    marker, ready = tmp_path / "stopped", tmp_path / "ready"
+    child = (f"import signal, sys, time; sys.path.insert(0, {str(ROOT / 'scripts')!r}); import run_all\n"
+             f"signal.signal(signal.SIGTERM, lambda *a: (open({str(marker)!r}, 'w').write('x'), sys.exit(0)))\n"
+             f"run_all._stop_with_parent()\nopen({str(ready)!r}, 'w').write('x')\ntime.sleep(60)\n")
+    parent = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(120)")
+    proc = subprocess.Popen([sys.executable, "-c", parent])
+    for _ in range(600):  # until the child has imported run_all and asked for the signal
+        if ready.exists():
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    for _ in range(100):
+        if marker.exists():
+            break
+        time.sleep(0.1)
+    assert marker.exists(), "the run went on after its parent was killed"

@@ -117,3 +117,35 @@ def test_a_result_of_an_unregistered_type_is_refused_when_stored(results):
     with pytest.raises(StoreError, match="register them with helpers.core.store.result_types"):
         cached("untyped", {}, lambda: {"x": Unregistered()})
     assert store._RESULT_TYPES  # the project's own result types are registered
+
+
+def test_an_entry_edited_on_disk_is_detected_and_recomputed(results):
+    """The store proves what it serves: 20 bytes of a stored result changed on disk (still a loadable file), a
+    proof written for other inputs, or a missing proof, each recompute with a StoreMismatch warning."""
+    import json
+
+    first = {"accuracy": torch.tensor([0.25156])}
+    assert cached("probe", {"task": "sst2", "n": 8}, lambda: first)["accuracy"].item() == pytest.approx(0.25156)
+    (path,) = (results / "probe").glob("*.pt")
+    proof = json.loads(path.with_suffix(".proof.json").read_text())
+    assert proof["params"] == {"task": "sst2", "n": 8} and proof["key"] == path.stem
+    # a parseable edit: the same structure with another number
+    path.write_bytes(store._dump({"accuracy": torch.tensor([0.25625])}, "probe"))
+    with pytest.warns(store.StoreMismatch, match="content changed after it was written"):
+        again = cached("probe", {"task": "sst2", "n": 8}, lambda: first)
+    assert again["accuracy"].item() == pytest.approx(0.25156)
+    # served again without a warning once rewritten
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", store.StoreMismatch)
+        assert cached("probe", {"task": "sst2", "n": 8}, lambda: {"x": 0})["accuracy"].item() == pytest.approx(0.25156)
+    # a proof copied from another entry
+    cached("probe", {"task": "trec", "n": 8}, lambda: {"accuracy": torch.tensor([0.5])})
+    other = next(p for p in (results / "probe").glob("*.pt") if p != path)
+    path.with_suffix(".proof.json").write_text(other.with_suffix(".proof.json").read_text())
+    with pytest.warns(store.StoreMismatch, match="written for other inputs"):
+        cached("probe", {"task": "sst2", "n": 8}, lambda: first)
+    path.with_suffix(".proof.json").unlink()
+    with pytest.warns(store.StoreMismatch, match="no proof"):
+        cached("probe", {"task": "sst2", "n": 8}, lambda: first)

@@ -132,7 +132,7 @@ def positive_int(name: str, value) -> int:
 
 
 def task_list(tasks, name: str = "tasks") -> list[str]:
-    """A non-empty list of task names (or :class:`~helpers.core.tasks.Task`s), each a known task."""
+    """A non-empty list of distinct task names (or :class:`~helpers.core.tasks.Task`s), each a known task."""
     from helpers.core.tasks import Task, get_task
 
     if isinstance(tasks, (str, Task)):
@@ -150,11 +150,16 @@ def task_list(tasks, name: str = "tasks") -> list[str]:
         if not isinstance(t, (str, Task)):
             raise ArgumentError(f"{name} must hold task names (strings), got {t!r} ({type(t).__name__})")
         get_task(t)  # UnknownTaskError names the known tasks
+    names = [t if isinstance(t, str) else t.name for t in tasks]
+    twice = sorted({t for t in names if names.count(t) > 1})
+    if twice:
+        raise ArgumentError(f"{name} names {twice} more than once: each task would be run and counted again, "
+                            f"doubling its inputs in the intervals; pass each task once")
     return tasks
 
 
 def seed_list(seeds, name: str = "seeds") -> list[int]:
-    """A non-empty list of integer seeds."""
+    """A non-empty list of distinct integer seeds, each 0 or more."""
     if _is_int(seeds):
         raise ArgumentError(f"{name} must be a list of integer seeds, got the single seed {seeds}: write [{seeds}]")
     if isinstance(seeds, (str, bytes, Mapping)) or not hasattr(seeds, "__iter__"):
@@ -165,6 +170,13 @@ def seed_list(seeds, name: str = "seeds") -> list[int]:
     bad = [s for s in seeds if not _is_int(s)]
     if bad:
         raise ArgumentError(f"{name} must be integers, got {bad[0]!r} ({type(bad[0]).__name__})")
+    if any(s < 0 for s in seeds):
+        raise ArgumentError(f"{name} must be 0 or more (numpy's generators take no negative seed), got "
+                            f"{min(seeds)}: pass e.g. [42]")
+    twice = sorted({int(s) for s in seeds if seeds.count(s) > 1})
+    if twice:
+        raise ArgumentError(f"{name} repeat {twice}: a seed is one draw of demonstrations, and a repeat would count "
+                            f"its inputs twice in the intervals; pass each seed once")
     return [int(s) for s in seeds]
 
 

@@ -734,7 +734,10 @@ def vanilla_run(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: 
     same inputs to the same weights. Batch size is not part of the key: batched and one-by-one runs agree
     (tests). A model with hooks attached is run afresh and not stored.
     """
+    from helpers.core.prompts import check_prompts
     from helpers.core.store import cached, model_fingerprint, prompts_digest, stored
+
+    check_prompts(model, prompts, "run", label_ids)  # before the store is consulted, never only on a miss
 
     def run(full=full):
         if not full:

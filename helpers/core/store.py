@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
 __all__ = ["cached", "stored", "CACHE_VERSION", "model_fingerprint", "same_weights", "pins_weights", "prompts_digest",
-           "code_digest", "data_digest", "task_identity", "result_types", "StoreError"]
+           "code_digest", "data_digest", "task_identity", "result_types", "StoreError", "StoreMismatch"]
 
 class StoreError(TypeError):
     """A result that the store could not read back safely (a type that is not a registered result type)."""
@@ -258,6 +258,43 @@ def stored(kind: str, params: dict, model=None) -> bool:
     return not _forced() and _path(kind, params, model).exists()
 
 
+class StoreMismatch(RuntimeWarning):
+    """A stored entry did not match its digest (edited, truncated or swapped on disk): it was recomputed."""
+
+
+def _proof_path(path: Path) -> Path:
+    return path.with_suffix(".proof.json")
+
+
+def _proof(kind: str, params: dict, key: str, data: bytes) -> dict:
+    """What an entry carries beside it: the digest of its bytes and of everything that produced it (the key: kind,
+    store version, code, data and the call's arguments after validation, shown in full under ``params``)."""
+    return {"kind": kind, "key": key, "sha256": hashlib.sha256(data).hexdigest(), "params": _jsonable(params)}
+
+
+def _verified(path: Path, kind: str, key: str) -> bytes | None:
+    """The entry's bytes if they match the proof written beside them (same key, same content digest); else None,
+    after a :class:`StoreMismatch` warning that says what differed."""
+    import warnings
+
+    data = path.read_bytes()
+    try:
+        proof = json.loads(_proof_path(path).read_text())
+    except (OSError, ValueError):
+        proof = None
+    if proof is None:
+        why = "it has no proof of its content beside it"
+    elif proof.get("key") != key:
+        why = "its proof was written for other inputs"
+    elif proof.get("sha256") != hashlib.sha256(data).hexdigest():
+        why = "its content changed after it was written"
+    else:
+        return data
+    warnings.warn(f"store: the {kind!r} entry {path.name} is not served, {why}: recomputing it", StoreMismatch,
+                  stacklevel=3)
+    return None
+
+
 def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = True, model=None) -> Any:
     """``compute()``'s result, cached on disk under (kind, params).
 
@@ -265,22 +302,32 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
     profile, sizes...). The key also holds a digest of the code in ``helpers/``
     (:func:`code_digest`), of the data (:func:`data_digest`: the checksums every data file is verified
     against) and, with ``model``, of the model's weights (:func:`model_fingerprint`), so a changed
-    protocol, data file or checkpoint under the same name is recomputed, never served. Results are
+    protocol, data file or checkpoint under the same name is recomputed, never served. Each entry carries a proof
+    beside it (``<key>.proof.json``: the digest of its bytes, its key and the arguments that produced it), checked
+    on every read: an entry edited, truncated or swapped on disk is recomputed, with a :class:`StoreMismatch`
+    warning, never served. Results are
     saved with ``torch.save`` and read with ``torch.load(weights_only=True)`` (tensors, dicts, lists, numpy
     arrays, and the dataclasses registered with :func:`result_types`): a stored file cannot run code. ``ICL_RECOMPUTE=1`` or
     ``cache=False`` recomputes (and refreshes the stored copy).
     """
-    path = _path(kind, params, model)
+    full = {**params, "weights": model_fingerprint(model)} if model is not None else params
+    path = _path(kind, full)
+    key = path.stem
     force = _forced()
     if cache and not force and path.exists():
         try:
-            out = _load(path.read_bytes())
-            accounting.hit(kind)
-            return out
+            data = _verified(path, kind, key)
+            if data is not None:
+                out = _load(data)
+                accounting.hit(kind)
+                return out
         except Exception:  # unreadable, or holds something other than result types: recompute and replace it
             pass
     with accounting.step(kind):  # off unless ICL_ACCOUNT is set (make run ACCOUNT=1) or make bench records
         out = compute()
     if cache:
-        _atomic_write_bytes(path, _dump(out, kind))
+        data = _dump(out, kind)
+        _atomic_write_bytes(path, data)
+        _atomic_write_bytes(_proof_path(path), json.dumps(_proof(kind, full, key, data), sort_keys=True,
+                                                          default=str).encode())
     return out
