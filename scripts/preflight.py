@@ -378,6 +378,17 @@ def check_local_model(path: Path) -> str:
     except LocalModelError as e:
         raise PreflightError(str(e)) from None
     files = local_weight_files(path)
+    for f in files:
+        if f.suffix == ".safetensors":
+            try:
+                from safetensors import safe_open
+
+                with safe_open(str(f), "pt") as sf:  # the header and the offsets it promises: nothing is loaded
+                    sf.keys()
+            except Exception as e:  # noqa: BLE001  (a damaged file raises the library's own error)
+                raise PreflightError(f"{f} cannot be read as safetensors ({e}): the file is damaged or truncated; "
+                                     f"save the model there again (model.save_pretrained(d))") from None
+    LOCAL_LAYERS[str(path)] = int(config.get("num_hidden_layers") or config.get("n_layer") or 0)
     tok, why = tokenizer_offline(str(path))
     if tok is None or len(tok) < 2:
         raise PreflightError(f"Could not load a tokenizer from {str(path)!r} ({why or 'it is empty'}). Save the "
@@ -388,6 +399,45 @@ def check_local_model(path: Path) -> str:
 
 
 LOCAL_PARAMS: dict[str, float] = {}  # parameters of the local folders checked, from their weight files
+LOCAL_LAYERS: dict[str, int] = {}  # layers of the local folders checked, from their config
+
+
+def store_root() -> Path:
+    """The result store the notebooks write to (``$ICL_RESULTS_CACHE``, else the cache folder's results/)."""
+    from helpers.core.models import cache_dir
+
+    env = os.environ.get("ICL_RESULTS_CACHE")
+    return Path(env) if env else cache_dir() / "results"
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why nothing can be written under ``folder`` (created if missing), or None."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".preflight-"):
+            pass
+    except OSError as e:
+        return (f"{folder} is not writable ({e.strerror or e}): point it at a folder you can write (ICL_RESULTS_DIR "
+                f"for results, ICL_RESULTS_CACHE for the store), or fix its permissions")
+    return None
+
+
+def check_depth(model: str, layers: int, profile, notebooks: list[str]) -> str | None:
+    """Why ``model`` (``layers`` deep) cannot run the selected notebooks, or None: notebook 02 isolates the first and
+    last k layers (its k and sweep, :func:`helpers.experiments.isolation.isolation_sizes`)."""
+    from helpers.experiments.isolation import isolation_sizes
+
+    if not layers or not any(nb.startswith("02") for nb in notebooks):
+        return None
+    sizes = isolation_sizes(profile)
+    need = max(sizes["k_main"], *sizes["k_sweep"])
+    if layers >= need:
+        return None
+    return (f"notebook 02 isolates up to {need} layers (k = {sizes['k_main']}, sweep {list(sizes['k_sweep'])}) but "
+            f"{model} has {layers}: use a model of at least {need} layers, or leave 02 out (make run NOTEBOOKS=\"00 01 "
+            f"03 ...\")")
 
 
 def _bytes_per_param(config: dict) -> int:
@@ -595,6 +645,9 @@ def main(argv=None) -> int:
         except PreflightError as e:
             fail(f"model {name}", str(e))
             continue
+        shallow = check_depth(canon, LOCAL_LAYERS.get(canon, 0), profile, nbs) if profile is not None else None
+        if shallow:
+            fail(f"model {canon}", shallow)
         all_tasks = tuple(dict.fromkeys((*(tasks or ()), *((own,) if own else ()))))
         if not all_tasks:
             continue
@@ -608,6 +661,12 @@ def main(argv=None) -> int:
             fail(f"label words {canon}", c)
         if not clashes:
             ok(f"label words {canon}", f"distinct first tokens in {len(all_tasks)} task(s)")
+    for what, folder in (("results folder", a.out), ("result store", store_root())):
+        why = unwritable(folder)
+        if why:
+            fail(what, why)
+        else:
+            ok(what, f"{folder} is writable")
     if problems:  # stop before the slower checks: nothing could run anyway
         return _verdict(problems)
     device, device_warnings = check_device(a.profile, jobs)

@@ -598,6 +598,9 @@ def _break(kind: str, good: Path, path: Path) -> Path:
             (path / f).unlink(missing_ok=True)
     elif kind == "broken tokenizer":
         (path / "tokenizer.json").write_text("{")
+    elif kind == "truncated weights":
+        data = (path / "model.safetensors").read_bytes()
+        (path / "model.safetensors").write_bytes(data[: len(data) // 2])
     elif kind == "a file":
         shutil.rmtree(path)
         path.write_text("not a folder")
@@ -618,6 +621,7 @@ MODEL_FOLDERS = [  # (how the folder is broken, message)
                       "model.safetensors.index.json are missing."),
     ("no tokenizer", "has no tokenizer files"),
     ("broken tokenizer", "Could not load a tokenizer from"),
+    ("truncated weights", "cannot be read as safetensors"),
 ]
 
 
@@ -627,6 +631,31 @@ def test_broken_model_folder_is_refused_by_preflight(pf, tiny_folder, tmp_path, 
     with pytest.raises(pf.PreflightError) as e:
         pf.check_model(str(path))
     assert message in str(e.value), str(e.value)
+
+
+def test_preflight_refuses_a_model_too_shallow_for_notebook_02_and_unwritable_folders(pf, tiny_folder, tmp_path):
+    """A 2-layer folder passes for notebooks without 02 and fails, saying what to do, with 02; read-only results
+    and store folders fail preflight instead of a raw PermissionError mid-run."""
+    import os
+
+    from helpers.study.profiles import get_profile
+
+    prof = get_profile("smoke")
+    pf.check_model(str(tiny_folder))
+    layers = pf.LOCAL_LAYERS[str(tiny_folder.resolve())]
+    assert layers < 7
+    why = pf.check_depth("tiny", layers, prof, ["00_icl_setting", "02_shallow_isolation"])
+    assert f"has {layers}" in why and "NOTEBOOKS=" in why
+    assert pf.check_depth("tiny", layers, prof, ["00_icl_setting", "03_deep_aucroc"]) is None
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        if os.access(ro, os.W_OK):  # root ignores the mode
+            pytest.skip("this user can write to a read-only folder")
+        assert "is not writable" in pf.unwritable(ro / "results") and pf.unwritable(tmp_path / "ok") is None
+    finally:
+        ro.chmod(0o700)
 
 
 def test_model_folder_passes_with_its_size(pf, tiny_folder, monkeypatch):
@@ -700,8 +729,12 @@ def test_command_line_gives_a_message_not_a_traceback(tmp_path, script, args, en
 def test_preflight_passes_offline_on_a_local_folder(tiny_folder, tmp_path):
     """`make preflight MODELS=<local folder>` without a network: the folder, its tokenizer and the tasks' label
     words are checked, the hub is never asked."""
-    r = _run("preflight.py", ["--profile", "smoke", "--models", str(tiny_folder), "--out", str(tmp_path),
-                              "--ignore-resources"], HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
+    args = ["--profile", "smoke", "--models", str(tiny_folder), "--out", str(tmp_path), "--ignore-resources"]
+    env = dict(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
+    # all notebooks: the 2-layer folder cannot run notebook 02 (k = 5 layers), and preflight says so before the run
+    r = _run("preflight.py", args, **env)
+    assert r.returncode == 1 and "notebook 02 isolates up to 5 layers" in r.stdout, r.stdout + r.stderr
+    r = _run("preflight.py", [*args, "--notebooks", "00", "01", "03", "08"], **env)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
     assert f"ok    model {tiny_folder}: local model folder (GPT2LMHeadModel" in out

@@ -327,7 +327,12 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
         out = compute()
     if cache:
         data = _dump(out, kind)
-        _atomic_write_bytes(path, data)
-        _atomic_write_bytes(_proof_path(path), json.dumps(_proof(kind, full, key, data), sort_keys=True,
-                                                          default=str).encode())
+        try:
+            _atomic_write_bytes(path, data)
+            _atomic_write_bytes(_proof_path(path), json.dumps(_proof(kind, full, key, data), sort_keys=True,
+                                                              default=str).encode())
+        except OSError as e:
+            raise StoreError(f"cannot write the result store at {path.parent.parent} ({e.strerror or e}): point "
+                             f"ICL_RESULTS_CACHE at a folder you can write, or unset it (`make preflight` checks "
+                             f"this before a run)") from None
     return out

@@ -84,7 +84,9 @@ def layer_range(model, where: str, k: int) -> list[int]:
     """The first or last ``k`` layers of ``model`` (``where`` in {"first", "last"})."""
     n = model.cfg.n_layers
     if not 0 <= k <= n:
-        raise ValueError(f"k={k} layers asked but the model has {n}")
+        raise ValueError(f"k={k} layers asked but the model has {n}: isolating the first or last k layers needs at "
+                         f"least k layers; pass a k of at most {n}, or use a deeper model (make run NOTEBOOKS=... "
+                         f"leaves notebook 02 out)")
     if where == "first":
         return list(range(k))
     if where == "last":

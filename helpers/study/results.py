@@ -94,8 +94,12 @@ def results_dir(model_name: str | None = None, profile: str | None = None) -> Pa
 
 def save_metrics(section: str, metrics: dict, model_name: str | None = None, profile: str | None = None) -> Path:
     """Write ``metrics`` as ``metrics/<section>.json`` in the results folder."""
-    path = results_dir(model_name, profile) / "metrics" / f"{section}.json"
-    _atomic_write_bytes(path, json.dumps(_jsonable(metrics), indent=1).encode())
+    try:
+        path = results_dir(model_name, profile) / "metrics" / f"{section}.json"
+        _atomic_write_bytes(path, json.dumps(_jsonable(metrics), indent=1).encode())
+    except OSError as e:
+        raise OSError(f"cannot write the results folder ({e.strerror or e}: {e.filename}): point ICL_RESULTS_DIR at "
+                      f"a folder you can write (`make preflight` checks this before a run)") from None
     return path
 
 
