@@ -287,6 +287,46 @@ CASES: list[Bad] = [
         "no inputs to score"),
     Bad("relative_flow of no inputs", lambda e: relative_flow(torch.zeros(0, 3, 3)), ValueError,
         "run saliency_flow on at least one prompt"),
+    # ---------------------------------------------------------------- the public API at its boundary
+    Bad("get_task(None)", lambda e: tasks.get_task(None), UnknownTaskError, "a task is a task name such as 'sst2'"),
+    Bad("a string seed to make_icl_set", lambda e: make_icl_set(e.model, "sst2", "42", n_test=2), ArgumentError,
+        "seed must be an integer such as 42, got '42' (str)"),
+    Bad("a float seed", lambda e: make_icl_set(e.model, "sst2", 4.5, n_test=2), ArgumentError,
+        "seed must be an integer such as 42, got 4.5"),
+    Bad("a negative seed to make_icl_set", lambda e: make_icl_set(e.model, "sst2", -3, n_test=2), ArgumentError,
+        "seed must be 0 or more"),
+    Bad("seed=None", lambda e: make_icl_set(e.model, "sst2", None, n_test=2), ArgumentError,
+        "seed is None, which would draw unseeded prompts"),
+    Bad("a model name where a model goes", lambda e: vanilla_accuracy("gemma", ["sst2"], [42], n_test=2, progress=False),
+        ArgumentError, "got the name 'gemma': load it first, model = load_model('gemma')"),
+    Bad("model=None", lambda e: vanilla_accuracy(None, ["sst2"], [42], n_test=2, progress=False), ArgumentError,
+        "model must be a HookedTransformer"),
+    Bad("NaN scores into auc_roc", lambda e: auc_roc(np.array([[np.nan, 1.0], [0.5, 0.2]]), np.array([0, 1])),
+        ValueError, "scores hold 1 NaN or infinite values"),
+    Bad("label_token_ids(None, ...)", lambda e: tasks.label_token_ids(None, "sst2"), ArgumentError,
+        "tokenizer must be a tokenizer (a model's model.tokenizer), got NoneType"),
+    Bad("label_token_ids(model, ...)", lambda e: tasks.label_token_ids(e.model, "sst2"), ArgumentError,
+        "pass model.tokenizer"),
+    Bad("a label class out of range", lambda e: build_prompt(e.model, "sst2", [Demo("a", 5)], Demo("b", 0)),
+        PromptError, "demonstration 0 has label 5, but SST-2 has classes 0..1"),
+    Bad("Demo(label=-1)", lambda e: build_prompt(e.model, "sst2", [Demo("a", 1), Demo("c", -1)], "b"), PromptError,
+        "demonstration 1 has label -1"),
+    Bad("tuples as demos", lambda e: build_prompt(e.model, "sst2", [("a", 0)], "b"), PromptError,
+        "must be a Demo(text, label) (helpers.core.prompts.Demo), got tuple ('a', 0): write Demo('a', 0)"),
+    Bad("a PromptSet where a list of prompts goes", lambda e: predict(e.model, e.icl, e.icl.label_ids), PromptError,
+        "prompts to predict must be a list, got PromptSet"),
+    Bad("a generator of prompts", lambda e: predict(e.model, (p for p in e.icl.prompts), e.icl.label_ids),
+        PromptError, "prompts to predict must be a list, got generator"),
+    Bad("relative_flow of the wrong rank", lambda e: relative_flow(torch.zeros(3, 3)), ArgumentError,
+        "scores must be a tensor [n, layer, 3]"),
+    Bad("relative_flow of negative scores", lambda e: relative_flow(-torch.ones(2, 3, 3)), ArgumentError,
+        "scores must be 0 or more"),
+    Bad("batch_size=0", lambda e: predict(e.model, e.icl.prompts, e.icl.label_ids, batch_size=0), ArgumentError,
+        "batch_size must be a positive integer, got 0"),
+    Bad("batch_size=-1", lambda e: predict(e.model, e.icl.prompts, e.icl.label_ids, batch_size=-1), ArgumentError,
+        "batch_size must be a positive integer, got -1"),
+    Bad("batch_size=2.5", lambda e: predict(e.model, e.icl.prompts, e.icl.label_ids, batch_size=2.5), ArgumentError,
+        "batch_size must be a positive integer, got 2.5"),
     # ---------------------------------------------------------------- repeats that would double-count inputs
     Bad("the same seed twice", lambda e: vanilla_accuracy(e.model, ["sst2"], [42, 42], n_test=2, progress=False),
         ArgumentError, "seeds repeat [42]: a seed is one draw of demonstrations"),
@@ -331,6 +371,13 @@ def test_bad_input_gives_its_message(env, case, monkeypatch, tmp_path):
     with pytest.raises(case.error, match=re.escape(case.message)):
         case.call(env)
     assert not list((tmp_path / "store").rglob("*.pt")), "a refused call stored a result"
+
+
+def test_more_inputs_than_the_pool_holds_says_so(env):
+    from helpers.core.prompts import PoolSizeWarning
+
+    with pytest.warns(PoolSizeWarning, match="n_test=1000000 asks for more inputs than the test pool holds"):
+        make_icl_set(env.model, "sst2", 42, n_test=10**6)
 
 
 def test_validation_runs_before_the_store_is_consulted(env, monkeypatch, tmp_path):

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["ArgumentError", "CheckFailed", "YourFunctionRaised", "grader", "likely_mistake", "positive_int", "task_list", "seed_list", "sizes_per_task", "run_args",
+__all__ = ["ArgumentError", "CheckFailed", "YourFunctionRaised", "grader", "likely_mistake", "seed_arg", "model_arg", "positive_int", "task_list", "seed_list", "sizes_per_task", "run_args",
            "check_label_ids", "prompt_list",
            "unrelated_args"]
 
@@ -129,6 +129,32 @@ def positive_int(name: str, value) -> int:
     if value < 1:
         raise ArgumentError(f"{name} must be a positive integer, got {value}: pass 1 or more")
     return int(value)
+
+
+def seed_arg(seed, name: str = "seed") -> int:
+    """``seed`` as an int if it is a whole number >= 0, else an :class:`ArgumentError`: a seed of None would draw
+    unseeded, unrepeatable prompts, and numpy takes no negative seed."""
+    if seed is None:
+        raise ArgumentError(f"{name} is None, which would draw unseeded prompts that no rerun repeats: pass an integer "
+                            f"seed such as 42")
+    if not _is_int(seed):
+        raise ArgumentError(f"{name} must be an integer such as 42, got {seed!r} ({type(seed).__name__})")
+    if seed < 0:
+        raise ArgumentError(f"{name} must be 0 or more (numpy's generators take no negative seed), got {seed}")
+    return int(seed)
+
+
+def model_arg(model, name: str = "model"):
+    """``model`` if it is a loaded HookedTransformer, else an :class:`ArgumentError` that says how to load one."""
+    from transformer_lens import HookedTransformer
+
+    if isinstance(model, HookedTransformer):
+        return model
+    if isinstance(model, str):
+        raise ArgumentError(f"{name} must be a loaded model, got the name {model!r}: load it first, "
+                            f"model = load_model({model!r}) (helpers.core.models)")
+    raise ArgumentError(f"{name} must be a HookedTransformer (helpers.core.models.load_model(name)), got "
+                        f"{type(model).__name__}")
 
 
 def task_list(tasks, name: str = "tasks") -> list[str]:

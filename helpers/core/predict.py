@@ -98,8 +98,9 @@ def length_batches(prompts: Sequence, batch_size: int, max_tokens: int | None = 
     one more forward pass, in tokens), by dynamic programming: short inputs of
     very different lengths are not padded to the longest of sixteen.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    from helpers.core.checks import positive_int
+
+    batch_size = positive_int("batch_size", batch_size)
     budget = batch_token_budget() if max_tokens is None else int(max_tokens)
     order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
     lens = [len(prompts[i]) for i in order]

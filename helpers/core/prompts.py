@@ -29,6 +29,7 @@ with separator ``"\n"``.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -59,6 +60,7 @@ __all__ = [
     "make_icl_set",
     "example_prompt",
     "pad_batch",
+    "PoolSizeWarning",
 ]
 
 # piece kinds used in Prompt.kinds
@@ -67,6 +69,10 @@ TEXT, FORMAT, LABEL, QUERY_TEXT = "text", "format", "label", "query"
 
 class PromptError(ValueError):
     pass
+
+
+class PoolSizeWarning(UserWarning):
+    """More inputs were asked for than a task's test pool holds: all of them are used, and this says so."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,9 @@ def sample_demos(
     by class, and not the same for every task with the same number of classes).
     Rows in ``exclude`` (indices into ``train``) are never drawn.
     """
+    from helpers.core.checks import seed_arg
+
+    seed = seed_arg(seed)
     chosen = {i for per in class_draws(train, task, k_per_class, seed, exclude) for i in per}
     order = _pool_order(train, seed, exclude)
     return demos_from_indices(train, [int(i) for i in order if i in chosen])
@@ -178,7 +187,12 @@ def sample_test(test, n: int, seed: int) -> list[Demo]:
     """The test split shuffled with ``seed``, first ``min(n, len)`` rows."""
     from helpers.core.checks import positive_int
 
-    n = positive_int("n_test", n)
+    from helpers.core.checks import seed_arg
+
+    n, seed = positive_int("n_test", n), seed_arg(seed)
+    if n > len(test):
+        warnings.warn(f"n_test={n} asks for more inputs than the test pool holds ({len(test)}): using all {len(test)}",
+                      PoolSizeWarning, stacklevel=3)
     order = np.random.default_rng(seed).permutation(len(test))[: min(n, len(test))].tolist()
     rows = test.select(order)
     return [Demo(t, int(lbl), int(i)) for t, lbl, i in zip(rows["text"], rows["label"], order)]
@@ -202,6 +216,25 @@ def _pieces(task: Task, demos: Sequence[Demo], query: str | None):
     return out
 
 
+def _check_demos(task: Task, demos, query) -> None:
+    """Refuse demonstrations that are not :class:`Demo` objects with a class of ``task`` (a label of -1 would render
+    the last label word), and a query that is neither text, a Demo nor None."""
+    n = len(task.label_words)
+    if isinstance(demos, (str, Demo)) or not hasattr(demos, "__iter__"):
+        raise PromptError(f"demos must be a list of Demo(text, label), got {type(demos).__name__}: wrap it in a list")
+    for i, d in enumerate(list(demos) + ([query] if isinstance(query, Demo) else [])):
+        what = "the query" if i == len(demos) else f"demonstration {i}"
+        if not isinstance(d, Demo):
+            raise PromptError(f"{what} must be a Demo(text, label) (helpers.core.prompts.Demo), got "
+                              f"{type(d).__name__} {d!r:.60}: write Demo({d[0]!r:.40}, {d[1]!r})" if isinstance(d, tuple)
+                              and len(d) == 2 else f"{what} must be a Demo(text, label), got {type(d).__name__}")
+        if isinstance(d.label, bool) or not isinstance(d.label, (int, np.integer)) or not 0 <= d.label < n:
+            raise PromptError(f"{what} has label {d.label!r}, but {task.display} has classes 0..{n - 1} "
+                              f"({list(task.label_words)}): pass the class index of its label word")
+    if query is not None and not isinstance(query, (str, Demo)):
+        raise PromptError(f"query must be text, a Demo(text, label) or None, got {type(query).__name__}")
+
+
 def build_prompt(model_or_tokenizer, task: str | Task, demos: Sequence[Demo], query: str | Demo | None,
                  bos: bool | None = None, label_ids: Sequence[int] | None = None) -> Prompt:
     """Tokens and position record of ``demos`` followed by ``query``.
@@ -217,6 +250,7 @@ def build_prompt(model_or_tokenizer, task: str | Task, demos: Sequence[Demo], qu
         tok = model_or_tokenizer
         bos = bool(bos)
     gold, qdemo = None, None
+    _check_demos(task, demos, query)
     if isinstance(query, Demo):
         qdemo, gold, query = query, query.label, query.text
     pieces = _pieces(task, demos, query)

@@ -221,9 +221,13 @@ def same_weights(model):
 
 
 def pins_weights(fn):
-    """Decorator: run ``fn(model, ...)`` inside :func:`same_weights` of its first argument."""
+    """Decorator: run ``fn(model, ...)`` inside :func:`same_weights` of its first argument, after checking that it is
+    a loaded model (:func:`helpers.core.checks.model_arg`)."""
     @functools.wraps(fn)
     def wrapper(model, *args, **kwargs):
+        from helpers.core.checks import model_arg
+
+        model_arg(model)  # a name or None gets a message that says how to load a model, not an AttributeError
         with same_weights(model):
             return fn(model, *args, **kwargs)
     return wrapper

@@ -208,6 +208,9 @@ def get_task(name: str | Task) -> Task:
     """A task by name (shipped, registered, or ``data/<name>/task.json``), or by the path of its spec file."""
     if isinstance(name, Task):
         return name
+    if not isinstance(name, str):
+        raise UnknownTaskError(f"a task is a task name such as 'sst2' or the path of a task spec, got {name!r} "
+                               f"({type(name).__name__}); known tasks: {sorted(set(TASKS) | set(_REGISTERED))}")
     if name in TASKS:
         return TASKS[name]
     if name in _REGISTERED:
@@ -597,6 +600,11 @@ def label_token_ids(tokenizer, task: str | Task) -> list[int]:
     tell them apart.
     """
     task = get_task(task)
+    if not callable(tokenizer) or hasattr(tokenizer, "cfg"):
+        from helpers.core.checks import ArgumentError
+
+        raise ArgumentError(f"tokenizer must be a tokenizer (a model's model.tokenizer), got {type(tokenizer).__name__}"
+                            + (": pass model.tokenizer" if hasattr(tokenizer, "tokenizer") else ""))
     ids = []
     for c in range(len(task.label_words)):
         toks = tokenizer(task.label_text(c), add_special_tokens=False)["input_ids"]

@@ -110,6 +110,9 @@ def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, "n"]) 
         raise ValueError(f"scores must be [n, classes] and pred [n]; got {s.shape} and {y.shape}")
     if s.shape[0] == 0:
         raise ValueError("no inputs to score: AUCROC needs at least one prediction per class it compares")
+    if not np.isfinite(s).all():
+        raise ValueError(f"scores hold {int((~np.isfinite(s)).sum())} NaN or infinite values: an AUC of them would "
+                         f"be a number of nothing; drop those inputs or fix what produced them")
     present = np.unique(y)
     if len(present) < 2:
         return float("nan")

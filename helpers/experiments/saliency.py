@@ -211,8 +211,17 @@ def saliency_flow(model, prompts: Sequence[Prompt], label_ids: Sequence[int], ba
 
 def relative_flow(scores: Float[torch.Tensor, "n layer 3"]) -> Float[torch.Tensor, "layer 3"]:
     """The paper's plotted quantity: mean over inputs, then each layer's three values divided by their sum."""
+    from helpers.core.checks import ArgumentError
+
+    if not isinstance(scores, torch.Tensor) or scores.ndim != 3 or scores.shape[-1] != 3:
+        shape = tuple(scores.shape) if hasattr(scores, "shape") else type(scores).__name__
+        raise ArgumentError(f"scores must be a tensor [n, layer, 3] (S_wp, S_pq, S_ww per input and layer, as "
+                            f"saliency_flow returns), got {shape}")
     if scores.shape[0] == 0:
         raise ValueError("no saliency scores to average: run saliency_flow on at least one prompt")
+    if (scores < 0).any():
+        raise ArgumentError("scores must be 0 or more (saliency is a sum of absolute values): these hold negative "
+                            "values, so they are not saliency_flow's output")
     mean = torch.nanmean(scores, dim=0)
     return mean / mean.sum(-1, keepdim=True)
 
