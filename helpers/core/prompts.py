@@ -185,9 +185,7 @@ def sample_demos(
 
 def sample_test(test, n: int, seed: int) -> list[Demo]:
     """The test split shuffled with ``seed``, first ``min(n, len)`` rows."""
-    from helpers.core.checks import positive_int
-
-    from helpers.core.checks import seed_arg
+    from helpers.core.checks import positive_int, seed_arg
 
     n, seed = positive_int("n_test", n), seed_arg(seed)
     if n > len(test):
