@@ -310,3 +310,60 @@ def test_smollm2_directory_loads_as_llama():
     assert model.cfg.original_architecture == "LlamaForCausalLM" and model.cfg.n_key_value_heads == 3
     assert not models.uses_bos(model)  # SmolLM2's tokenizer adds none
     assert diff < 1e-3, diff
+
+
+def _tiny_config(arch: str, vocab: int):
+    """A 2-layer random config of every architecture the loader lists (helpers.core.models._LOCAL_ARCHITECTURES)."""
+    import transformers as tr
+
+    base = dict(vocab_size=vocab, hidden_size=D_MODEL, intermediate_size=64, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, initializer_range=0.2)
+    special = {
+        "GPT2LMHeadModel": ("gpt2", dict(vocab_size=vocab, n_positions=128, n_embd=D_MODEL, n_layer=2, n_head=4)),
+        "GPTJForCausalLM": ("gptj", dict(vocab_size=vocab, n_positions=128, n_embd=D_MODEL, n_layer=2, n_head=4,
+                                         rotary_dim=4)),
+        "GPTNeoXForCausalLM": ("gpt_neox", {k: v for k, v in base.items() if k != "num_key_value_heads"}),
+        "GPTNeoForCausalLM": ("gpt_neo", dict(vocab_size=vocab, hidden_size=D_MODEL, num_layers=2, num_heads=4,
+                                              attention_types=[[["global", "local"], 1]], max_position_embeddings=128,
+                                              window_size=16)),
+        "OPTForCausalLM": ("opt", dict(vocab_size=vocab, hidden_size=D_MODEL, ffn_dim=64, num_hidden_layers=2,
+                                       num_attention_heads=4, max_position_embeddings=128,
+                                       word_embed_proj_dim=D_MODEL)),
+        "BloomForCausalLM": ("bloom", dict(vocab_size=vocab, hidden_size=D_MODEL, n_layer=2, n_head=4)),
+        "LlamaForCausalLM": ("llama", base), "MistralForCausalLM": ("mistral", base),
+        "MixtralForCausalLM": ("mixtral", {**base, "num_local_experts": 2, "num_experts_per_tok": 1}),
+        "Qwen2ForCausalLM": ("qwen2", base), "Qwen3ForCausalLM": ("qwen3", {**base, "head_dim": 8}),
+        "GptOssForCausalLM": ("gpt_oss", {**base, "num_local_experts": 2, "num_experts_per_tok": 1, "head_dim": 8}),
+        "ApertusForCausalLM": ("apertus", base),
+        "OlmoeForCausalLM": ("olmoe", {**base, "num_experts": 2, "num_experts_per_tok": 1}),
+        "Olmo3ForCausalLM": ("olmo3", base),
+    }
+    model_type, kw = special[arch]
+    return tr.AutoConfig.for_model(model_type, **kw)
+
+
+@pytest.mark.parametrize("arch", models._LOCAL_ARCHITECTURES)
+def test_every_supported_architecture_loads_and_matches_transformers(arch, tmp_path):
+    """Every architecture the loader (and preflight) accepts is loaded for real from a tiny random folder and gives
+    transformers' log-probabilities; one that cannot is taken off the list rather than failing mid-run."""
+    import transformers as tr
+
+    tok = models.gpt2_tokenizer()
+    torch.manual_seed(0)
+    hf = getattr(tr, arch)(_tiny_config(arch, len(tok))).eval()
+    hf.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = load_model(str(tmp_path), device="cpu", verbose=False)
+    x = _sequences(len(tok))
+    with torch.inference_mode():
+        ours, ref = model(x).log_softmax(-1), hf(x).logits.log_softmax(-1)
+    torch.testing.assert_close(ours, ref, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["PhiForCausalLM", "Phi3ForCausalLM"])
+def test_architectures_that_do_not_convert_are_refused_with_the_list(arch, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": [arch], "model_type": "phi3"}))
+    with pytest.raises(LocalModelError, match=f"is a {arch}, which TransformerLens cannot load"):
+        resolve_name(str(tmp_path))

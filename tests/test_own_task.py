@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import prompt_golden
 import pytest
@@ -341,3 +342,48 @@ def test_aucroc_intervals_when_the_model_predicts_one_class():
     raw[("t", 42)]["pred"] = torch.tensor([0, 1, 0, 1, 1, 0])
     ivs = curve_intervals(raw, n_boot=20)
     assert ivs["peak"] is None or 0 <= ivs["peak"].low <= ivs["peak"].high <= 1
+
+
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_every_notebook_runs_on_a_task_and_model_of_your_own(tmp_path):
+    """The documented own-task path, end to end: `make run PROFILE=smoke ICL_TASKS=<spec> ICL_OWN_TASK=<spec>` with
+    a three-class task written here and a tiny random 8-layer GPT-2 folder. Every notebook finishes; notebooks 06
+    and 07, which study fixed tasks, file their results under the tasks they ran."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from helpers.core import models
+
+    root = Path(__file__).resolve().parent.parent
+    tok = models.gpt2_tokenizer()
+    model_dir = tmp_path / "tiny-8-layers"
+    GPT2LMHeadModel(GPT2Config(n_layer=8, n_embd=64, n_head=4, n_positions=1024, vocab_size=len(tok))
+                    ).save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    task_dir = tmp_path / "three_way"
+    task_dir.mkdir()
+    texts = ["good film", "bad film", "so so", "great", "awful", "fine", "loved it", "hated it", "meh"] * 8
+    rows = "".join(json.dumps({"text": t, "label": i % 3}) + "\n" for i, t in enumerate(texts))
+    for split in ("train", "test"):
+        (task_dir / f"{split}.jsonl").write_text(rows)
+    (task_dir / "task.json").write_text(json.dumps({"name": "three_way", "template": "Review: {text}\nMood: {label}",
+                                                     "label_words": ["bad", "good", "neutral"]}))
+    tasks.record_checksums(task_dir / "task.json")
+    spec = str(task_dir / "task.json")
+    env = {**os.environ, "ICL_TASKS": spec, "ICL_OWN_TASK": spec, "ICL_RESULTS_CACHE": str(tmp_path / "store"),
+           "OMP_NUM_THREADS": "1"}
+    env.pop("ICL_RESULTS_DIR", None)
+    r = subprocess.run([sys.executable, "scripts/run_all.py", "--profile", "smoke", "--models", str(model_dir),
+                        "--jobs", "1", "--out", str(tmp_path / "results")], cwd=root, env=env, capture_output=True,
+                       text=True, timeout=1500)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    assert "finished: 9/9 notebooks, 0 failed" in out and "finished: 1/1 notebooks, 0 failed" in out, out[-3000:]
+    folders = {p.parent.parent.name for p in (tmp_path / "results").glob("*/*/metrics/*.json")}
+    assert {"smoke-tasks-three_way-own-three_way", "smoke-tasks-trec-own-three_way",
+            "smoke-tasks-sst2-own-three_way"} <= folders, folders

@@ -479,12 +479,14 @@ def dtype_name(dtype: torch.dtype | str | None = None) -> str:
 # Gemma's TransformerLens configs are written per checkpoint (layer pattern, rotary bases, window), not read from
 # config.json; a Gemma directory therefore takes the config of the official checkpoint with the same shape.
 
-# TransformerLens reads these configs from config.json (causal language models only)
+# TransformerLens reads these configs from config.json (causal language models only). Each is loaded for real on a
+# tiny random model and checked against transformers (tests/test_local_models.py). Phi (PhiForCausalLM) and Phi-3
+# (Phi3ForCausalLM) are not on the list: with TransformerLens 3.9 and transformers 5 the first fails to read its
+# config (no partial_rotary_factor) and the second converts to layer-norm biases its RMSNorm does not have.
 _LOCAL_ARCHITECTURES = (
     "GPT2LMHeadModel", "GPTJForCausalLM", "GPTNeoXForCausalLM", "GPTNeoForCausalLM", "OPTForCausalLM",
     "BloomForCausalLM", "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
-    "Qwen3ForCausalLM", "PhiForCausalLM", "Phi3ForCausalLM", "GptOssForCausalLM", "ApertusForCausalLM",
-    "OlmoeForCausalLM", "Olmo3ForCausalLM",
+    "Qwen3ForCausalLM", "GptOssForCausalLM", "ApertusForCausalLM", "OlmoeForCausalLM", "Olmo3ForCausalLM",
 )
 # ... and these from the official checkpoint of the same shape
 _LOCAL_GEMMA_ARCHITECTURES = ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM")

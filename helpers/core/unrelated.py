@@ -26,7 +26,7 @@ import torch
 
 from helpers.core.checks import CheckFailed, likely_mistake, unrelated_args
 from helpers.core.prompts import Demo, Prompt, PromptSet, build_prompt, build_prompts, sample_demos, sample_test
-from helpers.core.store import cached, pins_weights, same_weights
+from helpers.core.store import cached, same_weights
 from helpers.core.tasks import Task, get_task, label_token_ids, load_split
 
 if TYPE_CHECKING:
@@ -147,15 +147,19 @@ def run_model_name(model: HookedTransformer, model_name: str | None) -> str:
     return model_name if model_name is not None else getattr(model.cfg, "icl_model_name", model.cfg.model_name)
 
 
-@pins_weights
 def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes: dict,
                      seeds: Sequence[int] | None, model_name: str | None, run: Callable,
                      heads: dict[str, Sequence[tuple[int, int]]] | None = None,
                      extra: Callable[[UnrelatedTask], dict] | None = None) -> dict[tuple[str, int], Any]:
-    """``run(prompt_set, heads, seed)`` on each (task, seed)'s :func:`eval_set`, cached under ``kind``.
+    """``run(prompt_set, heads, seed)`` on each (task, seed)'s :func:`eval_set`, cached under ``kind``, with the
+    model's weights pinned inside (its first argument is ``kind``, so :func:`~helpers.core.store.pins_weights`,
+    which pins its first argument, cannot be used here).
 
     Cache parameters: model, task, seed, k, n (``sizes["n_eval"]``), the heads if given, and ``extra(ut)``.
     """
+    from helpers.core.checks import model_arg
+
+    model_arg(model)
     name, K, seeds = run_model_name(model, model_name), sizes["k_per_class"], sizes["seeds"] if seeds is None else seeds
     seeds = unrelated_args(uts, seeds)
     out = {}
