@@ -37,7 +37,7 @@ import torch
 
 from helpers.core import tasks
 from helpers.core.checks import ArgumentError
-from helpers.core.models import resolve_dtype
+from helpers.core.models import ModelLoadError, resolve_dtype
 from helpers.core.predict import predict
 from helpers.core.prefix import predict_shared, vanilla_predictions
 from helpers.core.prompts import Demo, PromptError, build_prompt, example_prompt, make_icl_set, sample_test
@@ -327,6 +327,14 @@ CASES: list[Bad] = [
         "batch_size must be a positive integer, got -1"),
     Bad("batch_size=2.5", lambda e: predict(e.model, e.icl.prompts, e.icl.label_ids, batch_size=2.5), ArgumentError,
         "batch_size must be a positive integer, got 2.5"),
+    Bad("load_model on cuda without CUDA", lambda e: _cuda_on_cpu(), ModelLoadError,
+        "device='cuda' asked, but this torch is a CPU build: pass device='cpu'"),
+    Bad("an unknown task lists the shipped ones", lambda e: tasks.get_task("sst3"), UnknownTaskError,
+        "'rotten_tomatoes'"),
+    Bad("a spec naming a data file that does not exist",
+        lambda e: tasks.register_task({"name": "gone", "template": "T: {text}\nL: {label}", "label_words": ["a", "b"],
+                                       "data": {"test": "nowhere.jsonl"}}, base=e.tmp), SpecError,
+        "its train data file"),
     # ---------------------------------------------------------------- repeats that would double-count inputs
     Bad("the same seed twice", lambda e: vanilla_accuracy(e.model, ["sst2"], [42, 42], n_test=2, progress=False),
         ArgumentError, "seeds repeat [42]: a seed is one draw of demonstrations"),
@@ -335,6 +343,14 @@ CASES: list[Bad] = [
     Bad("a negative seed", lambda e: vanilla_accuracy(e.model, ["sst2"], [-1], n_test=2, progress=False),
         ArgumentError, "seeds must be 0 or more"),
 ]
+
+
+def _cuda_on_cpu():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    from helpers.core.models import load_model
+
+    return load_model("gemma", device="cuda")  # refused before any weights are read
 
 
 def _with_env(name: str, value: str, fn):
@@ -1019,3 +1035,20 @@ def test_notebooks_refuse_the_same_settings(monkeypatch):
     monkeypatch.setenv("ICL_PROFILE", "bogus")  # get_profile's own message, as before
     with pytest.raises(ValueError, match=r"^Unknown profile 'bogus'; choose one of \['default', 'paper', 'smoke'\]"):
         get_profile()
+
+
+def test_label_words_that_differ_only_by_leading_space_are_named_as_such():
+    """A tokenizer that folds leading whitespace (as sentencepiece ones do) gives both words one first token: the
+    message names the token and says the words differ only by whitespace."""
+    class Folding:
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [hash(text.strip()) % 1000]}
+
+        def convert_ids_to_tokens(self, i):
+            return "▁good"
+
+    task = tasks.task_from_spec({"name": "spaces", "template": "{text} Mood: {label}", "label_words": ["good", " good"]},
+                                need_checksums=False)
+    with pytest.raises(LabelCollisionError, match="differ only by leading whitespace") as e:
+        tasks.label_token_ids(Folding(), task)
+    assert "'▁good'" in str(e.value)

@@ -844,6 +844,10 @@ def load_model(
     dtype = resolve_dtype(dtype)
     canonical = resolve_name(name)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        why = ("this torch is a CPU build" if torch.version.cuda is None else "no CUDA GPU is visible to this torch")
+        raise ModelLoadError(f"device={device!r} asked, but {why}: pass device='cpu' (or leave device out), or on a "
+                             f"machine with a GPU install the CUDA build of torch (make setup TORCH=torch)")
     if dtype != torch.float32 and str(device).startswith("cpu"):
         warnings.warn(
             f"{dtype_name(dtype)} on the CPU: allowed, but much slower than float32 on CPUs without native "

@@ -221,8 +221,9 @@ def get_task(name: str | Task) -> Task:
         for spec in SPEC_NAMES:
             if (data_dir() / name / spec).is_file():
                 return load_task_spec(data_dir() / name / spec)
+    shipped = sorted(set(TASKS) | {p.parent.name for n in SPEC_NAMES for p in data_dir().glob(f"*/{n}")})
     raise UnknownTaskError(
-        f"Unknown task {name!r}. Known tasks: {sorted(TASKS)}, registered: {sorted(_REGISTERED)} "
+        f"Unknown task {name!r}. Known tasks: {shipped}, registered: {sorted(_REGISTERED)} "
         "(offline data: sst2, trec, agnews, tweet_emotion; 'emoc' needs the hub, see data/README.md). "
         "Your own task: pass the path of its spec file (see docs/your-own.md, 'Your own task')."
     )
@@ -338,6 +339,9 @@ def task_from_spec(spec: dict, base: str | Path | None = None, spec_path: str | 
         path = path.resolve()
         files.append((split, str(path)))
         sha = _find_checksum(split, path, spec, base)
+        if sha is None and need_checksums and not path.is_file():
+            raise SpecError(f"{where}: its {split} data file {path} does not exist: put the {split} rows there as "
+                            f"JSON lines with 'text' and 'label', or point the spec's 'data' at them")
         if sha is None and need_checksums:
             hint = f"python -m helpers.core.tasks --checksums {spec_path}" if spec_path else "helpers.core.tasks.record_checksums"
             raise SpecError(f"{where}: no sha256 checksum is recorded for {path}. Check the file, then record its "
@@ -621,9 +625,13 @@ def label_token_ids(tokenizer, task: str | Task) -> list[int]:
         for c, i in enumerate(ids):
             word = task.label_text(c)
             if i in seen:
+                piece = tokenizer.convert_ids_to_tokens(i) if hasattr(tokenizer, "convert_ids_to_tokens") else None
+                shown = f"{i}" + (f", {piece!r}" if isinstance(piece, str) else "")
+                space = ("; they differ only by leading whitespace, which the template's text before {label} "
+                         "already supplies" if seen[i].strip() == word.strip() else "")
                 raise LabelCollisionError(
                     f"{task.display}: label words {seen[i]!r} and {word!r} share their first token "
-                    f"({i}); choose label words whose first tokens differ."
+                    f"({shown}){space}; choose label words whose first tokens differ."
                 )
             seen[i] = word
     return ids
