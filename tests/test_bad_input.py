@@ -933,12 +933,18 @@ def test_results_folders_are_keyed_by_task_set(tmp_path, monkeypatch):
     assert results_dir("gemma", "smoke") == tmp_path / "gemma" / "smoke"
     spec = _spec_task(tmp_path / "fp", GOOD)
     monkeypatch.setenv("ICL_TASKS", f"{spec},sst2")
-    assert run_key("smoke") == "smoke-tasks-bad_fp+sst2"
-    assert results_dir("gemma", "smoke") == tmp_path / "gemma" / "smoke-tasks-bad_fp+sst2"
+    d = tasks.get_task(str(spec)).digest[:8]  # a spec's task is named with its digest
+    assert run_key("smoke") == f"smoke-tasks-bad_fp.{d}+sst2"
+    assert results_dir("gemma", "smoke") == tmp_path / "gemma" / f"smoke-tasks-bad_fp.{d}+sst2"
+    # another spec with the same name but other content: another folder, never the first one's
+    other = _spec_task(tmp_path / "elsewhere" / "fp", GOOD, words=("Awful", "Great"))
+    monkeypatch.setenv("ICL_TASKS", f"{other},sst2")
+    assert run_key("smoke").startswith("smoke-tasks-bad_fp.") and run_key("smoke") != f"smoke-tasks-bad_fp.{d}+sst2"
+    monkeypatch.setenv("ICL_TASKS", f"{spec},sst2")
     monkeypatch.setenv("ICL_TASKS", "sst2,trec,agnews,tweet_emotion")  # the profile's own: no suffix
     assert run_key("default") == "default"
     monkeypatch.setenv("ICL_OWN_TASK", str(spec))
-    assert run_key("default") == "default-own-bad_fp"
+    assert run_key("default") == f"default-own-bad_fp.{d}"
     monkeypatch.delenv("ICL_OWN_TASK")
     monkeypatch.setenv("ICL_TASKS", ",".join(["sst2", "trec", "agnews", "tweet_emotion"] * 2 + ["rotten_tomatoes"]))
     assert run_key("smoke") != "smoke" and len(run_key("smoke")) < 80  # long lists: a prefix and a hash
@@ -963,7 +969,9 @@ def test_report_names_its_tasks_and_keeps_runs_and_claims_in_agreement(tmp_path,
         monkeypatch.delenv(k, raising=False)
     spec = _spec_task(tmp_path / "fp", GOOD)
     monkeypatch.setenv("ICL_TASKS", str(spec))
-    folder = tmp_path / "gemma-3-270m" / "smoke-tasks-bad_fp"
+    from helpers.study.results import run_key
+
+    folder = tmp_path / "gemma-3-270m" / run_key("smoke")
     for nb in ("00_icl_setting", "01_saliency_flow"):
         _metrics(folder, nb, f"claim of {nb}")
         record_run(folder, nb, {"status": "ok", "seconds": 3.0})
@@ -971,7 +979,7 @@ def test_report_names_its_tasks_and_keeps_runs_and_claims_in_agreement(tmp_path,
     # a rerun of notebook 01 only
     path = build_report(tmp_path, "smoke", ["google/gemma-3-270m"],
                         {"google/gemma-3-270m": {"01_saliency_flow": {"status": "ok", "seconds": 2.0}}})
-    assert path == tmp_path / "RESULTS-smoke-tasks-bad_fp.md"
+    assert path == tmp_path / f"RESULTS-{run_key('smoke')}.md" and run_key("smoke").startswith("smoke-tasks-bad_fp.")
     md = path.read_text()
     assert "Tasks: bad_fp (1 task; every mean over tasks below is over these)" in md
     assert "four tasks" not in md and "AGNews" not in md and "TweetEval" not in md

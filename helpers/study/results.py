@@ -38,7 +38,9 @@ def run_tasks(profile: str | None = None) -> tuple[tuple[str, ...], str]:
 def run_key(profile: str | None = None, tasks: tuple[str, ...] | None = None, own_task: str | None = None) -> str:
     """The results folder of a run below its model's: the profile, and the task set when it is not the
     profile's (``smoke-tasks-fp`` for ``ICL_TASKS=fp``; ``-own-<task>`` when notebook 08 studies another task
-    than the shipped example), so a run on other tasks never overwrites the metrics of another. ``tasks`` and
+    than the shipped example), so a run on other tasks never overwrites the metrics of another. A task of a spec
+    file is named with the start of its digest (``three_way.1a2b3c4d``: template, label words, separator, data),
+    so two specs with one name but different content never share a folder or a report. ``tasks`` and
     ``own_task`` default to :func:`run_tasks`. Also the suffix of ``RESULTS-<key>.md``.
     """
     import hashlib
@@ -50,14 +52,20 @@ def run_key(profile: str | None = None, tasks: tuple[str, ...] | None = None, ow
         t, o = run_tasks(profile)
         tasks, own_task = (t if tasks is None else tuple(tasks)), (o if own_task is None else own_task)
     default = PROFILES[profile].tasks if profile in PROFILES else PROFILES["default"].tasks
+    from helpers.core.store import task_identity
+
+    def named(t: str) -> str:  # a task of a spec carries its digest: two specs with one name never share a folder
+        digest = task_identity(t)
+        return f"{t}.{digest[:8]}" if digest else t
+
     key = profile
     if tuple(tasks) != tuple(default):
-        names = "+".join(tasks)
+        names = "+".join(named(t) for t in tasks)
         if len(names) > 48:  # a long list: its start, and a hash of all of it
             names = f"{names[:36]}-{hashlib.sha256(names.encode()).hexdigest()[:8]}"
         key += f"-tasks-{names}"
     if own_task != OWN_TASK_EXAMPLE:
-        key += f"-own-{own_task}"
+        key += f"-own-{named(own_task)}"
     return key
 
 
