@@ -223,9 +223,8 @@ plots.show_compression_table2(avg, bars, ivs, model_name, suffix=SUFFIX)
 # machine's timing.
 
 # %%
-N_TIME = {"smoke": 4, "default": 8}.get(profile.name, 16)
-speed = pd.DataFrame([comp.time_icl_vs_anchor(model, make_icl_set(model, task, seeds[0], N_TIME), n_inputs=N_TIME,
-                                         repeats={"smoke": 1, "default": 2}.get(profile.name, 3))
+TIMING = comp.timing_sizes(profile)  # timed inputs per task, and timings of each
+speed = pd.DataFrame([comp.time_icl_vs_anchor(model, make_icl_set(model, task, seeds[0], TIMING["n_inputs"]), **TIMING)
                       for task in profile.tasks])
 plots.show_compression_speedup(speed, model_name)
 

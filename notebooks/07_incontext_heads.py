@@ -240,7 +240,7 @@ plots.show_head_maps(SCORES, IC_HEADS, UT, PER_WORD, POOLED)
 ABL = ih.ablation_runs(model, UT, IC_HEADS, **RUN)
 ABL_IV = ih.ablation_intervals(ABL)
 cells = ih.ablation_cells(ABL)
-task_iv = {(NAME[t], c): bootstrap_means({s: v for (tt, s), v in cells[c].items() if tt == t})
+task_iv = {(NAME[t], c): bootstrap_means({s: v for (task, s), v in cells[c].items() if task == t})
            for t in task_names for c in ih.ABLATION_CONDITIONS}
 plots.show_incontext_ablation(ABL, task_iv, NAME, ih.ABLATION_CONDITIONS)
 

@@ -65,6 +65,7 @@ from helpers.core.store import pins_weights, result_types
 from helpers.study.stats import bootstrap_of_means
 
 __all__ = [
+    "timing_sizes",
     "prefix_len",
     "anchor_keep",
     "random_keep",
@@ -336,6 +337,13 @@ def _clock(model):
         return time.perf_counter()
 
     return clock
+
+
+def timing_sizes(profile) -> dict:
+    """Run size of notebook 05's Table 3 timing: ``n_inputs`` timed inputs per task and ``repeats`` timings of each
+    (the median is kept); a few on the CPU profiles, more on ``paper``."""
+    return {"smoke": {"n_inputs": 4, "repeats": 1}, "default": {"n_inputs": 8, "repeats": 2}}.get(
+        profile.name, {"n_inputs": 16, "repeats": 3})
 
 
 def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, warmup: int = 2,
