@@ -569,7 +569,7 @@ def main(argv=None) -> int:
     ap.add_argument("--models", nargs="+", help="models (default: $ICL_MODEL, else google/gemma-3-270m)")
     ap.add_argument("--notebooks", nargs="*", help="subset, e.g. 00 03")
     ap.add_argument("--out", type=Path, help="results folder (default: $ICL_RESULTS_DIR, else results/)")
-    ap.add_argument("--jobs", type=int, default=0, help="as for run_all.py (0: one per model, at most one per core)")
+    ap.add_argument("--jobs", type=timing.jobs_arg, default=0, help="as for run_all.py (0: one per model, at most one per core)")
     ap.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the Hugging Face hub")
     ap.add_argument("--ignore-resources", action="store_true", help="RAM and disk shortfalls only warn")
     ap.add_argument("--notebooks-dir", type=Path, default=ROOT / "notebooks", help=argparse.SUPPRESS)

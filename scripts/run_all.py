@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=None,
                     help="seconds one notebook cell may run (default: $ICL_CELL_TIMEOUT, else the profile's: "
                          "smoke 3600, default 7200, paper 86400)")
-    ap.add_argument("--jobs", type=int, default=0,
+    ap.add_argument("--jobs", type=timing.jobs_arg, default=0,
                     help="models run in parallel processes (0: one per model, at most one per CPU core)")
     ap.add_argument("--progress-every", type=float, default=60.0, metavar="SECONDS",
                     help="a progress line per model at most this often while a notebook runs (default 60)")

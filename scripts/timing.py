@@ -199,6 +199,19 @@ def notebook_estimates(out: Path, model: str, profile: str, notebooks, tasks=Non
     return est
 
 
+def jobs_arg(text: str) -> int:
+    """``--jobs`` / ``make run JOBS=``: a whole number, 0 (one worker per model, at most one per core) or more."""
+    import argparse
+
+    try:
+        jobs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"JOBS must be a whole number (0: one worker per model), got {text!r}") from None
+    if jobs < 0:
+        raise argparse.ArgumentTypeError(f"JOBS must be 0 (one worker per model) or more, got {jobs}")
+    return jobs
+
+
 def worker_threads(jobs: int, cores: int | None = None) -> int:
     """Torch threads run_all gives each of ``jobs`` workers: an equal share of the ``cores`` (default: this
     machine's), at least one."""

@@ -781,6 +781,13 @@ def test_command_refuses_bad_input_before_anything_runs(tmp_path, monkeypatch, c
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.ipynb"))
 
 
+@pytest.mark.parametrize("script,jobs,message", [("run_all.py", "-2", "JOBS must be 0 (one worker per model) or more"),
+                                                ("preflight.py", "two", "JOBS must be a whole number")])
+def test_a_negative_or_non_numeric_jobs_is_refused(tmp_path, script, jobs, message):
+    r = _run(script, ["--models", "gemma", "--jobs", jobs, "--out", str(tmp_path / "results")])
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("script,args,env,code,message", [COMMANDS[0], COMMANDS[8]],
                          ids=["run_all ICL_PROFILE=bogus", "preflight ICL_DTYPE=bogus"])
 def test_command_line_gives_a_message_not_a_traceback(tmp_path, script, args, env, code, message):
