@@ -389,6 +389,8 @@ def check_local_model(path: Path) -> str:
                 raise PreflightError(f"{f} cannot be read as safetensors ({e}): the file is damaged or truncated; "
                                      f"save the model there again (model.save_pretrained(d))") from None
     LOCAL_LAYERS[str(path)] = int(config.get("num_hidden_layers") or config.get("n_layer") or 0)
+    LOCAL_CTX[str(path)] = int(config.get("n_ctx") or config.get("n_positions") or config.get("max_position_embeddings")
+                               or 0)
     tok, why = tokenizer_offline(str(path))
     if tok is None or len(tok) < 2:
         raise PreflightError(f"Could not load a tokenizer from {str(path)!r} ({why or 'it is empty'}). Save the "
@@ -400,6 +402,31 @@ def check_local_model(path: Path) -> str:
 
 LOCAL_PARAMS: dict[str, float] = {}  # parameters of the local folders checked, from their weight files
 LOCAL_LAYERS: dict[str, int] = {}  # layers of the local folders checked, from their config
+LOCAL_CTX: dict[str, int] = {}  # context length of the local folders checked, from their config
+
+
+def check_context(model: str, n_ctx: int, tokenizer, tasks, seed: int = 42) -> list[str]:
+    """Tasks whose prompts cannot fit ``model``'s context of ``n_ctx`` tokens: the shortest test row after one
+    demonstration per class (the notebooks' smallest prompt, drawn with the profile's first seed) is longer.
+    The notebooks drop over-long prompts and count them; when every prompt is too long they stop, so preflight
+    says so first."""
+    from helpers.core.prompts import Demo, build_prompt, sample_demos
+    from helpers.core.tasks import get_task, load_split
+
+    if not n_ctx:
+        return []
+    out = []
+    for t in tasks:
+        task = get_task(t)
+        test = load_split(task, "test")
+        short = min(range(len(test)), key=lambda i: len(test[i]["text"]))
+        demos = sample_demos(load_split(task, "train"), task, 1, seed)
+        n = len(build_prompt(tokenizer, task, demos, Demo(test[short]["text"], int(test[short]["label"])), bos=True))
+        if n > n_ctx:
+            out.append(f"{model}'s context is {n_ctx} tokens, but even the shortest {task.display} prompt (one "
+                       f"demonstration per class) has {n}: use a model with a longer context, or leave {t} out of "
+                       f"ICL_TASKS")
+    return out
 
 
 def store_root() -> Path:
@@ -411,16 +438,23 @@ def store_root() -> Path:
 
 
 def unwritable(folder: Path) -> str | None:
-    """Why nothing can be written under ``folder`` (created if missing), or None."""
+    """Why nothing can be written under ``folder``, or None. Creates nothing: an existing folder gets a temporary
+    file written and removed; a missing one is judged by its nearest existing parent."""
     import tempfile
 
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".preflight-"):
-            pass
-    except OSError as e:
-        return (f"{folder} is not writable ({e.strerror or e}): point it at a folder you can write (ICL_RESULTS_DIR "
-                f"for results, ICL_RESULTS_CACHE for the store), or fix its permissions")
+    fix = ("point it at a folder you can write (ICL_RESULTS_DIR for results, ICL_RESULTS_CACHE for the store), or "
+           "fix its permissions")
+    folder = Path(folder)
+    if folder.is_dir():
+        try:
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".preflight-"):
+                pass
+        except OSError as e:
+            return f"{folder} is not writable ({e.strerror or e}): {fix}"
+        return None
+    parent = next((p for p in folder.absolute().parents if p.exists()), None)
+    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"{folder} cannot be created: {parent} is not a writable folder; {fix}"
     return None
 
 
@@ -659,6 +693,8 @@ def main(argv=None) -> int:
         clashes = check_label_words(tok, all_tasks)
         for c in clashes:
             fail(f"label words {canon}", c)
+        for c in ([] if clashes else check_context(canon, LOCAL_CTX.get(canon, 0), tok, all_tasks)):
+            fail(f"context {canon}", c)
         if not clashes:
             ok(f"label words {canon}", f"distinct first tokens in {len(all_tasks)} task(s)")
     for what, folder in (("results folder", a.out), ("result store", store_root())):

@@ -710,6 +710,9 @@ def test_preflight_refuses_a_model_too_shallow_for_notebook_02_and_unwritable_fo
     why = pf.check_depth("tiny", layers, prof, ["00_icl_setting", "02_shallow_isolation"])
     assert f"has {layers}" in why and "NOTEBOOKS=" in why
     assert pf.check_depth("tiny", layers, prof, ["00_icl_setting", "03_deep_aucroc"]) is None
+    (tmp_path / "a-file").write_text("x")
+    assert "cannot be created" in pf.unwritable(tmp_path / "a-file" / "results")  # under a file: refused as root too
+    assert pf.unwritable(tmp_path / "new" / "results") is None and not (tmp_path / "new").exists()  # creates nothing
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o500)
@@ -801,15 +804,17 @@ def test_preflight_passes_offline_on_a_local_folder(tiny_folder, tmp_path):
     words are checked, the hub is never asked."""
     args = ["--profile", "smoke", "--models", str(tiny_folder), "--out", str(tmp_path), "--ignore-resources"]
     env = dict(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
-    # all notebooks: the 2-layer folder cannot run notebook 02 (k = 5 layers), and preflight says so before the run
+    # all notebooks and tasks: the 2-layer folder cannot run notebook 02 (k = 5 layers), and its 128-token context
+    # holds no AGNews prompt; preflight says both before the run
     r = _run("preflight.py", args, **env)
     assert r.returncode == 1 and "notebook 02 isolates up to 5 layers" in r.stdout, r.stdout + r.stderr
-    r = _run("preflight.py", [*args, "--notebooks", "00", "01", "03", "08"], **env)
+    assert "context is 128 tokens, but even the shortest AGNews prompt" in r.stdout, r.stdout
+    r = _run("preflight.py", [*args, "--notebooks", "00", "01", "03", "08"], **env, ICL_TASKS="sst2,trec")
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
     assert f"ok    model {tiny_folder}: local model folder (GPT2LMHeadModel" in out
-    assert f"ok    label words {tiny_folder}: distinct first tokens in 5 task(s)" in out
-    for t in ("sst2", "trec", "agnews", "tweet_emotion", "rotten_tomatoes"):
+    assert f"ok    label words {tiny_folder}: distinct first tokens in 3 task(s)" in out
+    for t in ("sst2", "trec", "rotten_tomatoes"):
         assert f"ok    task {t}: spec, checksums and every row" in out, out
     assert "preflight passed" in out
 
@@ -1067,3 +1072,14 @@ def test_label_words_that_differ_only_by_leading_space_are_named_as_such():
     with pytest.raises(LabelCollisionError, match="differ only by leading whitespace") as e:
         tasks.label_token_ids(Folding(), task)
     assert "'▁good'" in str(e.value)
+
+
+def test_preflight_refuses_a_context_too_short_for_the_prompts(pf, tiny_folder):
+    """A 64-token context cannot hold even the shortest AGNews prompt: preflight says so, with what to do; a
+    1024-token one holds every task's."""
+    tok, _ = pf.tokenizer_offline(str(tiny_folder))
+    short = pf.check_context("tiny", 64, tok, ["sst2", "agnews"])
+    assert any("context is 64 tokens, but even the shortest AG News" in s or "context is 64 tokens" in s
+               for s in short), short
+    assert "leave agnews out of ICL_TASKS" in " ".join(short)
+    assert pf.check_context("tiny", 1024, tok, ["sst2", "trec", "agnews", "tweet_emotion"]) == []
