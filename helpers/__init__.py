@@ -5,10 +5,12 @@
   inputs as suffixes), loyalty, store (results stored by content), unrelated (paper B's foo/bar tasks and
   prompt sets), heads (reading attention heads at the query position). Imports nothing from the other layers.
 - ``helpers.study``: profiles (run sizes), results (folders), stats (intervals), paper (the papers' numbers),
-  claims, report, plots, exercises. Imports only ``core``.
+  claims (and the readings rendered from them), record (the run records behind the README's tables), report,
+  plots. Imports only ``core``.
 - ``helpers.experiments``: one module per paper idea (setting, saliency, isolation, aucroc, reweighting,
-  compression, diagnosis, and paper B's incontext_heads, two_towers, head_biases). Each imports ``core`` and
-  ``study``, never another experiment (tests/test_layers.py).
+  compression, diagnosis, and paper B's incontext_heads, two_towers, head_biases), each with the checks of its
+  exercises (``check_*``, run through ``helpers.core.checks.grader``). Each imports ``core`` and ``study``, never
+  another experiment (tests/test_layers.py).
 """
 
 import os as _os

@@ -17,8 +17,46 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import timing  # noqa: E402  (scripts/timing.py)
+
+from helpers.study.record import minutes, model_label  # noqa: E402
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def how_long(records) -> str:
+    """The README's first-screen sentence on run times: what the records measured (the smoke run, each model's
+    default run) and what is derived for both models on 2 cores and on an 8-core laptop (scripts/timing.py's
+    estimate from the measured per-notebook seconds, one worker per model)."""
+    both = ["google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct"]
+    nbs = [nb for nb in timing.MEASURED_DEFAULT["google/gemma-3-270m"] if nb[:2] not in timing.OWN_MODEL]
+
+    def derived(cores: int) -> str:
+        jobs = timing.parallel_jobs(len(both), 0, cores)
+        per = [sum(timing.builtin_seconds(m, "default", nb, threads=timing.worker_threads(jobs, cores)) for nb in nbs)
+               for m in both]
+        return timing.fmt_duration(timing.wall_seconds(per, jobs))
+
+    measured = [f"{model_label(r)} alone took {minutes(r):.0f} min of notebooks at the `{r.profile}` profile "
+                f"(measured, commit `{r.commit[:7]}`)" for r in records if r.profile == "default" and r.slug != "control"]
+    smoke = [r for r in records if r.profile == "smoke"]
+    each = ", ".join(f"{minutes(r):.1f} min for {model_label(r)}" for r in smoke)
+    quick = (f"`make run PROFILE=smoke` (every notebook on a handful of inputs: for trying the collection, not "
+             f"for evidence) ran its notebooks in {each} (measured, commit `{smoke[0].commit[:7]}`; the models run "
+             f"side by side)" if smoke else
+             "`make run PROFILE=smoke` runs every notebook on a handful of inputs, for trying the collection")
+    return (f"On 2 CPU cores {'; '.join(measured) or 'no default run is recorded yet'}. Both offline models take "
+            f"about {derived(2)} on 2 cores and about {derived(8)} on an 8-core laptop (derived by "
+            f"`scripts/timing.py` from the measured per-notebook times, one worker per model). {quick}.\n")
+
+
+def blocks(records) -> dict[str, str]:
+    """Every record block of README.md and docs/: the tables (helpers.study.record) and the run-time sentence."""
+    from helpers.study.record import render_blocks
+
+    return render_blocks(records, {"howlong": how_long})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +67,6 @@ def main(argv: list[str] | None = None) -> int:
         check_blocks,
         load_records,
         make_record,
-        render_blocks,
         stray_results,
     )
     from helpers.study.results import run_key
@@ -52,14 +89,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"record: {make_record(a.results, m, key, a.commit).relative_to(ROOT)}")
             print("record: now `make tables` rewrites README.md and docs/ from the records")
             return 0
-        blocks = render_blocks(load_records())
+        made = blocks(load_records())
         problems = []
         for page in PAGES:
             text, where = page.read_text(), str(page.relative_to(ROOT))
             if a.check:
-                problems += check_blocks(text, blocks, where) + stray_results(text, where)
+                problems += check_blocks(text, made, where) + stray_results(text, where)
             else:
-                new = apply_blocks(text, blocks, where)
+                new = apply_blocks(text, made, where)
                 if new != text:
                     page.write_text(new)
                     print(f"tables: rewrote {where}")

@@ -2,10 +2,10 @@
 
 - ``helpers.core``: models, tasks, prompts, forward passes and their hooks, the shared-prefix cache, the
   content-addressed result store. It imports nothing from the other layers.
-- ``helpers.study``: profiles, results folders, intervals, claims, report, plots, exercise checks. It imports
-  only ``core``.
-- ``helpers.experiments``: one module per paper idea. Each imports ``core`` and ``study``, never another
-  experiment module, so a reader can open one file and find the whole method.
+- ``helpers.study``: profiles, results folders, intervals, claims, run records, report, plots. It imports only
+  ``core``.
+- ``helpers.experiments``: one module per paper idea, with the checks of its exercises. Each imports ``core`` and
+  ``study``, never another experiment module, so a reader can open one file and find the whole method.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,9 @@ from helpers.study.stats import Interval
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import record as record_script  # noqa: E402  (scripts/record.py: make record, make tables)
 
 
 def _notebook_markdown(path: Path) -> str:
@@ -28,7 +32,7 @@ def _notebook_markdown(path: Path) -> str:
 
 
 def test_readme_and_docs_tables_are_what_the_records_give():
-    blocks = rec.render_blocks(rec.load_records())
+    blocks = record_script.blocks(rec.load_records())
     found = {m.group("name") for p in PAGES for m in rec._BLOCK.finditer(p.read_text())}
     assert {"front", "control"} <= found, "README.md must carry the generated front and control tables"
     problems = [x for p in PAGES for x in rec.check_blocks(p.read_text(), blocks, p.name)]
@@ -47,7 +51,7 @@ def test_no_result_is_typed_outside_a_generated_block():
 def test_one_changed_digit_anywhere_fails():
     """What the two tests above exist for: change one digit of a result in the README's table, in docs/, or type
     a result into a notebook's markdown, and the check fails."""
-    blocks = rec.render_blocks(rec.load_records())
+    blocks = record_script.blocks(rec.load_records())
     readme = (ROOT / "README.md").read_text()
     body = next(m for m in rec._BLOCK.finditer(readme) if m.group("name") == "front")
     digit = re.search(r"\d(?=\.\d+ \[)", body.group(0))

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from helpers.study.claims import VERDICTS, Claim
 
-__all__ = ["RECORD_DIR", "Record", "RecordError", "make_record", "load_records", "render_blocks", "apply_blocks",
+__all__ = ["RECORD_DIR", "Record", "minutes", "model_label", "RecordError", "make_record", "load_records", "render_blocks", "apply_blocks",
            "check_blocks", "stray_results", "README_CLAIMS", "git_commit"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -167,11 +167,11 @@ def _esc(text: str) -> str:
     return str(text).replace("|", "/").replace("\n", " ")
 
 
-def _model_label(r: Record) -> str:
+def model_label(r: Record) -> str:
     return r.model.split("/")[-1]
 
 
-def _minutes(r: Record) -> float:
+def minutes(r: Record) -> float:
     return sum(s or 0 for s in r.seconds.values()) / 60
 
 
@@ -179,8 +179,8 @@ def runs_line(records: Sequence[Record]) -> str:
     """One sentence per record: model, profile, commit, date and minutes of notebooks."""
     parts = []
     for r in records:
-        parts.append(f"{_model_label(r)}: `make run PROFILE={r.profile}` at commit `{r.commit[:7]}`, finished "
-                     f"{r.date}, {_minutes(r):.1f} min of notebooks (record `docs/record/{r.slug}-{r.run_key}.json`)")
+        parts.append(f"{model_label(r)}: `make run PROFILE={r.profile}` at commit `{r.commit[:7]}`, finished "
+                     f"{r.date}, {minutes(r):.1f} min of notebooks (record `docs/record/{r.slug}-{r.run_key}.json`)")
     return "Runs: " + "; ".join(parts) + "." if parts else "No run has been recorded yet (`make record`)."
 
 
@@ -191,7 +191,7 @@ def front_table(records: Sequence[Record], keys: Sequence[str] = README_CLAIMS) 
     if not models:
         return "No run of an offline model has been recorded yet: `make run`, then `make record` and `make tables`.\n"
     by = [r.by_key() for r in models]
-    lines = ["| paper claim (section) | paper | " + " | ".join(_model_label(r) for r in models) + " |",
+    lines = ["| paper claim (section) | paper | " + " | ".join(model_label(r) for r in models) + " |",
              "|---|---|" + "---|" * len(models)]
     for k in keys:
         cs = [b.get(k) for b in by]
@@ -222,7 +222,7 @@ def full_table(records: Sequence[Record]) -> str:
         return "No run of an offline model has been recorded yet.\n"
     keys = list(dict.fromkeys(c.key for r in models for c in r.claims))
     by = [r.by_key() for r in models]
-    lines = ["| notebook | claim | paper | " + " | ".join(_model_label(r) for r in models) + " |",
+    lines = ["| notebook | claim | paper | " + " | ".join(model_label(r) for r in models) + " |",
              "|---|---|---|" + "---|" * len(models)]
     for k in keys:
         cs = [b.get(k) for b in by]
@@ -237,53 +237,25 @@ def run_times(records: Sequence[Record]) -> str:
     if not records:
         return "No run has been recorded yet.\n"
     nbs = sorted({nb for r in records for nb in r.seconds})
-    lines = ["| notebook | " + " | ".join(f"{_model_label(r)} ({r.profile})" for r in records) + " |",
+    lines = ["| notebook | " + " | ".join(f"{model_label(r)} ({r.profile})" for r in records) + " |",
              "|---|" + "---|" * len(records)]
     for nb in nbs:
         lines.append(f"| {nb} | " + " | ".join(
             "" if r.seconds.get(nb) is None else f"{r.seconds[nb] / 60:.1f}" for r in records) + " |")
-    lines.append("| all | " + " | ".join(f"{_minutes(r):.1f}" for r in records) + " |")
+    lines.append("| all | " + " | ".join(f"{minutes(r):.1f}" for r in records) + " |")
     return "\n".join(lines) + "\n"
 
 
-def how_long(records: Sequence[Record]) -> str:
-    """The README's first-screen sentence on run times: what the records measured (the smoke run, each model's
-    default run) and what is derived for both models on 2 cores and on an 8-core laptop (scripts/timing.py's
-    estimate from the measured per-notebook seconds, one worker per model)."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import timing
-
-    both = ["google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct"]
-    nbs = [nb for nb in timing.MEASURED_DEFAULT["google/gemma-3-270m"] if nb[:2] not in timing.OWN_MODEL]
-
-    def derived(cores: int) -> str:
-        jobs = timing.parallel_jobs(len(both), 0, cores)
-        per = [sum(timing.builtin_seconds(m, "default", nb, threads=timing.worker_threads(jobs, cores)) for nb in nbs)
-               for m in both]
-        return timing.fmt_duration(timing.wall_seconds(per, jobs))
-
-    measured = [f"{_model_label(r)} alone took {_minutes(r):.0f} min of notebooks at the `{r.profile}` profile "
-                f"(measured, commit `{r.commit[:7]}`)" for r in records if r.profile == "default" and r.slug != CONTROL]
-    smoke = [r for r in records if r.profile == "smoke"]
-    quick = (f"`make run PROFILE=smoke` (a handful of inputs, every notebook: for trying the collection, not "
-             f"for evidence) took {sum(_minutes(r) for r in smoke):.0f} min of notebooks for both models and the "
-             f"control (measured, commit `{smoke[0].commit[:7]}`)" if smoke else
-             "`make run PROFILE=smoke` runs every notebook on a handful of inputs, for trying the collection")
-    return (f"On 2 CPU cores {'; '.join(measured) or 'no default run is recorded yet'}. Both offline models take "
-            f"about {derived(2)} on 2 cores and about {derived(8)} on an 8-core laptop (derived by "
-            f"`scripts/timing.py` from the measured per-notebook times, one worker per model). {quick}.\n")
-
-
-RENDERERS = {"front": front_table, "control": control_table, "full": full_table, "times": run_times,
-             "howlong": how_long}
+RENDERERS = {"front": front_table, "control": control_table, "full": full_table, "times": run_times}
 TABLE_PROFILE = "default"  # the result tables show the records of this profile; the run times show every record
 
 
-def render_blocks(records: Sequence[Record]) -> dict[str, str]:
+def render_blocks(records: Sequence[Record], extra: dict | None = None) -> dict[str, str]:
+    """Every block's text: the result tables from the records of :data:`TABLE_PROFILE`, the run times from all;
+    ``extra`` (``{name: fn(records)}``) adds blocks made elsewhere (scripts/record.py's run-time sentence)."""
     tables = [r for r in records if r.profile == TABLE_PROFILE]
-    return {name: fn(records if name in ("times", "howlong") else tables) for name, fn in RENDERERS.items()}
+    out = {name: fn(records if name == "times" else tables) for name, fn in RENDERERS.items()}
+    return out | {name: fn(records) for name, fn in (extra or {}).items()}
 
 
 def apply_blocks(text: str, blocks: dict[str, str], where: str = "text") -> str:
