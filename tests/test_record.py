@@ -117,6 +117,10 @@ def test_make_record_refuses_what_it_cannot_vouch_for(tmp_path, monkeypatch):
     record_run(folder, "04_anchor_reweighting", {"status": "ok", "seconds": 3.0, "commit": "fff0000"})
     with pytest.raises(rec.RecordError, match="different commits"):
         rec.make_record(results, "google/gemma-3-270m", key, out_dir=tmp_path / "record")
+    for nb in ("02_shallow_isolation", "03_deep_aucroc", "04_anchor_reweighting"):
+        record_run(folder, nb, {"status": "ok", "seconds": 3.0, "commit": "abc1234def-dirty"})
+    with pytest.raises(rec.RecordError, match="uncommitted changes"):
+        rec.make_record(results, "google/gemma-3-270m", key, out_dir=tmp_path / "record")
 
 
 def test_tables_rewrite_only_the_blocks_and_check_names_what_differs():

@@ -64,10 +64,6 @@ class Record:
     seconds: dict
     claims: tuple[Claim, ...]
 
-    @property
-    def name(self) -> str:
-        return self.slug
-
     def by_key(self) -> dict[str, Claim]:
         return {c.key: c for c in self.claims}
 
@@ -96,7 +92,8 @@ def make_record(results: Path, model: str, key: str, commit: str | None = None, 
 
     Every notebook's claims are taken as saved (``metrics/<notebook>.json``); the run's date is the last
     notebook's finish in ``runs.json``, its commit the one ``make run`` recorded there (else ``commit``). Refuses a
-    folder with no claims, a notebook that did not finish ok, or a run whose commit is unknown."""
+    folder with no claims, a notebook that did not finish ok, notebooks of different commits, and a run whose commit
+    is unknown or had uncommitted changes."""
     from helpers.study.report import recorded_runs
     from helpers.study.results import model_slug
 
@@ -118,6 +115,9 @@ def make_record(results: Path, model: str, key: str, commit: str | None = None, 
     commit = next(iter(commits), None) or commit
     if not commit or commit == "unknown":
         raise RecordError(f"{folder}: the run's commit is unknown; pass --commit with the commit that ran it")
+    if commit.endswith("-dirty"):
+        raise RecordError(f"{folder}: the notebooks ran with uncommitted changes ({commit}), which no one can check "
+                          f"out again; commit them and rerun before recording")
     notebooks = {}
     for p in metrics:
         d = json.loads(p.read_text())
