@@ -40,7 +40,7 @@ def how_long(records) -> str:
         return timing.fmt_duration(timing.wall_seconds(per, jobs))
 
     measured = [f"{model_label(r)} alone took {minutes(r):.0f} min of notebooks at the `{r.profile}` profile "
-                f"(measured, commit `{r.commit[:7]}`)" for r in records if r.profile == "default" and r.slug != "control"]
+                f"(measured, commit `{r.commit[:7]}`{'; ' + r.note if r.note else ''})" for r in records if r.profile == "default" and r.slug != "control"]
     smoke = [r for r in records if r.profile == "smoke"]
     each = ", ".join(f"{minutes(r):.1f} min for {model_label(r)}" for r in smoke)
     quick = (f"`make run PROFILE=smoke` (every notebook on a handful of inputs: for trying the collection, not "
@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     sv.add_argument("--models", nargs="+", default=["google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct"])
     sv.add_argument("--results", type=Path, default=ROOT / "results")
     sv.add_argument("--commit", default=None, help="the commit that ran it, when runs.json does not say")
+    sv.add_argument("--note", default="", help="what a reader should know about the run, e.g. 'machine shared'")
     tb = sub.add_parser("tables", help="rewrite the record blocks of README.md and docs/")
     tb.add_argument("--check", action="store_true", help="only report blocks that differ and stray results")
     a = ap.parse_args(argv)
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             key = run_key(a.profile)
             models = list(a.models) + ([CONTROL] if (a.results / CONTROL / key / "metrics").is_dir() else [])
             for m in models:
-                print(f"record: {make_record(a.results, m, key, a.commit).relative_to(ROOT)}")
+                print(f"record: {make_record(a.results, m, key, a.commit, note=a.note).relative_to(ROOT)}")
             print("record: now `make tables` rewrites README.md and docs/ from the records")
             return 0
         made = blocks(load_records())

@@ -63,6 +63,7 @@ class Record:
     date: str
     seconds: dict
     claims: tuple[Claim, ...]
+    note: str = ""  # what a reader should know about the run (e.g. the machine was shared), given to make record
 
     def by_key(self) -> dict[str, Claim]:
         return {c.key: c for c in self.claims}
@@ -70,7 +71,7 @@ class Record:
     @classmethod
     def from_json(cls, d: dict) -> Record:
         return cls(model=d["model"], slug=d["slug"], profile=d["profile"], run_key=d["run_key"], commit=d["commit"],
-                   date=d["date"], seconds=d.get("seconds", {}),
+                   date=d["date"], seconds=d.get("seconds", {}), note=d.get("note", ""),
                    claims=tuple(Claim.from_json(c) for sec in d["notebooks"].values() for c in sec["claims"]))
 
 
@@ -87,7 +88,8 @@ def git_commit(root: Path = ROOT) -> str:
     return sha + ("-dirty" if dirty else "")
 
 
-def make_record(results: Path, model: str, key: str, commit: str | None = None, out_dir: Path = RECORD_DIR) -> Path:
+def make_record(results: Path, model: str, key: str, commit: str | None = None, out_dir: Path = RECORD_DIR,
+                note: str = "") -> Path:
     """Write the record of ``results/<model slug>/<key>`` (a finished ``make run``) to ``out_dir``; returns its path.
 
     Every notebook's claims are taken as saved (``metrics/<notebook>.json``); the run's date is the last
@@ -125,7 +127,8 @@ def make_record(results: Path, model: str, key: str, commit: str | None = None, 
             notebooks[p.stem] = {"claims": d["claims"]}
     date = max((info.get("finished", "") for info in runs.values()), default="") or "unknown"
     rec = {"model": model, "slug": slug, "profile": key.split("-")[0], "run_key": key, "commit": commit, "date": date,
-           "seconds": {nb: info.get("seconds") for nb, info in sorted(runs.items())}, "notebooks": notebooks}
+           "seconds": {nb: info.get("seconds") for nb, info in sorted(runs.items())}, "note": note,
+           "notebooks": notebooks}
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{slug}-{key}.json"
     path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
@@ -180,7 +183,8 @@ def runs_line(records: Sequence[Record]) -> str:
     parts = []
     for r in records:
         parts.append(f"{model_label(r)}: `make run PROFILE={r.profile}` at commit `{r.commit[:7]}`, finished "
-                     f"{r.date}, {minutes(r):.1f} min of notebooks (record `docs/record/{r.slug}-{r.run_key}.json`)")
+                     f"{r.date}, {minutes(r):.1f} min of notebooks{f' ({r.note})' if r.note else ''} (record "
+                     f"`docs/record/{r.slug}-{r.run_key}.json`)")
     return "Runs: " + "; ".join(parts) + "." if parts else "No run has been recorded yet (`make record`)."
 
 
