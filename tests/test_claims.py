@@ -37,6 +37,9 @@ def test_bad_verdict_and_bad_value_are_refused():
         _claim(ours=0.61)
     assert "undefined" not in _claim(ours=None, verdict="inconclusive").ours_text()
     assert _claim(ours=None, verdict="inconclusive", missing="no bias measured").ours_text() == "no bias measured"
+    # a reduction of a bias that is not there: its interval means nothing, and the cell says why
+    assert _claim(verdict="inconclusive", extra={"part": "no measurable bias"}).ours_text().startswith(
+        "no measurable bias before the reduction")
 
 
 def test_claim_takes_the_paper_side_from_the_registry(monkeypatch):

@@ -536,3 +536,17 @@ def test_random_control_in_the_last_layers_shares_the_lower_ones(tiny_model):
     assert torch.equal(lower_shared.topk, full.topk)
     base = predict(tiny_model, s.prompts, s.label_ids, 4)
     assert (lower_shared.label_logits - base.label_logits).abs().max() > 1e-3
+
+
+def test_isolation_claims_state_the_layers_they_isolated():
+    """The control isolates its first and last layer (k=1): its claims say "layer", not the paper's "5 layers"."""
+    from helpers.experiments.isolation import MAIN_CONDITIONS, isolation_claims
+    from helpers.study.stats import Interval
+
+    iv = Interval(0.9, 0.85, 0.95, 5, 320)
+    loyalty = {(*cw, "label_loyal"): iv for cw in MAIN_CONDITIONS}
+    drop = {cw: Interval(0.1, 0.05, 0.15, 5, 320) for cw in MAIN_CONDITIONS[1:]}
+    one = isolation_claims(loyalty, drop, k=1)
+    assert one[0].statement == "Isolating the label words in the first layer changes the prediction most"
+    assert all("5 layers" not in c.statement for c in one)
+    assert all("5 layers" in c.statement for c in isolation_claims(loyalty, drop, k=5))

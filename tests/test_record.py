@@ -103,6 +103,7 @@ def test_make_record_keeps_every_claim_with_its_commit_date_and_times(tmp_path, 
     assert "62.0% [55.8, 68.1]: **replicates**" in blocks["front"]
     assert "0.76 [0.73, 0.80]: **partly**" in blocks["front"]
     assert "R_l never passes 0.5: **inconclusive**" in blocks["front"]  # a missing value in words
+    assert "| Gemma 3 270M |" in blocks["front"]
     assert "undefined" not in blocks["full"] and "nan" not in blocks["full"].lower()
     assert "at commit `abc1234`" in blocks["front"] and "17.0" in blocks["times"]  # 1020 s of notebooks
 

@@ -791,9 +791,16 @@ def isolation_claims(loyalty: dict, drop: dict, k: int = 5, barely: float = 0.80
         v1 = "does not replicate"
     else:
         v1 = "inconclusive"
+    from helpers.study.paper import CLAIMS
+
+    def said(key: str) -> str:  # the paper's statement, with this run's k (the control isolates its 1 of 2 layers)
+        text = CLAIMS[key]["statement"]
+        return text if k == 5 else text.replace("5 layers", "layer" if k == 1 else f"{k} layers")
+
     out = [claim("02.label_first_hurts_most", pct[("label", "first")], v1,
                  "each other condition's label loyalty minus this one's, paired per input, has its 95% interval "
-                 "above 0", unit="%", context=context, note=f"Paired drops: {drops}.")]
+                 "above 0", unit="%", context=context, note=f"Paired drops: {drops}.",
+                 statement=said("02.label_first_hurts_most"))]
     names = {("label", "last"): "02.label_last_barely_matters", ("random", "first"): "02.random_first_barely_matters",
              ("random", "last"): "02.random_last_barely_matters"}
     for cw, key in names.items():
@@ -801,5 +808,5 @@ def isolation_claims(loyalty: dict, drop: dict, k: int = 5, barely: float = 0.80
         verdict = ("replicates" if iv.low >= 100 * barely else
                    "does not replicate" if iv.high < 100 * barely else "inconclusive")
         out.append(claim(key, iv, verdict, f"label loyalty interval at or above {barely:.0%}", unit="%",
-                         context=context))
+                         context=context, statement=said(key)))
     return out

@@ -71,6 +71,8 @@ class Claim:
         return self.key.split(".", 1)[0]
 
     def ours_text(self, digits: int = 1) -> str:
+        if self.extra.get("part") == "no measurable bias":  # a reduction of nothing: its interval means nothing
+            return "no measurable bias before the reduction, so nothing to reduce"
         if self.ours is None:
             return self.missing or "no value: the statistic has no estimate on this run (see the note)"
         unit = f" {self.unit}" if self.unit and self.unit != "%" else self.unit

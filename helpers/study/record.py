@@ -158,8 +158,8 @@ def cell(c: Claim | None) -> str:
     if c is None:
         return "not run"
     d = _digits(c)
-    if c.ours is None:
-        ours = c.missing or "no value"
+    if c.ours is None or c.extra.get("part") == "no measurable bias":
+        ours = c.ours_text()
     else:
         iv, unit = c.ours, {"%": "%", "x": "x"}.get(c.unit, "")
         ours = f"{iv.estimate:.{d}f}{unit} [{iv.low:.{d}f}, {iv.high:.{d}f}]"
@@ -170,8 +170,13 @@ def _esc(text: str) -> str:
     return str(text).replace("|", "/").replace("\n", " ")
 
 
+LABELS = {"google/gemma-3-270m": "Gemma 3 270M", "HuggingFaceTB/SmolLM2-135M-Instruct": "SmolLM2-135M",
+          CONTROL: "the positive control"}
+
+
 def model_label(r: Record) -> str:
-    return r.model.split("/")[-1]
+    """The model's name as the tables show it (its last path part for a model without a label here)."""
+    return LABELS.get(r.model, r.model.split("/")[-1])
 
 
 def minutes(r: Record) -> float:
