@@ -76,10 +76,14 @@ def _html_text(data) -> str:
 _BAR = re.compile(r"\d+%\|[^\n|]*\|\s*\d+/\d+")  # a tqdm bar's text form
 
 
+RUN_ROOTS: list[str] = []  # checkouts the shown run was made in (build() adds the results folder's parent)
+
+
 def local_paths(text: str) -> str:
-    """``text`` with this checkout's absolute paths made relative to it and the user's home shown as ``~``: a page
-    of the site never shows the machine it was built on."""
-    text = text.replace(str(ROOT) + os.sep, "").replace(str(ROOT), ".")
+    """``text`` with this checkout's and the run's checkout's absolute paths made relative to them and the user's
+    home shown as ``~``: a page of the site never shows the machine it was built or run on."""
+    for root in dict.fromkeys([str(ROOT), *RUN_ROOTS]):
+        text = text.replace(root + os.sep, "").replace(root, ".")
     home = os.path.expanduser("~")
     return text.replace(home + os.sep, "~/") if home not in ("", "/") else text
 
@@ -280,6 +284,7 @@ def build(results: Path, profile_key: str, folders: list[str], out: Path, quiet:
     """Stage and build the run ``results/<folder>/<profile_key>`` of the first of ``folders`` (model folders,
     :func:`model_folders`) that has executed notebooks; returns what was staged, with ``out`` (the built site)."""
     folder, notebooks = find_notebooks(results, profile_key, folders)
+    RUN_ROOTS[:] = [str(Path(results).resolve().parent)]  # the checkout whose `make run` wrote results/
     summary = results / f"RESULTS-{profile_key}.md"
     info = stage(out / "_src", notebooks, summary if summary.exists() else None, folder, profile_key)
     html = out / "html"

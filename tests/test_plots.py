@@ -282,3 +282,13 @@ def test_layer_axes_have_whole_number_ticks():
                 else:
                     assert all(abs(t - round(t)) < 1e-9 for t in shown), (name, n_layers, shown)
             plt.close(fig)
+
+
+def test_tables_show_undefined_values_in_words_and_every_column():
+    """A notebook's table never shows NaN (a spread of one seed, an AUC of one predicted class) and never cuts
+    columns with "...": the site's check fails on both."""
+    import numpy as np
+
+    html = plots.frame_html(pd.DataFrame({"mean": [1.0], "std": [np.nan]}))
+    assert f">{plots.MISSING}<" in html and "NaN" not in html
+    assert "..." not in pd.DataFrame([list(range(60))])._repr_html_()

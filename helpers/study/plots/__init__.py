@@ -17,3 +17,22 @@ from .setting import *  # noqa: F401,F403  notebook 00
 # the claims tables' paper, ours and criterion cells. The rendered site wraps long cells and gives a wide table
 # its own scroll box (docs/_static/site.css).
 _pd.set_option("display.max_colwidth", None)
+_pd.set_option("display.max_columns", None)  # a wide table scrolls in its box; columns are never cut with "..."
+MISSING = "no value"  # what a table shows for a value that is undefined (e.g. a spread of one seed), not NaN
+
+
+def frame_html(df: _pd.DataFrame) -> str:
+    """A table as a notebook shows it, with an undefined value shown as :data:`MISSING` instead of NaN."""
+    return df.to_html(notebook=True, na_rep=MISSING, border=1)
+
+
+def _register() -> None:
+    """In Jupyter, every DataFrame a notebook displays goes through :func:`frame_html`."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.formatters["text/html"].for_type(_pd.DataFrame, frame_html)
+
+
+_register()
