@@ -288,6 +288,9 @@ def test_tables_show_undefined_values_in_words_and_every_column():
     """A notebook's table never shows NaN (a spread of one seed, an AUC of one predicted class) and never cuts
     columns with "...": the site's check fails on both."""
     import numpy as np
+    import pandas as pd
+
+    from helpers.study import plots
 
     html = plots.frame_html(pd.DataFrame({"mean": [1.0], "std": [np.nan]}))
     assert f">{plots.MISSING}<" in html and "NaN" not in html
