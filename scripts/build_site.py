@@ -152,9 +152,17 @@ def prepare_notebook(src: Path, dst: Path, pages: set[str] = frozenset(), notebo
             kept.append(out)
         if "outputs" in cell:
             cell["outputs"] = kept
-    if run is not None:
+    if run is not None:  # right under the title: the first cell's first line
         cells = nb.get("cells", [])
-        nb["cells"] = cells[:1] + [run_cell(run)] + cells[1:]
+        first = _html_text(cells[0].get("source", "")) if cells and cells[0].get("cell_type") == "markdown" else ""
+        if first.startswith("# "):
+            title, _, rest = first.partition("\n")
+            cells[0]["source"] = title
+            cells = [cells[0], run_cell(run)] + ([{**cells[0], "id": "site-rest", "source": rest.lstrip("\n")}]
+                                                 if rest.strip() else []) + cells[1:]
+        else:
+            cells = [run_cell(run)] + cells
+        nb["cells"] = cells
     dst.parent.mkdir(parents=True, exist_ok=True)
     dst.write_text(json.dumps(nb, indent=1, ensure_ascii=False))
     return views

@@ -117,7 +117,7 @@ def test_prepare_notebook_drops_run_residue_and_says_which_run(tmp_path):
     run = {"key": "smoke", "model": "gemma-3-270m", "commit": "abc1234def", "finished": "2026-11-26 16:00 UTC"}
     build_site.prepare_notebook(src, tmp_path / "out.ipynb", run=run)
     nb = json.loads((tmp_path / "out.ipynb").read_text())
-    assert [c["cell_type"] for c in nb["cells"]] == ["markdown", "markdown", "code"]
+    assert [c["cell_type"] for c in nb["cells"]] == ["markdown", "markdown", "code"]  # title, run line, code
     assert "<code>smoke</code> run of <code>gemma-3-270m</code> at commit <code>abc1234</code>" in nb["cells"][1]["source"]
     outs = nb["cells"][2]["outputs"]
     assert [o.get("name") for o in outs] == ["stdout", None]
@@ -249,3 +249,13 @@ def test_check_site_reports_what_a_reader_would_miss(tmp_path):
     assert any("undefined/NaN" in p for p in res["undefined.html"]) and any("undefined/NaN" in p for p in res["nan.html"])
     assert any("wider than their column" in p for p in res["wide.html"]) and res["scrolls.html"] == []
     assert any("local absolute path" in p and "/work/main/helpers" in p for p in res["path.html"])
+
+
+def test_the_run_line_sits_right_under_the_title(tmp_path):
+    src = tmp_path / "a.ipynb"
+    first = {"cell_type": "markdown", "id": "t", "metadata": {}, "source": "# 01 · Title\n\n**Objectives.** Read."}
+    src.write_text(json.dumps(_nb([]) | {"cells": [first, _nb([])["cells"][0]]}))
+    build_site.prepare_notebook(src, tmp_path / "out.ipynb", run={"key": "smoke", "model": "m", "commit": "abc1234"})
+    cells = json.loads((tmp_path / "out.ipynb").read_text())["cells"]
+    assert cells[0]["source"] == "# 01 · Title" and "site-run" in cells[1]["source"]
+    assert cells[2]["source"] == "**Objectives.** Read." and cells[2]["id"] != cells[0]["id"]
