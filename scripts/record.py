@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if a.cmd == "save":
             key = run_key(a.profile)
-            models = list(a.models) + ([CONTROL] if (a.results / CONTROL / key / "metrics").is_dir() else [])
+            models = list(dict.fromkeys(list(a.models) + ([CONTROL] if (a.results / CONTROL / key / "metrics").is_dir()
+                                                          else [])))
             for m in models:
                 print(f"record: {make_record(a.results, m, key, a.commit, note=a.note).relative_to(ROOT)}")
             print("record: now `make tables` rewrites README.md and docs/ from the records")
