@@ -350,3 +350,17 @@ def test_other_offline_model_is_left_out_when_its_weights_cannot_be_had(monkeypa
     monkeypatch.setattr(models, "_gemma_gguf", lambda: Path("/present/gemma.gguf"))
     assert other_offline_model("smollm2") == models.DEFAULT_MODEL
     assert other_offline_model("gpt2") is None  # not an offline model: nothing to compare with
+
+
+def test_claims_of_a_model_that_predicts_one_class_say_so_instead_of_failing():
+    """Your own task on a model that picks one class for every input: notebook 03 finishes, its claims are
+    inconclusive and say why (an ROC needs two predicted classes)."""
+    import numpy as np
+    import pandas as pd
+
+    from helpers.experiments.aucroc import aucroc_claims
+
+    curve = pd.DataFrame({"auc": [np.nan] * 4, "r": [np.nan] * 4})
+    claims = aucroc_claims(curve, {"peak": None, "crossing": None, "peak_layer": None}, "m")
+    assert [c.verdict for c in claims] == ["inconclusive"] * 3
+    assert all(c.ours_text().startswith("no AUCROC: the model predicted one class") for c in claims)

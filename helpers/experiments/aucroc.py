@@ -511,12 +511,21 @@ def aucroc_claims(curve: pd.DataFrame, ivs: dict, model_name: str, peak_target: 
 
     ``curve``: its task/seed-averaged curve (:func:`mean_curves`); ``ivs``: :func:`curve_intervals`. One claim
     per check of :func:`aucroc_verdict` (criteria fixed before the run), each judged on its 95% interval; the
-    first claim's note gives the verdict of the three checks together.
+    first claim's note gives the verdict of the three checks together. A curve undefined on every layer (the
+    model predicted one class for every input) gives three inconclusive claims that say so, not an error.
     """
     from helpers.study.claims import claim
 
     L = len(curve)
     thr = peak_target - tolerance
+    if not np.isfinite(curve["auc"].to_numpy()).any():  # one predicted class everywhere: nothing to score
+        why = ("no AUCROC: the model predicted one class for every input, and an ROC needs two predicted classes "
+               "(score more inputs, or a model that does the task above one class)")
+        ctx = context or model_name.split("/")[-1]
+        return [claim(k, None, "inconclusive", crit, unit=u, context=ctx, missing=why) for k, crit, u in (
+            ("03.peak_aucroc", f"whole 95% interval of the peak AUCROC_l at or above {thr:.2f}", ""),
+            ("03.peak_layer", f"whole 95% interval of the peak layer in the deeper half (layer {L // 2} of {L})", ""),
+            ("03.r_crossing", f"whole 95% interval of the R_l crossing at or above layer {L // 3} of {L}", ""))]
     overall, _ = aucroc_verdict(curve, peak_target=peak_target, tolerance=tolerance, peak_iv=ivs.get("peak"),
                                 cross_iv=ivs.get("crossing"), peak_layer_iv=ivs.get("peak_layer"))
     ctx = context or model_name.split("/")[-1]
