@@ -1083,3 +1083,9 @@ def test_preflight_refuses_a_context_too_short_for_the_prompts(pf, tiny_folder):
                for s in short), short
     assert "leave agnews out of ICL_TASKS" in " ".join(short)
     assert pf.check_context("tiny", 1024, tok, ["sst2", "trec", "agnews", "tweet_emotion"]) == []
+
+
+def test_demonstrations_as_a_generator_are_refused_not_used_up(env):
+    """A generator of demos would be consumed by the check and render a prompt without demonstrations."""
+    with pytest.raises(PromptError, match="demos must be a list of Demo"):
+        build_prompt(env.model, "sst2", (d for d in [Demo("a", 0), Demo("b", 1)]), "c")

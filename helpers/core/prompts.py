@@ -218,14 +218,14 @@ def _check_demos(task: Task, demos, query) -> None:
     """Refuse demonstrations that are not :class:`Demo` objects with a class of ``task`` (a label of -1 would render
     the last label word), and a query that is neither text, a Demo nor None."""
     n = len(task.label_words)
-    if isinstance(demos, (str, Demo)) or not hasattr(demos, "__iter__"):
+    if isinstance(demos, (str, Demo)) or not isinstance(demos, Sequence):  # a generator would be used up here
         raise PromptError(f"demos must be a list of Demo(text, label), got {type(demos).__name__}: wrap it in a list")
-    for i, d in enumerate(list(demos) + ([query] if isinstance(query, Demo) else [])):
+    for i, d in enumerate([*demos, *([query] if isinstance(query, Demo) else [])]):
         what = "the query" if i == len(demos) else f"demonstration {i}"
         if not isinstance(d, Demo):
+            fix = f": write Demo({d[0]!r:.40}, {d[1]!r})" if isinstance(d, tuple) and len(d) == 2 else ""
             raise PromptError(f"{what} must be a Demo(text, label) (helpers.core.prompts.Demo), got "
-                              f"{type(d).__name__} {d!r:.60}: write Demo({d[0]!r:.40}, {d[1]!r})" if isinstance(d, tuple)
-                              and len(d) == 2 else f"{what} must be a Demo(text, label), got {type(d).__name__}")
+                              f"{type(d).__name__} {d!r:.60}{fix}")
         if isinstance(d.label, bool) or not isinstance(d.label, (int, np.integer)) or not 0 <= d.label < n:
             raise PromptError(f"{what} has label {d.label!r}, but {task.display} has classes 0..{n - 1} "
                               f"({list(task.label_words)}): pass the class index of its label word")
