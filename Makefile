@@ -5,6 +5,7 @@
 #               tries it here without Slurm)
 #   make preflight  check models, profile, tasks, device, RAM and disk, and print the estimated run time
 #   make test   set up, then run the unit tests and every notebook (smoke profile) under nbmake
+#   make test-unit, test-models, test-notebooks, test-infra  one tier of make test each (docs/contributing.md)
 #   make fuzz   the property-based tests with many more examples than make test runs
 #   make bench  performance figures on the default model (run it on an idle machine)
 #   make exercises  write exercises/NN_*.ipynb from the notebooks' solution cells
@@ -60,7 +61,7 @@ LOCK := requirements.lock
 # seed of `make control` (the shipped data/control/control.safetensors was trained with 0)
 CONTROL_SEED ?= 0
 
-.PHONY: setup lock preflight test test-fast fuzz run bench figures lab data clean exercises control site site-check record tables
+.PHONY: setup lock preflight test test-unit test-models test-notebooks test-infra test-fast fuzz run bench figures lab data clean exercises control site site-check record tables
 
 # torch is installed first and on its own. Its stamp's name carries a checksum of TORCH, so
 # `make setup TORCH=...` with another value reinstalls torch (and only torch): the build that was
@@ -94,10 +95,22 @@ lock: $(TORCH_STAMP)
 	$(PY) scripts/lock.py > $(LOCK).tmp
 	mv $(LOCK).tmp $(LOCK)
 
+# the tests' settings: smoke sizes, and results written and cached in fresh folders under .cache/
+TEST_ENV = ICL_PROFILE=smoke ICL_RESULTS_DIR=$(CURDIR)/.cache/test-results ICL_RESULTS_CACHE=$(CURDIR)/.cache/test-results-cache
+
 test: setup
 	rm -rf .cache/test-results .cache/test-results-cache
-	ICL_PROFILE=smoke ICL_RESULTS_DIR=$(CURDIR)/.cache/test-results ICL_RESULTS_CACHE=$(CURDIR)/.cache/test-results-cache \
-		$(PY) -m pytest tests notebooks --nbmake --nbmake-timeout=1800 -q $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest tests notebooks --nbmake --nbmake-timeout=1800 -q $(PYTEST_ARGS)
+
+# one tier of make test each (tests/conftest.py, 'tiers'; docs/contributing.md): tiny-model unit tests, tests on
+# a real offline model, notebook runs, and the repository's infrastructure
+test-unit test-models test-infra: test-%: setup
+	rm -rf .cache/test-results .cache/test-results-cache
+	$(TEST_ENV) $(PY) -m pytest tests -m $* -q $(PYTEST_ARGS)
+
+test-notebooks: setup
+	rm -rf .cache/test-results .cache/test-results-cache
+	$(TEST_ENV) $(PY) -m pytest tests notebooks --nbmake --nbmake-timeout=1800 -m notebooks -q $(PYTEST_ARGS)
 
 # the property-based tests of tests/test_fuzz.py with 1000 examples each (make test runs 25)
 fuzz: setup

@@ -102,3 +102,44 @@ def ut():
 
     full = unrelated_task("sst2", (0, 1), ("foo", "bar"))
     return UnrelatedTask(full.task, full.train.select(range(300)), full.test.select(range(60)), "sst2", (0, 1))
+
+
+# ---------------------------------------------------------------------------------------------------------- tiers
+# Every test belongs to exactly one tier, a marker that `make test-<tier>` selects (`make test` runs all four):
+#   unit       the science and the plumbing on tiny random models and small synthetic inputs (seconds each)
+#   models     loads a real offline model, the positive control's checkpoint on a GPU, or a CUDA device
+#   notebooks  executes a notebook (nbmake items, and tests marked ``notebooks``)
+#   infra      the repository around the code: Makefile, lock, run scripts, records, site, layers, hygiene
+TIERS = ("unit", "models", "notebooks", "infra")
+INFRA_FILES = frozenset({
+    "test_cluster.py", "test_exercises.py", "test_gpu_hours.py", "test_jupyter_config.py", "test_layers.py",
+    "test_lock.py", "test_makefile.py", "test_notebooks.py", "test_plots.py", "test_preflight.py",
+    "test_record.py", "test_run_all.py", "test_site.py", "test_tiers.py",
+})
+REAL_MODEL_FIXTURES = frozenset({"gemma", "smollm2"})
+
+
+def tier_of(item) -> str:
+    """The tier of a collected test (see TIERS): by what it runs, then by its file."""
+    if item.path.suffix == ".ipynb" or item.get_closest_marker("notebooks"):
+        return "notebooks"
+    if item.path.name in INFRA_FILES:
+        return "infra"
+    if (REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ()))
+            or item.get_closest_marker("slow") or item.get_closest_marker("cuda")):
+        return "models"
+    return "unit"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with its tier before ``-m`` selects (tryfirst); ICL_TIER_DUMP=<file> writes them as JSON."""
+    tiers = {}
+    for item in items:
+        tiers[item.nodeid] = tier_of(item)
+        item.add_marker(getattr(pytest.mark, tiers[item.nodeid]))
+    if os.environ.get("ICL_TIER_DUMP"):
+        import json
+
+        with open(os.environ["ICL_TIER_DUMP"], "w") as f:
+            json.dump(tiers, f)

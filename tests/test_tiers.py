@@ -1,0 +1,54 @@
+"""Every test is in exactly one tier (tests/conftest.py, 'tiers'), so that `make test-<tier>` together run all
+of `make test`: each collected test gets one tier marker, and each tier has tests of the kind it names."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import TIERS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def tiers(tmp_path_factory) -> dict[str, str]:
+    """{node id: tier} of a collection of the whole suite, notebooks included (as `make test` collects it)."""
+    out = tmp_path_factory.mktemp("tiers") / "tiers.json"
+    env = {**os.environ, "ICL_TIER_DUMP": str(out), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "pytest", "tests", "notebooks", "--nbmake", "--collect-only", "-q",
+                        "-p", "no:cacheprovider"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_every_test_has_one_known_tier(tiers):
+    assert tiers and set(tiers.values()) <= set(TIERS), sorted(set(tiers.values()) - set(TIERS))
+    assert len(tiers) == len(set(tiers)), "a test was collected twice"
+
+
+def test_each_tier_holds_what_it_names(tiers):
+    def tier(prefix: str) -> set[str]:
+        return {t for node, t in tiers.items() if node.startswith(prefix)}
+
+    assert tier("notebooks/") == {"notebooks"}, "every notebook run is in the notebooks tier"
+    assert tier("tests/test_lock.py") == {"infra"} and tier("tests/test_site.py") == {"infra"}
+    assert tier("tests/test_stats.py") == {"unit"}, "tests on small inputs are unit tests"
+    assert "models" in tier("tests/test_models.py"), "tests that load an offline model are in the models tier"
+    assert "unit" in tier("tests/test_saliency.py") and "models" in tier("tests/test_saliency.py")
+    assert all(any(t == name for t in tiers.values()) for name in TIERS), "a tier without tests"
+
+
+def test_a_tier_marker_selects_its_tests():
+    """`-m unit` selects what the marker says (the marks are added before pytest's own -m deselection)."""
+    r = subprocess.run([sys.executable, "-m", "pytest", "tests/test_stats.py", "tests/test_lock.py", "--collect-only",
+                        "-q", "-m", "unit", "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    selected = [line for line in r.stdout.splitlines() if "::" in line]
+    assert selected and all(line.startswith("tests/test_stats.py") for line in selected), r.stdout[-2000:]
