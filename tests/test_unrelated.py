@@ -61,3 +61,23 @@ def test_sizes_of_notebook_07():
         assert list(notebook_sizes(*parts)) == ["n_eval", "seeds", "k_per_class", "n_attr", "n_towers", "bias_tasks"]
         shared = asdict(U.eval_sizes(profile))
         assert all(isinstance(part, U.EvalSizes) and {k: asdict(part)[k] for k in shared} == shared for part in parts)
+
+
+def test_eval_set_takes_the_whole_pool_without_a_pool_size_warning(ut):
+    """n_eval above the test pool (the paper profile asks 1000 of SST-2's 872) uses the whole pool; the
+    PoolSizeWarning sample_test gives is silenced there, and only there."""
+    import warnings
+
+    from helpers.core.models import make_tiny_model
+    from helpers.core.prompts import PoolSizeWarning, sample_test
+
+    model = make_tiny_model("gpt2", seed=0)
+    sizes = U.EvalSizes(n_eval=len(ut.test) + 5, seeds=(1,), k_per_class=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PoolSizeWarning)
+        ps = U.eval_set(model, ut, 1, sizes)
+    assert len(ps.prompts) + ps.n_dropped == len(ut.test)
+    with pytest.warns(PoolSizeWarning, match="more inputs than the test pool"):
+        sample_test(ut.test, len(ut.test) + 5, 1)
+    with pytest.raises(TypeError, match="EvalSizes .from eval_sizes"):
+        U.eval_set(model, ut, 1, {"n_eval": 3, "k_per_class": 1})

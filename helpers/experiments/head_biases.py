@@ -27,6 +27,7 @@ acts on the query's attention row only). Cached step of notebook 07: :func:`bias
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
@@ -38,7 +39,7 @@ from helpers.core.checks import unrelated_args
 from helpers.core.heads import Head, label_attention_at_q, predict_with_cache, shared_cache
 from helpers.core.predict import HookFactory
 from helpers.core.prefix import PrefixError
-from helpers.core.prompts import Prompt, build_prompts, class_draws, demos_from_indices, sample_test
+from helpers.core.prompts import PoolSizeWarning, Prompt, build_prompts, class_draws, demos_from_indices, sample_test
 from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.tasks import label_token_ids
 from helpers.core.unrelated import EvalSizes, UnrelatedTask, check_sizes, eval_sizes, run_model_name
@@ -314,7 +315,11 @@ def bias_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: di
         for seed in seeds:
             for kind in kinds:
                 def compute(fn=fns[kind], ut=ut, seed=seed, hs=hs):
-                    return fn(model, ut, hs, seed=seed, n_test=sizes.n_eval, batch_size=batch_size)
+                    with warnings.catch_warnings():
+                        # PoolSizeWarning: as in helpers.core.unrelated.eval_set, n_eval may exceed the test pool
+                        # (paper profile, SST-2); the whole pool is used by design
+                        warnings.simplefilter("ignore", PoolSizeWarning)
+                        return fn(model, ut, hs, seed=seed, n_test=sizes.n_eval, batch_size=batch_size)
                 out[(t, seed, kind)] = cached("heads_bias", {"model": name, "task": t, "seed": seed, "kind": kind,
                                                              "n": sizes.n_eval, "heads": hs}, compute,
                                               model=model)
