@@ -144,9 +144,9 @@ def test_runs_refuse_sizes_that_are_not_their_sizes(tiny_gpt2, ut, run_cache):
     """Sizes come from the experiments' ``*_sizes(profile)``: a plain dict, or another step's sizes, is refused
     with an error that says where they come from."""
     as_dict = {"n_eval": 3, "seeds": [1], "k_per_class": 1, "n_attr": 2}
-    with pytest.raises(TypeError, match="EvalSizes .from eval_sizes"):
+    with pytest.raises(TypeError, match="EvalSizes that eval_sizes"):
         MC.accuracy_runs(tiny_gpt2, {"sst2": ut}, as_dict)
-    with pytest.raises(TypeError, match="HeadsSizes .from incontext_heads_sizes"):
+    with pytest.raises(TypeError, match="HeadsSizes that incontext_heads_sizes"):
         IH.attribution_runs(tiny_gpt2, {"sst2": ut}, TOWERS_SIZES)
-    with pytest.raises(TypeError, match="TowersSizes .from two_towers_sizes"):
+    with pytest.raises(TypeError, match="TowersSizes that two_towers_sizes"):
         TT.towers_runs(tiny_gpt2, {"sst2": ut}, {"sst2": [(0, 0)]}, RUN_SIZES)

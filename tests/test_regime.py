@@ -98,7 +98,7 @@ def test_regime_runs_refuse_a_swap_that_does_not_swap(tiny_model, ut, uts):
         MC.regime_runs(tiny_model, {"foo/bar": uts["foo/bar"], "bar/foo": uts["foo/bar"]}, SIZES, pairs=("foo/bar",))
     with pytest.raises(KeyError, match="B/A"):
         MC.regime_runs(tiny_model, uts, SIZES, pairs=("A/B",))
-    with pytest.raises(TypeError, match="RegimeSizes .from regime_sizes"):
+    with pytest.raises(TypeError, match="RegimeSizes that regime_sizes"):
         MC.regime_runs(tiny_model, uts, {"ks": (1,), "n_eval": 3, "seeds": (1,)}, pairs=("foo/bar",))
 
 

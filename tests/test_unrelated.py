@@ -79,5 +79,5 @@ def test_eval_set_takes_the_whole_pool_without_a_pool_size_warning(ut):
     assert len(ps.prompts) + ps.n_dropped == len(ut.test)
     with pytest.warns(PoolSizeWarning, match="more inputs than the test pool"):
         sample_test(ut.test, len(ut.test) + 5, 1)
-    with pytest.raises(TypeError, match="EvalSizes .from eval_sizes"):
+    with pytest.raises(TypeError, match="EvalSizes that eval_sizes"):
         U.eval_set(model, ut, 1, {"n_eval": 3, "k_per_class": 1})

@@ -155,7 +155,7 @@ def eval_sizes(profile) -> EvalSizes:
 def check_sizes(sizes, kind: type = EvalSizes, where: str = "eval_sizes(profile)") -> None:
     """Raise a TypeError that says where sizes come from when ``sizes`` is not a ``kind`` (e.g. a plain dict)."""
     if not isinstance(sizes, kind):
-        raise TypeError(f"sizes must be a {kind.__name__} (from {where}), got {type(sizes).__name__}")
+        raise TypeError(f"sizes must be the {kind.__name__} that {where} returns, got {type(sizes).__name__}")
 
 
 def eval_set(model: HookedTransformer, ut: UnrelatedTask, seed: int, sizes: EvalSizes) -> PromptSet:
