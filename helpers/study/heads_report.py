@@ -7,8 +7,8 @@ reads them, or the run's numbers, and never calls an experiment:
   (ablation, value outputs, two towers, biases). The premise claims (does the model read the foo/bar mapping,
   :mod:`helpers.experiments.mapping_control`) are not among them: they say whether the claims about heads can
   be tested, not whether they hold.
-- :func:`heads_verdict`: the same verdict from point numbers (criteria of the first version, kept for
-  comparison).
+- :func:`heads_verdict`: per-part and overall verdicts from point numbers, with any part already graded from
+  intervals used as given.
 - the ``*_text`` builders: the lines notebook 07 prints under its tables and figures.
 - :func:`heads_report_metrics`: what notebook 07 saves beside its claims.
 """
@@ -172,8 +172,7 @@ def heads_report_metrics(overall: str, heads: dict, acc_iv: dict, ab_iv: dict, r
     """The metrics notebook 07 saves beside its claims (``report_claims(..., metrics=...)``): the overall verdict,
     the in-context heads per task, the accuracy [95% CI] per mapping, the A/B swap-averaged accuracy (``ab_iv``:
     :func:`~helpers.experiments.mapping_control.mapping_intervals` of A/B with B/A), the run sizes
-    (:func:`notebook_sizes`) and each
-    regime's swap-averaged accuracy, intervals written with 3 digits."""
+    (:func:`notebook_sizes`) and each regime's swap-averaged accuracy, intervals written with 3 digits."""
     return {"overall": overall, "incontext_heads": heads, "accuracy": {m: f"{iv:.3f}" for m, iv in acc_iv.items()},
             "swap_averaged_A/B": f"{ab_iv['swap_averaged']:.3f}", "sizes": sizes,
             "regime": {f"{p} at {k} per class": f"{r['swap_averaged']:.3f}" for (p, k), r in regime_iv.items()}}
