@@ -38,47 +38,56 @@
 # foo/bar needs scale. Expect the small offline models here to fail paper B's setting; the mapping control
 # (section 2.1) says whether they do.
 #
-# Definitions are in the docstrings of one module per idea: `helpers/experiments/incontext_heads.py` (gain,
-# drop, in-context heads, ablation, mapping control), `helpers/experiments/two_towers.py` (value-output vectors,
-# logit minus, two towers) and `helpers/experiments/head_biases.py` (bias sizes, reductions); the foo/bar tasks
-# are in `helpers/core/unrelated.py` and the reading of heads at q in `helpers/core/heads.py`. Every number
+# Definitions are in the docstrings of one module per idea: `helpers/experiments/mapping_control.py` (the
+# mapping control and the regime: does the model read the foo/bar mapping at all),
+# `helpers/experiments/incontext_heads.py` (gain, drop, in-context heads), `helpers/experiments/head_ablation.py`
+# (ablating them against random heads), `helpers/experiments/two_towers.py` (value-output vectors, logit minus,
+# two towers) and `helpers/experiments/head_biases.py` (bias sizes, reductions); the foo/bar tasks are in
+# `helpers/core/unrelated.py`, the reading of heads at q in `helpers/core/heads.py`, and the overall verdict
+# and the printed lines in `helpers/study/heads_report.py`. Every number
 # carries a 95% interval (bootstrap over seeds, then inputs within each task and seed; `helpers/study/stats.py`).
 #
 # Under `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs: the numbers test that
 # the code runs; they are not evidence.
 
 # %%
-import warnings
-
 import torch
+from IPython.display import display
 
 from helpers.core.heads import attention_rows_at_q
 from helpers.core.models import load_model
 from helpers.core.unrelated import eval_set, unrelated_task
+from helpers.experiments import head_ablation as ha
 from helpers.experiments import head_biases as hb
 from helpers.experiments import incontext_heads as ih
+from helpers.experiments import mapping_control as mc
 from helpers.experiments import two_towers as tt
+from helpers.study import heads_report as hr
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
 from helpers.study.results import studies_tasks
 from helpers.study.stats import bootstrap_means
 
-warnings.filterwarnings("ignore", category=UserWarning)
 profile, model_name = get_profile(), current_model_name()
 model = load_model(model_name)
-sizes = {**ih.incontext_heads_sizes(profile), **tt.two_towers_sizes(profile), **hb.head_biases_sizes(profile)}
-N_IC = ih.n_incontext_heads(model, frac=0.01, min_heads=4)
-BS = max(profile.batch_size, 16)  # one forward costs about the same for 1 or 16 short prompts on CPU
-RUN = {"sizes": sizes, "batch_size": BS, "model_name": model_name}  # shared by the cached *_runs steps
+# run sizes, one object per experiment (each holds the shared evaluation sizes: n_eval, seeds, k_per_class)
+heads_sizes = ih.incontext_heads_sizes(profile)  # + n_attr: attribution prompts
+towers_sizes = tt.two_towers_sizes(profile)  # + n_towers: prompts with their own demonstrations
+bias_sizes = hb.head_biases_sizes(profile)  # + bias_tasks
+N_IC = ih.n_incontext_heads(model, frac=0.01, min_heads=4)  # how many in-context heads: max(4, 1% of the heads)
+BATCH = max(profile.batch_size, 16)  # one forward costs about the same for 1 or 16 short prompts on CPU
 SOURCES = {"sst2": (0, 1), "agnews": (0, 1)}  # class pairs made binary
 task_names = studies_tasks([t for t in profile.tasks if t in SOURCES] or ["sst2"],
                            "paper B's foo/bar setting needs a binary task: SST-2, or AGNews made binary")
 MAPPINGS = {"foo/bar": ("foo", "bar"), "bar/foo": ("bar", "foo"), "A/B": ("A", "B"), "B/A": ("B", "A"), "real": None}
-UTS = {m: {t: unrelated_task(t, SOURCES[t], w) for t in task_names} for m, w in MAPPINGS.items()}
-UT, t0, seed0 = UTS["foo/bar"], task_names[0], sizes["seeds"][0]
-NAME = {t: UT[t].task.display.split(" (")[0] for t in task_names}
-plots.print_heads_setup(profile.name, model_name, sizes, model.cfg, N_IC)
+tasks_by_mapping = {m: {t: unrelated_task(t, SOURCES[t], w) for t in task_names} for m, w in MAPPINGS.items()}
+foobar = tasks_by_mapping["foo/bar"]  # {task: UnrelatedTask}: the paper's setting
+t0, seed0 = task_names[0], heads_sizes.seeds[0]
+title = {t: foobar[t].task.display for t in task_names}  # figure titles
+short_name = {t: foobar[t].task.display.split(" (")[0] for t in task_names}
+print(hr.heads_setup_text(profile.name, model_name, hr.notebook_sizes(heads_sizes, towers_sizes, bias_sizes),
+                          model.cfg, N_IC))
 
 # %% [markdown]
 # ## 1 · The mechanism by hand: one head ablated at q, one head's value-output vectors
@@ -167,8 +176,8 @@ def value_output_logit_minus(model, cache, layer, head, positions, label_ids):
 # %%
 ih.check_head_ablation(head_ablation_drop)
 tt.check_value_output_logit_minus(value_output_logit_minus)
-ps = eval_set(model, UT[t0], seed0, sizes)
-prompt, lids, words = ps.prompts[0], ps.label_ids, UT[t0].task.label_words
+ps = eval_set(model, foobar[t0], seed0, heads_sizes)
+prompt, lids, words = ps.prompts[0], ps.label_ids, foobar[t0].task.label_words
 all_heads = [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
 drops = ih.head_label_drops(model, prompt.tokens, all_heads, lids)  # [head, label], every head at once
 top = [all_heads[i] for i in drops.abs().amax(1).argsort(descending=True)[:3]]
@@ -179,7 +188,9 @@ with torch.inference_mode():
 torch.testing.assert_close(mine, drops[[all_heads.index(hd) for hd in top]], atol=1e-4, rtol=1e-4)
 torch.testing.assert_close(vo_mine, tt.value_outputs(model, [prompt], lids, [top[0]], shared=False).vo_lm[0, 0],
                            atol=1e-4, rtol=1e-4)
-plots.show_by_hand_heads(prompt.text, top, words, mine, prompt.label_class, vo_mine)
+print(prompt.text, "\n")
+display(plots.by_hand_drop_table(mine, top, words))  # rows: the three heads; columns: drop of log p(word)
+print(hr.by_hand_vo_text(top[0], words, prompt.label_class, vo_mine))
 
 # %% [markdown]
 # A positive drop means the head raised that word at q on this prompt. The VO line is the first head's
@@ -205,10 +216,13 @@ plots.show_by_hand_heads(prompt.text, top, words, mine, prompt.label_class, vo_m
 # word prior).
 
 # %%
-ACC = {m: ih.accuracy_runs(model, uts, **RUN) for m, uts in UTS.items()}
-ACC_IV = {m: bootstrap_means({k: r["correct"] for k, r in ACC[m].items()}) for m in ACC}
-MAP_IV = {pair: ih.mapping_intervals(ACC[pair[0]], ACC[pair[1]]) for pair in (("foo/bar", "bar/foo"), ("A/B", "B/A"))}
-plots.show_mapping_control(ACC_IV, MAP_IV, ih.mapping_interval_part)
+accuracy = {m: mc.accuracy_runs(model, uts, heads_sizes, batch_size=BATCH, model_name=model_name)
+            for m, uts in tasks_by_mapping.items()}
+accuracy_iv = {m: bootstrap_means({k: r["correct"] for k, r in runs.items()}) for m, runs in accuracy.items()}
+swap_control = {(a, b): mc.mapping_intervals(accuracy[a], accuracy[b]) for a, b in (("foo/bar", "bar/foo"), ("A/B", "B/A"))}
+display(plots.unrelated_accuracy_table(accuracy_iv))  # rows: mappings; column: accuracy [95% CI]
+# columns: each mapping with its swap; rows: swap-averaged accuracy, same-word rate, what the interval says
+display(plots.mapping_control_table(swap_control, reading=mc.mapping_interval_part))
 
 # %% [markdown]
 # ### 2.2 · Head attribution at q, for each label word
@@ -222,12 +236,16 @@ plots.show_mapping_control(ACC_IV, MAP_IV, ih.mapping_interval_part)
 # predicted label finds only the heads of the word the model favours; it is printed for comparison.
 
 # %%
-SCORES = ih.attribution_runs(model, UT, **RUN, progress="attribution")
-IC_HEADS = {t: ih.incontext_heads(SCORES[t], N_IC) for t in task_names}
-PER_WORD = {t: {UT[t].task.label_words[c]: ih.rank_heads_for_label(SCORES[t], c)[:N_IC] for c in (0, 1)}
+scores = ih.attribution_runs(model, foobar, heads_sizes, batch_size=BATCH, model_name=model_name,
+                             progress="attribution")
+ic_heads = {t: ih.incontext_heads(scores[t], N_IC) for t in task_names}
+per_word = {t: {foobar[t].task.label_words[c]: ih.rank_heads_for_label(scores[t], c)[:N_IC] for c in (0, 1)}
             for t in task_names}
-POOLED = {t: ih.incontext_heads(SCORES[t], N_IC, per_label=False) for t in task_names}
-plots.show_head_maps(SCORES, IC_HEADS, UT, PER_WORD, POOLED)
+pooled = {t: ih.incontext_heads(scores[t], N_IC, per_label=False) for t in task_names}
+for t in task_names:
+    print(hr.incontext_heads_text(title[t], ic_heads[t], per_word[t], pooled[t]))
+# per task: mean gain and mean drop (nats) as layer x head heatmaps, the in-context heads boxed
+plots.show_gain_and_drop_by_layer_and_head(scores, boxed=ic_heads, titles=title)
 
 # %% [markdown]
 # ### 2.3 · Ablating the in-context heads vs the same number of random heads
@@ -237,12 +255,15 @@ plots.show_head_maps(SCORES, IC_HEADS, UT, PER_WORD, POOLED)
 # evaluation seed, never overlapping the in-context heads.
 
 # %%
-ABL = ih.ablation_runs(model, UT, IC_HEADS, **RUN)
-ABL_IV = ih.ablation_intervals(ABL)
-cells = ih.ablation_cells(ABL)
-task_iv = {(NAME[t], c): bootstrap_means({s: v for (task, s), v in cells[c].items() if task == t})
-           for t in task_names for c in ih.ABLATION_CONDITIONS}
-plots.show_incontext_ablation(ABL, task_iv, NAME, ih.ABLATION_CONDITIONS)
+ablation = ha.ablation_runs(model, foobar, ic_heads, heads_sizes, batch_size=BATCH, model_name=model_name)
+ablation_iv = ha.ablation_intervals(ablation)
+cells = ha.ablation_cells(ablation)
+task_iv = {(short_name[t], c): bootstrap_means({s: v for (task, s), v in cells[c].items() if task == t})
+           for t in task_names for c in ha.ABLATION_CONDITIONS}
+display(plots.incontext_ablation_table(ablation, short_name, ha.ABLATION_CONDITIONS))  # task x condition
+# accuracy (y) per task (x) in each condition (colour): plain, in-context or random heads ablated, at q or everywhere
+plots.show_accuracy_by_task_and_condition(ablation, intervals=task_iv, names=short_name,
+                                          conditions=ha.ABLATION_CONDITIONS)
 
 # %% [markdown]
 # ### 2.4 · Value-output vectors at the label positions
@@ -253,18 +274,21 @@ plots.show_incontext_ablation(ABL, task_iv, NAME, ih.ABLATION_CONDITIONS)
 # demonstration sets of all seeds. The figures show the first seed.
 
 # %%
-VO_ALL = tt.value_output_runs(model, UT, IC_HEADS, **RUN)  # every seed: the VO vectors belong to the demonstrations
-VO = {t: VO_ALL[(t, seed0)] for t in task_names}
-CARRY = {t: tt.label_carrying_rate(VO[t]) for t in task_names}
-CARRY_IV = tt.label_carrying_interval(VO_ALL)
-plots.show_value_outputs(VO, CARRY, CARRY_IV, UT)
+# every seed: the VO vectors belong to the demonstrations
+vo_all = tt.value_output_runs(model, foobar, ic_heads, towers_sizes, batch_size=BATCH, model_name=model_name)
+vo = {t: vo_all[(t, seed0)] for t in task_names}
+carrying = {t: tt.label_carrying_rate(vo[t]) for t in task_names}
+carrying_iv = tt.label_carrying_interval(vo_all)
+print(hr.label_carrying_text(carrying_iv, carrying))
+# per task: VO logit minus (y) per in-context head (x), at foo vs at bar label positions (colour)
+plots.show_vo_logit_minus_by_head_and_label(vo, carrying_rates=carrying, titles=title)
 
 # %% [markdown]
 # Where the in-context heads look from q on section 1's prompt (circuitsvis; one row per head):
 
 # %%
-ROWS = attention_rows_at_q(model, prompt, IC_HEADS[t0])  # [head, position]
-plots.head_attention_view(model, prompt, ROWS, [f"L{l}H{h}" for l, h in IC_HEADS[t0]])
+rows = attention_rows_at_q(model, prompt, ic_heads[t0])  # [head, position]
+plots.head_attention_view(model, prompt, rows, [f"L{l}H{h}" for l, h in ic_heads[t0]])
 
 # %% [markdown]
 # ### 2.5 · Two towers: attention moves, value-output vectors stay
@@ -277,10 +301,13 @@ plots.head_attention_view(model, prompt, ROWS, [f"L{l}H{h}" for l, h in IC_HEADS
 # the model's logit minus follows `d_attn`, not `d_vo`.
 
 # %%
-TOWERS = tt.towers_runs(model, UT, IC_HEADS, **RUN)
-TT = {t: tt.two_towers(TOWERS[t]) for t in task_names}
-TT_IV = tt.two_towers_intervals(TOWERS)  # bootstrap over each task's inputs; means over tasks
-plots.show_two_towers(TT, TOWERS, TT_IV, UT)
+towers = tt.towers_runs(model, foobar, ic_heads, towers_sizes, batch_size=BATCH, model_name=model_name)
+towers_stats = {t: tt.two_towers(towers[t]) for t in task_names}  # correlations and the per-input d_attn, d_vo
+towers_iv = tt.two_towers_intervals(towers)  # bootstrap over each task's inputs; means over tasks
+display(plots.two_towers_table(towers_stats, title))  # rows: tasks; columns: the correlations and their inputs
+print(hr.two_towers_text(towers_iv))
+# per task: the model's logit minus (y) against d_attn, and against d_vo (x)
+plots.show_logit_minus_against_attention_and_vo(towers_stats, towers, titles=title)
 
 # %% [markdown]
 # ### 2.6 · Majority-label and recency bias, and the two reductions
@@ -293,12 +320,16 @@ plots.show_two_towers(TT, TOWERS, TT_IV, UT)
 # head's positional attention profile (mean attention from q to slot k over both orders, where each slot holds
 # each label once) is divided out. % reduction = 100 * (|before| - |after|) / |before| (an overshoot into the
 # opposite bias is still bias), with its 95% interval from the same resamples as the two bias sizes (paired per
-# input), graded only where the bias before is measurable (its interval above 0). Tasks: `sizes["bias_tasks"]`.
+# input), graded only where the bias before is measurable (its interval above 0). Tasks: `bias_sizes.bias_tasks`.
 
 # %%
-BIAS = hb.bias_runs(model, {t: UT[t] for t in task_names if t in sizes["bias_tasks"]}, IC_HEADS, **RUN)
-BIAS_IV = {k: hb.bias_intervals(BIAS, k) for k in dict.fromkeys(kind for _, _, kind in BIAS)}
-plots.show_head_biases(BIAS, BIAS_IV, NAME, hb.bias_interval_part)
+bias_task_names = [t for t in task_names if t in bias_sizes.bias_tasks]
+bias = hb.bias_runs(model, {t: foobar[t] for t in bias_task_names}, ic_heads, bias_sizes, batch_size=BATCH,
+                    model_name=model_name)
+bias_iv = {k: hb.bias_intervals(bias, k) for k in dict.fromkeys(kind for _, _, kind in bias)}
+display(plots.head_bias_table(bias_iv, reading=hb.bias_interval_part))  # each bias before, after, % reduction
+# bias size (y) per bias (x), before and after its reduction (colour)
+plots.show_bias_before_and_after_reduction(bias, bias_iv, names=short_name)
 
 # %% [markdown]
 # ### 2.7 · The regime: 1 to 16 demonstrations per class, two label pairs
@@ -322,19 +353,34 @@ plots.show_head_biases(BIAS, BIAS_IV, NAME, hb.bias_interval_part)
 # task and size).
 
 # %%
-RS = ih.regime_sizes(profile)
-REG_TASKS = [t for t in task_names if t in RS["tasks"]] or task_names[:1]
-REG_UTS = {m: {t: UTS[m][t] for t in REG_TASKS} for p in ih.REGIME_PAIRS for m in (p, ih.swapped_mapping(p))}
-REG = ih.regime_runs(model, REG_UTS, RS, batch_size=BS, model_name=model_name, progress="regime")
-REG_IV = ih.regime_intervals(REG)
-CLEAR = ih.clear_regimes(REG_IV)  # highest lower bound first
-REG_ABL = REG_CONF = REG_HEADS = None
-if CLEAR:  # confirm the best regime on fresh seeds, and ablate its own in-context heads (sections 2.2-2.3)
-    REG_CONF = ih.regime_confirmation(model, REG_UTS, CLEAR[0], RS, batch_size=BS, model_name=model_name,
-                                      progress="confirmation")
-    REG_HEADS, REG_ABL_RUNS, REG_ABL = ih.regime_ablation(model, REG_UTS[CLEAR[0][0]], CLEAR[0][1], RS, N_IC,
-                                                          batch_size=BS, model_name=model_name, progress="attribution")
-plots.show_regime(REG_IV, [NAME[t] for t in REG_TASKS], RS, CLEAR, REG_CONF, REG_HEADS, REG_ABL, ih.ABLATION_CONDITIONS)
+regime_sizes = mc.regime_sizes(profile)
+regime_tasks = [t for t in task_names if t in regime_sizes.tasks] or task_names[:1]
+regime_uts = {m: {t: tasks_by_mapping[m][t] for t in regime_tasks}
+              for pair in mc.REGIME_PAIRS for m in (pair, mc.swapped_mapping(pair))}
+regimes = mc.regime_runs(model, regime_uts, regime_sizes, batch_size=BATCH, model_name=model_name, progress="regime")
+regime_iv = mc.regime_intervals(regimes)
+clear = mc.clear_regimes(regime_iv)  # the regimes that follow the mapping, highest lower bound first
+confirmation = regime_heads = regime_ablation_iv = None
+if clear:  # confirm the best regime on fresh seeds, then sections 2.2-2.3 again in it, on its own prompts
+    best = clear[0]
+    pair, k = best
+    confirmation = mc.regime_confirmation(model, regime_uts, best, regime_sizes, batch_size=BATCH,
+                                          model_name=model_name, progress="confirmation")
+    in_regime = ih.heads_sizes_at(heads_sizes, regime_sizes.at(k))
+    regime_scores = ih.attribution_runs(model, regime_uts[pair], in_regime, batch_size=BATCH, model_name=model_name,
+                                        progress="attribution")
+    regime_heads = {t: ih.incontext_heads(regime_scores[t], N_IC) for t in regime_tasks}
+    regime_ablation_iv = ha.ablation_intervals(ha.ablation_runs(model, regime_uts[pair], regime_heads, in_regime,
+                                                                batch_size=BATCH, model_name=model_name))
+display(plots.regime_table(regime_iv))  # one row per (label pair, demonstrations per class)
+print(hr.regime_outcome_text(regime_iv, clear, regime_sizes, confirmation, regime_heads))
+if clear:
+    display(plots.regime_ablation_table(regime_ablation_iv, ha.ABLATION_CONDITIONS))
+    print(hr.regime_excess_text(regime_ablation_iv, ha.ALL_POSITIONS))
+# swap-averaged accuracy (y) against demonstrations per class (x), one line per label pair with its swap
+plots.show_swap_averaged_by_demos_per_class(
+    regime_iv, title=f"{', '.join(short_name[t] for t in regime_tasks)}: swap-averaged accuracy, "
+                     f"{len(regime_sizes.seeds)} seed(s) x {regime_sizes.n_eval} queries")
 
 # %% [markdown]
 # **Question.** Why not report the best of the ten regimes as "the model's foo/bar accuracy", and why does the
@@ -353,7 +399,7 @@ plots.show_regime(REG_IV, [NAME[t] for t in REG_TASKS], RS, CLEAR, REG_CONF, REG
 # %% [markdown]
 # ## 3 · Paper B beside ours
 #
-# **Checks fixed before the run** (the `*_interval_part` functions of the three experiment modules), all on 95%
+# **Checks fixed before the run** (the `*_interval_part` functions of the experiment modules), all on 95%
 # intervals:
 # - *Mapping control* (the premise, read first): the swap-averaged accuracy above 0.5 means the model follows the
 #   foo/bar mapping; an interval that contains 0.5 is "at chance".
@@ -371,18 +417,26 @@ plots.show_regime(REG_IV, [NAME[t] for t in REG_TASKS], RS, CLEAR, REG_CONF, REG
 
 # %%
 def context(tasks):
-    return f"{', '.join(NAME[t] for t in tasks)} with foo/bar, {len(sizes['seeds'])} seed(s)"
+    return f"{', '.join(short_name[t] for t in tasks)} with foo/bar, {len(heads_sizes.seeds)} seed(s)"
 
 
-ctx, bias_ctx = context(task_names), context(t for t in task_names if t in sizes["bias_tasks"])
-reg_ctx = plots.regime_context([NAME[t] for t in REG_TASKS], ih.REGIME_PAIRS, RS)
-claims = (ih.incontext_heads_claims(MAP_IV[("foo/bar", "bar/foo")], ABL_IV, ctx) + tt.two_towers_claims(CARRY_IV, TT_IV, ctx)
-          + hb.head_biases_claims(BIAS_IV, bias_ctx) + ih.regime_claims(REG_IV, REG_ABL, CLEAR[0] if CLEAR else None, reg_ctx,
-                                                                        confirmation=REG_CONF))
-PREMISES = ("07.foobar_icl", "07.unrelated_regime")  # whether the model uses the mapping, not a claim about heads
-overall = ih.heads_overall({c.key: c.extra.get("part", c.verdict) for c in claims if c.key not in PREMISES})
-plots.print_heads_overall(overall, N_IC, model.cfg)
-metrics = plots.heads_report_metrics(overall, IC_HEADS, ACC_IV, MAP_IV[("A/B", "B/A")], REG_IV, sizes)
+ctx, bias_ctx = context(task_names), context(bias_task_names)
+regime_ctx = mc.regime_context([short_name[t] for t in regime_tasks], mc.REGIME_PAIRS, regime_sizes)
+# the premise: does the model read the mapping from its context? It says whether the claims about heads can be
+# tested, not whether they hold, so it is not part of the overall verdict
+foobar_claim = mc.mapping_claims(swap_control[("foo/bar", "bar/foo")], ctx)
+regime_claim = mc.regime_claims(regime_iv, regime_ctx, confirmation=confirmation)
+# paper B's claims about heads: the overall verdict is theirs
+ablation_claims = ha.ablation_claims(ablation_iv, ctx)
+regime_ablation_claim = ([ha.regime_ablation_claim(regime_ablation_iv, f"{regime_ctx}; {mc.regime_name(clear[0])}")]
+                         if clear else [])
+towers_claims = tt.two_towers_claims(carrying_iv, towers_iv, ctx)
+bias_claims = hb.head_biases_claims(bias_iv, bias_ctx)
+overall = hr.overall_of_claims(ablation_claims + towers_claims + bias_claims + regime_ablation_claim)
+print(hr.heads_overall_text(overall, N_IC, model.cfg))
+metrics = hr.heads_report_metrics(overall, ic_heads, accuracy_iv, swap_control[("A/B", "B/A")], regime_iv,
+                                  hr.notebook_sizes(heads_sizes, towers_sizes, bias_sizes))
+claims = foobar_claim + ablation_claims + towers_claims + bias_claims + regime_claim + regime_ablation_claim
 _ = report_claims("07_incontext_heads", claims, metrics=metrics, digits=2)
 
 # %% [markdown]

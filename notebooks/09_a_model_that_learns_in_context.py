@@ -56,8 +56,10 @@ from IPython.display import display
 from helpers.core.control import CONTROL_PATH, checkpoint_info, control_prompts, control_task
 from helpers.core.models import load_model
 from helpers.experiments import aucroc as auc
+from helpers.experiments import head_ablation as ha
 from helpers.experiments import incontext_heads as ih
 from helpers.experiments import isolation as iso
+from helpers.experiments import mapping_control as mc
 from helpers.experiments import positive_control as pc
 from helpers.experiments import saliency as sal
 from helpers.experiments import two_towers as tt
@@ -224,9 +226,9 @@ display(CURVE.round(3))
 ATTR = control_prompts(task, sizes["n_attr"], SEEDS[0] + 1000)
 SCORES = ih.head_attribution(model, ATTR.prompts, ATTR.label_ids, batch_size=BS, shared=False)
 IC = ih.incontext_heads(SCORES, 1)
-ABL = {("control", s): ih.ablation_conditions(model, cp.prompts, cp.label_ids, IC, s, BS, shared=False) for s, cp in CP.items()}
-ABL_IV = ih.ablation_intervals(ABL)
-ONE_HEAD = [[ih.ablation_accuracy(model, cp0.prompts, cp0.label_ids, [(l, h)], BS, shared=False, at="all")
+ABL = {("control", s): ha.ablation_conditions(model, cp.prompts, cp.label_ids, IC, s, BS, shared=False) for s, cp in CP.items()}
+ABL_IV = ha.ablation_intervals(ABL)
+ONE_HEAD = [[ha.ablation_accuracy(model, cp0.prompts, cp0.label_ids, [(l, h)], BS, shared=False, at="all")
              for h in range(model.cfg.n_heads)] for l in range(model.cfg.n_layers)]  # [layer][head], first seed
 plots.show_control_heads(SCORES, IC, ABL, ABL_IV, ONE_HEAD)
 
@@ -261,7 +263,7 @@ plots.show_control_hidden_anchor(HA_IV)
 # classes never seen in training, and the label-swap control's swap-averaged accuracy, each with its whole 95%
 # interval at or above 0.90. Every other claim is graded by its notebook's own function with that notebook's
 # criteria, unchanged (01 `saliency_claims`, 02 `isolation_claims` with k = 1, 03 `aucroc_claims`, 07
-# `incontext_heads_claims` and `two_towers_claims`). Nothing was tuned to this model. The statements are the
+# `mapping_claims`, `ablation_claims` and `two_towers_claims`). Nothing was tuned to this model. The statements are the
 # papers' as the other notebooks print them: where notebook 02's say "5 layers" (the paper's k), the control's
 # run isolates k = 1 of its 2 layers; where paper B's say "foo/bar" and "~1% of the heads", the control's labels are
 # L0/L1 and its in-context head is 1 of 4.
@@ -270,7 +272,7 @@ plots.show_control_hidden_anchor(HA_IV)
 ctx = f"control, {len(SEEDS)} seed(s) x {N} sequences"
 claims = (pc.control_claims(ACC, HELD, SWAP_IV["swap_averaged"], SWAP_IV["follows"], ctx) + sal.saliency_claims(SAL_IV, ["control"], ctx)
           + iso.isolation_claims(LOYAL, DROP, k=1, context=ctx) + auc.aucroc_claims(CURVE, AUC_IV, MODEL, context=ctx)
-          + ih.incontext_heads_claims(MAP_IV, ABL_IV, ctx) + tt.two_towers_claims(CARRY_IV, TT_IV, ctx))
+          + mc.mapping_claims(MAP_IV, ctx) + ha.ablation_claims(ABL_IV, ctx) + tt.two_towers_claims(CARRY_IV, TT_IV, ctx))
 _ = report_claims("09_a_model_that_learns_in_context", claims, metrics={"sizes": sizes, "incontext_heads": IC, "training": info["training"]}, digits=2, model_name=MODEL)
 
 # %% [markdown]

@@ -273,6 +273,8 @@ CASES: list[Bad] = [
         UnknownTaskError, "Unknown task 'nope'"),
     Bad("paper B: no tasks", lambda e: _bias_runs(e, {}), ArgumentError, "uts is empty"),
     Bad("paper B: no seeds", lambda e: _bias_runs(e, None, seeds=[]), ArgumentError, "seeds is empty"),
+    Bad("paper B: sizes as a dict", lambda e: _bias_runs_with(e, {"seeds": [42], "n_eval": 2}), TypeError,
+        "EvalSizes that eval_sizes"),
     # ---------------------------------------------------------------- scores
     Bad("auc_roc with a class id past the columns", lambda e: auc_roc(np.zeros((3, 2)), np.array([0, 1, 2])),
         ValueError, "pred holds class id 2, outside 0..1 (scores has 2 class columns)"),
@@ -359,15 +361,24 @@ def _with_env(name: str, value: str, fn):
         return fn()
 
 
-def _bias_runs(e, uts, seeds=(42,)):
+def _bias_runs_with(e, sizes):
     from helpers.core.unrelated import UnrelatedTask, unrelated_task
+    from helpers.experiments.head_biases import bias_runs
+
+    full = unrelated_task("sst2")
+    uts = {"sst2": UnrelatedTask(full.task, full.train.select(range(50)), full.test.select(range(10)), "sst2", (0, 1))}
+    return bias_runs(e.model, uts, {"sst2": []}, sizes)
+
+
+def _bias_runs(e, uts, seeds=(42,)):
+    from helpers.core.unrelated import EvalSizes, UnrelatedTask, unrelated_task
     from helpers.experiments.head_biases import bias_runs
 
     if uts is None:
         full = unrelated_task("sst2")
         uts = {"sst2": UnrelatedTask(full.task, full.train.select(range(50)), full.test.select(range(10)), "sst2",
                                      (0, 1))}
-    return bias_runs(e.model, uts, {t: [] for t in uts}, {"seeds": [42], "n_eval": 2}, seeds=seeds)
+    return bias_runs(e.model, uts, {t: [] for t in uts}, EvalSizes(n_eval=2, seeds=[42], k_per_class=2), seeds=seeds)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from heads_common import _assert_same_predictions, _set, _shared_vs_full
 
 from helpers.core.predict import predict
 from helpers.experiments import head_biases as HB
-from helpers.experiments import incontext_heads as IH
+from helpers.study import heads_report as HR
 
 
 def test_reweight_with_ones_is_identity(tiny_model, ut):
@@ -92,7 +92,7 @@ def test_bias_interval_part():
     assert HB.bias_interval_part(iv(0.1, 0.2), iv(2, 40)) == "partly"
     assert HB.bias_interval_part(iv(0.1, 0.2), iv(-5, 40)) == "inconclusive"
     assert HB.bias_interval_part(iv(0.1, 0.2), iv(-30, -2)) == "does not replicate"
-    _, parts = IH.heads_verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 50, 0.2, 50, 0.2, majority="inconclusive",
+    _, parts = HR.heads_verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 50, 0.2, 50, 0.2, majority="inconclusive",
                          two_towers="partly", ablation_all="replicates")
     assert parts["majority"] == "inconclusive" and parts["two_towers"] == "partly"
     assert parts["recency"] == "replicates" and parts["ablation_all"] == "replicates"

@@ -10,12 +10,16 @@ from helpers.core import heads as CH
 from helpers.core import unrelated as U
 from helpers.core.predict import predict
 from helpers.core.store import cached
+from helpers.experiments import head_ablation as HA
 from helpers.experiments import head_biases as HB
 from helpers.experiments import incontext_heads as IH
+from helpers.experiments import mapping_control as MC
 from helpers.experiments import two_towers as TT
 
 STEP_MODULES = (U, IH, TT, HB)  # every module whose steps store results with cached()
-RUN_SIZES = {"n_attr": 2, "n_eval": 3, "n_towers": 3, "seeds": [1], "k_per_class": 1, "bias_tasks": ("sst2",)}
+RUN_SIZES = IH.HeadsSizes(n_eval=3, seeds=[1], k_per_class=1, n_attr=2)  # accuracy, attribution, ablation
+TOWERS_SIZES = TT.TowersSizes(n_eval=3, seeds=[1], k_per_class=1, n_towers=3)
+BIAS_SIZES = HB.BiasSizes(n_eval=3, seeds=[1], k_per_class=1, bias_tasks=("sst2",))
 
 
 @pytest.fixture(scope="module")
@@ -47,13 +51,13 @@ def run_cache(tmp_path, monkeypatch):
 
 
 def _all_runs(model, ut, ut_real, heads):
-    kw = {"sizes": RUN_SIZES, "batch_size": 2}
-    return {"acc": IH.accuracy_runs(model, {"sst2": ut}, **kw), "acc_real": IH.accuracy_runs(model, {"sst2": ut_real}, **kw),
-            "attr": IH.attribution_runs(model, {"sst2": ut}, **kw),
-            "abl": IH.ablation_runs(model, {"sst2": ut}, heads, **kw),
-            "vo": TT.value_output_runs(model, {"sst2": ut}, heads, **kw),
-            "towers": TT.towers_runs(model, {"sst2": ut}, heads, **kw),
-            "bias": HB.bias_runs(model, {"sst2": ut}, heads, **kw)}
+    return {"acc": MC.accuracy_runs(model, {"sst2": ut}, RUN_SIZES, batch_size=2),
+            "acc_real": MC.accuracy_runs(model, {"sst2": ut_real}, RUN_SIZES, batch_size=2),
+            "attr": IH.attribution_runs(model, {"sst2": ut}, RUN_SIZES, batch_size=2),
+            "abl": HA.ablation_runs(model, {"sst2": ut}, heads, RUN_SIZES, batch_size=2),
+            "vo": TT.value_output_runs(model, {"sst2": ut}, heads, TOWERS_SIZES, batch_size=2),
+            "towers": TT.towers_runs(model, {"sst2": ut}, heads, TOWERS_SIZES, batch_size=2),
+            "bias": HB.bias_runs(model, {"sst2": ut}, heads, BIAS_SIZES, batch_size=2)}
 
 
 def test_runs_cache_keys_are_the_notebooks(tiny_gpt2, ut, ut_real, run_cache):
@@ -72,7 +76,7 @@ def test_runs_cache_keys_are_the_notebooks(tiny_gpt2, ut, ut_real, run_cache):
             ("heads_bias", {"model": m, "task": "sst2", "seed": 1, "kind": "recency", "n": 3, "heads": hs})]
     assert calls == want
     calls.clear()
-    IH.accuracy_runs(tiny_gpt2, {"sst2": ut}, RUN_SIZES, model_name="gemma")  # the notebook's name wins
+    MC.accuracy_runs(tiny_gpt2, {"sst2": ut}, RUN_SIZES, model_name="gemma")  # the notebook's name wins
     assert calls[0][1]["model"] == "gemma"
 
 
@@ -94,14 +98,14 @@ def test_runs_equal_direct_calls_and_second_call_is_cached(tiny_gpt2, ut, ut_rea
     attr_ps = U.make_set(tiny_gpt2, ut, 1001, 2, 1)
     assert _same(first["attr"]["sst2"], IH.head_attribution(tiny_gpt2, attr_ps.prompts, attr_ps.label_ids, batch_size=2))
     abl = first["abl"][("sst2", 1)]
-    assert abl["random_heads"] == IH.random_heads(tiny_gpt2, 2, seed=1, exclude=heads["sst2"])
+    assert abl["random_heads"] == HA.random_heads(tiny_gpt2, 2, seed=1, exclude=heads["sst2"])
     assert abl["plain"] == pr.accuracy
-    assert abl["in-context heads ablated"] == IH.ablation_accuracy(tiny_gpt2, ps.prompts, ps.label_ids, heads["sst2"], 2)
-    assert abl["random heads ablated"] == IH.ablation_accuracy(tiny_gpt2, ps.prompts, ps.label_ids, abl["random_heads"], 2)
+    assert abl["in-context heads ablated"] == HA.ablation_accuracy(tiny_gpt2, ps.prompts, ps.label_ids, heads["sst2"], 2)
+    assert abl["random heads ablated"] == HA.ablation_accuracy(tiny_gpt2, ps.prompts, ps.label_ids, abl["random_heads"], 2)
     for hs, name in ((heads["sst2"], "in-context heads ablated"), (abl["random_heads"], "random heads ablated")):
-        everywhere = IH.ablation_predictions(tiny_gpt2, ps.prompts, ps.label_ids, hs, 2, at="all")
-        assert abl[name + IH.ALL_POSITIONS] == everywhere.accuracy
-        assert abl["correct"][name + IH.ALL_POSITIONS] == (everywhere.pred == everywhere.gold).int().tolist()
+        everywhere = HA.ablation_predictions(tiny_gpt2, ps.prompts, ps.label_ids, hs, 2, at="all")
+        assert abl[name + HA.ALL_POSITIONS] == everywhere.accuracy
+        assert abl["correct"][name + HA.ALL_POSITIONS] == (everywhere.pred == everywhere.gold).int().tolist()
     assert _same(first["vo"][("sst2", 1)], TT.value_outputs(tiny_gpt2, ps.prompts, ps.label_ids, heads["sst2"], 2))
     fresh = U.fresh_demo_prompts(tiny_gpt2, ut, 2001, 3, 1)
     assert _same(first["towers"]["sst2"], TT.value_outputs(tiny_gpt2, fresh, ps.label_ids, heads["sst2"], 2))
@@ -113,24 +117,36 @@ def test_runs_equal_direct_calls_and_second_call_is_cached(tiny_gpt2, ut, ut_rea
         raise AssertionError("recomputed instead of read from the cache")
     for fn in ("predict", "head_attribution", "ablation_accuracy", "value_outputs", "majority_bias", "recency_bias",
                "make_set", "fresh_demo_prompts"):
-        for module in (*STEP_MODULES, CH):
+        for module in (*STEP_MODULES, HA, MC, CH):
             if hasattr(module, fn):
                 monkeypatch.setattr(module, fn, boom)
     assert _same(_all_runs(tiny_gpt2, ut, ut_real, heads), first)
     # other in-context heads are another run
     with pytest.raises(AssertionError, match="recomputed"):
-        IH.ablation_runs(tiny_gpt2, {"sst2": ut}, {"sst2": [(1, 1)]}, RUN_SIZES)
+        HA.ablation_runs(tiny_gpt2, {"sst2": ut}, {"sst2": [(1, 1)]}, RUN_SIZES)
 
 
 def test_runs_read_label_words_from_the_task(tiny_gpt2, ut, run_cache):
     _, calls = run_cache
     swapped = U.UnrelatedTask(U.unrelated_task("sst2", (0, 1), ("bar", "foo")).task, ut.train, ut.test, "sst2", (0, 1))
-    IH.accuracy_runs(tiny_gpt2, {"sst2": ut}, RUN_SIZES)
-    b = IH.accuracy_runs(tiny_gpt2, {"sst2": swapped}, RUN_SIZES)
+    MC.accuracy_runs(tiny_gpt2, {"sst2": ut}, RUN_SIZES)
+    b = MC.accuracy_runs(tiny_gpt2, {"sst2": swapped}, RUN_SIZES)
     assert [c[1]["words"] for c in calls] == [["foo", "bar"], ["bar", "foo"]]  # two runs, never one served for both
     ps, ps_s = U.eval_set(tiny_gpt2, ut, 1, RUN_SIZES), U.eval_set(tiny_gpt2, swapped, 1, RUN_SIZES)
     assert [p.query for p in ps.prompts] == [p.query for p in ps_s.prompts]  # same queries and demonstrations
     assert ps.demos == ps_s.demos and ps.label_ids == ps_s.label_ids[::-1]
     assert b[("sst2", 1)]["pred"] == predict(tiny_gpt2, ps_s.prompts, ps_s.label_ids, 2).pred.tolist()
     with pytest.raises(ValueError, match="kinds"):
-        HB.bias_runs(tiny_gpt2, {"sst2": ut}, {"sst2": [(0, 0)]}, RUN_SIZES, kinds=("order",))
+        HB.bias_runs(tiny_gpt2, {"sst2": ut}, {"sst2": [(0, 0)]}, BIAS_SIZES, kinds=("order",))
+
+
+def test_runs_refuse_sizes_that_are_not_their_sizes(tiny_gpt2, ut, run_cache):
+    """Sizes come from the experiments' ``*_sizes(profile)``: a plain dict, or another step's sizes, is refused
+    with an error that says where they come from."""
+    as_dict = {"n_eval": 3, "seeds": [1], "k_per_class": 1, "n_attr": 2}
+    with pytest.raises(TypeError, match="EvalSizes that eval_sizes"):
+        MC.accuracy_runs(tiny_gpt2, {"sst2": ut}, as_dict)
+    with pytest.raises(TypeError, match="HeadsSizes that incontext_heads_sizes"):
+        IH.attribution_runs(tiny_gpt2, {"sst2": ut}, TOWERS_SIZES)
+    with pytest.raises(TypeError, match="TowersSizes that two_towers_sizes"):
+        TT.towers_runs(tiny_gpt2, {"sst2": ut}, {"sst2": [(0, 0)]}, RUN_SIZES)

@@ -1,5 +1,7 @@
-"""Tests of helpers.experiments.incontext_heads (paper B: attribution, ranking, ablation, mapping control, the
-verdict) on the tiny models, plus one slow check on Gemma."""
+"""Tests of paper B's in-context heads on the tiny models, plus one slow check on Gemma:
+helpers.experiments.incontext_heads (attribution, ranking), helpers.experiments.head_ablation (ablation against
+random heads), helpers.experiments.mapping_control (the mapping control) and helpers.study.heads_report (the
+verdict)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ from heads_common import ATOL, SHARED_ATOL, _assert_same_predictions, _final_log
 from helpers.core import heads as CH
 from helpers.core.predict import predict
 from helpers.core.tasks import label_token_ids
+from helpers.experiments import head_ablation as HA
 from helpers.experiments import incontext_heads as IH
+from helpers.experiments import mapping_control as MC
+from helpers.study import heads_report as HR
 
 # ------------------------------------------------------------------ attribution
 
@@ -128,15 +133,15 @@ def test_n_incontext_heads(tiny_model):
 def test_ablating_no_heads_equals_plain_run(tiny_model, ut):
     ps = _set(tiny_model, ut, n=4)
     plain = predict(tiny_model, ps.prompts, ps.label_ids, 2)
-    none = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=IH.ablation_hooks([]))
+    none = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=HA.ablation_hooks([]))
     assert torch.equal(plain.label_logits, none.label_logits)
-    assert IH.ablation_accuracy(tiny_model, ps.prompts, ps.label_ids, []) == plain.accuracy
+    assert HA.ablation_accuracy(tiny_model, ps.prompts, ps.label_ids, []) == plain.accuracy
 
 
 def test_ablation_hooks_match_cached_ablation(tiny_model, ut):
     ps = _set(tiny_model, ut, n=3)
     heads = [(0, 1), (tiny_model.cfg.n_layers - 1, 3)]
-    out = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=IH.ablation_hooks(heads))
+    out = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=HA.ablation_hooks(heads))
     plain = predict(tiny_model, ps.prompts, ps.label_ids, 2)
     assert not torch.allclose(out.label_logits, plain.label_logits)
     L, Hn = tiny_model.cfg.n_layers, tiny_model.cfg.n_heads
@@ -153,23 +158,23 @@ def test_ablation_hooks_match_cached_ablation(tiny_model, ut):
 def test_ablation_all_positions_differs_from_q_only(tiny_model, ut):
     ps = _set(tiny_model, ut, n=2)
     heads = [(0, 0), (0, 1), (0, 2), (0, 3)]
-    q_only = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=IH.ablation_hooks(heads, at="q"))
-    every = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=IH.ablation_hooks(heads, at="all"))
+    q_only = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=HA.ablation_hooks(heads, at="q"))
+    every = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=HA.ablation_hooks(heads, at="all"))
     assert not torch.allclose(q_only.label_logits, every.label_logits)
     with pytest.raises(ValueError, match="means"):
-        IH.ablation_hooks(heads, ablation="mean")
+        HA.ablation_hooks(heads, ablation="mean")
 
 
 def test_random_heads_seeded_and_disjoint(tiny_model):
     chosen = [(0, 0), (1, 2), (2, 3)]
-    a = IH.random_heads(tiny_model, 4, seed=7, exclude=chosen)
-    assert a == IH.random_heads(tiny_model, 4, seed=7, exclude=chosen)
+    a = HA.random_heads(tiny_model, 4, seed=7, exclude=chosen)
+    assert a == HA.random_heads(tiny_model, 4, seed=7, exclude=chosen)
     assert len(set(a)) == 4 and not set(a) & set(chosen)
     total = tiny_model.cfg.n_layers * tiny_model.cfg.n_heads
-    assert set(IH.random_heads(tiny_model, total, seed=0, exclude=chosen, allow_overlap=True)) >= set(chosen)
+    assert set(HA.random_heads(tiny_model, total, seed=0, exclude=chosen, allow_overlap=True)) >= set(chosen)
     with pytest.raises(ValueError, match="available"):
-        IH.random_heads(tiny_model, total - 2, seed=0, exclude=chosen)
-    draws = {tuple(IH.random_heads(tiny_model, 3, seed=s, exclude=chosen)) for s in range(10)}
+        HA.random_heads(tiny_model, total - 2, seed=0, exclude=chosen)
+    draws = {tuple(HA.random_heads(tiny_model, 3, seed=s, exclude=chosen)) for s in range(10)}
     assert len(draws) > 1
 
 
@@ -177,11 +182,11 @@ def test_random_heads_seeded_and_disjoint(tiny_model):
 
 
 def test_verdict_criteria():
-    ok = IH.heads_verdict(0.9, 0.4, 0.88, 0.9, 0.8, 0.1, 30, 0.2, 20, 0.2)
+    ok = HR.heads_verdict(0.9, 0.4, 0.88, 0.9, 0.8, 0.1, 30, 0.2, 20, 0.2)
     assert ok[0] == "replicates" and set(ok[1].values()) == {"replicates"}
-    none = IH.heads_verdict(0.6, 0.6, 0.55, 0.4, 0.1, 0.5, -5, 0.2, -3, 0.2)
+    none = HR.heads_verdict(0.6, 0.6, 0.55, 0.4, 0.1, 0.5, -5, 0.2, -3, 0.2)
     assert none[0] == "does not replicate"
-    mixed = IH.heads_verdict(0.9, 0.8, 0.89, 0.9, 0.8, 0.1, 30, 0.01, 5, 0.2)
+    mixed = HR.heads_verdict(0.9, 0.8, 0.89, 0.9, 0.8, 0.1, 30, 0.01, 5, 0.2)
     assert mixed[1]["majority"] == "no measurable bias" and mixed[1]["recency"] == "partly" and mixed[0] == "partly"
 
 
@@ -191,13 +196,13 @@ def test_ablation_interval_part_and_overall_verdict():
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)
 
-    assert IH.ablation_interval_part(iv(0.3, 0.5), iv(0.2, 0.4)) == "replicates"
-    assert IH.ablation_interval_part(iv(0.1, 0.3), iv(0.05, 0.2)) == "partly"
-    assert IH.ablation_interval_part(iv(-0.05, 0.05), iv(-0.03, 0.04)) == "inconclusive"
-    assert IH.ablation_interval_part(iv(-0.2, -0.1), iv(-0.2, -0.05)) == "does not replicate"
-    overall, parts = IH.heads_verdict(0.5, 0.5, 0.5, 0.5, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, ablation="inconclusive")
+    assert HA.ablation_interval_part(iv(0.3, 0.5), iv(0.2, 0.4)) == "replicates"
+    assert HA.ablation_interval_part(iv(0.1, 0.3), iv(0.05, 0.2)) == "partly"
+    assert HA.ablation_interval_part(iv(-0.05, 0.05), iv(-0.03, 0.04)) == "inconclusive"
+    assert HA.ablation_interval_part(iv(-0.2, -0.1), iv(-0.2, -0.05)) == "does not replicate"
+    overall, parts = HR.heads_verdict(0.5, 0.5, 0.5, 0.5, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, ablation="inconclusive")
     assert parts["ablation"] == "inconclusive" and overall == "inconclusive"
-    overall, _ = IH.heads_verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, ablation="inconclusive")
+    overall, _ = HR.heads_verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, ablation="inconclusive")
     assert overall == "partly"  # the value-output part replicates
 
 
@@ -209,19 +214,19 @@ def test_mapping_control_hand_cases():
     gold = np.array([0, 1, 0, 1])
     prior = {key: {"pred": [0, 0, 0, 0], "correct": (gold == 0).astype(int).tolist()}}  # always the first word
     prior_swapped = {key: {"pred": [1, 1, 1, 1], "correct": (gold == 1).astype(int).tolist()}}  # the same word
-    mc = IH.mapping_control(prior, prior_swapped)
+    mc = MC.mapping_control(prior, prior_swapped)
     assert mc["swap_averaged"][key].tolist() == [0.5] * 4 and mc["same_word"][key].tolist() == [1.0] * 4
     icl = {key: {"pred": gold.tolist(), "correct": [1, 1, 1, 1]}}
-    mc = IH.mapping_control(icl, icl)  # the gold class index is the same under both mappings
+    mc = MC.mapping_control(icl, icl)  # the gold class index is the same under both mappings
     assert mc["swap_averaged"][key].tolist() == [1.0] * 4 and mc["same_word"][key].tolist() == [0.0] * 4
     with pytest.raises(ValueError, match="same inputs"):
-        IH.mapping_control(icl, {key: {"pred": [0], "correct": [1]}})
+        MC.mapping_control(icl, {key: {"pred": [0], "correct": [1]}})
     with pytest.raises(ValueError, match="same"):
-        IH.mapping_control(icl, {("sst2", 2): icl[key]})
+        MC.mapping_control(icl, {("sst2", 2): icl[key]})
     from helpers.study.stats import Interval
-    assert IH.mapping_interval_part(Interval(0.6, 0.55, 0.65, 5, 320)) == "follows the mapping"
-    assert IH.mapping_interval_part(Interval(0.5, 0.45, 0.55, 5, 320)) == "at chance"
-    assert IH.mapping_interval_part(Interval(0.4, 0.35, 0.45, 5, 320)) == "against the mapping"
+    assert MC.mapping_interval_part(Interval(0.6, 0.55, 0.65, 5, 320)) == "follows the mapping"
+    assert MC.mapping_interval_part(Interval(0.5, 0.45, 0.55, 5, 320)) == "at chance"
+    assert MC.mapping_interval_part(Interval(0.4, 0.35, 0.45, 5, 320)) == "against the mapping"
 
 
 # ------------------------------------------------------------------ shared demonstrations == full prompts
@@ -236,7 +241,7 @@ def test_shared_ablation_equals_full_prompts(tiny_model, ut, at, ablation):
     L, Hn = tiny_model.cfg.n_layers, tiny_model.cfg.n_heads
     heads = [(0, 1), (0, 2), (L - 2, 0), (L - 1, 3)]
     means = torch.randn(L, Hn, tiny_model.cfg.d_head, generator=torch.Generator().manual_seed(0)) if ablation == "mean" else None
-    prefix_hooks, factory = IH.ablation_hook_pair(heads, ablation, means, at)
+    prefix_hooks, factory = HA.ablation_hook_pair(heads, ablation, means, at)
     assert (len(prefix_hooks) > 0) == (at == "all")
     full, shared = _shared_vs_full(tiny_model, ps, factory, prefix_hooks)
     _assert_same_predictions(full, shared)
@@ -247,8 +252,8 @@ def test_shared_ablation_equals_full_prompts(tiny_model, ut, at, ablation):
         assert not torch.allclose(partial.label_logits, full.label_logits, atol=1e-3)
     kw = {"ablation": ablation, "means": means, "at": at}
     assert CH.shared_cache(tiny_model, ps.prompts) is not None  # the shared path is the one taken
-    assert IH.ablation_accuracy(tiny_model, ps.prompts, ps.label_ids, heads, 2, **kw) == \
-        IH.ablation_accuracy(tiny_model, ps.prompts, ps.label_ids, heads, 2, shared=False, **kw) == full.accuracy
+    assert HA.ablation_accuracy(tiny_model, ps.prompts, ps.label_ids, heads, 2, **kw) == \
+        HA.ablation_accuracy(tiny_model, ps.prompts, ps.label_ids, heads, 2, shared=False, **kw) == full.accuracy
 
 
 @pytest.mark.parametrize("ablation", ["zero", "mean"])
@@ -331,7 +336,7 @@ def test_check_head_ablation_passes_the_solution_and_fails_wrong_ones(capsys):
         IH.check_head_ablation(lambda *a: None)
 
 
-def test_incontext_heads_claims():
+def test_mapping_and_ablation_claims():
     from helpers.study.claims import VERDICTS
     from helpers.study.stats import Interval
 
@@ -339,19 +344,19 @@ def test_incontext_heads_claims():
         return Interval((lo + hi) / 2, lo, hi, 5, 320)
 
     mapping = {"swap_averaged": iv(0.49, 0.51), "same_word": iv(0.9, 1.0)}
-    ablation = {c: iv(0.45, 0.55) for c in IH.ABLATION_CONDITIONS}
-    ablation.update({"drop": iv(0.3, 0.5), "excess": iv(0.2, 0.4), "drop" + IH.ALL_POSITIONS: iv(-0.02, 0.04),
-                     "excess" + IH.ALL_POSITIONS: iv(-0.03, 0.05)})
-    claims = IH.incontext_heads_claims(mapping, ablation, context="probe")
+    ablation = {c: iv(0.45, 0.55) for c in HA.ABLATION_CONDITIONS}
+    ablation.update({"drop": iv(0.3, 0.5), "excess": iv(0.2, 0.4), "drop" + HA.ALL_POSITIONS: iv(-0.02, 0.04),
+                     "excess" + HA.ALL_POSITIONS: iv(-0.03, 0.05)})
+    claims = MC.mapping_claims(mapping, context="probe") + HA.ablation_claims(ablation, context="probe")
     assert [c.key for c in claims] == ["07.foobar_icl", "07.ablation_at_q", "07.ablation_all"]
     assert [c.verdict for c in claims] == ["inconclusive", "replicates", "inconclusive"]
     assert all(c.verdict in VERDICTS and c.context == "probe" for c in claims)
     assert "at chance" in claims[0].note and "87.6%" in claims[1].paper
-    follows = IH.incontext_heads_claims({**mapping, "swap_averaged": iv(0.6, 0.7)}, ablation)[0]
+    follows = MC.mapping_claims({**mapping, "swap_averaged": iv(0.6, 0.7)})[0]
     assert follows.verdict == "replicates"
-    assert IH.heads_overall({"a": "partly", "b": "no measurable bias"}) == "partly"
-    assert IH.heads_overall({"a": "inconclusive", "b": "does not replicate"}) == "inconclusive"
-    assert IH.heads_overall({"a": "no measurable bias"}) == "does not replicate"
+    assert HR.heads_overall({"a": "partly", "b": "no measurable bias"}) == "partly"
+    assert HR.heads_overall({"a": "inconclusive", "b": "does not replicate"}) == "inconclusive"
+    assert HR.heads_overall({"a": "no measurable bias"}) == "does not replicate"
 
 
 def test_cached_runs_hash_the_weights_once_per_call(tiny_models, ut, tmp_path, monkeypatch):
@@ -359,7 +364,7 @@ def test_cached_runs_hash_the_weights_once_per_call(tiny_models, ut, tmp_path, m
     per (task, seed), or per size as regime_runs does, hashes them once per call, not once per step."""
     from helpers.core import accounting
     from helpers.core.store import FINGERPRINT_STEP
-    from helpers.experiments.incontext_heads import accuracy_runs, regime_runs
+    from helpers.experiments.mapping_control import RegimeSizes, accuracy_runs, regime_runs
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
     model = tiny_models["gpt2"]
@@ -367,9 +372,9 @@ def test_cached_runs_hash_the_weights_once_per_call(tiny_models, ut, tmp_path, m
 
     full = unrelated_task("sst2", (0, 1), ("bar", "foo"))
     swapped = UnrelatedTask(full.task, full.train.select(range(300)), full.test.select(range(60)), "sst2", (0, 1))
-    sizes = {"n_eval": 4, "seeds": (42, 43), "k_per_class": 1, "ks": (1, 2)}
+    sizes = RegimeSizes(ks=(1, 2), n_eval=4, seeds=(42, 43), tasks=("sst2",), confirm_seeds=(1042, 1043))
     with accounting.recording() as led:
-        accuracy_runs(model, {"sst2": ut}, sizes)
+        accuracy_runs(model, {"sst2": ut}, sizes.at(1))
     assert led.entries[FINGERPRINT_STEP].computed == 1 and led.entries["heads_acc"].computed == 2
     with accounting.recording() as led:
         regime_runs(model, {"foo/bar": {"sst2": ut}, "bar/foo": {"sst2": swapped}}, sizes, pairs=("foo/bar",))

@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from helpers.study.plots import analysis, setting  # noqa: E402
+from helpers.study.plots import analysis, figures  # noqa: E402
 from helpers.study.stats import Interval  # noqa: E402
 
 
@@ -26,7 +26,7 @@ def shown(monkeypatch, tmp_path):
     monkeypatch.setenv("ICL_RESULTS_DIR", str(tmp_path))
     out = []
     monkeypatch.setattr(analysis, "display", out.append)
-    monkeypatch.setattr(setting, "display", out.append)  # figures: plots.show_figure
+    monkeypatch.setattr(figures, "display", out.append)  # figures: plots.show_figure
     yield out
     plt.close("all")
 

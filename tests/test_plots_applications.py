@@ -32,11 +32,11 @@ def results(tmp_path, monkeypatch):
 @pytest.fixture
 def shown(monkeypatch):
     """What the helpers hand to IPython's ``display``, in order (tables as DataFrames, figures as Figures)."""
-    from helpers.study.plots import applications, setting
+    from helpers.study.plots import applications, figures
 
     objs = []
     monkeypatch.setattr(applications, "display", objs.append)
-    monkeypatch.setattr(setting, "display", objs.append)  # figures: plots.show_figure
+    monkeypatch.setattr(figures, "display", objs.append)  # figures: plots.show_figure
     return objs
 
 

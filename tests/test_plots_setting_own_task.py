@@ -18,12 +18,13 @@ from helpers.study.stats import Interval
 @pytest.fixture
 def shown(monkeypatch, tmp_path):
     """Everything the two modules pass to ``display`` (in order), with figures saved under ``tmp_path``."""
-    from helpers.study.plots import own_task, setting
+    from helpers.study.plots import figures, own_task, setting
 
     matplotlib.use("Agg")
     monkeypatch.setenv("ICL_RESULTS_DIR", str(tmp_path))
     out = []
     monkeypatch.setattr(setting, "display", out.append)
+    monkeypatch.setattr(figures, "display", out.append)  # figures: plots.show_figure
     monkeypatch.setattr(own_task, "display", out.append)
     yield out
     plt.close("all")

@@ -12,8 +12,8 @@ from helpers.core import heads as CH
 from helpers.core import unrelated as U
 from helpers.core.prompts import pad_batch
 from helpers.core.tasks import label_token_ids
-from helpers.experiments import incontext_heads as IH
 from helpers.experiments import two_towers as TT
+from helpers.study import heads_report as HR
 
 # ------------------------------------------------------------------ value-output vectors
 
@@ -86,7 +86,7 @@ def test_value_output_interval_part():
     assert TT.value_output_interval_part(iv(0.65, 0.85)) == "partly"
     assert TT.value_output_interval_part(iv(0.55, 0.7)) == "inconclusive"
     assert TT.value_output_interval_part(iv(0.4, 0.55)) == "does not replicate"
-    _, parts = IH.heads_verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, value_output="inconclusive")
+    _, parts = HR.heads_verdict(0.5, 0.5, 0.5, 0.9, 0.1, 0.3, 0.0, 0.0, 0.0, 0.0, value_output="inconclusive")
     assert parts["value_output"] == "inconclusive"
 
 

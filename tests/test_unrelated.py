@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 from heads_common import _set
 
@@ -9,6 +11,7 @@ from helpers.core import unrelated as U
 from helpers.experiments import head_biases as HB
 from helpers.experiments import incontext_heads as IH
 from helpers.experiments import two_towers as TT
+from helpers.study.heads_report import notebook_sizes
 from helpers.study.profiles import PROFILES
 
 
@@ -42,7 +45,8 @@ def test_prompt_shape_and_positions(tiny_model, ut):
 
 
 def test_sizes_of_notebook_07():
-    """Each experiment's sizes add its own keys to the shared evaluation sizes; together they are notebook 07's."""
+    """Each experiment's sizes extend the shared evaluation sizes with its own fields; together they are notebook
+    07's (:func:`helpers.study.heads_report.notebook_sizes`)."""
     want = {
         "smoke": {"n_attr": 6, "n_eval": 8, "n_towers": 8, "seeds": (42,), "k_per_class": 2, "bias_tasks": ("sst2",)},
         "default": {"n_attr": 16, "n_eval": 64, "n_towers": 32, "seeds": PROFILES["default"].seeds, "k_per_class": 2,
@@ -53,5 +57,27 @@ def test_sizes_of_notebook_07():
     for name, sizes in want.items():
         profile = PROFILES[name]
         parts = [IH.incontext_heads_sizes(profile), TT.two_towers_sizes(profile), HB.head_biases_sizes(profile)]
-        assert {k: v for part in parts for k, v in part.items()} == sizes
-        assert all({k: part[k] for k in U.eval_sizes(profile)} == U.eval_sizes(profile) for part in parts)
+        assert notebook_sizes(*parts) == sizes
+        assert list(notebook_sizes(*parts)) == ["n_eval", "seeds", "k_per_class", "n_attr", "n_towers", "bias_tasks"]
+        shared = asdict(U.eval_sizes(profile))
+        assert all(isinstance(part, U.EvalSizes) and {k: asdict(part)[k] for k in shared} == shared for part in parts)
+
+
+def test_eval_set_takes_the_whole_pool_without_a_pool_size_warning(ut):
+    """n_eval above the test pool (the paper profile asks 1000 of SST-2's 872) uses the whole pool; the
+    PoolSizeWarning sample_test gives is silenced there, and only there."""
+    import warnings
+
+    from helpers.core.models import make_tiny_model
+    from helpers.core.prompts import PoolSizeWarning, sample_test
+
+    model = make_tiny_model("gpt2", seed=0)
+    sizes = U.EvalSizes(n_eval=len(ut.test) + 5, seeds=(1,), k_per_class=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PoolSizeWarning)
+        ps = U.eval_set(model, ut, 1, sizes)
+    assert len(ps.prompts) + ps.n_dropped == len(ut.test)
+    with pytest.warns(PoolSizeWarning, match="more inputs than the test pool"):
+        sample_test(ut.test, len(ut.test) + 5, 1)
+    with pytest.raises(TypeError, match="EvalSizes that eval_sizes"):
+        U.eval_set(model, ut, 1, {"n_eval": 3, "k_per_class": 1})

@@ -6,7 +6,8 @@
   binary by keeping two classes (e.g. AGNews World vs Sports) and relabelling them 0/1. Other words (the
   swapped mapping bar/foo, " A"/" B") or the real words (``words=None``) give the controls.
 - **Prompt sets**: :func:`make_set` (one fixed demonstration set for many queries, as in notebooks 00-06),
-  :func:`eval_set` (the evaluation prompts of one seed, at the sizes of :func:`eval_sizes`) and
+  :func:`eval_set` (the evaluation prompts of one seed, at the sizes of :func:`eval_sizes`, an
+  :class:`EvalSizes`) and
   :func:`fresh_demo_prompts` (every prompt with its own demonstrations).
 - :func:`cached_eval_runs`: one computation per (task, seed) on the evaluation prompts, stored on disk
   (:func:`helpers.core.store.cached`); the experiments of notebook 07 build their cached steps on it.
@@ -17,6 +18,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -25,7 +27,16 @@ import numpy as np
 import torch
 
 from helpers.core.checks import CheckFailed, likely_mistake, unrelated_args
-from helpers.core.prompts import Demo, Prompt, PromptSet, build_prompt, build_prompts, sample_demos, sample_test
+from helpers.core.prompts import (
+    Demo,
+    PoolSizeWarning,
+    Prompt,
+    PromptSet,
+    build_prompt,
+    build_prompts,
+    sample_demos,
+    sample_test,
+)
 from helpers.core.store import cached, same_weights
 from helpers.core.tasks import Task, get_task, label_token_ids, load_split
 
@@ -37,8 +48,10 @@ __all__ = [
     "unrelated_task",
     "make_set",
     "fresh_demo_prompts",
+    "EvalSizes",
     "eval_sizes",
     "eval_set",
+    "check_sizes",
     "run_model_name",
     "cached_eval_runs",
     "tiny_check_sets",
@@ -120,24 +133,48 @@ def fresh_demo_prompts(model: HookedTransformer, ut: UnrelatedTask, seed: int, n
 # ------------------------------------------------------------------ the evaluation prompts of notebook 07
 
 
-def eval_sizes(profile) -> dict:
-    """The evaluation sizes every step of notebook 07 shares, from the run profile: ``n_eval`` queries per seed
-    (the profile's ``n_test``), the ``seeds`` (smoke: its first) and ``k_per_class`` demonstrations per class.
-    Each experiment's own ``*_sizes`` adds its keys to these."""
+@dataclass(frozen=True)
+class EvalSizes:
+    """The evaluation sizes every step of notebook 07 shares: ``n_eval`` queries per seed, the ``seeds``, and
+    ``k_per_class`` demonstrations per class. Each experiment's own sizes (its ``*_sizes(profile)``) extend it
+    with the fields of its own step."""
+
+    n_eval: int
+    seeds: Sequence[int]
+    k_per_class: int
+
+
+def eval_sizes(profile) -> EvalSizes:
+    """The evaluation sizes from the run profile: ``n_eval`` queries per seed (the profile's ``n_test``), the
+    ``seeds`` (smoke: its first) and 2 demonstrations per class."""
     if profile.name == "smoke":
-        return {"n_eval": 8, "seeds": profile.seeds[:1], "k_per_class": 2}
-    return {"n_eval": profile.n_test, "seeds": profile.seeds, "k_per_class": 2}
+        return EvalSizes(n_eval=8, seeds=profile.seeds[:1], k_per_class=2)
+    return EvalSizes(n_eval=profile.n_test, seeds=profile.seeds, k_per_class=2)
 
 
-def eval_set(model: HookedTransformer, ut: UnrelatedTask, seed: int, sizes: dict) -> PromptSet:
-    """The evaluation prompts of ``seed``: ``sizes["n_eval"]`` queries, ``sizes["k_per_class"]`` demos per class."""
-    return make_set(model, ut, seed, sizes["n_eval"], sizes["k_per_class"])
+def check_sizes(sizes, kind: type = EvalSizes, where: str = "eval_sizes(profile)") -> None:
+    """Raise a TypeError that says where sizes come from when ``sizes`` is not a ``kind`` (e.g. a plain dict)."""
+    if not isinstance(sizes, kind):
+        raise TypeError(f"sizes must be the {kind.__name__} that {where} returns, got {type(sizes).__name__}")
+
+
+def eval_set(model: HookedTransformer, ut: UnrelatedTask, seed: int, sizes: EvalSizes) -> PromptSet:
+    """The evaluation prompts of ``seed``: ``sizes.n_eval`` queries (all of the test pool when it holds fewer),
+    ``sizes.k_per_class`` demos per class."""
+    check_sizes(sizes)
+    with warnings.catch_warnings():
+        # PoolSizeWarning (helpers.core.prompts.sample_test): the paper profile asks n_eval = 1000 queries and the
+        # foo/bar SST-2 pool (its validation split) holds 872. Notebook 07 then evaluates on the whole pool by
+        # design (regime_runs counts the queries asked as min(n_eval, pool)); without this every step would
+        # repeat the warning for every task, seed and mapping.
+        warnings.simplefilter("ignore", PoolSizeWarning)
+        return make_set(model, ut, seed, sizes.n_eval, sizes.k_per_class)
 
 
 # Notebook 07's steps run one computation for every task (and seed) and cache each result on disk with
 # helpers.core.store.cached. The cache kinds and parameter dicts are part of the results' identity: changing them
 # orphans every stored result. ``uts`` maps a task name (the cache key's "task", e.g. "sst2") to its
-# UnrelatedTask; ``sizes`` holds at least eval_sizes' keys; ``heads`` maps a task name to its in-context heads;
+# UnrelatedTask; ``sizes`` is an EvalSizes (or an experiment's extension of it); ``heads`` maps a task name to its in-context heads;
 # ``model_name`` is the name recorded in the cache key (default: the name helpers.core.models.load_model records,
 # ``model.cfg.icl_model_name``; notebook 07 passes ``current_model_name()``).
 
@@ -147,7 +184,7 @@ def run_model_name(model: HookedTransformer, model_name: str | None) -> str:
     return model_name if model_name is not None else getattr(model.cfg, "icl_model_name", model.cfg.model_name)
 
 
-def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes: dict,
+def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes: EvalSizes,
                      seeds: Sequence[int] | None, model_name: str | None, run: Callable,
                      heads: dict[str, Sequence[tuple[int, int]]] | None = None,
                      extra: Callable[[UnrelatedTask], dict] | None = None) -> dict[tuple[str, int], Any]:
@@ -155,18 +192,19 @@ def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, Unrelat
     model's weights pinned inside (its first argument is ``kind``, so :func:`~helpers.core.store.pins_weights`,
     which pins its first argument, cannot be used here).
 
-    Cache parameters: model, task, seed, k, n (``sizes["n_eval"]``), the heads if given, and ``extra(ut)``.
+    Cache parameters: model, task, seed, k, n (``sizes.n_eval``), the heads if given, and ``extra(ut)``.
     """
     from helpers.core.checks import model_arg
 
     model_arg(model)
-    name, K, seeds = run_model_name(model, model_name), sizes["k_per_class"], sizes["seeds"] if seeds is None else seeds
+    check_sizes(sizes)
+    name, K, seeds = run_model_name(model, model_name), sizes.k_per_class, sizes.seeds if seeds is None else seeds
     seeds = unrelated_args(uts, seeds)
     out = {}
     with same_weights(model):  # the weights are hashed once for all (task, seed) keys
         for t, ut in uts.items():
             hs = None if heads is None else heads[t]
-            params = {"model": name, "task": t, "k": K, "n": sizes["n_eval"], **(extra(ut) if extra else {})}
+            params = {"model": name, "task": t, "k": K, "n": sizes.n_eval, **(extra(ut) if extra else {})}
             if hs is not None:
                 params["heads"] = hs
             for seed in seeds:

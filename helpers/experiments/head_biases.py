@@ -27,8 +27,9 @@ acts on the query's attention row only). Cached step of notebook 07: :func:`bias
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,10 +39,10 @@ from helpers.core.checks import unrelated_args
 from helpers.core.heads import Head, label_attention_at_q, predict_with_cache, shared_cache
 from helpers.core.predict import HookFactory
 from helpers.core.prefix import PrefixError
-from helpers.core.prompts import Prompt, build_prompts, class_draws, demos_from_indices, sample_test
+from helpers.core.prompts import PoolSizeWarning, Prompt, build_prompts, class_draws, demos_from_indices, sample_test
 from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.tasks import label_token_ids
-from helpers.core.unrelated import UnrelatedTask, eval_sizes, run_model_name
+from helpers.core.unrelated import EvalSizes, UnrelatedTask, check_sizes, eval_sizes, run_model_name
 from helpers.study.claims import Claim, claim
 from helpers.study.stats import Interval, bootstrap_means, bootstrap_of_means
 
@@ -58,6 +59,7 @@ __all__ = [
     "bias_intervals",
     "bias_interval_part",
     "head_biases_claims",
+    "BiasSizes",
     "head_biases_sizes",
     "bias_runs",
 ]
@@ -277,26 +279,35 @@ def head_biases_claims(intervals: dict[str, dict[str, Interval | None]], context
 # ------------------------------------------------------------------ sizes and cached runs (notebook 07)
 
 
-def head_biases_sizes(profile) -> dict:
+@dataclass(frozen=True)
+class BiasSizes(EvalSizes):
+    """The evaluation sizes (:class:`helpers.core.unrelated.EvalSizes`; ``n_eval`` queries per direction) and
+    ``bias_tasks``, the tasks the biases run on."""
+
+    bias_tasks: tuple[str, ...]
+
+
+def head_biases_sizes(profile) -> BiasSizes:
     """Run sizes of the bias step of notebook 07: the shared evaluation sizes
-    (:func:`helpers.core.unrelated.eval_sizes`; ``n_eval`` queries per direction) and ``bias_tasks``, the tasks
-    the biases run on (AGNews prompts are ~5x longer than SST-2's, so the CPU profiles run SST-2 only)."""
+    (:func:`helpers.core.unrelated.eval_sizes`) and ``bias_tasks`` (AGNews prompts are ~5x longer than SST-2's,
+    so the CPU profiles run SST-2 only)."""
     bias_tasks = ("sst2",) if profile.name in ("smoke", "default") else ("sst2", "agnews")
-    return {**eval_sizes(profile), "bias_tasks": bias_tasks}
+    return BiasSizes(**asdict(eval_sizes(profile)), bias_tasks=bias_tasks)
 
 
 @pins_weights
-def bias_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]], sizes: dict,
+def bias_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]], sizes: EvalSizes,
               seeds: Sequence[int] | None = None, kinds: Sequence[str] = ("majority", "recency"),
               batch_size: int = 16, model_name: str | None = None) -> dict[tuple[str, int, str], BiasResult]:
-    """:func:`majority_bias` / :func:`recency_bias` (default demonstration counts) with ``sizes["n_eval"]``
+    """:func:`majority_bias` / :func:`recency_bias` (default demonstration counts) with ``sizes.n_eval``
     queries, before/after the reduction in ``heads[task]``, per (task, seed, kind) (cache kind
-    ``"heads_bias"``). Runs every task of ``uts``: notebook 07 passes only those in ``sizes["bias_tasks"]``.
+    ``"heads_bias"``). Runs every task of ``uts``: notebook 07 passes only those in ``sizes.bias_tasks``.
     Returns ``{(task, seed, kind): BiasResult}``."""
     fns = {"majority": majority_bias, "recency": recency_bias}
     if not set(kinds) <= set(fns):
         raise ValueError(f"kinds must be among {sorted(fns)}")
-    name, seeds = run_model_name(model, model_name), sizes["seeds"] if seeds is None else seeds
+    check_sizes(sizes)
+    name, seeds = run_model_name(model, model_name), sizes.seeds if seeds is None else seeds
     seeds = unrelated_args(uts, seeds)
     out = {}
     for t, ut in uts.items():
@@ -304,8 +315,12 @@ def bias_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: di
         for seed in seeds:
             for kind in kinds:
                 def compute(fn=fns[kind], ut=ut, seed=seed, hs=hs):
-                    return fn(model, ut, hs, seed=seed, n_test=sizes["n_eval"], batch_size=batch_size)
+                    with warnings.catch_warnings():
+                        # PoolSizeWarning: as in helpers.core.unrelated.eval_set, n_eval may exceed the test pool
+                        # (paper profile, SST-2); the whole pool is used by design
+                        warnings.simplefilter("ignore", PoolSizeWarning)
+                        return fn(model, ut, hs, seed=seed, n_test=sizes.n_eval, batch_size=batch_size)
                 out[(t, seed, kind)] = cached("heads_bias", {"model": name, "task": t, "seed": seed, "kind": kind,
-                                                             "n": sizes["n_eval"], "heads": hs}, compute,
+                                                             "n": sizes.n_eval, "heads": hs}, compute,
                                               model=model)
     return out

@@ -31,7 +31,7 @@ head's value-output vectors with :func:`value_outputs`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -56,8 +56,10 @@ from helpers.core.prompts import Prompt, check_prompts
 from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.tasks import label_token_ids
 from helpers.core.unrelated import (
+    EvalSizes,
     UnrelatedTask,
     cached_eval_runs,
+    check_sizes,
     compare_to_reference,
     eval_sizes,
     fresh_demo_prompts,
@@ -83,6 +85,7 @@ __all__ = [
     "two_towers_intervals",
     "two_towers_interval_part",
     "two_towers_claims",
+    "TowersSizes",
     "two_towers_sizes",
     "towers_seed",
     "value_output_runs",
@@ -346,21 +349,28 @@ def two_towers_claims(carrying: Interval, towers: dict[str, Interval | None], co
 # ------------------------------------------------------------------ sizes and cached runs (notebook 07)
 
 
-def two_towers_sizes(profile) -> dict:
+@dataclass(frozen=True)
+class TowersSizes(EvalSizes):
+    """The evaluation sizes (:class:`helpers.core.unrelated.EvalSizes`) and ``n_towers``, the prompts with their own
+    demonstrations for the two-towers analysis."""
+
+    n_towers: int
+
+
+def two_towers_sizes(profile) -> TowersSizes:
     """Run sizes of the value-output and two-towers steps of notebook 07: the shared evaluation sizes
-    (:func:`helpers.core.unrelated.eval_sizes`) and ``n_towers``, the prompts with their own demonstrations
-    for the two-towers analysis."""
+    (:func:`helpers.core.unrelated.eval_sizes`) and ``n_towers``."""
     n_towers = {"smoke": 8, "default": 32}.get(profile.name, 200)
-    return {**eval_sizes(profile), "n_towers": n_towers}
+    return TowersSizes(**asdict(eval_sizes(profile)), n_towers=n_towers)
 
 
-def towers_seed(sizes: dict) -> int:
+def towers_seed(sizes: EvalSizes) -> int:
     """Seed of the two-towers prompts: the first seed + 2000."""
-    return sizes["seeds"][0] + 2000
+    return sizes.seeds[0] + 2000
 
 
 def value_output_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]],
-                      sizes: dict, seeds: Sequence[int] | None = None, batch_size: int = 16,
+                      sizes: EvalSizes, seeds: Sequence[int] | None = None, batch_size: int = 16,
                       model_name: str | None = None) -> dict[tuple[str, int], ValueOutputs]:
     """:func:`value_outputs` of ``heads[task]`` on the evaluation prompts, per (task, seed) (cache kind
     ``"heads_vo"``). Returns ``{(task, seed): ValueOutputs}``."""
@@ -372,19 +382,20 @@ def value_output_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], h
 
 @pins_weights
 def towers_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]],
-                sizes: dict, batch_size: int = 16, model_name: str | None = None) -> dict[str, ValueOutputs]:
-    """:func:`value_outputs` of ``heads[task]`` on ``sizes["n_towers"]`` prompts that each have their own
+                sizes: TowersSizes, batch_size: int = 16, model_name: str | None = None) -> dict[str, ValueOutputs]:
+    """:func:`value_outputs` of ``heads[task]`` on ``sizes.n_towers`` prompts that each have their own
     demonstrations (:func:`helpers.core.unrelated.fresh_demo_prompts`, seed :func:`towers_seed`), per task
     (cache kind ``"heads_towers"``); :func:`two_towers` reads them. Returns ``{task: ValueOutputs}``."""
-    name, K, seed = run_model_name(model, model_name), sizes["k_per_class"], towers_seed(sizes)
+    check_sizes(sizes, TowersSizes, "two_towers_sizes(profile)")
+    name, K, seed = run_model_name(model, model_name), sizes.k_per_class, towers_seed(sizes)
     unrelated_args(uts)
     out = {}
     for t, ut in uts.items():
         hs = heads[t]
 
         def compute(ut=ut, hs=hs):
-            prompts = fresh_demo_prompts(model, ut, seed, sizes["n_towers"], K)
+            prompts = fresh_demo_prompts(model, ut, seed, sizes.n_towers, K)
             return value_outputs(model, prompts, label_token_ids(model.tokenizer, ut.task), hs, batch_size)
-        out[t] = cached("heads_towers", {"model": name, "task": t, "seed": seed, "k": K, "n": sizes["n_towers"],
+        out[t] = cached("heads_towers", {"model": name, "task": t, "seed": seed, "k": K, "n": sizes.n_towers,
                                          "heads": hs}, compute, model=model)
     return out

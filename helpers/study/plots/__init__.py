@@ -9,6 +9,7 @@ import pandas as _pd
 from .analysis import *  # noqa: F401,F403  notebooks 01-03
 from .applications import *  # noqa: F401,F403  notebooks 04-06
 from .control import *  # noqa: F401,F403  notebook 09
+from .figures import *  # noqa: F401,F403  show_figure, for every notebook
 from .heads import *  # noqa: F401,F403  notebook 07
 from .own_task import *  # noqa: F401,F403  notebook 08
 from .setting import *  # noqa: F401,F403  notebook 00

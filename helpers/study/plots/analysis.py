@@ -15,7 +15,8 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import display
 
-from .setting import integer_ticks, show_figure
+from .figures import show_figure
+from .setting import integer_ticks
 
 __all__ = ["plot_flow_curves", "saliency_view", "plot_loyalty_bars", "plot_loyalty_sweep", "plot_aucroc_curves", "topk_table",
            # notebook 01

@@ -16,7 +16,8 @@ from IPython.display import display
 
 from helpers.study import paper as PA
 
-from .setting import integer_ticks, show_figure
+from .figures import show_figure
+from .setting import integer_ticks
 
 __all__ = ["plot_beta", "plot_loss_curves", "plot_confusion_pair", "plot_layer_sweep", "plot_compression_bars",
            "plot_speedup",

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from .setting import show_figure
+from .figures import show_figure
 
 __all__ = ["plot_training_curve", "control_setup_text", "show_control_setup", "show_control_training",
            "control_premise_table", "show_control_premise", "control_circuit_table", "control_uniform_text",

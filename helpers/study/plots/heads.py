@@ -1,4 +1,10 @@
-"""Plots, tables, printed lines and saved metrics of notebook 07 (paper B: in-context heads)."""
+"""Figures and tables of notebook 07 (paper B: in-context heads).
+
+``plot_*`` build a figure; ``*_table`` / ``*_frame`` build a table; each ``show_*`` function draws one result of
+the notebook, its name saying what is plotted against what, and saves each figure under the notebook's name for
+it (:func:`~helpers.study.plots.figures.show_figure`). The lines the notebook prints, its overall verdict and its
+saved metrics are :mod:`helpers.study.heads_report`.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +15,15 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .setting import show_figure
+from .figures import show_figure
 
 __all__ = ["plot_head_map", "plot_ablation", "plot_value_outputs", "plot_two_towers", "plot_biases",
-           "head_attention_view", "plot_regime", "heads_setup_text", "print_heads_setup", "by_hand_drop_table",
-           "by_hand_vo_text", "show_by_hand_heads", "unrelated_accuracy_table", "mapping_control_table",
-           "show_mapping_control", "incontext_heads_text", "show_head_maps", "incontext_ablation_frame",
-           "incontext_ablation_table", "show_incontext_ablation", "label_carrying_text", "show_value_outputs",
-           "two_towers_table", "two_towers_text", "show_two_towers", "head_bias_table", "head_bias_frame",
-           "show_head_biases", "regime_table", "regime_context", "regime_outcome_text", "regime_ablation_table",
-           "regime_excess_text", "show_regime", "heads_overall_text", "print_heads_overall", "heads_report_metrics"]
+           "head_attention_view", "plot_regime", "by_hand_drop_table", "unrelated_accuracy_table",
+           "mapping_control_table", "incontext_ablation_frame", "incontext_ablation_table", "two_towers_table",
+           "head_bias_table", "head_bias_frame", "regime_table", "regime_ablation_table",
+           "show_gain_and_drop_by_layer_and_head", "show_accuracy_by_task_and_condition",
+           "show_vo_logit_minus_by_head_and_label", "show_logit_minus_against_attention_and_vo",
+           "show_bias_before_and_after_reduction", "show_swap_averaged_by_demos_per_class"]
 
 
 def plot_head_map(gain, drop, chosen: Sequence[tuple[int, int]] = (), title: str = ""):
@@ -146,52 +151,16 @@ def plot_regime(intervals: dict, title: str = ""):
     return fig
 
 
-# ------------------------------------------------------------------ notebook 07's tables, figures and printed lines
-# Each ``show_*`` function shows one result of the notebook: its table(s) (``display``), its printed lines and its
-# figure(s), each figure saved with :func:`helpers.study.results.save_figure` under the notebook's name for it and
-# then shown and closed. Values come computed from the notebook; the ``*_table`` and ``*_text`` builders return
-# what is shown, for tests and for other uses. ``uts`` is notebook 07's ``{task: UnrelatedTask}``: titles are its
-# ``.task.display``; ``names`` is ``{task: short name}``.
-
-
-def _head_name(head) -> str:
-    l, h = head
-    return f"L{l}H{h}"
-
-
-def heads_setup_text(profile_name: str, model_name: str, sizes: dict, cfg, n_incontext: int) -> str:
-    """The run's line: profile, model, sizes, and how many of the model's heads (``cfg.n_layers * cfg.n_heads``)
-    count as in-context heads."""
-    return f"{profile_name} {model_name} {sizes} {cfg.n_layers * cfg.n_heads} heads -> {n_incontext} in-context heads"
-
-
-def print_heads_setup(profile_name: str, model_name: str, sizes: dict, cfg, n_incontext: int) -> None:
-    """Print :func:`heads_setup_text`."""
-    print(heads_setup_text(profile_name, model_name, sizes, cfg, n_incontext))
+# ------------------------------------------------------------------ notebook 07's tables and figures
+# Values come computed from the notebook. ``titles`` maps a task to the title of its figure (notebook 07: the task's
+# display name); ``names`` maps a task to its short name.
 
 
 def by_hand_drop_table(drops, heads: Sequence[tuple[int, int]], words: Sequence[str]) -> pd.DataFrame:
     """One row per head ``L{l}H{h}``: the drop of each label word's log-probability (``drops`` [head, label]),
     rounded to 3 digits."""
-    return pd.DataFrame(np.asarray(drops), index=[_head_name(hd) for hd in heads],
+    return pd.DataFrame(np.asarray(drops), index=[f"L{l}H{h}" for l, h in heads],
                         columns=[f"drop of log p({w})" for w in words]).round(3)
-
-
-def by_hand_vo_text(head: tuple[int, int], words: Sequence[str], label_class: Sequence[int], vo_lm) -> str:
-    """One head's value-output logit minus at each label position, named by the position's label word."""
-    vals = ", ".join(f"{words[c]} {float(v):+.2f}" for c, v in zip(label_class, np.asarray(vo_lm, float).tolist()))
-    return f"{_head_name(head)}, VO logit minus at each label position: {vals}"
-
-
-def show_by_hand_heads(prompt_text: str, heads: Sequence[tuple[int, int]], words: Sequence[str], drops,
-                       label_class: Sequence[int], vo_lm) -> None:
-    """Section 1's result on one prompt: the prompt, the drop of each label word for ``heads``
-    (:func:`by_hand_drop_table`) and the first head's value-output logit minus (:func:`by_hand_vo_text`)."""
-    from IPython.display import display
-
-    print(prompt_text, "\n")
-    display(by_hand_drop_table(drops, heads, words))
-    print(by_hand_vo_text(heads[0], words, label_class, vo_lm))
 
 
 def unrelated_accuracy_table(acc_iv: dict) -> pd.DataFrame:
@@ -208,31 +177,6 @@ def mapping_control_table(map_iv: dict, reading) -> pd.DataFrame:
                          for (a, b), iv in map_iv.items()})
 
 
-def show_mapping_control(acc_iv: dict, map_iv: dict, reading) -> None:
-    """Section 2.1: :func:`unrelated_accuracy_table` and :func:`mapping_control_table`."""
-    from IPython.display import display
-
-    display(unrelated_accuracy_table(acc_iv))
-    display(mapping_control_table(map_iv, reading))
-
-
-def incontext_heads_text(title: str, heads: Sequence, per_word: dict, pooled: Sequence) -> str:
-    """One task's in-context heads, the top heads for each label word, and the single ranking on the predicted
-    label with how many heads it shares with the in-context heads."""
-    return (f"{title}: in-context heads (layer, head) {heads}\n  top heads for each word {per_word}"
-            f"\n  single ranking on the predicted label {pooled} ({len(set(pooled) & set(heads))} shared)")
-
-
-def show_head_maps(scores: dict, heads: dict, uts: dict, per_word: dict, pooled: dict) -> None:
-    """Section 2.2, per task ``t``: :func:`incontext_heads_text`, then :func:`plot_head_map` of ``scores[t]``'s mean
-    gain and drop with ``heads[t]`` boxed, saved as ``07_head_map_{t}``."""
-    for t in heads:
-        print(incontext_heads_text(uts[t].task.display, heads[t], per_word[t], pooled[t]))
-    for t in heads:
-        show_figure(plot_head_map(scores[t].mean_gain, scores[t].mean_drop, heads[t], uts[t].task.display),
-                     f"07_head_map_{t}")
-
-
 def incontext_ablation_frame(runs: dict, names: dict, conditions: Sequence[str]) -> pd.DataFrame:
     """Long table of ablation results (``runs[(task, seed)][condition]``: accuracy): columns task (its short
     name), condition, accuracy; one row per task, seed and condition."""
@@ -246,51 +190,11 @@ def incontext_ablation_table(runs: dict, names: dict, conditions: Sequence[str])
     return frame.pivot_table(index="task", columns="condition", values="accuracy", aggfunc="mean").round(3)
 
 
-def show_incontext_ablation(runs: dict, intervals: dict, names: dict, conditions: Sequence[str]) -> None:
-    """Section 2.3: :func:`incontext_ablation_table`, and :func:`plot_ablation` with ``intervals[(task name,
-    condition)]`` as error bars, saved as ``07_ablation``."""
-    from IPython.display import display
-
-    display(incontext_ablation_table(runs, names, conditions))
-    show_figure(plot_ablation(incontext_ablation_frame(runs, names, conditions), intervals=intervals), "07_ablation")
-
-
-def label_carrying_text(carrying, rates: dict) -> str:
-    """The label-carrying rate's interval, and each task's rate on the first seed."""
-    return f"label-carrying rate {carrying:.3f}; per task (first seed): {({t: round(r, 3) for t, r in rates.items()})}"
-
-
-def show_value_outputs(vo: dict, rates: dict, carrying, uts: dict) -> None:
-    """Section 2.4: :func:`label_carrying_text`, then per task ``t`` :func:`plot_value_outputs` of ``vo[t]`` (its
-    rate ``rates[t]`` in the title), saved as ``07_value_outputs_{t}``."""
-    print(label_carrying_text(carrying, rates))
-    for t in vo:
-        title = f"{uts[t].task.display}: VO logit minus per in-context head (label-carrying rate {rates[t]:.2f})"
-        show_figure(plot_value_outputs(vo[t], title), f"07_value_outputs_{t}")
-
-
-def two_towers_table(tt: dict, uts: dict) -> pd.DataFrame:
-    """One row per task (its title): the two-towers statistics of ``tt[task]`` (the per-input ``d_*`` columns
-    left out), rounded to 3 digits."""
-    return pd.DataFrame({uts[t].task.display: {k: v for k, v in r.items() if not k.startswith("d_")}
-                         for t, r in tt.items()}).T.round(3)
-
-
-def two_towers_text(intervals: dict) -> str:
-    """The two-towers intervals, 3 digits each ("no estimate" for None)."""
-    return str({k: (f"{v:.3f}" if v is not None else "no estimate") for k, v in intervals.items()})
-
-
-def show_two_towers(tt: dict, towers: dict, intervals: dict, uts: dict) -> None:
-    """Section 2.5: :func:`two_towers_table`, :func:`two_towers_text`, then per task ``t`` :func:`plot_two_towers`
-    (``towers[t].out_lm`` the model's logit minus), saved as ``07_two_towers_{t}``."""
-    from IPython.display import display
-
-    display(two_towers_table(tt, uts))
-    print(two_towers_text(intervals))
-    for t in tt:
-        show_figure(plot_two_towers(tt[t], towers[t].out_lm, f"{uts[t].task.display}: two towers"),
-                     f"07_two_towers_{t}")
+def two_towers_table(stats: dict, titles: dict) -> pd.DataFrame:
+    """One row per task (``titles[task]``): the two-towers statistics of ``stats[task]`` (the per-input ``d_*``
+    columns left out), rounded to 3 digits."""
+    return pd.DataFrame({titles[t]: {k: v for k, v in r.items() if not k.startswith("d_")}
+                         for t, r in stats.items()}).T.round(3)
 
 
 def head_bias_table(intervals: dict, reading) -> pd.DataFrame:
@@ -310,17 +214,6 @@ def head_bias_frame(runs: dict, names: dict) -> pd.DataFrame:
                          for st, size in (("before", r.bias_before), ("after reduction", r.bias_after))])
 
 
-def show_head_biases(runs: dict, intervals: dict, names: dict, reading) -> None:
-    """Section 2.6: :func:`head_bias_table`, and :func:`plot_biases` of :func:`head_bias_frame` with the intervals
-    before and after as error bars, saved as ``07_biases``."""
-    from IPython.display import display
-
-    display(head_bias_table(intervals, reading))
-    bars = {(k, st): intervals[k][key] for k in intervals
-            for st, key in (("before", "before"), ("after reduction", "after"))}
-    show_figure(plot_biases(head_bias_frame(runs, names), intervals=bars), "07_biases")
-
-
 def regime_table(intervals: dict) -> pd.DataFrame:
     """One row per regime (pair, demonstrations per class): swap-averaged accuracy, same-word rate, plain
     accuracy under the pair and under its swap, prompts dropped for length, reading."""
@@ -330,75 +223,55 @@ def regime_table(intervals: dict) -> pd.DataFrame:
                           "reading": r["reading"]} for (p, k), r in intervals.items()]).set_index(["pair", "per class"])
 
 
-def regime_context(task_names: Sequence[str], pairs: Sequence[str], sizes: dict) -> str:
-    """What the regime claim rests on: tasks, label pairs, seeds x queries per size (``sizes``: regime sizes)."""
-    return (f"{', '.join(task_names)} with {' and '.join(pairs)}, {len(sizes['seeds'])} seed(s) x "
-            f"{sizes['n_eval']} queries per size")
-
-
-def regime_outcome_text(intervals: dict, clear: Sequence, sizes: dict, confirmation: dict | None = None,
-                        heads: dict | None = None) -> str:
-    """What came of the regimes: with ``clear`` regimes (:func:`~helpers.experiments.incontext_heads.clear_regimes`,
-    highest lower bound first), the first one's ``confirmation`` on fresh seeds (``sizes["confirm_seeds"]``), then
-    the regimes and the in-context ``heads`` of the ablation in the first (its accuracies:
-    :func:`regime_ablation_table`). Without, the regime with the highest lower bound and why the ablation is not
-    run."""
-    if not clear:
-        best = max(intervals, key=lambda k: intervals[k]["swap_averaged"].low)
-        return (f"No regime follows the mapping: every interval contains 0.5 or lies below it (highest lower bound: "
-                f"{best[0]} at {best[1]} per class, {intervals[best]['swap_averaged']:.3f}). Head ablation is not "
-                "run: there is no in-context mapping for it to remove (question 4).")
-    return (f"{clear[0]} on fresh seeds {sizes['confirm_seeds']}: swap-averaged accuracy "
-            f"{confirmation['swap_averaged']:.3f} ({confirmation['reading']})\n"
-            f"Regimes that follow the mapping: {list(clear)}. Ablation in {clear[0]}, in-context heads {heads}:")
-
-
 def regime_ablation_table(ablation: dict, conditions: Sequence[str]) -> pd.DataFrame:
     """Accuracy [95% CI] of each ablation condition in the regime."""
     return pd.DataFrame({"accuracy [95% CI]": {c: f"{ablation[c]:.3f}" for c in conditions}})
 
 
-def regime_excess_text(ablation: dict, all_positions: str = " (all positions)") -> str:
-    """Random minus in-context heads ablated, at q and at every position."""
-    return (f"random minus in-context heads ablated, at q: {ablation['excess']:.3f}; at every position: "
-            f"{ablation['excess' + all_positions]:.3f}")
+# ------------------------------------------------------------------ notebook 07's figures, one per result
 
 
-def show_regime(intervals: dict, task_names: Sequence[str], sizes: dict, clear: Sequence = (),
-                confirmation: dict | None = None, heads: dict | None = None, ablation: dict | None = None,
-                conditions: Sequence[str] = (), all_positions: str = " (all positions)") -> None:
-    """Section 2.7: :func:`regime_table`, what came of it (:func:`regime_outcome_text`; where a regime cleared,
-    :func:`regime_ablation_table` and :func:`regime_excess_text`), and :func:`plot_regime` saved as
-    ``07_regime``."""
-    from IPython.display import display
+def show_gain_and_drop_by_layer_and_head(scores: dict, boxed: dict, titles: dict) -> None:
+    """Section 2.2, per task ``t``: heatmaps of ``scores[t]``'s mean gain and mean drop (nats), layer (rows) by
+    head (columns), with the heads of ``boxed[t]`` boxed (:func:`plot_head_map`), saved as ``07_head_map_{t}``."""
+    for t in boxed:
+        show_figure(plot_head_map(scores[t].mean_gain, scores[t].mean_drop, boxed[t], titles[t]), f"07_head_map_{t}")
 
-    display(regime_table(intervals))
-    print(regime_outcome_text(intervals, clear, sizes, confirmation, heads))
-    if clear:
-        display(regime_ablation_table(ablation, conditions))
-        print(regime_excess_text(ablation, all_positions))
-    title = (f"{', '.join(task_names)}: swap-averaged accuracy, {len(sizes['seeds'])} seed(s) x {sizes['n_eval']} "
-             "queries")
+
+def show_accuracy_by_task_and_condition(runs: dict, intervals: dict, names: dict, conditions: Sequence[str]) -> None:
+    """Section 2.3: bars of accuracy per task (x, ``names[task]``) and ablation condition (colour), one value per
+    seed (``runs[(task, seed)][condition]``) averaged, ``intervals[(task name, condition)]`` as error bars
+    (:func:`plot_ablation`), saved as ``07_ablation``."""
+    show_figure(plot_ablation(incontext_ablation_frame(runs, names, conditions), intervals=intervals), "07_ablation")
+
+
+def show_vo_logit_minus_by_head_and_label(vo: dict, carrying_rates: dict, titles: dict) -> None:
+    """Section 2.4, per task ``t``: boxes of the value-output logit minus (y) per in-context head (x), at foo and
+    at bar label positions (colour) (:func:`plot_value_outputs` of ``vo[t]``, its label-carrying rate
+    ``carrying_rates[t]`` in the title), saved as ``07_value_outputs_{t}``."""
+    for t in vo:
+        title = f"{titles[t]}: VO logit minus per in-context head (label-carrying rate {carrying_rates[t]:.2f})"
+        show_figure(plot_value_outputs(vo[t], title), f"07_value_outputs_{t}")
+
+
+def show_logit_minus_against_attention_and_vo(stats: dict, towers: dict, titles: dict) -> None:
+    """Section 2.5, per task ``t``: the model's logit minus (``towers[t].out_lm``, y) against the attention
+    difference and against the VO difference (``stats[t]``'s ``d_attn`` and ``d_vo``, x; :func:`plot_two_towers`),
+    saved as ``07_two_towers_{t}``."""
+    for t in stats:
+        show_figure(plot_two_towers(stats[t], towers[t].out_lm, f"{titles[t]}: two towers"), f"07_two_towers_{t}")
+
+
+def show_bias_before_and_after_reduction(runs: dict, intervals: dict, names: dict) -> None:
+    """Section 2.6: bars of each bias's size (y) per bias (x), before and after its reduction (colour), with
+    ``intervals[bias]["before"]`` / ``["after"]`` as error bars (:func:`plot_biases` of :func:`head_bias_frame`),
+    saved as ``07_biases``."""
+    bars = {(k, st): intervals[k][key] for k in intervals
+            for st, key in (("before", "before"), ("after reduction", "after"))}
+    show_figure(plot_biases(head_bias_frame(runs, names), intervals=bars), "07_biases")
+
+
+def show_swap_averaged_by_demos_per_class(intervals: dict, title: str) -> None:
+    """Section 2.7: the swap-averaged accuracy (y) against demonstrations per class (x), one line per label pair
+    with its 95% interval (:func:`plot_regime`), saved as ``07_regime``."""
     show_figure(plot_regime(intervals, title), "07_regime")
-
-
-def heads_overall_text(overall: str, n_incontext: int, cfg) -> str:
-    """The overall verdict, and the in-context heads' share of the model's heads beside the paper's ~1%."""
-    total = cfg.n_layers * cfg.n_heads
-    return (f"Overall: {overall}. In-context heads: {n_incontext} of {total} ({100 * n_incontext / total:.1f}%; "
-            "paper: ~1%).")
-
-
-def print_heads_overall(overall: str, n_incontext: int, cfg) -> None:
-    """Print :func:`heads_overall_text`."""
-    print(heads_overall_text(overall, n_incontext, cfg))
-
-
-def heads_report_metrics(overall: str, heads: dict, acc_iv: dict, ab_iv: dict, regime_iv: dict, sizes: dict) -> dict:
-    """The metrics notebook 07 saves beside its claims (``report_claims(..., metrics=...)``): the overall verdict,
-    the in-context heads per task, the accuracy [95% CI] per mapping, the A/B swap-averaged accuracy (``ab_iv``:
-    :func:`~helpers.experiments.incontext_heads.mapping_intervals` of A/B with B/A), the run sizes and each
-    regime's swap-averaged accuracy, intervals written with 3 digits."""
-    return {"overall": overall, "incontext_heads": heads, "accuracy": {m: f"{iv:.3f}" for m, iv in acc_iv.items()},
-            "swap_averaged_A/B": f"{ab_iv['swap_averaged']:.3f}", "sizes": sizes,
-            "regime": {f"{p} at {k} per class": f"{r['swap_averaged']:.3f}" for (p, k), r in regime_iv.items()}}

@@ -15,7 +15,7 @@ import pandas as pd
 from IPython.display import display
 
 from .analysis import plot_aucroc_curves, plot_flow_curves, plot_loyalty_bars
-from .setting import show_figure
+from .figures import show_figure
 
 __all__ = ["task_spec_text", "show_task_spec", "rendered_prediction_lines", "show_rendered_prediction",
            "own_accuracy_table", "own_accuracy_line", "show_own_accuracy", "own_saliency_checks_table",

@@ -17,8 +17,10 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import HTML, display
 
+from .figures import show_figure
+
 __all__ = ["token_strings", "view_token_strings", "anchor_html", "anchor_tokens_view", "attention_view", "plot_accuracy_bars",
-           "plot_interval_bars", "integer_ticks", "OfflineView", "offline_view", "close_view_divs", "show_figure",
+           "plot_interval_bars", "integer_ticks", "OfflineView", "offline_view", "close_view_divs",
            # notebook 00's shown results
            "anchor_prompt_heading", "show_anchor_prompts", "label_rank_lines", "label_rank_table",
            "show_label_ranks", "vanilla_interval_table", "vanilla_interval_metrics", "show_vanilla_accuracy"]
@@ -197,19 +199,6 @@ def plot_accuracy_bars(df: pd.DataFrame, paper: dict | None = None, ax=None, int
 
 
 # --- notebook 00's shown results -----------------------------------------------------------------------------------
-
-
-def show_figure(fig, name: str | None = None, model_name: str | None = None) -> None:
-    """Save ``fig`` as ``figures/<name>.png`` in the results folder (:func:`helpers.study.results.save_figure`;
-    not saved when ``name`` is None), show it where it stands in the output, and close it (so the notebook does
-    not show it a second time at the end of the cell). Every ``show_*`` function of these modules shows its
-    figures through this."""
-    from helpers.study.results import save_figure
-
-    if name is not None:
-        save_figure(fig, name, model_name=model_name)
-    display(fig)
-    plt.close(fig)
 
 
 def anchor_prompt_heading(display_name: str, prompt) -> str:

@@ -1,0 +1,261 @@
+"""Paper B (Yu & Ananiadou 2024, arXiv 2402.02872, the in-context heads experiment): ablating the in-context heads.
+
+The paper intervenes on its in-context heads (about 1% of the heads) and ICL accuracy drops from 87.6% to 24.4%.
+Here the heads found by :mod:`helpers.experiments.incontext_heads` are zero-ablated on the evaluation prompts, at
+the last position q and at every position, against as many random heads.
+
+Definitions (fixed before any result was looked at):
+
+- **Ablation**: the chosen heads' ``hook_z`` set to zero (or to a mean) at each prompt's q, or at every position
+  (:func:`ablation_hook_pair`, :func:`ablation_predictions`).
+- **Random control**: as many heads drawn with the evaluation seed, never among the in-context heads
+  (:func:`random_heads`).
+- **Conditions** (:data:`ABLATION_CONDITIONS`): plain, in-context heads ablated, random heads ablated, each of
+  the two ablations at q and (suffix :data:`ALL_POSITIONS`) at every position (:func:`ablation_conditions`).
+- **Drop** = plain minus in-context-heads-ablated accuracy; **excess** = random-heads-ablated minus
+  in-context-heads-ablated accuracy (the paper's contrast), both paired per input (:func:`ablation_intervals`),
+  graded by :func:`ablation_interval_part`.
+
+Cached step of notebook 07: :func:`ablation_runs`; its intervals become the claims of :func:`ablation_claims` (and,
+in a regime of :mod:`helpers.experiments.mapping_control`, :func:`regime_ablation_claim`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from helpers.core.heads import Head, predict_with_cache, shared_cache
+from helpers.core.predict import HookFactory, Predictions
+from helpers.core.prompts import Prompt
+from helpers.core.unrelated import EvalSizes, UnrelatedTask, cached_eval_runs
+from helpers.study.claims import Claim, claim
+from helpers.study.stats import Interval, bootstrap_means, paired_differences
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer
+
+__all__ = [
+    "random_heads",
+    "ablation_hook_pair",
+    "ablation_hooks",
+    "ablation_predictions",
+    "ablation_accuracy",
+    "ALL_POSITIONS",
+    "ABLATION_CONDITIONS",
+    "ablation_conditions",
+    "ablation_runs",
+    "ablation_cells",
+    "ablation_intervals",
+    "ablation_interval_part",
+    "ablation_claims",
+    "regime_ablation_claim",
+]
+
+
+# ------------------------------------------------------------------ the random control and the ablation hooks
+
+
+def random_heads(model: HookedTransformer, n: int, seed: int, exclude: Sequence[Head] = (),
+                 allow_overlap: bool = False) -> list[Head]:
+    """``n`` distinct heads drawn with ``seed``; never in ``exclude`` unless ``allow_overlap``."""
+    L, H = model.cfg.n_layers, model.cfg.n_heads
+    ex = set() if allow_overlap else {tuple(h) for h in exclude}
+    pool = [(l, h) for l in range(L) for h in range(H) if (l, h) not in ex]
+    if n > len(pool):
+        raise ValueError(f"asked for {n} random heads but only {len(pool)} are available")
+    pick = np.random.default_rng(seed).choice(len(pool), size=n, replace=False)
+    return sorted(pool[i] for i in pick)
+
+
+
+def ablation_hook_pair(heads: Sequence[Head], ablation: str = "zero", means: torch.Tensor | None = None,
+                       at: str = "q") -> tuple[list, HookFactory]:
+    """``(prefix_hooks, factory)``: the listed heads' ``hook_z`` replaced by zero (or ``means[l, h]``) at each
+    prompt's q (``at="q"``) or at every position (``at="all"``).
+
+    ``factory`` is a :func:`helpers.core.predict.predict` / :func:`helpers.core.prefix.predict_shared` hook
+    factory (q row = ``p.q - offset``; with ``at="all"`` every row it sees). On full prompts it is all that is
+    needed. In a shared-prefix run the prefix rows are not in the suffix's tensors: ``prefix_hooks`` (plain TL
+    hooks, empty for ``at="q"``) ablate them in the prefix pass (``predict_shared(..., prefix_hooks=...)``).
+    """
+    if ablation == "mean" and means is None:
+        raise ValueError("mean ablation needs means[layer, head, d_head] (e.g. from head_attribution's z at q)")
+    if ablation not in ("zero", "mean"):
+        raise ValueError("ablation must be 'zero' or 'mean'")
+    if at not in ("q", "all"):
+        raise ValueError("at must be 'q' or 'all'")
+    lists: dict[int, list[int]] = {}
+    for l, h in heads:
+        lists.setdefault(int(l), []).append(int(h))
+    by_layer = {l: torch.tensor(hs) for l, hs in lists.items()}
+
+    def value(l, hs_t, z):
+        return 0.0 if ablation == "zero" else means[l, hs_t].to(z.dtype).to(z.device)
+
+    def every_row(l, hs_t):
+        def fn(z, hook):
+            z = z.clone()
+            z[:, :, hs_t] = value(l, hs_t, z)
+            return z
+        return fn
+
+    def factory(batch, tokens, offset: int = 0):
+        q = torch.tensor([p.q - offset for p in batch])
+        ar = torch.arange(len(batch))
+        out = []
+        for l, hs_t in by_layer.items():
+            if at == "all":
+                out.append((f"blocks.{l}.attn.hook_z", every_row(l, hs_t)))
+                continue
+
+            def fn(z, hook, l=l, hs_t=hs_t):
+                val = value(l, hs_t, z)
+                z = z.clone()
+                z[ar[:, None], q[:, None], hs_t[None]] = val if ablation == "zero" else val[None].expand(len(ar), -1, -1)
+                return z
+            out.append((f"blocks.{l}.attn.hook_z", fn))
+        return out
+
+    prefix_hooks = [(f"blocks.{l}.attn.hook_z", every_row(l, hs_t)) for l, hs_t in by_layer.items()] if at == "all" else []
+    return prefix_hooks, factory
+
+
+def ablation_hooks(heads: Sequence[Head], ablation: str = "zero", means: torch.Tensor | None = None,
+                   at: str = "q") -> HookFactory:
+    """A :func:`helpers.core.predict.predict` hook factory replacing the listed heads' ``hook_z`` by zero (or
+    ``means[l, h]``) at each prompt's q (``at="q"``) or at every position (``at="all"``; after a shared prefix
+    this covers the suffix rows only: use :func:`ablation_hook_pair`'s prefix hooks too)."""
+    return ablation_hook_pair(heads, ablation, means, at)[1]
+
+
+def ablation_predictions(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int],
+                         heads: Sequence[Head], batch_size: int = 16, *, shared: bool = True, **kw) -> Predictions:
+    """Predictions with ``heads`` ablated (``**kw`` to :func:`ablation_hook_pair`). Prompts sharing their
+    demonstrations run them once (with ``at="all"``, with the heads ablated there too)."""
+    prefix_hooks, hooks = ablation_hook_pair(heads, **kw) if heads else ([], None)
+    cache = shared_cache(model, prompts, shared, prefix_hooks)
+    return predict_with_cache(model, prompts, label_ids, batch_size, hooks=hooks, cache=cache)
+
+
+def ablation_accuracy(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int],
+                      heads: Sequence[Head], batch_size: int = 16, *, shared: bool = True, **kw) -> float:
+    """ICL accuracy with ``heads`` ablated (:func:`ablation_predictions`)."""
+    return ablation_predictions(model, prompts, label_ids, heads, batch_size, shared=shared, **kw).accuracy
+
+
+# ------------------------------------------------------------------ conditions, cached runs, intervals
+
+ALL_POSITIONS = " (all positions)"  # suffix of the ablation conditions that ablate every position
+ABLATION_CONDITIONS = ("plain", "in-context heads ablated", "random heads ablated", "in-context heads ablated"
+                       + ALL_POSITIONS, "random heads ablated" + ALL_POSITIONS)
+
+
+def ablation_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]],
+                  sizes: EvalSizes, seeds: Sequence[int] | None = None, batch_size: int = 16,
+                  model_name: str | None = None) -> dict[tuple[str, int], dict]:
+    """Accuracy on the evaluation prompts plain, with ``heads[task]`` zero-ablated, and with as many random
+    heads (drawn with the seed, disjoint from ``heads[task]``) zero-ablated, each at q only and at every position
+    (cache kind ``"heads_ablation"``).
+
+    Returns ``{(task, seed): {"plain", "in-context heads ablated", "random heads ablated", "in-context heads
+    ablated (all positions)", "random heads ablated (all positions)", "random_heads", "correct"}}``;
+    ``correct`` maps each condition to its per-input 0/1 (same inputs in every condition).
+    """
+    def run(ps, hs, seed):
+        return ablation_conditions(model, ps.prompts, ps.label_ids, hs, seed, batch_size)
+
+    return cached_eval_runs("heads_ablation", model, uts, sizes, seeds, model_name, run, heads=heads)
+
+
+def ablation_conditions(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int],
+                        heads: Sequence[Head], seed: int, batch_size: int = 16, shared: bool = True) -> dict:
+    """One cell of :func:`ablation_runs` on any prompts: accuracy plain, with ``heads`` zero-ablated and with as
+    many random heads (drawn with ``seed``, disjoint from ``heads``), each at q and at every position; ``shared``
+    as in :func:`ablation_predictions` (prompts with their own demonstrations run whole either way)."""
+    rnd = random_heads(model, len(heads), seed=seed, exclude=heads)
+    plain = shared_cache(model, prompts, shared)  # at q the demonstrations run unablated: one prefix for three runs
+
+    def run(hs, at="q"):
+        if at == "q":
+            hooks = ablation_hook_pair(hs, at="q")[1] if hs else None
+            return predict_with_cache(model, prompts, label_ids, batch_size, hooks=hooks, cache=plain)
+        return ablation_predictions(model, prompts, label_ids, hs, batch_size, shared=shared, at=at)
+
+    preds = {"plain": run([])}
+    for name, at in (("", "q"), (ALL_POSITIONS, "all")):
+        preds["in-context heads ablated" + name] = run(heads, at=at)
+        preds["random heads ablated" + name] = run(rnd, at=at)
+    return {**{c: p.accuracy for c, p in preds.items()}, "random_heads": rnd,
+            "correct": {c: (p.pred == p.gold).int().tolist() for c, p in preds.items()}}
+
+
+# criteria fixed before the runs (see notebook 07)
+def ablation_interval_part(drop: Interval, excess: Interval, big: float = 0.20) -> str:
+    """The ablation claim from 95% intervals (criteria fixed before the run).
+
+    ``drop``: plain minus in-context-heads-ablated accuracy; ``excess``: random-heads-ablated minus
+    in-context-heads-ablated accuracy (the paper's contrast), both paired per input
+    (:class:`helpers.study.stats.Interval`). "replicates": the excess lies above zero and the drop at or above
+    ``big``; "partly": the excess lies above zero; "does not replicate": it lies below zero;
+    "inconclusive": it contains zero.
+    """
+    if excess.low > 0:
+        return "replicates" if drop.low >= big else "partly"
+    if excess.high < 0:
+        return "does not replicate"
+    return "inconclusive"
+
+
+def ablation_cells(runs: dict[tuple[str, int], dict]) -> dict[str, dict[tuple[str, int], list[int]]]:
+    """Per-input correctness (0/1) of :func:`ablation_runs` results: ``{condition: {(task, seed): [...]}}``."""
+    return {c: {key: r["correct"][c] for key, r in runs.items()} for c in ABLATION_CONDITIONS}
+
+
+def ablation_intervals(runs: dict[tuple[str, int], dict]) -> dict[str, Interval]:
+    """95% intervals (seeds, then inputs, per task; mean over tasks) of :func:`ablation_runs` results: the
+    accuracy of every condition (:data:`ABLATION_CONDITIONS`), ``drop`` = plain minus in-context heads ablated
+    and ``excess`` = random minus in-context heads ablated, both paired per input, at q and (suffix
+    :data:`ALL_POSITIONS`) at every position."""
+    cells = ablation_cells(runs)
+    out = {c: bootstrap_means(cells[c]) for c in ABLATION_CONDITIONS}
+    for at in ("", ALL_POSITIONS):
+        heads, rnd = cells["in-context heads ablated" + at], cells["random heads ablated" + at]
+        out["drop" + at] = bootstrap_means(paired_differences(cells["plain"], heads))
+        out["excess" + at] = bootstrap_means(paired_differences(rnd, heads))
+    return out
+
+
+# ------------------------------------------------------------------ notebook 07's claims
+
+
+def ablation_claims(ablation: dict[str, Interval], context: str = "") -> list[Claim]:
+    """Notebook 07's two ablation claims (``07.ablation_at_q``, ``07.ablation_all``), from
+    :func:`ablation_intervals`, graded with :func:`ablation_interval_part`."""
+    out = []
+    for at, key, where in (("", "07.ablation_at_q", "at q"), (ALL_POSITIONS, "07.ablation_all", "at every position")):
+        acc = {c: ablation[c + at] for c in ("in-context heads ablated", "random heads ablated")}
+        out.append(claim(key, ablation["excess" + at], ablation_interval_part(ablation["drop" + at],
+                                                                              ablation["excess" + at]),
+                         "accuracy with as many random heads ablated minus with the in-context heads ablated above 0 "
+                         "(partly); and the drop from the plain accuracy at or above 0.20 (replicates); below 0: "
+                         "does not replicate", context=context,
+                         note=f"Accuracy {where}: plain {ablation['plain']:.3f}, in-context heads ablated "
+                              f"{acc['in-context heads ablated']:.3f}, random heads ablated "
+                              f"{acc['random heads ablated']:.3f}; drop {ablation['drop' + at]:.3f}."))
+    return out
+
+
+def regime_ablation_claim(ablation: dict[str, Interval], context: str) -> Claim:
+    """``07.regime_ablation``: the ablation at q in the regime that follows the mapping (``context`` names the
+    regime), graded as ``07.ablation_at_q`` (:func:`ablation_interval_part`)."""
+    return claim("07.regime_ablation", ablation["excess"], ablation_interval_part(ablation["drop"], ablation["excess"]),
+                 "accuracy with as many random heads ablated at q minus with the in-context heads ablated "
+                 "above 0 (partly); and the drop from the plain accuracy at or above 0.20 (replicates)",
+                 context=context,
+                 note=f"Accuracy at q: plain {ablation['plain']:.3f}, in-context heads ablated "
+                      f"{ablation['in-context heads ablated']:.3f}, random heads ablated "
+                      f"{ablation['random heads ablated']:.3f}; drop {ablation['drop']:.3f}.")
