@@ -205,7 +205,8 @@ def saliency_flow(model, prompts: Sequence[Prompt], label_ids: Sequence[int], ba
 
     Batches hold at most ``batch_size`` prompts and are split further so that one
     batch's attention patterns (all layers and heads, float32) stay under
-    ``max_pattern_mb`` (the backward pass keeps a few times that alive).
+    ``max_pattern_mb`` (the backward pass keeps a few times that alive). Both are a CPU's values: for a
+    model on CUDA, :func:`helpers.core.sizing.sizing` sizes them from the GPU's free memory.
     """
     check_prompts(model, prompts, "compute saliency flows for", label_ids)
     out = torch.empty(len(prompts), model.cfg.n_layers, 3)
