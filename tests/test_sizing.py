@@ -145,3 +145,18 @@ def test_the_control_on_the_cpu_keeps_its_capped_batch_when_cuda_exists(tiny_mod
     s = make_icl_set(tiny_model, "sst2", seed=0, n_test=4)
     pr.predict(tiny_model, s.prompts, s.label_ids, batch_size=16, top_k=0)
     assert seen == [(16, 1024)]
+
+
+def test_tf32_is_opt_in_and_never_applied_to_a_cpu_model(tiny_model, monkeypatch):
+    """ICL_TF32: off unless 1; a bad value is refused; on a CPU model the switch leaves torch and the model alone."""
+    from helpers.core.precision import apply_matmul_precision, tf32_requested
+
+    monkeypatch.delenv("ICL_TF32", raising=False)
+    assert tf32_requested() is False
+    monkeypatch.setenv("ICL_TF32", "yes")
+    with pytest.raises(ValueError, match="give 1"):
+        tf32_requested()
+    monkeypatch.setenv("ICL_TF32", "1")
+    before = torch.get_float32_matmul_precision()
+    assert apply_matmul_precision(tiny_model) is False
+    assert torch.get_float32_matmul_precision() == before and not hasattr(tiny_model.cfg, "icl_tf32")
