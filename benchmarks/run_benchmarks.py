@@ -31,6 +31,12 @@ Measured in this one process, on the same prompts, one after the other:
     computed: per notebook and stored step, forward and backward positions, FLOPs, wall time, GFLOP/s and
     the share of this machine's fp32 matmul peak measured in the same kernels.
 
+(g) on a GPU only (skipped with one line where no CUDA GPU is visible): the achieved TFLOP/s of every
+    experiment path (plain forward, forward + backward, saliency_batch, saliency_flow, predict,
+    run_isolation, TF32 and bfloat16 forwards) on the default model and on a random model of GPT2-XL's
+    shape (``benchmarks/bench_gpu.py``), written as ``results/<model>/<profile>/gpu-bench.json`` in the format
+    of ``benchmarks/gpu/*.json``, which ``scripts/gpu_hours.py`` reads.
+
 Writes ``results/<model>/<profile>/benchmarks.json`` and
 ``results/<model>/<profile>/benchmarks.md``. Timings depend on the machine and
 on its load: read the ratios, and run it on an otherwise idle machine.
@@ -248,6 +254,13 @@ def markdown(res: dict) -> str:
         body = accounting_markdown(acc["rows"])
         lines.append(f"## (f) Accounting: every notebook, profile {acc['profile']}{tasks} "
                      f"(run_all --account, exit {acc['exit']}, {acc['seconds']:.0f} s)\n\n{body}")
+    if isinstance(res.get("gpu"), dict):
+        g = res["gpu"]
+        lines.append(f"## (g) GPU throughput per experiment path: {g['card']} (torch {g['torch']}, {g['convention']})\n")
+        lines.append(markdown_table([{"model": m, "path": p, "TFLOP/s": r["tflops"], "s": r["seconds"], "what": r["what"]}
+                                     for m, v in g["models"].items() for p, r in v["paths"].items()]))
+    elif "gpu" in res:
+        lines.append(f"## (g) GPU throughput per experiment path\n\n{res['gpu']}.\n")
     lines.append("## (c) Peak resident memory (MB, process, after each stage)\n")
     lines.append(markdown_table([{"after": k, "peak RSS MB": v} for k, v in res["peak_rss_mb"].items()]))
     return "\n".join(lines)
@@ -274,7 +287,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--accounting-profile", default="smoke",
                     help="profile of section (f)'s notebook runs (default smoke; make run ACCOUNT=1 gives default's)")
     ap.add_argument("--accounting-tasks", nargs="*", default=None, help="tasks of section (f) (default: the profile's)")
-    ap.add_argument("--only", nargs="*", default=None, choices=["a", "b", "d", "e", "f"],
+    ap.add_argument("--only", nargs="*", default=None, choices=["a", "b", "d", "e", "f", "g"],
                     help="run only these sections (default: all)")
     ap.add_argument("--shared-experiments", nargs="*", default=list(SHARED_EXPERIMENTS), choices=SHARED_EXPERIMENTS,
                     help="experiments of section (e)")
@@ -287,7 +300,7 @@ def main(argv=None) -> dict:
     mem["model loaded"] = peak_rss_mb()
     res = {"model": name, "threads": torch.get_num_threads(), "torch": torch.__version__,
            "cpu": platform.processor() or platform.machine()}
-    want = set(a.only or "abdef")
+    want = set(a.only or "abdefg")
     if "a" in want:
         print(f"(a) prediction, batched ({a.batch_size}) vs one-by-one", flush=True)
         res["prediction"] = bench_predict.measure(model, a.tasks, a.n, a.batch_size)
@@ -318,11 +331,21 @@ def main(argv=None) -> dict:
     if "f" in want:
         print(f"(f) accounting: every notebook at profile {a.accounting_profile}", flush=True)
         res["accounting"] = measure_accounting(name, a.accounting_profile, a.accounting_tasks)
+    gpu = None
+    if "g" in want:
+        import bench_gpu
+
+        print("(g) GPU throughput per experiment path", flush=True)
+        del model  # the GPU section loads its own models onto the GPU
+        gpu = bench_gpu.measure((name, bench_gpu.GPT2_XL_SHAPE))
+        res["gpu"] = gpu if gpu is not None else "skipped: no CUDA GPU visible to this torch"
     res["peak_rss_mb"] = mem
     res["seconds"] = time.perf_counter() - t_start
     profile = a.profile or get_profile().name
     out = results_dir(name, profile)
     out.mkdir(parents=True, exist_ok=True)
+    if gpu is not None:
+        (out / "gpu-bench.json").write_text(json.dumps(gpu, indent=1) + "\n")
     (out / "benchmarks.json").write_text(json.dumps(res, indent=1))
     md = out / "benchmarks.md"
     md.write_text(markdown(res))

@@ -513,8 +513,8 @@ def test_every_variable_is_in_the_one_settings_table():
     used = set()
     for folder in ("helpers", "scripts", "notebooks"):
         for f in (ROOT / folder).rglob("*.py"):
-            used |= set(re.findall(r"ICL_[A-Z_]*[A-Z]", f.read_text()))
-    used |= set(re.findall(r"ICL_[A-Z_]*[A-Z]", (ROOT / "Makefile").read_text()))
+            used |= set(re.findall(r"ICL_[A-Z0-9_]*[A-Z0-9]", f.read_text()))
+    used |= set(re.findall(r"ICL_[A-Z0-9_]*[A-Z0-9]", (ROOT / "Makefile").read_text()))
     assert used - set(VARIABLES) == set(), "variables read but not in helpers.study.config.VARIABLES"
     page = (ROOT / "docs" / "your-own.md").read_text()
     assert settings_table() in page, "docs/your-own.md's Settings table differs from helpers.study.config.settings_table()"

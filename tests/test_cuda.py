@@ -76,6 +76,10 @@ def test_local_folder_loads_onto_cuda_without_a_host_copy(tmp_path):
     tok.save_pretrained(tmp_path / "m")
     cpu = load_model(str(tmp_path / "m"), device="cpu", verbose=False)
     weights = sum(p.numel() * p.element_size() for p in cpu.parameters())
+    # start CUDA first (its context and libraries take hundreds of MB of host memory once per process), so the
+    # measurement holds whether or not earlier tests in the file started it: run alone, it measures the load only
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
     peak0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     gpu = load_model(str(tmp_path / "m"), device="cuda", verbose=False)
     grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - peak0

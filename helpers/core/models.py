@@ -59,6 +59,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from helpers.core.precision import apply_matmul_precision
+
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
@@ -865,6 +867,7 @@ def load_model(
     model.eval()
     matmul_layout(model)
     fast_attention(model)
+    apply_matmul_precision(model)  # ICL_TF32=1 on CUDA (helpers.core.precision)
     model.cfg.icl_model_name = model_identity(canonical, dtype)  # the name experiments record
     if verbose:
         print(f"loaded {model.cfg.icl_model_name} in {time.perf_counter() - t0:.1f}s "

@@ -9,7 +9,6 @@ the dominant cost.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -20,6 +19,7 @@ from tqdm.auto import tqdm
 
 from helpers.core import accounting
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
+from helpers.core.sizing import sizing
 from helpers.core.store import result_types
 
 if TYPE_CHECKING:
@@ -72,18 +72,19 @@ def logits_at(model: HookedTransformer, tokens: Int[torch.Tensor, "batch seq"], 
         return unembed_at(model, resid, q, vocab)
 
 
-def batch_token_budget() -> int:
-    """Padded tokens per batch at most: ``$ICL_BATCH_TOKENS``, else 1024 on CPU and no cap (0) on CUDA.
+def batch_token_budget(model=None) -> int:
+    """Padded tokens per batch at most: ``$ICL_BATCH_TOKENS``, else what fits ``model``'s device
+    (:func:`helpers.core.sizing.sizing`): 1024 on a CPU, the GPU's free memory on CUDA. Without a model, the
+    CPU's budget.
 
     On a CPU, throughput peaks at a few hundred to a thousand tokens per forward and then falls:
     measured on Gemma 3 270M (2 cores, 16 prompts), AGNews 1-shot (290-424 tokens) takes 6.2 s one
     by one and 9.3 s in one batch of 16; 5-shot (802-936 tokens) 17.9 s vs 35.3 s; SST-2 (39-58
     tokens) 2.0 s vs 1.0 s. A GPU wants the largest batch that fits.
     """
-    env = os.environ.get("ICL_BATCH_TOKENS")
-    if env is not None:
-        return int(env)
-    return 0 if torch.cuda.is_available() else 1024
+    from helpers.core.sizing import cpu_batch_tokens, sizing
+
+    return cpu_batch_tokens() if model is None else sizing(model, 1, 1).max_tokens
 
 
 def length_batches(prompts: Sequence, batch_size: int, max_tokens: int | None = None,
@@ -194,7 +195,8 @@ def predict(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequ
         raise ValueError("label_ids must be distinct (see tasks.label_token_ids)")
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
     resid = torch.empty(len(prompts), model.cfg.d_model, dtype=model.cfg.dtype, device=model.cfg.device)
-    batches = length_batches(prompts, batch_size)
+    sized = sizing(model, max((len(p) for p in prompts), default=1), batch_size)
+    batches = length_batches(prompts, sized.batch_size, sized.max_tokens)
     it = tqdm(batches, desc=progress if isinstance(progress, str) else "predict", leave=False,
               disable=not progress)
     with torch.inference_mode():

@@ -551,16 +551,18 @@ def pad_suffixes(suffixes: Sequence[torch.Tensor], pad_id: int = 0) -> tuple[tor
 def suffix_batches(cache: PrefixCache, prompts: Sequence[Prompt], batch_size: int, max_tokens: int | None = None):
     """``(indices, suffix tokens [B, m], q in the suffix [B])`` batches of similar suffix length.
 
-    Batches are formed on suffix lengths (what is run), capped by
-    :func:`helpers.core.predict.batch_token_budget` padded suffix tokens.
+    Batches are formed on suffix lengths (what is run); ``batch_size`` and ``max_tokens`` (None: the
+    padded suffix tokens that fit the cache's model's device) go through :func:`helpers.core.sizing.suffix_sizing`.
     """
     from helpers.core.predict import length_batches
+    from helpers.core.sizing import suffix_sizing
 
     suf = suffix_tokens(cache, prompts)
     p0 = cache.length
     for i, p in enumerate(prompts):
         if p.q < p0:
             raise PrefixError(f"prompt {i}: its position q ({p.q}) lies inside the shared prefix")
+    batch_size, max_tokens = suffix_sizing(cache, suf, batch_size, max_tokens)
     for idx in length_batches(suf, batch_size, max_tokens):
         toks, _ = pad_suffixes([suf[i] for i in idx])
         yield idx, toks, torch.tensor([prompts[i].q - p0 for i in idx])
@@ -679,8 +681,12 @@ def prompt_batches(model: HookedTransformer, prompts: Sequence[Prompt], batch_si
 
     if cache is not None:
         return list(suffix_batches(cache, prompts, batch_size))
+    from helpers.core.sizing import sizing
+
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
-    return [(idx, *pad_batch([prompts[i] for i in idx], pad)) for idx in length_batches(prompts, batch_size)]
+    sized = sizing(model, max((len(p) for p in prompts), default=1), batch_size)
+    return [(idx, *pad_batch([prompts[i] for i in idx], pad))
+            for idx in length_batches(prompts, sized.batch_size, sized.max_tokens)]
 
 
 

@@ -48,6 +48,7 @@ from helpers.core.checks import CheckFailed, grader, likely_mistake
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
+from helpers.core.sizing import sizing
 from helpers.core.store import result_types
 from helpers.study.stats import rank_auc
 
@@ -121,8 +122,9 @@ def collect_qk(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: S
     Kcnt = torch.zeros(n_classes)
     probs = torch.zeros(n, n_classes)
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    sized = sizing(model, max((len(p) for p in prompts), default=1), batch_size)
     with torch.inference_mode():
-        for idx in tqdm(length_batches(prompts, batch_size), desc=progress if isinstance(progress, str) else "q/k",
+        for idx in tqdm(length_batches(prompts, sized.batch_size, sized.max_tokens), desc=progress if isinstance(progress, str) else "q/k",
                         disable=not progress, leave=False):
             batch = [prompts[i] for i in idx]
             tokens, q = pad_batch(batch, pad)

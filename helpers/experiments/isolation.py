@@ -334,6 +334,7 @@ def random_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[
     """
     from helpers.core.predict import length_batches, predictions_from_resid
     from helpers.core.prefix import pad_suffixes, run_prefix, shared_prefix_len, suffix_forward, suffix_tokens
+    from helpers.core.sizing import sizing
 
     split, n_layers = min(layers), model.cfg.n_layers
     if sorted(layers) != list(range(split, n_layers)):
@@ -349,8 +350,9 @@ def random_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[
     factory = random_isolation(prompts, layers, seed)
     suffixes = suffix_tokens(cache, prompts)
     resid = torch.empty(len(prompts), model.cfg.d_model, dtype=model.cfg.dtype, device=model.cfg.device)
+    sized = sizing(model, max(len(p) for p in prompts), batch_size)
     with torch.inference_mode():
-        for idx in length_batches(prompts, batch_size):  # batches by whole-prompt length: the top layers run those
+        for idx in length_batches(prompts, sized.batch_size, sized.max_tokens):  # by whole-prompt length: the top layers run those
             batch = [prompts[i] for i in idx]
             toks, _ = pad_suffixes([suffixes[i] for i in idx])
             own = suffix_forward(model, cache, toks, stop_at_layer=split)  # [B, m, d_model]

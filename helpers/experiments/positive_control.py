@@ -33,6 +33,7 @@ from helpers.core.checks import CheckFailed, grader, likely_mistake
 from helpers.core.control import ControlPrompts, ControlTask, control_prompts, relabel
 from helpers.core.predict import predict
 from helpers.core.prompts import Prompt
+from helpers.core.sizing import sizing
 from helpers.study.claims import Claim, claim
 from helpers.study.stats import Interval
 
@@ -108,6 +109,7 @@ def circuit_attention(model, cp: ControlPrompts, batch_size: int = 256) -> Float
     match = torch.from_numpy(cp.item_class[:, :-1] == cp.item_class[:, -1:]).float()  # [n, demo]
     q = prompts[0].q
     names = [f"blocks.{l}.attn.hook_pattern" for l in range(L)]
+    batch_size = sizing(model, len(prompts[0]), batch_size).batch_size
     for s in range(0, len(prompts), batch_size):
         tokens = torch.stack([p.tokens for p in prompts[s: s + batch_size]])
         with torch.inference_mode():

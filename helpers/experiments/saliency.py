@@ -53,6 +53,7 @@ from helpers.core.checks import CheckFailed, grader, likely_mistake, run_args
 from helpers.core.models import frozen_params
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prompts import Prompt, build_prompt, check_prompts, sample_demos, sample_test
+from helpers.core.sizing import sizing
 from helpers.core.store import pins_weights
 from helpers.core.tasks import get_task, label_token_ids, load_split
 
@@ -135,12 +136,18 @@ def saliency_batch(model, prompts: Sequence[Prompt], label_ids: Sequence[int]
 
 
 def _batches(model, prompts: Sequence[Prompt], batch_size: int, max_pattern_mb: float) -> list[list[int]]:
-    """Length-grouped batches, split further so one batch's attention patterns stay under ``max_pattern_mb``."""
+    """Length-grouped batches, split further so one batch's attention patterns stay under ``max_pattern_mb``.
+
+    Both caps go through :func:`helpers.core.sizing.sizing` (a backward pass through every layer's patterns):
+    on a CPU they are the caller's, on CUDA what the GPU's free memory holds.
+    """
     per_pos = model.cfg.n_layers * model.cfg.n_heads * 4 / 2**20  # MB per (query, key) pair, float32
+    longest = max((len(p) for p in prompts), default=1)
+    sized = sizing(model, longest, batch_size, grad=True, patterns=True, max_pattern_mb=max_pattern_mb)
     out = []
-    for idx in length_batches(prompts, batch_size):
+    for idx in length_batches(prompts, sized.batch_size, sized.max_tokens):
         T = max(len(prompts[i]) for i in idx)
-        cap = max(1, int(max_pattern_mb // (per_pos * T * T)))
+        cap = max(1, int(sized.max_pattern_mb // (per_pos * T * T)))
         out += [idx[i:i + cap] for i in range(0, len(idx), cap)]
     return out
 
@@ -198,7 +205,8 @@ def saliency_flow(model, prompts: Sequence[Prompt], label_ids: Sequence[int], ba
 
     Batches hold at most ``batch_size`` prompts and are split further so that one
     batch's attention patterns (all layers and heads, float32) stay under
-    ``max_pattern_mb`` (the backward pass keeps a few times that alive).
+    ``max_pattern_mb`` (the backward pass keeps a few times that alive). Both are a CPU's values: for a
+    model on CUDA, :func:`helpers.core.sizing.sizing` sizes them from the GPU's free memory.
     """
     check_prompts(model, prompts, "compute saliency flows for", label_ids)
     out = torch.empty(len(prompts), model.cfg.n_layers, 3)

@@ -37,6 +37,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              "notebooks; run_all, preflight and make as their `--models` / `MODELS`"),
     Variable("ICL_DTYPE", "`float32`, `bfloat16`, `float16`; part of the results folder's name when not float32",
              "`float32`", "notebooks, run_all, preflight"),
+    Variable("ICL_TF32", "`1`: float32 matmuls on CUDA use TF32 tensor cores (faster, less exact; a CPU ignores it; "
+             "see [GPU](gpu.md#precision))", "`0`", "notebooks (helpers.core.precision)"),
     Variable("ICL_PROFILE", "`smoke` (CI, 1 seed, 8 inputs), `default` (a laptop CPU: 5 seeds and 64 inputs per task "
              "and seed in every headline cell, the paper's 10 re-weighting epochs, 20 random draws and full random "
              "control; see `helpers/study/profiles.py` for the few smaller sweeps), `paper` (the paper's full setting: 5 seeds, 1000 inputs, for a GPU)", "`default`",
@@ -59,7 +61,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable("ICL_ACCOUNT", "a JSON file: count the work of every forward (positions, FLOPs, time per stored step) "
              "into it; `make run ACCOUNT=1` sets one per notebook", "unset (off)", "notebooks (helpers.core.accounting)"),
     Variable("ICL_BATCH_TOKENS", "padded tokens per forward batch at most (`0`: no cap)",
-             "1024 on a CPU, no cap on CUDA", "notebooks (helpers.core.predict)"),
+             "1024 on a CPU; on CUDA what the GPU's free memory holds (helpers.core.sizing)",
+             "notebooks (helpers.core.sizing)"),
     Variable("ICL_CELL_TIMEOUT", "seconds one notebook cell may run under run_all before its notebook counts as "
              "failed (`--timeout`, `make run CELL_TIMEOUT=`)", "the profile's: `smoke` 3600, `default` 7200, `paper` 86400",
              "run_all, make"),
@@ -136,6 +139,11 @@ def _switch(raw: str) -> None:
         raise ValueError("give 1 (recompute) or 0 (read the store)")
 
 
+def _tf32(raw: str) -> None:
+    if raw not in ("0", "1"):
+        raise ValueError("give 1 (TF32 matmuls on CUDA) or 0 (float32 matmuls, the default)")
+
+
 def _folder(raw: str) -> None:
     p = Path(raw).expanduser()
     if p.exists() and not p.is_dir():
@@ -159,7 +167,7 @@ def _model(raw: str) -> None:
 
 
 CHECKS: dict[str, Callable[[str], None]] = {
-    "ICL_PROFILE": _profile, "ICL_MODEL": _model, "ICL_DTYPE": _dtype, "ICL_TASKS": _tasks,
+    "ICL_PROFILE": _profile, "ICL_MODEL": _model, "ICL_DTYPE": _dtype, "ICL_TF32": _tf32, "ICL_TASKS": _tasks,
     "ICL_OWN_TASK": _own_task, "ICL_RESULTS_DIR": _folder, "ICL_RESULTS_CACHE": _folder,
     "ICL_ANCHORS_CACHE": _folder, "ICL_ANCHORS_DATA": _data_folder, "ICL_RECOMPUTE": _switch,
     "ICL_ACCOUNT": _file, "ICL_BATCH_TOKENS": _whole(0), "ICL_CELL_TIMEOUT": _whole(1), "ICL_HUB_TIMEOUT": _seconds,
