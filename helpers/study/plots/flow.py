@@ -44,16 +44,17 @@ def _label(s: str) -> str:
     return (shown or "\u2423")[:14]
 
 
-def _groups(prompt) -> list[list]:
-    """``[start, end, caption, kind]`` bands of the x axis: each demonstration (its text up to its label word, with
-    the separator before it) and the query (everything after the last label word). BOS stands alone."""
+def _groups(prompt, labels: list[str]) -> list[list]:
+    """``[start, end, caption, short caption, shortest caption]`` bands of the x axis: each demonstration (its text
+    up to its label word, with the separator before it; named after its label word ``labels[k]``) and the query
+    (everything after the last label word). BOS stands alone."""
     start = 1 if prompt.bos else 0
     out = []
     for k, (_, end) in enumerate(prompt.label_spans):
-        out.append([start, end, f"demo {k + 1}", "demo"])
+        out.append([start, end, f"demo {k + 1}: {labels[k]}", f"{k + 1}: {labels[k]}", f"{k + 1}"])
         start = end
     if start < len(prompt):
-        out.append([start, len(prompt), "query", "query"])
+        out.append([start, len(prompt), "query", "query", "q"])
     return out
 
 
@@ -88,11 +89,7 @@ def flow_view_data(model, graph, top_k: int = 10, min_share: float = 0.0, layers
     flow_index = {f: k for k, f in enumerate(_FLOWS)}
     edges = [[int(r.layer), int(r.i), int(r.j), float(r.weight), float(r.share), int(r.rank), flow_index[r.flow]]
              for r in e.itertuples(index=False)]
-    groups = _groups(prompt)
-    for g in groups:  # a demonstration's band is named after its label word
-        if g[3] == "demo":
-            k = int(g[2].split()[1]) - 1
-            g[2] += f": {_label(toks[prompt.label_pos[k]])}"
+    groups = _groups(prompt, [_label(toks[p]) for p in prompt.label_pos])
     n_rank = int(e["rank"].max()) + 1 if len(e) else 1
     return {
         "title": title or f"Saliency flows of one {len(prompt)}-token prompt, layer by layer",
@@ -168,7 +165,8 @@ _SCRIPT = r"""
   }
   var status = html("div", {style: font + "color:#444;margin:2px 0", "data-role": "status"}, mount);
   var box = html("div", {style: "overflow-x:auto;max-width:100%"}, mount);
-  var dx = n <= 60 ? 22 : n <= 150 ? 16 : 12, dy = 30, left = 64, top = 30;
+  var dx = n <= 24 ? 40 : n <= 60 ? 22 : n <= 150 ? 16 : 12, dy = Math.max(30, Math.min(90, 300 / L)), left = 64,
+      top = 30;
   var longest = 0;
   for (var t = 0; t < n; t++) { longest = Math.max(longest, D.tokens[t].length); }
   var bottom = 14 + 6.5 * longest;
@@ -186,8 +184,10 @@ _SCRIPT = r"""
     D.groups.forEach(function (grp, idx) {
       var x0 = left + grp[0] * dx, w = (grp[1] - grp[0]) * dx;
       svg("rect", {x: x0, y: top - 6, width: w, height: (rows - 1) * dy + 12,
-                   fill: grp[3] === "query" ? "#fff6dd" : idx % 2 ? "#f4f4f4" : "#eaeef4"}, g);
-      var cap = svg("text", {x: x0 + 3, y: top - 12, "font-size": 10, fill: "#333"}, g, grp[2]);
+                   fill: grp[2] === "query" ? "#fff6dd" : idx % 2 ? "#f4f4f4" : "#eaeef4"}, g);
+      var fits = grp.slice(2, 5).filter(function (c) { return c.length * 6 <= w - 4; });  // the longest that fits
+      var cap = svg("text", {x: x0 + 3, y: top - 12, "font-size": 10, fill: "#333"}, g, fits.length ? fits[0] : "");
+      svg("title", {}, cap, grp[2]);
       cap.style.pointerEvents = "none";
     });
     D.label_pos.concat([D.q]).forEach(function (p) {
@@ -319,11 +319,14 @@ def plot_flow_graph(model, graph, top_k: int = 10, min_share: float = 0.0, layer
     lo, hi = data["layers"]
     shown = graph.select(data["top_k"], min_share, (lo, hi))
     n = len(data["tokens"])
-    fig, ax = plt.subplots(figsize=(min(36.0, max(6.0, 0.16 * n + 1.6)), min(12.0, max(3.0, 0.38 * (hi - lo + 1) + 2.2))))
-    for k, (a, b, caption, kind) in enumerate(data["groups"]):
-        ax.axvspan(a - 0.5, b - 0.5, color="#fff6dd" if kind == "query" else ("#f4f4f4" if k % 2 else "#eaeef4"),
+    width = min(36.0, max(7.0, 0.16 * n + 1.6))
+    fig, ax = plt.subplots(figsize=(width, min(12.0, max(3.2, 0.38 * (hi - lo + 1) + 2.2))))
+    per_token = 0.8 * width / n  # inches of the x axis per token (the axes take about 80% of the figure)
+    for k, (a, b, *captions) in enumerate(data["groups"]):
+        ax.axvspan(a - 0.5, b - 0.5, color="#fff6dd" if captions[0] == "query" else ("#f4f4f4" if k % 2 else "#eaeef4"),
                    lw=0, zorder=0)
-        ax.text(a - 0.4, hi + 1.25, caption, fontsize=7, va="bottom", ha="left", clip_on=False)
+        fits = [c for c in captions if 0.07 * len(c) <= (b - a) * per_token]  # 7-point characters, in inches
+        ax.text(a - 0.4, hi + 1.25, fits[0] if fits else "", fontsize=7, va="bottom", ha="left", clip_on=False)
     for p in data["label_pos"] + [data["q"]]:
         ax.axvline(p, color=_Q_COLOR if p == data["q"] else _LABEL_COLOR, lw=0.8, ls=(0, (2, 3)), alpha=0.6, zorder=1)
     if len(shown):
@@ -350,7 +353,7 @@ def plot_flow_graph(model, graph, top_k: int = 10, min_share: float = 0.0, layer
               fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     share = f", at least {100 * min_share:.1f}% of its layer" if min_share > 0 else ""
     ax.set_title(f"{data['title']}\nthe {data['top_k']} largest edges of each layer{share}; width and opacity: "
-                 "I_l(i, j) over the layer's largest", fontsize=9, loc="left", pad=22)
+                 "I_l(i, j) over the layer's largest", fontsize=9, loc="left", pad=26)
     fig.tight_layout()
     return fig
 
@@ -368,7 +371,7 @@ def show_flow_view(model, graph, name: str, top_k: int = 10, min_share: float = 
     fig = plot_flow_graph(model, graph, top_k, min_share, layers, title)
     save_figure(fig, name, model_name=model_name)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
     plt.close(fig)
     display({"text/html": view.html, "image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
              "text/plain": f"<flow view: {view.data['title']}>"}, raw=True)
