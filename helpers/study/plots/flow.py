@@ -165,8 +165,9 @@ _SCRIPT = r"""
   }
   var status = html("div", {style: font + "color:#444;margin:2px 0", "data-role": "status"}, mount);
   var box = html("div", {style: "overflow-x:auto;max-width:100%"}, mount);
-  var dx = n <= 24 ? 40 : n <= 60 ? 22 : n <= 150 ? 16 : 12, dy = Math.max(30, Math.min(90, 300 / L)), left = 64,
-      top = 30;
+  // a token's column: as wide as the page allows up to 40 px, at least 12 px (a long prompt scrolls sideways)
+  var left = 64, top = 30, room = (mount.clientWidth || 900) - left - 16;
+  var dx = Math.max(12, Math.min(40, Math.floor(room / n))), dy = Math.max(30, Math.min(90, 300 / L));
   var longest = 0;
   for (var t = 0; t < n; t++) { longest = Math.max(longest, D.tokens[t].length); }
   var bottom = 14 + 6.5 * longest;
