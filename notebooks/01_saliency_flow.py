@@ -211,6 +211,32 @@ display_name = {t: get_task(t).display for t in profile.tasks}
 _ = plots.show_flow_curves(sal.flow_frame(runs), ivs, display_name, current_model_name(), len(budget["seeds"]))
 
 # %% [markdown]
+# ### The flows of one prompt per task, drawn as the paper's Fig. 1
+#
+# The curves above average thousands of token pairs into three numbers per layer. The paper's Fig. 1 draws
+# the flows themselves, and so does the view below, for one prompt per task (the first input of the first
+# seed): tokens along the bottom, one row per layer boundary with layer 0 at the bottom, and a line from token
+# $j$ in row $l$ to token $i$ in row $l + 1$ for each large $I_l(i, j)$. A line's width and opacity grow with
+# $I_l(i, j)$ divided by the largest edge of its layer, so shallow and deep layers can be compared by eye. Blue
+# lines flow from earlier tokens into a label word ($S_{wp}$'s pairs), red ones from a label word into $q$
+# ($S_{pq}$'s), grey ones are every other pair ($S_{ww}$'s). Each demonstration is a band named after its label
+# word; the label words $p_k$ are orange, $q$ red. The sliders keep each layer's $k$ largest edges, or only
+# those above a share of their layer's saliency, and choose a range of layers; hovering a token keeps only the
+# flows into it and out of it (an edge's tooltip gives its $I_l(i, j)$ and share).
+#
+# What to look for: if the label words are anchors, blue lines gather into the label words in the shallow rows
+# and red lines leave them for $q$ in the deep rows. The top row can only have lines into $q$ (question 2
+# below). One prompt illustrates; the curves above and the checks below are the evidence. A notebook opened
+# without being trusted shows a line of text instead of the view (trust it, or run the cell again); the same
+# graph is saved as the figure `01_flow_graph_<task>.png` in the results folder.
+
+# %%
+for t in profile.tasks:
+    (first, *_), ids = sal.saliency_prompts(model, t, seed=budget["seeds"][0], n=1)
+    plots.show_flow_view(model, sal.flow_graph(model, first, ids), f"01_flow_graph_{t}",
+                         title=f"{display_name[t]}: the saliency flows of one prompt on {current_model_name()}")
+
+# %% [markdown]
 # ## Paper vs ours
 #
 # The paper reports curves, not numbers. Its claims are stated as checks that were fixed before

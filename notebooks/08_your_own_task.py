@@ -199,6 +199,21 @@ sal_verdict, sal_checks = saliency.saliency_verdict(sal_ivs, [name])
 plots.show_own_saliency(task, flows, sal_ivs, sal_checks, saliency.flow_interval_table, budget)
 
 # %% [markdown]
+# The flows of the prompt shown at the top of this notebook, drawn as the paper's Fig. 1 (the view of notebook
+# 01): tokens along the bottom, one row per layer boundary with layer 0 at the bottom, a line from token $j$ in
+# row $l$ to token $i$ in row $l + 1$ for each large $I_l(i, j)$ (width and opacity: over the largest edge of its
+# layer). Blue lines flow into a label word ($S_{wp}$'s pairs), red ones from a label word into $q$ ($S_{pq}$'s),
+# grey ones are the rest; each demonstration is a band named after its label word. The sliders keep each layer's
+# $k$ largest edges or those above a share of the layer's saliency, and choose the layers; hover a token to see
+# its flows. If your task's label words are anchors, blue lines gather into them in the shallow rows and red
+# lines leave them for $q$ in the deep rows; one prompt illustrates, the checks above are the evidence. The same
+# graph is saved as a figure, `08_<task name>_flow_graph.png`, in the results folder.
+
+# %%
+_ = plots.show_flow_view(model, saliency.flow_graph(model, prompt, lids), f"08_{name}_flow_graph",
+                         title=f"{task.display}: the saliency flows of the prompt above on {current_model_name()}")
+
+# %% [markdown]
 # ## Isolating the label words in the first and last layers (notebook 02)
 #
 # Label words may not attend to anything earlier in the first or last $k$ layers; the random

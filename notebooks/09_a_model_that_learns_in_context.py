@@ -182,6 +182,25 @@ SAL_IV = sal.flow_intervals(SAL)
 plots.show_control_saliency(sal.flow_interval_table(SAL_IV, ["control"]), sal.flow_frame(SAL), SAL_IV)
 
 # %% [markdown]
+# The same saliency, one sequence at a time, drawn as paper A's Fig. 1 (the view of notebook 01): tokens along the
+# bottom, layer 0's edges between the bottom row and the middle one, layer 1's above them; a line's width and
+# opacity grow with $I_l(i, j)$ over its layer's largest edge. Blue lines flow into a label position ($S_{wp}$'s
+# pairs), red ones from a label position into $q$ ($S_{pq}$'s), grey ones are the rest. An item token `x12.3` is
+# exemplar 3 of class 12; the query is the last item, and the labels whose items share its class are the right
+# answer.
+#
+# Where the mechanism of section 2 is known, the view should draw it: in layer 0, short blue lines from each item
+# into the label right after it (the copy), strongest for the labels of the query's class (the read-out uses
+# their copies); in layer 1, red lines from $q$ to those matching labels. That one edge per label carries the
+# copy is also why the mean $S_{wp}$ above can miss it: a mean over every position before a label dilutes a
+# single edge. Move the slider to see how far down the ranking the other labels come; hover a label to see what
+# it gathers and who reads it.
+
+# %%
+_ = plots.show_flow_view(model, sal.flow_graph(model, cp0.prompts[0], task.label_ids), "09_flow_graph", top_k=8,
+                         title="The control: the saliency flows of one sequence", model_name=MODEL)
+
+# %% [markdown]
 # ### 3.2 · Isolating the label words (notebook 02)
 #
 # Attention from every label position to the positions before it blocked in the first layer or in the last (k = 1

@@ -168,6 +168,14 @@ def prepare_notebook(src: Path, dst: Path, pages: set[str] = frozenset(), notebo
     return views
 
 
+def flow_views(notebook: Path) -> int:
+    """How many flow views (``helpers.study.plots.flow_view``: plain HTML and inline JavaScript, nothing to fetch)
+    the outputs of a notebook hold."""
+    nb = json.loads(notebook.read_text())
+    return sum(_html_text(out.get("data", {}).get("text/html", "")).count('<div class="icl-flow"')
+               for cell in nb.get("cells", []) for out in cell.get("outputs", []))
+
+
 _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 
 
@@ -259,12 +267,13 @@ def stage(out: Path, notebooks: dict[str, Path], summary: Path | None, model_fol
     for p in DOC_PAGES:
         (out / f"{p}.md").write_text(rewrite_links((ROOT / "docs" / f"{p}.md").read_text(), "docs", pages,
                                                    tuple(notebooks)))
-    views, shown = {}, {}
+    views, flows, shown = {}, {}, {}
     for stem, src in notebooks.items():
         folder = src.parent.parent  # results/<model>/<key>
         run = {"key": key, "model": folder.parent.name, **recorded_runs(folder).get(stem, {})}
         shown[stem] = run
         views[stem] = prepare_notebook(src, out / "notebooks" / f"{stem}.ipynb", pages, tuple(notebooks), run)
+        flows[stem] = flow_views(out / "notebooks" / f"{stem}.ipynb")
     latest = max((r.get("finished", "") for r in shown.values()), default="") or "at an unknown time"
     commits = sorted({str(r.get("commit"))[:7] for r in shown.values() if r.get("commit")}) or ["unknown"]
     site_line = (f'<div class="site-run">The notebook pages of this site show the <code>{key}</code> run of '
@@ -285,7 +294,7 @@ def stage(out: Path, notebooks: dict[str, Path], summary: Path | None, model_fol
                             f"; its summary is the [Summary]({SUMMARY_PAGE}.md) page", "").replace(
                             " The result tables on this page come from the recorded runs named under them.", ""))
         (out / f"{SUMMARY_PAGE}.md").write_text(md)
-    return {"notebooks": list(notebooks), "views": views, "summary": bool(summary)}
+    return {"notebooks": list(notebooks), "views": views, "flow_views": flows, "summary": bool(summary)}
 
 
 def build(results: Path, profile_key: str, folders: list[str], out: Path, quiet: bool = True) -> dict:
@@ -321,8 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     except SiteError as e:
         print(f"build_site: {e}", file=sys.stderr)
         return 1
-    n_views = sum(info["views"].values())
-    print(f"build_site: {len(info['notebooks'])} notebooks ({n_views} circuitsvis views), "
+    n_views, n_flows = sum(info["views"].values()), sum(info["flow_views"].values())
+    print(f"build_site: {len(info['notebooks'])} notebooks ({n_views} circuitsvis views, {n_flows} flow views), "
           f"{len(DOC_PAGES) + 1 + info['summary']} pages -> {info['out']}/index.html")
     return 0
 

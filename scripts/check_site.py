@@ -8,6 +8,9 @@ For every HTML page of the site (Sphinx's index and search pages included):
   pages must read offline);
 - every circuitsvis view rendered: its mount point ``<div id="circuits-vis-...">``
   has content, and no later cell nests inside it;
+- every flow view (``helpers.study.plots.flow_view``, ``<div class="icl-flow">``)
+  drawn: its SVG has edges, and its top-k control, set to its smallest and largest
+  value by a simulated input event, changes how many edges are drawn;
 - every formula typeset by the site's own MathJax (each ``.math`` element holds
   MathJax's output, no raw ``\\(...\\)`` left);
 - no run-time residue or hole a reader would see: an image that did not load, a
@@ -30,6 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# every resource the page requested from outside the site (its own files are file:// URLs)
+_OUTSIDE = "return performance.getEntriesByType('resource').map(e => e.name).filter(n => !n.startsWith('file:'));"
 # what a page reports once it has settled: views, their content, nesting, math, resources outside the site
 _PROBE = r"""
 const views = Array.from(document.querySelectorAll('div[id^="circuits-vis-"]'));
@@ -54,9 +59,28 @@ const scrolls = el => { for (let a = el; a && a !== document.body; a = a.parentE
 const wide = Array.from(document.querySelectorAll('table')).filter(t => {
   const box = t.parentElement; if (!box) return false;
   return t.getBoundingClientRect().width > box.getBoundingClientRect().width + 2 && !scrolls(t); }).length;
+const flows = Array.from(document.querySelectorAll('div.icl-flow'));
+const flowsDrawn = flows.filter(v => v.querySelectorAll('svg line.icl-flow-edge').length > 0).length;
+const flowsNested = flows.filter(v => v.querySelector('.cell, .output, section')).length;
 return {ready: document.readyState === 'complete', views: views.length, rendered: rendered, nested: nested,
+        flows: flows.length, flowsDrawn: flowsDrawn, flowsNested: flowsNested,
         math: formulas.length, untypeset: untypeset, typeset: typeset, outside: outside, broken: broken,
         bars: bars, shownAsPath: shownAsPath, paths: paths, cut: cut, missing: missing, wide: wide};
+"""
+
+
+# each drawn flow view's top-k control set to its smallest, then its largest value (an input event each, as a reader's
+# drag sends), then back: the edges drawn must change
+_FLOW_CONTROLS = r"""
+return Array.from(document.querySelectorAll('div.icl-flow')).map(v => {
+  const edges = () => v.querySelectorAll('svg line.icl-flow-edge').length;
+  const input = v.querySelector('input[data-control="topk"]');
+  if (!input || !edges()) return {id: v.id, responds: false};
+  const set = value => { input.value = value; input.dispatchEvent(new Event('input', {bubbles: true})); return edges(); };
+  const before = input.value, fewest = set(input.min), most = set(input.max);
+  set(before);
+  return {id: v.id, responds: fewest < most, fewest: fewest, most: most};
+});
 """
 
 
@@ -88,20 +112,31 @@ def check_page(drv, page: Path, timeout: float = 20.0) -> tuple[list[str], dict]
     deadline = time.monotonic() + timeout
     while True:
         state = drv.execute_script(_PROBE)  # one snapshot: loaded, views and formulas read together
-        done = state["ready"] and state["rendered"] == state["views"] and not state["untypeset"]
+        done = (state["ready"] and state["rendered"] == state["views"] and state["flowsDrawn"] == state["flows"]
+                and not state["untypeset"])
         if done or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     problems = [] if state["ready"] else [f"the page did not finish loading within {timeout:g} s"]
-    for entry in drv.get_log("browser"):
-        if entry.get("level") == "SEVERE":
-            problems.append(f"console error: {entry.get('message', '')[:300]}")
     if state["rendered"] < state["views"]:
         problems.append(f"{state['views'] - state['rendered']} of {state['views']} circuitsvis views did not render")
     if state["nested"]:
         problems.append(f"{state['nested']} circuitsvis views have later page content nested inside them")
+    if state["flowsDrawn"] < state["flows"]:
+        problems.append(f"{state['flows'] - state['flowsDrawn']} of {state['flows']} flow views did not render "
+                        "(no SVG edges)")
+    if state["flowsNested"]:
+        problems.append(f"{state['flowsNested']} flow views have later page content nested inside them")
+    if state["flowsDrawn"]:
+        for view in drv.execute_script(_FLOW_CONTROLS):
+            if not view["responds"]:
+                problems.append(f"flow view {view['id']}: its top-k control did not change the edges drawn")
+        state["outside"] = drv.execute_script(_OUTSIDE)  # what the controls made the page request counts too
     if state["untypeset"]:
         problems.append(f"{state['untypeset']} of {state['math']} formulas were not typeset by MathJax")
+    for entry in drv.get_log("browser"):  # read after the flow views' controls moved: their errors count too
+        if entry.get("level") == "SEVERE":
+            problems.append(f"console error: {entry.get('message', '')[:300]}")
     if state["outside"]:
         problems.append("requested from outside the site: " + ", ".join(sorted(set(state["outside"]))[:5]))
     if state["broken"]:
@@ -127,23 +162,26 @@ def pages_of(site: Path) -> list[Path]:
 
 
 def check_site(site: Path, progress=print, timeout: float = 20.0) -> dict:
-    """``{page: problems}`` for every page, plus ``"_views"``/``"_math"`` totals; raises BrowserMissing."""
+    """``{page: problems}`` for every page, plus ``"_views"``/``"_flows"``/``"_math"`` totals (circuitsvis views,
+    flow views, formulas); raises BrowserMissing."""
     pages = pages_of(site)
     if not pages:
         raise FileNotFoundError(f"no HTML pages under {site}: run `make site` first")
     drv = browser()
-    out, views, math = {}, 0, 0
+    out, views, flows, math = {}, 0, 0, 0
     try:
         for p in pages:
             problems, state = check_page(drv, p, timeout)
             views += state["rendered"]
+            flows += state["flowsDrawn"]
             math += state["typeset"]
             out[str(p.relative_to(site))] = problems
             progress(f"check_site: {p.relative_to(site)}: {'ok' if not problems else '; '.join(problems)}"
-                     f" ({state['rendered']}/{state['views']} views, {state['typeset']} formulas)")
+                     f" ({state['rendered']}/{state['views']} views, {state['flowsDrawn']}/{state['flows']} flow "
+                     f"views, {state['typeset']} formulas)")
     finally:
         drv.quit()
-    out["_views"], out["_math"] = views, math
+    out["_views"], out["_flows"], out["_math"] = views, flows, math
     return out
 
 
@@ -159,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = {p: v for p, v in res.items() if not p.startswith("_") and v}
     n = len([p for p in res if not p.startswith("_")])
     print(f"check_site: {n - len(bad)}/{n} pages ok; {res['_views']} circuitsvis views rendered, "
-          f"{res['_math']} formulas typeset")
+          f"{res['_flows']} flow views drawn, {res['_math']} formulas typeset")
     return 1 if bad else 0
 
 

@@ -150,6 +150,9 @@ _SAMPLE = [
              "from helpers.study import plots\n\nmodel = make_tiny_model('rotary', seed=0)\n"
              "prompt = make_icl_set(model, 'sst2', seed=42, n_test=1).prompts[0]\n"
              "plots.attention_view(model, prompt, layer=0)"),
+    ("code", "from helpers.core.tasks import label_token_ids\nfrom helpers.experiments.saliency import flow_graph\n\n"
+             "graph = flow_graph(model, prompt, label_token_ids(model.tokenizer, 'sst2'))\n"
+             "_ = plots.show_flow_view(model, graph, '00_sample_flow', top_k=4, model_name='tiny')"),
     ("markdown", "## After the view\n\nThis heading must not nest inside the view above. The [exercise version]"
                  "(../exercises/00_sample.ipynb) is not in the site; [the front page](../README.md) is."),
     ("code", "from tqdm.auto import tqdm\nfor _ in tqdm(range(3)):\n    pass"),
@@ -161,8 +164,8 @@ _SAMPLE = [
 
 @pytest.fixture(scope="module")
 def sample_site(tmp_path_factory):
-    """A site built from a small executed sample: one notebook with a circuitsvis view of a tiny model, math, a
-    progress bar, a figure and a table, executed here, as `make run` leaves it under results/."""
+    """A site built from a small executed sample: one notebook with a circuitsvis view and a flow view of a tiny
+    model, math, a progress bar, a figure and a table, executed here, as `make run` leaves it under results/."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -172,7 +175,16 @@ def sample_site(tmp_path_factory):
     nb.cells = [nbformat.v4.new_markdown_cell(s) if k == "markdown" else nbformat.v4.new_code_cell(s)
                 for k, s in _SAMPLE]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+    saved = os.environ.get("ICL_RESULTS_DIR")
+    os.environ["ICL_RESULTS_DIR"] = str(base / "kernel-results")  # where the kernel saves the flow view's figure
+    try:
+        NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+    finally:
+        if saved is None:
+            os.environ.pop("ICL_RESULTS_DIR")
+        else:
+            os.environ["ICL_RESULTS_DIR"] = saved
+    assert list((base / "kernel-results").rglob("figures/00_sample_flow.png"))
     nb_dir = base / "results" / "tiny" / "smoke" / "notebooks"
     nb_dir.mkdir(parents=True)
     nbformat.write(nb, nb_dir / "00_sample.ipynb")
@@ -192,16 +204,19 @@ def sample_site(tmp_path_factory):
 
 def test_sample_site_reads_offline_in_the_browser(sample_site):
     """Every page of the sample site loads in headless Chromium with no console error and no request outside the
-    site; the circuitsvis view renders, the heading after it is not nested inside it, and MathJax (the site's own
-    copy) typesets the formula."""
+    site; the circuitsvis view renders, the heading after it is not nested inside it, the flow view draws its edges
+    and its top-k control changes them, and MathJax (the site's own copy) typesets the formula."""
     info, html = sample_site
-    assert info["views"] == {"00_sample": 1} and info["summary"]
+    assert info["views"] == {"00_sample": 1} and info["flow_views"] == {"00_sample": 1} and info["summary"]
     assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
     res = check_site.check_site(html, progress=lambda s: None)
     pages = {p: v for p, v in res.items() if not p.startswith("_")}
     assert {"index.html", "notebooks/00_sample.html", "summary.html", "results.html"} <= set(pages)
     assert all(v == [] for v in pages.values()), {p: v for p, v in pages.items() if v}
-    assert res["_views"] == 1 and res["_math"] >= 1
+    assert res["_views"] == 1 and res["_flows"] == 1 and res["_math"] >= 1
+    page = (html / "notebooks" / "00_sample.html").read_text()
+    # the page shows the view once: its output's static figure (image/png, for viewers without HTML) is not added
+    assert page.count('<div class="icl-flow"') == 1 and page.count("<img") == 1  # the one matplotlib figure
     summary = (html / "summary.html").read_text()
     assert '<img alt="00_line" src="_images/00_line.png"' in summary or "00_line.png" in summary
     assert "This summary is of" in summary and "The notebook pages of this site show" in (html / "index.html").read_text()
@@ -231,6 +246,13 @@ def test_check_site_reports_what_a_reader_would_miss(tmp_path):
         "scrolls.html": '<div style="width:300px;overflow-x:auto"><table><tr><td style="white-space:nowrap">'
                         + "a wide cell " * 60 + "</td></tr></table></div>",
         "path.html": "<pre>/work/main/helpers/core/prompts.py:412: LabelWordWarning</pre>",
+        # a flow view whose script never ran (its mount point keeps the line for readers without JavaScript), and one
+        # whose edges are drawn but whose top-k control does nothing
+        "flowblank.html": '<div class="icl-flow" id="icl-flow-1"><div class="icl-flow-mount"><p>drawn by '
+                          'JavaScript</p></div></div>',
+        "flowstuck.html": '<div class="icl-flow" id="icl-flow-2"><input type="range" min="1" max="9" value="3" '
+                          'data-control="topk"><svg width="20" height="20"><line class="icl-flow-edge" x1="0" y1="0" '
+                          'x2="9" y2="9" stroke="black"></line></svg></div>',
     }
     for name, body in pages.items():
         (tmp_path / name).write_text(f"<!doctype html><html><body>{body}</body></html>")
@@ -249,6 +271,8 @@ def test_check_site_reports_what_a_reader_would_miss(tmp_path):
     assert any("undefined/NaN" in p for p in res["undefined.html"]) and any("undefined/NaN" in p for p in res["nan.html"])
     assert any("wider than their column" in p for p in res["wide.html"]) and res["scrolls.html"] == []
     assert any("local absolute path" in p and "/work/main/helpers" in p for p in res["path.html"])
+    assert any("1 of 1 flow views did not render" in p for p in res["flowblank.html"])
+    assert res["flowstuck.html"] == ["flow view icl-flow-2: its top-k control did not change the edges drawn"]
 
 
 def test_the_run_line_sits_right_under_the_title(tmp_path):

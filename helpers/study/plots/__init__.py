@@ -1,4 +1,4 @@
-"""Figures (seaborn/matplotlib) and interactive views (circuitsvis).
+"""Figures (seaborn/matplotlib) and interactive views (circuitsvis; the flow view of :mod:`.flow`).
 
 One submodule per part of the collection; everything is re-exported here so
 notebooks write ``from helpers.study import plots`` and call ``plots.<name>``.
@@ -10,6 +10,7 @@ from .analysis import *  # noqa: F401,F403  notebooks 01-03
 from .applications import *  # noqa: F401,F403  notebooks 04-06
 from .control import *  # noqa: F401,F403  notebook 09
 from .figures import *  # noqa: F401,F403  show_figure, for every notebook
+from .flow import *  # noqa: F401,F403  notebooks 01, 08, 09: one prompt's flows as a graph (paper A's Fig. 1)
 from .heads import *  # noqa: F401,F403  notebook 07
 from .own_task import *  # noqa: F401,F403  notebook 08
 from .setting import *  # noqa: F401,F403  notebook 00
