@@ -20,7 +20,7 @@ RUN_SIZES = {"n_attr": 2, "n_eval": 3, "n_towers": 3, "seeds": [1], "k_per_class
 
 @pytest.fixture(scope="module")
 def tiny_gpt2():
-    from helpers.core.models import make_tiny_model
+    from helpers.exercises.tiny import make_tiny_model
 
     return make_tiny_model("gpt2", seed=0)
 
