@@ -1,4 +1,4 @@
-"""helpers: the tested logic behind the notebooks, in three layers.
+"""helpers: the tested logic behind the notebooks, in four layers.
 
 - ``helpers.core``: models (loading), tasks (data, templates, label words), prompts (sampling, rendering,
   positions), predict (batched label-restricted prediction, hooks), prefix (the demonstrations run once,
@@ -8,9 +8,12 @@
   claims (and the readings rendered from them), record (the run records behind the README's tables), report,
   plots. Imports only ``core``.
 - ``helpers.experiments``: one module per paper idea (setting, saliency, isolation, aucroc, reweighting,
-  compression, diagnosis, and paper B's incontext_heads, two_towers, head_biases), each with the checks of its
-  exercises (``check_*``, run through ``helpers.core.checks.grader``). Each imports ``core`` and ``study``, never
-  another experiment (tests/test_layers.py).
+  compression, diagnosis, and paper B's incontext_heads, two_towers, head_biases, and notebook 09's
+  positive_control): the method only. Each imports ``core`` and ``study``, never another experiment.
+- ``helpers.exercises``: the notebooks' exercises, one module per method, named as in ``experiments``, each with
+  the checks of its exercises (``check_*``) and the typical mistakes they name; grading (``CheckFailed``,
+  ``grader``, ...) and tiny (the tiny random models the checks and tests run on). Imports any lower layer; nothing
+  imports it (tests/test_layers.py).
 """
 
 import os as _os

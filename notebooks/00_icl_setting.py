@@ -53,6 +53,7 @@ from helpers.core.models import load_model
 from helpers.core.prefix import vanilla_predictions
 from helpers.core.prompts import example_prompt
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
+from helpers.exercises.setting import check_label_logits
 from helpers.experiments import setting
 from helpers.study import paper, plots
 from helpers.study.claims import report_claims, show_reading
@@ -144,7 +145,7 @@ def label_logits(model: HookedTransformer, prompt: Prompt, label_ids: list[int])
 # `vanilla_predictions` (which runs the demonstrations once and the query against their cache).
 
 # %%
-setting.check_label_logits(label_logits)
+check_label_logits(label_logits)
 task0, p = get_task(profile.tasks[0]), examples[profile.tasks[0]]
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", LabelWordWarning)

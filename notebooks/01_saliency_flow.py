@@ -49,6 +49,7 @@ from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.tasks import get_task
+from helpers.exercises.saliency import check_attention_patterns, check_pattern_saliency, check_saliency_flows
 from helpers.experiments import saliency as sal
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
@@ -88,7 +89,7 @@ def attention_patterns(model: HookedTransformer, tokens: torch.Tensor) -> torch.
 
 
 # %%
-sal.check_attention_patterns(attention_patterns)
+check_attention_patterns(attention_patterns)
 
 # %% [markdown]
 # **Exercise 1.2 · the saliency matrices of one prompt** · difficulty ★★★ · importance ★★★ · about 25 min
@@ -139,7 +140,7 @@ def pattern_saliency(model: HookedTransformer, prompt: Prompt, label_ids: list[i
 
 
 # %%
-sal.check_pattern_saliency(pattern_saliency)
+check_pattern_saliency(pattern_saliency)
 
 # %% [markdown]
 # **Exercise 1.3 · three flows from one saliency matrix** · difficulty ★★☆ · importance ★★★ · about 15 min
@@ -175,7 +176,7 @@ def saliency_flows(I: torch.Tensor, prompt: Prompt) -> torch.Tensor:
 # your functions on one real prompt, against the helpers the rest of the notebook uses.
 
 # %%
-sal.check_saliency_flows(saliency_flows)
+check_saliency_flows(saliency_flows)
 
 prompts, lids = sal.saliency_prompts(model, profile.tasks[0], seed=budget["seeds"][0], n=1)
 prompt = prompts[0]

@@ -59,6 +59,7 @@ import torch
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids
+from helpers.exercises.isolation import check_block_label_rows, check_isolated_label_logits
 from helpers.experiments import isolation as iso
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
@@ -101,7 +102,7 @@ def block_label_rows(scores: torch.Tensor, label_pos: list[int]) -> torch.Tensor
 
 
 # %%
-iso.check_block_label_rows(block_label_rows)
+check_block_label_rows(block_label_rows)
 
 # %% [markdown]
 # **Exercise 2.2 · isolating the label words in chosen layers** · difficulty ★★☆ · importance ★★★ ·
@@ -140,7 +141,7 @@ def isolated_label_logits(model: HookedTransformer, prompt: Prompt, label_ids: l
 # demonstrations once as a shared prefix), and how the prediction moves.
 
 # %%
-iso.check_isolated_label_logits(isolated_label_logits)
+check_isolated_label_logits(isolated_label_logits)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", LabelWordWarning)

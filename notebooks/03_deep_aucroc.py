@@ -54,6 +54,7 @@ import torch
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
+from helpers.exercises.aucroc import check_attention_at_q, check_label_attention
 from helpers.experiments import aucroc as auc
 from helpers.study import paper, plots
 from helpers.study.claims import report_claims, show_reading
@@ -104,7 +105,7 @@ def attention_at_q(model: HookedTransformer, prompt: Prompt) -> torch.Tensor:
 
 
 # %%
-auc.check_attention_at_q(attention_at_q)
+check_attention_at_q(attention_at_q)
 
 # %% [markdown]
 # **Exercise 3.2 · per class** · difficulty ★☆☆ · importance ★★★ · about 10 min
@@ -129,7 +130,7 @@ def label_attention_at_q(model: HookedTransformer, prompt: Prompt, n_classes: in
 # then the same comparison on one real prompt (the first test input of the first task and seed).
 
 # %%
-auc.check_label_attention(label_attention_at_q)
+check_label_attention(label_attention_at_q)
 
 one = make_icl_set(model, profile.tasks[0], profile.seeds[0], n_test=1)
 prompt = one.prompts[0]

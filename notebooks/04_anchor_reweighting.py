@@ -52,6 +52,7 @@ import torch
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
+from helpers.exercises.reweighting import check_reweight_pattern, check_reweighted_label_logits
 from helpers.experiments import reweighting as rw
 from helpers.study import plots
 from helpers.study.claims import quote_claim, report_claims, show_reading
@@ -95,7 +96,7 @@ def reweight_pattern(pattern: torch.Tensor, q: int, label_pos: list[int], beta_l
 
 
 # %%
-rw.check_reweight_pattern(reweight_pattern)
+check_reweight_pattern(reweight_pattern)
 
 # %% [markdown]
 # **Exercise 4.2 · re-weighted label logits** · difficulty ★★☆ · importance ★★★ · about 15 min
@@ -135,7 +136,7 @@ def reweighted_label_logits(model: HookedTransformer, prompt: Prompt, beta: torc
 # the deeper half of the layers, and compare with the helper that Table 1 uses.
 
 # %%
-rw.check_reweighted_label_logits(reweighted_label_logits)
+check_reweighted_label_logits(reweighted_label_logits)
 
 one = make_icl_set(model, profile.tasks[0], profile.seeds[0], n_test=1)
 prompt, L, H = one.prompts[0], model.cfg.n_layers, model.cfg.n_heads

@@ -59,6 +59,7 @@ import torch
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
 from helpers.core.tasks import LabelWordWarning
+from helpers.exercises.compression import check_hidden_anchor_logits, check_input_mask
 from helpers.experiments import compression as comp
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
@@ -109,7 +110,7 @@ def input_mask(n: int, p0: int, keep: list[int]) -> torch.Tensor:
 
 
 # %%
-comp.check_input_mask(input_mask)
+check_input_mask(input_mask)
 
 # %% [markdown]
 # **Exercise 5.2 · the input through the pruned cache** · difficulty ★★★ · importance ★★★ · about 25 min
@@ -126,7 +127,7 @@ comp.check_input_mask(input_mask)
 # %% tags=["solution"]
 from transformer_lens import HookedTransformer
 
-from helpers.experiments import compression as comp
+from helpers.experiments.compression import prefix_len
 
 
 def hidden_anchor_logits(model: HookedTransformer, prompt, keep, label_ids) -> torch.Tensor:
@@ -140,7 +141,7 @@ def hidden_anchor_logits(model: HookedTransformer, prompt, keep, label_ids) -> t
        :func:`input_mask` is True.
     4. Return the logits at ``prompt.q`` for ``label_ids``: shape ``[classes]``.
     """
-    p0 = comp.prefix_len(prompt)
+    p0 = prefix_len(prompt)
     _, demos = model.run_with_cache(prompt.tokens[None, :p0],
                                     names_filter=lambda name: name.endswith(("attn.hook_k", "attn.hook_v")))
     keep = torch.as_tensor(list(keep))
@@ -168,7 +169,7 @@ def hidden_anchor_logits(model: HookedTransformer, prompt, keep, label_ids) -> t
 # SST-2 prompt, beside full ICL.
 
 # %%
-comp.check_hidden_anchor_logits(hidden_anchor_logits)
+check_hidden_anchor_logits(hidden_anchor_logits)
 one = make_icl_set(model, "sst2", profile.seeds[0], 1)
 prompt, keep = one.prompts[0], comp.anchor_keep(one.prompts[0])
 with torch.inference_mode():

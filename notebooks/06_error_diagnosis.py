@@ -50,6 +50,7 @@ from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
 from helpers.core.store import cached
 from helpers.core.tasks import LabelWordWarning, get_task
+from helpers.exercises.diagnosis import check_anchor_key_projections, check_query_and_keys
 from helpers.experiments import diagnosis as diag
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
@@ -111,7 +112,7 @@ def query_and_keys(model: HookedTransformer, prompt, layer: int) -> tuple[torch.
 
 
 # %%
-diag.check_query_and_keys(query_and_keys)
+check_query_and_keys(query_and_keys)
 
 # %% [markdown]
 # **Exercise 6.2 · the projections per head and class** · difficulty ★★☆ · importance ★★★ · about 15 min
@@ -143,7 +144,7 @@ def anchor_key_projections(model: HookedTransformer, prompt, layer: int, n_class
 # sums: `|Σ_h q_h·k_{a,h} − Σ_h q_h·k_{b,h}|`. Both are compared with the helper's per-prompt values.
 
 # %%
-diag.check_anchor_key_projections(anchor_key_projections)
+check_anchor_key_projections(anchor_key_projections)
 one = make_icl_set(model, TASK, seeds[0], 1)
 prompt = one.prompts[0]
 with torch.inference_mode():

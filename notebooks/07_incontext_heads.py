@@ -57,6 +57,8 @@ from IPython.display import display
 from helpers.core.heads import attention_rows_at_q
 from helpers.core.models import load_model
 from helpers.core.unrelated import eval_set, unrelated_task
+from helpers.exercises.incontext_heads import check_head_ablation
+from helpers.exercises.two_towers import check_value_output_logit_minus
 from helpers.experiments import head_ablation as ha
 from helpers.experiments import head_biases as hb
 from helpers.experiments import incontext_heads as ih
@@ -174,8 +176,8 @@ def value_output_logit_minus(model, cache, layer, head, positions, label_ids):
 # drop, and the VO vectors of the first of them.
 
 # %%
-ih.check_head_ablation(head_ablation_drop)
-tt.check_value_output_logit_minus(value_output_logit_minus)
+check_head_ablation(head_ablation_drop)
+check_value_output_logit_minus(value_output_logit_minus)
 ps = eval_set(model, foobar[t0], seed0, heads_sizes)
 prompt, lids, words = ps.prompts[0], ps.label_ids, foobar[t0].task.label_words
 all_heads = [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]

@@ -55,6 +55,7 @@ from helpers.core.models import load_model
 from helpers.core.prefix import vanilla_predictions
 from helpers.core.prompts import example_prompt, sample_demos
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
+from helpers.exercises.setting import check_render_prompt
 from helpers.experiments import aucroc, isolation, saliency, setting
 from helpers.study import paper, plots
 from helpers.study.claims import report_claims, show_reading
@@ -155,7 +156,7 @@ def render_prompt(task: Task, demos: Sequence[Demo], query_text: str) -> str:
 
 
 # %%
-setting.check_render_prompt(render_prompt)
+check_render_prompt(render_prompt)
 text = render_prompt(task, demos, query.text)
 tokens = torch.tensor([model.tokenizer.bos_token_id] * prompt.bos
                       + model.tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -55,6 +55,7 @@ from IPython.display import display
 
 from helpers.core.control import CONTROL_PATH, checkpoint_info, control_prompts, control_task
 from helpers.core.models import load_model
+from helpers.exercises.positive_control import check_circuit_attention
 from helpers.experiments import aucroc as auc
 from helpers.experiments import head_ablation as ha
 from helpers.experiments import incontext_heads as ih
@@ -149,7 +150,7 @@ def circuit_scores(model, prompt, item_class):
 # seed, against the helper's batched run.
 
 # %%
-pc.check_circuit_attention(circuit_scores)
+check_circuit_attention(circuit_scores)
 cp0 = CP[SEEDS[0]]
 CIRCUIT = pc.circuit_attention(model, cp0, BS)  # [sequence, layer, head, 2]
 with torch.inference_mode():

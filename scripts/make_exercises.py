@@ -3,8 +3,8 @@
 A code cell tagged ``solution`` in a source (``# %% tags=["solution"]``) holds the functions a reader writes.
 In the exercise notebook each of those functions keeps its signature and docstring, and its body becomes a
 stub that raises ``NotImplementedError``; every other cell is kept as it is, so the check cell after a
-solution (``check_<name>(<function>)`` from the experiment's module) tells the reader whether their function
-matches the reference on tiny models. A solution cell may hold imports and function definitions only.
+solution (``check_<name>(<function>)``, from the method's module in ``helpers.exercises``) tells the reader whether
+their function matches the reference on tiny models. A solution cell may hold imports and function definitions only.
 
 The exercise notebooks are where learners work, so nothing here overwrites their work:
 

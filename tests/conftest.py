@@ -9,12 +9,12 @@ import warnings
 import pytest
 import torch
 
+from helpers.exercises.tiny import TINY_KINDS, make_tiny_model
+
 os.environ.setdefault("ICL_PROFILE", "smoke")
 # results stored on disk (helpers.core.store.cached) go to a fresh folder: tests never pass on old results
 os.environ.setdefault("ICL_RESULTS_CACHE", tempfile.mkdtemp(prefix="icl-test-results-"))
 warnings.filterwarnings("ignore", category=UserWarning, module="transformer_lens")
-
-TINY_KINDS = ("gpt2", "rotary", "gqa")
 
 
 @pytest.fixture(autouse=True)
@@ -30,16 +30,12 @@ def _close_figures():
 @pytest.fixture(scope="session", params=TINY_KINDS)
 def tiny_model(request):
     """A tiny random model: learned positions (gpt2), rotary, and grouped-query rotary."""
-    from helpers.core.models import make_tiny_model
-
     torch.manual_seed(0)
     return make_tiny_model(request.param, seed=0)
 
 
 @pytest.fixture(scope="session")
 def tiny_models():
-    from helpers.core.models import make_tiny_model
-
     return {k: make_tiny_model(k, seed=0) for k in TINY_KINDS}
 
 

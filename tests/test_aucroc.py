@@ -252,7 +252,7 @@ def _by_hand(model, prompt, n_classes, q_shift=0, pos_shift=0, reduce="sum"):
 
 
 def test_check_label_attention_passes_the_reference_and_fails_wrong_functions(capsys):
-    from helpers.experiments.aucroc import check_label_attention
+    from helpers.exercises.aucroc import check_label_attention
 
     check_label_attention(_by_hand)
     assert "matches the reference on 3 tiny models" in capsys.readouterr().out
@@ -269,8 +269,8 @@ def test_check_label_attention_passes_the_reference_and_fails_wrong_functions(ca
 
 
 def test_check_attention_at_q_passes_the_solution_and_names_each_mistake(capsys):
-    from helpers.core.checks import CheckFailed
-    from helpers.experiments.aucroc import check_attention_at_q
+    from helpers.exercises.aucroc import check_attention_at_q
+    from helpers.exercises.grading import CheckFailed
 
     def at_q(model, prompt, q_shift=0, reduce="sum", column=False, per_head=False):
         _, cache = model.run_with_cache(prompt.tokens[None])

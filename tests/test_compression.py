@@ -448,7 +448,8 @@ def test_restarted_cache_is_not_mixed_with_original_positions(tiny_models):
 # ---- notebook 05's by-hand cell: its check passes on the reference and fails on wrong functions ----
 
 def test_check_hidden_anchor_passes_on_the_reference(capsys):
-    from helpers.experiments.compression import check_hidden_anchor_logits, hidden_anchor_reference
+    from helpers.exercises.compression import check_hidden_anchor_logits
+    from helpers.experiments.compression import hidden_anchor_reference
 
     check_hidden_anchor_logits(hidden_anchor_reference)
     assert "✓" in capsys.readouterr().out
@@ -509,16 +510,16 @@ def _demos_masked_too(model, prompt, keep, label_ids):
                                          (_not_masked, "zeroed but not masked"),
                                          (_demos_masked_too, "demonstrations' own rows")])
 def test_check_hidden_anchor_names_each_mistake(wrong, says):
-    from helpers.core.checks import CheckFailed
-    from helpers.experiments.compression import check_hidden_anchor_logits
+    from helpers.exercises.compression import check_hidden_anchor_logits
+    from helpers.exercises.grading import CheckFailed
 
     with pytest.raises(CheckFailed, match=says):
         check_hidden_anchor_logits(wrong)
 
 
 def test_check_input_mask_passes_the_solution_and_names_each_mistake(capsys):
-    from helpers.core.checks import CheckFailed
-    from helpers.experiments.compression import check_input_mask
+    from helpers.exercises.compression import check_input_mask
+    from helpers.exercises.grading import CheckFailed
 
     def mask(n, p0, keep, rows_from=None, unkeep=True, self_block=False, flip=False):
         m = torch.zeros(n, n, dtype=torch.bool)

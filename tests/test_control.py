@@ -229,8 +229,8 @@ def _circuit_by_hand(model, prompt, item_class, back=1, reduce0="mean", every_la
 
 
 def test_check_circuit_attention_passes_the_solution_and_names_each_mistake(capsys):
-    from helpers.core.checks import CheckFailed
-    from helpers.experiments.positive_control import check_circuit_attention
+    from helpers.exercises.grading import CheckFailed
+    from helpers.exercises.positive_control import check_circuit_attention
 
     check_circuit_attention(_circuit_by_hand)
     assert "matches circuit_attention" in capsys.readouterr().out

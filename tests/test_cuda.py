@@ -15,6 +15,7 @@ import torch
 from helpers.core.predict import predict
 from helpers.core.prefix import predict_shared
 from helpers.core.prompts import make_icl_set
+from helpers.exercises.tiny import TINY_KINDS
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available())")]
@@ -32,7 +33,7 @@ def _close(a, b, tol=1e-4):
     torch.testing.assert_close(a.label_logits.float().cpu(), b.label_logits.float().cpu(), atol=tol, rtol=tol)
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "rotary", "gqa"])
+@pytest.mark.parametrize("kind", TINY_KINDS)
 def test_predict_on_cuda_equals_cpu(tiny_models, kind):
     cpu = tiny_models[kind]
     s = make_icl_set(cpu, "sst2", seed=42, n_test=6)
@@ -42,7 +43,7 @@ def test_predict_on_cuda_equals_cpu(tiny_models, kind):
     assert torch.equal(a.pred.cpu(), b.pred.cpu())
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "rotary", "gqa"])
+@pytest.mark.parametrize("kind", TINY_KINDS)
 def test_prefix_cache_on_cuda_equals_full_prompts(tiny_models, kind):
     model = _on_cuda(tiny_models[kind])
     s = make_icl_set(model, "sst2", seed=42, n_test=6)

@@ -192,7 +192,7 @@ def _by_hand(model, prompt, layer, n_classes, key_shift=0, q_shift=0, k_hook="ho
 
 
 def test_check_anchor_key_projections_passes(capsys):
-    from helpers.experiments.diagnosis import check_anchor_key_projections
+    from helpers.exercises.diagnosis import check_anchor_key_projections
 
     check_anchor_key_projections(_reference)
     check_anchor_key_projections(_by_hand)  # the tiny models have no q/k norm
@@ -206,8 +206,8 @@ def test_check_anchor_key_projections_passes(capsys):
     (dict(scale=True), "scaled by 1/sqrt"),
 ])
 def test_check_anchor_key_projections_names_each_mistake(wrong, says):
-    from helpers.core.checks import CheckFailed
-    from helpers.experiments.diagnosis import check_anchor_key_projections
+    from helpers.exercises.diagnosis import check_anchor_key_projections
+    from helpers.exercises.grading import CheckFailed
 
     with pytest.raises(CheckFailed, match=says):
         check_anchor_key_projections(lambda m, p, l, n: _by_hand(m, p, l, n, **wrong))
@@ -215,16 +215,16 @@ def test_check_anchor_key_projections_names_each_mistake(wrong, says):
 
 def test_check_anchor_key_projections_names_tiled_heads():
     """Only the grouped-query model has key heads to repeat: tiling them instead is named there."""
-    from helpers.core.checks import CheckFailed
-    from helpers.experiments.diagnosis import check_anchor_key_projections
+    from helpers.exercises.diagnosis import check_anchor_key_projections
+    from helpers.exercises.grading import CheckFailed
 
     with pytest.raises(CheckFailed, match="tiny gqa model.*tiled"):
         check_anchor_key_projections(lambda m, p, l, n: _by_hand(m, p, l, n, tile=True))
 
 
 def test_check_query_and_keys_passes_the_solution_and_names_each_mistake(capsys):
-    from helpers.core.checks import CheckFailed
-    from helpers.experiments.diagnosis import check_query_and_keys
+    from helpers.exercises.diagnosis import check_query_and_keys
+    from helpers.exercises.grading import CheckFailed
 
     def qk(model, prompt, layer, q_hook="hook_q", k_hook="hook_k", q_shift=0, tile=False, repeat=True):
         names = [f"blocks.{layer}.attn.{q_hook}", f"blocks.{layer}.attn.{k_hook}"]
@@ -252,8 +252,8 @@ def _rot_when_possible(m, p, l):
 
 
 def test_check_query_and_keys_names_rotated_vectors():
-    from helpers.core.checks import CheckFailed
-    from helpers.experiments.diagnosis import check_query_and_keys
+    from helpers.exercises.diagnosis import check_query_and_keys
+    from helpers.exercises.grading import CheckFailed
 
     with pytest.raises(CheckFailed, match="tiny rotary model.*after rotary"):
         check_query_and_keys(_rot_when_possible)
@@ -261,14 +261,14 @@ def test_check_query_and_keys_names_rotated_vectors():
 
 def test_check_fails_on_a_missing_head_split():
     """Wrong: one number per class (heads summed) instead of one per head and class: the shape is refused."""
-    from helpers.experiments.diagnosis import check_anchor_key_projections
+    from helpers.exercises.diagnosis import check_anchor_key_projections
 
     with pytest.raises(AssertionError, match=r"expected shape"):
         check_anchor_key_projections(lambda m, p, l, n: _by_hand(m, p, l, n).sum(0))
 
 
 def test_rotary_keys_make_the_check_fail(tiny_models):
-    from helpers.experiments.diagnosis import check_anchor_key_projections
+    from helpers.exercises.diagnosis import check_anchor_key_projections
 
     calls = []
 

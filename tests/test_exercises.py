@@ -223,7 +223,7 @@ def isolated_label_logits(model, prompt, label_ids, layers):
     hooks = [(f"blocks.{l}.attn.hook_attn_scores", isolate) for l in layers]
     return model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, label_ids]
 '''
-    check = "from helpers.experiments.isolation import check_isolated_label_logits\n" \
+    check = "from helpers.exercises.isolation import check_isolated_label_logits\n" \
             "check_isolated_label_logits(isolated_label_logits)"
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(wrong), nbformat.v4.new_code_cell(check),
                                          nbformat.v4.new_code_cell(wrong.replace(":p + 1]", ":p]")),
@@ -251,7 +251,7 @@ def test_an_error_inside_the_learners_function_shows_their_line_and_the_hint_in_
               "    import torch\n"
               "    x = torch.ones(2, 3)\n"
               "    return x @ x\n")
-    check = ("from helpers.experiments.isolation import check_isolated_label_logits\n"
+    check = ("from helpers.exercises.isolation import check_isolated_label_logits\n"
              "check_isolated_label_logits(isolated_label_logits)")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(broken), nbformat.v4.new_code_cell(check)])
     client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
@@ -266,7 +266,7 @@ def test_an_error_inside_the_learners_function_shows_their_line_and_the_hint_in_
 
 
 def test_grader_passes_check_failures_through_and_keeps_the_cause():
-    from helpers.core.checks import CheckFailed, YourFunctionRaised, grader
+    from helpers.exercises.grading import CheckFailed, YourFunctionRaised, grader
 
     @grader
     def check_probe(fn):

@@ -34,7 +34,7 @@ def test_bias_definition_hand_case():
 
 
 def test_bias_runs_on_tiny(ut):
-    from helpers.core.models import make_tiny_model
+    from helpers.exercises.tiny import make_tiny_model
 
     tiny_model = make_tiny_model("gqa", seed=0)
     heads = [(1, 0), (2, 1)]

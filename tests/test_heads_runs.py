@@ -24,7 +24,7 @@ BIAS_SIZES = HB.BiasSizes(n_eval=3, seeds=[1], k_per_class=1, bias_tasks=("sst2"
 
 @pytest.fixture(scope="module")
 def tiny_gpt2():
-    from helpers.core.models import make_tiny_model
+    from helpers.exercises.tiny import make_tiny_model
 
     return make_tiny_model("gpt2", seed=0)
 

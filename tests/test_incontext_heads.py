@@ -304,7 +304,9 @@ def test_head_label_drops_are_the_attribution_drops(tiny_model, ut):
 def test_check_head_ablation_passes_the_solution_and_fails_wrong_ones(capsys):
     from heads_common import head_ablation_drop
 
-    IH.check_head_ablation(head_ablation_drop)
+    from helpers.exercises.incontext_heads import check_head_ablation
+
+    check_head_ablation(head_ablation_drop)
     assert "✓ head_ablation_drop matches the reference on 3 tiny models" in capsys.readouterr().out
 
     def off_by_one(model, tokens, layer, head, label_ids):  # ablates the position before q
@@ -331,9 +333,9 @@ def test_check_head_ablation_passes_the_solution_and_fails_wrong_ones(capsys):
     for wrong, says in ((off_by_one, "one position before the last"), (every_position, "at every position"),
                         (logits_not_log_probs, "These are logits"), (reversed_sign, "reversed")):
         with pytest.raises(AssertionError, match=f"{wrong.__name__} on the tiny .* model.*{says}"):
-            IH.check_head_ablation(wrong)
+            check_head_ablation(wrong)
     with pytest.raises(AssertionError, match="returned None"):
-        IH.check_head_ablation(lambda *a: None)
+        check_head_ablation(lambda *a: None)
 
 
 def test_mapping_and_ablation_claims():

@@ -403,8 +403,8 @@ def _by_hand_column(model, prompt, label_ids, layers):
 
 
 def test_check_isolated_label_logits_passes_on_the_solution_and_names_each_mistake(capsys):
-    from helpers.core.checks import CheckFailed
-    from helpers.experiments.isolation import check_isolated_label_logits
+    from helpers.exercises.grading import CheckFailed
+    from helpers.exercises.isolation import check_isolated_label_logits
 
     check_isolated_label_logits(_by_hand_isolation)
     assert "✓ _by_hand_isolation matches the reference" in capsys.readouterr().out
@@ -440,8 +440,8 @@ def _block(scores, label_pos, keys=lambda p: slice(0, p), shift=0, first_only=Fa
 
 
 def test_check_block_label_rows_passes_the_solution_and_names_each_mistake(capsys):
-    from helpers.core.checks import CheckFailed
-    from helpers.experiments.isolation import check_block_label_rows
+    from helpers.exercises.grading import CheckFailed
+    from helpers.exercises.isolation import check_block_label_rows
 
     check_block_label_rows(_block)
     check_block_label_rows(lambda s, lp: _block(s.clone(), lp))  # a copy is as good as an edit in place
@@ -494,7 +494,7 @@ def test_a_fully_blocked_row_reads_nothing_in_transformer_lens(tiny_models):
 def test_a_failed_check_shows_its_message_only_in_jupyter():
     """IPython shows an exception's _render_traceback_ instead of its traceback: a failed check is its message
     (red name, the cause) and one line on what to do, without the check's source."""
-    from helpers.core.checks import CheckFailed
+    from helpers.exercises.grading import CheckFailed
 
     err = CheckFailed("yours [1.0], reference [2.0]. You blocked the diagonal too")
     lines = err._render_traceback_()

@@ -18,6 +18,7 @@ import torch
 
 from helpers.core import models
 from helpers.core.models import MissingWeightsError, UnknownModelError, load_model, resolve_name
+from helpers.exercises.tiny import TINY_KINDS, make_tiny_model
 
 
 def test_unknown_model_error_names_the_options():
@@ -191,9 +192,9 @@ def test_every_hub_request_gets_timeouts_and_user_settings_are_kept(monkeypatch)
     assert seen[1] == {"connect": 60, "read": 60, "write": 60, "pool": 60}
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "rotary", "gqa"])
+@pytest.mark.parametrize("kind", TINY_KINDS)
 def test_tiny_models_have_the_requested_architecture(kind):
-    m = models.make_tiny_model(kind)
+    m = make_tiny_model(kind)
     assert m.cfg.positional_embedding_type == ("standard" if kind == "gpt2" else "rotary")
     assert (m.cfg.n_key_value_heads == 2) == (kind == "gqa")
     assert models.uses_bos(m) == (kind != "gpt2")
@@ -236,9 +237,9 @@ def test_no_weight_processing(gemma):
     assert w_u.mean(0).abs().max() > 1e-6  # center_unembed would make every column mean 0
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "rotary", "gqa"])
+@pytest.mark.parametrize("kind", TINY_KINDS)
 def test_matmul_layout_changes_memory_order_not_outputs(kind):
-    from helpers.core.models import make_tiny_model, matmul_layout
+    from helpers.core.models import matmul_layout
 
     model = make_tiny_model(kind)  # already laid out by make_tiny_model
     tokens = torch.randint(0, 1000, (2, 12))

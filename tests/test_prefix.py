@@ -325,8 +325,8 @@ def test_ragged_token_forward_equals_each_cache_alone(tiny_model):
 
 
 def test_ragged_token_forward_refuses_a_cut_window():
-    from helpers.core.models import make_tiny_model
     from helpers.core.prefix import PrefixError, ragged_fits, ragged_token_forward, run_prefix
+    from helpers.exercises.tiny import make_tiny_model
 
     model = make_tiny_model("rotary")
     model.cfg.window_size = 8

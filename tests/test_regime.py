@@ -82,7 +82,7 @@ def test_regime_runs_swap_share_demos_and_equal_full_prompts(tiny_model, ut, uts
 
 
 def test_regime_runs_count_dropped_prompts(ut, uts):
-    from helpers.core.models import make_tiny_model
+    from helpers.exercises.tiny import make_tiny_model
 
     model = make_tiny_model("gpt2", seed=0)
     lengths = [len(p) for p in U.eval_set(model, ut, 1, SIZES.at(16)).prompts]

@@ -33,7 +33,7 @@ def test_cached_recomputes_for_other_weights_under_the_same_name(tmp_path, monke
     """Two checkpoints that share a name (a fine-tune, re-quantised weights) never share a stored result."""
     import torch
 
-    from helpers.core.models import make_tiny_model
+    from helpers.exercises.tiny import make_tiny_model
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
     monkeypatch.delenv("ICL_RECOMPUTE", raising=False)

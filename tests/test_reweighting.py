@@ -160,7 +160,7 @@ def _by_hand(model, prompt, beta, label_ids, renormalise=False, q_shift=0, layer
 
 
 def test_check_reweighted_label_logits_passes_the_reference_and_fails_wrong_functions(capsys):
-    from helpers.experiments.reweighting import check_reweighted_label_logits
+    from helpers.exercises.reweighting import check_reweighted_label_logits
 
     check_reweighted_label_logits(_by_hand)
     assert "match the reference on 3 tiny models" in capsys.readouterr().out
@@ -191,8 +191,8 @@ def _edit(pattern, q, label_pos, beta_l, no_exp=False, renorm=False, row_shift=0
 
 
 def test_check_reweight_pattern_passes_the_solution_and_names_each_mistake(capsys):
-    from helpers.core.checks import CheckFailed
-    from helpers.experiments.reweighting import check_reweight_pattern
+    from helpers.exercises.grading import CheckFailed
+    from helpers.exercises.reweighting import check_reweight_pattern
 
     check_reweight_pattern(_edit)
     check_reweight_pattern(lambda *a: _edit(*a, inplace=False))
@@ -263,7 +263,7 @@ def test_training_runs_together_equals_one_by_one(tiny_model):
 
 
 def test_training_runs_together_refuses_runs_that_differ():
-    from helpers.core.models import make_tiny_model
+    from helpers.exercises.tiny import make_tiny_model
     from helpers.experiments.reweighting import train_reweighting_many
 
     model = make_tiny_model("gpt2")

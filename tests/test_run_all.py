@@ -255,7 +255,7 @@ def test_a_notebook_with_its_own_model_runs_once_as_that_model(tmp_path):
 
 ACCOUNTED = """
 import torch
-from helpers.core.models import make_tiny_model
+from helpers.exercises.tiny import make_tiny_model
 from helpers.core.store import cached
 model = make_tiny_model("gpt2")
 toks = torch.randint(100, 5000, (2, 9), generator=torch.Generator().manual_seed(0))
@@ -271,7 +271,7 @@ def test_account_writes_the_table_per_notebook_and_step(tmp_path):
     them, and the run writes accounting.md with FLOPs, GFLOP/s and the share of the peak measured in the kernel;
     without --account nothing is counted."""
     from helpers.core.accounting import forward_flops
-    from helpers.core.models import make_tiny_model
+    from helpers.exercises.tiny import make_tiny_model
 
     nb_dir = tmp_path / "nbs"
     nb_dir.mkdir()

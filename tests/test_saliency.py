@@ -330,8 +330,8 @@ def _by_hand_flows(I, prompt, shift=0, keep_diagonal=False, reduce="mean"):
 
 
 def test_check_attention_patterns_passes_the_solution_and_names_each_mistake(capsys):
-    from helpers.core.checks import CheckFailed
-    from helpers.experiments.saliency import check_attention_patterns
+    from helpers.exercises.grading import CheckFailed
+    from helpers.exercises.saliency import check_attention_patterns
 
     def patterns(model, tokens, hook="pattern", batch=False, transpose=False, layers=None):
         _, cache = model.run_with_cache(tokens[None])
@@ -347,7 +347,7 @@ def test_check_attention_patterns_passes_the_solution_and_names_each_mistake(cap
 
 
 def test_check_pattern_saliency_passes_on_the_solution_and_fails_on_wrong_ones(capsys):
-    from helpers.experiments.saliency import check_pattern_saliency
+    from helpers.exercises.saliency import check_pattern_saliency
 
     check_pattern_saliency(_by_hand_saliency)
     assert "✓ _by_hand_saliency matches the reference" in capsys.readouterr().out
@@ -367,7 +367,7 @@ def test_check_pattern_saliency_passes_on_the_solution_and_fails_on_wrong_ones(c
     def full_vocabulary(model, prompt, label_ids):
         return _by_hand_saliency(model, prompt, label_ids, vocab=True)
 
-    from helpers.core.checks import CheckFailed
+    from helpers.exercises.grading import CheckFailed
 
     for wrong, match in ((abs_before_head_sum, "absolute value per head"), (gradient_only, "without the pattern"),
                          (no_abs, "No absolute value"), (full_vocabulary, "whole vocabulary"),
@@ -377,8 +377,8 @@ def test_check_pattern_saliency_passes_on_the_solution_and_fails_on_wrong_ones(c
 
 
 def test_check_saliency_flows_passes_on_the_solution_and_names_each_mistake(capsys):
-    from helpers.core.checks import CheckFailed
-    from helpers.experiments.saliency import check_saliency_flows
+    from helpers.exercises.grading import CheckFailed
+    from helpers.exercises.saliency import check_saliency_flows
 
     check_saliency_flows(_by_hand_flows)
     assert "matches the reference (flow_scores)" in capsys.readouterr().out

@@ -7,13 +7,8 @@ import pytest
 import torch
 
 from helpers.core.tasks import get_task
-from helpers.experiments.setting import (
-    check_label_logits,
-    check_render_prompt,
-    label_logits_reference,
-    own_task_claims,
-    setting_claims,
-)
+from helpers.exercises.setting import check_label_logits, check_render_prompt
+from helpers.experiments.setting import label_logits_reference, own_task_claims, setting_claims
 from helpers.study.claims import VERDICTS
 from helpers.study.stats import Interval
 
@@ -38,7 +33,7 @@ def test_label_logits_check_passes_on_the_reference(capsys):
     (lambda m, p, ids: m(p.tokens[None])[0, p.q, ids].softmax(-1), "label columns only"),
 ])
 def test_label_logits_check_names_the_mistake(wrong, says):
-    from helpers.core.checks import CheckFailed
+    from helpers.exercises.grading import CheckFailed
 
     with pytest.raises(CheckFailed, match=says):
         check_label_logits(wrong)
@@ -62,15 +57,15 @@ def test_render_check_passes_on_the_reference(capsys):
      "differs from build_prompt"),  # no 'after' (SST-2, the first case, has none: a generic pointer)
 ])
 def test_render_check_names_the_mistake(wrong, says):
-    from helpers.core.checks import CheckFailed
+    from helpers.exercises.grading import CheckFailed
 
     with pytest.raises(CheckFailed, match=says):
         check_render_prompt(wrong)
 
 
 def test_render_check_names_a_missing_end_of_template():
-    from helpers.core.checks import CheckFailed
-    from helpers.experiments.setting import _render_cases
+    from helpers.exercises.grading import CheckFailed
+    from helpers.exercises.setting import _render_cases
 
     task = _render_cases()[2]  # "Text: {text} | Verdict: {label}." : "." after the label
     with pytest.raises(CheckFailed, match="after each demonstration's label"):
@@ -112,10 +107,10 @@ def test_own_task_claims_keep_the_experiments_verdicts():
 
 
 def test_reference_is_the_batched_prediction():
-    from helpers.core.models import make_tiny_model
     from helpers.core.predict import predict
     from helpers.core.prompts import Demo, build_prompt
     from helpers.core.tasks import label_token_ids
+    from helpers.exercises.tiny import make_tiny_model
 
     m = make_tiny_model("rotary", seed=1)
     ids = label_token_ids(m.tokenizer, "sst2")

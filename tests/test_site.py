@@ -146,7 +146,7 @@ def test_no_run_to_show_says_what_to_do(tmp_path):
 _SAMPLE = [
     ("markdown", "# A sample notebook\n\nThe saliency of one flow, $I_l = \\left|\\sum_h A_{h,l} \\odot "
                  "\\frac{\\partial L}{\\partial A_{h,l}}\\right|$, as notebook 01 defines it."),
-    ("code", "from helpers.core.models import make_tiny_model\nfrom helpers.core.prompts import make_icl_set\n"
+    ("code", "from helpers.exercises.tiny import make_tiny_model\nfrom helpers.core.prompts import make_icl_set\n"
              "from helpers.study import plots\n\nmodel = make_tiny_model('rotary', seed=0)\n"
              "prompt = make_icl_set(model, 'sst2', seed=42, n_test=1).prompts[0]\n"
              "plots.attention_view(model, prompt, layer=0)"),

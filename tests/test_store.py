@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from helpers.core import store
-from helpers.core.models import make_tiny_model
 from helpers.core.store import StoreError, cached, model_fingerprint, same_weights
+from helpers.exercises.tiny import make_tiny_model
 
 
 @pytest.fixture

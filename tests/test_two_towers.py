@@ -147,7 +147,9 @@ def test_shared_value_outputs_equal_full_prompts(tiny_model, ut):
 def test_check_value_output_logit_minus_passes_the_solution_and_fails_wrong_ones(capsys):
     from heads_common import value_output_logit_minus as solution
 
-    TT.check_value_output_logit_minus(solution)
+    from helpers.exercises.two_towers import check_value_output_logit_minus
+
+    check_value_output_logit_minus(solution)
     assert "matches the reference on 3 tiny models" in capsys.readouterr().out
 
     def query_head_as_kv_head(model, cache, layer, head, positions, label_ids):  # wrong on grouped-query attention
@@ -183,7 +185,7 @@ def test_check_value_output_logit_minus_passes_the_solution_and_fails_wrong_ones
                               (attention_weighted, "gpt2", "weighted by the attention"),
                               (last_position_only, "gpt2", "shape")):
         with pytest.raises(AssertionError, match=f"{wrong.__name__} on the tiny {kind} model.*{says}"):
-            TT.check_value_output_logit_minus(wrong)
+            check_value_output_logit_minus(wrong)
 
 
 def test_two_towers_claims():

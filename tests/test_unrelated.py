@@ -68,8 +68,8 @@ def test_eval_set_takes_the_whole_pool_without_a_pool_size_warning(ut):
     PoolSizeWarning sample_test gives is silenced there, and only there."""
     import warnings
 
-    from helpers.core.models import make_tiny_model
     from helpers.core.prompts import PoolSizeWarning, sample_test
+    from helpers.exercises.tiny import make_tiny_model
 
     model = make_tiny_model("gpt2", seed=0)
     sizes = U.EvalSizes(n_eval=len(ut.test) + 5, seeds=(1,), k_per_class=1)

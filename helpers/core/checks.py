@@ -9,112 +9,17 @@ prompts is expected. The errors are :class:`ArgumentError` (a ``TypeError`` and 
 
 from __future__ import annotations
 
-import functools
 import numbers
-import os
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 
-__all__ = ["ArgumentError", "CheckFailed", "YourFunctionRaised", "grader", "likely_mistake", "seed_arg", "model_arg", "positive_int", "task_list", "seed_list", "sizes_per_task", "run_args",
+__all__ = ["ArgumentError", "seed_arg", "model_arg", "positive_int", "task_list", "seed_list", "sizes_per_task", "run_args",
            "check_label_ids", "prompt_list",
            "unrelated_args"]
 
 
 class ArgumentError(TypeError, ValueError):
     """An argument of the wrong type or value; the message says what to pass."""
-
-
-class CheckFailed(AssertionError):
-    """An exercise's function does not match the reference: the message says what differs and, where the
-    result matches a typical wrong version, its likely cause.
-
-    In Jupyter (IPython shows an exception's ``_render_traceback_`` instead of its traceback) it is these few
-    lines only: the frames of the check, the reference and the tiny models say nothing a learner can act on.
-    An error raised inside the learner's own function is not one of these, and keeps its full traceback.
-    """
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"\x1b[31mCheckFailed\x1b[0m: {self}",
-                "(the check ran your function and the reference on tiny random models; fix it and run both cells "
-                "again)"]
-
-
-class YourFunctionRaised(RuntimeError):
-    """An exception raised inside the learner's own function while an exercise's check ran it.
-
-    In Jupyter it shows in a few lines: the exception, the line of the learner's function it came from, and where to
-    look for help, without the frames of the check, the reference or torch. ``__cause__`` keeps the original
-    exception with its whole traceback (``%debug`` or ``raise e.__cause__`` show it)."""
-
-    def __init__(self, fn_name: str, exc: BaseException, where: str):
-        self.fn_name, self.exc, self.where = fn_name, exc, where
-        super().__init__(f"{fn_name} raised {type(exc).__name__}: {exc}" + (f" ({where})" if where else ""))
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"\x1b[31m{type(self.exc).__name__}\x1b[0m in your function {self.fn_name}: {self.exc}",
-                *([f"  {self.where}"] if self.where else []),
-                "(the check called it on a tiny random model; the exercise's hint above says what it should do; "
-                "fix it and run both cells again)"]
-
-
-_NOT_YOURS = (str(Path(__file__).resolve().parent.parent), "site-packages", f"{os.sep}lib{os.sep}python")
-
-
-def _your_line(exc: BaseException) -> str:
-    """``"line 3 of your code: x = a @ b"``: the innermost frame of the traceback that is not the project's,
-    torch's or Python's (a notebook cell, or a file of the learner's)."""
-    import traceback
-
-    mine = [f for f in traceback.extract_tb(exc.__traceback__) if not any(part in f.filename for part in _NOT_YOURS)]
-    if not mine:
-        return ""
-    f = mine[-1]
-    return f"line {f.lineno} of your code{f' ({f.name})' if f.name != '<module>' else ''}: {(f.line or '').strip()}"
-
-
-def grader(check: Callable) -> Callable:
-    """Decorator of an exercise's check ``check(fn, ...)``: ``fn``, the learner's function, is called through a
-    wrapper that turns an exception raised inside it into :class:`YourFunctionRaised` (a few lines in Jupyter,
-    naming the learner's line). :class:`CheckFailed` and errors of the check itself pass through unchanged."""
-
-    @functools.wraps(check)
-    def run(fn, *args, **kwargs):
-        if not callable(fn):
-            raise ArgumentError(f"{check.__name__} checks a function: pass the function itself (its name, without "
-                                f"calling it), got {type(fn).__name__}")
-
-        @functools.wraps(fn)
-        def yours(*a, **kw):
-            try:
-                return fn(*a, **kw)
-            except CheckFailed:
-                raise
-            except Exception as e:  # noqa: BLE001  (anything the learner's code raises)
-                raise YourFunctionRaised(getattr(fn, "__name__", "your function"), e, _your_line(e)) from e
-
-        return check(yours, *args, **kwargs)
-
-    return run
-
-
-def likely_mistake(got, variants, atol: float = 1e-4, rtol: float = 1e-4) -> str | None:
-    """The message of the first typical wrong version that ``got`` equals, or None.
-
-    ``variants``: ``(message, compute)`` pairs, ``compute()`` giving that wrong version's result (computed only
-    when needed, in order; one that fails or has another shape is skipped).
-    """
-    import torch
-
-    got = torch.as_tensor(got).detach().float().cpu()
-    for message, compute in variants:
-        try:
-            want = torch.as_tensor(compute()).detach().float().cpu()
-        except Exception:  # noqa: BLE001 - a wrong version that cannot be computed here is simply not it
-            continue
-        if want.shape == got.shape and torch.allclose(got, want, atol=atol, rtol=rtol):
-            return message
-    return None
 
 
 def _is_int(x) -> bool:

@@ -88,7 +88,6 @@ __all__ = [
     "fast_attention",
     "frozen_params",
     "resolve_name",
-    "make_tiny_model",
     "gpt2_tokenizer",
     "uses_bos",
 ]
@@ -1064,41 +1063,3 @@ def gpt2_tokenizer():
         os.replace(tmp, out)
     with _quiet():
         return AutoTokenizer.from_pretrained(out)
-
-
-_TINY_KINDS = ("gpt2", "rotary", "gqa")
-
-
-def make_tiny_model(kind: str = "gpt2", seed: int = 0, n_layers: int = 3, n_heads: int = 4, d_head: int = 8):
-    """A tiny random HookedTransformer with the real GPT-2 tokenizer, for tests.
-
-    kind: ``"gpt2"`` (learned positions, LayerNorm, no BOS), ``"rotary"``
-    (rotary, RMSNorm, gated MLP, BOS) or ``"gqa"`` (rotary + grouped-query
-    attention with 2 key/value heads, BOS).
-    """
-    from transformer_lens import HookedTransformer, HookedTransformerConfig
-
-    if kind not in _TINY_KINDS:
-        raise ValueError(f"kind must be one of {_TINY_KINDS}, got {kind!r}")
-    common = dict(
-        n_layers=n_layers, d_model=n_heads * d_head, d_head=d_head, n_heads=n_heads, n_ctx=512,
-        d_vocab=50257, act_fn="gelu", seed=seed, dtype=torch.float32, device="cpu",
-        init_weights=True, initializer_range=0.2,
-    )
-    if kind == "gpt2":
-        cfg = HookedTransformerConfig(**common, d_mlp=4 * n_heads * d_head, normalization_type="LN",
-                                      positional_embedding_type="standard", default_prepend_bos=False)
-    else:
-        cfg = HookedTransformerConfig(
-            **common, d_mlp=2 * n_heads * d_head, normalization_type="RMS", positional_embedding_type="rotary",
-            rotary_dim=d_head, gated_mlp=True, final_rms=True, default_prepend_bos=True,
-            n_key_value_heads=2 if kind == "gqa" else None,
-        )
-    with _quiet():
-        model = HookedTransformer(cfg, tokenizer=gpt2_tokenizer(), default_padding_side="right")
-    model.cfg.default_prepend_bos = cfg.default_prepend_bos
-    model.cfg.icl_model_name = f"tiny-{kind}"
-    model.eval()
-    matmul_layout(model)
-    fast_attention(model)
-    return model

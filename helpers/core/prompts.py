@@ -432,17 +432,6 @@ def pad_batch(prompts: Sequence[Prompt], pad_id: int = 0) -> tuple[Int[torch.Ten
     return out, q
 
 
-def tiny_sst2_cases(demos: Sequence[Demo], query: str | Demo, kinds: Sequence[str] = ("gpt2", "rotary", "gqa")):
-    """``(kind, model, prompt, label ids)``: one SST-2 prompt of ``demos`` and ``query`` on a tiny random model
-    of each architecture (learned positions, rotary, grouped-query; :func:`helpers.core.models.make_tiny_model`),
-    for the checks that compare a reader's by-hand function with the reference."""
-    from helpers.core.models import make_tiny_model
-
-    for kind in kinds:
-        model = make_tiny_model(kind, seed=0)
-        yield kind, model, build_prompt(model, "sst2", demos, query), label_token_ids(model.tokenizer, "sst2")
-
-
 def label_class_onehot(prompts: Sequence[Prompt], T: int, C: int) -> torch.Tensor:
     """``[prompt, T, class]`` map from a key position (a prompt position below ``T``) to the class of the
     demonstration label there (rows of other positions are zero)."""

@@ -11,22 +11,18 @@
   :func:`fresh_demo_prompts` (every prompt with its own demonstrations).
 - :func:`cached_eval_runs`: one computation per (task, seed) on the evaluation prompts, stored on disk
   (:func:`helpers.core.store.cached`); the experiments of notebook 07 build their cached steps on it.
-- :func:`tiny_check_sets`: foo/bar prompts on the three tiny random architectures, for the ``check_*``
-  functions that compare a reader's by-hand code with the experiments' reference.
 """
 
 from __future__ import annotations
 
-import functools
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-from helpers.core.checks import CheckFailed, likely_mistake, unrelated_args
+from helpers.core.checks import unrelated_args
 from helpers.core.prompts import (
     Demo,
     PoolSizeWarning,
@@ -54,8 +50,6 @@ __all__ = [
     "check_sizes",
     "run_model_name",
     "cached_eval_runs",
-    "tiny_check_sets",
-    "compare_to_reference",
 ]
 
 
@@ -212,50 +206,3 @@ def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, Unrelat
                     return run(eval_set(model, ut, seed, sizes), hs, seed)
                 out[(t, seed)] = cached(kind, {**params, "seed": seed}, compute, model=model)
     return out
-
-
-# ------------------------------------------------------------------ tiny prompts for the by-hand checks
-
-
-@functools.lru_cache(maxsize=1)
-def _foobar_sst2_slice() -> UnrelatedTask:
-    full = unrelated_task("sst2", (0, 1), ("foo", "bar"))
-    return UnrelatedTask(full.task, full.train.select(range(200)), full.test.select(range(40)), "sst2", (0, 1))
-
-
-def tiny_check_sets(n: int = 2, k_per_class: int = 1, seed: int = 0) -> list[tuple[str, HookedTransformer, PromptSet]]:
-    """``(kind, model, prompt set)`` for the three tiny random architectures of
-    :func:`helpers.core.models.make_tiny_model` (``"gpt2"``: learned positions and LayerNorm; ``"rotary"``:
-    RMSNorm and rotary; ``"gqa"``: rotary with grouped-query attention), each with ``n`` SST-2 foo/bar prompts
-    of ``k_per_class`` demonstrations per class: what the ``check_*`` functions run a reader's code on."""
-    ut = _foobar_sst2_slice()
-    return [(kind, _tiny_model(kind), make_set(_tiny_model(kind), ut, seed, n, k_per_class))
-            for kind in ("gpt2", "rotary", "gqa")]
-
-
-@functools.lru_cache(maxsize=3)
-def _tiny_model(kind: str) -> HookedTransformer:
-    from helpers.core.models import make_tiny_model
-
-    return make_tiny_model(kind, seed=0)
-
-
-def compare_to_reference(got, want: torch.Tensor, what: str, hint: str, atol: float = 1e-4, rtol: float = 1e-4,
-                         mistakes=None) -> None:
-    """Raise :class:`~helpers.core.checks.CheckFailed` saying what differs (shape, or values and the largest
-    difference) when a reader's result ``got`` does not match the reference ``want``; ``what`` names the case,
-    ``hint`` says what to look at; ``mistakes()`` gives typical wrong versions (``(message, compute)`` pairs,
-    :func:`helpers.core.checks.likely_mistake`): the one ``got`` equals is named first."""
-    if got is None:
-        raise CheckFailed(f"{what}: your function returned None; return a tensor")
-    got = torch.as_tensor(got).detach().float().cpu()
-    want = want.detach().float().cpu()
-    if got.shape != want.shape:
-        raise CheckFailed(f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}. {hint}")
-    if not torch.allclose(got, want, atol=atol, rtol=rtol):
-        diff = float((got - want).abs().max())
-        found = likely_mistake(got, mistakes(), atol=atol, rtol=rtol) if mistakes else None
-        hint = f"{found} ({hint})" if found else hint
-        raise CheckFailed(f"{what}: got {[round(x, 4) for x in got.flatten().tolist()[:6]]}, reference "
-                             f"{[round(x, 4) for x in want.flatten().tolist()[:6]]} (largest difference {diff:.3g}). "
-                             f"{hint}")

@@ -44,7 +44,6 @@ import torch
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from helpers.core.checks import CheckFailed, grader, likely_mistake
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from helpers.core.predict import Predictions
 from helpers.core.prefix import (
@@ -70,7 +69,7 @@ __all__ = [
     "anchor_keep",
     "random_keep",
     "QUERY_POSITIONS",
-    "check_query_positions",
+    "query_positions_arg",
     "build_cache",
     "predict_cached",
     "compression_runs",
@@ -86,8 +85,6 @@ __all__ = [
     "speed_verdict",
     "time_icl_vs_anchor",
     "hidden_anchor_reference",
-    "check_hidden_anchor_logits",
-    "check_input_mask",
     "compression_claims",
 ]
 
@@ -96,7 +93,7 @@ prefix_len = demo_prefix_len  # P0: one past the newline that ends the last demo
 QUERY_POSITIONS = ("original", "restart")  # where a test input run after a cache starts (module doc)
 
 
-def check_query_positions(query_positions: str) -> str:
+def query_positions_arg(query_positions: str) -> str:
     """``query_positions`` if it is one of :data:`QUERY_POSITIONS`, else a ValueError naming them."""
     if not isinstance(query_positions, str) or query_positions not in QUERY_POSITIONS:
         raise ValueError(f"query_positions must be one of {', '.join(map(repr, QUERY_POSITIONS))}; "
@@ -133,7 +130,7 @@ def build_cache(model, prompt: Prompt, keep: Sequence[int] | None = None,
     ``demos``: the demonstrations' keep-everything cache, already run: pruned instead of run again
     (:func:`helpers.core.prefix.keep_rows`; Hidden_anchor and every Hidden_random draw share one pass).
     """
-    check_query_positions(query_positions)
+    query_positions_arg(query_positions)
     p0 = prefix_len(prompt)
     keep = anchor_keep(prompt) if keep is None else keep
     if demos is not None:
@@ -203,7 +200,7 @@ def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int 
     ``query_positions`` applies to the cached methods (Hidden_anchor, Hidden_random, Hidden_random-top):
     ``"original"`` (default) or ``"restart"`` (module doc).
     """
-    check_query_positions(query_positions)
+    query_positions_arg(query_positions)
     prompts, lids, seed = icl_set.prompts, icl_set.label_ids, icl_set.seed
     ref = vanilla_predictions(model, prompts, lids, batch_size)  # full ICL (notebook 00's run, stored by content)
 
@@ -252,7 +249,7 @@ def cached_compression(model, icl_set, random_top_draws: int = 20, batch_size: i
     """
     from helpers.core.store import cached, model_fingerprint, prompts_digest
 
-    check_query_positions(query_positions)
+    query_positions_arg(query_positions)
     params = dict(model=model_fingerprint(model), task=icl_set.task.name, seed=int(icl_set.seed),
                   prompts=prompts_digest(icl_set.prompts, icl_set.label_ids), n_test=len(icl_set.prompts),
                   draws=int(random_top_draws), query_positions=query_positions)
@@ -303,8 +300,6 @@ def table2_verdict(gaps: dict) -> tuple[str, dict]:
     if all(any(gaps[(o, m)].high < 0 for o in others) for m in metrics):
         return "does not replicate", checks
     return "inconclusive", checks
-
-
 
 
 def speed_verdict(speedups: dict, bounds: dict, frac: float = 0.9) -> str:
@@ -405,7 +400,7 @@ def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, war
     return out
 
 
-# ---- the mechanism by hand (notebook 05) and the claims ----
+# ---- the reference on one prompt (notebook 05's exercise is checked against it) and the claims ----
 
 def hidden_anchor_reference(model: HookedTransformer, prompt: Prompt, keep: Sequence[int],
                             label_ids: Sequence[int]) -> torch.Tensor:
@@ -414,133 +409,6 @@ def hidden_anchor_reference(model: HookedTransformer, prompt: Prompt, keep: Sequ
     cache = build_cache(model, prompt, keep=keep)
     with torch.inference_mode():
         return predict_cached(model, cache, [prompt], label_ids, batch_size=1).label_logits[0].float().cpu()
-
-
-def _tiny_cases():
-    """(name, model, prompt, label ids) for the three tiny architectures: 3 SST-2 demonstrations and one input."""
-    from helpers.core.prompts import Demo, tiny_sst2_cases
-
-    demos = [Demo("a truly great film", 1), Demo("dull and far too long", 0), Demo("I loved every minute", 1)]
-    return tiny_sst2_cases(demos, Demo("what a waste of time", 0))
-
-
-def _mask(n: int, p0: int, keep, rows_from: int | None = None, unkeep: bool = True, self_block: bool = False):
-    blocked = torch.zeros(n, n, dtype=torch.bool)
-    blocked[p0 if rows_from is None else rows_from:, :p0] = True
-    if unkeep:
-        blocked[p0 if rows_from is None else rows_from:, list(keep)] = False
-    if self_block:
-        blocked[p0:, p0:] = True
-    return blocked
-
-
-@grader
-def check_input_mask(fn) -> None:
-    """Check a reader's ``fn(n, p0, keep) -> [n, n]`` booleans (True where an input row reads a demonstration
-    column that is not kept) on a few prompt shapes. Raises :class:`CheckFailed` naming the likely mistake."""
-    name = getattr(fn, "__name__", "your function")
-    for n, p0, keep in ((8, 5, [0, 2, 4]), (12, 9, [0, 3, 6, 8]), (6, 3, [0])):
-        want = _mask(n, p0, keep)
-        got = fn(n, p0, list(keep))
-        what = f"{name}(n={n}, p0={p0}, keep={keep})"
-        if not isinstance(got, torch.Tensor) or tuple(got.shape) != (n, n):
-            raise CheckFailed(f"{what}: expected an [n, n] boolean tensor, got "
-                              f"{tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__}")
-        got = got.bool()
-        if torch.equal(got, want):
-            continue
-        variants = [
-            ("You also blocked the demonstrations' own rows: only rows i >= p0 (the input) lose columns.",
-             _mask(n, p0, keep, rows_from=0)),
-            ("The kept columns are blocked too: unmark the columns in keep.", _mask(n, p0, keep, unkeep=False)),
-            ("The input's rows are one off: they start at p0 (row p0 is the input's first token).",
-             _mask(n, p0, keep, rows_from=p0 - 1)),
-            ("The input's rows are one off: they start at p0 (row p0 is the input's first token).",
-             _mask(n, p0, keep, rows_from=p0 + 1)),
-            ("The input may not read itself: only demonstration columns (j < p0) are blocked.",
-             _mask(n, p0, keep, self_block=True)),
-            ("True and False are swapped: True marks what is blocked.", ~want),
-        ]
-        cause = next((m for m, v in variants if torch.equal(got, v)), None)
-        i, j = (int(x) for x in (got != want).nonzero()[0])
-        raise CheckFailed(f"{what}: at (row {i}, column {j}) yours {bool(got[i, j])}, expected {bool(want[i, j])}. "
-                          + (cause or "True exactly at rows i >= p0 and columns j < p0 that are not in keep."))
-    print(f"✓ {name} marks exactly the input's dropped demonstration columns on 3 prompt shapes")
-
-
-def _hidden_anchor_mistakes(model, prompt, keep, label_ids):
-    """Typical wrong versions of the by-hand Hidden_anchor, each with its likely cause."""
-    p0, n, keep = prefix_len(prompt), len(prompt), list(keep)
-    ids = list(label_ids)
-
-    def masked(rows_from: int = None, keep_rows=keep, zero_kv: bool = False, mask: bool = True):
-        blocked = torch.zeros(n, n, dtype=torch.bool)
-        blocked[p0 if rows_from is None else rows_from:, :p0] = True
-        blocked[:, keep_rows] = False
-        idx = torch.tensor(keep_rows, dtype=torch.long)
-
-        def only_kept(scores, hook):
-            return scores.masked_fill(blocked, float("-inf"))
-
-        def zero_others(x, hook):
-            x = x.clone()
-            kept = x[:, idx].clone()
-            x[:, :p0] = 0.0
-            x[:, idx] = kept
-            return x
-
-        hooks = [(f"blocks.{l}.attn.hook_attn_scores", only_kept) for l in range(model.cfg.n_layers)] if mask else []
-        if zero_kv:
-            hooks += [(f"blocks.{l}.attn.hook_{x}", zero_others) for l in range(model.cfg.n_layers) for x in "kv"]
-        with torch.inference_mode():
-            return model.run_with_hooks(prompt.tokens[None], fwd_hooks=hooks)[0, prompt.q, ids]
-
-    def compacted():
-        tokens = torch.cat([prompt.tokens[keep], prompt.tokens[p0:]])
-        with torch.inference_mode():
-            return model(tokens[None])[0, -1, ids]
-
-    before = sorted({max(k - 1, 0) for k in keep})
-    after = sorted({k + 1 for k in keep if k + 1 < p0})
-    return [
-        ("The input still sees every demonstration position (full ICL): nothing was pruned.",
-         lambda: masked(mask=False)),
-        ("The other demonstration rows are zeroed but not masked: a zero key still gets a score of 0 and a share of "
-         "the softmax. Set the input rows' scores to those positions to -inf (hook_attn_scores).",
-         lambda: masked(zero_kv=True, mask=False)),
-        ("You masked the demonstrations' own rows too: they must run as a normal prompt (the cache is built from "
-         "the whole demonstration part); only the input's rows (>= p0) lose the other positions.",
-         lambda: masked(rows_from=0)),
-        ("Your kept positions are one before `keep`: use the positions in keep as they are.",
-         lambda: masked(keep_rows=before)),
-        ("Your kept positions are one after `keep`: use the positions in keep as they are.",
-         lambda: masked(keep_rows=after)),
-        ("You ran the kept tokens and the input as a new, shorter prompt: that moves them to new positions. "
-         "Keep every position where it is and mask the others.", compacted),
-    ]
-
-
-@grader
-def check_hidden_anchor_logits(fn, atol: float = 1e-4) -> None:
-    """Check ``fn(model, prompt, keep, label_ids) -> [classes]`` (the notebook's by-hand Hidden_anchor) against
-    :func:`hidden_anchor_reference` on tiny learned-position, rotary and grouped-query models, with the anchor
-    positions and with a random draw (:func:`random_keep`). Raises an AssertionError that says what differs."""
-    for kind, model, prompt, lids in _tiny_cases():
-        for what, keep in (("anchor positions", anchor_keep(prompt)), ("a random draw", random_keep(prompt, 0))):
-            with torch.inference_mode():
-                mine = torch.as_tensor(fn(model, prompt, keep, lids)).detach().float().cpu().reshape(-1)
-            ref = hidden_anchor_reference(model, prompt, keep, lids)
-            if mine.shape != ref.shape:
-                raise CheckFailed(f"tiny {kind} model, {what}: expected {ref.shape[0]} label logits (one per "
-                                     f"class), got shape {tuple(mine.shape)}")
-            if not torch.allclose(mine, ref, atol=atol, rtol=1e-4):
-                cause = likely_mistake(mine, _hidden_anchor_mistakes(model, prompt, keep, lids), atol=atol) or (
-                    "Does the input attend only to the kept rows, at its original positions, and read the logits "
-                    "at q?")
-                raise CheckFailed(f"tiny {kind} model, {what}: label logits {mine.numpy().round(4)} differ from "
-                                  f"the pruned cache's {ref.numpy().round(4)} (max diff "
-                                  f"{(mine - ref).abs().max():.2e}). {cause}")
-    print("✓ hidden-anchor logits match the reference (pruned cache) on 3 tiny models")
 
 
 _SPEED_VERDICT = {"meets the goal": "replicates", "speeds up": "partly", "no speed-up": "does not replicate"}

@@ -31,13 +31,13 @@ Definitions (fixed before any result was looked at):
   predicts one word most of the time it finds only that word's heads.
 
 Cached step of notebook 07: :func:`attribution_runs` (sizes: :func:`incontext_heads_sizes`). By hand:
-:func:`check_head_ablation` compares a reader's one-head ablation with :func:`head_label_drops`.
+:func:`helpers.exercises.incontext_heads.check_head_ablation` compares a reader's one-head ablation with :func:`head_label_drops`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -46,7 +46,7 @@ from einops import rearrange
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from helpers.core.checks import grader, unrelated_args
+from helpers.core.checks import unrelated_args
 from helpers.core.heads import (
     Head,
     collect_at_q,
@@ -63,11 +63,9 @@ from helpers.core.unrelated import (
     EvalSizes,
     UnrelatedTask,
     check_sizes,
-    compare_to_reference,
     eval_sizes,
     make_set,
     run_model_name,
-    tiny_check_sets,
 )
 
 if TYPE_CHECKING:
@@ -78,7 +76,6 @@ __all__ = [
     "head_attribution",
     "ablated_last_logprobs",
     "head_label_drops",
-    "check_head_ablation",
     "n_incontext_heads",
     "rank_heads",
     "rank_heads_for_label",
@@ -214,61 +211,6 @@ def head_label_drops(model: HookedTransformer, tokens: Int[torch.Tensor, "seq"],
     with torch.inference_mode():
         lp = ablated_last_logprobs(model, tokens, masks, None, cache)[:, list(label_ids)].float().cpu()
     return lp[:1] - lp[1:]
-
-
-def _ablation_mistakes(model: HookedTransformer, tokens, layer: int, head: int, label_ids):
-    """Typical wrong versions of the by-hand head ablation, each with its likely cause."""
-    ids, q = list(label_ids), len(tokens) - 1
-
-    def run(at=q, read=q, score="log_softmax", tokens=tokens):
-        def zero(z, hook):
-            z[:, at, head] = 0.0
-            return z
-
-        with torch.inference_mode():
-            plain = model(tokens[None])[0, read]
-            ablated = model.run_with_hooks(tokens[None], fwd_hooks=[(f"blocks.{layer}.attn.hook_z", zero)])[0, read]
-        if score == "log_softmax":
-            plain, ablated = plain.log_softmax(-1), ablated.log_softmax(-1)
-        elif score == "label_softmax":
-            plain, ablated = plain[ids].log_softmax(-1), ablated[ids].log_softmax(-1)
-            return plain - ablated
-        return plain[ids] - ablated[ids]
-
-    return [
-        ("You zeroed the head at every position: only the last position's z (z[:, q, head]) is zeroed.",
-         lambda: run(at=slice(None))),
-        ("Plain minus ablated is reversed: return plain minus ablated (a head that helps gives a positive drop).",
-         lambda: -run()),
-        ("These are logits: take log_softmax over the whole vocabulary first.", lambda: run(score="logits")),
-        ("The log_softmax is over the label words only: take it over the whole vocabulary, then pick the label "
-         "words.", lambda: run(score="label_softmax")),
-        ("You ablated and read one position before the last: q is the last position (len(tokens) - 1).",
-         lambda: run(tokens=tokens[:-1], at=q - 1, read=q - 1)),
-    ]
-
-
-@grader
-def check_head_ablation(fn: Callable) -> None:
-    """Check a reader's ``fn(model, tokens, layer, head, label_ids) -> [label]`` (each label word's log-probability
-    at the last position, plain minus with that head's ``z`` zeroed there) against :func:`head_label_drops` on
-    three heads of two prompts on each tiny architecture (:func:`helpers.core.unrelated.tiny_check_sets`).
-    Raises an AssertionError that says what differs; prints one line when everything matches."""
-    name = getattr(fn, "__name__", "your function")
-    for kind, model, ps in tiny_check_sets():
-        L, H = model.cfg.n_layers, model.cfg.n_heads
-        heads = [(0, 1), (L // 2, H - 1), (L - 1, 2)]
-        for i, p in enumerate(ps.prompts):
-            want = head_label_drops(model, p.tokens, heads, ps.label_ids)
-            for row, (l, h) in enumerate(heads):
-                with torch.inference_mode():
-                    got = fn(model, p.tokens, l, h, ps.label_ids)
-                compare_to_reference(got, want[row], f"{name} on the tiny {kind} model, prompt {i}, head ({l}, {h})",
-                                     "Zero that head's z (hook_z) at the last position only, and return the label "
-                                     "words' full-vocabulary log-probabilities there (log_softmax), plain minus "
-                                     "ablated.", mistakes=lambda: _ablation_mistakes(model, p.tokens, l, h,
-                                                                                     ps.label_ids))
-    print(f"✓ {name} matches the reference on 3 tiny models")
 
 
 # ------------------------------------------------------------------ ranking
