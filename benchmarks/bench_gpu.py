@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -156,18 +155,12 @@ def gpt2_xl_shaped(folder: Path, device: str = "cuda"):
     return load_model(str(folder), device=device, verbose=False)
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
 
 def measure(models=("google/gemma-3-270m", GPT2_XL_SHAPE), paths=PATHS) -> dict | None:
     """The JSON of ``benchmarks/gpu/``: the card, versions, and per model the throughput of every path.
 
     None (with one line saying why) where no CUDA GPU is visible."""
+    from helpers.study.record import git_commit  # the commit the figures were measured at
     if not torch.cuda.is_available():
         print("(g) GPU throughput: skipped, no CUDA GPU visible to this torch (run make bench on a GPU machine)")
         return None
@@ -176,7 +169,7 @@ def measure(models=("google/gemma-3-270m", GPT2_XL_SHAPE), paths=PATHS) -> dict 
     from helpers.core.models import load_model
 
     res = {"card": torch.cuda.get_device_name(0), "torch": torch.__version__,
-           "transformer_lens": getattr(transformer_lens, "__version__", "unknown"), "commit": _commit(),
+           "transformer_lens": getattr(transformer_lens, "__version__", "unknown"), "commit": git_commit(),
            "dtype": "float32", "convention": "2 x parameters x tokens, x 3 with a backward", "models": {}}
     for name in models:
         torch.cuda.reset_peak_memory_stats()

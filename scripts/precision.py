@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
 import time
 import warnings
@@ -123,15 +122,9 @@ def render_doc(res: dict, doc: Path = DOC) -> str:
     return f"{head}{BEGIN}\n{markdown(res)}{END}{tail}"
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
 
 def main(argv=None) -> int:
+    from helpers.study.record import git_commit  # the commit the figures were measured at
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="google/gemma-3-270m")
     ap.add_argument("--dtypes", nargs="+", default=["bfloat16", "float16"], choices=["bfloat16", "float16"])
@@ -174,7 +167,7 @@ def main(argv=None) -> int:
                                      for task in a.tasks) if v is not None), default=None)
                  for k in OUTPUTS} for dt in a.dtypes}
     res = {"model": a.model, "tasks": a.tasks, "sizes": sizes, "device": "cpu", "emulated": True,
-           "cpu": platform.processor() or platform.machine(), "torch": torch.__version__, "commit": _commit(),
+           "cpu": platform.processor() or platform.machine(), "torch": torch.__version__, "commit": git_commit(),
            "threads": torch.get_num_threads(), "seconds": time.perf_counter() - t0,
            "deviations": devs, "outputs": per_dtype}
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,7 @@ import numpy as np
 from IPython.display import display
 
 from .analysis import _FLOW_COLORS
-from .setting import token_strings
+from .setting import OfflineView, token_strings
 
 __all__ = ["FLOW_LABELS", "flow_view_data", "flow_view_html", "FlowView", "flow_view", "plot_flow_graph",
            "show_flow_view"]
@@ -281,21 +281,13 @@ def flow_view_html(data: dict, uid: str | None = None, figure_name: str | None =
             f"<script>{_SCRIPT.replace('__UID__', uid)}</script></div>")
 
 
-class FlowView:
-    """An interactive flow view (:func:`flow_view`); a notebook shows it as its HTML. ``data`` is what it draws."""
+class FlowView(OfflineView):
+    """An interactive flow view (:func:`flow_view`); a notebook shows it as its HTML, like any
+    :class:`~helpers.study.plots.setting.OfflineView`. ``data`` is what it draws."""
 
     def __init__(self, data: dict, figure_name: str | None = None):
         self.data = data
         self.html = flow_view_html(data, figure_name=figure_name)
-
-    def _repr_html_(self) -> str:
-        return self.html
-
-    def __html__(self) -> str:
-        return self.html
-
-    def __str__(self) -> str:
-        return self.html
 
 
 def flow_view(model, graph, top_k: int = 10, min_share: float = 0.0, layers: tuple[int, int] | None = None,
