@@ -46,6 +46,7 @@ from helpers.core.prompts import (
 )
 from helpers.core.store import pins_weights, result_types
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids
+from helpers.study.profiles import RunSizes
 
 __all__ = [
     "ReweightResult",
@@ -65,6 +66,8 @@ __all__ = [
     "check_reweighted_label_logits",
     "table1_claims",
     "SETTINGS",
+    "ReweightingSizes",
+    "reweighting_sizes",
     "table1_runs",
     "table1_intervals",
     "table1_frame",
@@ -388,6 +391,24 @@ SETTINGS = {"vanilla 1-shot": "correct_1shot", "vanilla 5-shot": "correct_5shot"
 
 
 @pins_weights
+@dataclass(frozen=True)
+class ReweightingSizes(RunSizes):
+    """Run sizes of notebook 04 (:func:`reweighting_sizes`)."""
+
+    seeds: tuple[int, ...]
+    n_test: int  # test inputs per (task, seed)
+    epochs: int  # training epochs of beta (the paper's 10)
+    per_class: int  # training examples per class (the paper's 4)
+    batch_size: int  # evaluation batches
+
+
+def reweighting_sizes(profile) -> ReweightingSizes:
+    """Run size of notebook 04: every seed of the profile, ``profile.n_test`` test inputs per (task, seed), beta
+    trained ``profile.reweight_epochs`` epochs on ``profile.reweight_train_per_class`` examples per class."""
+    return ReweightingSizes(seeds=tuple(profile.seeds), n_test=profile.n_test, epochs=profile.reweight_epochs,
+                            per_class=profile.reweight_train_per_class, batch_size=profile.batch_size)
+
+
 def table1_runs(model: HookedTransformer, tasks: Sequence[str], seeds: Sequence[int], n_test: int, epochs: int,
                 per_class: int = 4, eval_batch_size: int = 16, lr: float = 0.01) -> dict:
     """:func:`run_table1` for every (task, seed), each cached on disk: ``{(task, seed): Table1Row}``."""
