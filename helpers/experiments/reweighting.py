@@ -390,7 +390,6 @@ SETTINGS = {"vanilla 1-shot": "correct_1shot", "vanilla 5-shot": "correct_5shot"
             "anchor re-weighting": "correct_reweight"}  # Table 1's rows and the Table1Row field of each
 
 
-@pins_weights
 @dataclass(frozen=True)
 class ReweightingSizes(RunSizes):
     """Run sizes of notebook 04 (:func:`reweighting_sizes`)."""
@@ -409,6 +408,7 @@ def reweighting_sizes(profile) -> ReweightingSizes:
                             per_class=profile.reweight_train_per_class, batch_size=profile.batch_size)
 
 
+@pins_weights
 def table1_runs(model: HookedTransformer, tasks: Sequence[str], seeds: Sequence[int], n_test: int, epochs: int,
                 per_class: int = 4, eval_batch_size: int = 16, lr: float = 0.01) -> dict:
     """:func:`run_table1` for every (task, seed), each cached on disk: ``{(task, seed): Table1Row}``."""
