@@ -48,6 +48,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import torch
+from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.prefix import vanilla_predictions
@@ -62,7 +63,8 @@ from helpers.study.stats import bootstrap_means
 
 profile = get_profile()
 model = load_model(current_model_name())
-print(profile)
+sizes = setting.setting_sizes(profile)  # seeds, test inputs per (task, seed), batch size
+print(profile.name, current_model_name(), sizes)
 
 # %% [markdown]
 # ## Tasks, templates and label words
@@ -182,8 +184,8 @@ plots.attention_view(model, examples[profile.tasks[0]], layer=model.cfg.n_layers
 # (see `data/README.md`), not the original test splits.
 
 # %%
-one = setting.vanilla_accuracy(model, profile.tasks, profile.seeds, profile.n_test, 1, profile.batch_size, profile.name)
-five = setting.vanilla_accuracy(model, profile.tasks, profile.seeds, profile.n_test, 5, profile.batch_size, profile.name)
+one = setting.vanilla_accuracy(model, profile.tasks, sizes.seeds, sizes.n_test, 1, sizes.batch_size, profile.name)
+five = setting.vanilla_accuracy(model, profile.tasks, sizes.seeds, sizes.n_test, 5, sizes.batch_size, profile.name)
 acc = pd.concat([one.assign(setting="vanilla 1-shot"), five.assign(setting="vanilla 5-shot")])
 acc["task"] = acc["task"].map(lambda n: get_task(n).display)
 by_task = acc.groupby(["setting", "task"], sort=False)["accuracy"].agg(["mean", "std", "count"]).reset_index()
@@ -194,7 +196,7 @@ by_task
 # ### How sure are these numbers?
 #
 # Each accuracy rests on two samples: the demonstrations (one draw per seed) and the test inputs
-# (`profile.n_test` per task and seed). The 95% interval resamples both, as a two-level bootstrap
+# (`sizes.n_test` per task and seed). The 95% interval resamples both, as a two-level bootstrap
 # (`helpers.study.stats`): draw the seeds with replacement, then within each drawn seed its inputs with
 # replacement, and recompute the mean. Here it is by hand for one task and setting, then with the helper.
 
@@ -221,7 +223,10 @@ intervals = {(t, st): bootstrap_means({s: c for s, c in zip(g["seed"], g["correc
 chance = {get_task(t).display: 1 / get_task(t).n_classes for t in profile.tasks}
 paper_marks = {(get_task(ours).display, st): paper.TABLE1_GPT2XL[st][col] for st in ("vanilla 1-shot", "vanilla 5-shot")
                for col, ours in paper.OURS_FOR.items() if ours in profile.tasks}
-plots.show_vanilla_accuracy(acc, intervals, chance, paper_marks, model.cfg.icl_model_name, profile)
+display(plots.vanilla_interval_table(intervals, chance, paper_marks))
+plots.accuracy_bars(acc, x="task", y="accuracy", bars="setting", intervals=intervals, chance=chance, paper=paper_marks,
+                    title=f"Vanilla ICL accuracy, {model.cfg.icl_model_name} ({profile.name}: {len(sizes.seeds)} "
+                          f"seed(s), n={sizes.n_test}); diamonds: paper, GPT2-XL", save_as="00_vanilla_accuracy")
 
 # %% [markdown]
 # ## Paper vs ours

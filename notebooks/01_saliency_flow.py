@@ -57,8 +57,8 @@ from helpers.study.profiles import current_model_name, get_profile
 
 profile = get_profile()
 model = load_model(current_model_name())
-budget = sal.saliency_sizes(profile)
-print(profile.name, current_model_name(), budget)
+sizes = sal.saliency_sizes(profile)  # seeds, inputs per (task, seed), batch size
+print(profile.name, current_model_name(), sizes)
 
 # %% [markdown]
 # ## The mechanism by hand
@@ -178,7 +178,7 @@ def saliency_flows(I: torch.Tensor, prompt: Prompt) -> torch.Tensor:
 # %%
 check_saliency_flows(saliency_flows)
 
-prompts, lids = sal.saliency_prompts(model, profile.tasks[0], seed=budget["seeds"][0], n=1)
+prompts, lids = sal.saliency_prompts(model, profile.tasks[0], seed=sizes.seeds[0], n=1)
 prompt = prompts[0]
 I = pattern_saliency(model, prompt, lids).float().cpu()  # on the CPU, as the helpers return their results
 flows = saliency_flows(I, prompt)
@@ -205,11 +205,13 @@ plots.saliency_view(model, prompt, I, [1, model.cfg.n_layers - 2])  # a shallow 
 # the seed-averaged curve, the band its 95% interval (seeds and inputs resampled).
 
 # %%
-runs = sal.saliency_runs(model, profile.tasks, budget["seeds"], budget["n"], batch_size=budget["batch_size"],
-                     profile=profile.name)
+runs = sal.saliency_runs(model, profile.tasks, sizes.seeds, sizes.n, batch_size=sizes.batch_size, profile=profile.name)
 ivs = sal.flow_intervals(runs)  # {(task, ...): Interval}; task "mean over tasks": the curve averaged over tasks
 display_name = {t: get_task(t).display for t in profile.tasks}
-_ = plots.show_flow_curves(sal.flow_frame(runs), ivs, display_name, current_model_name(), len(budget["seeds"]))
+_ = plots.flows_by_layer(sal.flow_frame(runs), intervals=ivs, panels=display_name, x="layer", y="relative size",
+                         curves=("S_wp", "S_pq", "S_ww"), save_as="01_saliency_flow",
+                         title=f"Relative saliency flows per layer, {current_model_name()} "
+                               f"(mean over {len(sizes.seeds)} seed(s), 95% CI)")
 
 # %% [markdown]
 # ### The flows of one prompt per task, drawn as the paper's Fig. 1
@@ -233,7 +235,7 @@ _ = plots.show_flow_curves(sal.flow_frame(runs), ivs, display_name, current_mode
 
 # %%
 for t in profile.tasks:
-    (first, *_), ids = sal.saliency_prompts(model, t, seed=budget["seeds"][0], n=1)
+    (first, *_), ids = sal.saliency_prompts(model, t, seed=sizes.seeds[0], n=1)
     plots.show_flow_view(model, sal.flow_graph(model, first, ids), f"01_flow_graph_{t}",
                          title=f"{display_name[t]}: the saliency flows of one prompt on {current_model_name()}")
 
@@ -260,8 +262,8 @@ for t in profile.tasks:
 tasks = list(profile.tasks)
 display(sal.flow_interval_table(ivs, tasks, labels=display_name).set_index("task").T)
 verdict, _ = sal.saliency_verdict(ivs, tasks)
-claims = sal.saliency_claims(ivs, tasks, context=f"{current_model_name()}, {len(budget['seeds'])} seed(s)")
-_ = report_claims("01_saliency_flow", claims, metrics={"verdict": verdict, "n": budget["n"]}, digits=3)
+claims = sal.saliency_claims(ivs, tasks, context=f"{current_model_name()}, {len(sizes.seeds)} seed(s)")
+_ = report_claims("01_saliency_flow", claims, metrics={"verdict": verdict, "n": sizes.n}, digits=3)
 
 # %% [markdown]
 # ## Questions for discussion

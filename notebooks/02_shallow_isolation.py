@@ -55,6 +55,7 @@ import warnings
 
 import pandas as pd
 import torch
+from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
@@ -67,9 +68,9 @@ from helpers.study.profiles import current_model_name, get_profile
 
 profile = get_profile()
 model = load_model(current_model_name())
-budget = iso.isolation_sizes(profile)
-k = budget["k_main"]
-print(profile.name, current_model_name(), budget)
+sizes = iso.isolation_sizes(profile)  # seeds, inputs, k, the sweep over k and the random control's inputs
+k = sizes.k_main
+print(profile.name, current_model_name(), sizes)
 
 # %% [markdown]
 # ## The mechanism by hand
@@ -145,7 +146,7 @@ check_isolated_label_logits(isolated_label_logits)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", LabelWordWarning)
-    one = make_icl_set(model, profile.tasks[0], seed=budget["seeds"][0], n_test=1)
+    one = make_icl_set(model, profile.tasks[0], seed=sizes.seeds[0], n_test=1)
 prompt, lids = one.prompts[0], one.label_ids
 with torch.no_grad():
     moves = {"unmodified": isolated_label_logits(model, prompt, lids, []).float().cpu()}  # the helpers' device
@@ -176,13 +177,19 @@ plots.show_isolation_by_hand(get_task(profile.tasks[0]), prompt, moves)
 # seed. The random control runs on its first inputs at every $k$.
 
 # %%
-runs = iso.isolation_runs(model, profile.tasks, budget["seeds"], budget["n"], k_main=k,
-                      k_sweep=budget["k_sweep"], sweep_seeds=budget["sweep_seeds"],
-                      batch_size=budget["batch_size"], profile=profile.name, sweep_n=budget["sweep_n"],
-                      random_draw=budget["random_draw"], random_n=budget["random_n"])
+runs = iso.isolation_runs(model, profile.tasks, sizes, profile=profile.name)
 df = iso.loyalty_frame(runs).assign(task=lambda d: d["task"].map(lambda t: get_task(t).display))
 loyalty, drop = iso.isolation_intervals(df, k)  # 95% intervals: seeds, then inputs within each (task, seed)
-plots.show_isolation_loyalty(df, k, loyalty, current_model_name(), budget)
+print(f"Random control on the first {sizes.random_n} inputs of each task and seed; inputs per (task, seed):")
+display(plots.isolation_inputs_table(df, k))
+plots.loyalty_bars(df, k=k, conditions=[("label", "first"), ("label", "last"), ("random", "first"), ("random", "last")],
+                   bars=("label_loyalty", "word_loyalty"), y="loyalty (%)", intervals=loyalty,
+                   title=f"Isolation in the first / last {k} layers, {current_model_name()}", save_as="02_isolation_loyalty")
+display(plots.label_loyalty_table(df, k))  # label loyalty (%) per condition and task
+sweep_inputs = f"the first {sizes.sweep_n} inputs" if sizes.sweep_n else "all inputs"
+plots.loyalty_sweep(df[df.seed.isin(sizes.sweep_seeds)], x="isolated layers", y="loyalty (%)",
+                    panels=("label_loyalty", "word_loyalty"), save_as="02_isolation_sweep",
+                    title=f"Loyalty vs isolated layers (seed(s) {list(sizes.sweep_seeds)}; k != {k} on {sweep_inputs})")
 
 # %% [markdown]
 # ### Table 5: top-5 tokens at $q$ with and without first-layers isolation (AGNews)
@@ -196,10 +203,10 @@ t5_task = "agnews" if "agnews" in profile.tasks else profile.tasks[0]
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", LabelWordWarning)
     t5_lids = label_token_ids(model.tokenizer, t5_task)
-share = {c: float(pd.Series([iso.label_token_share(runs[(t5_task, s)][key], t5_lids) for s in budget["seeds"]]).mean())
+share = {c: float(pd.Series([iso.label_token_share(runs[(t5_task, s)][key], t5_lids) for s in sizes.seeds]).mean())
          for c, key in [("without isolation", "base"), (f"label words first {k}", ("label", "first", k)),
                         (f"label words last {k}", ("label", "last", k))]}
-plots.show_top_tokens(model, runs[(t5_task, budget["seeds"][0])], k, share, get_task(t5_task).display)
+plots.show_top_tokens(model, runs[(t5_task, sizes.seeds[0])], k, share, get_task(t5_task).display)
 
 # %% [markdown]
 # ## Paper vs ours
@@ -223,7 +230,7 @@ plots.show_top_tokens(model, runs[(t5_task, budget["seeds"][0])], k, share, get_
 # %%
 verdict, _ = iso.isolation_verdict({(c, w): iv for (c, w, m), iv in loyalty.items() if m == "label_loyal"}, drop)
 word_pct = {f"{c}-{w}": str(iv.scaled(100)) for (c, w, m), iv in loyalty.items() if m == "word_loyal"}
-claims = iso.isolation_claims(loyalty, drop, k, context=f"{current_model_name()}, {len(budget['seeds'])} seed(s)")
+claims = iso.isolation_claims(loyalty, drop, k, context=f"{current_model_name()}, {len(sizes.seeds)} seed(s)")
 _ = report_claims("02_shallow_isolation", claims, metrics=dict(verdict=verdict, word_loyalty_pct=word_pct, table5=share))
 
 # %% [markdown]

@@ -51,6 +51,7 @@ import gc
 
 import pandas as pd
 import torch
+from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
@@ -62,8 +63,8 @@ from helpers.study.profiles import current_model_name, get_profile
 
 profile = get_profile()
 model = load_model(current_model_name())
-budget = auc.aucroc_sizes(profile)
-print(profile.name, current_model_name(), budget)
+sizes = auc.aucroc_sizes(profile)  # seeds, test inputs per (task, seed), batch size
+print(profile.name, current_model_name(), sizes)
 
 # %% [markdown]
 # ## The mechanism by hand: $A_l(q, p_i)$ on one prompt
@@ -164,14 +165,15 @@ if other := auc.other_offline_model(current_model_name()):
 frames, raw = {}, {}  # raw: this run's model, per (task, seed) scores and predictions (for intervals)
 for name in names:
     m = model if name == current_model_name() else load_model(name)
-    frames[name] = auc.aucroc_runs(m, profile.tasks, budget["seeds"], budget["n"], batch_size=budget["batch_size"],
-                               profile=profile.name, raw=raw if name == current_model_name() else None)
+    frames[name] = auc.aucroc_runs(m, profile.tasks, sizes.seeds, sizes.n, batch_size=sizes.batch_size,
+                                   profile=profile.name, raw=raw if name == current_model_name() else None)
     if m is not model:
         del m
         gc.collect()
 curves = {name: auc.mean_curves(frames[name]) for name in names}
-per_task = auc.per_task_table(pd.concat(frames.values(), ignore_index=True))
-_ = plots.show_aucroc(curves, per_task)
+_ = plots.aucroc_by_layer({f"{name.split('/')[-1]} (mean over tasks, seeds)": curve for name, curve in curves.items()},
+                          x="layer", curves={"auc": "AUCROC$_l$", "r": "$R_l$"}, threshold=0.5, save_as="03_aucroc")
+display(auc.per_task_table(pd.concat(frames.values(), ignore_index=True)))  # peak AUCROC_l, R_l crossing per task
 
 # %% [markdown]
 # ## Paper vs ours

@@ -34,7 +34,7 @@
 #
 # Setting (§3.1): 1 demonstration per class; training examples are draws 2..5 per class of the same seeded draw
 # (disjoint from the demonstrations), each wrapped with the same demonstrations; Adam lr 0.01, betas
-# (0.9, 0.999), `profile.reweight_epochs` epochs (the paper's 10 in `paper` and `default`),
+# (0.9, 0.999), `sizes.epochs` epochs (`profile.reweight_epochs`: the paper's 10 in `paper` and `default`),
 # batch 1, shuffled per epoch with the seed; only $\beta$ is trained. The vanilla "5-shot" prompt holds the
 # demonstrations plus the training examples (3 per class for AGNews, as in the paper). $\beta$ changes only the
 # attention row of $q$, so every earlier position is independent of it (causal attention): training runs only
@@ -49,6 +49,7 @@
 
 # %%
 import torch
+from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
@@ -61,7 +62,8 @@ from helpers.study.profiles import current_model_name, get_profile
 profile = get_profile()
 model_name = current_model_name()
 model = load_model(model_name)
-print(profile)
+sizes = rw.reweighting_sizes(profile)  # seeds, test inputs per (task, seed), beta's epochs and training examples
+print(profile.name, model_name, sizes)
 
 # %% [markdown]
 # ## The mechanism by hand: re-weighting one attention row
@@ -138,7 +140,7 @@ def reweighted_label_logits(model: HookedTransformer, prompt: Prompt, beta: torc
 # %%
 check_reweighted_label_logits(reweighted_label_logits)
 
-one = make_icl_set(model, profile.tasks[0], profile.seeds[0], n_test=1)
+one = make_icl_set(model, profile.tasks[0], sizes.seeds[0], n_test=1)
 prompt, L, H = one.prompts[0], model.cfg.n_layers, model.cfg.n_heads
 plain = reweighted_label_logits(model, prompt, torch.zeros(L, H, prompt.n_demos), one.label_ids)
 target = int(plain.argmin())
@@ -160,7 +162,7 @@ plots.show_reweighting_by_hand(one.task, target, plain, mine, layers=(L // 2, L 
 # %% [markdown]
 # ## At scale: Table 1
 #
-# Every seed of the profile and `profile.n_test` inputs per (task, seed); each (task, seed) is cached on disk.
+# Every seed of the profile and `sizes.n_test` inputs per (task, seed) (`rw.reweighting_sizes`); each (task, seed) is cached on disk.
 # Each demonstration set (1-shot, 5-shot) runs once and the inputs as suffixes against it (`helpers.core.prefix`).
 # Intervals resample the seeds and, within each seed, the test inputs (`helpers.study.stats.bootstrap_means`).
 #
@@ -169,11 +171,17 @@ plots.show_reweighting_by_hand(one.task, target, plain, mine, layers=(L // 2, L 
 # and seed (red = attention to that anchor amplified, blue = damped), and the training loss of every run.
 
 # %%
-rows = rw.table1_runs(model, profile.tasks, profile.seeds, profile.n_test, profile.reweight_epochs,
-                   per_class=profile.reweight_train_per_class, eval_batch_size=profile.batch_size)
+rows = rw.table1_runs(model, profile.tasks, sizes.seeds, sizes.n_test, sizes.epochs, per_class=sizes.per_class,
+                      eval_batch_size=sizes.batch_size)
 accuracy, gains = rw.table1_intervals(rows)
 table1 = rw.table1_frame(accuracy, model_name)
-plots.show_reweighting_table1(rows, table1, (profile.tasks[0], profile.seeds[0]), one.task)
+display(plots.reweighting_runs_table(rows))  # 1-shot, 5-shot and re-weighting accuracy per (task, seed)
+display(table1)
+first_run = rows[(profile.tasks[0], sizes.seeds[0])].result
+plots.beta_heatmaps(first_run, x="head", y="layer", panels=one.task.label_words, save_as="04_beta_heatmap",
+                    title=f"learned beta, {one.task.display}, seed {sizes.seeds[0]}")
+plots.loss_curves({f"{t} s{s}": r.result.epoch_losses for (t, s), r in rows.items()},
+                  x="epoch", y="training loss (mean per epoch)", save_as="04_training_loss")
 
 # %% [markdown]
 # ## Paper vs ours
@@ -186,7 +194,7 @@ plots.show_reweighting_table1(rows, table1, (profile.tasks[0], profile.seeds[0])
 
 # %%
 report_claims("04_anchor_reweighting", rw.table1_claims(accuracy, gains, context=model_name.split("/")[-1]),
-              metrics={"table1": table1.to_dict(), "epochs": profile.reweight_epochs})
+              metrics={"table1": table1.to_dict(), "epochs": sizes.epochs})
 
 # %% [markdown]
 # Is 5-shot below 1-shot, as in the paper? Notebook 00 tests that difference, paired on the same test inputs.

@@ -51,14 +51,12 @@
 # the code runs; they are not evidence.
 
 # %%
-import warnings
-
 import pandas as pd
 import torch
+from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
-from helpers.core.tasks import LabelWordWarning
 from helpers.exercises.compression import check_hidden_anchor_logits, check_input_mask
 from helpers.experiments import compression as comp
 from helpers.study import plots
@@ -66,13 +64,11 @@ from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
 from helpers.study.stats import bootstrap_means, paired_differences
 
-# multi-token label words (e.g. TREC's " Abbreviation") stand for their class by their first token
-# (helpers.core.tasks); the helpers would warn about it at every prompt set
-warnings.filterwarnings("ignore", category=LabelWordWarning)
 profile = get_profile()
 model_name = current_model_name()
 model = load_model(model_name)
-print(profile)
+sizes = comp.compression_sizes(profile)  # seeds, inputs per (task, seed), Hidden_random-top draws, Table 3's timing
+print(profile.name, model_name, sizes)
 
 # %% [markdown]
 # ## The mechanism by hand: one prompt through a pruned cache
@@ -186,16 +182,14 @@ plots.show_hidden_anchor_by_hand(model.tokenizer, one, keep, comp.prefix_len(pro
 # %% [markdown]
 # ## At scale: Table 2
 # Every method is one pass over the test inputs (as suffixes after its cache), and Hidden_random-top one per
-# draw (`profile.random_top_draws`: the paper's 20 in `default` and `paper`); every seed of the profile
-# (`smoke`: one) and `profile.n_test` inputs per (task, seed). `QUERY_POSITIONS`: `"original"` (the method) or
-# `"restart"` (the paper's GPT-2 code; see above).
+# draw (`sizes.random_top_draws`: the paper's 20 in `default` and `paper`); every seed of the profile
+# (`smoke`: one) and `sizes.n_test` inputs per (task, seed) (`comp.compression_sizes`). `QUERY_POSITIONS`:
+# `"original"` (the method) or `"restart"` (the paper's GPT-2 code; see above).
 
 # %%
 QUERY_POSITIONS = "original"
-SUFFIX = "" if QUERY_POSITIONS == "original" else f"_{QUERY_POSITIONS}"  # a variant's figures/claims stay apart
-seeds = profile.seeds[:{"smoke": 1}.get(profile.name, len(profile.seeds))]
-results = comp.compression_runs(model, profile.tasks, seeds, profile.n_test, profile.random_top_draws, profile.batch_size,
-                           query_positions=QUERY_POSITIONS)
+variant = "" if QUERY_POSITIONS == "original" else f"_{QUERY_POSITIONS}"  # a variant's figures/claims stay apart
+results = comp.compression_runs(model, profile.tasks, sizes, query_positions=QUERY_POSITIONS)
 
 # %% [markdown]
 # Table 2 (label loyalty / word loyalty / accuracy, %, mean over tasks and seeds), ours beside the paper's, then
@@ -211,8 +205,10 @@ per_metric = {"label_loyalty": "label_loyal", "word_loyalty": "word_loyal", "acc
 # 95% intervals over seeds and, within each seed, test inputs (helpers.study.stats)
 ivs = {(m, met): bootstrap_means(comp.method_cells(results, m, col)).scaled(100)
        for m in comp.METHODS for met, col in per_metric.items()}
-bars = long.groupby(["method", "metric"], sort=False).value.mean().reset_index()
-plots.show_compression_table2(avg, bars, ivs, model_name, suffix=SUFFIX)
+means = long.groupby(["method", "metric"], sort=False).value.mean().reset_index()  # columns method, metric, value
+display(plots.compression_table2(avg, model_name))
+plots.compression_bars(means, x="metric", y="value", hue="method", intervals=ivs, save_as="05_table2_bars" + variant,
+                       title=f"{model_name}: loyalty and accuracy, mean over tasks")
 
 # %% [markdown]
 # ## At scale: Table 3, speed-up of Hidden_anchor over full ICL
@@ -221,13 +217,15 @@ plots.show_compression_table2(avg, bars, ivs, model_name, suffix=SUFFIX)
 # (L_context + L_x) / (L_anchor + L_x); L_demo is the mean length of one demonstration. Each input's time is its
 # median over the repeats; the speed-up is the ratio of the mean times, with a 95% bootstrap interval over the
 # timed inputs (paired). That interval covers the inputs' lengths and the timing noise of this run, not another
-# machine's timing.
+# machine's timing. The sizes: `sizes.timed_inputs` inputs per task, each timed `sizes.timing_repeats` times.
 
 # %%
-TIMING = comp.timing_sizes(profile)  # timed inputs per task, and timings of each
-speed = pd.DataFrame([comp.time_icl_vs_anchor(model, make_icl_set(model, task, seeds[0], TIMING["n_inputs"]), **TIMING)
+speed = pd.DataFrame([comp.time_icl_vs_anchor(model, comp.compression_set(model, task, sizes.seeds[0], sizes.timed_inputs),
+                                              n_inputs=sizes.timed_inputs, repeats=sizes.timing_repeats)
                       for task in profile.tasks])
-plots.show_compression_speedup(speed, model_name)
+display(plots.compression_table3(speed))
+plots.speedup_bars(speed, x="task", bars={"speedup": "measured speed-up", "bound": "token-ratio bound"},
+                   title=f"{model_name}: Hidden_anchor speed-up vs token-ratio bound", save_as="05_speedup")
 
 # %% [markdown]
 # ## Paper vs ours
@@ -245,7 +243,7 @@ gaps = {(o, met): bootstrap_means(paired_differences(comp.method_cells(results, 
                                                      comp.method_cells(results, o, per_metric[met]))).scaled(100)
         for o in ("Text_anchor", "Hidden_random", "Hidden_random-top") for met in ("label_loyalty", "word_loyalty")}
 claims = comp.compression_claims(ivs, gaps, speed, context=f"{model_name}, query positions {QUERY_POSITIONS}")
-report_claims("05_context_compression" + SUFFIX, claims, metrics={"table2": avg.to_dict(), "seeds": list(seeds)})
+report_claims("05_context_compression" + variant, claims, metrics={"table2": avg.to_dict(), "seeds": list(sizes.seeds)})
 
 # %% [markdown]
 # ## Questions for discussion
@@ -309,7 +307,7 @@ report_claims("05_context_compression" + SUFFIX, claims, metrics={"table2": avg.
 # this machine, not the paper's hardware. The numbers and verdicts are this run's.
 
 # %%
-_ = show_reading("05_context_compression" + SUFFIX)
+_ = show_reading("05_context_compression" + variant)
 
 # %% [markdown]
 # Loyalty here is loyalty to the full prompt's predictions, which on a weak few-shot learner are often wrong,

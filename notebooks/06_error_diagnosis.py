@@ -41,15 +41,12 @@
 # the code runs; they are not evidence.
 
 # %%
-import warnings
-
 import numpy as np
 import torch
+from IPython.display import display
 
 from helpers.core.models import load_model
-from helpers.core.prompts import make_icl_set
-from helpers.core.store import cached
-from helpers.core.tasks import LabelWordWarning, get_task
+from helpers.core.tasks import get_task
 from helpers.exercises.diagnosis import check_anchor_key_projections, check_query_and_keys
 from helpers.experiments import diagnosis as diag
 from helpers.study import plots
@@ -57,9 +54,6 @@ from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
 from helpers.study.results import studies_tasks
 
-# multi-token label words (e.g. TREC's " Abbreviation") stand for their class by their first token
-# (helpers.core.tasks); the helpers would warn about it at every prompt set
-warnings.filterwarnings("ignore", category=LabelWordWarning)
 profile = get_profile()
 model_name = current_model_name()
 model = load_model(model_name)
@@ -67,7 +61,7 @@ model = load_model(model_name)
 TASK = studies_tasks(["trec"], "the paper's task for §3.3, a multi-class task with its confusion heatmaps")[0]
 LAYER = diag.default_layer(model)  # parameter: any layer in range(model.cfg.n_layers)
 N_COMPONENTS = 10
-seeds = profile.seeds[:1] if profile.name != "paper" else profile.seeds
+sizes = diag.diagnosis_sizes(profile)  # seeds (the first; all on `paper`), test inputs per seed, batch size
 names = get_task(TASK).label_words
 plots.show_diagnosis_setting(profile, model.cfg, LAYER)
 
@@ -145,7 +139,7 @@ def anchor_key_projections(model: HookedTransformer, prompt, layer: int, n_class
 
 # %%
 check_anchor_key_projections(anchor_key_projections)
-one = make_icl_set(model, TASK, seeds[0], 1)
+one = diag.diagnosis_set(model, TASK, sizes.seeds[0], 1)
 prompt = one.prompts[0]
 with torch.inference_mode():
     mine = anchor_key_projections(model, prompt, LAYER, len(names)).float().cpu()
@@ -168,12 +162,7 @@ plots.show_query_projections(mine, score, dist, (a, b), names, prompt.gold)
 # ## At scale: predicted vs actual confusion (paper Figure 6)
 
 # %%
-vecs = {}
-for seed in seeds:
-    icl = make_icl_set(model, TASK, seed, profile.n_diagnosis)
-    params = dict(model=model_name, task=TASK, seed=seed, n=profile.n_diagnosis)
-    vecs[seed] = cached("diagnosis_qk", params, lambda: diag.collect_qk(model, icl.prompts, icl.label_ids,
-                                                                     batch_size=profile.batch_size), model=model)
+vecs = diag.qk_runs(model, TASK, sizes, model_name)  # per seed: queries at q, class keys, label probabilities
 plots.show_seed_accuracies(vecs)
 
 # %% [markdown]
@@ -184,16 +173,20 @@ out = {s: diag.diagnose(v, LAYER, N_COMPONENTS) for s, v in vecs.items()}
 pred = diag.seed_mean([o["predicted"] for o in out.values()])
 act = diag.seed_mean([o["actual"] for o in out.values()], nan=True)
 rho = diag.rank_correlation(pred, act)
-plots.show_confusion(pred, act, names, rho, model_name, LAYER)
+plots.confusion_pair(pred, act, classes=names, panels=("predicted: normalised key distance", "actual: AUC-ROC"),
+                     title=f"{model_name}, {get_task(TASK).display}, layer {LAYER}: Spearman {rho:.2f}", save_as="06_confusion_pair")
+display(plots.confused_pairs_table(pred, act, names))  # the class pairs, most confused (lowest AUC) first
 
 # %% [markdown]
 # ## Layer sweep of the rank correlation
 
 # %%
 sweeps = {s: diag.layer_sweep(v, N_COMPONENTS) for s, v in vecs.items()}
-sweep = {l: float(diag.seed_mean([sw[l] for sw in sweeps.values()], nan=True)) for l in sweeps[seeds[0]]}
+sweep = {l: float(diag.seed_mean([sw[l] for sw in sweeps.values()], nan=True)) for l in sweeps[sizes.seeds[0]]}
 best = max(sweep, key=lambda l: -np.inf if np.isnan(sweep[l]) else sweep[l])
-plots.show_diagnosis_sweep(sweep, LAYER, best, model_name)
+print(f"best layer {best}: {sweep[best]:.2f} (shown, not used for the verdict)")
+plots.layer_sweep(sweep, x="layer", y="Spearman(predicted, actual)", chosen=LAYER, title=f"{model_name}, {get_task(TASK).display}",
+                  save_as="06_layer_sweep")
 
 # %% [markdown]
 # ## Paper vs ours

@@ -50,6 +50,7 @@ import warnings
 
 import pandas as pd
 import torch
+from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.prefix import vanilla_predictions
@@ -66,9 +67,9 @@ profile = get_profile()
 model = load_model(current_model_name())
 task = get_task(current_own_task())
 name = task.name
-budget = own_task_sizes(profile)
-seeds, n = budget["seeds"], budget["n_test"]
-print(profile.name, current_model_name(), budget)
+sizes = own_task_sizes(profile)  # seeds, test and saliency inputs per seed, the random control's inputs
+seeds, n = sizes.seeds, sizes.n_test
+print(profile.name, current_model_name(), sizes)
 
 # %% [markdown]
 # ## The task
@@ -179,7 +180,7 @@ plots.show_rendered_prediction(task, text, mine, prompt.gold)  # the query's end
 # notebook 00. The reading compares the 95% interval with chance (1 / number of classes).
 
 # %%
-one = setting.vanilla_accuracy(model, [name], seeds, n, 1, budget["batch_size"], profile.name)
+one = setting.vanilla_accuracy(model, [name], seeds, n, 1, sizes.batch_size, profile.name)
 cells, _ = cells_from_frame(one, "correct", ids="idx")
 acc_iv = bootstrap_means(cells)
 plots.show_own_accuracy(task, one, acc_iv)  # per seed, then the interval beside chance
@@ -193,11 +194,15 @@ plots.show_own_accuracy(task, one, acc_iv)  # per seed, then the interval beside
 # layers, $S_{pq}$ in deep layers. The checks are notebook 01's, on this task alone.
 
 # %%
-sal = saliency.saliency_runs(model, [name], seeds, budget["n_saliency"], batch_size=4, profile=profile.name)
-sal_ivs = saliency.flow_intervals(sal)
-flows = saliency.flow_frame(sal)
+sal_runs = saliency.saliency_runs(model, [name], seeds, sizes.n_saliency, batch_size=4, profile=profile.name)
+sal_ivs = saliency.flow_intervals(sal_runs)
 sal_verdict, sal_checks = saliency.saliency_verdict(sal_ivs, [name])
-plots.show_own_saliency(task, flows, sal_ivs, sal_checks, saliency.flow_interval_table, budget)
+display(saliency.flow_interval_table(sal_ivs, [name], labels={name: task.display}).set_index("task").T)
+display(plots.own_saliency_checks_table(sal_checks))
+plots.flows_by_layer(saliency.flow_frame(sal_runs), intervals=sal_ivs, panels={name: task.display}, x="layer",
+                     y="relative size", curves=("S_wp", "S_pq", "S_ww"), save_as=f"08_{name}_saliency_flow",
+                     title=f"Relative saliency flows, {task.display}, {current_model_name()} "
+                           f"({len(seeds)} seed(s) x {sizes.n_saliency} inputs, 95% CI)")
 
 # %% [markdown]
 # The flows of the prompt shown at the top of this notebook, drawn as the paper's Fig. 1 (the view of notebook
@@ -225,9 +230,10 @@ _ = plots.show_flow_view(model, saliency.flow_graph(model, prompt, lids), f"08_{
 
 # %%
 k = 5 if model.cfg.n_layers >= 10 else max(1, model.cfg.n_layers // 3)
-iso = isolation.isolation_runs(model, [name], seeds, n, k_main=k, k_sweep=(), sweep_seeds=(), batch_size=budget["batch_size"],
-                     profile=profile.name, random_n=budget["random_n"])
-loy = isolation.loyalty_frame(iso)
+iso_sizes = isolation.IsolationSizes(seeds=seeds, n=n, sweep_seeds=(), k_main=k, k_sweep=(), sweep_n=None,
+                                     random_n=sizes.random_n, random_draw="authors", batch_size=sizes.batch_size)
+iso_runs = isolation.isolation_runs(model, [name], iso_sizes, profile=profile.name)
+loy = isolation.loyalty_frame(iso_runs)
 loy["task"] = loy["task"].map({name: task.display})
 conds = [("label", "first"), ("label", "last"), ("random", "first"), ("random", "last")]
 iso_ivs = {(c, w, m): bootstrap_means(isolation.condition_cells(loy, c, w, k, m)) for c, w in conds
@@ -237,7 +243,10 @@ drop = {(c, w): bootstrap_means(paired_differences(isolation.condition_cells(loy
                                                    isolation.condition_ids(loy, c, w, k), isolation.condition_ids(loy, "label", "first", k)))
         for c, w in conds[1:]}
 iso_verdict, iso_checks = isolation.isolation_verdict({cw: iso_ivs[(*cw, "label_loyal")] for cw in conds}, drop)
-plots.show_own_isolation(task, loy, iso_ivs, iso_checks, k)
+display(plots.own_isolation_table(iso_ivs, k))  # label and word loyalty (%) per condition
+print(f"isolation checks: {iso_checks}")
+plots.loyalty_bars(loy, k=k, conditions=conds, bars=("label_loyalty", "word_loyalty"), y="loyalty (%)", intervals=iso_ivs,
+                   title=f"Isolation in the first / last {k} layers, {task.display}", save_as=f"08_{name}_isolation")
 
 # %% [markdown]
 # ## Attention from $q$ to the label words predicts the output (notebook 03)
@@ -250,14 +259,18 @@ plots.show_own_isolation(task, loy, iso_ivs, iso_checks, k)
 
 # %%
 raw = {}
-auc_df = aucroc.aucroc_runs(model, [name], seeds, n, batch_size=budget["batch_size"], profile=profile.name, raw=raw)
+auc_df = aucroc.aucroc_runs(model, [name], seeds, n, batch_size=sizes.batch_size, profile=profile.name, raw=raw)
 curve = aucroc.mean_curves(auc_df)
 auc_ivs = aucroc.curve_intervals(raw)
 defined = bool(curve["auc"].notna().any())  # no AUC when the model predicted one class for every input
 auc_verdict, auc_checks = aucroc.aucroc_verdict(curve, peak_target=paper.FIG5_PEAK_AUCROC, peak_iv=auc_ivs["peak"],
                                          cross_iv=auc_ivs["crossing"], peak_layer_iv=auc_ivs["peak_layer"]) \
     if defined else ("undefined", {})
-plots.show_own_aucroc(task, curve, auc_ivs, auc_checks)  # the curves are empty when AUCROC is undefined
+display(plots.own_aucroc_table(auc_ivs))
+display(plots.own_aucroc_checks_table(auc_checks))
+plots.aucroc_by_layer({f"{current_model_name().split('/')[-1]}, {task.display}": curve}, x="layer",
+                      curves={"auc": "AUCROC$_l$", "r": "$R_l$"}, threshold=0.5,
+                      save_as=f"08_{name}_aucroc")  # the curves are empty when AUCROC is undefined
 
 # %% [markdown]
 # ## Paper vs ours
@@ -270,7 +283,7 @@ plots.show_own_aucroc(task, curve, auc_ivs, auc_checks)  # the curves are empty 
 
 # %%
 claims = setting.own_task_claims(task, acc_iv, (sal_verdict, sal_ivs), (iso_verdict, iso_ivs), (auc_verdict, auc_ivs), k)
-_ = report_claims(f"08_your_own_task_{name}", claims, digits=2, metrics={"digest": task.digest, "budget": budget})
+_ = report_claims(f"08_your_own_task_{name}", claims, digits=2, metrics={"digest": task.digest, "budget": sizes.as_dict()})
 
 # %% [markdown]
 # ## Questions for discussion

@@ -47,8 +47,6 @@
 # `ICL_PROFILE=smoke` (what `make test` runs) the numbers test that the code runs; they are not evidence.
 
 # %%
-import warnings
-
 import pandas as pd
 import torch
 from IPython.display import display
@@ -69,15 +67,14 @@ from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import get_profile
 from helpers.study.stats import bootstrap_means
 
-warnings.filterwarnings("ignore", category=UserWarning)
 MODEL = "control"  # this notebook studies the model trained here, whatever ICL_MODEL names
 profile = get_profile()
 model = load_model(MODEL)
 task, info = control_task(model), checkpoint_info()
-sizes = pc.control_sizes(profile)
-SEEDS, N, BS = sizes["seeds"], sizes["n"], sizes["batch_size"]
-CP = {s: control_prompts(task, N, s) for s in SEEDS}  # 4-way sequences of training classes, one draw per seed
-plots.show_control_setup(profile.name, sizes, info["training"], CP[SEEDS[0]].prompts[0])
+sizes = pc.control_sizes(profile)  # seeds; per seed n sequences, n_attr for head attribution, n_saliency
+seeds, batch_size = sizes.seeds, sizes.batch_size
+sequences = {s: control_prompts(task, sizes.n, s) for s in seeds}  # 4-way sequences of training classes, per seed
+print(plots.control_setup_text(profile.name, sizes, info["training"], sequences[seeds[0]].prompts[0]))
 
 # %% [markdown]
 # ## 1 · Training, and what the model does
@@ -87,7 +84,10 @@ plots.show_control_setup(profile.name, sizes, info["training"], CP[SEEDS[0]].pro
 
 # %%
 curve = pd.read_csv(CONTROL_PATH.with_name("control_curve.csv"))
-plots.show_control_training(curve, task.n_labels, info, "09_training_curve", model_name=MODEL)
+plots.training_curve(curve, x="training step", y="accuracy", y_right="loss (nats)", chance=1 / task.n_labels,
+                     title=f"Training the control (seed {info['recipe']['seed']}, "
+                           f"{info['training']['seconds']:.0f} s on the CPU)",
+                     save_as="09_training_curve", model_name=MODEL)
 
 # %% [markdown]
 # Three measurements say whether the model reads the mapping from its context:
@@ -98,11 +98,16 @@ plots.show_control_training(curve, task.n_labels, info, "09_training_curve", mod
 #   answer to both and score at most 0.5 swap-averaged; one that reads the mapping moves its answer with it.
 
 # %%
-SWAP = {s: pc.label_swap(model, cp) for s, cp in CP.items()}  # its "correct" is the plain accuracy's input
-ACC = bootstrap_means(pc.swap_cells(SWAP, "correct"))
-HELD = bootstrap_means(pc.accuracy_cells(model, {s: control_prompts(task, N, s, classes="heldout") for s in SEEDS}, BS))
-SWAP_IV = {k: bootstrap_means(pc.swap_cells(SWAP, k)) for k in ("swap_averaged", "follows", "same")}
-plots.show_control_premise(ACC, HELD, SWAP_IV)
+swapped = {s: pc.label_swap(model, cp) for s, cp in sequences.items()}  # its "correct" is the plain accuracy's input
+accuracy = bootstrap_means(pc.swap_cells(swapped, "correct"))
+heldout = {s: control_prompts(task, sizes.n, s, classes="heldout") for s in seeds}
+heldout_accuracy = bootstrap_means(pc.accuracy_cells(model, heldout, batch_size))
+swap = {k: bootstrap_means(pc.swap_cells(swapped, k)) for k in ("swap_averaged", "follows", "same")}
+display(plots.interval_table({"accuracy, training classes": accuracy,
+                              "accuracy, classes never seen in training": heldout_accuracy,
+                              "label swap: swap-averaged accuracy": swap["swap_averaged"],
+                              "label swap: answer moves with the labels": swap["follows"],
+                              "label swap: same answer (a label prior)": swap["same"]}))
 
 # %% [markdown]
 # ## 2 · The mechanism by hand: two attention patterns
@@ -151,18 +156,20 @@ def circuit_scores(model, prompt, item_class):
 
 # %%
 check_circuit_attention(circuit_scores)
-cp0 = CP[SEEDS[0]]
-CIRCUIT = pc.circuit_attention(model, cp0, BS)  # [sequence, layer, head, 2]
+first = sequences[seeds[0]]
+circuit = pc.circuit_attention(model, first, batch_size)  # [sequence, layer, head, 2]
 with torch.inference_mode():
-    mine = torch.stack([circuit_scores(model, p, cp0.item_class[i]) for i, p in enumerate(cp0.prompts[:8])])
-torch.testing.assert_close(mine, CIRCUIT[:8], atol=1e-5, rtol=1e-4)
-plots.show_control_circuit(CIRCUIT.mean(0), cp0.prompts[0])  # mean over sequences, against uniform attention
+    mine = torch.stack([circuit_scores(model, p, first.item_class[i]) for i, p in enumerate(first.prompts[:8])])
+torch.testing.assert_close(mine, circuit[:8], atol=1e-5, rtol=1e-4)
+# per head (columns L{layer}H{head}), the two attentions averaged over sequences, then uniform attention's values
+display(plots.circuit_table(circuit.mean(0), rows=("(a) label -> its item", "(b) q -> labels of the query's class")))
+print(plots.control_uniform_text(first.prompts[0]))
 
 # %% [markdown]
 # Where the heads look, on one sequence (circuitsvis; each row a head, the query's row in the last layer):
 
 # %%
-plots.attention_view(model, cp0.prompts[0], model.cfg.n_layers - 1)
+plots.attention_view(model, first.prompts[0], model.cfg.n_layers - 1)
 
 # %% [markdown]
 # ## 3 · The collection's methods on the control
@@ -177,10 +184,12 @@ plots.attention_view(model, cp0.prompts[0], model.cfg.n_layers - 1)
 # shallow range is layer 0, the deep range layer 1.
 
 # %%
-SAL = {("control", s): sal.saliency_flow(model, control_prompts(task, sizes["n_saliency"], s + 500).prompts, task.label_ids,
-                                     batch_size=64) for s in SEEDS}
-SAL_IV = sal.flow_intervals(SAL)
-plots.show_control_saliency(sal.flow_interval_table(SAL_IV, ["control"]), sal.flow_frame(SAL), SAL_IV)
+flow_runs = {("control", s): sal.saliency_flow(model, control_prompts(task, sizes.n_saliency, s + 500).prompts,
+                                              task.label_ids, batch_size=64) for s in seeds}
+flow_ivs = sal.flow_intervals(flow_runs)
+display(sal.flow_interval_table(flow_ivs, ["control"]))
+plots.flows_by_layer(sal.flow_frame(flow_runs), intervals=flow_ivs, x="layer", y="relative size",
+                     curves=("S_wp", "S_pq", "S_ww"))
 
 # %% [markdown]
 # The same saliency, one sequence at a time, drawn as paper A's Fig. 1 (the view of notebook 01): tokens along the
@@ -198,7 +207,7 @@ plots.show_control_saliency(sal.flow_interval_table(SAL_IV, ["control"]), sal.fl
 # it gathers and who reads it.
 
 # %%
-_ = plots.show_flow_view(model, sal.flow_graph(model, cp0.prompts[0], task.label_ids), "09_flow_graph", top_k=8,
+_ = plots.show_flow_view(model, sal.flow_graph(model, first.prompts[0], task.label_ids), "09_flow_graph", top_k=8,
                          title="The control: the saliency flows of one sequence", model_name=MODEL)
 
 # %% [markdown]
@@ -210,11 +219,12 @@ _ = plots.show_flow_view(model, sal.flow_graph(model, cp0.prompts[0], task.label
 # inputs whose prediction is unchanged.
 
 # %%
-ISO = {("control", s): iso.isolation_experiment(model, cp.prompts, cp.label_ids, ks=(1,), seed=s, batch_size=BS,
-                                            shared=False) for s, cp in CP.items()}
-ISO_DF = iso.loyalty_frame(ISO)
-LOYAL, DROP = iso.isolation_intervals(ISO_DF, k=1)
-plots.show_control_isolation(LOYAL, ISO_DF)
+isolated = {("control", s): iso.isolation_experiment(model, cp.prompts, cp.label_ids, ks=(1,), seed=s,
+                                                    batch_size=batch_size, shared=False) for s, cp in sequences.items()}
+loyalty_df = iso.loyalty_frame(isolated)
+loyalty, loyalty_drop = iso.isolation_intervals(loyalty_df, k=1)
+display(plots.loyalty_by_condition(loyalty, loyalty_df, conditions=[("label", "first"), ("label", "last"),
+                                                                     ("random", "first"), ("random", "last")]))
 
 # %% [markdown]
 # ### 3.3 · Attention from q to the label words predicts the output (notebook 03)
@@ -223,13 +233,14 @@ plots.show_control_isolation(LOYAL, ISO_DF)
 # prediction, and R_l.
 
 # %%
-RAW = {}
-for s, cp in CP.items():
-    scores, pr = auc.label_attention(model, cp.prompts, cp.label_ids, batch_size=BS, top_k=0, shared=False)
-    RAW[("control", s)] = {"scores": scores, "pred": pr.pred, "gold": pr.gold}
-AUC_IV = auc.curve_intervals(RAW)
-CURVE = auc.raw_mean_curves(RAW)  # AUCROC_l averaged over seeds, R_l from the mean curve (as notebook 03's mean_curves)
-display(CURVE.round(3))
+attention_runs = {}
+for s, cp in sequences.items():
+    scores, pr = auc.label_attention(model, cp.prompts, cp.label_ids, batch_size=batch_size, top_k=0, shared=False)
+    attention_runs[("control", s)] = {"scores": scores, "pred": pr.pred, "gold": pr.gold}
+auc_ivs = auc.curve_intervals(attention_runs)
+# per layer: AUCROC_l averaged over seeds and R_l from the mean curve (as notebook 03's mean_curves)
+auc_curve = auc.raw_mean_curves(attention_runs)
+display(auc_curve.round(3))
 
 # %% [markdown]
 # ### 3.4 · In-context heads, ablation, value-output vectors, two towers (notebook 07)
@@ -243,23 +254,30 @@ display(CURVE.round(3))
 # 0.5).
 
 # %%
-ATTR = control_prompts(task, sizes["n_attr"], SEEDS[0] + 1000)
-SCORES = ih.head_attribution(model, ATTR.prompts, ATTR.label_ids, batch_size=BS, shared=False)
-IC = ih.incontext_heads(SCORES, 1)
-ABL = {("control", s): ha.ablation_conditions(model, cp.prompts, cp.label_ids, IC, s, BS, shared=False) for s, cp in CP.items()}
-ABL_IV = ha.ablation_intervals(ABL)
-ONE_HEAD = [[ha.ablation_accuracy(model, cp0.prompts, cp0.label_ids, [(l, h)], BS, shared=False, at="all")
+attr = control_prompts(task, sizes.n_attr, seeds[0] + 1000)
+head_scores = ih.head_attribution(model, attr.prompts, attr.label_ids, batch_size=batch_size, shared=False)
+icl_heads = ih.incontext_heads(head_scores, 1)
+ablated = {("control", s): ha.ablation_conditions(model, cp.prompts, cp.label_ids, icl_heads, s, batch_size, shared=False)
+           for s, cp in sequences.items()}
+ablation_ivs = ha.ablation_intervals(ablated)
+one_head = [[ha.ablation_accuracy(model, first.prompts, first.label_ids, [(l, h)], batch_size, shared=False, at="all")
              for h in range(model.cfg.n_heads)] for l in range(model.cfg.n_layers)]  # [layer][head], first seed
-plots.show_control_heads(SCORES, IC, ABL, ABL_IV, ONE_HEAD)
+print(f"in-context head {icl_heads}; random heads per seed {[r['random_heads'] for r in ablated.values()]}")
+display(plots.interval_table(ablation_ivs, column="accuracy [95% CI]"))  # a row per ablation condition
+display(plots.layer_head_table(one_head, cells="accuracy, one head ablated everywhere (first seed)"))
+plots.head_attribution_map(head_scores, boxed=icl_heads, x="head", y="layer", title="control: head attribution at q",
+                           panels=("gain: direct log-prob effect at q", "drop when ablated at q"))
 
 # %%
-BIN = {s: control_prompts(task, N, s + 2000, n_ways=2) for s in SEEDS}
-BSWAP = {s: pc.label_swap(model, cp, perm=[1, 0]) for s, cp in BIN.items()}
-MAP_IV = {"swap_averaged": bootstrap_means(pc.swap_cells(BSWAP, "swap_averaged")), "same_word": bootstrap_means(pc.swap_cells(BSWAP, "same"))}
-VO = {("control", s): tt.value_outputs(model, cp.prompts, cp.label_ids, IC, batch_size=BS, shared=False) for s, cp in BIN.items()}
-CARRY_IV = tt.label_carrying_interval(VO)
-TT_IV = tt.two_towers_intervals({"control": VO[("control", SEEDS[0])]})
-plots.show_control_two_way(MAP_IV, CARRY_IV, TT_IV)
+two_way = {s: control_prompts(task, sizes.n, s + 2000, n_ways=2) for s in seeds}
+two_way_swapped = {s: pc.label_swap(model, cp, perm=[1, 0]) for s, cp in two_way.items()}
+mapping = {"swap_averaged": bootstrap_means(pc.swap_cells(two_way_swapped, "swap_averaged")),
+           "same_word": bootstrap_means(pc.swap_cells(two_way_swapped, "same"))}
+value_outputs = {("control", s): tt.value_outputs(model, cp.prompts, cp.label_ids, icl_heads, batch_size=batch_size,
+                                                  shared=False) for s, cp in two_way.items()}
+carrying = tt.label_carrying_interval(value_outputs)
+towers = tt.two_towers_intervals({"control": value_outputs[("control", seeds[0])]})
+print(plots.control_two_way_text(mapping, carrying, towers))
 
 # %% [markdown]
 # ### 3.5 · Anchor-only context (notebook 05) and re-weighting (notebook 04)
@@ -272,9 +290,10 @@ plots.show_control_two_way(MAP_IV, CARRY_IV, TT_IV)
 # demonstration set, and the control's mapping changes with every sequence while its accuracy has no room to grow.
 
 # %%
-HA = {s: pc.hidden_anchor_accuracy(model, cp, seed=s, full=SWAP[s]["pred"]) for s, cp in CP.items()}
-HA_IV = {k: bootstrap_means({("control", s): h[k] for s, h in HA.items()}) for k in HA[SEEDS[0]]}
-plots.show_control_hidden_anchor(HA_IV)
+anchor_only = {s: pc.hidden_anchor_accuracy(model, cp, seed=s, full=swapped[s]["pred"]) for s, cp in sequences.items()}
+# a row per condition: full context (icl), Hidden_anchor, Hidden_random (accuracy, and loyalty to the full context)
+display(plots.interval_table({k: bootstrap_means({("control", s): h[k] for s, h in anchor_only.items()})
+                              for k in anchor_only[seeds[0]]}))
 
 # %% [markdown]
 # ## 4 · The papers beside the control
@@ -289,11 +308,14 @@ plots.show_control_hidden_anchor(HA_IV)
 # L0/L1 and its in-context head is 1 of 4.
 
 # %%
-ctx = f"control, {len(SEEDS)} seed(s) x {N} sequences"
-claims = (pc.control_claims(ACC, HELD, SWAP_IV["swap_averaged"], SWAP_IV["follows"], ctx) + sal.saliency_claims(SAL_IV, ["control"], ctx)
-          + iso.isolation_claims(LOYAL, DROP, k=1, context=ctx) + auc.aucroc_claims(CURVE, AUC_IV, MODEL, context=ctx)
-          + mc.mapping_claims(MAP_IV, ctx) + ha.ablation_claims(ABL_IV, ctx) + tt.two_towers_claims(CARRY_IV, TT_IV, ctx))
-_ = report_claims("09_a_model_that_learns_in_context", claims, metrics={"sizes": sizes, "incontext_heads": IC, "training": info["training"]}, digits=2, model_name=MODEL)
+ctx = f"control, {len(seeds)} seed(s) x {sizes.n} sequences"
+claims = (pc.control_claims(accuracy, heldout_accuracy, swap["swap_averaged"], swap["follows"], ctx)
+          + sal.saliency_claims(flow_ivs, ["control"], ctx)
+          + iso.isolation_claims(loyalty, loyalty_drop, k=1, context=ctx)
+          + auc.aucroc_claims(auc_curve, auc_ivs, MODEL, context=ctx)
+          + mc.mapping_claims(mapping, ctx) + ha.ablation_claims(ablation_ivs, ctx) + tt.two_towers_claims(carrying, towers, ctx))
+_ = report_claims("09_a_model_that_learns_in_context", claims, digits=2, model_name=MODEL,
+                  metrics={"sizes": sizes.as_dict(), "incontext_heads": icl_heads, "training": info["training"]})
 
 # %% [markdown]
 # ## 5 · Questions for discussion

@@ -466,10 +466,10 @@ def check_depth(model: str, layers: int, profile, notebooks: list[str]) -> str |
     if not layers or not any(nb.startswith("02") for nb in notebooks):
         return None
     sizes = isolation_sizes(profile)
-    need = max(sizes["k_main"], *sizes["k_sweep"])
+    need = max(sizes.k_main, *sizes.k_sweep)
     if layers >= need:
         return None
-    return (f"notebook 02 isolates up to {need} layers (k = {sizes['k_main']}, sweep {list(sizes['k_sweep'])}) but "
+    return (f"notebook 02 isolates up to {need} layers (k = {sizes.k_main}, sweep {list(sizes.k_sweep)}) but "
             f"{model} has {layers}: use a model of at least {need} layers, or leave 02 out (make run NOTEBOOKS=\"00 01 "
             f"03 ...\")")
 

@@ -102,7 +102,7 @@ def work(profile, notebook: str) -> float:
         from helpers.study.profiles import own_task_sizes
 
         b = own_task_sizes(p)
-        return float(len(b["seeds"]) * (3 * b["n_test"] + 4 * b["n_saliency"] + 8 * b["random_n"]))
+        return float(len(b.seeds) * (3 * b.n_test + 4 * b.n_saliency + 8 * b.random_n))
     if nn == "06":  # error diagnosis: one seed, one task (TREC)
         return float(p.n_diagnosis)
     return float(seeds * tasks * per_seed.get(nn, p.n_test))

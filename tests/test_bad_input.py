@@ -45,7 +45,7 @@ from helpers.core.tasks import CorruptDataError, LabelCollisionError, SpecError,
 from helpers.experiments.aucroc import auc_roc, aucroc_per_layer, aucroc_runs, label_attention
 from helpers.experiments.diagnosis import collect_qk
 from helpers.experiments.incontext_heads import head_attribution
-from helpers.experiments.isolation import isolation_runs
+from helpers.experiments.isolation import IsolationSizes, isolation_runs
 from helpers.experiments.reweighting import table1_runs, train_reweighting
 from helpers.experiments.saliency import relative_flow, saliency_flow, saliency_matrices, saliency_runs
 from helpers.experiments.setting import vanilla_accuracy
@@ -263,8 +263,12 @@ CASES: list[Bad] = [
         "tasks is empty"),
     Bad("no seeds", lambda e: vanilla_accuracy(e.model, ["sst2"], [], 3, progress=False), ArgumentError,
         "seeds is empty: pass at least one seed"),
-    Bad("no seeds to isolation_runs", lambda e: isolation_runs(e.model, ["sst2"], [], 2, progress=False),
-        ArgumentError, "seeds is empty"),
+    Bad("no seeds to isolation_runs", lambda e: isolation_runs(e.model, ["sst2"], IsolationSizes(
+        seeds=(), n=2, sweep_seeds=(), k_main=1, k_sweep=(), sweep_n=None, random_n=None, random_draw="authors",
+        batch_size=16), progress=False), ArgumentError, "seeds is empty"),
+    Bad("run sizes as a dict to isolation_runs", lambda e: isolation_runs(e.model, ["sst2"], {"seeds": (42,), "n": 2},
+                                                                          progress=False),
+        ArgumentError, "sizes must be an IsolationSizes (isolation_sizes(profile)"),
     Bad("one seed where a list is expected", lambda e: vanilla_accuracy(e.model, ["sst2"], 42, 3, progress=False),
         ArgumentError, "seeds must be a list of integer seeds, got the single seed 42: write [42]"),
     Bad("a seed as a string", lambda e: vanilla_accuracy(e.model, ["sst2"], ["42"], 3, progress=False),

@@ -242,12 +242,12 @@ def test_budget_runs_the_random_control_on_every_input_but_in_smoke():
     for name in ("smoke", "default", "paper"):
         prof = get_profile(name)
         b = isolation_sizes(prof)
-        assert b["random_draw"] == "authors"
-        assert b["random_n"] == min(prof.n_random_control, max(b["n"].values()))
-    assert isolation_sizes(get_profile("default"))["random_n"] == get_profile("default").n_test  # the paper's
-    assert isolation_sizes(get_profile("paper"))["random_n"] == get_profile("paper").n_test
+        assert b.random_draw == "authors"
+        assert b.random_n == min(prof.n_random_control, max(b.n.values()))
+    assert isolation_sizes(get_profile("default")).random_n == get_profile("default").n_test  # the paper's
+    assert isolation_sizes(get_profile("paper")).random_n == get_profile("paper").n_test
     smoke = isolation_sizes(get_profile("smoke"))
-    assert smoke["random_n"] < max(smoke["n"].values())  # CI runs the subset's pairing
+    assert smoke.random_n < max(smoke.n.values())  # CI runs the subset's pairing
 
 
 def test_batched_equals_one_by_one(tiny_sst2_set):

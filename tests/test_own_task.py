@@ -324,9 +324,10 @@ def test_notebook_08_task_and_budget(tmp_path, monkeypatch):
     monkeypatch.setenv("ICL_OWN_TASK", str(write_task(tmp_path / "tiny", SPEC)))
     assert current_own_task() == "tiny_sentiment"
     smoke, default = own_task_sizes(PROFILES["smoke"]), own_task_sizes(PROFILES["default"])
-    assert smoke["seeds"] == (42,) and smoke["n_test"] == 8 and smoke["n_saliency"] == 4 and smoke["random_n"] == 2
-    assert default["seeds"] == (42, 43, 44) and default["n_test"] == 32 and default["random_n"] == 8
-    assert own_task_sizes(PROFILES["paper"])["n_test"] == 1000
+    assert smoke.seeds == (42,) and smoke.n_test == 8 and smoke.n_saliency == 4 and smoke.random_n == 2
+    assert default.seeds == (42, 43, 44) and default.n_test == 32 and default.random_n == 8
+    assert own_task_sizes(PROFILES["paper"]).n_test == 1000
+    assert list(smoke.as_dict()) == ["seeds", "n_test", "n_saliency", "random_n", "batch_size"]  # recorded as before
 
 
 def test_aucroc_intervals_when_the_model_predicts_one_class():

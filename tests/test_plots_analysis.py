@@ -61,16 +61,20 @@ def test_saliency_by_hand_lines_name_the_prompt_and_every_sixth_layer(prompt, ca
     assert len(few) == 5
 
 
-def test_show_flow_curves_renames_tasks_and_saves_the_figure(shown, tmp_path):
+def test_flows_by_layer_renames_tasks_names_its_axes_and_saves_the_figure(shown, tmp_path):
     flows = ("S_wp", "S_pq", "S_ww")
     df = pd.DataFrame([{"task": t, "seed": 1, "layer": l, "flow": f, "value": 0.1 * (i + 1)}
                        for t in ("SST-2", "mean over tasks") for l in range(3) for i, f in enumerate(flows)])
     ids = {"SST-2": "sst2", "mean over tasks": "mean over tasks"}
     ivs = {(ids[r.task], "curve", r.layer, r.flow): Interval(r.value, r.value - 0.05, r.value + 0.05, 2, 40)
            for r in df.itertuples()}
-    fig = analysis.show_flow_curves(df, ivs, {"sst2": "SST-2"}, "tiny/model", 2)
+    fig = analysis.flows_by_layer(df, intervals=ivs, panels={"sst2": "SST-2"}, x="layer", y="relative size",
+                                  curves=flows, save_as="01_saliency_flow",
+                                  title="Relative saliency flows per layer, tiny/model (mean over 2 seed(s), 95% CI)")
     assert shown == [fig] and not plt.fignum_exists(fig.number)
     assert [ax.get_title() for ax in fig.axes] == ["SST-2", "mean over tasks"]
+    assert [(ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes] == [("layer", "relative size")] * 2
+    assert [ln.get_label() for ln in fig.axes[0].get_lines()] == list(flows)
     line = next(l for l in fig.axes[0].get_lines() if l.get_label() == "S_pq")
     np.testing.assert_allclose(line.get_ydata(), [0.2, 0.2, 0.2])  # the intervals reached the renamed panel
     assert fig.get_suptitle() == "Relative saliency flows per layer, tiny/model (mean over 2 seed(s), 95% CI)"
@@ -125,26 +129,35 @@ def test_isolation_tables_count_inputs_and_average_label_loyalty():
     assert ll.loc[("random", "last"), "TREC"] == 93.5
 
 
-@pytest.mark.parametrize("sweep_n, inputs", [(0, "all inputs"), (3, "the first 3 inputs")])
-def test_show_isolation_loyalty_shows_counts_bars_table_and_sweep(shown, tmp_path, capsys, sweep_n, inputs):
+CONDITIONS = [("label", "first"), ("label", "last"), ("random", "first"), ("random", "last")]
+
+
+def test_loyalty_bars_and_sweep_draw_the_named_conditions_against_the_named_axes(shown, tmp_path):
     df = _loyalty_frame()
     loyalty = {(c, w, m): Interval(0.5, 0.4, 0.6, 2, 32) for c in ("label", "random") for w in ("first", "last")
                for m in ("label_loyal", "word_loyal")}
-    budget = {"random_n": 4, "sweep_seeds": (1,), "sweep_n": sweep_n}
-    analysis.show_isolation_loyalty(df, 5, loyalty, "tiny/model", budget)
-    assert capsys.readouterr().out.strip() == ("Random control on the first 4 inputs of each task and seed; "
-                                               "inputs per (task, seed):")
-    kinds = ["table" if isinstance(x, pd.DataFrame) else "figure" for x in shown]
-    assert kinds == ["table", "figure", "table", "figure"]
-    assert shown[0].equals(analysis.isolation_inputs_table(df, 5))
-    assert shown[2].equals(analysis.label_loyalty_table(df, 5))
+    analysis.loyalty_bars(df, k=5, conditions=CONDITIONS, bars=("label_loyalty", "word_loyalty"), y="loyalty (%)",
+                          intervals=loyalty, title="Isolation in the first / last 5 layers, tiny/model",
+                          save_as="02_isolation_loyalty")
+    analysis.loyalty_sweep(df[df.seed.isin([1])], x="isolated layers", y="loyalty (%)",
+                           panels=("label_loyalty", "word_loyalty"), save_as="02_isolation_sweep",
+                           title="Loyalty vs isolated layers (seed(s) [1]; k != 5 on all inputs)")
     bars, sweep = _figures(shown)
-    assert bars.axes[0].get_title() == "Isolation in the first / last 5 layers, tiny/model"
-    assert sweep.get_suptitle() == f"Loyalty vs isolated layers (seed(s) [1]; k != 5 on {inputs})"
-    heights = sorted(round(p.get_height(), 6) for p in bars.axes[0].patches if p.get_height() > 0)
+    ax = bars.axes[0]
+    assert ax.get_title() == "Isolation in the first / last 5 layers, tiny/model" and ax.get_ylabel() == "loyalty (%)"
+    assert [t.get_text() for t in ax.get_xticklabels()] == [f"{c} words, {w} 5" for c, w in CONDITIONS]
+    assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == ["label_loyalty", "word_loyalty"]
+    heights = sorted(round(p.get_height(), 6) for p in ax.patches if p.get_height() > 0)
     assert heights[-1] == pytest.approx(92.5)  # bars in %: mean label loyalty of random, last over tasks and seeds
+    assert sweep.get_suptitle() == "Loyalty vs isolated layers (seed(s) [1]; k != 5 on all inputs)"
+    assert [(a.get_title(), a.get_xlabel(), a.get_ylabel()) for a in sweep.axes] == [
+        ("label loyalty", "isolated layers", "loyalty (%)"), ("word loyalty", "isolated layers", "loyalty (%)")]
     assert not plt.get_fignums()
     assert len(_saved(tmp_path, "02_isolation_loyalty")) == 1 and len(_saved(tmp_path, "02_isolation_sweep")) == 1
+    analysis.loyalty_bars(df, k=5, conditions=CONDITIONS[:2], bars=("label_loyalty",), y="label loyalty (%)",
+                          intervals=loyalty, title="", save_as="two_conditions")
+    ax = _figures(shown)[-1].axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["label words, first 5", "label words, last 5"]
 
 
 def test_top_tokens_table_and_label_word_share(tiny_models, shown, capsys):
@@ -183,14 +196,18 @@ def test_label_attention_by_hand_shows_the_line_and_the_table(prompt, shown, cap
     assert len(shown) == 1 and shown[0].equals(table)
 
 
-def test_show_aucroc_saves_the_curves_then_shows_the_per_task_table(shown, tmp_path):
+def test_aucroc_by_layer_draws_the_named_curves_per_panel_and_saves_them(shown, tmp_path):
     curve = pd.DataFrame({"layer": [0, 1, 2, 3], "auc": [0.5, 0.6, 0.8, 0.7], "r": [0.1, 0.3, 0.6, 0.9]})
-    per_task = pd.DataFrame({"model": ["a", "a"], "task": ["SST-2", "all tasks (mean curve)"],
-                             "peak AUCROC_l": [0.8, 0.8]}).set_index(["model", "task"])
-    fig = analysis.show_aucroc({"org/model-a": curve, "model-b": curve.assign(auc=0.55)}, per_task)
-    assert shown[0] is fig and shown[1] is per_task and len(shown) == 2
+    fig = analysis.aucroc_by_layer({"model-a (mean over tasks, seeds)": curve,
+                                    "model-b (mean over tasks, seeds)": curve.assign(auc=0.55)},
+                                   x="layer", curves={"auc": "AUCROC$_l$", "r": "$R_l$"}, threshold=0.5,
+                                   save_as="03_aucroc")
+    assert shown == [fig]
     assert [ax.get_title() for ax in fig.axes] == ["model-a (mean over tasks, seeds)", "model-b (mean over tasks, seeds)"]
+    assert [ax.get_xlabel() for ax in fig.axes] == ["layer", "layer"]
+    assert [ln.get_label() for ln in fig.axes[0].get_lines()][:2] == ["AUCROC$_l$", "$R_l$"]
     np.testing.assert_allclose(fig.axes[0].get_lines()[0].get_ydata(), curve["auc"])
+    np.testing.assert_allclose(fig.axes[0].get_lines()[1].get_ydata(), curve["r"])
     assert "R > 0.5 at layer 2" in [t.get_text() for t in fig.axes[0].texts]
     assert not plt.fignum_exists(fig.number)
     assert len(_saved(tmp_path, "03_aucroc")) == 1

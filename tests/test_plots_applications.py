@@ -80,16 +80,18 @@ def test_reweighting_runs_table():
     assert t.loc["sst2 seed 42", "re-weighting"] == 0.75
 
 
-def test_show_reweighting_table1_shows_both_tables_and_saves_both_figures(results, shown):
-    table1 = pd.DataFrame({"ours": [0.55, 0.47]}, index=["vanilla 1-shot", "anchor re-weighting"])
-    task = SimpleNamespace(display="SST-2", label_words=["Negative", "Positive"])
-    plots.show_reweighting_table1(_rows(), table1, ("sst2", 42), task)
-    assert len(shown) == 4
-    pd.testing.assert_frame_equal(shown[0], plots.reweighting_runs_table(_rows()))
-    assert shown[1] is table1
-    assert shown[2]._suptitle.get_text() == "learned beta, SST-2, seed 42"
-    assert [ax.get_title() for ax in shown[2].axes[:2]] == ["Positive", "Negative"]  # the demonstrations' classes
-    assert [line.get_label() for line in shown[3].axes[0].get_lines()] == ["sst2 s42", "trec s42"]
+def test_beta_heatmaps_and_loss_curves_name_their_axes_and_are_saved(results, shown):
+    rows = _rows()
+    plots.beta_heatmaps(rows[("sst2", 42)].result, x="head", y="layer", panels=["Negative", "Positive"],
+                        title="learned beta, SST-2, seed 42", save_as="04_beta_heatmap")
+    plots.loss_curves({f"{t} s{s}": r.result.epoch_losses for (t, s), r in rows.items()}, x="epoch",
+                      y="training loss (mean per epoch)", save_as="04_training_loss")
+    beta, loss = shown
+    assert beta._suptitle.get_text() == "learned beta, SST-2, seed 42"
+    assert [ax.get_title() for ax in beta.axes[:2]] == ["Positive", "Negative"]  # the demonstrations' classes
+    assert (beta.axes[0].get_xlabel(), beta.axes[0].get_ylabel()) == ("head", "layer")
+    assert [line.get_label() for line in loss.axes[0].get_lines()] == ["sst2 s42", "trec s42"]
+    assert (loss.axes[0].get_xlabel(), loss.axes[0].get_ylabel()) == ("epoch", "training loss (mean per epoch)")
     assert results() == ["04_beta_heatmap", "04_training_loss"]
 
 
@@ -144,17 +146,20 @@ def test_compression_table2_sets_ours_beside_the_paper():
     assert t.loc["Text_anchor", "gemma-3-270m (ours) LL"] == 50.12
 
 
-def test_show_compression_table2_shows_the_table_then_saves_and_shows_the_bars(results, shown):
-    bars = pd.DataFrame([dict(method=m, metric=met, value=0.1 * (i + 1))
-                         for i, m in enumerate(METHODS) for met in ("label_loyalty", "accuracy")])
+def test_compression_bars_group_by_x_a_bar_per_hue_and_are_saved(results, shown):
+    means = pd.DataFrame([dict(method=m, metric=met, value=0.1 * (i + 1))
+                          for i, m in enumerate(METHODS) for met in ("label_loyalty", "accuracy")])
     ivs = {(r.method, r.metric): Interval(100 * r.value, 100 * r.value - 5, 100 * r.value + 5, 1, 8)
-           for r in bars.itertuples()}
-    plots.show_compression_table2(_avg(), bars, ivs, "smollm2", suffix="_restart")
-    assert len(shown) == 2
-    pd.testing.assert_frame_equal(shown[0], plots.compression_table2(_avg(), "smollm2"))
-    assert shown[0].loc["Hidden_anchor", "smollm2 (ours) LL"] == 80.46
-    assert isinstance(shown[1], matplotlib.figure.Figure)
-    assert shown[1].axes[0].get_title() == "smollm2: loyalty and accuracy, mean over tasks"
+           for r in means.itertuples()}
+    assert plots.compression_table2(_avg(), "smollm2").loc["Hidden_anchor", "smollm2 (ours) LL"] == 80.46
+    plots.compression_bars(means, x="metric", y="value", hue="method", intervals=ivs,
+                           title="smollm2: loyalty and accuracy, mean over tasks", save_as="05_table2_bars_restart")
+    (fig,) = shown
+    ax = fig.axes[0]
+    assert ax.get_title() == "smollm2: loyalty and accuracy, mean over tasks"
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("metric", "value")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["label_loyalty", "accuracy"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [*METHODS, "95% CI (seeds and inputs)"]
     assert results() == ["05_table2_bars_restart"]
 
 
@@ -189,13 +194,18 @@ def test_compression_table3_adds_the_paper_columns():
     assert own["paper L_demo / L_x"].tolist()[1].startswith("not in the paper")
 
 
-def test_show_compression_speedup(results, shown):
-    plots.show_compression_speedup(_speed(), "smollm2")
-    assert len(shown) == 2
-    pd.testing.assert_frame_equal(shown[0], plots.compression_table3(_speed()))
-    assert shown[1].axes[0].get_title() == "smollm2: Hidden_anchor speed-up vs token-ratio bound"
-    assert [p.get_height() for p in shown[1].axes[0].patches] == [1.456, 2.0, 1.9, 3.5]  # measured, then bound
+def test_speedup_bars(results, shown):
+    plots.speedup_bars(_speed(), x="task", bars={"speedup": "measured speed-up", "bound": "token-ratio bound"},
+                       title="smollm2: Hidden_anchor speed-up vs token-ratio bound", save_as="05_speedup")
+    (fig,) = shown
+    ax = fig.axes[0]
+    assert ax.get_title() == "smollm2: Hidden_anchor speed-up vs token-ratio bound"
+    assert [p.get_height() for p in ax.patches] == [1.456, 2.0, 1.9, 3.5]  # measured, then bound
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["measured speed-up", "token-ratio bound"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["sst2", "tweet_emotion"]
     assert results() == ["05_speedup"]
+    with pytest.raises(ValueError, match="two side by side"):
+        plots.plot_speedup(_speed(), bars={"speedup": "measured speed-up"})
 
 
 # ------------------------------------------------------------------------------------------------- notebook 06
@@ -247,11 +257,13 @@ def test_confused_pairs_table():
     assert t["rank predicted"].tolist() == [1.0, 2.0, 3.0] and t["rank actual"].tolist() == [1.0, 2.0, 3.0]
 
 
-def test_show_confusion_saves_the_heatmaps_then_shows_the_pairs(results, shown):
-    plots.show_confusion(PRED, ACT, NAMES, 0.5, "smollm2", 20)
-    assert len(shown) == 2
-    assert shown[0]._suptitle.get_text() == "smollm2, TREC, layer 20: Spearman 0.50"
-    pd.testing.assert_frame_equal(shown[1], plots.confused_pairs_table(PRED, ACT, NAMES))
+def test_confusion_pair_titles_its_panels_and_is_saved(results, shown):
+    plots.confusion_pair(PRED, ACT, classes=NAMES, panels=("predicted: normalised key distance", "actual: AUC-ROC"),
+                         title="smollm2, TREC, layer 20: Spearman 0.50", save_as="06_confusion_pair")
+    (fig,) = shown
+    assert fig._suptitle.get_text() == "smollm2, TREC, layer 20: Spearman 0.50"
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["predicted: normalised key distance", "actual: AUC-ROC"]
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == NAMES
     assert results() == ["06_confusion_pair"]
 
 
@@ -261,8 +273,12 @@ def test_confusion_pair_title_carries_the_correlation():
     plt.close(fig)
 
 
-def test_show_diagnosis_sweep(results, capsys):
+def test_layer_sweep(results, shown):
     sweep = {0: 0.1, 1: float("nan"), 2: 0.734}
-    plots.show_diagnosis_sweep(sweep, layer=1, best=2, model_name="smollm2")
-    assert capsys.readouterr().out.startswith("best layer 2: 0.73 (shown, not used for the verdict)")
+    plots.layer_sweep(sweep, x="layer", y="Spearman(predicted, actual)", chosen=1, title="smollm2, TREC",
+                      save_as="06_layer_sweep")
+    (fig,) = shown
+    ax = fig.axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == ("layer", "Spearman(predicted, actual)", "smollm2, TREC")
+    assert "chosen layer 1" in [t.get_text() for t in ax.get_legend().get_texts()]
     assert results() == ["06_layer_sweep"]

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import matplotlib
 import numpy as np
 import pandas as pd
+import pytest
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -19,14 +20,16 @@ def iv(est: float, lo: float, hi: float) -> Interval:
     return Interval(est, lo, hi, 1, 32)
 
 
-def test_setup_text_prints_profile_sizes_training_and_one_sequence(capsys):
+def test_setup_text_prints_profile_sizes_training_and_one_sequence():
+    from helpers.experiments.positive_control import control_sizes
+    from helpers.study.profiles import PROFILES
+
     prompt = SimpleNamespace(text="x1.0 L2 x1.1", gold=2)
-    sizes, training = {"seeds": (42,), "n": 32}, {"steps": 2100, "seconds": 425.3}
+    sizes, training = control_sizes(PROFILES["smoke"]), {"steps": 2100, "seconds": 425.3}
+    assert sizes.as_dict() == {"seeds": (42,), "n": 32, "n_attr": 16, "n_saliency": 16, "batch_size": 256}
     text = plots.control_setup_text("smoke", sizes, training, prompt)
-    assert text.splitlines() == ["smoke {'seeds': (42,), 'n': 32} | training: {'steps': 2100, 'seconds': 425.3}",
-                                 "one sequence: x1.0 L2 x1.1 -> gold L2"]
-    plots.show_control_setup("smoke", sizes, training, prompt)
-    assert capsys.readouterr().out == text + "\n"
+    assert text.splitlines() == ["smoke ControlSizes(seeds=(42,), n=32, n_attr=16, n_saliency=16, batch_size=256) | "
+                                 "training: {'steps': 2100, 'seconds': 425.3}", "one sequence: x1.0 L2 x1.1 -> gold L2"]
 
 
 def test_training_curve_is_saved_under_its_name_and_shown(tmp_path, monkeypatch, capsys):
@@ -34,7 +37,9 @@ def test_training_curve_is_saved_under_its_name_and_shown(tmp_path, monkeypatch,
     curve = pd.DataFrame({"step": [0, 100, 200], "seconds": [0.0, 10.0, 20.0], "loss": [1.4, 1.0, 0.1],
                           "accuracy": [0.25, 0.3, 0.99]})
     info = {"recipe": {"seed": 7}, "training": {"seconds": 425.3}}
-    assert plots.show_control_training(curve, 4, info, "09_training_curve", model_name="control") is None
+    title = f"Training the control (seed {info['recipe']['seed']}, {info['training']['seconds']:.0f} s on the CPU)"
+    assert plots.training_curve(curve, x="training step", y="accuracy", y_right="loss (nats)", chance=1 / 4, title=title,
+                                save_as="09_training_curve", model_name="control") is None
     saved = list(tmp_path.rglob("*.png"))
     assert [p.name for p in saved] == ["09_training_curve.png"] and saved[0].parent.name == "figures"
     assert "Figure" in capsys.readouterr().out  # displayed (printed outside IPython)
@@ -43,11 +48,16 @@ def test_training_curve_is_saved_under_its_name_and_shown(tmp_path, monkeypatch,
     ax = fig.axes[0]
     assert ax.get_title() == "Training the control (seed 7, 425 s on the CPU)"
     assert list(ax.lines[0].get_ydata()) == [0.25, 0.3, 0.99] and "chance (0.25)" in ax.get_legend_handles_labels()[1]
+    assert (ax.get_xlabel(), ax.get_ylabel(), fig.axes[1].get_ylabel()) == ("training step", "accuracy", "loss (nats)")
 
 
-def test_premise_table_rows_and_cells(capsys):
+def test_interval_table_rows_and_cells():
     swap = {"swap_averaged": iv(0.984, 0.953, 1.0), "follows": iv(0.969, 0.906, 1.0), "same": iv(0.031, 0.0, 0.094)}
-    df = plots.control_premise_table(iv(0.969, 0.906, 1.0), iv(1.0, 1.0, 1.0), swap)
+    df = plots.interval_table({"accuracy, training classes": iv(0.969, 0.906, 1.0),
+                               "accuracy, classes never seen in training": iv(1.0, 1.0, 1.0),
+                               "label swap: swap-averaged accuracy": swap["swap_averaged"],
+                               "label swap: answer moves with the labels": swap["follows"],
+                               "label swap: same answer (a label prior)": swap["same"]})
     assert list(df.columns) == ["[95% CI]"]
     assert df["[95% CI]"].to_dict() == {
         "accuracy, training classes": "0.969 [0.906, 1.000]",
@@ -55,17 +65,15 @@ def test_premise_table_rows_and_cells(capsys):
         "label swap: swap-averaged accuracy": "0.984 [0.953, 1.000]",
         "label swap: answer moves with the labels": "0.969 [0.906, 1.000]",
         "label swap: same answer (a label prior)": "0.031 [0.000, 0.094]"}
-    plots.show_control_premise(iv(0.969, 0.906, 1.0), iv(1.0, 1.0, 1.0), swap)
-    assert "0.031 [0.000, 0.094]" in capsys.readouterr().out
 
 
-def test_circuit_table_and_uniform_attention(capsys):
+def test_circuit_table_and_uniform_attention():
     import torch
 
     m = np.zeros((2, 2, 2))
     m[0, 1, 0], m[1, 1, 1], m[1, 0, 0] = 0.92, 0.913, 0.08
     for scores in (m, torch.tensor(m)):
-        df = plots.control_circuit_table(scores)
+        df = plots.circuit_table(scores, rows=("(a) label -> its item", "(b) q -> labels of the query's class"))
         assert list(df.columns) == ["L0H0", "L0H1", "L1H0", "L1H1"]
         assert list(df.index) == ["(a) label -> its item", "(b) q -> labels of the query's class"]
         assert df.loc["(a) label -> its item", "L0H1"] == "0.92" and df.loc["(b) q -> labels of the query's class",
@@ -74,75 +82,82 @@ def test_circuit_table_and_uniform_attention(capsys):
     prompt = SimpleNamespace(label_pos=[2, 4], q=6)  # (a) mean(1/3, 1/5) = 0.27, (b) 2/7 = 0.29
     text = plots.control_uniform_text(prompt)
     assert text == "Uniform attention would give (a) 0.27 and (b) 0.29 (2 of the 8 labels match)."
-    plots.show_control_circuit(m, prompt)
-    out = capsys.readouterr().out
-    assert "0.92" in out and text in out
+    with pytest.raises(ValueError, match="name each one"):
+        plots.circuit_table(m, rows=("(a) label -> its item",))
 
 
-def test_saliency_shows_table_then_flow_curves(capsys):
+def test_saliency_flows_by_layer_draws_the_named_curves_against_the_named_axes(capsys):
     rows = [{"task": "control", "seed": 0, "layer": layer, "flow": f, "value": v}
             for layer in (0, 1) for f, v in (("S_wp", 0.3), ("S_pq", 0.6), ("S_ww", 0.1))]
     ivs = {("control", "curve", r["layer"], r["flow"]): iv(r["value"], r["value"] - 0.05, r["value"] + 0.05)
            for r in rows}
-    table = pd.DataFrame({"task": ["control"], "S_pq deep half": ["0.995 [0.985, 0.998]"]})
-    plots.show_control_saliency(table, pd.DataFrame(rows), ivs)
-    out = capsys.readouterr().out
-    assert "0.995 [0.985, 0.998]" in out and out.index("0.995") < out.index("Figure")
-    assert plt.get_fignums() == []
+    fig = plots.flows_by_layer(pd.DataFrame(rows), intervals=ivs, x="layer", y="relative size",
+                               curves=("S_wp", "S_pq", "S_ww"))
+    assert "Figure" in capsys.readouterr().out and plt.get_fignums() == []
+    ax = fig.axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == ("layer", "relative size", "control")
+    assert [line.get_label() for line in ax.lines] == ["S_wp", "S_pq", "S_ww"]
+    assert list(ax.lines[1].get_ydata()) == [0.6, 0.6]
+    fig = plots.plot_flow_curves(pd.DataFrame(rows), intervals=ivs, curves=("S_pq",))
+    assert [line.get_label() for line in fig.axes[0].lines] == ["S_pq"]
+    with pytest.raises(ValueError, match="not saliency flows"):
+        plots.plot_flow_curves(pd.DataFrame(rows), intervals=ivs, curves=("S_qq",))
 
 
-def test_isolation_table_loyalty_and_mean_accuracy(capsys):
+def test_isolation_table_loyalty_and_mean_accuracy():
     conds = (("label", "first"), ("label", "last"), ("random", "first"), ("random", "last"))
     loyal = {(c, w, "label_loyal"): iv(0.25 * (i + 1), 0.0, 1.0) for i, (c, w) in enumerate(conds)}
     frame = pd.DataFrame([{"condition": c, "where": w, "accuracy": a} for i, (c, w) in enumerate(conds)
                           for a in (0.5, 0.5 + 0.1 * i)])
-    df = plots.control_isolation_table(loyal, frame)
+    df = plots.loyalty_by_condition(loyal, frame, conditions=conds)
     assert list(df.columns) == ["label words, first layer", "label words, last layer", "random words, first layer",
                                 "random words, last layer"]
     assert list(df.index) == ["label loyalty", "accuracy"]
     assert df.loc["label loyalty", "random words, first layer"] == "0.750 [0.000, 1.000]"
     assert df.loc["accuracy", "label words, first layer"] == "0.500"
     assert df.loc["accuracy", "random words, last layer"] == "0.650"  # mean of 0.5 and 0.8
-    plots.show_control_isolation(loyal, frame)
-    assert "0.650" in capsys.readouterr().out
+    assert list(plots.loyalty_by_condition(loyal, frame, conditions=conds[:1]).columns) == ["label words, first layer"]
 
 
-def test_heads_tables_line_and_head_map(capsys):
+def test_heads_tables_and_head_map(monkeypatch):
     ivs = {"plain": iv(0.969, 0.906, 1.0), "in-context heads ablated": iv(0.344, 0.188, 0.5)}
-    df = plots.control_ablation_table(ivs)
+    df = plots.interval_table(ivs, column="accuracy [95% CI]")
     assert df["accuracy [95% CI]"].to_dict() == {"plain": "0.969 [0.906, 1.000]",
                                                  "in-context heads ablated": "0.344 [0.188, 0.500]"}
-    one = plots.control_one_head_table([[0.71875, 0.3125], [1.0, 0.34375]])
+    one = plots.layer_head_table([[0.71875, 0.3125], [1.0, 0.34375]],
+                                 cells="accuracy, one head ablated everywhere (first seed)")
     assert list(one.index) == ["layer 0", "layer 1"] and list(one.columns) == ["head 0", "head 1"]
     assert one.loc["layer 0", "head 0"] == 0.719 and one.loc["layer 1", "head 1"] == 0.344
     assert one.index.name == "accuracy, one head ablated everywhere (first seed)"
     scores = SimpleNamespace(mean_gain=np.array([[0.1, -0.2], [0.0, 1.5]]), mean_drop=np.array([[0.0, 0.3], [0.1, 2.0]]))
-    plots.show_control_heads(scores, [(1, 1)], {("control", 42): {"random_heads": [(0, 0)]}}, ivs,
-                             [[0.71875, 0.3125], [1.0, 0.34375]])
-    out = capsys.readouterr().out
-    assert out.startswith("in-context head [(1, 1)]; random heads per seed [[(0, 0)]]")
-    assert "0.344 [0.188, 0.500]" in out and "0.719" in out and "Figure" in out
-    assert plt.get_fignums() == []
+    shown = []
+    monkeypatch.setattr("helpers.study.plots.control.show_figure", lambda fig, *a, **k: shown.append(fig))
+    plots.head_attribution_map(scores, boxed=[(1, 1)], x="head", y="layer", title="control: head attribution at q",
+                               panels=("gain: direct log-prob effect at q", "drop when ablated at q"))
+    maps = [ax for ax in shown[0].axes if ax.get_label() != "<colorbar>"]
+    assert [(ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) for ax in maps] == [
+        ("gain: direct log-prob effect at q", "head", "layer"), ("drop when ablated at q", "head", "layer")]
+    assert shown[0].get_suptitle() == "control: head attribution at q"
+    with pytest.raises(ValueError):  # a name for each of the two panels
+        plots.head_attribution_map(scores, boxed=[], x="head", y="layer", title="", panels=("gain",))
+    plt.close("all")
 
 
-def test_two_way_line(capsys):
+def test_two_way_line():
     mapping = {"swap_averaged": iv(1.0, 1.0, 1.0), "same_word": iv(0.0, 0.0, 0.0)}
     text = plots.control_two_way_text(mapping, iv(0.9, 0.8, 1.0), {"corr_attn": iv(0.997, 0.995, 0.998),
                                                                      "abs_corr_vo": None})
     assert text == ("2-way: swap-averaged accuracy 1.000 [1.000, 1.000], same answer after the swap 0.000 [0.000, "
                     "0.000]; label-carrying rate 0.900 [0.800, 1.000]; two towers {'corr_attn': '0.997 [0.995, 0.998]', "
                     "'abs_corr_vo': 'no estimate'}")
-    plots.show_control_two_way(mapping, iv(0.9, 0.8, 1.0), {"corr_attn": None})
-    assert "'corr_attn': 'no estimate'" in capsys.readouterr().out
+    assert "'corr_attn': 'no estimate'" in plots.control_two_way_text(mapping, iv(0.9, 0.8, 1.0), {"corr_attn": None})
 
 
-def test_hidden_anchor_table(capsys):
+def test_hidden_anchor_table():
     ivs = {"icl": iv(0.969, 0.906, 1.0), "hidden_anchor": iv(0.969, 0.906, 1.0), "hidden_random": iv(0.219, 0.094, 0.375)}
-    df = plots.control_hidden_anchor_table(ivs)
+    df = plots.interval_table(ivs)
     assert list(df.index) == ["icl", "hidden_anchor", "hidden_random"] and list(df.columns) == ["[95% CI]"]
     assert df.loc["hidden_random", "[95% CI]"] == "0.219 [0.094, 0.375]"
-    plots.show_control_hidden_anchor(ivs)
-    assert "0.219 [0.094, 0.375]" in capsys.readouterr().out
 
 
 def test_control_names_are_not_defined_elsewhere_in_plots():

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import types
-
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
@@ -121,19 +119,22 @@ def test_vanilla_interval_table_and_metrics():
         "vanilla 5-shot|SST-2": [0.61, 0.5, 0.7], "vanilla 5-shot|TREC": [0.31, 0.2, 0.4]}
 
 
-def test_show_vanilla_accuracy_shows_the_table_then_saves_and_shows_the_figure(shown, tmp_path):
+def test_accuracy_bars_group_tasks_a_bar_per_setting_and_are_saved(shown, tmp_path):
     from matplotlib.figure import Figure
 
     from helpers.study import plots
 
     acc, intervals, chance, marks = _accuracy_inputs()
-    profile = types.SimpleNamespace(name="smoke", seeds=(42, 43), n_test=10)
-    plots.show_vanilla_accuracy(acc, intervals, chance, marks, "tiny-model", profile)
-    table, fig = shown
-    pd.testing.assert_frame_equal(table, plots.vanilla_interval_table(intervals, chance, marks))
+    plots.accuracy_bars(acc, x="task", y="accuracy", bars="setting", intervals=intervals, chance=chance, paper=marks,
+                        title="Vanilla ICL accuracy, tiny-model (smoke: 2 seed(s), n=10); diamonds: paper, GPT2-XL",
+                        save_as="00_vanilla_accuracy")
+    (fig,) = shown
     assert isinstance(fig, Figure)
-    assert fig.axes[0].get_title() == ("Vanilla ICL accuracy, tiny-model (smoke: 2 seed(s), n=10); diamonds: paper, "
-                                       "GPT2-XL")
+    ax = fig.axes[0]
+    assert ax.get_title() == "Vanilla ICL accuracy, tiny-model (smoke: 2 seed(s), n=10); diamonds: paper, GPT2-XL"
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("task", "accuracy")
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(dict.fromkeys(acc["task"]))
+    assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == list(dict.fromkeys(acc["setting"]))
     assert len(_saved(tmp_path, "00_vanilla_accuracy")) == 1
     assert not plt.fignum_exists(fig.number)  # closed: not shown a second time at the end of the cell
 
@@ -179,7 +180,7 @@ def test_show_own_accuracy_shows_seeds_and_the_interval_beside_chance(shown, cap
                                        "16 inputs), chance 0.500\n")
 
 
-def test_show_own_saliency_shows_tables_then_the_saved_figure(shown, tmp_path):
+def test_own_saliency_checks_and_flows_of_one_task(shown, tmp_path):
     from matplotlib.figure import Figure
 
     from helpers.study import plots
@@ -189,19 +190,13 @@ def test_show_own_saliency_shows_tables_then_the_saved_figure(shown, tmp_path):
                           for l in range(3) for i, f in enumerate(("S_wp", "S_pq", "S_ww"))])
     ivs = {("sst2", "curve", r.layer, r.flow): Interval(r.value, r.value - 0.05, r.value + 0.05, 1, 6)
            for r in flows.itertuples()}
-    calls = []
-
-    def table(intervals, tasks, labels):
-        calls.append((intervals, tasks, labels))
-        return pd.DataFrame([{"task": "SST-2", "S_wp shallow third": "0.100 [0.050, 0.150]"}])
-
     checks = {("sst2", "S_wp > S_pq (shallow)"): True, ("sst2", "S_pq > S_wp (deep)"): False}
-    plots.show_own_saliency(task, flows, ivs, checks, table, {"seeds": (42, 43), "n_saliency": 3}, model_name="m/tiny")
-    assert calls == [(ivs, ["sst2"], {"sst2": "SST-2"})]
-    interval_table, check_table, fig = shown
-    assert interval_table.to_dict() == {"SST-2": {"S_wp shallow third": "0.100 [0.050, 0.150]"}}
-    assert check_table.to_dict() == {"on the 95% intervals": {"S_wp > S_pq (shallow)": True,
-                                                              "S_pq > S_wp (deep)": False}}
+    assert plots.own_saliency_checks_table(checks).to_dict() == {
+        "on the 95% intervals": {"S_wp > S_pq (shallow)": True, "S_pq > S_wp (deep)": False}}
+    plots.flows_by_layer(flows, intervals=ivs, panels={task.name: task.display}, x="layer", y="relative size",
+                         curves=("S_wp", "S_pq", "S_ww"), save_as="08_sst2_saliency_flow",
+                         title="Relative saliency flows, SST-2, m/tiny (2 seed(s) x 3 inputs, 95% CI)")
+    (fig,) = shown
     assert isinstance(fig, Figure) and fig.axes[0].get_title() == "SST-2"
     assert fig._suptitle.get_text() == "Relative saliency flows, SST-2, m/tiny (2 seed(s) x 3 inputs, 95% CI)"
     assert len(_saved(tmp_path, "08_sst2_saliency_flow")) == 1
@@ -225,7 +220,7 @@ def test_own_isolation_table():
     assert t.loc["random words, last 2"].tolist() == ["80.0 [40.0, 95.0]", "85.0 [40.0, 95.0]"]
 
 
-def test_show_own_isolation_shows_table_checks_and_the_saved_figure(shown, tmp_path, capsys):
+def test_own_isolation_bars_carry_every_interval(shown, tmp_path):
     from matplotlib.container import ErrorbarContainer
     from matplotlib.figure import Figure
 
@@ -234,11 +229,10 @@ def test_show_own_isolation_shows_table_checks_and_the_saved_figure(shown, tmp_p
     ivs = _isolation_intervals()
     loy = pd.DataFrame([{"task": "SST-2", "seed": s, "condition": c, "where": w, "k": 2, "label_loyalty": 0.6,
                          "word_loyalty": 0.7} for s in (42, 43) for c, w, _ in list(ivs)[::2]])
-    checks = {"label words first hurt most": True, "random words barely matter": False}
-    plots.show_own_isolation(_task(), loy, ivs, checks, k=2)
-    table, fig = shown
-    pd.testing.assert_frame_equal(table, plots.own_isolation_table(ivs, 2))
-    assert capsys.readouterr().out == f"isolation checks: {checks}\n"
+    conds = [("label", "first"), ("label", "last"), ("random", "first"), ("random", "last")]
+    plots.loyalty_bars(loy, k=2, conditions=conds, bars=("label_loyalty", "word_loyalty"), y="loyalty (%)",
+                       intervals=ivs, title="Isolation in the first / last 2 layers, SST-2", save_as="08_sst2_isolation")
+    (fig,) = shown
     assert isinstance(fig, Figure) and fig.axes[0].get_title() == "Isolation in the first / last 2 layers, SST-2"
     assert sum(isinstance(c, ErrorbarContainer) for c in fig.axes[0].containers) == 8  # every bar has its interval
     assert len(_saved(tmp_path, "08_sst2_isolation")) == 1
@@ -254,17 +248,15 @@ def test_own_aucroc_tables():
     assert plots.own_aucroc_checks_table({}).empty  # undefined AUCROC: no checks
 
 
-def test_show_own_aucroc_shows_tables_then_the_saved_figure(shown, tmp_path):
+def test_own_aucroc_curves_of_one_task(shown, tmp_path):
     from matplotlib.figure import Figure
 
     from helpers.study import plots
 
     curve = pd.DataFrame({"layer": [0, 1, 2], "auc": [0.5, 0.7, 0.8], "r": [0.2, 0.6, 1.0]})
-    ivs = {"peak": Interval(0.8, 0.7, 0.9, 2, 16), "crossing": Interval(1.0, 1.0, 2.0, 2, 16)}
-    plots.show_own_aucroc(_task(), curve, ivs, {"peak above 0.5": True}, model_name="org/tiny-model")
-    iv_table, check_table, fig = shown
-    pd.testing.assert_frame_equal(iv_table, plots.own_aucroc_table(ivs))
-    assert check_table.to_dict() == {"holds": {"peak above 0.5": True}}
+    plots.aucroc_by_layer({"tiny-model, SST-2": curve}, x="layer", curves={"auc": "AUCROC$_l$", "r": "$R_l$"},
+                          threshold=0.5, save_as="08_sst2_aucroc")
+    (fig,) = shown
     assert isinstance(fig, Figure) and fig.axes[0].get_title() == "tiny-model, SST-2"
     np.testing.assert_allclose(fig.axes[0].get_lines()[0].get_ydata(), [0.5, 0.7, 0.8])
     assert len(_saved(tmp_path, "08_sst2_aucroc")) == 1

@@ -50,14 +50,16 @@ def test_fingerprint_sees_edits_through_data_and_inside_same_weights():
 def _run_all(model):
     """Every run helper that stores results of a model, on a tiny model and a handful of inputs."""
     from helpers.experiments.aucroc import aucroc_runs
-    from helpers.experiments.isolation import isolation_runs
+    from helpers.experiments.isolation import IsolationSizes, isolation_runs
     from helpers.experiments.saliency import saliency_runs
     from helpers.experiments.setting import vanilla_accuracy
 
     acc = vanilla_accuracy(model, ["sst2"], [42], n_test=3, progress=False)
     sal = saliency_runs(model, ["sst2"], [42], n=2, progress=False)
     auc = aucroc_runs(model, ["sst2"], [42], n=3, progress=False)
-    iso = isolation_runs(model, ["sst2"], [42], n=2, k_main=1, k_sweep=(), progress=False)
+    iso = isolation_runs(model, ["sst2"], IsolationSizes(seeds=(42,), n=2, sweep_seeds=(), k_main=1, k_sweep=(),
+                                                         sweep_n=None, random_n=None, random_draw="authors",
+                                                         batch_size=16), progress=False)
     return acc, sal, auc, iso
 
 

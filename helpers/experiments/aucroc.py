@@ -21,7 +21,8 @@ outputs, tests).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -36,9 +37,10 @@ from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts
 from helpers.core.store import pins_weights
+from helpers.study.profiles import RunSizes
 from helpers.study.stats import rank_auc
 
-__all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "aucroc_sizes",
+__all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "AucrocSizes", "aucroc_sizes",
            "aucroc_runs", "mean_curves", "raw_mean_curves", "per_task_table", "aucroc_verdict", "other_offline_model",
            "label_attention_reference", "aucroc_claims"]
 
@@ -172,14 +174,23 @@ def crossing_layer(r: Float[np.ndarray, "layer"], threshold: float = 0.5) -> int
     return int(hit[0]) if len(hit) else None
 
 
-def aucroc_sizes(profile) -> dict:
+@dataclass(frozen=True)
+class AucrocSizes(RunSizes):
+    """Run sizes of notebook 03 (:func:`aucroc_sizes`)."""
+
+    seeds: tuple[int, ...]
+    n: Mapping[str, int]  # test inputs per (task, seed), per task
+    batch_size: int
+
+
+def aucroc_sizes(profile) -> AucrocSizes:
     """Run size of notebook 03 (one forward pass per input, for each of the two offline models).
 
     Every profile uses ``n_test`` inputs per task and seed and all its seeds
     (the demonstrations run once per (task, seed), :mod:`helpers.core.prefix`).
     """
     n = {t: profile.n_test for t in profile.tasks}
-    return {"seeds": tuple(profile.seeds), "n": n, "batch_size": profile.batch_size}
+    return AucrocSizes(seeds=tuple(profile.seeds), n=n, batch_size=profile.batch_size)
 
 
 @pins_weights

@@ -61,10 +61,13 @@ from helpers.core.prefix import (
 )
 from helpers.core.prompts import Demo, Prompt, build_prompts
 from helpers.core.store import pins_weights, result_types
+from helpers.study.profiles import RunSizes
 from helpers.study.stats import bootstrap_of_means
 
 __all__ = [
-    "timing_sizes",
+    "CompressionSizes",
+    "compression_sizes",
+    "compression_set",
     "prefix_len",
     "anchor_keep",
     "random_keep",
@@ -258,15 +261,26 @@ def cached_compression(model, icl_set, random_top_draws: int = 20, batch_size: i
 
 
 @pins_weights
-def compression_runs(model, tasks: Sequence[str], seeds: Sequence[int], n_test: int, random_top_draws: int = 20,
-                     batch_size: int = 16, query_positions: str = "original") -> dict:
-    """:func:`cached_compression` for every (task, seed) on ``n_test`` inputs (the weights hashed once):
-    ``{(task, seed): CompressionResult}``."""
-    from helpers.core.prompts import make_icl_set
+def compression_set(model, task: str, seed: int, n_test: int):
+    """The prompt set of one (task, seed) (:func:`helpers.core.prompts.make_icl_set`), without the warning that a
+    multi-token label word (e.g. TREC's " Abbreviation") stands for its class by its first token: notebook 00's
+    task table shows those words once, the runs would repeat it at every prompt set."""
+    import warnings
 
-    return {(task, seed): cached_compression(model, make_icl_set(model, task, seed, n_test), random_top_draws,
-                                             batch_size, query_positions=query_positions)
-            for task in tasks for seed in seeds}
+    from helpers.core.prompts import make_icl_set
+    from helpers.core.tasks import LabelWordWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LabelWordWarning)
+        return make_icl_set(model, task, seed, n_test)
+
+
+def compression_runs(model, tasks: Sequence[str], sizes: CompressionSizes, query_positions: str = "original") -> dict:
+    """:func:`cached_compression` for every task and every seed of ``sizes`` (:func:`compression_sizes`) on
+    ``sizes.n_test`` inputs (the weights hashed once): ``{(task, seed): CompressionResult}``."""
+    return {(task, seed): cached_compression(model, compression_set(model, task, seed, sizes.n_test),
+                                             sizes.random_top_draws, sizes.batch_size, query_positions=query_positions)
+            for task in tasks for seed in sizes.seeds}
 
 
 def method_cells(results: dict, method: str, metric: str) -> dict:
@@ -334,11 +348,26 @@ def _clock(model):
     return clock
 
 
-def timing_sizes(profile) -> dict:
-    """Run size of notebook 05's Table 3 timing: ``n_inputs`` timed inputs per task and ``repeats`` timings of each
-    (the median is kept); a few on the CPU profiles, more on ``paper``."""
-    return {"smoke": {"n_inputs": 4, "repeats": 1}, "default": {"n_inputs": 8, "repeats": 2}}.get(
-        profile.name, {"n_inputs": 16, "repeats": 3})
+@dataclass(frozen=True)
+class CompressionSizes(RunSizes):
+    """Run sizes of notebook 05 (:func:`compression_sizes`)."""
+
+    seeds: tuple[int, ...]  # Table 2's seeds; Table 3 times the first
+    n_test: int  # test inputs per (task, seed)
+    random_top_draws: int  # Hidden_random-top: the best of this many Hidden_random draws
+    batch_size: int
+    timed_inputs: int  # Table 3: inputs timed per task
+    timing_repeats: int  # Table 3: timings of each input (the median is kept)
+
+
+def compression_sizes(profile) -> CompressionSizes:
+    """Run size of notebook 05. Table 2: every seed of the profile (``smoke``: its first), ``n_test`` inputs per
+    (task, seed), Hidden_random-top the best of ``random_top_draws`` draws. Table 3's timing: a few timed inputs
+    per task and timings of each on the CPU profiles (``smoke`` 4 x 1, ``default`` 8 x 2), 16 x 3 on ``paper``."""
+    seeds = tuple(profile.seeds[:1] if profile.name == "smoke" else profile.seeds)
+    timed_inputs, timing_repeats = {"smoke": (4, 1), "default": (8, 2)}.get(profile.name, (16, 3))
+    return CompressionSizes(seeds=seeds, n_test=profile.n_test, random_top_draws=profile.random_top_draws,
+                            batch_size=profile.batch_size, timed_inputs=timed_inputs, timing_repeats=timing_repeats)
 
 
 def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, warmup: int = 2,

@@ -49,6 +49,7 @@ from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
 from helpers.core.sizing import sizing
 from helpers.core.store import result_types
+from helpers.study.profiles import RunSizes
 from helpers.study.stats import rank_auc
 
 __all__ = [
@@ -63,6 +64,10 @@ __all__ = [
     "diagnose",
     "layer_sweep",
     "default_layer",
+    "DiagnosisSizes",
+    "diagnosis_sizes",
+    "diagnosis_set",
+    "qk_runs",
     "seed_mean",
     "key_projections",
     "key_distances",
@@ -339,6 +344,48 @@ def diagnosis_verdict(iv, strong: float = 0.5) -> str:
 def default_layer(model: HookedTransformer) -> int:
     """The paper's depth ratio: GPT2-XL layer 32 of 48 -> round(2/3 * n_layers)."""
     return int(round(model.cfg.n_layers * 32 / 48))
+
+
+@dataclass(frozen=True)
+class DiagnosisSizes(RunSizes):
+    """Run sizes of notebook 06 (:func:`diagnosis_sizes`)."""
+
+    seeds: tuple[int, ...]
+    n: int  # test inputs per seed
+    batch_size: int
+
+
+def diagnosis_sizes(profile) -> DiagnosisSizes:
+    """Run size of notebook 06: ``profile.n_diagnosis`` test inputs of the profile's first seed (every seed on
+    ``paper``)."""
+    seeds = tuple(profile.seeds if profile.name == "paper" else profile.seeds[:1])
+    return DiagnosisSizes(seeds=seeds, n=profile.n_diagnosis, batch_size=profile.batch_size)
+
+
+def diagnosis_set(model, task: str, seed: int, n_test: int):
+    """The prompt set of one seed (:func:`helpers.core.prompts.make_icl_set`), without the warning that a
+    multi-token label word (e.g. TREC's " Abbreviation") stands for its class by its first token: notebook 00's
+    task table shows those words once."""
+    from helpers.core.prompts import make_icl_set
+    from helpers.core.tasks import LabelWordWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LabelWordWarning)
+        return make_icl_set(model, task, seed, n_test)
+
+
+def qk_runs(model, task: str, sizes: DiagnosisSizes, model_name: str) -> dict[int, QKVectors]:
+    """``{seed: QKVectors}``: :func:`collect_qk` at every layer on ``sizes.n`` inputs of ``task`` for every seed of
+    ``sizes`` (:func:`diagnosis_sizes`), each cached on disk (``diagnosis_qk``: model, task, seed, n)."""
+    from helpers.core.store import cached
+
+    out = {}
+    for seed in sizes.seeds:
+        icl = diagnosis_set(model, task, seed, sizes.n)
+        params = dict(model=model_name, task=task, seed=seed, n=sizes.n)
+        out[seed] = cached("diagnosis_qk", params, lambda icl=icl: collect_qk(model, icl.prompts, icl.label_ids,
+                                                                             batch_size=sizes.batch_size), model=model)
+    return out
 
 
 # ---- one prompt's keys as its query sees them (notebook 06) and the claims ----

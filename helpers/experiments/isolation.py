@@ -32,7 +32,8 @@ The effect is measured with :mod:`helpers.core.loyalty` against the unmodified r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -44,6 +45,7 @@ from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty
 from helpers.core.predict import HookFactory, Predictions, predict
 from helpers.core.prompts import Prompt
 from helpers.core.store import pins_weights
+from helpers.study.profiles import RunSizes
 
 __all__ = [
     "CONDITIONS",
@@ -62,6 +64,7 @@ __all__ = [
     "run_isolation",
     "isolation_experiment",
     "loyalty_rows",
+    "IsolationSizes",
     "isolation_sizes",
     "isolation_runs",
     "loyalty_frame",
@@ -442,7 +445,22 @@ def condition_ids(df, condition: str, where: str, k: int) -> dict:
     return condition_cells(df, condition, where, k, metric="input")
 
 
-def isolation_sizes(profile) -> dict:
+@dataclass(frozen=True)
+class IsolationSizes(RunSizes):
+    """Run sizes of :func:`isolation_runs` (notebook 02's: :func:`isolation_sizes`)."""
+
+    seeds: tuple[int, ...]  # every seed gets the four conditions at k_main layers
+    n: Mapping[str, int] | int  # test inputs per (task, seed): per task, or one number for every task
+    sweep_seeds: tuple[int, ...]  # these seeds also get the sweep over k_sweep
+    k_main: int  # the isolated layers (first / last k) of the four conditions
+    k_sweep: tuple[int, ...]
+    sweep_n: int | None  # the sweep's k != k_main run on the first sweep_n inputs (None: all)
+    random_n: int | None  # the random control runs on the first random_n inputs (None: all)
+    random_draw: str  # "authors": a draw of random positions per input and per layer
+    batch_size: int
+
+
+def isolation_sizes(profile) -> IsolationSizes:
     """Run size of notebook 02.
 
     With a shared prefix the label conditions cost about one vanilla pass each
@@ -470,24 +488,29 @@ def isolation_sizes(profile) -> dict:
         sweep_seeds = tuple(profile.seeds[:1])
         k_sweep = (1,)
     random_n = min(profile.n_random_control, max(n.values()))
-    return {"seeds": tuple(profile.seeds), "n": n, "sweep_seeds": sweep_seeds, "k_main": 5,
-            "k_sweep": k_sweep, "sweep_n": sweep_n, "random_n": random_n, "random_draw": "authors",
-            "batch_size": profile.batch_size}
+    return IsolationSizes(seeds=tuple(profile.seeds), n=n, sweep_seeds=sweep_seeds, k_main=5, k_sweep=k_sweep,
+                          sweep_n=sweep_n, random_n=random_n, random_draw="authors", batch_size=profile.batch_size)
 
 
 @pins_weights
-def isolation_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int, k_main: int = 5,
-                   k_sweep: Sequence[int] = (1, 3, 7), sweep_seeds: Sequence[int] = (), batch_size: int = 16,
-                   top_k: int = 5, profile: str = "", progress: bool = True, sweep_n: int | None = None,
-                   random_draw: str = "authors", random_n: int | None = None) -> dict:
-    """All isolation runs of notebook 02, cached per (task, seed).
+def isolation_runs(model, tasks: Sequence[str], sizes: IsolationSizes, top_k: int = 5, profile: str = "",
+                   progress: bool = True) -> dict:
+    """All isolation runs of notebook 02, cached per (task, seed), at the run sizes ``sizes``
+    (:func:`isolation_sizes`, or an :class:`IsolationSizes` of your own).
 
-    Every seed gets the four conditions at ``k_main`` layers; seeds in
-    ``sweep_seeds`` also get ``k_sweep``. The random control uses the run's seed
-    and, with ``random_n``, only the first that many inputs (:func:`isolation_experiment`).
+    Every seed of ``sizes.seeds`` gets the four conditions at ``sizes.k_main`` layers; seeds in
+    ``sizes.sweep_seeds`` also get ``sizes.k_sweep``. The random control uses the run's seed
+    and, with ``sizes.random_n``, only the first that many inputs (:func:`isolation_experiment`).
     Returns ``{(task, seed): {"base": Predictions, (condition, where, k): Predictions, ...}}``.
     """
-    tasks, seeds = run_args(tasks, seeds, n=n, k_main=k_main)
+    if not isinstance(sizes, IsolationSizes):
+        from helpers.core.checks import ArgumentError
+
+        raise ArgumentError(f"sizes must be an IsolationSizes (isolation_sizes(profile), or IsolationSizes(seeds=..., "
+                            f"n=..., ...)), got {type(sizes).__name__}")
+    n, k_main, k_sweep, sweep_seeds = sizes.n, sizes.k_main, sizes.k_sweep, sizes.sweep_seeds
+    sweep_n, random_draw, random_n, batch_size = sizes.sweep_n, sizes.random_draw, sizes.random_n, sizes.batch_size
+    tasks, seeds = run_args(tasks, sizes.seeds, n=n, k_main=k_main)
     import warnings
 
     from helpers.core.prompts import make_icl_set
@@ -498,7 +521,7 @@ def isolation_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | 
     out = {}
     combos = [(t, s) for t in tasks for s in seeds]
     for task, seed in tqdm(combos, desc="isolation", disable=not progress):
-        m = n[task] if isinstance(n, dict) else int(n)
+        m = n[task] if isinstance(n, Mapping) else int(n)
         ks = sorted({k_main, *(k_sweep if seed in sweep_seeds else ())})
 
         def run():

@@ -24,6 +24,7 @@ isolation, AUCROC_l, head attribution, ablation, value-output vectors, two tower
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -34,9 +35,11 @@ from helpers.core.predict import predict
 from helpers.core.prompts import Prompt
 from helpers.core.sizing import sizing
 from helpers.study.claims import Claim, claim
+from helpers.study.profiles import RunSizes
 from helpers.study.stats import Interval
 
 __all__ = [
+    "ControlSizes",
     "control_sizes",
     "accuracy_cells",
     "label_swap",
@@ -49,12 +52,23 @@ __all__ = [
 ]
 
 
-def control_sizes(profile) -> dict:
+@dataclass(frozen=True)
+class ControlSizes(RunSizes):
+    """Run sizes of notebook 09 (:func:`control_sizes`)."""
+
+    seeds: tuple[int, ...]
+    n: int  # evaluation sequences per seed
+    n_attr: int  # sequences for head attribution (one draw, seed + 1000)
+    n_saliency: int  # sequences per seed for saliency (a backward pass each)
+    batch_size: int
+
+
+def control_sizes(profile) -> ControlSizes:
     """Run size of notebook 09: the profile's seeds, and per seed ``4 * n_test`` evaluation sequences (the control
     costs about a thousandth of the offline models per input), ``2 * n_test`` for head attribution (seed + 1000)
     and ``n_saliency * 4`` for saliency (a backward pass each)."""
-    return {"seeds": tuple(profile.seeds), "n": 4 * profile.n_test, "n_attr": 2 * profile.n_test,
-            "n_saliency": 4 * profile.n_saliency, "batch_size": 256}
+    return ControlSizes(seeds=tuple(profile.seeds), n=4 * profile.n_test, n_attr=2 * profile.n_test,
+                        n_saliency=4 * profile.n_saliency, batch_size=256)
 
 
 def accuracy_cells(model, cps: dict[int, ControlPrompts], batch_size: int = 256) -> dict[tuple[str, int], np.ndarray]:

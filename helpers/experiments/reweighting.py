@@ -46,6 +46,7 @@ from helpers.core.prompts import (
 )
 from helpers.core.store import pins_weights, result_types
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids
+from helpers.study.profiles import RunSizes
 
 __all__ = [
     "ReweightResult",
@@ -63,6 +64,8 @@ __all__ = [
     "reweighted_label_logits_reference",
     "table1_claims",
     "SETTINGS",
+    "ReweightingSizes",
+    "reweighting_sizes",
     "table1_runs",
     "table1_intervals",
     "table1_frame",
@@ -383,6 +386,24 @@ def run_table1(model: HookedTransformer, task, seed: int, n_test: int, epochs: i
 
 SETTINGS = {"vanilla 1-shot": "correct_1shot", "vanilla 5-shot": "correct_5shot",
             "anchor re-weighting": "correct_reweight"}  # Table 1's rows and the Table1Row field of each
+
+
+@dataclass(frozen=True)
+class ReweightingSizes(RunSizes):
+    """Run sizes of notebook 04 (:func:`reweighting_sizes`)."""
+
+    seeds: tuple[int, ...]
+    n_test: int  # test inputs per (task, seed)
+    epochs: int  # training epochs of beta (the paper's 10)
+    per_class: int  # training examples per class (the paper's 4)
+    batch_size: int  # evaluation batches
+
+
+def reweighting_sizes(profile) -> ReweightingSizes:
+    """Run size of notebook 04: every seed of the profile, ``profile.n_test`` test inputs per (task, seed), beta
+    trained ``profile.reweight_epochs`` epochs on ``profile.reweight_train_per_class`` examples per class."""
+    return ReweightingSizes(seeds=tuple(profile.seeds), n_test=profile.n_test, epochs=profile.reweight_epochs,
+                            per_class=profile.reweight_train_per_class, batch_size=profile.batch_size)
 
 
 @pins_weights

@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -55,6 +56,7 @@ from helpers.core.prompts import Prompt, build_prompt, check_prompts, sample_dem
 from helpers.core.sizing import sizing
 from helpers.core.store import pins_weights
 from helpers.core.tasks import get_task, label_token_ids, load_split
+from helpers.study.profiles import RunSizes
 
 __all__ = [
     "FLOWS",
@@ -70,6 +72,7 @@ __all__ = [
     "relative_flow",
     "first_layer_pq_exceeds_wp",
     "saliency_prompts",
+    "SaliencySizes",
     "saliency_sizes",
     "saliency_runs",
     "flow_frame",
@@ -372,12 +375,21 @@ def saliency_prompts(model, task, seed: int, n: int, k_per_class: int = 1, max_l
     return prompts, lids
 
 
-def saliency_sizes(profile) -> dict:
+@dataclass(frozen=True)
+class SaliencySizes(RunSizes):
+    """Run sizes of notebook 01 (:func:`saliency_sizes`)."""
+
+    seeds: tuple[int, ...]
+    n: Mapping[str, int]  # inputs per (task, seed), per task
+    batch_size: int
+
+
+def saliency_sizes(profile) -> SaliencySizes:
     """Run size of notebook 01: ``profile.n_saliency`` inputs per task and seed (every task, AGNews too: its
     prompts are ~6x longer than SST-2's and its backward passes the costliest), all of the profile's seeds,
     batches of 16 inputs split further by the attention patterns' memory (:func:`saliency_flow`)."""
     n = int(profile.n_saliency)
-    return {"seeds": tuple(profile.seeds), "n": {t: n for t in profile.tasks}, "batch_size": 16}
+    return SaliencySizes(seeds=tuple(profile.seeds), n={t: n for t in profile.tasks}, batch_size=16)
 
 
 @pins_weights
@@ -386,7 +398,7 @@ def saliency_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | i
     """Per-input ``(S_wp, S_pq, S_ww)`` for every (task, seed), cached on disk.
 
     Returns ``{(task, seed): Float[Tensor, "n layer 3"]}`` (raw, not relative).
-    ``n``: inputs per task and seed (an int or a per-task dict, e.g. :func:`saliency_sizes`).
+    ``n``: inputs per task and seed (an int or a per-task dict, e.g. ``saliency_sizes(profile).n``).
     """
     tasks, seeds = run_args(tasks, seeds, n=n)
     from helpers.core.store import cached

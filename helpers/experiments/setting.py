@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float
@@ -21,10 +22,25 @@ from helpers.core.store import cached, pins_weights
 from helpers.core.tasks import LabelWordWarning, Task, get_task
 from helpers.study.claims import Claim, claim
 from helpers.study.paper import FIG5_PEAK_AUCROC
+from helpers.study.profiles import RunSizes
 from helpers.study.stats import Interval, bootstrap_means, cells_from_frame, interval_verdict, paired_differences
 
-__all__ = ["vanilla_accuracy", "shots_for", "label_logits_reference",
+__all__ = ["SettingSizes", "setting_sizes", "vanilla_accuracy", "shots_for", "label_logits_reference",
            "setting_claims", "own_task_claims"]
+
+
+@dataclass(frozen=True)
+class SettingSizes(RunSizes):
+    """Run sizes of notebook 00 (:func:`setting_sizes`)."""
+
+    seeds: tuple[int, ...]
+    n_test: int  # test inputs per (task, seed)
+    batch_size: int
+
+
+def setting_sizes(profile) -> SettingSizes:
+    """Run size of notebook 00: every seed of the profile and ``profile.n_test`` test inputs per (task, seed)."""
+    return SettingSizes(seeds=tuple(profile.seeds), n_test=profile.n_test, batch_size=profile.batch_size)
 
 
 @pins_weights

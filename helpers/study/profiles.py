@@ -11,14 +11,24 @@ restricts the tasks: names, or paths of task spec files (your own task, see
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 
 __all__ = ["Profile", "PROFILES", "get_profile", "current_model_name", "current_tasks", "cell_timeout", "PAPER_SEEDS",
-           "own_task_sizes", "current_own_task", "OWN_TASK_EXAMPLE"]
+           "RunSizes", "OwnTaskSizes", "own_task_sizes", "current_own_task", "OWN_TASK_EXAMPLE"]
 
 PAPER_SEEDS = (42, 43, 44, 45, 46)
 OFFLINE_TASKS = ("sst2", "trec", "agnews", "tweet_emotion")
+
+
+@dataclass(frozen=True)
+class RunSizes:
+    """The run sizes of one notebook, derived from a :class:`Profile` by its experiment module's ``*_sizes(profile)``
+    (e.g. :func:`helpers.experiments.isolation.isolation_sizes`): one typed field per size, read as ``sizes.seeds``."""
+
+    def as_dict(self) -> dict:
+        """The sizes as a plain dict in field order (what a notebook records beside its claims)."""
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -122,7 +132,18 @@ def current_own_task(default: str = OWN_TASK_EXAMPLE) -> str:
     return get_task(os.environ.get("ICL_OWN_TASK") or default).name
 
 
-def own_task_sizes(profile: Profile) -> dict:
+@dataclass(frozen=True)
+class OwnTaskSizes(RunSizes):
+    """Run sizes of notebook 08 (:func:`own_task_sizes`)."""
+
+    seeds: tuple[int, ...]
+    n_test: int  # test inputs per seed: accuracy, isolation, AUCROC
+    n_saliency: int  # saliency inputs per seed
+    random_n: int  # the random-word control of isolation runs on the first this many inputs per seed
+    batch_size: int
+
+
+def own_task_sizes(profile: Profile) -> OwnTaskSizes:
     """Run sizes of notebook 08 (notebooks 00-03 in small form, on one task).
 
     ``paper``: the profile's full sizes. Otherwise the first 3 seeds (``smoke``: its one seed), at most
@@ -131,11 +152,11 @@ def own_task_sizes(profile: Profile) -> dict:
     a few minutes per model on a CPU with ``default``.
     """
     if profile.name == "paper":
-        return {"seeds": tuple(profile.seeds), "n_test": profile.n_test, "n_saliency": profile.n_saliency,
-                "random_n": profile.n_random_control, "batch_size": profile.batch_size}
-    return {"seeds": tuple(profile.seeds[:3]), "n_test": min(profile.n_test, 32),
-            "n_saliency": max(4, profile.n_saliency // 2), "random_n": min(profile.n_random_control, 8),
-            "batch_size": profile.batch_size}
+        return OwnTaskSizes(seeds=tuple(profile.seeds), n_test=profile.n_test, n_saliency=profile.n_saliency,
+                            random_n=profile.n_random_control, batch_size=profile.batch_size)
+    return OwnTaskSizes(seeds=tuple(profile.seeds[:3]), n_test=min(profile.n_test, 32),
+                        n_saliency=max(4, profile.n_saliency // 2), random_n=min(profile.n_random_control, 8),
+                        batch_size=profile.batch_size)
 
 
 def current_model_name(default: str | None = None) -> str:

@@ -20,18 +20,21 @@ from .setting import integer_ticks
 
 __all__ = ["plot_flow_curves", "saliency_view", "plot_loyalty_bars", "plot_loyalty_sweep", "plot_aucroc_curves", "topk_table",
            # notebook 01
-           "saliency_by_hand_lines", "show_saliency_by_hand", "show_flow_curves",
+           "saliency_by_hand_lines", "show_saliency_by_hand", "flows_by_layer",
            # notebook 02
            "isolation_by_hand_line", "isolation_probs_table", "show_isolation_by_hand", "isolation_inputs_table",
-           "label_loyalty_table", "show_isolation_loyalty", "label_word_share_line", "show_top_tokens",
+           "label_loyalty_table", "loyalty_bars", "loyalty_sweep", "label_word_share_line", "show_top_tokens",
            # notebook 03
-           "label_attention_by_hand_line", "label_attention_table", "show_label_attention_by_hand", "show_aucroc"]
+           "label_attention_by_hand_line", "label_attention_table", "show_label_attention_by_hand", "aucroc_by_layer"]
 
 _FLOW_COLORS = {"S_wp": "#1f77b4", "S_pq": "#d62728", "S_ww": "#7f7f7f"}
 
 
-def plot_flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None = None, labels: dict | None = None):
+def plot_flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None = None, labels: dict | None = None,
+                     x: str = "layer", y: str = "relative size", curves: Sequence[str] = ("S_wp", "S_pq", "S_ww")):
     """Relative S_wp / S_pq / S_ww per layer, one panel per task (paper Fig 3).
+
+    ``curves``: the flows drawn, in legend order; ``x`` and ``y`` label the axes.
 
     ``df`` columns: task, seed, layer, flow (S_wp/S_pq/S_ww), value (relative size).
     ``intervals[(task, "curve", layer, flow)]``: :class:`helpers.study.stats.Interval` of the seed-averaged curve
@@ -42,16 +45,22 @@ def plot_flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None =
     if labels:
         df = df.assign(task=df["task"].map(lambda t: labels.get(t, t)))
         intervals = intervals and {(labels.get(k[0], k[0]), *k[1:]): iv for k, iv in intervals.items()}
+    unknown = set(curves) - set(_FLOW_COLORS)
+    if unknown:
+        raise ValueError(f"curves {sorted(unknown)} are not saliency flows: pick from {list(_FLOW_COLORS)}")
+    colors = {flow: _FLOW_COLORS[flow] for flow in curves}
+    df = df[df["flow"].isin(colors)]
     tasks = list(dict.fromkeys(df["task"]))
     fig, axes = plt.subplots(1, len(tasks), figsize=(3.6 * len(tasks), 3), sharey=True, squeeze=False)
     for ax, task in zip(axes[0], tasks):
         d = df[df.task == task]
         if intervals is None:
-            sns.lineplot(data=d, x="layer", y="value", hue="flow", palette=_FLOW_COLORS,
+            sns.lineplot(data=d, x="layer", y="value", hue="flow", palette=colors,
                          errorbar="sd", ax=ax, marker="o", markersize=3)
+            ax.set_xlabel(x)
         else:
             layers = sorted(d["layer"].unique())
-            for flow, color in _FLOW_COLORS.items():
+            for flow, color in colors.items():
                 ivs = [intervals.get((task, "curve", layer, flow)) for layer in layers]
                 if all(iv is None for iv in ivs):
                     continue
@@ -61,10 +70,10 @@ def plot_flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None =
                                 [np.nan if iv is None else iv.high for iv in ivs], color=color, alpha=0.2, lw=0)
             ax.fill_between([], [], [], color="grey", alpha=0.2, lw=0, label="95% CI (seeds and inputs)")
             ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # outside: the curves fill the panel
-            ax.set_xlabel("layer")
+            ax.set_xlabel(x)
         ax.set_title(task)
         ax.set_ylim(0, 1)
-        ax.set_ylabel("relative size")
+        ax.set_ylabel(y)
         integer_ticks(ax.xaxis)
         if ax is not axes[0][-1]:
             ax.get_legend().remove()
@@ -91,8 +100,16 @@ def saliency_view(model, prompt, sal, layers: Sequence[int]):
                                                      min_value=0, max_value=1))
 
 
-def plot_loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: dict | None = None):
+_CONDITIONS = (("label", "first"), ("label", "last"), ("random", "first"), ("random", "last"))
+
+
+def plot_loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: dict | None = None,
+                      conditions: Sequence[tuple[str, str]] = _CONDITIONS,
+                      bars: Sequence[str] = ("label_loyalty", "word_loyalty"), y: str = "loyalty (%)"):
     """Label and word loyalty (%) of the four isolation conditions at ``k`` layers (paper Fig 4).
+
+    A group of bars per ``(condition, where)`` of ``conditions``, a bar per column of ``bars``; ``y`` labels the
+    axis.
 
     ``df`` columns: task, seed, condition, where, k, label_loyalty, word_loyalty (fractions).
     ``intervals[(condition, where, "label_loyal" | "word_loyal")]``: the loyalties' intervals as fractions
@@ -101,22 +118,20 @@ def plot_loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: 
     """
     d = df[df.k == k].copy()
     d["setting"] = d["condition"] + " words, " + d["where"] + f" {k}"
-    long = d.melt(id_vars=["task", "seed", "setting"], value_vars=["label_loyalty", "word_loyalty"],
-                  var_name="metric", value_name="loyalty")
+    long = d.melt(id_vars=["task", "seed", "setting"], value_vars=list(bars), var_name="metric", value_name="loyalty")
     long["loyalty"] *= 100
-    order = [f"label words, first {k}", f"label words, last {k}", f"random words, first {k}",
-             f"random words, last {k}"]
+    order = [f"{c} words, {w} {k}" for c, w in conditions]
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    sns.barplot(data=long, x="setting", y="loyalty", hue="metric", order=order, hue_order=["label_loyalty", "word_loyalty"],
+    sns.barplot(data=long, x="setting", y="loyalty", hue="metric", order=order, hue_order=list(bars),
                 errorbar=None if intervals else "sd", ax=ax)
     if intervals:
         from .setting import plot_interval_bars
 
-        plot_interval_bars(ax, order, ["label_loyalty", "word_loyalty"],
+        plot_interval_bars(ax, order, list(bars),
                       {(f"{c} words, {w} {k}", f"{m}ty"): iv.scaled(100) for (c, w, m), iv in intervals.items()})
         ax.legend(fontsize=8)
     ax.set_ylim(0, 105)
-    ax.set_ylabel("loyalty (%)")
+    ax.set_ylabel(y)
     ax.set_xlabel("")
     ax.tick_params(axis="x", labelsize=8)
     if title:
@@ -125,18 +140,21 @@ def plot_loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: 
     return fig
 
 
-def plot_loyalty_sweep(df: pd.DataFrame, title: str = ""):
-    """Loyalty against the number of isolated layers, per condition (paper appendix)."""
+def plot_loyalty_sweep(df: pd.DataFrame, title: str = "", x: str = "isolated layers", y: str = "loyalty (%)",
+                       panels: Sequence[str] = ("label_loyalty", "word_loyalty")):
+    """Loyalty against the number of isolated layers, per condition (paper appendix): a panel per column of
+    ``panels``, ``x`` and ``y`` labelling the axes."""
     d = df.copy()
     d["setting"] = d["condition"] + " / " + d["where"]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), sharey=True)
-    for ax, metric in zip(axes, ["label_loyalty", "word_loyalty"]):
+    fig, axes = plt.subplots(1, len(panels), figsize=(9, 3.2), sharey=True, squeeze=False)
+    axes = axes[0]
+    for ax, metric in zip(axes, panels):
         dd = d.assign(v=100 * d[metric])
         sns.lineplot(data=dd, x="k", y="v", hue="setting", marker="o", errorbar="sd", ax=ax)
         ax.set_title(metric.replace("_", " "))
-        ax.set_xlabel("isolated layers")
+        ax.set_xlabel(x)
         integer_ticks(ax.xaxis)
-        ax.set_ylabel("loyalty (%)")
+        ax.set_ylabel(y)
         ax.set_ylim(0, 105)
     axes[0].get_legend().remove()
     if title:
@@ -145,15 +163,20 @@ def plot_loyalty_sweep(df: pd.DataFrame, title: str = ""):
     return fig
 
 
-def plot_aucroc_curves(per_model: dict[str, pd.DataFrame], threshold: float = 0.5):
+_AUCROC_CURVES = {"auc": "AUCROC$_l$", "r": "$R_l$"}
+
+
+def plot_aucroc_curves(per_model: dict[str, pd.DataFrame], threshold: float = 0.5, x: str = "layer",
+                       curves: dict[str, str] = _AUCROC_CURVES):
     """AUCROC_l and R_l per layer, one panel per model, the layer where R_l passes ``threshold`` marked (Fig 5).
 
-    Each frame has columns layer, auc, r (already averaged over tasks and seeds).
+    Each frame has columns layer, auc, r (already averaged over tasks and seeds). ``curves``: the columns drawn
+    (column -> legend label; markers o, s, ... in that order); ``x`` labels the axis.
     """
     fig, axes = plt.subplots(1, len(per_model), figsize=(4.6 * len(per_model), 3.2), squeeze=False)
     for ax, (name, d) in zip(axes[0], per_model.items()):
-        ax.plot(d["layer"], d["auc"], "o-", ms=3, label="AUCROC$_l$")
-        ax.plot(d["layer"], d["r"], "s-", ms=3, label="$R_l$")
+        for (column, label), marker in zip(curves.items(), "osd^v"):
+            ax.plot(d["layer"], d[column], f"{marker}-", ms=3, label=label)
         ax.axhline(0.5, color="grey", lw=0.6, ls=":")
         hit = np.flatnonzero(d["r"].to_numpy() > threshold)
         if len(hit):
@@ -163,7 +186,7 @@ def plot_aucroc_curves(per_model: dict[str, pd.DataFrame], threshold: float = 0.
                         textcoords="offset points", fontsize=8)
         ax.set_ylim(0, 1.05)
         ax.set_title(name)
-        ax.set_xlabel("layer")
+        ax.set_xlabel(x)
         integer_ticks(ax.xaxis)
         ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
@@ -215,19 +238,18 @@ def show_saliency_by_hand(task: str, prompt, rel) -> None:
     print("\n".join(saliency_by_hand_lines(task, prompt, rel)))
 
 
-def show_flow_curves(df: pd.DataFrame, intervals: dict, labels: dict, model_name: str, n_seeds: int,
-                     name: str = "01_saliency_flow"):
-    """Show and save (as ``name``) the relative flows per layer of every task with their 95% bands (paper Fig 3).
+def flows_by_layer(flows: pd.DataFrame, *, intervals: dict, x: str, y: str, curves: Sequence[str], title: str = "",
+                   panels: dict | None = None, save_as: str | None = None, model_name: str | None = None):
+    """Show (and save as figure ``save_as``) the relative saliency flows ``curves`` against the layer, one panel per
+    task, each curve with its 95% band (paper Fig 3; :func:`plot_flow_curves`).
 
-    ``df``: :func:`helpers.experiments.saliency.flow_frame`; ``intervals``:
-    :func:`helpers.experiments.saliency.flow_intervals`; both keyed by task id or display name, renamed by
-    ``labels`` (task -> display name; a key not in ``labels``, e.g. the mean over tasks, keeps its name). Returns
-    the figure (closed).
+    ``flows``: :func:`helpers.experiments.saliency.flow_frame`; ``intervals``:
+    :func:`helpers.experiments.saliency.flow_intervals`; both keyed by task id, the panels titled by ``panels``
+    (task -> display name; a key not in it, e.g. the mean over tasks, keeps its name). ``x`` and ``y`` label the
+    axes. Returns the figure (closed).
     """
-    fig = plot_flow_curves(df, intervals=intervals, labels=labels,
-                           title=f"Relative saliency flows per layer, {model_name} "
-                                 f"(mean over {n_seeds} seed(s), 95% CI)")
-    show_figure(fig, name)
+    fig = plot_flow_curves(flows, title=title, intervals=intervals, labels=panels, x=x, y=y, curves=curves)
+    show_figure(fig, save_as, model_name=model_name)
     return fig
 
 
@@ -266,29 +288,25 @@ def label_loyalty_table(df: pd.DataFrame, k: int) -> pd.DataFrame:
                                             values="label_loyalty")).round(1)
 
 
-def show_isolation_loyalty(df: pd.DataFrame, k: int, loyalty: dict, model_name: str, budget: dict) -> None:
-    """Notebook 02's results at scale, in order: how many inputs each condition ran on
-    (:func:`isolation_inputs_table`), the label and word loyalty of the four conditions at ``k`` layers with
-    their 95% intervals (saved as ``02_isolation_loyalty``), the label loyalty per task
-    (:func:`label_loyalty_table`), and the sweep over the number of isolated layers (saved as
-    ``02_isolation_sweep``).
+def loyalty_bars(loyalty: pd.DataFrame, *, k: int, conditions: Sequence[tuple[str, str]], bars: Sequence[str], y: str,
+                 intervals: dict, title: str, save_as: str, model_name: str | None = None) -> None:
+    """Show (and save as figure ``save_as``) the loyalties ``bars`` (columns of ``loyalty``, in %) of each isolation
+    ``(condition, where)`` of ``conditions`` at ``k`` layers, with their 95% intervals (paper Fig 4;
+    :func:`plot_loyalty_bars`, ``y`` labelling the axis).
 
-    ``df``: :func:`helpers.experiments.isolation.loyalty_frame`; ``loyalty[(condition, where, metric)]``:
-    intervals of the loyalties as fractions (``metric`` ``label_loyal`` or ``word_loyal``,
-    :func:`helpers.experiments.isolation.isolation_intervals`); ``budget``: the notebook's sizes
-    (``random_n``, ``sweep_seeds``, ``sweep_n``).
+    ``loyalty``: :func:`helpers.experiments.isolation.loyalty_frame`; ``intervals[(condition, where, metric)]``:
+    the loyalties' intervals as fractions (``metric`` ``label_loyal`` or ``word_loyal``,
+    :func:`helpers.experiments.isolation.isolation_intervals`).
     """
-    print(f"Random control on the first {budget['random_n']} inputs of each task and seed; inputs per (task, seed):")
-    display(isolation_inputs_table(df, k))
-    show_figure(plot_loyalty_bars(df, k=k, title=f"Isolation in the first / last {k} layers, {model_name}",
-                                   intervals=loyalty),
-                 "02_isolation_loyalty")
-    display(label_loyalty_table(df, k))
-    sweep_seeds, sweep_n = list(budget["sweep_seeds"]), budget["sweep_n"]
-    inputs = f"the first {sweep_n} inputs)" if sweep_n else "all inputs)"
-    show_figure(plot_loyalty_sweep(df[df.seed.isin(sweep_seeds)],
-                                    title=f"Loyalty vs isolated layers (seed(s) {sweep_seeds}; k != {k} on {inputs}"),
-                 "02_isolation_sweep")
+    fig = plot_loyalty_bars(loyalty, k=k, title=title, intervals=intervals, conditions=conditions, bars=bars, y=y)
+    show_figure(fig, save_as, model_name=model_name)
+
+
+def loyalty_sweep(loyalty: pd.DataFrame, *, x: str, y: str, panels: Sequence[str], title: str, save_as: str) -> None:
+    """Show (and save as figure ``save_as``) the loyalties ``panels`` (columns of ``loyalty``, one panel each, in %)
+    against the number of isolated layers, a curve per condition / where, mean and sd over tasks and seeds
+    (:func:`plot_loyalty_sweep`; ``x`` and ``y`` label the axes)."""
+    show_figure(plot_loyalty_sweep(loyalty, title=title, x=x, y=y, panels=panels), save_as)
 
 
 def label_word_share_line(task: str, share: dict) -> str:
@@ -327,15 +345,12 @@ def show_label_attention_by_hand(task, prompt, attn) -> None:
     display(label_attention_table(attn, task.label_words))
 
 
-def show_aucroc(curves: dict, per_task: pd.DataFrame, name: str = "03_aucroc"):
-    """Show and save (as ``name``) the AUCROC_l and R_l curves of every model (paper Fig 5), then display the
-    table ``per_task`` (:func:`helpers.experiments.aucroc.per_task_table`).
-
-    ``curves``: model name -> its curve averaged over tasks and seeds
-    (:func:`helpers.experiments.aucroc.mean_curves`); each panel is titled by the name's last part. Returns
-    the figure (closed).
-    """
-    fig = plot_aucroc_curves({f"{m.split('/')[-1]} (mean over tasks, seeds)": c for m, c in curves.items()})
-    show_figure(fig, name)
-    display(per_task)
+def aucroc_by_layer(panels: dict[str, pd.DataFrame], *, x: str, curves: dict[str, str], threshold: float,
+                    save_as: str, model_name: str | None = None):
+    """Show (and save as figure ``save_as``) the ``curves`` (column -> legend label: AUCROC_l and R_l) against the
+    layer, one panel per entry of ``panels`` (panel title -> curve frame, columns layer, auc, r:
+    :func:`helpers.experiments.aucroc.mean_curves`), the layer where R_l first passes ``threshold`` marked (paper
+    Fig 5; :func:`plot_aucroc_curves`, ``x`` labelling the axis). Returns the figure (closed)."""
+    fig = plot_aucroc_curves(panels, threshold=threshold, x=x, curves=curves)
+    show_figure(fig, save_as, model_name=model_name)
     return fig

@@ -22,18 +22,20 @@ from .setting import integer_ticks
 __all__ = ["plot_beta", "plot_loss_curves", "plot_confusion_pair", "plot_layer_sweep", "plot_compression_bars",
            "plot_speedup",
            # notebook 04
-           "reweighting_probs_table", "show_reweighting_by_hand", "reweighting_runs_table", "show_reweighting_table1",
+           "reweighting_probs_table", "show_reweighting_by_hand", "reweighting_runs_table", "beta_heatmaps",
+           "loss_curves",
            # notebook 05
-           "hidden_anchor_kept_line", "show_hidden_anchor_by_hand", "compression_table2", "show_compression_table2",
-           "compression_table3", "show_compression_speedup",
+           "hidden_anchor_kept_line", "show_hidden_anchor_by_hand", "compression_table2", "compression_bars",
+           "compression_table3", "speedup_bars",
            # notebook 06
            "diagnosis_setting_lines", "show_diagnosis_setting", "query_projections_line", "show_query_projections",
-           "seed_accuracy_lines", "show_seed_accuracies", "confused_pairs_table", "show_confusion",
-           "show_diagnosis_sweep"]
+           "seed_accuracy_lines", "show_seed_accuracies", "confused_pairs_table", "confusion_pair", "layer_sweep"]
 
 
-def plot_beta(beta, demo_classes: Sequence[int], class_names: Sequence[str], title: str = ""):
-    """Learned beta as layer x head heatmaps, one panel per demonstration (titled by its class)."""
+def plot_beta(beta, demo_classes: Sequence[int], class_names: Sequence[str], title: str = "", x: str = "head",
+              y: str = "layer"):
+    """Learned beta as layer x head heatmaps, one panel per demonstration (titled by its class); ``x`` and ``y``
+    label the axes."""
     beta = np.asarray(beta)
     n = beta.shape[-1]
     lim = float(np.abs(beta).max()) or 1.0
@@ -41,18 +43,20 @@ def plot_beta(beta, demo_classes: Sequence[int], class_names: Sequence[str], tit
     for i, ax in enumerate(axes[0]):
         sns.heatmap(beta[:, :, i], ax=ax, cmap="RdBu_r", vmin=-lim, vmax=lim, cbar=i == n - 1)
         ax.set_title(class_names[demo_classes[i]], fontsize=9)
-        ax.set_xlabel("head")
-    axes[0, 0].set_ylabel("layer")
+        ax.set_xlabel(x)
+    axes[0, 0].set_ylabel(y)
     fig.suptitle(title or "learned beta (layer x head, per demonstration)")
     fig.tight_layout()
     return fig
 
 
-def plot_loss_curves(curves: Mapping[str, Sequence[float]], ylabel: str = "training loss (mean per epoch)"):
+def plot_loss_curves(curves: Mapping[str, Sequence[float]], ylabel: str = "training loss (mean per epoch)",
+                     xlabel: str = "epoch"):
+    """One curve per entry of ``curves`` (name -> a value per epoch, the first epoch 1)."""
     fig, ax = plt.subplots(figsize=(5, 3.2))
     for name, ys in curves.items():
         ax.plot(range(1, len(ys) + 1), ys, marker="o", label=name)
-    ax.set_xlabel("epoch")
+    ax.set_xlabel(xlabel)
     integer_ticks(ax.xaxis)
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=8)
@@ -60,10 +64,12 @@ def plot_loss_curves(curves: Mapping[str, Sequence[float]], ylabel: str = "train
     return fig
 
 
-def plot_confusion_pair(predicted, actual, class_names: Sequence[str], title: str = ""):
-    """Predicted (normalised key distance) and actual (AUC) confusion side by side; low = confused."""
+def plot_confusion_pair(predicted, actual, class_names: Sequence[str], title: str = "",
+                        panels: Sequence[str] = ("predicted: normalised key distance", "actual: AUC-ROC")):
+    """Predicted (normalised key distance) and actual (AUC) confusion side by side, titled ``panels``; low =
+    confused."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    for ax, mat, name in zip(axes, (predicted, actual), ("predicted: normalised key distance", "actual: AUC-ROC")):
+    for ax, mat, name in zip(axes, (predicted, actual), panels, strict=True):
         sns.heatmap(np.asarray(mat), ax=ax, annot=True, fmt=".2f", cmap="viridis", vmin=0, vmax=1,
                     xticklabels=class_names, yticklabels=class_names, annot_kws={"fontsize": 7})
         ax.set_title(name)
@@ -72,7 +78,9 @@ def plot_confusion_pair(predicted, actual, class_names: Sequence[str], title: st
     return fig
 
 
-def plot_layer_sweep(sweep: Mapping[int, float], chosen: int | None = None, title: str = ""):
+def plot_layer_sweep(sweep: Mapping[int, float], chosen: int | None = None, title: str = "", x: str = "layer",
+                     y: str = "Spearman(predicted, actual)"):
+    """``sweep`` (layer -> value) as a curve, the ``chosen`` layer marked; ``x`` and ``y`` label the axes."""
     fig, ax = plt.subplots(figsize=(6, 3.2))
     xs = sorted(sweep)
     ax.plot(xs, [sweep[x] for x in xs], marker="o")
@@ -80,23 +88,24 @@ def plot_layer_sweep(sweep: Mapping[int, float], chosen: int | None = None, titl
         ax.axvline(chosen, ls="--", c="grey", label=f"chosen layer {chosen}")
         ax.legend(fontsize=8)
     ax.axhline(0, c="k", lw=0.5)
-    ax.set_xlabel("layer")
+    ax.set_xlabel(x)
     integer_ticks(ax.xaxis)
-    ax.set_ylabel("Spearman(predicted, actual)")
+    ax.set_ylabel(y)
     ax.set_title(title)
     fig.tight_layout()
     return fig
 
 
-def plot_compression_bars(df, title: str = "", intervals: dict | None = None):
-    """``df``: long table with columns method, metric, value (fractions); ``intervals[(metric, method)]``
-    (fractions) drawn as error bars."""
+def plot_compression_bars(df, title: str = "", intervals: dict | None = None, x: str = "metric", y: str = "value",
+                          hue: str = "method"):
+    """``df``: long table with columns ``x`` (the groups), ``hue`` (a bar per group), ``y`` (fractions);
+    ``intervals[(x value, hue value)]`` (fractions) drawn as error bars."""
     fig, ax = plt.subplots(figsize=(8, 3.5))
-    sns.barplot(data=df, x="metric", y="value", hue="method", ax=ax, errorbar=None)
+    sns.barplot(data=df, x=x, y=y, hue=hue, ax=ax, errorbar=None)
     if intervals:
         from .setting import plot_interval_bars
 
-        plot_interval_bars(ax, list(dict.fromkeys(df["metric"])), list(dict.fromkeys(df["method"])), intervals)
+        plot_interval_bars(ax, list(dict.fromkeys(df[x])), list(dict.fromkeys(df[hue])), intervals)
     ax.set_title(title)
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -104,13 +113,16 @@ def plot_compression_bars(df, title: str = "", intervals: dict | None = None):
     return fig
 
 
-def plot_speedup(df, title: str = ""):
-    """``df`` with columns task, speedup, bound."""
+def plot_speedup(df, title: str = "", x: str = "task",
+                 bars: Mapping[str, str] = {"speedup": "measured speed-up", "bound": "token-ratio bound"}):  # noqa: B006
+    """Two bars per value of column ``x`` of ``df``: the columns named by ``bars`` (column -> legend label)."""
+    if len(bars) != 2:
+        raise ValueError(f"bars names {len(bars)} columns; the figure sets two side by side (speed-up, bound)")
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    x = np.arange(len(df))
-    ax.bar(x - 0.2, df["speedup"], 0.4, label="measured speed-up")
-    ax.bar(x + 0.2, df["bound"], 0.4, label="token-ratio bound")
-    ax.set_xticks(x, df["task"])
+    at = np.arange(len(df))
+    for offset, (column, label) in zip((-0.2, 0.2), bars.items()):
+        ax.bar(at + offset, df[column], 0.4, label=label)
+    ax.set_xticks(at, df[x])
     ax.axhline(1, c="k", lw=0.5)
     ax.legend(fontsize=8)
     ax.set_title(title)
@@ -146,18 +158,17 @@ def reweighting_runs_table(rows: Mapping) -> pd.DataFrame:
                          for (t, s), r in rows.items()}).T.round(3)
 
 
-def show_reweighting_table1(rows: Mapping, table1: pd.DataFrame, first: tuple[str, int], task) -> None:
-    """Notebook 04's Table 1: the runs per (task, seed) (:func:`reweighting_runs_table`), ``table1`` (the averages
-    with intervals beside the paper's), the beta learned on ``rows[first]`` (figure ``04_beta_heatmap``; ``task``:
-    that task, its ``display`` name and ``label_words``) and every run's training loss per epoch
-    (``04_training_loss``)."""
-    display(reweighting_runs_table(rows))
-    display(table1)
-    res = rows[first].result
-    show_figure(plot_beta(res.beta, res.demo_classes, task.label_words,
-                           title=f"learned beta, {task.display}, seed {first[1]}"), "04_beta_heatmap")
-    show_figure(plot_loss_curves({f"{t} s{s}": r.result.epoch_losses for (t, s), r in rows.items()}),
-                 "04_training_loss")
+def beta_heatmaps(result, *, x: str, y: str, panels: Sequence[str], title: str, save_as: str) -> None:
+    """Show (and save as figure ``save_as``) the beta a re-weighting run learned (``result``:
+    :class:`helpers.experiments.reweighting.ReweightResult`) as ``y`` x ``x`` heatmaps, one panel per demonstration
+    titled by its class's name in ``panels`` (the task's label words) (:func:`plot_beta`)."""
+    show_figure(plot_beta(result.beta, result.demo_classes, panels, title=title, x=x, y=y), save_as)
+
+
+def loss_curves(curves: Mapping[str, Sequence[float]], *, x: str, y: str, save_as: str) -> None:
+    """Show (and save as figure ``save_as``) one curve per entry of ``curves`` (name -> value per epoch), ``x``
+    and ``y`` labelling the axes (:func:`plot_loss_curves`)."""
+    show_figure(plot_loss_curves(curves, ylabel=y, xlabel=x), save_as)
 
 
 # ------------------------------------------------------------------------------ notebook 05: context compression
@@ -188,15 +199,14 @@ def compression_table2(avg: pd.DataFrame, model_name: str) -> pd.DataFrame:
     return pd.concat([paper2, avg.add_prefix(f"{model_name.split('/')[-1]} (ours) ").round(2)], axis=1)
 
 
-def show_compression_table2(avg: pd.DataFrame, bars: pd.DataFrame, intervals: Mapping, model_name: str,
-                            suffix: str = "") -> None:
-    """Notebook 05's Table 2: :func:`compression_table2`, then the bars of loyalty and accuracy
-    (:func:`plot_compression_bars`; ``bars``: method, metric, value as fractions) with the 95% intervals
-    ``intervals[(method, metric)]`` (in %, drawn as fractions), saved as ``05_table2_bars<suffix>``."""
-    display(compression_table2(avg, model_name))
-    fig = plot_compression_bars(bars, title=f"{model_name}: loyalty and accuracy, mean over tasks",
+def compression_bars(means: pd.DataFrame, *, x: str, y: str, hue: str, intervals: Mapping, title: str,
+                     save_as: str) -> None:
+    """Show (and save as figure ``save_as``) bars of ``y`` (fractions) per value of column ``x``, one bar per value
+    of column ``hue`` (:func:`plot_compression_bars`), with the 95% intervals ``intervals[(hue value, x value)]``
+    (in %, drawn as fractions)."""
+    fig = plot_compression_bars(means, title=title, x=x, y=y, hue=hue,
                                 intervals={(met, m): iv.scaled(0.01) for (m, met), iv in intervals.items()})
-    show_figure(fig, "05_table2_bars" + suffix)
+    show_figure(fig, save_as)
 
 
 def compression_table3(speed: pd.DataFrame) -> pd.DataFrame:
@@ -212,11 +222,10 @@ def compression_table3(speed: pd.DataFrame) -> pd.DataFrame:
     return table3
 
 
-def show_compression_speedup(speed: pd.DataFrame, model_name: str) -> None:
-    """Notebook 05's Table 3 (:func:`compression_table3`) and its figure of speed-up against the token-ratio bound
-    (:func:`plot_speedup`), saved as ``05_speedup``."""
-    display(compression_table3(speed))
-    show_figure(plot_speedup(speed, title=f"{model_name}: Hidden_anchor speed-up vs token-ratio bound"), "05_speedup")
+def speedup_bars(speed: pd.DataFrame, *, x: str, bars: Mapping[str, str], title: str, save_as: str) -> None:
+    """Show (and save as figure ``save_as``) two bars per value of column ``x`` of ``speed``: the columns of ``bars``
+    (column -> legend label: the measured speed-up and its token-ratio bound) (:func:`plot_speedup`)."""
+    show_figure(plot_speedup(speed, title=title, x=x, bars=bars), save_as)
 
 
 # --------------------------------------------------------------------------------- notebook 06: error diagnosis
@@ -271,19 +280,14 @@ def confused_pairs_table(predicted, actual, names: Sequence[str]) -> pd.DataFram
     return pairs.sort_values("actual (AUC)").round(3)
 
 
-def show_confusion(predicted, actual, names: Sequence[str], rho: float, model_name: str, layer: int,
-                   task: str = "TREC") -> None:
-    """Notebook 06's predicted vs actual confusion: the two heatmaps (:func:`plot_confusion_pair`, titled with the
-    Spearman correlation ``rho``), saved as ``06_confusion_pair``, then :func:`confused_pairs_table`."""
-    fig = plot_confusion_pair(predicted, actual, names,
-                              title=f"{model_name}, {task}, layer {layer}: Spearman {rho:.2f}")
-    show_figure(fig, "06_confusion_pair")
-    display(confused_pairs_table(predicted, actual, names))
+def confusion_pair(predicted, actual, *, classes: Sequence[str], panels: Sequence[str], title: str,
+                   save_as: str) -> None:
+    """Show (and save as figure ``save_as``) two class x class heatmaps side by side, titled ``panels``: the
+    ``predicted`` and the ``actual`` confusion, rows and columns the ``classes`` (:func:`plot_confusion_pair`)."""
+    show_figure(plot_confusion_pair(predicted, actual, classes, title=title, panels=panels), save_as)
 
 
-def show_diagnosis_sweep(sweep: Mapping[int, float], layer: int, best: int, model_name: str,
-                         task: str = "TREC") -> None:
-    """Notebook 06's layer sweep: the best layer's correlation (shown, not used for the verdict), then the sweep
-    (:func:`plot_layer_sweep`, the chosen ``layer`` marked), saved as ``06_layer_sweep``."""
-    print(f"best layer {best}: {sweep[best]:.2f} (shown, not used for the verdict)")
-    show_figure(plot_layer_sweep(sweep, chosen=layer, title=f"{model_name}, {task}"), "06_layer_sweep")
+def layer_sweep(sweep: Mapping[int, float], *, x: str, y: str, chosen: int, title: str, save_as: str) -> None:
+    """Show (and save as figure ``save_as``) ``sweep`` (layer -> value) against the layer, the ``chosen`` layer
+    marked, ``x`` and ``y`` labelling the axes (:func:`plot_layer_sweep`)."""
+    show_figure(plot_layer_sweep(sweep, chosen=chosen, title=title, x=x, y=y), save_as)

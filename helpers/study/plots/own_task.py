@@ -1,26 +1,20 @@
 """Notebook 08: a task of the reader's own, shown with the analyses of notebooks 00-03.
 
-``*_table`` / ``*_lines`` / ``*_text`` build what is shown; ``show_*`` show one result of the notebook (its
-tables, printed lines and figures, in the notebook's order) and save every figure as ``08_<task name>_<analysis>``,
-the names the results folder and the README use. Functions of the experiment modules that a display needs (a
-table builder) are passed in by the notebook: this package never imports ``helpers.experiments``.
+``*_table`` / ``*_lines`` / ``*_text`` build what is shown; ``show_*`` print or display one of them. The
+figures are notebooks 01-03's (``flows_by_layer``, ``loyalty_bars``, ``aucroc_by_layer``), called in the notebook
+with their axes named and saved as ``08_<task name>_<analysis>``, the names the results folder and the README use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 from IPython.display import display
 
-from .analysis import plot_aucroc_curves, plot_flow_curves, plot_loyalty_bars
-from .figures import show_figure
-
 __all__ = ["task_spec_text", "show_task_spec", "rendered_prediction_lines", "show_rendered_prediction",
            "own_accuracy_table", "own_accuracy_line", "show_own_accuracy", "own_saliency_checks_table",
-           "show_own_saliency", "own_isolation_table", "show_own_isolation", "own_aucroc_table",
-           "own_aucroc_checks_table", "show_own_aucroc"]
+           "own_isolation_table", "own_aucroc_table", "own_aucroc_checks_table"]
 
 
 def _model_name(model_name: str | None) -> str:
@@ -80,25 +74,6 @@ def own_saliency_checks_table(checks: dict) -> pd.DataFrame:
     return pd.Series({c: v for (_, c), v in checks.items()}, name="on the 95% intervals").to_frame()
 
 
-def show_own_saliency(task, flows: pd.DataFrame, intervals: dict, checks: dict, interval_table: Callable,
-                      budget: dict, model_name: str | None = None) -> None:
-    """Show the saliency flows of one task: the interval table (``interval_table(intervals, [task name],
-    labels=...)``, one column), the checks (:func:`own_saliency_checks_table`) and the flow curves with their 95%
-    bands (:func:`plot_flow_curves`), saved as ``08_<task name>_saliency_flow``.
-
-    ``flows``: the per-layer frame (task, seed, layer, flow, value); ``intervals``: ``{(task name, ...): Interval}``;
-    ``budget``: the run sizes (its ``seeds`` and ``n_saliency`` name the figure's sample); ``model_name``: for
-    the title (default: the current model).
-    """
-    labels = {task.name: task.display}
-    title = (f"Relative saliency flows, {task.display}, {_model_name(model_name)} "
-             f"({len(budget['seeds'])} seed(s) x {budget['n_saliency']} inputs, 95% CI)")
-    fig = plot_flow_curves(flows, title=title, intervals=intervals, labels=labels)
-    display(interval_table(intervals, [task.name], labels=labels).set_index("task").T)
-    display(own_saliency_checks_table(checks))
-    show_figure(fig, f"08_{task.name}_saliency_flow")
-
-
 def own_isolation_table(intervals: dict, k: int) -> pd.DataFrame:
     """Label and word loyalty in % with their 95% intervals, one row per isolation condition ("label words, first
     5", ...), from ``intervals[(condition, where, "label_loyal" | "word_loyal")]`` (fractions), in their order."""
@@ -107,16 +82,6 @@ def own_isolation_table(intervals: dict, k: int) -> pd.DataFrame:
               for m in ("label_loyal", "word_loyal")}
     return pd.DataFrame({"label loyalty % [95% CI]": column["label_loyal"],
                          "word loyalty % [95% CI]": column["word_loyal"]})
-
-
-def show_own_isolation(task, loyalty: pd.DataFrame, intervals: dict, checks: dict, k: int) -> None:
-    """Show :func:`own_isolation_table`, print the isolation checks, and show the loyalty bars with their 95%
-    intervals (:func:`plot_loyalty_bars`), saved as ``08_<task name>_isolation``."""
-    fig = plot_loyalty_bars(loyalty, k=k, title=f"Isolation in the first / last {k} layers, {task.display}",
-                            intervals=intervals)
-    display(own_isolation_table(intervals, k))
-    print(f"isolation checks: {checks}")
-    show_figure(fig, f"08_{task.name}_isolation")
 
 
 def own_aucroc_table(intervals: dict) -> pd.DataFrame:
@@ -128,12 +93,3 @@ def own_aucroc_table(intervals: dict) -> pd.DataFrame:
 def own_aucroc_checks_table(checks: dict) -> pd.DataFrame:
     """The AUCROC checks (``{check: bool}``) as one column, "holds" (empty when AUCROC is undefined)."""
     return pd.Series(checks, name="holds", dtype=object).to_frame()
-
-
-def show_own_aucroc(task, curve: pd.DataFrame, intervals: dict, checks: dict, model_name: str | None = None) -> None:
-    """Show :func:`own_aucroc_table` and :func:`own_aucroc_checks_table`, then the AUCROC_l / R_l curves
-    (:func:`plot_aucroc_curves`, empty when undefined) titled "<model>, <task>", saved as ``08_<task name>_aucroc``."""
-    display(own_aucroc_table(intervals))
-    display(own_aucroc_checks_table(checks))
-    fig = plot_aucroc_curves({f"{_model_name(model_name).split('/')[-1]}, {task.display}": curve})
-    show_figure(fig, f"08_{task.name}_aucroc")

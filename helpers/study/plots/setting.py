@@ -23,7 +23,7 @@ __all__ = ["token_strings", "view_token_strings", "anchor_html", "anchor_tokens_
            "plot_interval_bars", "integer_ticks", "OfflineView", "offline_view", "close_view_divs",
            # notebook 00's shown results
            "anchor_prompt_heading", "show_anchor_prompts", "label_rank_lines", "label_rank_table",
-           "show_label_ranks", "vanilla_interval_table", "vanilla_interval_metrics", "show_vanilla_accuracy"]
+           "show_label_ranks", "vanilla_interval_table", "vanilla_interval_metrics", "accuracy_bars"]
 
 _COLORS = {"label": "#f4a261", "format": "#a8dadc", "query": "#e9c46a", "q": "#e76f51", "bos": "#cccccc"}
 
@@ -165,8 +165,9 @@ def plot_interval_bars(ax, xs: list, hues: list, intervals: dict) -> None:
 
 
 def plot_accuracy_bars(df: pd.DataFrame, paper: dict | None = None, ax=None, intervals: dict | None = None,
-                  chance: dict | None = None):
-    """Bar chart of accuracy per task and setting; ``df`` has task, setting, accuracy (one row per seed).
+                  chance: dict | None = None, x: str = "task", y: str = "accuracy", hue: str = "setting"):
+    """Bar chart of accuracy per task and setting; ``df`` has task, setting, accuracy (one row per seed): a group
+    of bars per value of column ``x``, a bar per value of ``hue``, their height column ``y`` (the axis label).
 
     ``paper`` maps (task, setting) -> the paper's GPT2-XL accuracy, drawn as markers.
     ``intervals`` maps (task, setting) -> :class:`helpers.study.stats.Interval`, drawn as the error bars
@@ -175,9 +176,9 @@ def plot_accuracy_bars(df: pd.DataFrame, paper: dict | None = None, ax=None, int
     """
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.5))
-    sns.barplot(data=df, x="task", y="accuracy", hue="setting", errorbar=None if intervals else "sd", ax=ax)
-    settings = list(dict.fromkeys(df["setting"]))
-    tasks = list(dict.fromkeys(df["task"]))
+    sns.barplot(data=df, x=x, y=y, hue=hue, errorbar=None if intervals else "sd", ax=ax)
+    settings = list(dict.fromkeys(df[hue]))
+    tasks = list(dict.fromkeys(df[x]))
     if intervals:
         plot_interval_bars(ax, tasks, settings, intervals)
     if chance:
@@ -193,7 +194,7 @@ def plot_accuracy_bars(df: pd.DataFrame, paper: dict | None = None, ax=None, int
         ax.plot([], [], marker="D", color="black", ls="none", label="paper (GPT2-XL)")
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.set_ylabel("accuracy")
+    ax.set_ylabel(y)
     ax.set_xticks(ax.get_xticks(), [textwrap.fill(t.get_text(), 18) for t in ax.get_xticklabels()])
     return ax
 
@@ -259,13 +260,12 @@ def vanilla_interval_metrics(intervals: dict) -> dict:
     return {f"{st}|{t}": [iv.estimate, iv.low, iv.high] for (t, st), iv in intervals.items()}
 
 
-def show_vanilla_accuracy(acc: pd.DataFrame, intervals: dict, chance: dict, paper_marks: dict, model_name: str,
-                          profile) -> None:
-    """Show :func:`vanilla_interval_table`, then the accuracy bars (:func:`plot_accuracy_bars`: intervals, chance,
-    the paper's marks), titled with the model and the run size of ``profile``, saved as ``00_vanilla_accuracy``."""
-    display(vanilla_interval_table(intervals, chance, paper_marks))
+def accuracy_bars(acc: pd.DataFrame, *, x: str, y: str, bars: str, intervals: dict, chance: dict, paper: dict,
+                  title: str, save_as: str) -> None:
+    """Show (and save as figure ``save_as``) the accuracy bars of :func:`plot_accuracy_bars`: a group per value of
+    column ``x`` of ``acc``, a bar per value of column ``bars``, height ``y``, with the 95% ``intervals``, ``chance``
+    (dashed) and the ``paper``'s marks (diamonds), titled ``title``."""
     fig, ax = plt.subplots(figsize=(10.5, 3.5))
-    plot_accuracy_bars(acc, paper_marks, ax=ax, intervals=intervals, chance=chance)
-    ax.set_title(f"Vanilla ICL accuracy, {model_name} ({profile.name}: {len(profile.seeds)} seed(s), "
-                 f"n={profile.n_test}); diamonds: paper, GPT2-XL")
-    show_figure(fig, "00_vanilla_accuracy")
+    plot_accuracy_bars(acc, paper, ax=ax, intervals=intervals, chance=chance, x=x, y=y, hue=bars)
+    ax.set_title(title)
+    show_figure(fig, save_as)
