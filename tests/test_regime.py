@@ -11,7 +11,7 @@ from helpers.core import heads as CH
 from helpers.core import unrelated as U
 from helpers.core.predict import predict
 from helpers.experiments import incontext_heads as IH
-from helpers.study.profiles import PROFILES
+from helpers.study.profile_table import PROFILES
 from helpers.study.stats import Interval
 
 KS = (1, 2, 8)

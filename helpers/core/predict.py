@@ -19,6 +19,7 @@ from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
 from helpers.core import accounting
+from helpers.core.checks import positive_int
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
 from helpers.core.store import result_types
 
@@ -98,8 +99,6 @@ def length_batches(prompts: Sequence, batch_size: int, max_tokens: int | None = 
     one more forward pass, in tokens), by dynamic programming: short inputs of
     very different lengths are not padded to the longest of sixteen.
     """
-    from helpers.core.checks import positive_int
-
     batch_size = positive_int("batch_size", batch_size)
     budget = batch_token_budget() if max_tokens is None else int(max_tokens)
     order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))

@@ -36,6 +36,7 @@ Results of the two modes are stored under different keys
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -46,23 +47,23 @@ from transformer_lens import HookedTransformer
 
 from helpers.core.checks import CheckFailed, grader, likely_mistake
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
-from helpers.core.predict import Predictions
+from helpers.core.predict import Predictions, logits_at
 from helpers.core.prefix import (
     PrefixCache,
     demo_prefix_len,
     keep_rows,
-    predict_shared,
-    predict_with_cache,
     restart_positions,
     run_prefix,
-    shared_cache,
     suffix_logits,
     suffix_tokens,
-    vanilla_predictions,
 )
-from helpers.core.prompts import Demo, Prompt, build_prompts
-from helpers.core.store import pins_weights, result_types
-from helpers.study.stats import bootstrap_of_means
+from helpers.core.prefix_runs import predict_shared, predict_with_cache, shared_cache, vanilla_predictions
+from helpers.core.prompts import Demo, Prompt, build_prompts, make_icl_set
+from helpers.core.store import cached, model_fingerprint, pins_weights, prompts_digest, result_types
+from helpers.core.tasks import get_task
+from helpers.study import paper as PA
+from helpers.study.claims import claim
+from helpers.study.stats import Interval, bootstrap_of_means
 
 __all__ = [
     "timing_sizes",
@@ -250,8 +251,6 @@ def cached_compression(model, icl_set, random_top_draws: int = 20, batch_size: i
     result only serves a request for the same inputs, draws and positions
     (batch size is not part of it: batched and one-by-one runs agree).
     """
-    from helpers.core.store import cached, model_fingerprint, prompts_digest
-
     check_query_positions(query_positions)
     params = dict(model=model_fingerprint(model), task=icl_set.task.name, seed=int(icl_set.seed),
                   prompts=prompts_digest(icl_set.prompts, icl_set.label_ids), n_test=len(icl_set.prompts),
@@ -265,8 +264,6 @@ def compression_runs(model, tasks: Sequence[str], seeds: Sequence[int], n_test: 
                      batch_size: int = 16, query_positions: str = "original") -> dict:
     """:func:`cached_compression` for every (task, seed) on ``n_test`` inputs (the weights hashed once):
     ``{(task, seed): CompressionResult}``."""
-    from helpers.core.prompts import make_icl_set
-
     return {(task, seed): cached_compression(model, make_icl_set(model, task, seed, n_test), random_top_draws,
                                              batch_size, query_positions=query_positions)
             for task in tasks for seed in seeds}
@@ -327,8 +324,6 @@ def _clock(model):
     CUDA kernels run asynchronously: without the wait, a timer would read the clock when the work was queued,
     not when it finished.
     """
-    import time
-
     if not _on_cuda(model):
         return time.perf_counter
 
@@ -359,8 +354,6 @@ def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, war
     each input's median over ``repeats``. ``speedup_low``/``speedup_high``: the 95% bootstrap interval of the
     speed-up over the timed inputs (paired). On CUDA every clock reading waits for the GPU first.
     """
-    from helpers.core.predict import logits_at
-
     clock = _clock(model)
     prompts = icl_set.prompts[:n_inputs]
     t0 = clock()
@@ -555,11 +548,6 @@ def compression_claims(ivs: dict, gaps: dict, speed, context: str = "") -> list:
     own interval's (above 0: replicates, below: does not replicate, else inconclusive); each task's speed-up
     :func:`speed_verdict` on that task (meets the goal: replicates, speeds up: partly).
     """
-    from helpers.core.tasks import get_task
-    from helpers.study import paper as PA
-    from helpers.study.claims import claim
-    from helpers.study.stats import Interval
-
     verdict, _ = table2_verdict(gaps)
     crit2 = ("Hidden_anchor minus each other compressed method (paired, task-averaged): replicates if all six "
              "intervals (label and word loyalty) lie above 0; partly if the three of one metric, or the four against "

@@ -34,14 +34,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from helpers.core.checks import unrelated_args
 from helpers.core.heads import Head, label_attention_at_q, predict_with_cache, shared_cache
 from helpers.core.predict import HookFactory
 from helpers.core.prefix import PrefixError
 from helpers.core.prompts import Prompt, build_prompts, class_draws, demos_from_indices, sample_test
 from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.tasks import label_token_ids
-from helpers.core.unrelated import UnrelatedTask, eval_sizes, run_model_name
+from helpers.core.unrelated import UnrelatedTask, eval_sizes, run_model_name, unrelated_args
 from helpers.study.claims import Claim, claim
 from helpers.study.stats import Interval, bootstrap_means, bootstrap_of_means
 

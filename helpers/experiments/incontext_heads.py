@@ -63,7 +63,7 @@ from einops import rearrange
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from helpers.core.checks import grader, unrelated_args
+from helpers.core.checks import grader
 from helpers.core.heads import (
     Head,
     collect_at_q,
@@ -86,6 +86,7 @@ from helpers.core.unrelated import (
     make_set,
     run_model_name,
     tiny_check_sets,
+    unrelated_args,
 )
 from helpers.study.claims import Claim, claim
 from helpers.study.stats import Interval, bootstrap_means, paired_differences
@@ -180,6 +181,7 @@ def ablated_last_logprobs(model: HookedTransformer, tokens: Int[torch.Tensor, "s
         resid = suffix_forward(model, ext, last, hooks)
         return full_log_probs(model, resid[:, 0])
 
+    # lazy: TransformerLens takes seconds to import
     from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
 
     prefix = tokens[None, :-1].to(dev)
@@ -402,7 +404,7 @@ def ablation_hook_pair(heads: Sequence[Head], ablation: str = "zero", means: tor
     """``(prefix_hooks, factory)``: the listed heads' ``hook_z`` replaced by zero (or ``means[l, h]``) at each
     prompt's q (``at="q"``) or at every position (``at="all"``).
 
-    ``factory`` is a :func:`helpers.core.predict.predict` / :func:`helpers.core.prefix.predict_shared` hook
+    ``factory`` is a :func:`helpers.core.predict.predict` / :func:`helpers.core.prefix_runs.predict_shared` hook
     factory (q row = ``p.q - offset``; with ``at="all"`` every row it sees). On full prompts it is all that is
     needed. In a shared-prefix run the prefix rows are not in the suffix's tensors: ``prefix_hooks`` (plain TL
     hooks, empty for ``at="q"``) ablate them in the prefix pass (``predict_shared(..., prefix_hooks=...)``).

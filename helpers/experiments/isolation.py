@@ -33,6 +33,7 @@ The effect is measured with :mod:`helpers.core.loyalty` against the unmodified r
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -40,11 +41,25 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
-from helpers.core.checks import CheckFailed, grader, likely_mistake, run_args
+from helpers.core.checks import CheckFailed, grader, likely_mistake
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
-from helpers.core.predict import HookFactory, Predictions, predict
-from helpers.core.prompts import Prompt
-from helpers.core.store import pins_weights
+from helpers.core.predict import HookFactory, Predictions, length_batches, predict, predictions_from_resid
+from helpers.core.prefix import (
+    pad_suffixes,
+    predict_shared_split,
+    run_prefix,
+    shared_prefix_len,
+    shared_prefix_or_none,
+    suffix_forward,
+    suffix_tokens,
+)
+from helpers.core.prefix_runs import predict_shared, vanilla_predictions
+from helpers.core.prompts import Prompt, make_icl_set
+from helpers.core.store import cached, pins_weights
+from helpers.core.tasks import LabelWordWarning, run_args
+from helpers.study.claims import claim
+from helpers.study.paper import CLAIMS
+from helpers.study.stats import bootstrap_means, paired_differences
 
 __all__ = [
     "CONDITIONS",
@@ -241,8 +256,6 @@ RANDOM_DRAWS = ("authors", "set")
 
 def _isolated_rows(prompts: Sequence[Prompt], condition: str, layers: list[int], seed: int):
     """``(P0, {layer: prefix rows})`` isolated by ``condition`` with the per-set draw (label words, or random words)."""
-    from helpers.core.prefix import shared_prefix_len
-
     p0 = shared_prefix_len(prompts)
     if condition == "label":
         return p0, {l: list(prompts[0].label_pos) for l in layers}
@@ -258,8 +271,6 @@ def run_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[int
     once for all conditions (:func:`helpers.core.prefix.predict_shared_split`).
     Returns ``{condition: Predictions}``, equal to separate :func:`run_isolation` runs (tests).
     """
-    from helpers.core.prefix import predict_shared_split, run_prefix
-
     layers = layer_range(model, "last", k)
     caches = {}
     for c in conditions:
@@ -287,8 +298,6 @@ def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], co
     set, per layer, among the demonstrations (:func:`random_set_positions`), so
     the control costs what the label condition costs.
     """
-    from helpers.core.prefix import predict_shared
-
     if random_draw not in RANDOM_DRAWS:
         raise ValueError(f"random_draw must be one of {RANDOM_DRAWS}, got {random_draw!r}")
     layers = layer_range(model, where, k)
@@ -313,8 +322,6 @@ def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], co
 
 
 def _shared_prefix(model, prompts: Sequence[Prompt]) -> bool:
-    from helpers.core.prefix import shared_prefix_or_none
-
     return shared_prefix_or_none(model, prompts) is not None
 
 
@@ -332,9 +339,6 @@ def random_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[
     stream. The same function as the full run (tests); on Gemma 3's 18 layers with the last 5 isolated, the
     lower 13 layers' full-prompt work is saved.
     """
-    from helpers.core.predict import length_batches, predictions_from_resid
-    from helpers.core.prefix import pad_suffixes, run_prefix, shared_prefix_len, suffix_forward, suffix_tokens
-
     split, n_layers = min(layers), model.cfg.n_layers
     if sorted(layers) != list(range(split, n_layers)):
         raise ValueError(f"random_isolation_last isolates the top layers {split}..{n_layers - 1}, got {sorted(layers)}")
@@ -376,8 +380,6 @@ def isolation_experiment(model, prompts: Sequence[Prompt], label_ids: Sequence[i
     :func:`loyalty_rows` compares a subset with the same first inputs of the base run.
     Returns ``{"base": Predictions, ("label", "first", 5): Predictions, ...}``.
     """
-    from helpers.core.prefix import vanilla_predictions
-
     if random_n is not None and random_n < 1:
         raise ValueError(f"random_n must be >= 1 or None, got {random_n}")
     base = (vanilla_predictions if shared else predict)(model, prompts, label_ids, batch_size=batch_size, top_k=top_k)
@@ -489,12 +491,6 @@ def isolation_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | 
     Returns ``{(task, seed): {"base": Predictions, (condition, where, k): Predictions, ...}}``.
     """
     tasks, seeds = run_args(tasks, seeds, n=n, k_main=k_main)
-    import warnings
-
-    from helpers.core.prompts import make_icl_set
-    from helpers.core.store import cached
-    from helpers.core.tasks import LabelWordWarning
-
     name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
     out = {}
     combos = [(t, s) for t in tasks for s in seeds]
@@ -519,7 +515,7 @@ def isolation_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | 
 
 def loyalty_frame(runs: dict, k_words: int = 5):
     """``pandas.DataFrame`` of :func:`loyalty_rows` for every (task, seed) of :func:`isolation_runs`."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas takes a second to import
 
     rows = []
     for (task, seed), r in runs.items():
@@ -647,11 +643,6 @@ def check_isolated_label_logits(fn) -> None:
     :func:`label_isolation` through :func:`helpers.core.predict.predict`, on tiny random models of the three
     architectures (two SST-2 prompts each; isolated in the first layer, the last layer, and every layer).
     Raises an AssertionError that says what differs, or prints one line."""
-    import warnings
-
-    from helpers.core.prompts import make_icl_set
-    from helpers.core.tasks import LabelWordWarning
-
     for kind in TINY_KINDS:
         model = _tiny_model(kind)
         with warnings.catch_warnings():
@@ -760,8 +751,6 @@ def isolation_intervals(df, k: int) -> tuple[dict, dict]:
     label-first's, paired per input (for the random control, on its first inputs), for the three other
     conditions. Seeds, then the inputs within each (task, seed), resampled (:mod:`helpers.study.stats`).
     """
-    from helpers.study.stats import bootstrap_means, paired_differences
-
     loyalty = {(c, w, m): bootstrap_means(condition_cells(df, c, w, k, m))
                for c, w in MAIN_CONDITIONS for m in ("label_loyal", "word_loyal")}
     first = condition_cells(df, "label", "first", k), condition_ids(df, "label", "first", k)
@@ -780,8 +769,6 @@ def isolation_claims(loyalty: dict, drop: dict, k: int = 5, barely: float = 0.80
     (label loyalty interval at or above ``barely``: replicates; entirely below it: does not replicate;
     otherwise inconclusive). ``ours``: the condition's label loyalty in percent.
     """
-    from helpers.study.claims import claim
-
     pct = {cw: loyalty[(*cw, "label_loyal")].scaled(100) for cw in MAIN_CONDITIONS}
     drops = "; ".join(f"{c} words {w} {k} minus label words first {k}: {drop[(c, w)].scaled(100):+.1f} points"
                       for c, w in MAIN_CONDITIONS[1:])
@@ -791,8 +778,6 @@ def isolation_claims(loyalty: dict, drop: dict, k: int = 5, barely: float = 0.80
         v1 = "does not replicate"
     else:
         v1 = "inconclusive"
-    from helpers.study.paper import CLAIMS
-
     def said(key: str) -> str:  # the paper's statement, with this run's k (the control isolates its 1 of 2 layers)
         text = CLAIMS[key]["statement"]
         return text if k == 5 else text.replace("5 layers", "layer" if k == 1 else f"{k} layers")

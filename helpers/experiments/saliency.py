@@ -49,12 +49,14 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
-from helpers.core.checks import CheckFailed, grader, likely_mistake, run_args
-from helpers.core.models import frozen_params
+from helpers.core.checks import ArgumentError, CheckFailed, grader, likely_mistake
 from helpers.core.predict import length_batches, logits_at
-from helpers.core.prompts import Prompt, build_prompt, check_prompts, sample_demos, sample_test
-from helpers.core.store import pins_weights
-from helpers.core.tasks import get_task, label_token_ids, load_split
+from helpers.core.prompts import Prompt, build_prompt, check_prompts, pad_batch, sample_demos, sample_test
+from helpers.core.store import cached, pins_weights
+from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split, run_args
+from helpers.core.tl_patches import frozen_params
+from helpers.study.claims import claim
+from helpers.study.stats import bootstrap_statistic
 
 __all__ = [
     "FLOWS",
@@ -104,8 +106,6 @@ def saliency_batch(model, prompts: Sequence[Prompt], label_ids: Sequence[int]
         raise ValueError("no prompts")
     if any(p.gold is None for p in prompts):
         raise ValueError("saliency needs the gold label: build prompts from Demo queries (prompts.sample_test)")
-    from helpers.core.prompts import pad_batch
-
     tokens, q = pad_batch(prompts, _pad_id(model))
     tokens = tokens.to(model.cfg.device)
     ids = torch.tensor(list(label_ids), device=model.cfg.device)
@@ -211,8 +211,6 @@ def saliency_flow(model, prompts: Sequence[Prompt], label_ids: Sequence[int], ba
 
 def relative_flow(scores: Float[torch.Tensor, "n layer 3"]) -> Float[torch.Tensor, "layer 3"]:
     """The paper's plotted quantity: mean over inputs, then each layer's three values divided by their sum."""
-    from helpers.core.checks import ArgumentError
-
     if not isinstance(scores, torch.Tensor) or scores.ndim != 3 or scores.shape[-1] != 3:
         shape = tuple(scores.shape) if hasattr(scores, "shape") else type(scores).__name__
         raise ArgumentError(f"scores must be a tensor [n, layer, 3] (S_wp, S_pq, S_ww per input and layer, as "
@@ -272,9 +270,6 @@ def saliency_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | i
     ``n``: inputs per task and seed (an int or a per-task dict, e.g. :func:`saliency_sizes`).
     """
     tasks, seeds = run_args(tasks, seeds, n=n)
-    from helpers.core.store import cached
-    from helpers.core.tasks import LabelWordWarning
-
     name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
     out = {}
     combos = [(t, s) for t in tasks for s in seeds]
@@ -294,7 +289,7 @@ def saliency_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | i
 
 def flow_frame(runs: dict):
     """Long ``pandas.DataFrame`` (task, seed, layer, flow, value) of the relative sizes per (task, seed)."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas takes a second to import
 
     rows = []
     for (task, seed), scores in runs.items():
@@ -376,8 +371,6 @@ def flow_intervals(runs: dict, n_boot: int = 1000, seed: int = 0) -> dict:
     within each (task, seed). The estimates are those of the full data: a task's curve is the mean over
     seeds of :func:`relative_flow`.
     """
-    from helpers.study.stats import bootstrap_statistic
-
     if not isinstance(runs, dict) or not runs:
         raise ValueError("pass the per-input flows as {(task, seed): [n, layer, 3]}, with at least one cell")
     cells = {}
@@ -461,7 +454,7 @@ def flow_interval_table(intervals: dict, tasks: Sequence[str], labels: dict | No
 
     ``labels``: display names of the tasks.
     """
-    import pandas as pd
+    import pandas as pd  # lazy: pandas takes a second to import
 
     def fmt(iv, spec):
         return "n/a" if iv is None else format(iv, spec)
@@ -497,8 +490,6 @@ def _tiny_model(kind: str):
 def _tiny_saliency_setups(n: int = 2):
     """``(kind, model, prompts, label_ids)`` for the three tiny architectures: ``n`` SST-2 prompts each, every
     prompt with its own demonstrations (as :func:`saliency_prompts` draws them)."""
-    from helpers.core.tasks import LabelWordWarning
-
     for kind in TINY_KINDS:
         model = _tiny_model(kind)
         with warnings.catch_warnings():
@@ -692,8 +683,6 @@ def saliency_claims(intervals: dict, tasks: Sequence[str], context: str = "") ->
     :func:`saliency_verdict` (every task holds: replicates; at least half: partly; more than half fail: does
     not replicate; otherwise inconclusive).
     """
-    from helpers.study.claims import claim
-
     _, checks = saliency_verdict(intervals, tasks)
     out = []
     for check, contrasts in FLOW_CHECKS.items():

@@ -12,12 +12,12 @@ from jaxtyping import Float
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from helpers.core.checks import CheckFailed, grader, likely_mistake, run_args
+from helpers.core.checks import CheckFailed, grader, likely_mistake
 from helpers.core.predict import predict, shots_for
-from helpers.core.prefix import vanilla_predictions
+from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.prompts import Demo, Prompt, build_prompt, make_icl_set
 from helpers.core.store import cached, pins_weights
-from helpers.core.tasks import LabelWordWarning, Task, get_task, label_token_ids, task_from_spec
+from helpers.core.tasks import LabelWordWarning, Task, get_task, label_token_ids, run_args, task_from_spec
 from helpers.study.claims import Claim, claim
 from helpers.study.paper import FIG5_PEAK_AUCROC
 from helpers.study.stats import Interval, bootstrap_means, cells_from_frame, interval_verdict, paired_differences
@@ -36,7 +36,7 @@ def vanilla_accuracy(model: HookedTransformer, tasks: Sequence[str], seeds: Sequ
     Results are cached on disk (helpers.core.store.cached).
     """
     tasks, seeds = run_args(tasks, seeds, n_test=n_test, k_per_class=k_per_class)
-    import pandas as pd
+    import pandas as pd  # lazy: pandas takes a second to import
 
     rows = []
     name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)

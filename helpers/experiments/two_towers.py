@@ -40,7 +40,7 @@ from einops import einsum
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from helpers.core.checks import grader, unrelated_args
+from helpers.core.checks import grader
 from helpers.core.heads import (
     Head,
     collect_at_q,
@@ -63,6 +63,7 @@ from helpers.core.unrelated import (
     fresh_demo_prompts,
     run_model_name,
     tiny_check_sets,
+    unrelated_args,
 )
 from helpers.study.claims import Claim, claim
 from helpers.study.stats import Interval, bootstrap_means, bootstrap_statistic

@@ -15,7 +15,7 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import display
 
-from .setting import integer_ticks, show_figure
+from .setting import integer_ticks, offline_view, plot_interval_bars, show_figure, view_token_strings
 
 __all__ = ["plot_flow_curves", "saliency_view", "plot_loyalty_bars", "plot_loyalty_sweep", "plot_aucroc_curves", "topk_table",
            # notebook 01
@@ -79,10 +79,8 @@ def saliency_view(model, prompt, sal, layers: Sequence[int]):
     Each layer's ``I_l`` is divided by its maximum so shallow and deep layers are
     comparable; pick a layer, then hover a cell to see how much the source token feeds the destination token.
     """
-    import circuitsvis as cv
+    import circuitsvis as cv  # lazy: only when a view is drawn
     import torch
-
-    from .setting import offline_view, view_token_strings
 
     mats = torch.stack([sal[l] / sal[l].max().clamp(min=1e-12) for l in layers])
     return offline_view(cv.attention.attention_heads(attention=mats, tokens=view_token_strings(model, prompt),
@@ -109,8 +107,6 @@ def plot_loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: 
     sns.barplot(data=long, x="setting", y="loyalty", hue="metric", order=order, hue_order=["label_loyalty", "word_loyalty"],
                 errorbar=None if intervals else "sd", ax=ax)
     if intervals:
-        from .setting import plot_interval_bars
-
         plot_interval_bars(ax, order, ["label_loyalty", "word_loyalty"],
                       {(f"{c} words, {w} {k}", f"{m}ty"): iv.scaled(100) for (c, w, m), iv in intervals.items()})
         ax.legend(fontsize=8)

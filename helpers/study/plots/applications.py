@@ -16,7 +16,7 @@ from IPython.display import display
 
 from helpers.study import paper as PA
 
-from .setting import integer_ticks, show_figure
+from .setting import integer_ticks, plot_interval_bars, show_figure
 
 __all__ = ["plot_beta", "plot_loss_curves", "plot_confusion_pair", "plot_layer_sweep", "plot_compression_bars",
            "plot_speedup",
@@ -93,8 +93,6 @@ def plot_compression_bars(df, title: str = "", intervals: dict | None = None):
     fig, ax = plt.subplots(figsize=(8, 3.5))
     sns.barplot(data=df, x="metric", y="value", hue="method", ax=ax, errorbar=None)
     if intervals:
-        from .setting import plot_interval_bars
-
         plot_interval_bars(ax, list(dict.fromkeys(df["metric"])), list(dict.fromkeys(df["method"])), intervals)
     ax.set_title(title)
     ax.set_ylim(0, 1.02)

@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
+from .analysis import plot_flow_curves
+from .heads import plot_head_map
 from .setting import show_figure
 
 __all__ = ["plot_training_curve", "control_setup_text", "show_control_setup", "show_control_training",
@@ -106,8 +108,6 @@ def show_control_circuit(mean_scores, prompt) -> None:
 def show_control_saliency(table: pd.DataFrame, frame: pd.DataFrame, intervals: Mapping) -> None:
     """Display the saliency flows' interval table (``helpers.experiments.saliency.flow_interval_table``), then the
     flow curves of ``frame`` (``flow_frame``) with their 95% bands (``plots.plot_flow_curves``)."""
-    from .analysis import plot_flow_curves
-
     display(table)
     show_figure(plot_flow_curves(frame, intervals=intervals))
 
@@ -148,8 +148,6 @@ def show_control_heads(scores, heads: Sequence, ablation: Mapping, intervals: Ma
     ``{(task, seed): {"random_heads": ...}}``), the ablation :func:`control_ablation_table` of ``intervals``, the
     :func:`control_one_head_table` of ``one_head``, and the head map of ``scores.mean_gain`` / ``scores.mean_drop``
     with ``heads`` boxed (``plots.plot_head_map``)."""
-    from .heads import plot_head_map
-
     print(f"in-context head {heads}; random heads per seed {[r['random_heads'] for r in ablation.values()]}")
     display(control_ablation_table(intervals))
     display(control_one_head_table(one_head))

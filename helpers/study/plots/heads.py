@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .setting import show_figure
+from .setting import offline_view, plot_interval_bars, show_figure, view_token_strings
 
 __all__ = ["plot_head_map", "plot_ablation", "plot_value_outputs", "plot_two_towers", "plot_biases",
            "head_attention_view", "plot_regime", "heads_setup_text", "print_heads_setup", "by_hand_drop_table",
@@ -44,8 +44,6 @@ def plot_ablation(df: pd.DataFrame, intervals: dict | None = None):
     fig, ax = plt.subplots(figsize=(9, 3.4))
     sns.barplot(data=df, x="task", y="accuracy", hue="condition", ax=ax, errorbar=None)
     if intervals:
-        from .setting import plot_interval_bars
-
         plot_interval_bars(ax, list(dict.fromkeys(df["task"])), list(dict.fromkeys(df["condition"])), intervals)
     ax.axhline(0.5, ls=":", c="grey", lw=1, label="chance")
     ax.set_ylim(0, 1)
@@ -99,8 +97,6 @@ def plot_biases(df: pd.DataFrame, intervals: dict | None = None):
     fig, ax = plt.subplots(figsize=(6, 3.2))
     sns.barplot(data=df, x="bias", y="size", hue="stage", ax=ax, errorbar=None)
     if intervals:
-        from .setting import plot_interval_bars
-
         plot_interval_bars(ax, list(dict.fromkeys(df["bias"])), list(dict.fromkeys(df["stage"])), intervals)
     ax.axhline(0, c="k", lw=0.8)
     ax.set_ylabel("bias (P(favoured label) - 0.5)")
@@ -112,10 +108,8 @@ def plot_biases(df: pd.DataFrame, intervals: dict | None = None):
 
 def head_attention_view(model, prompt, attn_rows, head_names: Sequence[str]):
     """circuitsvis: the tokens of ``prompt`` coloured by each in-context head's attention from q."""
-    import circuitsvis as cv
+    import circuitsvis as cv  # lazy: only when a view is drawn
     import torch
-
-    from .setting import offline_view, view_token_strings
 
     vals = torch.as_tensor(attn_rows).T.float()  # [seq, heads]
     return offline_view(cv.tokens.colored_tokens_multi(tokens=view_token_strings(model, prompt), values=vals,
@@ -187,7 +181,7 @@ def show_by_hand_heads(prompt_text: str, heads: Sequence[tuple[int, int]], words
                        label_class: Sequence[int], vo_lm) -> None:
     """Section 1's result on one prompt: the prompt, the drop of each label word for ``heads``
     (:func:`by_hand_drop_table`) and the first head's value-output logit minus (:func:`by_hand_vo_text`)."""
-    from IPython.display import display
+    from IPython.display import display  # lazy: only inside a notebook
 
     print(prompt_text, "\n")
     display(by_hand_drop_table(drops, heads, words))
@@ -210,7 +204,7 @@ def mapping_control_table(map_iv: dict, reading) -> pd.DataFrame:
 
 def show_mapping_control(acc_iv: dict, map_iv: dict, reading) -> None:
     """Section 2.1: :func:`unrelated_accuracy_table` and :func:`mapping_control_table`."""
-    from IPython.display import display
+    from IPython.display import display  # lazy: only inside a notebook
 
     display(unrelated_accuracy_table(acc_iv))
     display(mapping_control_table(map_iv, reading))
@@ -249,7 +243,7 @@ def incontext_ablation_table(runs: dict, names: dict, conditions: Sequence[str])
 def show_incontext_ablation(runs: dict, intervals: dict, names: dict, conditions: Sequence[str]) -> None:
     """Section 2.3: :func:`incontext_ablation_table`, and :func:`plot_ablation` with ``intervals[(task name,
     condition)]`` as error bars, saved as ``07_ablation``."""
-    from IPython.display import display
+    from IPython.display import display  # lazy: only inside a notebook
 
     display(incontext_ablation_table(runs, names, conditions))
     show_figure(plot_ablation(incontext_ablation_frame(runs, names, conditions), intervals=intervals), "07_ablation")
@@ -284,7 +278,7 @@ def two_towers_text(intervals: dict) -> str:
 def show_two_towers(tt: dict, towers: dict, intervals: dict, uts: dict) -> None:
     """Section 2.5: :func:`two_towers_table`, :func:`two_towers_text`, then per task ``t`` :func:`plot_two_towers`
     (``towers[t].out_lm`` the model's logit minus), saved as ``07_two_towers_{t}``."""
-    from IPython.display import display
+    from IPython.display import display  # lazy: only inside a notebook
 
     display(two_towers_table(tt, uts))
     print(two_towers_text(intervals))
@@ -313,7 +307,7 @@ def head_bias_frame(runs: dict, names: dict) -> pd.DataFrame:
 def show_head_biases(runs: dict, intervals: dict, names: dict, reading) -> None:
     """Section 2.6: :func:`head_bias_table`, and :func:`plot_biases` of :func:`head_bias_frame` with the intervals
     before and after as error bars, saved as ``07_biases``."""
-    from IPython.display import display
+    from IPython.display import display  # lazy: only inside a notebook
 
     display(head_bias_table(intervals, reading))
     bars = {(k, st): intervals[k][key] for k in intervals
@@ -370,7 +364,7 @@ def show_regime(intervals: dict, task_names: Sequence[str], sizes: dict, clear: 
     """Section 2.7: :func:`regime_table`, what came of it (:func:`regime_outcome_text`; where a regime cleared,
     :func:`regime_ablation_table` and :func:`regime_excess_text`), and :func:`plot_regime` saved as
     ``07_regime``."""
-    from IPython.display import display
+    from IPython.display import display  # lazy: only inside a notebook
 
     display(regime_table(intervals))
     print(regime_outcome_text(intervals, clear, sizes, confirmation, heads))

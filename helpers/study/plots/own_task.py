@@ -14,6 +14,8 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import display
 
+from helpers.study.profiles import current_model_name
+
 from .analysis import plot_aucroc_curves, plot_flow_curves, plot_loyalty_bars
 from .setting import show_figure
 
@@ -24,8 +26,6 @@ __all__ = ["task_spec_text", "show_task_spec", "rendered_prediction_lines", "sho
 
 
 def _model_name(model_name: str | None) -> str:
-    from helpers.study.profiles import current_model_name
-
     return model_name or current_model_name()
 
 

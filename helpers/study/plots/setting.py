@@ -17,6 +17,9 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import HTML, display
 
+from helpers.core.tasks import get_task
+from helpers.study.results import save_figure
+
 __all__ = ["token_strings", "view_token_strings", "anchor_html", "anchor_tokens_view", "attention_view", "plot_accuracy_bars",
            "plot_interval_bars", "integer_ticks", "OfflineView", "offline_view", "close_view_divs", "show_figure",
            # notebook 00's shown results
@@ -113,7 +116,7 @@ def anchor_html(model, prompt) -> str:
 
 def anchor_tokens_view(model, prompt):
     """circuitsvis token view: 1 on label positions, 0.5 on formatting, 0.25 at q."""
-    import circuitsvis as cv
+    import circuitsvis as cv  # lazy: only when a view is drawn
 
     v = np.zeros(len(prompt))
     v[list(prompt.format_pos)] = 0.5
@@ -125,7 +128,7 @@ def anchor_tokens_view(model, prompt):
 
 def attention_view(model, prompt, layer: int, pattern=None):
     """Interactive circuitsvis view of one layer's attention (all heads) on ``prompt``."""
-    import circuitsvis as cv
+    import circuitsvis as cv  # lazy: only when a view is drawn
     import torch
 
     if pattern is None:
@@ -140,7 +143,7 @@ def attention_view(model, prompt, layer: int, pattern=None):
 def integer_ticks(*axes) -> None:
     """Whole-number ticks only (``MaxNLocator(integer=True)``) on matplotlib axes (``ax.xaxis``, ...) that count
     layers, layer indices or epochs: matplotlib's default puts ticks at 2.5, 7.5, ... on a range of 18 layers."""
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # lazy: only when a figure is drawn
 
     for axis in axes:
         axis.set_major_locator(MaxNLocator(integer=True))
@@ -204,8 +207,6 @@ def show_figure(fig, name: str | None = None, model_name: str | None = None) -> 
     not saved when ``name`` is None), show it where it stands in the output, and close it (so the notebook does
     not show it a second time at the end of the cell). Every ``show_*`` function of these modules shows its
     figures through this."""
-    from helpers.study.results import save_figure
-
     if name is not None:
         save_figure(fig, name, model_name=model_name)
     display(fig)
@@ -220,8 +221,6 @@ def anchor_prompt_heading(display_name: str, prompt) -> str:
 def show_anchor_prompts(model, prompts: dict) -> None:
     """Show each prompt of ``{task name: Prompt}`` as its heading (:func:`anchor_prompt_heading`, the task's
     display name) and its highlighted tokens (:func:`anchor_html`)."""
-    from helpers.core.tasks import get_task
-
     for name, prompt in prompts.items():
         display(HTML(anchor_prompt_heading(get_task(name).display, prompt)))
         display(HTML(anchor_html(model, prompt)))
