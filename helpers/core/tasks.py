@@ -11,7 +11,8 @@ a substitute named as such in every table. ``emoc`` itself is defined for the
 hub path (``scripts/build_data.py --source hub``).
 
 Data files are ``data/<task>/{train,test}.jsonl`` with ``text`` and ``label``
-columns, verified against ``data/checksums.json`` before loading.
+columns, verified against ``data/checksums.json`` before loading (reading and checking them:
+:mod:`helpers.core.task_data`).
 
 **Your own task** is a small spec file (JSON, or TOML on Python 3.11+) beside its data::
 
