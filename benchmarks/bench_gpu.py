@@ -142,7 +142,8 @@ def gpt2_xl_shaped(folder: Path, device: str = "cuda"):
     """A random model of GPT2-XL's shape, built on ``device``, saved to ``folder`` and loaded from there."""
     import transformers as tr
 
-    from helpers.core.models import gpt2_tokenizer, load_model
+    from helpers.core.models import load_model
+    from helpers.core.offline_models import gpt2_tokenizer
 
     tok = gpt2_tokenizer()
     with torch.device(device):
@@ -160,7 +161,7 @@ def measure(models=("google/gemma-3-270m", GPT2_XL_SHAPE), paths=PATHS) -> dict 
     """The JSON of ``benchmarks/gpu/``: the card, versions, and per model the throughput of every path.
 
     None (with one line saying why) where no CUDA GPU is visible."""
-    from helpers.study.record import git_commit  # the commit the figures were measured at
+    from helpers.study.report import git_commit
     if not torch.cuda.is_available():
         print("(g) GPU throughput: skipped, no CUDA GPU visible to this torch (run make bench on a GPU machine)")
         return None

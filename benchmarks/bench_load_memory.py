@@ -36,6 +36,7 @@ CHILD = r"""
 import json, resource, sys, torch
 mode, path, dtype = sys.argv[1], sys.argv[2], sys.argv[3]
 from helpers.core import models  # imports transformers and transformer_lens
+from helpers.core import offline_models
 import transformer_lens, transformers
 def rss():
     with open("/proc/self/statm") as f:
@@ -52,7 +53,7 @@ else:
     d = models.resolve_dtype(dtype)
     hf = AutoModelForCausalLM.from_pretrained(path, dtype=d)
     cfg = loading.get_pretrained_model_config("gpt2", hf_cfg=hf.config.to_dict(), fold_ln=False, device="cpu", dtype=d)
-    model = HookedTransformer(cfg, models.gpt2_tokenizer(), move_to_device=False)
+    model = HookedTransformer(cfg, offline_models.gpt2_tokenizer(), move_to_device=False)
     model.load_and_process_state_dict(loading.get_pretrained_state_dict("gpt2", cfg, hf, dtype=d), fold_ln=False,
                                       center_writing_weights=False, center_unembed=False, fold_value_biases=False)
     del hf
@@ -67,7 +68,7 @@ def save_model(folder: Path, d_model: int, layers: int) -> None:
     import transformers as tr
 
     sys.path.insert(0, str(ROOT))
-    from helpers.core.models import gpt2_tokenizer
+    from helpers.core.offline_models import gpt2_tokenizer
 
     tok = gpt2_tokenizer()
     cfg = tr.GPT2Config(vocab_size=len(tok), n_positions=1024, n_ctx=1024, n_embd=d_model, n_layer=layers,

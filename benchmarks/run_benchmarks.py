@@ -13,7 +13,7 @@ Measured in this one process, on the same prompts, one after the other:
 (b) Hidden_anchor vs full ICL time per input, per task, with the token-ratio
     bound (``helpers.experiments.compression.time_icl_vs_anchor``; goal: >= 90% of the bound);
 (c) peak resident memory of the process after each stage;
-(d) what ``helpers.core.models.matmul_layout`` saves: label prediction one input at
+(d) what ``helpers.core.tl_patches.matmul_layout`` saves: label prediction one input at
     a time and batched, with the weights as TransformerLens stores them
     (copied on every forward) vs laid out for its matmuls (outputs identical);
 (e) the shared-prefix engine (``helpers.core.prefix``) against full prompts, per
@@ -100,10 +100,10 @@ def measure_compression(model, tasks, n: int = 16, repeats: int = 3, seed: int =
 
 
 def measure_layout(model, task: str = "sst2", n: int = 16, batch_size: int = 16, seed: int = 42) -> dict:
-    """Prediction time with TransformerLens' own weight layout vs :func:`helpers.core.models.matmul_layout`."""
+    """Prediction time with TransformerLens' own weight layout vs :func:`helpers.core.tl_patches.matmul_layout`."""
     import bench_predict
 
-    from helpers.core.models import matmul_layout
+    from helpers.core.tl_patches import matmul_layout
 
     fast = bench_predict.measure(model, [task], n, batch_size, seed)["tasks"][task]
     for p in model.parameters():  # TransformerLens' layout: contiguous as declared
@@ -132,7 +132,7 @@ def measure_shared(model, tasks, n: int = 64, batch_size: int = 16, seed: int = 
                    experiments=SHARED_EXPERIMENTS) -> list[dict]:
     """Shared prefix vs full prompts, same prompts, same run (the full path first, then the shared one)."""
     from helpers.core.predict import predict, shots_for
-    from helpers.core.prefix import predict_shared, token_bound
+    from helpers.core.prefix_runs import predict_shared, token_bound
     from helpers.core.prompts import make_icl_set
     from helpers.experiments.isolation import run_isolation
     from helpers.experiments.reweighting import reweight_factory
@@ -227,7 +227,7 @@ def markdown(res: dict) -> str:
         lines.append(f"Goal (speed-up >= 90% of the token-ratio bound on every task): **{res['compression_verdict']}**.\n")
     if "layout" in res:
         lay = res["layout"]
-        lines.append("## (d) Weight layout for TransformerLens' matmuls (helpers.core.models.matmul_layout)\n")
+        lines.append("## (d) Weight layout for TransformerLens' matmuls (helpers.core.tl_patches.matmul_layout)\n")
         lines.append(markdown_table([
             {"mode": "one by one", "TransformerLens layout s": lay["one_by_one_plain_s"],
              "laid out s": lay["one_by_one_laid_out_s"], "speed-up": lay["one_by_one_ratio"]},

@@ -51,7 +51,7 @@ import torch
 from IPython.display import display
 
 from helpers.core.models import load_model
-from helpers.core.prefix import vanilla_predictions
+from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.prompts import example_prompt
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
 from helpers.exercises.setting import check_label_logits

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import timing  # noqa: E402  (scripts/timing.py)
 
-from helpers.study.profiles import PROFILES  # noqa: E402
+from helpers.study.profile_table import PROFILES  # noqa: E402
 
 __all__ = ["SHAPES", "NOTEBOOK_PATHS", "THROUGHPUT", "TARGET", "flops_per_position", "throughputs", "read_accounting",
            "estimate", "markdown", "render_doc", "main"]
@@ -135,9 +135,10 @@ def estimate(rows: list[dict], measured_profile: str, profile: str, shape: dict[
 
 def measure_token_ratio(model: str, target: str = "gpt2") -> float:
     """Tokens of GPT-2's BPE per token of ``model``'s tokenizer over the offline tasks' test texts."""
-    from helpers.core.models import gpt2_tokenizer, offline_tokenizer
+    from helpers.core.models import offline_tokenizer
+    from helpers.core.offline_models import gpt2_tokenizer
     from helpers.core.tasks import load_split
-    from helpers.study.profiles import OFFLINE_TASKS
+    from helpers.study.profile_table import OFFLINE_TASKS
 
     ours, theirs = offline_tokenizer(model), gpt2_tokenizer()
     n_ours = n_theirs = 0

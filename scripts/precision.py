@@ -124,7 +124,7 @@ def render_doc(res: dict, doc: Path = DOC) -> str:
 
 
 def main(argv=None) -> int:
-    from helpers.study.record import git_commit  # the commit the figures were measured at
+    from helpers.study.report import git_commit
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="google/gemma-3-270m")
     ap.add_argument("--dtypes", nargs="+", default=["bfloat16", "float16"], choices=["bfloat16", "float16"])
@@ -132,7 +132,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="the JSON (default benchmarks/precision/<model>.json)")
     ap.add_argument("--doc", action="store_true", help="only render docs/gpu.md's table from the JSON")
     a = ap.parse_args(argv)
-    from helpers.study.profiles import PROFILES
+    from helpers.study.profile_table import PROFILES
     from helpers.study.results import model_slug
 
     out = a.out or ROOT / "benchmarks" / "precision" / f"{model_slug(a.model)}.json"

@@ -56,7 +56,7 @@ class PreflightError(Exception):
 # ----------------------------------------------------------------------------------------------- profile, tasks
 
 def check_profile(name: str):
-    from helpers.study.profiles import PROFILES
+    from helpers.study.profile_table import PROFILES
 
     if name not in PROFILES:
         raise PreflightError(f"Unknown profile {name!r}; choose one of {sorted(PROFILES)} (PROFILE=... for make).")
@@ -68,8 +68,9 @@ def check_tasks(profile, env: str | None = None) -> tuple[str, ...]:
 
     Only names and files here; :func:`check_task_data` reads every row.
     """
-    from helpers.core.tasks import data_dir, get_task, task_files
-    from helpers.study.profiles import current_tasks
+    from helpers.core.task_data import data_dir
+    from helpers.core.tasks import get_task, task_files
+    from helpers.study.profile_table import current_tasks
 
     env = os.environ.get("ICL_TASKS") if env is None else env
     if env:
@@ -125,13 +126,13 @@ def _fix_hint(task) -> str:
 
 def scan_rows(path: Path, n_classes: int) -> tuple[int, dict[int, int], str | None]:
     """(rows, {label: count}, problem) of a JSON-lines data file, every row read by the project's one row reader
-    (``helpers.core.tasks.read_rows``, what a notebook's loader meets too).
+    (``helpers.core.task_data.read_rows``, what a notebook's loader meets too).
 
     ``problem`` is None or its message, naming the file and line: bytes that are not UTF-8, a line that is not a
     JSON object, ``text`` missing or not a non-empty string, ``label`` missing, not an integer, or outside
     ``0..n_classes - 1``, or no rows at all.
     """
-    from helpers.core.tasks import CorruptDataError, read_rows
+    from helpers.core.task_data import CorruptDataError, read_rows
 
     try:
         labels = read_rows(path, n_classes)["label"]
@@ -146,7 +147,8 @@ def scan_rows(path: Path, n_classes: int) -> tuple[int, dict[int, int], str | No
 def expected_sha256(task, split: str) -> str | None:
     """The sha256 a task's data file is checked against when it loads (None: none recorded, or an unreadable
     checksums.json, which the loader's own check then names): ``helpers.core.tasks.recorded_sha256``."""
-    from helpers.core.tasks import CorruptDataError, recorded_sha256
+    from helpers.core.task_data import CorruptDataError
+    from helpers.core.tasks import recorded_sha256
 
     try:
         return recorded_sha256(task, split)
@@ -161,7 +163,8 @@ def check_task_data(name: str) -> list[str]:
     spec or checksums.json), every row (:func:`scan_rows`), then the project's own loader
     (``helpers.core.tasks.load_split``), whose checks a notebook meets too. One problem per file at most.
     """
-    from helpers.core.tasks import file_sha256, get_task, load_split, task_files
+    from helpers.core.task_data import file_sha256
+    from helpers.core.tasks import get_task, load_split, task_files
 
     task = get_task(name)
     problems = []
@@ -192,23 +195,24 @@ def check_task_data(name: str) -> list[str]:
 
 def tokenizer_offline(canon: str):
     """(tokenizer, None) of a model, read from disk only, or (None, why not): nothing is downloaded or built."""
+    from helpers.core import hub, model_loading, offline_models
     from helpers.core import models as M
 
     try:
         from transformers import AutoTokenizer
 
-        if canon in M.OFFLINE_MODELS:
-            gguf = M._present_gguf(canon)
-            if gguf is None or not M.dequantised_cached(canon):
+        if canon in offline_models.OFFLINE_MODELS:
+            gguf = offline_models._present_gguf(canon)
+            if gguf is None or not offline_models.dequantised_cached(canon):
                 return None, "its weights are not unpacked yet (the first load does it)"
-            folder = M._dequantised_dir(canon, M.dequantised_cache_key(gguf))
+            folder = offline_models._dequantised_dir(canon, offline_models.dequantised_cache_key(gguf))
         elif M._local_dir(canon) is not None:
             folder = M._local_dir(canon)
         elif hub_cached(canon):
             folder = canon
         else:
             return None, "it is not on disk yet"
-        with M._quiet(), M._hub_offline():
+        with model_loading._quiet(), hub._hub_offline():
             return AutoTokenizer.from_pretrained(folder, local_files_only=True), None
     except Exception as e:
         return None, f"its tokenizer did not load ({type(e).__name__}: {str(e)[:120]})"
@@ -271,7 +275,9 @@ def pip_index_versions(package: str, timeout: float = 60.0) -> list[str] | None:
 
 def offline_weights(name: str) -> str:
     """Where an offline model's weights come from; PreflightError if from nowhere."""
-    from helpers.core.models import DEFAULT_MODEL, SMOLLM2, SMOLLM2_GGUF, SMOLLM2_WHEEL, cache_dir, dequantised_cached
+    from helpers.core.models import DEFAULT_MODEL
+    from helpers.core.offline_models import SMOLLM2, SMOLLM2_GGUF, SMOLLM2_WHEEL, dequantised_cached
+    from helpers.core.paths import cache_dir
 
     if dequantised_cached(name):
         return "weights cached"
@@ -299,7 +305,9 @@ def check_model(name: str, timeout: float = 5.0) -> tuple[str, str]:
 
     A hub model without a network fails here in seconds, before anything imports TransformerLens.
     """
-    from helpers.core.models import ALIASES, OFFLINE_MODELS, UnknownModelError, _local_dir, resolve_name
+    from helpers.core.model_loading import UnknownModelError
+    from helpers.core.models import ALIASES, _local_dir, resolve_name
+    from helpers.core.offline_models import OFFLINE_MODELS
 
     canon = ALIASES.get(name, name)
     if canon in OFFLINE_MODELS:
@@ -368,7 +376,8 @@ def check_local_model(path: Path) -> str:
     """What a local model folder holds, once checked as load_model will load it: config.json with a supported
     architecture (Gemma: the shape of an official checkpoint), weights, and a tokenizer that loads offline.
     Nothing but the tokenizer is loaded."""
-    from helpers.core.models import _LOCAL_GEMMA_ARCHITECTURES, LocalModelError, _local_config, _official_gemma_name
+    from helpers.core.model_loading import LocalModelError
+    from helpers.core.models import _LOCAL_GEMMA_ARCHITECTURES, _local_config, _official_gemma_name
 
     try:
         config = _local_config(path)
@@ -431,7 +440,7 @@ def check_context(model: str, n_ctx: int, tokenizer, tasks, seed: int = 42) -> l
 
 def store_root() -> Path:
     """The result store the notebooks write to (``$ICL_RESULTS_CACHE``, else the cache folder's results/)."""
-    from helpers.core.models import cache_dir
+    from helpers.core.paths import cache_dir
 
     env = os.environ.get("ICL_RESULTS_CACHE")
     return Path(env) if env else cache_dir() / "results"
@@ -516,7 +525,7 @@ def ram_need(model: str) -> float | None:
 
 def disk_need(model: str) -> float:
     """Bytes the model's weights will take on disk if not there yet (float32 checkpoint or dequantised copy)."""
-    from helpers.core.models import OFFLINE_MODELS, dequantised_cached
+    from helpers.core.offline_models import OFFLINE_MODELS, dequantised_cached
 
     p = n_params(model) or 0.0
     if model in OFFLINE_MODELS:
@@ -542,7 +551,8 @@ def free_disk(path: Path) -> tuple[float, int]:
 
 def check_resources(models: list[str], jobs: int, out: Path) -> tuple[list[str], list[str]]:
     """(lines, problems) for RAM (the ``jobs`` largest needs at once) and disk (per filesystem)."""
-    from helpers.core.models import OFFLINE_MODELS, cache_dir
+    from helpers.core.offline_models import OFFLINE_MODELS
+    from helpers.core.paths import cache_dir
 
     lines, problems = [], []
     needs = sorted((n for n in (ram_need(m) for m in models) if n is not None), reverse=True)[:jobs]

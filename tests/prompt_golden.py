@@ -18,7 +18,8 @@ SHIPPED = ("sst2", "trec", "agnews", "tweet_emotion")
 
 def tokenizers() -> dict:
     """GPT-2's tokenizer and the two offline models' tokenizers (built from their GGUF files when not cached)."""
-    from helpers.core.models import gpt2_tokenizer, offline_tokenizer
+    from helpers.core.models import offline_tokenizer
+    from helpers.core.offline_models import gpt2_tokenizer
 
     return {"gpt2": gpt2_tokenizer(), "gemma": offline_tokenizer("google/gemma-3-270m"),
             "smollm2": offline_tokenizer("smollm2")}

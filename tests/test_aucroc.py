@@ -98,7 +98,7 @@ def test_label_attention_matches_cache_and_predict(auc_setup):
 def test_label_attention_shared_equals_full(tiny_sst2_set, prefix_runs, top_k, tmp_path, monkeypatch):
     """One prefix pass + suffix runs give the full prompts' attention at q and predictions; the pass is the
     stored unmodified run (prefix.vanilla_run), so vanilla predictions of the same prompts cost nothing more."""
-    from helpers.core.prefix import vanilla_predictions
+    from helpers.core.prefix_runs import vanilla_predictions
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
     model, prompts, lids = tiny_sst2_set
@@ -335,19 +335,19 @@ def test_other_offline_model_is_left_out_when_its_weights_cannot_be_had(monkeypa
     with no package registry in reach) it says why and goes on with this run's model, instead of failing."""
     from pathlib import Path
 
-    from helpers.core import models
+    from helpers.core import model_loading, models, offline_models
     from helpers.experiments.aucroc import other_offline_model
 
     def unreachable():
-        raise models.MissingWeightsError("Downloading it failed (no registry).")
+        raise model_loading.MissingWeightsError("Downloading it failed (no registry).")
 
-    monkeypatch.setattr(models, "_smollm2_gguf", unreachable)
+    monkeypatch.setattr(offline_models, "_smollm2_gguf", unreachable)
     assert other_offline_model(models.DEFAULT_MODEL) is None
     out = capsys.readouterr().out
-    assert f"{models.SMOLLM2} is left out of the comparison" in out and "no registry" in out
-    monkeypatch.setattr(models, "_smollm2_gguf", lambda: Path("/present/SmolLM2.gguf"))
-    assert other_offline_model("gemma") == models.SMOLLM2 and capsys.readouterr().out == ""
-    monkeypatch.setattr(models, "_gemma_gguf", lambda: Path("/present/gemma.gguf"))
+    assert f"{offline_models.SMOLLM2} is left out of the comparison" in out and "no registry" in out
+    monkeypatch.setattr(offline_models, "_smollm2_gguf", lambda: Path("/present/SmolLM2.gguf"))
+    assert other_offline_model("gemma") == offline_models.SMOLLM2 and capsys.readouterr().out == ""
+    monkeypatch.setattr(offline_models, "_gemma_gguf", lambda: Path("/present/gemma.gguf"))
     assert other_offline_model("smollm2") == models.DEFAULT_MODEL
     assert other_offline_model("gpt2") is None  # not an offline model: nothing to compare with
 

@@ -35,13 +35,15 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.core import tasks
+from helpers.core import task_data, tasks
 from helpers.core.checks import ArgumentError
-from helpers.core.models import ModelLoadError, resolve_dtype
+from helpers.core.model_loading import ModelLoadError
+from helpers.core.models import resolve_dtype
 from helpers.core.predict import predict
-from helpers.core.prefix import predict_shared, vanilla_predictions
+from helpers.core.prefix_runs import predict_shared, vanilla_predictions
 from helpers.core.prompts import Demo, PromptError, build_prompt, example_prompt, make_icl_set, sample_test
-from helpers.core.tasks import CorruptDataError, LabelCollisionError, SpecError, TemplateError, UnknownTaskError
+from helpers.core.task_data import CorruptDataError
+from helpers.core.tasks import LabelCollisionError, SpecError, TemplateError, UnknownTaskError
 from helpers.experiments.aucroc import auc_roc, aucroc_per_layer, aucroc_runs, label_attention
 from helpers.experiments.diagnosis import collect_qk
 from helpers.experiments.incontext_heads import head_attribution
@@ -81,7 +83,7 @@ class Env:
                                                       "label_words": ["sad", "happy"]}))
         if checksums:
             (folder / "checksums.json").write_text(json.dumps(
-                {f: tasks.file_sha256(folder / f) for f in ("train.jsonl", "test.jsonl")}))
+                {f: task_data.file_sha256(folder / f) for f in ("train.jsonl", "test.jsonl")}))
         return folder / "task.json"
 
     def load(self, test, split: str = "test", **kw):
@@ -529,7 +531,7 @@ def test_every_variable_is_in_the_one_settings_table():
 # ------------------------------------------------------------------------------------------------ task rows
 
 GOOD = b'{"text": "fine", "label": 1}\n{"text": "bad", "label": 0}\n'
-ROWS = [  # (test.jsonl bytes, message of helpers.core.tasks.read_rows; the file's path comes before it)
+ROWS = [  # (test.jsonl bytes, message of helpers.core.task_data.read_rows; the file's path comes before it)
     (b'{"label": 1}\n', ", line 1: no 'text' field (fields: ['label']); each line must be one JSON object"),
     (GOOD + b'{"text": "", "label": 1}\n', ", line 3: 'text' must be a non-empty string, got ''"),
     (b'{"text": "   ", "label": 1}\n', ", line 1: 'text' must be a non-empty string, got '   '"),
@@ -553,7 +555,7 @@ ROWS = [  # (test.jsonl bytes, message of helpers.core.tasks.read_rows; the file
 def _spec_task(folder: Path, test_bytes: bytes, words=("Negative", "Positive"), record: bool = True) -> Path:
     """A spec task in ``folder`` with a good train file, ``test_bytes`` as its test file and (``record``) their
     checksums recorded."""
-    from helpers.core.tasks import file_sha256
+    from helpers.core.task_data import file_sha256
 
     folder.mkdir(parents=True, exist_ok=True)
     spec = folder / "task.json"
@@ -628,7 +630,7 @@ def test_spec_without_checksums_and_malformed_spec(pf, tmp_path):
 
 
 def test_label_words_sharing_a_first_token_are_refused(pf, tmp_path):
-    from helpers.core.models import gpt2_tokenizer
+    from helpers.core.offline_models import gpt2_tokenizer
 
     tok = gpt2_tokenizer()
     spec = _spec_task(tmp_path / "t", GOOD, words=("Good", "Goodness"))

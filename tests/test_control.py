@@ -15,10 +15,10 @@ from helpers.core.control import (
     ControlError,
     ControlTask,
     control_prompts,
-    file_sha256,
     load_control,
     relabel,
 )
+from helpers.core.task_data import file_sha256
 from helpers.experiments.positive_control import (
     SHIFT,
     circuit_attention,
@@ -250,7 +250,8 @@ def test_shared_context_equals_full_prompts(tiny_model):
     from dataclasses import replace
 
     from helpers.core.predict import predict
-    from helpers.core.prefix import predict_shared, shared_prefix_len
+    from helpers.core.prefix import shared_prefix_len
+    from helpers.core.prefix_runs import predict_shared
 
     base = control_prompts(TASK, 1, seed=8)
     p = base.prompts[0]
@@ -265,7 +266,8 @@ def test_shared_context_equals_full_prompts(tiny_model):
 def test_hidden_anchor_keeping_everything_is_icl(tiny_model):
     """Keeping every context position in the cache gives the full prompt's prediction (identity case)."""
     from helpers.core.predict import predict
-    from helpers.core.prefix import predict_shared, run_prefix
+    from helpers.core.prefix import run_prefix
+    from helpers.core.prefix_runs import predict_shared
 
     c = control_prompts(TASK, 3, seed=9)
     full = predict(tiny_model, c.prompts, c.label_ids, batch_size=3)

@@ -83,7 +83,7 @@ def test_label_attention_at_q_is_the_value_outputs_attention(tiny_model, ut, sha
 
 def test_label_attention_at_q_predictions_equal_a_plain_run(tiny_model, ut):
     """label_attention_at_q(..., label_ids=...) returns the same pass's predictions: those of a plain run."""
-    from helpers.core.prefix import predict_with_cache
+    from helpers.core.prefix_runs import predict_with_cache
     from helpers.core.unrelated import make_set
 
     ps = make_set(tiny_model, ut, 42, 6, 2)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from helpers.core.predict import predict
-from helpers.core.prefix import predict_shared
+from helpers.core.prefix_runs import predict_shared
 from helpers.core.prompts import make_icl_set
 from helpers.exercises.tiny import TINY_KINDS
 
@@ -69,7 +69,8 @@ def test_local_folder_loads_onto_cuda_without_a_host_copy(tmp_path):
 
     import transformers as tr
 
-    from helpers.core.models import gpt2_tokenizer, load_model
+    from helpers.core.models import load_model
+    from helpers.core.offline_models import gpt2_tokenizer
 
     tok = gpt2_tokenizer()
     tr.GPT2LMHeadModel(tr.GPT2Config(vocab_size=len(tok), n_positions=256, n_embd=512, n_layer=4,

@@ -17,10 +17,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers.core import tasks
+from helpers.core import task_data, tasks
 from helpers.core.checks import ArgumentError
 from helpers.core.prompts import Demo, PromptError, build_prompt, make_icl_set
-from helpers.core.tasks import CorruptDataError, LabelCollisionError, SpecError, TemplateError, UnknownTaskError
+from helpers.core.task_data import CorruptDataError
+from helpers.core.tasks import LabelCollisionError, SpecError, TemplateError, UnknownTaskError
 from helpers.experiments.aucroc import auc_roc
 from helpers.experiments.saliency import relative_flow
 from helpers.study.config import check_environment
@@ -83,7 +84,7 @@ _row = st.one_of(
 def test_data_rows_load_or_name_their_line(rows, raw, tmp_path_factory):
     path = tmp_path_factory.mktemp("rows") / "test.jsonl"
     path.write_bytes("".join(json.dumps(r) + "\n" for r in rows).encode() + raw)
-    works_or_says_why(lambda: tasks.read_rows(path, n_classes=2))
+    works_or_says_why(lambda: task_data.read_rows(path, n_classes=2))
 
 
 @given(env=st.dictionaries(st.sampled_from(["ICL_PROFILE", "ICL_MODEL", "ICL_TASKS", "ICL_DTYPE", "ICL_RECOMPUTE",

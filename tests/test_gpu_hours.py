@@ -62,7 +62,7 @@ def test_estimate_scales_with_work_tokens_throughput(gh):
     assert gh.estimate(_rows(), "default", "default", s, half, token_ratio=1.5)["00_icl_setting"]["hours"] == \
         pytest.approx(3 * one["hours"])
     paper = gh.estimate(_rows(), "default", "paper", s, TP)["00_icl_setting"]
-    from helpers.study.profiles import PROFILES
+    from helpers.study.profile_table import PROFILES
 
     ratio = gh.timing.work(PROFILES["paper"], "00") / gh.timing.work(PROFILES["default"], "00")
     assert ratio > 10 and paper["work"] == pytest.approx(ratio)

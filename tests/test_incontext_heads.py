@@ -235,7 +235,7 @@ def test_mapping_control_hand_cases():
 @pytest.mark.parametrize("at", ["q", "all"])
 @pytest.mark.parametrize("ablation", ["zero", "mean"])
 def test_shared_ablation_equals_full_prompts(tiny_model, ut, at, ablation):
-    from helpers.core.prefix import predict_shared
+    from helpers.core.prefix_runs import predict_shared
 
     ps = _set(tiny_model, ut, n=4, k=2)
     L, Hn = tiny_model.cfg.n_layers, tiny_model.cfg.n_heads

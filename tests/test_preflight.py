@@ -173,12 +173,12 @@ def test_estimate_arithmetic(pf, timing, tmp_path, monkeypatch):
 
 
 def test_estimate_counts_the_first_load_when_the_weights_are_not_cached(pf, timing, tmp_path, monkeypatch):
-    from helpers.core import models
+    from helpers.core import offline_models
 
     gemma, nbs = "google/gemma-3-270m", ["00_icl_setting"]
-    monkeypatch.setattr(models, "dequantised_cached", lambda name: True)
+    monkeypatch.setattr(offline_models, "dequantised_cached", lambda name: True)
     cached = pf.estimate(tmp_path, [gemma], "smoke", nbs, jobs=1, threads=2)["per_model"][gemma]
-    monkeypatch.setattr(models, "dequantised_cached", lambda name: False)
+    monkeypatch.setattr(offline_models, "dequantised_cached", lambda name: False)
     cold = pf.estimate(tmp_path, [gemma, "gemma"], "smoke", nbs, jobs=1, threads=2)
     assert cold["per_model"][gemma] == pytest.approx(cached + timing.FIRST_LOAD_SECONDS[gemma])
     assert cold["per_model"]["gemma"] == pytest.approx(cold["per_model"][gemma])  # an alias: the same model

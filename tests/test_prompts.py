@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helpers.core import prompts, tasks
-from helpers.core.models import gpt2_tokenizer
+from helpers.core.offline_models import gpt2_tokenizer
 from helpers.core.prompts import Demo, build_prompt
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers.study import record as rec
+from helpers.study import report
 from helpers.study.claims import report_claims
 from helpers.study.report import record_run
 from helpers.study.stats import Interval
@@ -139,4 +140,4 @@ def test_record_run_notes_the_commit(tmp_path):
     from helpers.study.report import recorded_runs
 
     record_run(tmp_path, "00_icl_setting", {"status": "ok", "seconds": 1.0})
-    assert recorded_runs(tmp_path)["00_icl_setting"]["commit"] == rec.git_commit()
+    assert recorded_runs(tmp_path)["00_icl_setting"]["commit"] == report.git_commit()

@@ -15,7 +15,7 @@ from helpers.core.predict import predict
 from helpers.experiments import head_ablation as HA
 from helpers.experiments import incontext_heads as IH
 from helpers.experiments import mapping_control as MC
-from helpers.study.profiles import PROFILES
+from helpers.study.profile_table import PROFILES
 from helpers.study.stats import Interval
 
 KS = (1, 2, 8)

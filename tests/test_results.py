@@ -61,7 +61,7 @@ def test_cached_recomputes_when_the_data_change(tmp_path, monkeypatch):
     import json
     import shutil
 
-    from helpers.core.tasks import data_dir
+    from helpers.core.task_data import data_dir
 
     data = tmp_path / "data"
     data.mkdir()

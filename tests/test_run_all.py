@@ -154,7 +154,8 @@ def test_cell_timeout_comes_from_the_environment(tmp_path, monkeypatch):
 
 def test_cell_timeout_setting(monkeypatch):
     """--timeout, else ICL_CELL_TIMEOUT, else the profile's; the paper profile's is longer than a whole notebook."""
-    from helpers.study.profiles import PROFILES, cell_timeout
+    from helpers.study.profile_table import PROFILES
+    from helpers.study.profiles import cell_timeout
 
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     from timing import builtin_seconds

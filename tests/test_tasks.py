@@ -8,9 +8,10 @@ import warnings
 
 import pytest
 
-from helpers.core import tasks
-from helpers.core.models import gpt2_tokenizer
-from helpers.core.tasks import CorruptDataError, LabelCollisionError, LabelWordWarning, UnknownTaskError
+from helpers.core import task_data, tasks
+from helpers.core.offline_models import gpt2_tokenizer
+from helpers.core.task_data import CorruptDataError
+from helpers.core.tasks import LabelCollisionError, LabelWordWarning, UnknownTaskError
 
 OFFLINE = ["sst2", "trec", "agnews", "tweet_emotion"]
 ROWS = {"sst2": (5000, 872), "trec": (5000, 500), "agnews": (5000, 1000), "tweet_emotion": (4052, 1000)}
@@ -19,7 +20,7 @@ ROWS = {"sst2": (5000, 872), "trec": (5000, 500), "agnews": (5000, 1000), "tweet
 @pytest.mark.parametrize("name", OFFLINE)
 def test_rows_labels_and_checksums(name):
     t = tasks.get_task(name)
-    sums = json.loads((tasks.data_dir() / "checksums.json").read_text())
+    sums = json.loads((task_data.data_dir() / "checksums.json").read_text())
     for split, n in zip(("train", "test"), ROWS[name]):
         ds = tasks.load_split(name, split)
         assert len(ds) == n == sums[f"{name}/{split}.jsonl"]["rows"]
@@ -50,7 +51,7 @@ def test_templates_match_the_paper():
 
 
 def test_corrupt_data_file_is_detected(tmp_path, monkeypatch):
-    shutil.copytree(tasks.data_dir(), tmp_path / "data")
+    shutil.copytree(task_data.data_dir(), tmp_path / "data")
     p = tmp_path / "data" / "sst2" / "test.jsonl"
     p.write_text(p.read_text().replace("a", "b", 1))
     monkeypatch.setenv("ICL_ANCHORS_DATA", str(tmp_path / "data"))
@@ -77,12 +78,12 @@ def test_rebuild_from_staicc_reproduces_committed_files(tmp_path):
     import subprocess
     import sys
 
-    root = tasks.data_dir().parent
+    root = task_data.data_dir().parent
     out = subprocess.run([sys.executable, str(root / "scripts" / "build_data.py"), "--source", "staicc",
                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     new = json.loads((tmp_path / "checksums.json").read_text())
-    old = json.loads((tasks.data_dir() / "checksums.json").read_text())
+    old = json.loads((task_data.data_dir() / "checksums.json").read_text())
     assert {k: v["sha256"] for k, v in new.items()} == {k: v["sha256"] for k, v in old.items()}
 
 
@@ -91,7 +92,7 @@ def test_unpickler_refuses_globals():
     import io
     import pickle
 
-    spec = importlib.util.spec_from_file_location("build_data", tasks.data_dir().parent / "scripts" / "build_data.py")
+    spec = importlib.util.spec_from_file_location("build_data", task_data.data_dir().parent / "scripts" / "build_data.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     evil = pickle.dumps([[["x"], 0], print])  # a global inside the rows

@@ -12,7 +12,7 @@ from helpers.experiments import head_biases as HB
 from helpers.experiments import incontext_heads as IH
 from helpers.experiments import two_towers as TT
 from helpers.study.heads_report import notebook_sizes
-from helpers.study.profiles import PROFILES
+from helpers.study.profile_table import PROFILES
 
 
 @pytest.fixture(scope="module")

@@ -26,8 +26,10 @@ process and at the same thread count, so a step's achieved GFLOP/s reads as a sh
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
+import inspect
 import json
 import os
 import tempfile
@@ -99,8 +101,6 @@ def _from_env() -> None:
     global _LEDGER
     path = os.environ.get(ENV)
     if path and _LEDGER is None:
-        import atexit
-
         _LEDGER = Ledger(path=path)
         _install()
         atexit.register(_final_write)  # the time after the last step (figures, intervals) too
@@ -178,9 +178,7 @@ def forward_flops(cfg, batch: int, positions: int, past: int = 0, layers: int | 
 
 @functools.lru_cache(maxsize=1)
 def _forward_signature():
-    import inspect
-
-    from transformer_lens import HookedTransformer
+    from transformer_lens import HookedTransformer  # lazy: TransformerLens takes seconds to import
 
     return inspect.signature(HookedTransformer.forward)
 
@@ -240,7 +238,7 @@ def _install() -> None:
     """Wrap ``HookedTransformer.forward`` once per process (a no-op while no ledger is active)."""
     if _INSTALLED:
         return
-    from transformer_lens import HookedTransformer
+    from transformer_lens import HookedTransformer  # lazy: TransformerLens takes seconds to import
 
     original = HookedTransformer.forward
 

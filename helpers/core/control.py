@@ -61,8 +61,9 @@ import numpy as np
 import torch
 from jaxtyping import Float, Int
 
+from helpers.core.paths import cache_dir
 from helpers.core.prompts import Prompt
-from helpers.core.tasks import file_sha256  # the project's one file hasher (re-exported here)
+from helpers.core.task_data import file_sha256  # the project's one file hasher
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -86,7 +87,6 @@ __all__ = [
     "bake",
     "save_control",
     "load_control",
-    "file_sha256",
     "vector_accuracy",
     "is_control",
     "RECIPE_NOTES",
@@ -234,10 +234,8 @@ def token_names(task: ControlTask) -> list[str]:
 
 def control_tokenizer(task: ControlTask):
     """A word-level tokenizer over the baked vocabulary (``<bos> L0 .. L3 x0.0 ...``), so token views render."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import Tokenizer, models, pre_tokenizers  # lazy: only when a tokenizer is first built
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    from helpers.core.models import cache_dir
 
     names = token_names(task)
     key = hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
@@ -320,7 +318,7 @@ def relabel(cp: ControlPrompts, perm: Sequence[int]) -> ControlPrompts:
 
 
 def _config(task: ControlTask, d_vocab: int, seed: int, d_model: int = 64, n_heads: int = 2, n_layers: int = 2):
-    from transformer_lens import HookedTransformerConfig
+    from transformer_lens import HookedTransformerConfig  # lazy: TransformerLens takes seconds to import
 
     return HookedTransformerConfig(
         n_layers=n_layers, d_model=d_model, d_head=d_model // n_heads, n_heads=n_heads, n_ctx=task.seq_len,
@@ -330,7 +328,7 @@ def _config(task: ControlTask, d_vocab: int, seed: int, d_model: int = 64, n_hea
 
 
 def _training_model(task: ControlTask, seed: int):
-    from transformer_lens import HookedTransformer
+    from transformer_lens import HookedTransformer  # lazy: TransformerLens takes seconds to import
 
     torch.manual_seed(seed)
     model = HookedTransformer(_config(task, 2 + task.n_labels, seed))
@@ -405,7 +403,7 @@ def train_control(seed: int = 0, task: ControlTask | None = None, batch: int = 1
     thread is faster than two; on two cores shared with other jobs two threads were about ten times slower per step
     (1.6 s against 0.1-0.2 s), so the default is 1.
     """
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # lazy: only while training
 
     old_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -463,7 +461,7 @@ def _train(seed, task, batch, lr, copy_steps, warmup, max_steps, max_seconds, st
 
 def bake(state: dict[str, torch.Tensor], task: ControlTask, table: np.ndarray | None = None, seed: int = 0):
     """The token model: a plain :class:`HookedTransformer` whose item tokens embed as ``table @ P``."""
-    from transformer_lens import HookedTransformer
+    from transformer_lens import HookedTransformer  # lazy: TransformerLens takes seconds to import
 
     table = exemplar_table(task) if table is None else table
     model = HookedTransformer(_config(task, task.d_vocab, seed), tokenizer=control_tokenizer(task),
@@ -488,7 +486,7 @@ def bake(state: dict[str, torch.Tensor], task: ControlTask, table: np.ndarray | 
 def save_control(result: TrainResult, path: str | Path) -> str:
     """Write the checkpoint (safetensors: trained parameters + exemplar table; task, recipe and curve in its
     metadata), its ``.sha256`` beside it and the training curve as ``<stem>_curve.csv``. Returns the sha256."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save_file  # lazy: only when a checkpoint is read or written
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -518,7 +516,7 @@ def _expected_sha(path: Path) -> str:
 
 def checkpoint_info(path: str | Path = CONTROL_PATH) -> dict:
     """The task, recipe and training record stored in a checkpoint (read after its sha256 is verified)."""
-    from safetensors import safe_open
+    from safetensors import safe_open  # lazy: only when a checkpoint is read or written
 
     path = _verified(Path(path))
     with safe_open(str(path), "pt") as f:
@@ -539,7 +537,7 @@ def _verified(path: Path) -> Path:
 
 def load_control(path: str | Path = CONTROL_PATH) -> HookedTransformer:
     """The control as a baked token model, after verifying the checkpoint's sha256 (a clear error if it differs)."""
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file  # lazy: only when a checkpoint is read or written
 
     path = _verified(Path(path))
     info = checkpoint_info(path)

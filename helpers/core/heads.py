@@ -17,7 +17,7 @@ Everything is read at the last position ``q`` of each prompt.
 
 Shared demonstrations: when the prompts of a call share their demonstrations token for token (one
 :class:`helpers.core.prompts.PromptSet`), the demonstrations run once (:func:`shared_cache`,
-:mod:`helpers.core.prefix`) and each input runs as a short suffix against them; :func:`prompt_batches` and
+:mod:`helpers.core.prefix_runs`) and each input runs as a short suffix against them; :func:`prompt_batches` and
 :func:`predict_with_cache` then take the suffix path and give the full prompts' numbers (tests, to float
 rounding). Prompts with their own demonstrations run as full prompts; ``shared=False`` forces that path.
 """
@@ -31,13 +31,12 @@ import torch
 from einops import einsum, repeat
 from jaxtyping import Float, Int
 
-from helpers.core.prefix import (  # noqa: F401  (shared_cache, predict_with_cache, prompt_batches: re-exported)
-    PrefixCache,
-    PrefixError,
+from helpers.core.predict import predictions_from_resid
+from helpers.core.prefix import PrefixCache, PrefixError, suffix_forward
+from helpers.core.prefix_runs import (  # noqa: F401  (shared_cache, predict_with_cache, prompt_batches: re-exported)
     predict_with_cache,
     prompt_batches,
     shared_cache,
-    suffix_forward,
 )
 from helpers.core.prompts import Prompt
 
@@ -215,8 +214,6 @@ def label_attention_at_q(model: HookedTransformer, prompts: Sequence[Prompt], he
             resid[idx] = st["resid_final"]
         if label_ids is None:
             return attn
-        from helpers.core.predict import predictions_from_resid
-
         return attn, predictions_from_resid(model, resid, prompts, label_ids, top_k=0)
 
 

@@ -22,6 +22,8 @@ import os
 
 import torch
 
+from helpers.core.sizing import on_cuda
+
 __all__ = ["TF32_ENV", "tf32_requested", "apply_matmul_precision"]
 
 TF32_ENV = "ICL_TF32"
@@ -40,8 +42,6 @@ def apply_matmul_precision(model) -> bool:
 
     The switch is process-wide in torch (every CUDA float32 matmul after it), so it is applied only on request.
     """
-    from helpers.core.sizing import on_cuda
-
     if not tf32_requested() or not on_cuda(model):
         return False
     torch.backends.cuda.matmul.allow_tf32 = True

@@ -18,8 +18,9 @@ from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
 from helpers.core import accounting
+from helpers.core.checks import positive_int
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
-from helpers.core.sizing import sizing
+from helpers.core.sizing import cpu_batch_tokens, sizing
 from helpers.core.store import result_types
 
 if TYPE_CHECKING:
@@ -82,8 +83,6 @@ def batch_token_budget(model=None) -> int:
     by one and 9.3 s in one batch of 16; 5-shot (802-936 tokens) 17.9 s vs 35.3 s; SST-2 (39-58
     tokens) 2.0 s vs 1.0 s. A GPU wants the largest batch that fits.
     """
-    from helpers.core.sizing import cpu_batch_tokens, sizing
-
     return cpu_batch_tokens() if model is None else sizing(model, 1, 1).max_tokens
 
 
@@ -99,8 +98,6 @@ def length_batches(prompts: Sequence, batch_size: int, max_tokens: int | None = 
     one more forward pass, in tokens), by dynamic programming: short inputs of
     very different lengths are not padded to the longest of sixteen.
     """
-    from helpers.core.checks import positive_int
-
     batch_size = positive_int("batch_size", batch_size)
     budget = batch_token_budget() if max_tokens is None else int(max_tokens)
     order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))

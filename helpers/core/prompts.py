@@ -30,7 +30,7 @@ with separator ``"\n"``.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -38,8 +38,9 @@ import numpy as np
 import torch
 from jaxtyping import Int
 
-from helpers.core.models import uses_bos
-from helpers.core.tasks import Task, get_task, label_token_ids
+from helpers.core.checks import _is_int, positive_int, seed_arg
+from helpers.core.model_loading import uses_bos
+from helpers.core.tasks import Task, get_task, label_token_ids, load_split
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -51,6 +52,8 @@ __all__ = [
     "PromptError",
     "sample_demos",
     "check_prompts",
+    "prompt_list",
+    "check_label_ids",
     "class_draws",
     "demos_from_indices",
     "label_class_onehot",
@@ -144,8 +147,6 @@ def class_draws(train, task: str | Task, k_per_class: int, seed: int, exclude: S
     demonstrations are part of the 5-shot ones and the re-weighting training
     examples (draws 2..5) are disjoint from them.
     """
-    from helpers.core.checks import positive_int
-
     task = get_task(task)
     k_per_class = positive_int("k_per_class", k_per_class)
     labels = np.asarray(train["label"])
@@ -175,8 +176,6 @@ def sample_demos(
     by class, and not the same for every task with the same number of classes).
     Rows in ``exclude`` (indices into ``train``) are never drawn.
     """
-    from helpers.core.checks import seed_arg
-
     seed = seed_arg(seed)
     chosen = {i for per in class_draws(train, task, k_per_class, seed, exclude) for i in per}
     order = _pool_order(train, seed, exclude)
@@ -185,8 +184,6 @@ def sample_demos(
 
 def sample_test(test, n: int, seed: int) -> list[Demo]:
     """The test split shuffled with ``seed``, first ``min(n, len)`` rows."""
-    from helpers.core.checks import positive_int, seed_arg
-
     n, seed = positive_int("n_test", n), seed_arg(seed)
     if n > len(test):
         warnings.warn(f"n_test={n} asks for more inputs than the test pool holds ({len(test)}): using all {len(test)}",
@@ -355,9 +352,6 @@ class PromptSet:
 def make_icl_set(model: HookedTransformer, task: str | Task, seed: int, n_test: int, k_per_class: int = 1,
                  demos: Sequence[Demo] | None = None, max_len: int | None = None) -> PromptSet:
     """The paper's setting for one seed: one fixed demonstration set for the whole test sample."""
-    from helpers.core.checks import positive_int
-    from helpers.core.tasks import load_split
-
     task = get_task(task)
     n_test, k_per_class = positive_int("n_test", n_test), positive_int("k_per_class", k_per_class)
     train, test = load_split(task, "train"), load_split(task, "test")
@@ -379,8 +373,6 @@ def example_prompt(model: HookedTransformer, task: str | Task, seed: int = 42, k
     whose prompt fits ``max_len`` (default: the model's context ``n_ctx``). Rows whose prompt is longer are
     skipped, as :func:`build_prompts` and :func:`make_icl_set` drop them; when the first row fits, it is
     ``sample_test(test, 1, seed)[0]``."""
-    from helpers.core.tasks import load_split
-
     task = get_task(task)
     max_len = max_len or model.cfg.n_ctx
     demos = sample_demos(load_split(task, "train"), task, k_per_class, seed)
@@ -395,14 +387,76 @@ def example_prompt(model: HookedTransformer, task: str | Task, seed: int = 42, k
                       "texts or a model with a longer context")
 
 
+def prompt_list(prompts, what: str = "run") -> list:
+    """``prompts`` as a list of :class:`Prompt`; a string, one prompt, or anything else
+    raises :class:`PromptError`."""
+    hint = "pass a list of Prompt objects (make_icl_set(...).prompts, or [build_prompt(...)])"
+    if isinstance(prompts, Prompt):
+        raise PromptError(f"prompts to {what} must be a list, got one Prompt: wrap it in a list, [prompt]")
+    if isinstance(prompts, (str, bytes)):
+        raise PromptError(f"prompts to {what} must be Prompt objects, got the string {prompts[:60]!r}: {hint}")
+    if not isinstance(prompts, Sequence):
+        raise PromptError(f"prompts to {what} must be a list, got {type(prompts).__name__}: {hint}")
+    bad = next((p for p in prompts if not isinstance(p, Prompt)), None)
+    if bad is not None:
+        raise PromptError(f"prompts to {what} must be Prompt objects, got {type(bad).__name__} "
+                          f"{str(bad)[:60]!r}: {hint}")
+    return list(prompts)
+
+
+def _ids(n: int) -> str:
+    return f"{n} id" if n == 1 else f"{n} ids"
+
+
+def check_label_ids(tokenizer, prompts: Sequence, label_ids) -> list[int]:
+    """``label_ids`` as a list of ints: one per class, and exactly the first tokens of the prompts' label words.
+
+    A prompt built by :func:`build_prompt` knows its task, so the ids must equal
+    :func:`~helpers.core.tasks.label_token_ids` of that task; a prompt without one is checked against its
+    demonstrations (each label position holds the id of its class).
+    """
+    fix = "pass tasks.label_token_ids(model.tokenizer, task), or the prompt set's .label_ids"
+    if isinstance(label_ids, (str, bytes, Mapping)) or not hasattr(label_ids, "__iter__"):
+        raise PromptError(f"label_ids must be a list of token ids, one per class, got {label_ids!r}; {fix}")
+    if hasattr(label_ids, "tolist"):
+        label_ids = label_ids.tolist()
+    ids = list(label_ids)
+    if not ids:
+        raise PromptError(f"label_ids is empty: it needs one token id per class; {fix}")
+    bad = next((i for i in ids if not _is_int(i)), None)
+    if bad is not None:
+        raise PromptError(f"label_ids must be integer token ids, got {bad!r} ({type(bad).__name__}); {fix}")
+    ids = [int(i) for i in ids]
+    if len(set(ids)) != len(ids):
+        raise PromptError(f"label_ids {ids} repeat an id: the classes could not be told apart; {fix}")
+    tasks = {p.task for p in prompts if getattr(p, "task", None) is not None}
+    for task in tasks:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the multi-token warning was given when the prompts were built
+            want = label_token_ids(tokenizer, task)
+        if len(ids) != len(want):
+            raise PromptError(f"label_ids has {_ids(len(ids))}, but {task.display} has {len(want)} classes "
+                              f"({', '.join(task.label_words)}); {fix}")
+        if ids != want:
+            raise PromptError(f"label_ids {ids} are not the first tokens of {task.display}'s label words "
+                              f"{list(task.label_words)} ({want}, in class order); {fix}")
+    for i, p in enumerate(prompts):
+        classes = list(p.label_class) + ([p.gold] if p.gold is not None else [])
+        if classes and max(classes) >= len(ids):
+            raise PromptError(f"label_ids has {_ids(len(ids))}, but prompt {i} has class {max(classes)}; {fix}")
+        for pos, c in zip(p.label_pos, p.label_class):
+            if int(p.tokens[pos]) != ids[c]:
+                raise PromptError(f"prompt {i}: the label word of class {c} at position {pos} is token "
+                                  f"{int(p.tokens[pos])}, but label_ids gives {ids[c]} for that class; {fix}")
+    return ids
+
+
 def check_prompts(model: HookedTransformer, prompts: Sequence[Prompt], what: str = "run",
                   label_ids: Sequence[int] | None = None) -> None:
     """Refuse what is not a list of prompts, an empty one, a prompt longer than the model's context, and (when
     given) ``label_ids`` that are not one id per class of the prompts' label words
-    (:func:`helpers.core.checks.check_label_ids`), with a message that says what to do. The public functions
+    (:func:`check_label_ids`), with a message that says what to do. The public functions
     that take prompts call it once, where the call comes in."""
-    from helpers.core.checks import check_label_ids, prompt_list
-
     prompts = prompt_list(prompts, what)
     if not len(prompts):
         raise PromptError(f"no prompts to {what}: pass at least one (a prompt set whose prompts were all "

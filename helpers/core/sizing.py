@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import torch
 
+from helpers.core.checks import positive_int
+
 __all__ = ["Sizing", "sizing", "suffix_sizing", "model_device", "on_cuda", "free_bytes", "bytes_per_token", "cpu_batch_tokens",
            "CPU_BATCH_TOKENS", "CPU_PATTERN_MB", "SAFETY", "RESERVE_BYTES"]
 
@@ -109,8 +111,6 @@ def sizing(model, tokens: int, batch_size: int, *, keys: int | None = None, grad
     ``batch_size`` and ``max_pattern_mb``: the caller's (a CPU's) choice. On a CPU these come back unchanged,
     with today's token budget; on CUDA they are sized from the GPU's free memory (module docstring).
     """
-    from helpers.core.checks import positive_int
-
     batch_size = positive_int("batch_size", batch_size)
     device = model_device(model)
     if device.type != "cuda":

@@ -15,16 +15,23 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import io
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from helpers.core import accounting
+from helpers.core.checks import model_arg
+from helpers.core.paths import cache_dir
+from helpers.core.task_data import data_dir
+from helpers.core.tasks import Task, UnknownTaskError, get_task
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -53,9 +60,7 @@ def result_types(*classes):
 
 
 def _safe_globals() -> list:
-    import numpy as np
-
-    try:
+    try:  # where numpy keeps multiarray depends on its version
         from numpy._core import multiarray
     except ImportError:  # numpy < 2
         from numpy.core import multiarray
@@ -64,16 +69,12 @@ def _safe_globals() -> list:
 
 
 def _load(data: bytes):
-    import io
-
     with torch.serialization.safe_globals(_safe_globals()):
         return torch.load(io.BytesIO(data), weights_only=True)
 
 
 def _dump(out, kind: str) -> bytes:
     """``torch.save`` bytes of ``out``, checked to load back under ``weights_only=True``."""
-    import io
-
     buf = io.BytesIO()
     torch.save(out, buf)
     data = buf.getvalue()
@@ -126,8 +127,6 @@ def _jsonable(obj: Any):
 def data_digest() -> str:
     """Digest of the data root's ``checksums.json`` (every data file is verified against it when loaded, so it
     identifies the data); "none" when there is none."""
-    from helpers.core.tasks import data_dir
-
     path = data_dir() / "checksums.json"
     if not path.exists():
         return "none"
@@ -142,8 +141,6 @@ def _file_digest(path: str, mtime_ns: int, size: int) -> str:
 def task_identity(task) -> str | None:
     """The digest of a task loaded from a spec file (its template, label words, separator and data checksums);
     None for a shipped task (the code and data digests already identify those) or a name that is no task."""
-    from helpers.core.tasks import Task, UnknownTaskError, get_task
-
     if not isinstance(task, (str, Task)):
         return None
     try:
@@ -225,8 +222,6 @@ def pins_weights(fn):
     a loaded model (:func:`helpers.core.checks.model_arg`)."""
     @functools.wraps(fn)
     def wrapper(model, *args, **kwargs):
-        from helpers.core.checks import model_arg
-
         model_arg(model)  # a name or None gets a message that says how to load a model, not an AttributeError
         with same_weights(model):
             return fn(model, *args, **kwargs)
@@ -243,8 +238,6 @@ def prompts_digest(prompts, label_ids=()) -> str:
 
 
 def _path(kind: str, params: dict, model=None) -> Path:
-    from helpers.core.models import cache_dir
-
     if model is not None:
         params = {**params, "weights": model_fingerprint(model)}
     root = Path(os.environ["ICL_RESULTS_CACHE"]) if os.environ.get("ICL_RESULTS_CACHE") else cache_dir() / "results"
@@ -279,8 +272,6 @@ def _proof(kind: str, params: dict, key: str, data: bytes) -> dict:
 def _verified(path: Path, kind: str, key: str) -> bytes | None:
     """The entry's bytes if they match the proof written beside them (same key, same content digest); else None,
     after a :class:`StoreMismatch` warning that says what differed."""
-    import warnings
-
     data = path.read_bytes()
     try:
         proof = json.loads(_proof_path(path).read_text())

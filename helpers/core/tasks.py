@@ -11,7 +11,8 @@ a substitute named as such in every table. ``emoc`` itself is defined for the
 hub path (``scripts/build_data.py --source hub``).
 
 Data files are ``data/<task>/{train,test}.jsonl`` with ``text`` and ``label``
-columns, verified against ``data/checksums.json`` before loading.
+columns, verified against ``data/checksums.json`` before loading (reading and checking them:
+:mod:`helpers.core.task_data`).
 
 **Your own task** is a small spec file (JSON, or TOML on Python 3.11+) beside its data::
 
@@ -31,6 +32,7 @@ it); the query ends right before them, as the shipped tasks' query ends right af
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -38,23 +40,33 @@ import re
 import string
 import sys
 import warnings
-from dataclasses import dataclass
-from functools import cache, lru_cache
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
+
+from helpers.core.checks import ArgumentError, seed_list, sizes_per_task
+from helpers.core.task_data import (
+    CorruptDataError,
+    _checksums,
+    _dataset,
+    _read,
+    _rows,
+    data_dir,
+    file_sha256,
+    read_rows,
+)
 
 __all__ = [
     "Task",
     "TASKS",
     "get_task",
     "UnknownTaskError",
-    "CorruptDataError",
     "recorded_sha256",
     "LabelCollisionError",
     "LabelWordWarning",
-    "data_dir",
     "load_split",
     "label_token_ids",
-    "file_sha256",
     "TemplateError",
     "SpecError",
     "register_task",
@@ -64,17 +76,14 @@ __all__ = [
     "task_files",
     "task_digest",
     "record_checksums",
-    "read_rows",
+    "task_list",
+    "run_args",
 ]
 
 
 class UnknownTaskError(KeyError, ValueError):
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable
         return str(self.args[0])
-
-
-class CorruptDataError(RuntimeError):
-    pass
 
 
 class LabelCollisionError(ValueError):
@@ -240,7 +249,7 @@ def _read_spec(path: Path) -> dict:
     if path.suffix == ".toml":
         if sys.version_info < (3, 11):
             raise SpecError(f"{path}: TOML specs need Python 3.11 or later (tomllib); write the spec as JSON")
-        import tomllib
+        import tomllib  # Python 3.11+ only (checked above)
 
         try:
             return tomllib.loads(path.read_text(encoding="utf-8"))
@@ -355,8 +364,6 @@ def task_from_spec(spec: dict, base: str | Path | None = None, spec_path: str | 
 
 
 def _with_digest(task: Task) -> Task:
-    from dataclasses import replace
-
     return replace(task, digest=task_digest(task))
 
 
@@ -419,124 +426,6 @@ def record_checksums(spec_path: str | Path) -> Path:
                                               "labels": dict(sorted(labels.items()))}
     out.write_text(json.dumps(sums, indent=1, sort_keys=True) + "\n")
     return out
-
-
-def data_dir() -> Path:
-    """``$ICL_ANCHORS_DATA`` or the repository's ``data/`` folder."""
-    env = os.environ.get("ICL_ANCHORS_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "data"
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-@cache
-def _checksums(root: str) -> dict:
-    path = Path(root) / "checksums.json"
-    if not path.exists():
-        raise CorruptDataError(f"{path} is missing. Rebuild the data: python scripts/build_data.py")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise CorruptDataError(f"{path} is not valid JSON ({e}); restore it with `git checkout -- data/` or "
-                               "rebuild the data: python scripts/build_data.py") from None
-
-
-def _line_of(data: bytes, offset: int) -> int:
-    return data.count(b"\n", 0, offset) + 1
-
-
-_PARSED: dict[tuple[str, str], tuple] = {}  # (path, sha256 of its bytes) -> (texts, labels, line numbers)
-
-
-def _read(path: Path) -> tuple[str, bytes]:
-    """``(sha256, bytes)`` of a data file, read once."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise CorruptDataError(f"{path} cannot be read ({e.strerror or e})") from e
-    return hashlib.sha256(data).hexdigest(), data
-
-
-def _rows(path: Path, sha: str, data: bytes) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
-    """``(texts, labels, line numbers)`` of the bytes ``data`` of a JSON-lines file, every row checked; parsed once
-    per content (keyed by its sha256)."""
-    key = (str(path), sha)
-    if key not in _PARSED:
-        if len(_PARSED) >= 32:
-            _PARSED.pop(next(iter(_PARSED)))
-        _PARSED[key] = _parse_rows(path, data)
-    return _PARSED[key]
-
-
-def _parse_rows(path: Path, data: bytes) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
-    fix = ("; each line must be one JSON object with a non-empty string 'text' and an integer 'label' "
-           '(the class id: 0 for the first label word), e.g. {"text": "a fine film", "label": 1}')
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise CorruptDataError(f"{path}, line {_line_of(data, e.start)}: not UTF-8 text (byte 0x{data[e.start]:02x} "
-                               f"at byte {e.start}); save the file as UTF-8") from None
-    texts, labels, lines = [], [], []
-    for n, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}, line {n}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise CorruptDataError(f"{where}: not valid JSON ({e.msg}, column {e.colno}){fix}") from None
-        if not isinstance(row, dict):
-            raise CorruptDataError(f"{where}: a JSON {type(row).__name__}, not an object{fix}")
-        if "text" not in row:
-            raise CorruptDataError(f"{where}: no 'text' field (fields: {sorted(row)}){fix}")
-        t = row["text"]
-        if not isinstance(t, str) or not t.strip():
-            raise CorruptDataError(f"{where}: 'text' must be a non-empty string, got {t!r}{fix}")
-        if "label" not in row:
-            raise CorruptDataError(f"{where}: no 'label' field (fields: {sorted(row)}){fix}")
-        lab = row["label"]
-        if isinstance(lab, bool) or not isinstance(lab, int):
-            raise CorruptDataError(f"{where}: 'label' must be an integer class id, got {lab!r}{fix}")
-        texts.append(t)
-        labels.append(lab)
-        lines.append(n)
-    if not texts:
-        raise CorruptDataError(f"{path} holds no rows{fix}")
-    return tuple(texts), tuple(labels), tuple(lines)
-
-
-def read_rows(path: str | Path, n_classes: int | None = None):
-    """The rows of a JSON-lines data file as a ``datasets.Dataset`` (``text``, ``label``), every row checked.
-
-    A row must be one JSON object per line with a non-empty string ``text`` and an integer ``label`` in
-    ``0..n_classes - 1`` (when ``n_classes`` is given); other fields are ignored and blank lines skipped.
-    The file must be UTF-8 and hold at least one row. Anything else raises :class:`CorruptDataError`
-    naming the file and the line. No checksum is checked here (:func:`load_split` checks it first).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise CorruptDataError(f"{path} does not exist")
-    return _dataset(path, *_rows(path, *_read(path)), n_classes)
-
-
-def _dataset(path: Path, texts, labels, lines, n_classes: int | None):
-    import datasets
-
-    if n_classes is not None:
-        bad = next((i for i, lab in enumerate(labels) if not 0 <= lab < n_classes), None)
-        if bad is not None:
-            n_bad = sum(not 0 <= lab < n_classes for lab in labels)
-            raise CorruptDataError(
-                f"{path}, line {lines[bad]}: label {labels[bad]} is outside 0..{n_classes - 1} (the task has "
-                f"{n_classes} label words; {n_bad} row(s) out of range): fix the label, or add the label word")
-    datasets.disable_progress_bars()
-    return datasets.Dataset.from_dict({"text": list(texts), "label": list(labels)})
 
 
 def recorded_sha256(task: str | Task, split: str) -> str | None:
@@ -605,8 +494,6 @@ def label_token_ids(tokenizer, task: str | Task) -> list[int]:
     """
     task = get_task(task)
     if not callable(tokenizer) or hasattr(tokenizer, "cfg"):
-        from helpers.core.checks import ArgumentError
-
         raise ArgumentError(f"tokenizer must be a tokenizer (a model's model.tokenizer), got {type(tokenizer).__name__}"
                             + (": pass model.tokenizer" if hasattr(tokenizer, "tokenizer") else ""))
     ids = []
@@ -637,9 +524,44 @@ def label_token_ids(tokenizer, task: str | Task) -> list[int]:
     return ids
 
 
-if __name__ == "__main__":
-    import argparse
+# ------------------------------------------------------------ checks of the run helpers' task arguments
 
+
+def task_list(tasks, name: str = "tasks") -> list[str]:
+    """A non-empty list of distinct task names (or :class:`~helpers.core.tasks.Task`s), each a known task."""
+    if isinstance(tasks, (str, Task)):
+        shown = tasks if isinstance(tasks, str) else tasks.name
+        raise ArgumentError(f"{name} must be a list of task names, got the single task {shown!r}: "
+                            f"write [{shown!r}]")
+    if isinstance(tasks, Mapping) or not isinstance(tasks, Sequence) and not hasattr(tasks, "__iter__"):
+        raise ArgumentError(f"{name} must be a list of task names such as ['sst2', 'trec'], got "
+                            f"{type(tasks).__name__}")
+    tasks = list(tasks)
+    if not tasks:
+        raise ArgumentError(f"{name} is empty: pass at least one task, e.g. ['sst2'] (the profile's tasks: "
+                            "helpers.study.profiles.get_profile().tasks)")
+    for t in tasks:
+        if not isinstance(t, (str, Task)):
+            raise ArgumentError(f"{name} must hold task names (strings), got {t!r} ({type(t).__name__})")
+        get_task(t)  # UnknownTaskError names the known tasks
+    names = [t if isinstance(t, str) else t.name for t in tasks]
+    twice = sorted({t for t in names if names.count(t) > 1})
+    if twice:
+        raise ArgumentError(f"{name} names {twice} more than once: each task would be run and counted again, "
+                            f"doubling its inputs in the intervals; pass each task once")
+    return tasks
+
+
+def run_args(tasks, seeds, **sizes) -> tuple[list[str], list[int]]:
+    """The checked ``(tasks, seeds)`` of a run helper; each size (an int, or a per-task dict) must be positive."""
+    tasks, seeds = task_list(tasks), seed_list(seeds)
+    for name, n in sizes.items():
+        if n is not None:
+            sizes_per_task(name, n, [t if isinstance(t, str) else t.name for t in tasks])
+    return tasks, seeds
+
+
+if __name__ == "__main__":
     ap = argparse.ArgumentParser(description="Record the checksums of a task spec's data files.")
     ap.add_argument("--checksums", metavar="SPEC", required=True, help="the task spec file (JSON or TOML)")
     try:

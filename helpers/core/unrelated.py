@@ -16,13 +16,13 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from helpers.core.checks import unrelated_args
+from helpers.core.checks import ArgumentError, model_arg, seed_list
 from helpers.core.prompts import (
     Demo,
     PoolSizeWarning,
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "UnrelatedTask",
     "unrelated_task",
+    "unrelated_args",
     "make_set",
     "fresh_demo_prompts",
     "EvalSizes",
@@ -64,6 +65,17 @@ class UnrelatedTask:
     classes: tuple[int, int]
 
 
+def unrelated_args(uts, seeds=None) -> list[int] | None:
+    """Paper B's run helpers: ``uts`` a non-empty dict ``{task name: UnrelatedTask}``; ``seeds`` (when given) a
+    non-empty list of integer seeds, which is returned."""
+    if not isinstance(uts, Mapping) or not all(isinstance(u, UnrelatedTask) for u in uts.values()):
+        raise ArgumentError("uts must be a dict {task name: UnrelatedTask} (helpers.core.unrelated.unrelated_task), "
+                            f"got {type(uts).__name__}")
+    if not uts:
+        raise ArgumentError("uts is empty: pass at least one task, e.g. {'sst2': unrelated_task('sst2')}")
+    return None if seeds is None else seed_list(seeds)
+
+
 def unrelated_task(base: str | Task, classes: tuple[int, int] = (0, 1), words: tuple[str, str] | None = ("foo", "bar"),
                    paper_shape: bool = True) -> UnrelatedTask:
     """``base`` made binary on ``classes`` with label words ``words`` (None keeps the real words).
@@ -71,7 +83,7 @@ def unrelated_task(base: str | Task, classes: tuple[int, int] = (0, 1), words: t
     ``paper_shape=True`` renders ``{text} : {label}`` lines (paper B's
     ``S0 : bar``); False keeps the base task's prefixes.
     """
-    import datasets
+    import datasets  # lazy: datasets takes seconds to import
 
     base = get_task(base)
     if len(classes) != 2 or len(set(classes)) != 2 or not all(0 <= c < base.n_classes for c in classes):
@@ -188,8 +200,6 @@ def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, Unrelat
 
     Cache parameters: model, task, seed, k, n (``sizes.n_eval``), the heads if given, and ``extra(ut)``.
     """
-    from helpers.core.checks import model_arg
-
     model_arg(model)
     check_sizes(sizes)
     name, K, seeds = run_model_name(model, model_name), sizes.k_per_class, sizes.seeds if seeds is None else seeds

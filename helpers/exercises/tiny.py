@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from helpers.core.models import _quiet, fast_attention, gpt2_tokenizer, matmul_layout
+from helpers.core.model_loading import _quiet
+from helpers.core.offline_models import gpt2_tokenizer
+from helpers.core.tl_patches import fast_attention, matmul_layout
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer

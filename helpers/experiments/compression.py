@@ -36,6 +36,7 @@ Results of the two modes are stored under different keys
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -45,19 +46,15 @@ from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
-from helpers.core.predict import Predictions
+from helpers.core.predict import Predictions, logits_at
 from helpers.core.prefix import (
     PrefixCache,
     demo_prefix_len,
     keep_rows,
-    predict_shared,
-    predict_with_cache,
     restart_positions,
     run_prefix,
-    shared_cache,
     suffix_logits,
     suffix_tokens,
-    vanilla_predictions,
 )
 from helpers.core.prompts import Demo, Prompt, build_prompts
 from helpers.core.store import pins_weights, result_types
@@ -336,8 +333,6 @@ def _clock(model):
     CUDA kernels run asynchronously: without the wait, a timer would read the clock when the work was queued,
     not when it finished.
     """
-    import time
-
     if not _on_cuda(model):
         return time.perf_counter
 
@@ -383,8 +378,6 @@ def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, war
     each input's median over ``repeats``. ``speedup_low``/``speedup_high``: the 95% bootstrap interval of the
     speed-up over the timed inputs (paired). On CUDA every clock reading waits for the GPU first.
     """
-    from helpers.core.predict import logits_at
-
     clock = _clock(model)
     prompts = icl_set.prompts[:n_inputs]
     t0 = clock()
@@ -452,11 +445,6 @@ def compression_claims(ivs: dict, gaps: dict, speed, context: str = "") -> list:
     own interval's (above 0: replicates, below: does not replicate, else inconclusive); each task's speed-up
     :func:`speed_verdict` on that task (meets the goal: replicates, speeds up: partly).
     """
-    from helpers.core.tasks import get_task
-    from helpers.study import paper as PA
-    from helpers.study.claims import claim
-    from helpers.study.stats import Interval
-
     verdict, _ = table2_verdict(gaps)
     crit2 = ("Hidden_anchor minus each other compressed method (paired, task-averaged): replicates if all six "
              "intervals (label and word loyalty) lie above 0; partly if the three of one metric, or the four against "

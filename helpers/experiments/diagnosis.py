@@ -169,9 +169,6 @@ def _collect_qk_shared(model, prompts: Sequence[Prompt], label_ids: Sequence[int
     prompts is the mean of the prefix's keys with the same weights). Queries:
     ``hook_q`` rows at q of the suffix runs (query rows are suffix rows).
     """
-    from helpers.core.predict import predictions_from_resid
-    from helpers.core.prefix import run_prefix, suffix_batches, suffix_forward
-
     n_classes = len(label_ids)
     H = model.cfg.n_heads
     rep = H // (model.cfg.n_key_value_heads or H)
@@ -319,9 +316,7 @@ def seed_averaged_spearman(vecs: dict, layer: int, n_components: int = 10, sampl
 
 def spearman_interval(vecs: dict, layer: int, n_components: int = 10, n_boot: int = 1000, seed: int = 0):
     """:func:`seed_averaged_spearman` with its 95% two-level bootstrap interval (seeds, then inputs)."""
-    from threadpoolctl import threadpool_limits
-
-    from helpers.study.stats import bootstrap_statistic
+    from threadpoolctl import threadpool_limits  # lazy: only while a thread limit is set
 
     # one BLAS thread: each resample refits a PCA on a ~100 x 1000 matrix, which two threads do twice as slowly
     with threadpool_limits(1):
@@ -423,8 +418,6 @@ def diagnosis_claims(rho_iv, predicted: np.ndarray, actual: np.ndarray, names: S
                      n_layers: int, context: str = "") -> list:
     """Notebook 06's claim: the Spearman interval at the preset layer with :func:`diagnosis_verdict`, and the most
     confused pair by each measure in the note."""
-    from helpers.study.claims import claim
-
     crit = ("95% interval of the Spearman correlation (bootstrap over seeds and inputs): replicates if above 0 and "
             "the estimate is at least 0.5; partly if above 0; does not replicate if below 0; else inconclusive")
     note = (f"Layer {layer} of {n_layers}. Most confused pair, actual: {most_confused(actual, names)}; "

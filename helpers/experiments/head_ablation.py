@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from helpers.core.heads import Head, predict_with_cache, shared_cache
+from helpers.core.heads import Head
 from helpers.core.predict import HookFactory, Predictions
+from helpers.core.prefix_runs import predict_with_cache, shared_cache
 from helpers.core.prompts import Prompt
 from helpers.core.unrelated import EvalSizes, UnrelatedTask, cached_eval_runs
 from helpers.study.claims import Claim, claim

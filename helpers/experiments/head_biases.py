@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from helpers.core.checks import unrelated_args
-from helpers.core.heads import Head, label_attention_at_q, predict_with_cache, shared_cache
+from helpers.core.heads import Head, label_attention_at_q
 from helpers.core.predict import HookFactory
 from helpers.core.prefix import PrefixError
+from helpers.core.prefix_runs import predict_with_cache, shared_cache
 from helpers.core.prompts import PoolSizeWarning, Prompt, build_prompts, class_draws, demos_from_indices, sample_test
 from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.tasks import label_token_ids

@@ -46,17 +46,9 @@ from einops import rearrange
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from helpers.core.checks import unrelated_args
-from helpers.core.heads import (
-    Head,
-    collect_at_q,
-    full_log_probs,
-    head_contributions,
-    prompt_batches,
-    shared_cache,
-    z_mask_hooks,
-)
+from helpers.core.heads import Head, collect_at_q, full_log_probs, head_contributions, z_mask_hooks
 from helpers.core.prefix import PrefixCache, PrefixError, extend_prefix, suffix_forward
+from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
 from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.unrelated import (
@@ -66,6 +58,7 @@ from helpers.core.unrelated import (
     eval_sizes,
     make_set,
     run_model_name,
+    unrelated_args,
 )
 
 if TYPE_CHECKING:
@@ -130,6 +123,7 @@ def ablated_last_logprobs(model: HookedTransformer, tokens: Int[torch.Tensor, "s
         resid = suffix_forward(model, ext, last, hooks)
         return full_log_probs(model, resid[:, 0])
 
+    # lazy: TransformerLens takes seconds to import
     from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
 
     prefix = tokens[None, :-1].to(dev)

@@ -40,11 +40,11 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
-from helpers.core.checks import run_args
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from helpers.core.predict import HookFactory, Predictions, predict
 from helpers.core.prompts import Prompt
 from helpers.core.store import pins_weights
+from helpers.core.tasks import run_args
 from helpers.study.profiles import RunSizes
 
 __all__ = [
@@ -241,8 +241,6 @@ RANDOM_DRAWS = ("authors", "set")
 
 def _isolated_rows(prompts: Sequence[Prompt], condition: str, layers: list[int], seed: int):
     """``(P0, {layer: prefix rows})`` isolated by ``condition`` with the per-set draw (label words, or random words)."""
-    from helpers.core.prefix import shared_prefix_len
-
     p0 = shared_prefix_len(prompts)
     if condition == "label":
         return p0, {l: list(prompts[0].label_pos) for l in layers}
@@ -258,8 +256,6 @@ def run_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[int
     once for all conditions (:func:`helpers.core.prefix.predict_shared_split`).
     Returns ``{condition: Predictions}``, equal to separate :func:`run_isolation` runs (tests).
     """
-    from helpers.core.prefix import predict_shared_split, run_prefix
-
     layers = layer_range(model, "last", k)
     caches = {}
     for c in conditions:
@@ -287,8 +283,6 @@ def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], co
     set, per layer, among the demonstrations (:func:`random_set_positions`), so
     the control costs what the label condition costs.
     """
-    from helpers.core.prefix import predict_shared
-
     if random_draw not in RANDOM_DRAWS:
         raise ValueError(f"random_draw must be one of {RANDOM_DRAWS}, got {random_draw!r}")
     layers = layer_range(model, where, k)
@@ -313,8 +307,6 @@ def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], co
 
 
 def _shared_prefix(model, prompts: Sequence[Prompt]) -> bool:
-    from helpers.core.prefix import shared_prefix_or_none
-
     return shared_prefix_or_none(model, prompts) is not None
 
 
@@ -378,8 +370,6 @@ def isolation_experiment(model, prompts: Sequence[Prompt], label_ids: Sequence[i
     :func:`loyalty_rows` compares a subset with the same first inputs of the base run.
     Returns ``{"base": Predictions, ("label", "first", 5): Predictions, ...}``.
     """
-    from helpers.core.prefix import vanilla_predictions
-
     if random_n is not None and random_n < 1:
         raise ValueError(f"random_n must be >= 1 or None, got {random_n}")
     base = (vanilla_predictions if shared else predict)(model, prompts, label_ids, batch_size=batch_size, top_k=top_k)
@@ -541,7 +531,7 @@ def isolation_runs(model, tasks: Sequence[str], sizes: IsolationSizes, top_k: in
 
 def loyalty_frame(runs: dict, k_words: int = 5):
     """``pandas.DataFrame`` of :func:`loyalty_rows` for every (task, seed) of :func:`isolation_runs`."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas takes a second to import
 
     rows = []
     for (task, seed), r in runs.items():
@@ -597,8 +587,6 @@ def isolation_intervals(df, k: int) -> tuple[dict, dict]:
     label-first's, paired per input (for the random control, on its first inputs), for the three other
     conditions. Seeds, then the inputs within each (task, seed), resampled (:mod:`helpers.study.stats`).
     """
-    from helpers.study.stats import bootstrap_means, paired_differences
-
     loyalty = {(c, w, m): bootstrap_means(condition_cells(df, c, w, k, m))
                for c, w in MAIN_CONDITIONS for m in ("label_loyal", "word_loyal")}
     first = condition_cells(df, "label", "first", k), condition_ids(df, "label", "first", k)
@@ -617,8 +605,6 @@ def isolation_claims(loyalty: dict, drop: dict, k: int = 5, barely: float = 0.80
     (label loyalty interval at or above ``barely``: replicates; entirely below it: does not replicate;
     otherwise inconclusive). ``ours``: the condition's label loyalty in percent.
     """
-    from helpers.study.claims import claim
-
     pct = {cw: loyalty[(*cw, "label_loyal")].scaled(100) for cw in MAIN_CONDITIONS}
     drops = "; ".join(f"{c} words {w} {k} minus label words first {k}: {drop[(c, w)].scaled(100):+.1f} points"
                       for c, w in MAIN_CONDITIONS[1:])
@@ -628,8 +614,6 @@ def isolation_claims(loyalty: dict, drop: dict, k: int = 5, barely: float = 0.80
         v1 = "does not replicate"
     else:
         v1 = "inconclusive"
-    from helpers.study.paper import CLAIMS
-
     def said(key: str) -> str:  # the paper's statement, with this run's k (the control isolates its 1 of 2 layers)
         text = CLAIMS[key]["statement"]
         return text if k == 5 else text.replace("5 layers", "layer" if k == 1 else f"{k} layers")

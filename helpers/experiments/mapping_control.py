@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tqdm.auto import tqdm
 
-from helpers.core.heads import predict_with_cache, shared_cache
+from helpers.core.prefix_runs import predict_with_cache, shared_cache
 from helpers.core.store import pins_weights
 from helpers.core.unrelated import EvalSizes, UnrelatedTask, cached_eval_runs, check_sizes
 from helpers.study.claims import Claim, claim

@@ -32,6 +32,8 @@ from jaxtyping import Float
 
 from helpers.core.control import ControlPrompts, relabel
 from helpers.core.predict import predict
+from helpers.core.prefix import run_prefix
+from helpers.core.prefix_runs import predict_shared
 from helpers.core.prompts import Prompt
 from helpers.core.sizing import sizing
 from helpers.study.claims import Claim, claim
@@ -149,8 +151,6 @@ def hidden_anchor_accuracy(model, cp: ControlPrompts, seed: int, full: torch.Ten
     drawn with ``seed``), and the label loyalty of the two against full ICL (``*_loyal``). Each sequence has its
     own context, so each runs its own cache (paper A's compression reads one shared demonstration set).
     ``full``: the predictions with the full context when already computed (:func:`label_swap`'s ``pred``)."""
-    from helpers.core.prefix import predict_shared, run_prefix
-
     rng = np.random.default_rng(seed)
     out = {k: [] for k in ("icl", "hidden_anchor", "hidden_random", "hidden_anchor_loyal", "hidden_random_loyal")}
     if full is None:

@@ -31,10 +31,8 @@ from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
 from helpers.core import accounting
-from helpers.core.checks import run_args
-from helpers.core.models import frozen_params
 from helpers.core.predict import logits_at, predict
-from helpers.core.prefix import predict_shared, vanilla_predictions
+from helpers.core.prefix_runs import predict_shared, vanilla_predictions
 from helpers.core.prompts import (
     Demo,
     Prompt,
@@ -43,9 +41,12 @@ from helpers.core.prompts import (
     class_draws,
     demos_from_indices,
     pad_batch,
+    sample_demos,
+    sample_test,
 )
 from helpers.core.store import pins_weights, result_types
-from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids
+from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, run_args
+from helpers.core.tl_patches import frozen_params
 from helpers.study.profiles import RunSizes
 
 __all__ = [
@@ -128,8 +129,6 @@ def reweight_train_demos(train, task, seed: int, per_class: int = 4) -> tuple[li
     """``(demos, train_examples)``: the 1-shot demonstrations (as in
     :func:`helpers.core.prompts.sample_demos`) and ``per_class`` extra examples per
     class (draws 2..1+per_class, disjoint from the demonstrations)."""
-    from helpers.core.prompts import sample_demos
-
     task = get_task(task)
     demos = sample_demos(train, task, 1, seed)
     draws = class_draws(train, task, 1 + per_class, seed)
@@ -147,8 +146,6 @@ def vanilla_5shot_demos(train, task, shots_per_class: int, seed: int) -> list[De
     re-weighting training examples of every class, and both notebooks score the
     same prompts.
     """
-    from helpers.core.prompts import sample_demos
-
     return sample_demos(train, task, shots_per_class, seed)
 
 
@@ -198,8 +195,6 @@ def train_reweighting(model: HookedTransformer, train_prompts: Sequence[Prompt],
     fast = fast and batch_size == 1 and cfg.positional_embedding_type in ("rotary", "standard")
     caches = []
     if fast:
-        from helpers.core.prefix import extend_prefix, run_prefix, shared_prefix_len
-
         p0 = shared_prefix_len(train_prompts)
         demos = run_prefix(model, train_prompts[0].tokens[:p0])
         caches = [extend_prefix(model, demos, p.tokens[p0: p.q]) for p in train_prompts]
@@ -211,8 +206,6 @@ def train_reweighting(model: HookedTransformer, train_prompts: Sequence[Prompt],
             for s in range(0, len(order), batch_size):
                 batch = [train_prompts[i] for i in order[s:s + batch_size]]
                 if fast:
-                    from helpers.core.prefix import suffix_logits
-
                     p = batch[0]
                     logits = suffix_logits(model, caches[order[s]], p.tokens[p.q:][None], torch.tensor([0]),
                                            reweight_hooks(beta, batch), vocab=ids)
@@ -245,9 +238,6 @@ def train_reweighting_many(model: HookedTransformer, train_sets: Sequence[Sequen
     have as many training prompts and demonstrations as each other (same task); where the sliding window of a
     model cannot be honoured by the stacked caches, each run trains alone.
     """
-    from helpers.core.predict import unembed_at
-    from helpers.core.prefix import extend_prefix, ragged_fits, ragged_token_forward, run_prefix, shared_prefix_len
-
     if len(train_sets) != len(seeds) or not train_sets:
         raise ValueError("give one seed per training set, and at least one set")
     sizes = {(len(ps), ps[0].n_demos if ps else 0) for ps in train_sets}
@@ -328,8 +318,6 @@ FIVE_SHOT_PER_CLASS = {"agnews": 3}
 def table1_train_prompts(model: HookedTransformer, task, seed: int, per_class: int = 4) -> list[Prompt]:
     """Re-weighting's training prompts of one (task, seed): each of :func:`reweight_train_demos`'s extra examples
     after the 1-shot demonstrations."""
-    from helpers.core.tasks import load_split
-
     task = get_task(task)
     demos, extra = reweight_train_demos(load_split(task, "train"), task, seed, per_class)
     return build_prompts(model, task, demos, extra)[0]
@@ -347,9 +335,6 @@ def run_table1(model: HookedTransformer, task, seed: int, n_test: int, epochs: i
     the one of :func:`helpers.core.prompts.sample_test` minus rows whose 5-shot
     prompt exceeds the context (counted in ``n_dropped``).
     """
-    from helpers.core.prompts import sample_test
-    from helpers.core.tasks import load_split
-
     task = get_task(task)
     train, test = load_split(task, "train"), load_split(task, "test")
     demos, extra = reweight_train_demos(train, task, seed, per_class)
@@ -371,7 +356,7 @@ def run_table1(model: HookedTransformer, task, seed: int, n_test: int, epochs: i
         res = train_reweighting(model, p_train, lids, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
                                 progress=f"train {task.name}" if progress else False)
     # each demonstration set runs once (helpers.core.prefix); beta acts on q's row only, so the prefix is unchanged
-    # the unmodified runs are notebook 00's (same prompts: stored by content, helpers.core.prefix.vanilla_predictions)
+    # the unmodified runs are notebook 00's (same prompts: stored by content, helpers.core.prefix_runs.vanilla_predictions)
     r1 = vanilla_predictions(model, p1, lids, eval_batch_size, top_k=0)
     r5 = vanilla_predictions(model, p5, lids, eval_batch_size, top_k=0)
     rr = predict_shared(model, p1, lids, eval_batch_size, top_k=0, hooks=reweight_factory(res.beta))
@@ -411,8 +396,6 @@ def table1_runs(model: HookedTransformer, tasks: Sequence[str], seeds: Sequence[
                 per_class: int = 4, eval_batch_size: int = 16, lr: float = 0.01) -> dict:
     """:func:`run_table1` for every (task, seed), each cached on disk: ``{(task, seed): Table1Row}``."""
     tasks, seeds = run_args(tasks, seeds, n_test=n_test, per_class=per_class)
-    from helpers.core.store import cached, stored
-
     name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
     rows = {}
     for task in tasks:
@@ -442,8 +425,6 @@ def table1_intervals(rows: dict) -> tuple[dict, dict]:
     settings of :data:`SETTINGS`, and ``gains["vanilla 1-shot" | "vanilla 5-shot"]``: re-weighting minus that
     baseline on the task-averaged accuracy, paired per input (points). All three settings score the same inputs.
     """
-    from helpers.study.stats import bootstrap_means, paired_differences
-
     cells = {c: {(t, s): getattr(r, f) for (t, s), r in rows.items()} for c, f in SETTINGS.items()}
     tasks = list(dict.fromkeys(t for t, _ in rows))
     accuracy = {c: {get_task(t).display: bootstrap_means({s: v for (tt, s), v in cells[c].items() if tt == t}
@@ -457,8 +438,6 @@ def table1_intervals(rows: dict) -> tuple[dict, dict]:
 def table1_frame(accuracy: dict, model_name: str) -> pd.DataFrame:
     """Table 1 as the paper prints it (GPT2-XL, its EmoC column beside our TweetEval-emotion) above ours
     (estimate [95% interval], % accuracy), one row per (source, setting)."""
-    from helpers.study.paper import OURS_FOR, TABLE1_GPT2XL, TASK_ORDER
-
     tasks = [k for k in next(iter(accuracy.values())) if k != "Average"]
     cols = {get_task(OURS_FOR[k]).display: k for k in TASK_ORDER}
     paper_rows = {("GPT2-XL (paper)", c): {t: f"{100 * TABLE1_GPT2XL[c][cols[t]]:.2f}" if t in cols else ""
@@ -510,8 +489,6 @@ def table1_claims(accuracy: dict, gains: dict, context: str = "") -> list:
     note gives its overall verdict); the accuracies are another model's and are shown beside the paper's as
     context ("not comparable").
     """
-    from helpers.study.claims import claim
-
     gain_1shot, gain_5shot = gains["vanilla 1-shot"], gains["vanilla 5-shot"]
     overall = table1_verdict(gain_1shot, gain_5shot)
     keys = {"vanilla 1-shot": "1shot", "vanilla 5-shot": "5shot", "anchor re-weighting": "reweighting"}

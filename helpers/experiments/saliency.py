@@ -49,13 +49,12 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
-from helpers.core.checks import run_args
-from helpers.core.models import frozen_params
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prompts import Prompt, build_prompt, check_prompts, sample_demos, sample_test
 from helpers.core.sizing import sizing
 from helpers.core.store import pins_weights
-from helpers.core.tasks import get_task, label_token_ids, load_split
+from helpers.core.tasks import get_task, label_token_ids, load_split, run_args
+from helpers.core.tl_patches import frozen_params
 from helpers.study.profiles import RunSizes
 
 __all__ = [
@@ -107,8 +106,6 @@ def saliency_batch(model, prompts: Sequence[Prompt], label_ids: Sequence[int]
         raise ValueError("no prompts")
     if any(p.gold is None for p in prompts):
         raise ValueError("saliency needs the gold label: build prompts from Demo queries (prompts.sample_test)")
-    from helpers.core.prompts import pad_batch
-
     tokens, q = pad_batch(prompts, _pad_id(model))
     tokens = tokens.to(model.cfg.device)
     ids = torch.tensor(list(label_ids), device=model.cfg.device)
@@ -331,8 +328,6 @@ def flow_graph(model, prompt: Prompt, label_ids: Sequence[int], max_edges: int |
 
 def relative_flow(scores: Float[torch.Tensor, "n layer 3"]) -> Float[torch.Tensor, "layer 3"]:
     """The paper's plotted quantity: mean over inputs, then each layer's three values divided by their sum."""
-    from helpers.core.checks import ArgumentError
-
     if not isinstance(scores, torch.Tensor) or scores.ndim != 3 or scores.shape[-1] != 3:
         shape = tuple(scores.shape) if hasattr(scores, "shape") else type(scores).__name__
         raise ArgumentError(f"scores must be a tensor [n, layer, 3] (S_wp, S_pq, S_ww per input and layer, as "
@@ -401,9 +396,6 @@ def saliency_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | i
     ``n``: inputs per task and seed (an int or a per-task dict, e.g. ``saliency_sizes(profile).n``).
     """
     tasks, seeds = run_args(tasks, seeds, n=n)
-    from helpers.core.store import cached
-    from helpers.core.tasks import LabelWordWarning
-
     name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
     out = {}
     combos = [(t, s) for t in tasks for s in seeds]
@@ -423,7 +415,7 @@ def saliency_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | i
 
 def flow_frame(runs: dict):
     """Long ``pandas.DataFrame`` (task, seed, layer, flow, value) of the relative sizes per (task, seed)."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas takes a second to import
 
     rows = []
     for (task, seed), scores in runs.items():
@@ -503,8 +495,6 @@ def flow_intervals(runs: dict, n_boot: int = 1000, seed: int = 0) -> dict:
     within each (task, seed). The estimates are those of the full data: a task's curve is the mean over
     seeds of :func:`relative_flow`.
     """
-    from helpers.study.stats import bootstrap_statistic
-
     if not isinstance(runs, dict) or not runs:
         raise ValueError("pass the per-input flows as {(task, seed): [n, layer, 3]}, with at least one cell")
     cells = {}
@@ -588,7 +578,7 @@ def flow_interval_table(intervals: dict, tasks: Sequence[str], labels: dict | No
 
     ``labels``: display names of the tasks.
     """
-    import pandas as pd
+    import pandas as pd  # lazy: pandas takes a second to import
 
     def fmt(iv, spec):
         return "n/a" if iv is None else format(iv, spec)
@@ -636,8 +626,6 @@ def saliency_claims(intervals: dict, tasks: Sequence[str], context: str = "") ->
     :func:`saliency_verdict` (every task holds: replicates; at least half: partly; more than half fail: does
     not replicate; otherwise inconclusive).
     """
-    from helpers.study.claims import claim
-
     _, checks = saliency_verdict(intervals, tasks)
     out = []
     for check, contrasts in FLOW_CHECKS.items():

@@ -14,12 +14,11 @@ from jaxtyping import Float
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from helpers.core.checks import run_args
 from helpers.core.predict import predict, shots_for
-from helpers.core.prefix import vanilla_predictions
+from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.prompts import Prompt, make_icl_set
 from helpers.core.store import cached, pins_weights
-from helpers.core.tasks import LabelWordWarning, Task, get_task
+from helpers.core.tasks import LabelWordWarning, Task, get_task, run_args
 from helpers.study.claims import Claim, claim
 from helpers.study.paper import FIG5_PEAK_AUCROC
 from helpers.study.profiles import RunSizes
@@ -53,7 +52,7 @@ def vanilla_accuracy(model: HookedTransformer, tasks: Sequence[str], seeds: Sequ
     Results are cached on disk (helpers.core.store.cached).
     """
     tasks, seeds = run_args(tasks, seeds, n_test=n_test, k_per_class=k_per_class)
-    import pandas as pd
+    import pandas as pd  # lazy: pandas takes a second to import
 
     rows = []
     name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)

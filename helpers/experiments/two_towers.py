@@ -40,18 +40,9 @@ from einops import einsum
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from helpers.core.checks import unrelated_args
-from helpers.core.heads import (
-    Head,
-    collect_at_q,
-    frozen_norm,
-    full_log_probs,
-    has_post_norm,
-    kv_head_index,
-    prompt_batches,
-    shared_cache,
-)
+from helpers.core.heads import Head, collect_at_q, frozen_norm, full_log_probs, has_post_norm, kv_head_index
 from helpers.core.prefix import PrefixCache
+from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
 from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.tasks import label_token_ids
@@ -63,6 +54,7 @@ from helpers.core.unrelated import (
     eval_sizes,
     fresh_demo_prompts,
     run_model_name,
+    unrelated_args,
 )
 from helpers.study.claims import Claim, claim
 from helpers.study.stats import Interval, bootstrap_means, bootstrap_statistic

@@ -19,6 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from helpers.study.paper import CLAIMS
+from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.results import load_metrics, save_metrics
 from helpers.study.stats import Interval
 
 __all__ = ["Claim", "VERDICTS", "claim", "claims_frame", "report_claims", "reported_claim", "quote_claim",
@@ -109,8 +112,6 @@ def claim(key: str, ours: Interval | None, verdict: str, criterion: str, unit: s
     stored statement (e.g. one that names the tasks a mean is over); ``as_key`` the key it is reported under
     (e.g. ``05.speedup_<your task>`` from the template ``05.speedup_own``, for a task the paper did not study).
     """
-    from helpers.study.paper import CLAIMS
-
     if key not in CLAIMS:
         raise KeyError(f"no paper claim {key!r}; add its statement, source and value to helpers.study.paper.CLAIMS "
                        f"(known: {sorted(CLAIMS)[:8]}...)")
@@ -123,7 +124,7 @@ def claim(key: str, ours: Interval | None, verdict: str, criterion: str, unit: s
 
 def claims_frame(claims: Sequence[Claim], digits: int = 1):
     """A ``pandas.DataFrame``: one row per claim (paper | ours | criterion | verdict)."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas takes a second to import
 
     return pd.DataFrame([c.row(digits) for c in claims]).set_index("claim")
 
@@ -136,9 +137,6 @@ def report_claims(section: str, claims: Sequence[Claim], metrics: dict | None = 
     evidence (a handful of inputs). The saved file holds ``claims`` (every field, with the sentence),
     ``summary`` (the rows RESULTS tabulates) and ``metrics``.
     """
-    from helpers.study.profiles import current_model_name, get_profile
-    from helpers.study.results import save_metrics
-
     if not claims:
         raise ValueError(f"{section}: no claims to report; build them with the experiment's *_claims function")
     keys = [c.key for c in claims]
@@ -148,7 +146,7 @@ def report_claims(section: str, claims: Sequence[Claim], metrics: dict | None = 
     profile = profile or get_profile().name
     table = claims_frame(claims, digits)
     if show:
-        from IPython.display import Markdown, display
+        from IPython.display import Markdown, display  # lazy: only inside a notebook
 
         head = (f"**{section} on {model_name}, profile `{profile}`.**"
                 + (" Smoke profile: a handful of inputs per cell, so these verdicts are not evidence; "
@@ -172,8 +170,6 @@ def reported_claim(section: str, key: str, model_name: str | None = None, profil
     Another notebook that speaks of the same quantity quotes this object instead of restating its number, so the
     two always say the same thing about the same run.
     """
-    from helpers.study.results import load_metrics
-
     saved = load_metrics(section, model_name, profile)
     for d in (saved or {}).get("claims", []):
         if d.get("key") == key:
@@ -195,8 +191,6 @@ def quote_claim(section: str, key: str, digits: int = 1, model_name: str | None 
 def reported_claims(section: str, model_name: str | None = None, profile: str | None = None) -> list[Claim]:
     """Every claim notebook ``section`` reported (:func:`report_claims`) for this model and profile, in its order;
     empty when it has not reported in this results folder."""
-    from helpers.study.results import load_metrics
-
     return [Claim.from_json(d) for d in (load_metrics(section, model_name, profile) or {}).get("claims", [])]
 
 
@@ -226,9 +220,7 @@ def show_reading(section: str, says: dict | None = None, digits: int = 1, model_
     """Show the reading's results (:func:`reading_markdown`) from the claims notebook ``section`` reported for this
     model and profile, under a line naming the run; returns the markdown. When the notebook has not reported yet,
     says to run its claims cell first (never a number of another run)."""
-    from IPython.display import Markdown, display
-
-    from helpers.study.profiles import current_model_name, get_profile
+    from IPython.display import Markdown, display  # lazy: only inside a notebook
 
     model_name = model_name or current_model_name()
     profile = profile or get_profile().name

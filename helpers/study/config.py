@@ -17,6 +17,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers.core.models import DTYPES
+from helpers.core.tasks import get_task
+from helpers.study.profile_table import PROFILES, current_tasks
+
 __all__ = ["Variable", "VARIABLES", "check_environment", "check_variable", "settings_table"]
 
 
@@ -67,7 +71,7 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              "failed (`--timeout`, `make run CELL_TIMEOUT=`)", "the profile's: `smoke` 3600, `default` 7200, `paper` 86400",
              "run_all, make"),
     Variable("ICL_HUB_TIMEOUT", "seconds to wait for a silent Hugging Face hub before a hub model counts as "
-             "offline", "15", "notebooks (helpers.core.models), preflight"),
+             "offline", "15", "notebooks (helpers.core.hub), preflight"),
 )}
 
 
@@ -81,22 +85,16 @@ def settings_table() -> str:
 # ------------------------------------------------------------------------------------------------ checks
 
 def _profile(raw: str) -> None:
-    from helpers.study.profiles import PROFILES
-
     if raw not in PROFILES:
         raise ValueError(f"unknown profile; choose one of {', '.join(sorted(PROFILES))}")
 
 
 def _dtype(raw: str) -> None:
-    from helpers.core.models import DTYPES
-
     if raw.strip().lower().removeprefix("torch.") not in DTYPES:
         raise ValueError(f"not a supported dtype; choose one of {', '.join(DTYPES)} (default float32)")
 
 
 def _tasks(raw: str) -> None:
-    from helpers.study.profiles import current_tasks
-
     saved = os.environ.get("ICL_TASKS")
     os.environ["ICL_TASKS"] = raw
     try:
@@ -109,8 +107,6 @@ def _tasks(raw: str) -> None:
 
 
 def _own_task(raw: str) -> None:
-    from helpers.core.tasks import get_task
-
     get_task(raw)
 
 

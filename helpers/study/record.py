@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.study.claims import VERDICTS, Claim
+from helpers.study.report import recorded_runs
+from helpers.study.results import model_slug
 
 __all__ = ["RECORD_DIR", "Record", "minutes", "model_label", "RecordError", "make_record", "load_records", "render_blocks", "apply_blocks",
-           "check_blocks", "stray_results", "README_CLAIMS", "git_commit"]
+           "check_blocks", "stray_results", "README_CLAIMS"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 RECORD_DIR = ROOT / "docs" / "record"
@@ -75,19 +76,6 @@ class Record:
                    claims=tuple(Claim.from_json(c) for sec in d["notebooks"].values() for c in sec["claims"]))
 
 
-def git_commit(root: Path = ROOT) -> str:
-    """The commit checked out at ``root`` (``<sha>-dirty`` with uncommitted changes to tracked files; ``unknown``
-    outside git)."""
-    try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return sha + ("-dirty" if dirty else "")
-
-
 def make_record(results: Path, model: str, key: str, commit: str | None = None, out_dir: Path = RECORD_DIR,
                 note: str = "") -> Path:
     """Write the record of ``results/<model slug>/<key>`` (a finished ``make run``) to ``out_dir``; returns its path.
@@ -96,9 +84,6 @@ def make_record(results: Path, model: str, key: str, commit: str | None = None, 
     notebook's finish in ``runs.json``, its commit the one ``make run`` recorded there (else ``commit``). Refuses a
     folder with no claims, a notebook that did not finish ok, notebooks of different commits, and a run whose commit
     is unknown or had uncommitted changes."""
-    from helpers.study.report import recorded_runs
-    from helpers.study.results import model_slug
-
     slug = CONTROL if model == CONTROL else model_slug(model)
     folder = Path(results) / slug / key
     metrics = sorted((folder / "metrics").glob("*.json"))

@@ -7,13 +7,23 @@ Convention: a notebook saves ``save_metrics(section, {"table": [records], "verdi
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import json
 import math
+import os
+import subprocess
+import tempfile
 from pathlib import Path
 
+from helpers.core.accounting import read_ledgers, summarise
+from helpers.core.tasks import get_task
+from helpers.study.results import model_slug, run_key, run_tasks
+
 __all__ = ["build_report", "markdown_table", "record_run", "recorded_runs", "RUNS_FILE", "write_accounting",
-           "ACCOUNTING_DIR"]
+           "ACCOUNTING_DIR", "git_commit"]
+
+ROOT = Path(__file__).resolve().parent.parent.parent  # the repository
 
 
 def _fmt(v) -> str:
@@ -40,8 +50,6 @@ def summary_rows(sections: dict, models: list[str]) -> list[dict]:
     A claim that one notebook reports with another notebook's key (notebook 09 grades the positive control with
     01-03's and 07's claims) joins that notebook's row when it is in the report, so the control's number stands
     beside the offline models' under the same claim."""
-    from helpers.study.results import model_slug
-
     by_number = {sec[:2]: sec for sec in sections}
     rows: dict[tuple[str, str], dict] = {}
     for sec in sorted(sections):
@@ -55,22 +63,29 @@ def summary_rows(sections: dict, models: list[str]) -> list[dict]:
     return sorted(rows.values(), key=lambda row: row["section"])
 
 
+def git_commit(root: Path = ROOT) -> str:
+    """The commit checked out at ``root`` (``<sha>-dirty`` with uncommitted changes to tracked files; ``unknown``
+    outside git)."""
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return sha + ("-dirty" if dirty else "")
+
+
 RUNS_FILE = "runs.json"  # per results folder: the last run of every notebook (scripts/run_all.py writes it)
 
 
 def record_run(folder: Path, notebook: str, info: dict) -> None:
     """Record the last run of ``notebook`` (``{"status", "seconds", ...}``) in ``folder/runs.json``, with the commit
-    it ran at (:func:`helpers.study.record.git_commit`) and when it finished: ``make record`` names both."""
-    import datetime as dt
-    import os
-    import tempfile
-
+    it ran at (:func:`git_commit`) and when it finished: ``make record`` names both."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / RUNS_FILE
     runs = recorded_runs(folder)
-    from helpers.study.record import git_commit
-
     runs[notebook] = {**info, "commit": info.get("commit") or git_commit(),
                       "finished": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".runs-", suffix=".json")
@@ -89,8 +104,6 @@ def recorded_runs(folder: Path) -> dict[str, dict]:
 
 
 def _task_line(tasks: tuple[str, ...], own_task: str | None) -> str:
-    from helpers.core.tasks import get_task
-
     def shown(t: str) -> str:
         try:
             return get_task(t).display
@@ -115,8 +128,6 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
     results folder), marked as such, so a rerun of one notebook keeps the table and the claims in agreement.
     ``note``: one line about the run (e.g. jobs and wall time), printed under the runs table.
     """
-    from helpers.study.results import model_slug, run_key, run_tasks
-
     if tasks is None or own_task is None:
         t, o = run_tasks(profile)
         tasks, own_task = (t if tasks is None else tuple(tasks)), (o if own_task is None else own_task)
@@ -182,7 +193,7 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
 def results_html(md: str, title: str) -> str:
     """The RESULTS page as a web page (tables, figures beside it, long cells wrapping, wide tables scrolling in
     their own box), rendered with markdown-it-py; opens offline from the results folder."""
-    from markdown_it import MarkdownIt
+    from markdown_it import MarkdownIt  # lazy: only when a report is written
 
     body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)
     style = ("body{font-family:system-ui,sans-serif;max-width:72em;margin:2em auto;padding:0 1em;line-height:1.45}"
@@ -221,8 +232,6 @@ def accounting_markdown(rows: list[dict], title: str | None = None) -> str:
 
 def write_accounting(folder: Path, walls: dict[str, float] | None = None, title: str = "Accounting") -> Path | None:
     """``accounting.md`` and ``accounting.json`` in ``folder`` from its notebooks' ledgers; None if there are none."""
-    from helpers.core.accounting import read_ledgers, summarise
-
     ledgers = read_ledgers(Path(folder) / ACCOUNTING_DIR)
     if not ledgers:
         return None

@@ -6,11 +6,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
 
-from helpers.core.store import _atomic_write_bytes, _jsonable
+import numpy as np
+
+from helpers.core.models import model_identity
+from helpers.core.store import _atomic_write_bytes, _jsonable, task_identity
+from helpers.core.tasks import get_task
+from helpers.study.profile_table import PROFILES, current_tasks
+from helpers.study.profiles import OWN_TASK_EXAMPLE, current_model_name, current_own_task, get_profile
+from helpers.study.stats import Interval
 
 __all__ = ["results_dir", "run_key", "run_tasks", "studies_tasks", "save_metrics", "load_metrics", "save_figure", "model_slug", "summary_row", "mean_std"]
 
@@ -21,16 +29,12 @@ def model_slug(name: str) -> str:
     ``local-<folder name>-<hash of its path>``, and a dtype other than float32 (``$ICL_DTYPE``, or the
     ``@dtype`` of a recorded name) is appended (:func:`helpers.core.models.model_identity`), so two folders with
     the same name, or two dtypes, never share results."""
-    from helpers.core.models import model_identity
-
     return model_identity(name).split("/")[-1].lower().replace(":", "-").replace("@", "-")
 
 
 def run_tasks(profile: str | None = None) -> tuple[tuple[str, ...], str]:
     """``(tasks, own task)`` a run works on: ``$ICL_TASKS`` (else the profile's) and notebook 08's
     ``$ICL_OWN_TASK`` (else the shipped example), as task names."""
-    from helpers.study.profiles import PROFILES, current_own_task, current_tasks
-
     default = PROFILES[profile].tasks if profile in PROFILES else PROFILES["default"].tasks
     return current_tasks(default), current_own_task()
 
@@ -43,17 +47,11 @@ def run_key(profile: str | None = None, tasks: tuple[str, ...] | None = None, ow
     so two specs with one name but different content never share a folder or a report. ``tasks`` and
     ``own_task`` default to :func:`run_tasks`. Also the suffix of ``RESULTS-<key>.md``.
     """
-    import hashlib
-
-    from helpers.study.profiles import OWN_TASK_EXAMPLE, PROFILES, get_profile
-
     profile = profile or get_profile().name
     if tasks is None or own_task is None:
         t, o = run_tasks(profile)
         tasks, own_task = (t if tasks is None else tuple(tasks)), (o if own_task is None else own_task)
     default = PROFILES[profile].tasks if profile in PROFILES else PROFILES["default"].tasks
-    from helpers.core.store import task_identity
-
     def named(t: str) -> str:  # a task of a spec carries its digest: two specs with one name never share a folder
         digest = task_identity(t)
         return f"{t}.{digest[:8]}" if digest else t
@@ -74,9 +72,6 @@ def studies_tasks(tasks, why: str) -> tuple[str, ...]:
     §3.3"), and key its results by them: when they are not among the selected tasks, ``$ICL_TASKS`` is set to
     ``tasks`` in this kernel, so :func:`results_dir` (and the run's RESULTS) file them under the run of the tasks
     that ran, never under another task set's. Returns ``tasks``."""
-    from helpers.core.tasks import get_task
-    from helpers.study.profiles import get_profile
-
     tasks = tuple(tasks)
     selected = get_profile().tasks
     if not set(tasks) <= set(selected):
@@ -90,8 +85,6 @@ def studies_tasks(tasks, why: str) -> tuple[str, ...]:
 def results_dir(model_name: str | None = None, profile: str | None = None) -> Path:
     """``$ICL_RESULTS_DIR/<model slug>/<run key>`` (:func:`model_slug`, :func:`run_key`): model, dtype, profile
     and, when not the default, the task set."""
-    from helpers.study.profiles import current_model_name, get_profile
-
     model_name = model_name or current_model_name()
     profile = profile or get_profile().name
     base = Path(os.environ.get("ICL_RESULTS_DIR") or ROOT / "results")
@@ -125,8 +118,6 @@ def save_figure(fig, name: str, model_name: str | None = None, profile: str | No
 
 def mean_std(values) -> str:
     """``"0.612 ± 0.034 (5 seeds)"``; a single value prints without std."""
-    import numpy as np
-
     v = np.asarray([x for x in values if x is not None], dtype=float)
     if v.size == 0:
         return "n/a"
@@ -142,8 +133,6 @@ def summary_row(claim: str, paper, ours, verdict: str) -> dict:
     a list of per-seed values (rendered mean ± std) or a ready string.
     Notebooks save a list of these as ``save_metrics(section, {"summary": [...], ...})``.
     """
-    from helpers.study.stats import Interval
-
     if isinstance(ours, Interval):
         ours = f"{ours:.3f} (95% CI; {ours.n_seeds} seed(s), {ours.n_inputs} inputs)"
     elif not isinstance(ours, str):

@@ -73,7 +73,7 @@ def rank_auc(positive: np.ndarray, s: np.ndarray) -> np.ndarray:
     """Binary ROC AUC of every column of ``s`` [n, ...] against the boolean ``positive`` [n]: the Mann-Whitney
     statistic with average ranks for ties (what ``sklearn.metrics.roc_auc_score``'s trapezoids compute; tested
     equal), all columns at once and without sklearn's per-call checks (bootstraps call it thousands of times)."""
-    from scipy.stats import rankdata
+    from scipy.stats import rankdata  # lazy: scipy takes a second to import
 
     positive = np.asarray(positive, dtype=bool)
     n1 = int(positive.sum())

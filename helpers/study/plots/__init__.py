@@ -30,7 +30,7 @@ def frame_html(df: _pd.DataFrame) -> str:
 
 def _register() -> None:
     """In Jupyter, every DataFrame a notebook displays goes through :func:`frame_html`."""
-    from IPython import get_ipython
+    from IPython import get_ipython  # lazy: only inside a notebook
 
     shell = get_ipython()
     if shell is not None:

@@ -16,7 +16,7 @@ import seaborn as sns
 from IPython.display import display
 
 from .figures import show_figure
-from .setting import integer_ticks
+from .setting import integer_ticks, offline_view, view_token_strings
 
 __all__ = ["plot_flow_curves", "saliency_view", "plot_loyalty_bars", "plot_loyalty_sweep", "plot_aucroc_curves", "topk_table",
            # notebook 01
@@ -89,10 +89,8 @@ def saliency_view(model, prompt, sal, layers: Sequence[int]):
     Each layer's ``I_l`` is divided by its maximum so shallow and deep layers are
     comparable; pick a layer, then hover a cell to see how much the source token feeds the destination token.
     """
-    import circuitsvis as cv
+    import circuitsvis as cv  # lazy: only when a view is drawn
     import torch
-
-    from .setting import offline_view, view_token_strings
 
     mats = torch.stack([sal[l] / sal[l].max().clamp(min=1e-12) for l in layers])
     return offline_view(cv.attention.attention_heads(attention=mats, tokens=view_token_strings(model, prompt),

@@ -16,6 +16,7 @@ import pandas as pd
 import seaborn as sns
 
 from .figures import show_figure
+from .setting import offline_view, plot_interval_bars, view_token_strings
 
 __all__ = ["plot_head_map", "plot_ablation", "plot_value_outputs", "plot_two_towers", "plot_biases",
            "head_attention_view", "plot_regime", "by_hand_drop_table", "unrelated_accuracy_table",
@@ -49,8 +50,6 @@ def plot_ablation(df: pd.DataFrame, intervals: dict | None = None):
     fig, ax = plt.subplots(figsize=(9, 3.4))
     sns.barplot(data=df, x="task", y="accuracy", hue="condition", ax=ax, errorbar=None)
     if intervals:
-        from .setting import plot_interval_bars
-
         plot_interval_bars(ax, list(dict.fromkeys(df["task"])), list(dict.fromkeys(df["condition"])), intervals)
     ax.axhline(0.5, ls=":", c="grey", lw=1, label="chance")
     ax.set_ylim(0, 1)
@@ -104,8 +103,6 @@ def plot_biases(df: pd.DataFrame, intervals: dict | None = None):
     fig, ax = plt.subplots(figsize=(6, 3.2))
     sns.barplot(data=df, x="bias", y="size", hue="stage", ax=ax, errorbar=None)
     if intervals:
-        from .setting import plot_interval_bars
-
         plot_interval_bars(ax, list(dict.fromkeys(df["bias"])), list(dict.fromkeys(df["stage"])), intervals)
     ax.axhline(0, c="k", lw=0.8)
     ax.set_ylabel("bias (P(favoured label) - 0.5)")
@@ -117,10 +114,8 @@ def plot_biases(df: pd.DataFrame, intervals: dict | None = None):
 
 def head_attention_view(model, prompt, attn_rows, head_names: Sequence[str]):
     """circuitsvis: the tokens of ``prompt`` coloured by each in-context head's attention from q."""
-    import circuitsvis as cv
+    import circuitsvis as cv  # lazy: only when a view is drawn
     import torch
-
-    from .setting import offline_view, view_token_strings
 
     vals = torch.as_tensor(attn_rows).T.float()  # [seq, heads]
     return offline_view(cv.tokens.colored_tokens_multi(tokens=view_token_strings(model, prompt), values=vals,

@@ -12,14 +12,14 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import display
 
+from helpers.study.profiles import current_model_name
+
 __all__ = ["task_spec_text", "show_task_spec", "rendered_prediction_lines", "show_rendered_prediction",
            "own_accuracy_table", "own_accuracy_line", "show_own_accuracy", "own_saliency_checks_table",
            "own_isolation_table", "own_aucroc_table", "own_aucroc_checks_table"]
 
 
 def _model_name(model_name: str | None) -> str:
-    from helpers.study.profiles import current_model_name
-
     return model_name or current_model_name()
 
 

@@ -17,6 +17,8 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import HTML, display
 
+from helpers.core.tasks import get_task
+
 from .figures import show_figure
 
 __all__ = ["token_strings", "view_token_strings", "anchor_html", "anchor_tokens_view", "attention_view", "plot_accuracy_bars",
@@ -115,7 +117,7 @@ def anchor_html(model, prompt) -> str:
 
 def anchor_tokens_view(model, prompt):
     """circuitsvis token view: 1 on label positions, 0.5 on formatting, 0.25 at q."""
-    import circuitsvis as cv
+    import circuitsvis as cv  # lazy: only when a view is drawn
 
     v = np.zeros(len(prompt))
     v[list(prompt.format_pos)] = 0.5
@@ -127,7 +129,7 @@ def anchor_tokens_view(model, prompt):
 
 def attention_view(model, prompt, layer: int, pattern=None):
     """Interactive circuitsvis view of one layer's attention (all heads) on ``prompt``."""
-    import circuitsvis as cv
+    import circuitsvis as cv  # lazy: only when a view is drawn
     import torch
 
     if pattern is None:
@@ -142,7 +144,7 @@ def attention_view(model, prompt, layer: int, pattern=None):
 def integer_ticks(*axes) -> None:
     """Whole-number ticks only (``MaxNLocator(integer=True)``) on matplotlib axes (``ax.xaxis``, ...) that count
     layers, layer indices or epochs: matplotlib's default puts ticks at 2.5, 7.5, ... on a range of 18 layers."""
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # lazy: only when a figure is drawn
 
     for axis in axes:
         axis.set_major_locator(MaxNLocator(integer=True))
@@ -210,8 +212,6 @@ def anchor_prompt_heading(display_name: str, prompt) -> str:
 def show_anchor_prompts(model, prompts: dict) -> None:
     """Show each prompt of ``{task name: Prompt}`` as its heading (:func:`anchor_prompt_heading`, the task's
     display name) and its highlighted tokens (:func:`anchor_html`)."""
-    from helpers.core.tasks import get_task
-
     for name, prompt in prompts.items():
         display(HTML(anchor_prompt_heading(get_task(name).display, prompt)))
         display(HTML(anchor_html(model, prompt)))
