@@ -32,13 +32,18 @@ from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
+from helpers.core.model_loading import MissingWeightsError
+from helpers.core.models import DEFAULT_MODEL, offline_gguf, resolve_name
+from helpers.core.offline_models import SMOLLM2
 from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import shared_prefix_or_none
-from helpers.core.prompts import Prompt, check_prompts
-from helpers.core.store import pins_weights
-from helpers.core.tasks import run_args
+from helpers.core.prefix_runs import label_attention_reader, vanilla_run
+from helpers.core.prompts import Prompt, check_prompts, make_icl_set
+from helpers.core.store import cached, pins_weights
+from helpers.core.tasks import LabelWordWarning, get_task, run_args
+from helpers.study.claims import claim
 from helpers.study.profiles import RunSizes
-from helpers.study.stats import rank_auc
+from helpers.study.stats import bootstrap_statistic, rank_auc
 
 __all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "AucrocSizes", "aucroc_sizes",
            "aucroc_runs", "mean_curves", "raw_mean_curves", "per_task_table", "aucroc_verdict", "other_offline_model",

@@ -56,10 +56,14 @@ from helpers.core.prefix import (
     suffix_logits,
     suffix_tokens,
 )
+from helpers.core.prefix_runs import predict_shared, predict_with_cache, shared_cache, vanilla_predictions
 from helpers.core.prompts import Demo, Prompt, build_prompts
 from helpers.core.store import pins_weights, result_types
+from helpers.core.tasks import get_task
+from helpers.study import paper as PA
+from helpers.study.claims import claim
 from helpers.study.profiles import RunSizes
-from helpers.study.stats import bootstrap_of_means
+from helpers.study.stats import Interval, bootstrap_of_means
 
 __all__ = [
     "CompressionSizes",

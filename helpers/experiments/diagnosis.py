@@ -44,13 +44,14 @@ from sklearn.decomposition import PCA
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from helpers.core.predict import length_batches, logits_at
-from helpers.core.prefix import shared_prefix_or_none
+from helpers.core.predict import length_batches, logits_at, predictions_from_resid
+from helpers.core.prefix import run_prefix, shared_prefix_or_none, suffix_batches, suffix_forward
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
 from helpers.core.sizing import sizing
 from helpers.core.store import result_types
+from helpers.study.claims import claim
 from helpers.study.profiles import RunSizes
-from helpers.study.stats import rank_auc
+from helpers.study.stats import bootstrap_statistic, rank_auc
 
 __all__ = [
     "QKVectors",

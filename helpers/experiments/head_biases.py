@@ -42,7 +42,7 @@ from helpers.core.prefix_runs import predict_with_cache, shared_cache
 from helpers.core.prompts import PoolSizeWarning, Prompt, build_prompts, class_draws, demos_from_indices, sample_test
 from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.tasks import label_token_ids
-from helpers.core.unrelated import EvalSizes, UnrelatedTask, check_sizes, eval_sizes, run_model_name
+from helpers.core.unrelated import EvalSizes, UnrelatedTask, check_sizes, eval_sizes, run_model_name, unrelated_args
 from helpers.study.claims import Claim, claim
 from helpers.study.stats import Interval, bootstrap_means, bootstrap_of_means
 

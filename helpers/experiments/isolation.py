@@ -42,10 +42,15 @@ from tqdm.auto import tqdm
 
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from helpers.core.predict import HookFactory, Predictions, predict
+from helpers.core.prefix import predict_shared_split, run_prefix, shared_prefix_len, shared_prefix_or_none
+from helpers.core.prefix_runs import predict_shared, vanilla_predictions
 from helpers.core.prompts import Prompt
 from helpers.core.store import pins_weights
 from helpers.core.tasks import run_args
+from helpers.study.claims import claim
+from helpers.study.paper import CLAIMS
 from helpers.study.profiles import RunSizes
+from helpers.study.stats import bootstrap_means, paired_differences
 
 __all__ = [
     "CONDITIONS",

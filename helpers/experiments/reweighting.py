@@ -31,7 +31,15 @@ from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
 from helpers.core import accounting
-from helpers.core.predict import logits_at, predict
+from helpers.core.predict import logits_at, predict, unembed_at
+from helpers.core.prefix import (
+    extend_prefix,
+    ragged_fits,
+    ragged_token_forward,
+    run_prefix,
+    shared_prefix_len,
+    suffix_logits,
+)
 from helpers.core.prefix_runs import predict_shared, vanilla_predictions
 from helpers.core.prompts import (
     Demo,
@@ -44,10 +52,13 @@ from helpers.core.prompts import (
     sample_demos,
     sample_test,
 )
-from helpers.core.store import pins_weights, result_types
-from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, run_args
+from helpers.core.store import cached, pins_weights, result_types, stored
+from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split, run_args
 from helpers.core.tl_patches import frozen_params
+from helpers.study.claims import claim
+from helpers.study.paper import OURS_FOR, TABLE1_GPT2XL, TASK_ORDER
 from helpers.study.profiles import RunSizes
+from helpers.study.stats import bootstrap_means, paired_differences
 
 __all__ = [
     "ReweightResult",

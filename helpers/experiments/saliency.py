@@ -49,13 +49,16 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
+from helpers.core.checks import ArgumentError
 from helpers.core.predict import length_batches, logits_at
-from helpers.core.prompts import Prompt, build_prompt, check_prompts, sample_demos, sample_test
+from helpers.core.prompts import Prompt, build_prompt, check_prompts, pad_batch, sample_demos, sample_test
 from helpers.core.sizing import sizing
-from helpers.core.store import pins_weights
-from helpers.core.tasks import get_task, label_token_ids, load_split, run_args
+from helpers.core.store import cached, pins_weights
+from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split, run_args
 from helpers.core.tl_patches import frozen_params
+from helpers.study.claims import claim
 from helpers.study.profiles import RunSizes
+from helpers.study.stats import bootstrap_statistic
 
 __all__ = [
     "FLOWS",
