@@ -51,6 +51,7 @@ from helpers.core.models import load_model
 from helpers.core.tasks import get_task
 from helpers.exercises.saliency import check_attention_patterns, check_pattern_saliency, check_saliency_flows
 from helpers.experiments import saliency as sal
+from helpers.experiments.saliency_graph import flow_graph
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
@@ -236,7 +237,7 @@ _ = plots.flows_by_layer(sal.flow_frame(runs), intervals=ivs, panels=display_nam
 # %%
 for t in profile.tasks:
     (first, *_), ids = sal.saliency_prompts(model, t, seed=sizes.seeds[0], n=1)
-    plots.show_flow_view(model, sal.flow_graph(model, first, ids), f"01_flow_graph_{t}",
+    plots.show_flow_view(model, flow_graph(model, first, ids), f"01_flow_graph_{t}",
                          title=f"{display_name[t]}: the saliency flows of one prompt on {current_model_name()}")
 
 # %% [markdown]

@@ -58,6 +58,7 @@ from helpers.core.prompts import example_prompt, sample_demos
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
 from helpers.exercises.setting import check_render_prompt
 from helpers.experiments import aucroc, isolation, saliency, setting
+from helpers.experiments.saliency_graph import flow_graph
 from helpers.study import paper, plots
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, current_own_task, get_profile, own_task_sizes
@@ -216,7 +217,7 @@ plots.flows_by_layer(saliency.flow_frame(sal_runs), intervals=sal_ivs, panels={n
 # graph is saved as a figure, `08_<task name>_flow_graph.png`, in the results folder.
 
 # %%
-_ = plots.show_flow_view(model, saliency.flow_graph(model, prompt, lids), f"08_{name}_flow_graph",
+_ = plots.show_flow_view(model, flow_graph(model, prompt, lids), f"08_{name}_flow_graph",
                          title=f"{task.display}: the saliency flows of the prompt above on {current_model_name()}")
 
 # %% [markdown]

@@ -62,6 +62,7 @@ from helpers.experiments import mapping_control as mc
 from helpers.experiments import positive_control as pc
 from helpers.experiments import saliency as sal
 from helpers.experiments import two_towers as tt
+from helpers.experiments.saliency_graph import flow_graph
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import get_profile
@@ -207,7 +208,7 @@ plots.flows_by_layer(sal.flow_frame(flow_runs), intervals=flow_ivs, x="layer", y
 # it gathers and who reads it.
 
 # %%
-_ = plots.show_flow_view(model, sal.flow_graph(model, first.prompts[0], task.label_ids), "09_flow_graph", top_k=8,
+_ = plots.show_flow_view(model, flow_graph(model, first.prompts[0], task.label_ids), "09_flow_graph", top_k=8,
                          title="The control: the saliency flows of one sequence", model_name=MODEL)
 
 # %% [markdown]

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from helpers.core.checks import ArgumentError
-from helpers.experiments.saliency import FLOWS, flow_edges, flow_graph, flow_masks, flow_scores, saliency_matrices
+from helpers.experiments.saliency import FLOWS, flow_masks, flow_scores, saliency_matrices
+from helpers.experiments.saliency_graph import flow_edges, flow_graph
 from helpers.study import plots
 
 ROOT = Path(__file__).resolve().parent.parent

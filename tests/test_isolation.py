@@ -10,18 +10,20 @@ from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import PrefixError, predict_shared_split, run_prefix
 from helpers.core.prompts import pad_batch
 from helpers.experiments.isolation import (
-    _isolated_rows,
-    _per_layer_hooks,
-    authors_positions,
-    block_rows,
     isolation_experiment,
-    label_isolation,
     layer_range,
     loyalty_rows,
-    random_isolation,
-    random_positions,
     run_isolation,
     run_isolation_last,
+)
+from helpers.experiments.isolation_rows import (
+    authors_positions,
+    block_rows,
+    isolated_rows,
+    label_isolation,
+    per_layer_hooks,
+    random_isolation,
+    random_positions,
 )
 
 
@@ -299,9 +301,9 @@ def test_experiment_shared_equals_full_prompts(tiny_sst2_set, draw):
 
 def test_split_refuses_caches_that_differ_below_the_split(tiny_sst2_set):
     model, prompts, lids = tiny_sst2_set
-    p0, rows = _isolated_rows(prompts, "label", [0], 0)
+    p0, rows = isolated_rows(prompts, "label", [0], 0)
     plain = run_prefix(model, prompts[0].tokens[:p0])
-    first = run_prefix(model, prompts[0].tokens[:p0], hooks=_per_layer_hooks(rows, 1, p0))
+    first = run_prefix(model, prompts[0].tokens[:p0], hooks=per_layer_hooks(rows, 1, p0))
     # isolating layer 0 changes what the label rows write, so keys and values differ from layer 1 on
     with pytest.raises(PrefixError, match="layer 1"):
         predict_shared_split(model, prompts, lids, {"plain": plain, "first": first}, split_layer=2)

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -64,14 +65,28 @@ def test_lower_layers_do_not_import_upper(layer, forbidden):
     assert not {k: v for k, v in bad.items() if v}, bad
 
 
+def _same_method(a: str, b: str) -> bool:
+    """Two modules of one method: one's name is the other's plus a suffix (``isolation`` and ``isolation_rows``,
+    ``saliency`` and ``saliency_graph``)."""
+    return a.startswith(b + "_") or b.startswith(a + "_")
+
+
 def test_no_experiment_imports_another():
+    """A method's modules may import each other (``isolation`` runs the hooks of ``isolation_rows``); one method
+    never imports another's: what two methods share lives in helpers/core or helpers/study."""
     mods = {p.stem for p in _layer_files("experiments") if p.stem != "__init__"}
     bad = {}
     for p in _layer_files("experiments"):
         other = {m.split(".")[2] for m in _imports(p) if m.startswith("helpers.experiments.")} - {p.stem}
-        if other & mods:
-            bad[p.stem] = sorted(other & mods)
-    assert not bad, f"experiment modules importing other experiment modules: {bad}"
+        other = {m for m in other & mods if not _same_method(p.stem, m)}
+        if other:
+            bad[p.stem] = sorted(other)
+    assert not bad, f"experiment modules importing other methods' modules: {bad}"
+
+
+def test_same_method_is_a_name_prefix():
+    assert _same_method("isolation", "isolation_rows") and _same_method("saliency_graph", "saliency")
+    assert not _same_method("head_ablation", "head_biases") and not _same_method("isolation", "isolationx")
 
 
 def test_no_exercise_module_imports_another_methods():
@@ -306,3 +321,49 @@ def test_the_function_import_check_sees_one(tmp_path):
     (core / "x.py").write_text("import json\n\n\ndef f():\n    from helpers.core.tasks import get_task\n\n    return get_task\n")
     sites = _import_sites(core / "x.py", tmp_path)
     assert ("helpers.core.tasks", "f", 5) in sites and all(func == "f" for _, func, _ in sites)
+
+
+# ----------------------------------------------------------------------------------------- undefined names
+#
+# pyproject's ruff settings turn F821 (undefined name) off in helpers/core and helpers/experiments, because
+# jaxtyping's one-word shape strings ("n", "batch") read as undefined forward references. That also hides a real
+# undefined name, which fails only when its line runs. This check runs F821 there and drops the reports that lie
+# inside a string (a shape), keeping every name used in code.
+
+
+def _undefined_names(paths: list[Path]) -> list[str]:
+    r = subprocess.run([str(RUFF), "check", "--select", "F821", "--config", "lint.per-file-ignores = {}",
+                        "--output-format", "json", *map(str, paths)], cwd=ROOT, capture_output=True, text=True)
+    found = []
+    for d in json.loads(r.stdout or "[]"):
+        path = Path(d["filename"])
+        tree = ast.parse(path.read_text())
+        row, col = d["location"]["row"], d["location"]["column"] - 1
+        in_string = any(isinstance(n, ast.Constant) and isinstance(n.value, str)
+                        and (n.lineno, n.col_offset) <= (row, col) <= (n.end_lineno, n.end_col_offset)
+                        for n in ast.walk(tree) if hasattr(n, "lineno"))
+        if not in_string:
+            found.append(f"{path.name}:{row}: {d['message']}")
+    return found
+
+
+@pytest.mark.skipif(not RUFF.exists(), reason="ruff is not installed beside this Python (make setup installs it)")
+def test_no_undefined_name_in_helpers():
+    found = _undefined_names([*_layer_files("core"), *_layer_files("experiments")])
+    assert not found, "names used but never defined or imported: " + "; ".join(found)
+
+
+@pytest.mark.skipif(not RUFF.exists(), reason="ruff is not installed beside this Python (make setup installs it)")
+def test_the_undefined_name_check_sees_one(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text('from __future__ import annotations\n\n\ndef f(x: "n") -> int:\n    return missing_name(x)\n')
+    assert _undefined_names([f]) == ["m.py:5: Undefined name `missing_name`"]  # the shape "n" is not reported
+
+
+MAX_MODULE_LINES = 600  # one job per module: a module past this is doing two, and is split by idea
+
+
+def test_no_module_is_longer_than_the_limit():
+    long = {str(p.relative_to(ROOT)): n for p in HELPERS.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by idea): {long}"

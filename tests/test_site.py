@@ -150,7 +150,7 @@ _SAMPLE = [
              "from helpers.study import plots\n\nmodel = make_tiny_model('rotary', seed=0)\n"
              "prompt = make_icl_set(model, 'sst2', seed=42, n_test=1).prompts[0]\n"
              "plots.attention_view(model, prompt, layer=0)"),
-    ("code", "from helpers.core.tasks import label_token_ids\nfrom helpers.experiments.saliency import flow_graph\n\n"
+    ("code", "from helpers.core.tasks import label_token_ids\nfrom helpers.experiments.saliency_graph import flow_graph\n\n"
              "graph = flow_graph(model, prompt, label_token_ids(model.tokenizer, 'sst2'))\n"
              "_ = plots.show_flow_view(model, graph, '00_sample_flow', top_k=4, model_name='tiny')"),
     ("markdown", "## After the view\n\nThis heading must not nest inside the view above. The [exercise version]"

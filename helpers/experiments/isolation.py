@@ -1,5 +1,8 @@
 """§2.2 Shallow layers: isolating label words, and the random control.
 
+Which rows each condition blocks, and the hooks that block them, are :mod:`helpers.experiments.isolation_rows`;
+this module runs the conditions, measures them and states the claims.
+
 Isolating a position r in layer l blocks its attention to every earlier
 position: the pre-softmax score ``scores[r, j]`` is set to ``-inf`` for
 ``j < r`` in all heads (``hook_attn_scores``), so the softmax renormalises the
@@ -17,13 +20,13 @@ The control's draw (``random_draw``):
   one they locate after "Sentiment:" and the like), and position 0 is never
   drawn (BOS, or the first token: its row has nothing earlier to block, so the
   authors' draw of 0 is a no-op that isolates one word fewer). The draw of input i in layer l is
-  ``numpy.random.default_rng([seed, i, layer])`` (:func:`authors_positions`):
+  ``numpy.random.default_rng([seed, i, layer])`` (:func:`~helpers.experiments.isolation_rows.authors_positions`):
   fixed by (seed, input index, layer), whatever the batching or the number of
   inputs run. Every input has its own isolated demonstrations, so this control
   runs full prompts (about as costly as an unmodified run without the shared
   prefix, many times the label condition's cost).
 - ``"set"`` draws once per demonstration set, a fresh draw in every isolated
-  layer, among the demonstrations only (:func:`random_set_positions`, seed
+  layer, among the demonstrations only (:func:`~helpers.experiments.isolation_rows.random_set_positions`, seed
   ``[seed, layer]``): every input shares it, so it runs as one shared prefix,
   as cheap as the label condition.
 
@@ -32,21 +35,26 @@ The effect is measured with :mod:`helpers.core.loyalty` against the unmodified r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
-from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
-from helpers.core.predict import HookFactory, Predictions, predict
+from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import predict_shared_split, run_prefix, shared_prefix_len, shared_prefix_or_none
 from helpers.core.prefix_runs import predict_shared, vanilla_predictions
 from helpers.core.prompts import Prompt
 from helpers.core.store import pins_weights
 from helpers.core.tasks import run_args
+from helpers.experiments.isolation_rows import (
+    RANDOM_DRAWS,
+    isolated_rows,
+    label_isolation,
+    per_layer_hooks,
+    random_isolation,
+)
 from helpers.study.claims import claim
 from helpers.study.paper import CLAIMS
 from helpers.study.profiles import RunSizes
@@ -55,17 +63,7 @@ from helpers.study.stats import bootstrap_means, paired_differences
 __all__ = [
     "CONDITIONS",
     "layer_range",
-    "block_rows",
-    "isolation_hooks",
-    "label_isolation",
-    "label_prefix_hooks",
-    "random_positions",
-    "authors_positions",
-    "random_isolation",
     "random_isolation_last",
-    "random_set_positions",
-    "random_prefix_hooks",
-    "RANDOM_DRAWS",
     "run_isolation",
     "isolation_experiment",
     "loyalty_rows",
@@ -99,159 +97,6 @@ def layer_range(model, where: str, k: int) -> list[int]:
     raise ValueError(f"where must be 'first' or 'last', got {where!r}")
 
 
-def block_rows(scores: Float[torch.Tensor, "batch head qpos kpos"], rows: Bool[torch.Tensor, "batch qpos"]
-               ) -> Float[torch.Tensor, "batch head qpos kpos"]:
-    """``scores`` with every earlier key of the marked query rows set to ``-inf`` (diagonal kept)."""
-    T = scores.shape[-1]
-    pos = torch.arange(T, device=scores.device)
-    earlier = pos[None, :] < pos[:, None]  # [qpos, kpos]: j < i
-    mask = rows.to(scores.device)[:, None, :, None] & earlier[None, None]
-    return scores.masked_fill(mask, float("-inf"))
-
-
-def isolation_hooks(layers: Iterable[int], rows: Bool[torch.Tensor, "batch seq"]) -> list:
-    """``(hook_name, fn)`` pairs isolating the marked positions in ``layers``."""
-    def fn(scores, hook):
-        return block_rows(scores, rows)
-
-    return [(f"blocks.{l}.attn.hook_attn_scores", fn) for l in layers]
-
-
-def _rows(batch: Sequence[Prompt], seq: int, positions: Callable[[int, Prompt], Sequence[int]]) -> torch.Tensor:
-    rows = torch.zeros(len(batch), seq, dtype=torch.bool)
-    for b, p in enumerate(batch):
-        rows[b, list(positions(b, p))] = True
-    return rows
-
-
-def label_isolation(layers: Iterable[int]) -> HookFactory:
-    """Hook factory for :func:`helpers.core.predict.predict`: isolate every p_k in ``layers``."""
-    layers = list(layers)
-
-    def factory(batch: Sequence[Prompt], tokens: torch.Tensor, offset: int = 0) -> list:
-        if offset:
-            raise ValueError("label isolation acts on prefix rows: pass label_prefix_hooks(...) as prefix_hooks")
-        return isolation_hooks(layers, _rows(batch, tokens.shape[1], lambda b, p: p.label_pos))
-
-    return factory
-
-
-def label_prefix_hooks(layers: Iterable[int], prompt: Prompt, prefix_len: int) -> list:
-    """Hooks for a shared prefix's pass (:func:`helpers.core.prefix.run_prefix`) isolating its label words in
-    ``layers``. Every label position lies in the demonstrations, so isolating them changes the prefix only
-    and each condition's prefix runs once for all inputs."""
-    if max(prompt.label_pos) >= prefix_len:
-        raise ValueError("a label position lies after the shared prefix")
-    rows = torch.zeros(1, prefix_len, dtype=torch.bool)
-    rows[0, prompt.label_pos] = True
-    return isolation_hooks(layers, rows)
-
-
-def random_positions(prompt: Prompt, count: int, seed, stop: int | None = None) -> list[int]:
-    """``count`` distinct positions in ``1..stop-1`` of ``prompt`` that are not label tokens (any token of a
-    label word), sorted.
-
-    ``stop`` defaults to ``q - 1``, the authors' bound (never q nor the token before it); position 0 is never
-    drawn (its row has nothing earlier to block). ``seed``: anything :func:`numpy.random.default_rng` accepts
-    (an int or a list of ints).
-    """
-    stop = prompt.q - 1 if stop is None else stop
-    if stop > prompt.q:
-        raise ValueError(f"stop={stop} lies after q={prompt.q}")
-    label_tokens = {i for a, b in prompt.label_spans for i in range(a, b)} | set(prompt.label_pos)
-    pool = [i for i in range(1, stop) if i not in label_tokens]
-    if count > len(pool):
-        raise ValueError(f"asked for {count} random positions but positions 1..{stop - 1} hold only {len(pool)} "
-                         "eligible ones")
-    rng = np.random.default_rng(seed)
-    return sorted(int(i) for i in rng.choice(pool, size=count, replace=False))
-
-
-def authors_positions(prompt: Prompt, layers: Iterable[int], seed: int, index: int,
-                      count: int | None = None) -> dict[int, list[int]]:
-    """The authors' draw for the ``index``-th input: for every layer its own ``count`` (default: as many as
-    there are demonstrations) positions among ``1..q-2``, never a label token, drawn with seed
-    ``[seed, index, layer]`` (:func:`random_positions`)."""
-    count = prompt.n_demos if count is None else count
-    return {l: random_positions(prompt, count, [seed, index, l]) for l in layers}
-
-
-def random_set_positions(prompt: Prompt, prefix_len: int, layers: Iterable[int], seed: int,
-                         count: int | None = None) -> dict[int, list[int]]:
-    """The control drawn once per demonstration set: for every layer its own ``count`` (default: as many as
-    there are demonstrations) random positions among the demonstrations (``1..prefix_len-1``), never a label
-    token, drawn with seed ``[seed, layer]``. Every input of the set shares the draw, so the isolated prefix
-    runs once, as for the label words."""
-    count = prompt.n_demos if count is None else count
-    if prefix_len > prompt.q:
-        raise ValueError(f"prefix_len={prefix_len} lies after q={prompt.q}")
-    return {l: random_positions(prompt, count, [seed, l], stop=prefix_len) for l in layers}
-
-
-def _per_layer_hooks(rows_of: dict[int, list[int]], batch: int, seq: int) -> list:
-    """Isolation hooks for ``{layer: positions}``, every row of a ``[batch, seq]`` run."""
-    hooks = []
-    for l, pos in rows_of.items():
-        rows = torch.zeros(batch, seq, dtype=torch.bool)
-        rows[:, pos] = True
-        hooks += isolation_hooks([l], rows)
-    return hooks
-
-
-def random_prefix_hooks(prompt: Prompt, prefix_len: int, layers: Iterable[int], seed: int,
-                        count: int | None = None) -> list:
-    """Prefix-pass hooks isolating :func:`random_set_positions` (each layer its own draw)."""
-    return _per_layer_hooks(random_set_positions(prompt, prefix_len, layers, seed, count), 1, prefix_len)
-
-
-def random_isolation(prompts: Sequence[Prompt], layers: Iterable[int], seed: int,
-                     count: int | None = None) -> HookFactory:
-    """Hook factory for :func:`helpers.core.predict.predict` isolating the authors' draw: the i-th prompt gets
-    :func:`authors_positions` ``(prompt, layers, seed, i)``, a different draw in every layer.
-
-    ``count`` defaults to each prompt's number of demonstrations (the same count as the label words).
-    The draw depends only on (seed, input index, layer), never on batching; the first n prompts of a
-    set get the same draws whether or not the rest are run.
-    """
-    layers = list(layers)
-    chosen: dict[int, dict[int, list[int]]] = {}
-    for i, p in enumerate(prompts):
-        if id(p) in chosen:
-            raise ValueError(f"prompt {i} is the same object as an earlier one: each input draws by its index, "
-                             "so pass distinct Prompt objects")
-        chosen[id(p)] = authors_positions(p, layers, seed, i, count)
-
-    def factory(batch: Sequence[Prompt], tokens: torch.Tensor, offset: int = 0) -> list:
-        if offset:
-            raise ValueError("random positions are drawn per input (some lie in the demonstrations): "
-                             "run this control on full prompts")
-        try:
-            draws = [chosen[id(p)] for p in batch]
-        except KeyError as e:
-            raise ValueError("random_isolation: predict() was given prompts other than the ones the "
-                             "factory was built for") from e
-        hooks = []
-        for l in layers:
-            rows = torch.zeros(len(batch), tokens.shape[1], dtype=torch.bool)
-            for b, d in enumerate(draws):
-                rows[b, d[l]] = True
-            hooks += isolation_hooks([l], rows)
-        return hooks
-
-    return factory
-
-
-RANDOM_DRAWS = ("authors", "set")
-
-
-def _isolated_rows(prompts: Sequence[Prompt], condition: str, layers: list[int], seed: int):
-    """``(P0, {layer: prefix rows})`` isolated by ``condition`` with the per-set draw (label words, or random words)."""
-    p0 = shared_prefix_len(prompts)
-    if condition == "label":
-        return p0, {l: list(prompts[0].label_pos) for l in layers}
-    return p0, random_set_positions(prompts[0], p0, layers, seed)
-
-
 def run_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[int], conditions: Sequence[str],
                        k: int, seed: int = 0, batch_size: int = 16, top_k: int = 5) -> dict:
     """:func:`run_isolation` for every condition isolated in the last ``k`` layers, in one pass.
@@ -266,8 +111,8 @@ def run_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[int
     for c in conditions:
         if c not in CONDITIONS:
             raise ValueError(f"condition must be one of {CONDITIONS}, got {c!r}")
-        p0, rows_of = _isolated_rows(prompts, c, layers, seed)
-        caches[c] = run_prefix(model, prompts[0].tokens[:p0], hooks=_per_layer_hooks(rows_of, 1, p0),
+        p0, rows_of = isolated_rows(prompts, c, layers, seed)
+        caches[c] = run_prefix(model, prompts[0].tokens[:p0], hooks=per_layer_hooks(rows_of, 1, p0),
                                note=f"{c} words isolated in the last {k} layers")
     return predict_shared_split(model, prompts, label_ids, caches, model.cfg.n_layers - k, batch_size, top_k)
 
@@ -283,9 +128,9 @@ def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], co
 
     ``random_draw`` picks the control's positions (module docstring):
     ``"authors"`` (default) draws them per input and per layer before q-1
-    (:func:`random_isolation`), so every prompt differs and runs whole
+    (:func:`~helpers.experiments.isolation_rows.random_isolation`), so every prompt differs and runs whole
     (``shared`` does not apply); ``"set"`` draws them once per demonstration
-    set, per layer, among the demonstrations (:func:`random_set_positions`), so
+    set, per layer, among the demonstrations (:func:`~helpers.experiments.isolation_rows.random_set_positions`), so
     the control costs what the label condition costs.
     """
     if random_draw not in RANDOM_DRAWS:
@@ -297,14 +142,14 @@ def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], co
         return predict(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, progress=progress,
                        hooks=label_isolation(layers))
     if condition == "label" or random_draw == "set":
-        p0, rows_of = _isolated_rows(prompts, condition, layers, seed)
+        p0, rows_of = isolated_rows(prompts, condition, layers, seed)
         if shared:
-            pre = _per_layer_hooks(rows_of, 1, p0)
+            pre = per_layer_hooks(rows_of, 1, p0)
             return predict_shared(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, prefix_hooks=pre,
                                   progress=progress)
         # the same rows isolated in every full prompt (the reference the shared path is tested against)
         return predict(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, progress=progress,
-                       hooks=lambda batch, tokens, offset=0: _per_layer_hooks(rows_of, len(batch), tokens.shape[1]))
+                       hooks=lambda batch, tokens, offset=0: per_layer_hooks(rows_of, len(batch), tokens.shape[1]))
     if shared and where == "last" and layers and _shared_prefix(model, prompts):
         return random_isolation_last(model, prompts, label_ids, layers, seed, batch_size, top_k)
     factory = random_isolation(prompts, layers, seed)
@@ -318,7 +163,7 @@ def _shared_prefix(model, prompts: Sequence[Prompt]) -> bool:
 def random_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int],
                           seed: int, batch_size: int = 16, top_k: int = 5) -> Predictions:
     """The authors' random control isolated in the last layers (``layers``, the top ones), with the layers below
-    them shared: :func:`random_isolation` on full prompts, at a fraction of the cost.
+    them shared: :func:`~helpers.experiments.isolation_rows.random_isolation` on full prompts, at a fraction of the cost.
 
     Every input has its own random rows, some in the demonstrations, so the isolated layers must run each
     input's whole prompt. Below the first isolated layer nothing is isolated: there the demonstrations' residual
@@ -330,7 +175,7 @@ def random_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[
     lower 13 layers' full-prompt work is saved.
     """
     from helpers.core.predict import length_batches, predictions_from_resid
-    from helpers.core.prefix import pad_suffixes, run_prefix, shared_prefix_len, suffix_forward, suffix_tokens
+    from helpers.core.prefix import pad_suffixes, run_prefix, suffix_forward, suffix_tokens
     from helpers.core.sizing import sizing
 
     split, n_layers = min(layers), model.cfg.n_layers

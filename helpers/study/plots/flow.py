@@ -1,6 +1,6 @@
 """Paper A's Fig. 1 for any prompt: the saliency flows of one prompt drawn between its tokens, layer by layer.
 
-The graph's data is :func:`helpers.experiments.saliency.flow_graph` (a ``FlowGraph``: every edge ``(i <- j,
+The graph's data is :func:`helpers.experiments.saliency_graph.flow_graph` (a ``FlowGraph``: every edge ``(i <- j,
 layer l)`` with its saliency ``I_l(i, j)``, its share of the layer's saliency, its rank in the layer and its flow
 class). :func:`flow_view` draws it as an interactive view: tokens along the x axis (each demonstration a band,
 label words ``p_k`` and the target position ``q`` marked), layer ``l``'s edges between row ``l`` (the residual
@@ -71,7 +71,7 @@ def _roles(prompt) -> list[str]:
 def _check_graph(graph) -> None:
     need = ("prompt", "n_layers", "edges", "layer_total", "max_edges", "select", "layer_range")
     if not all(hasattr(graph, a) for a in need):
-        raise TypeError(f"graph must be a FlowGraph (helpers.experiments.saliency.flow_graph(model, prompt, "
+        raise TypeError(f"graph must be a FlowGraph (helpers.experiments.saliency_graph.flow_graph(model, prompt, "
                         f"label_ids)), got {type(graph).__name__}")
 
 
@@ -294,7 +294,7 @@ def flow_view(model, graph, top_k: int = 10, min_share: float = 0.0, layers: tup
               title: str | None = None) -> FlowView:
     """Interactive view of one prompt's saliency flows (paper A's Fig. 1 for this prompt and model).
 
-    ``graph``: :func:`helpers.experiments.saliency.flow_graph` of the prompt; ``model`` gives its tokens. The
+    ``graph``: :func:`helpers.experiments.saliency_graph.flow_graph` of the prompt; ``model`` gives its tokens. The
     controls start at ``top_k`` edges per layer, a minimum share ``min_share`` of a layer's saliency (0 to 1) and
     the layers ``layers`` (first, last; all when None).
     """
