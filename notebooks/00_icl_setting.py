@@ -239,7 +239,7 @@ plots.accuracy_bars(acc, x="task", y="accuracy", bars="setting", intervals=inter
 # not judged ("not comparable").
 
 # %%
-_ = report_claims("00_icl_setting", setting.setting_claims(one, five), metrics=plots.vanilla_interval_metrics(intervals))
+_ = report_claims("00_icl_setting", setting.setting_claims(one, five), metrics=setting.vanilla_interval_metrics(intervals))
 
 # %% [markdown]
 # ## Questions for discussion

@@ -206,6 +206,8 @@ with warnings.catch_warnings():
 share = {c: float(pd.Series([iso.label_token_share(runs[(t5_task, s)][key], t5_lids) for s in sizes.seeds]).mean())
          for c, key in [("without isolation", "base"), (f"label words first {k}", ("label", "first", k)),
                         (f"label words last {k}", ("label", "last", k))]}
+# paper Table 5: a row per input (first seed's first 4), its top-5 tokens without isolation and with the label words
+# isolated in the first k layers; then the share of label words among the top-5 per condition (mean over seeds)
 plots.show_top_tokens(model, runs[(t5_task, sizes.seeds[0])], k, share, get_task(t5_task).display)
 
 # %% [markdown]

@@ -163,7 +163,7 @@ plots.show_query_projections(mine, score, dist, (a, b), names, prompt.gold)
 
 # %%
 vecs = diag.qk_runs(model, TASK, sizes, model_name)  # per seed: queries at q, class keys, label probabilities
-plots.show_seed_accuracies(vecs)
+plots.show_seed_accuracies(vecs)  # a line per seed: its inputs and ICL accuracy (argmax of the label probabilities)
 
 # %% [markdown]
 # Predicted and actual confusion side by side, then the class pairs by each measure (lowest = most confused):

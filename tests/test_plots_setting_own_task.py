@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
+from helpers.experiments.setting import vanilla_interval_metrics
 from helpers.study.stats import Interval
 
 
@@ -114,7 +115,7 @@ def test_vanilla_interval_table_and_metrics():
                                  ["vanilla 1-shot", "TREC", "0.410 [0.300, 0.500]", 0.167, "not run"],
                                  ["vanilla 5-shot", "SST-2", "0.610 [0.500, 0.700]", 0.5, 0.55],
                                  ["vanilla 5-shot", "TREC", "0.310 [0.200, 0.400]", 0.167, "not run"]]
-    assert plots.vanilla_interval_metrics(intervals) == {
+    assert vanilla_interval_metrics(intervals) == {
         "vanilla 1-shot|SST-2": [0.71, 0.6, 0.8], "vanilla 1-shot|TREC": [0.41, 0.3, 0.5],
         "vanilla 5-shot|SST-2": [0.61, 0.5, 0.7], "vanilla 5-shot|TREC": [0.31, 0.2, 0.4]}
 

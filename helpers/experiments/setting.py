@@ -25,7 +25,7 @@ from helpers.study.profiles import RunSizes
 from helpers.study.stats import Interval, bootstrap_means, cells_from_frame, interval_verdict, paired_differences
 
 __all__ = ["SettingSizes", "setting_sizes", "vanilla_accuracy", "shots_for", "label_logits_reference",
-           "setting_claims", "own_task_claims"]
+           "vanilla_interval_metrics", "setting_claims", "own_task_claims"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,11 @@ def label_logits_reference(model: HookedTransformer, prompt: Prompt,
 def _verdict(iv: Interval, direction: int, value: float = 0.0) -> str:
     v = interval_verdict(iv, direction=direction, value=value)
     return "does not replicate" if v == "opposite" else v
+
+
+def vanilla_interval_metrics(intervals: dict) -> dict:
+    """``intervals`` (``{(task, setting): Interval}``) as saved metrics: ``{"setting|task": [estimate, low, high]}``."""
+    return {f"{st}|{t}": [iv.estimate, iv.low, iv.high] for (t, st), iv in intervals.items()}
 
 
 def setting_claims(one, five, context: str = "") -> list[Claim]:

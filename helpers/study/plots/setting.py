@@ -25,7 +25,7 @@ __all__ = ["token_strings", "view_token_strings", "anchor_html", "anchor_tokens_
            "plot_interval_bars", "integer_ticks", "OfflineView", "offline_view", "close_view_divs",
            # notebook 00's shown results
            "anchor_prompt_heading", "show_anchor_prompts", "label_rank_lines", "label_rank_table",
-           "show_label_ranks", "vanilla_interval_table", "vanilla_interval_metrics", "accuracy_bars"]
+           "show_label_ranks", "vanilla_interval_table", "accuracy_bars"]
 
 _COLORS = {"label": "#f4a261", "format": "#a8dadc", "query": "#e9c46a", "q": "#e76f51", "bos": "#cccccc"}
 
@@ -253,11 +253,6 @@ def vanilla_interval_table(intervals: dict, chance: dict, paper_marks: dict) -> 
     "not run" where the paper did not run the task)."""
     return pd.DataFrame([{"setting": st, "task": t, "accuracy [95% CI]": f"{iv:.3f}", "chance": round(chance[t], 3),
                           "paper GPT2-XL": paper_marks.get((t, st), "not run")} for (t, st), iv in intervals.items()])
-
-
-def vanilla_interval_metrics(intervals: dict) -> dict:
-    """``intervals`` (``{(task, setting): Interval}``) as saved metrics: ``{"setting|task": [estimate, low, high]}``."""
-    return {f"{st}|{t}": [iv.estimate, iv.low, iv.high] for (t, st), iv in intervals.items()}
 
 
 def accuracy_bars(acc: pd.DataFrame, *, x: str, y: str, bars: str, intervals: dict, chance: dict, paper: dict,
