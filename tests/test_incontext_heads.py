@@ -149,7 +149,7 @@ def test_ablation_hooks_match_cached_ablation(tiny_model, ut):
     for l, h in heads:
         mask[0, l, h] = 1
     for i, p in enumerate(ps.prompts):
-        lp = IH.ablated_last_logprobs(tiny_model, p.tokens, mask, None)[0]
+        lp = CH.ablated_last_logprobs(tiny_model, p.tokens, mask, None)[0]
         a = lp[ps.label_ids[0]] - lp[ps.label_ids[1]]
         b = out.label_logits[i, 0] - out.label_logits[i, 1]
         assert torch.allclose(a, b, atol=ATOL)
@@ -271,8 +271,8 @@ def test_shared_head_attribution_equals_full_prompts(tiny_model, ut, ablation):
     masks = torch.cat([torch.zeros(1, L * Hn), torch.eye(L * Hn)[:5]]).reshape(-1, L, Hn)
     cache = CH.shared_cache(tiny_model, ps.prompts)
     with torch.inference_mode():
-        x = IH.ablated_last_logprobs(tiny_model, ps.prompts[1].tokens, masks, None, cache=cache)
-        y = IH.ablated_last_logprobs(tiny_model, ps.prompts[1].tokens, masks, None)
+        x = CH.ablated_last_logprobs(tiny_model, ps.prompts[1].tokens, masks, None, cache=cache)
+        y = CH.ablated_last_logprobs(tiny_model, ps.prompts[1].tokens, masks, None)
     assert torch.allclose(x, y, atol=SHARED_ATOL)
 
 

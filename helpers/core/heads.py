@@ -13,7 +13,8 @@ Everything is read at the last position ``q`` of each prompt.
 - :func:`full_log_probs`: full-vocabulary log-probabilities of residual vectors (``ln_final`` recomputed,
   unembedding, Gemma's soft cap).
 - :func:`z_mask_hooks`: hooks that replace chosen heads' ``z`` in a one-token run of several copies of a
-  prompt (one copy per ablation).
+  prompt (one copy per ablation); :func:`ablated_last_logprobs` runs them (paper B's attribution, the
+  function-vector score).
 
 Shared demonstrations: when the prompts of a call share their demonstrations token for token (one
 :class:`helpers.core.prompts.PromptSet`), the demonstrations run once (:func:`shared_cache`,
@@ -32,7 +33,7 @@ from einops import einsum, repeat
 from jaxtyping import Float, Int
 
 from helpers.core.predict import predictions_from_resid
-from helpers.core.prefix import PrefixCache, PrefixError, suffix_forward
+from helpers.core.prefix import PrefixCache, PrefixError, extend_prefix, suffix_forward
 from helpers.core.prefix_runs import (  # noqa: F401  (shared_cache, predict_with_cache, prompt_batches: re-exported)
     predict_with_cache,
     prompt_batches,
@@ -56,6 +57,7 @@ __all__ = [
     "collect_at_q",
     "head_contributions",
     "z_mask_hooks",
+    "ablated_last_logprobs",
     "label_attention_at_q",
     "attention_rows_at_q",
 ]
@@ -186,6 +188,42 @@ def z_mask_hooks(model: HookedTransformer, masks: Float[torch.Tensor, "rows laye
         return fn
 
     return [(f"blocks.{l}.attn.hook_z", hook_for(l)) for l in range(model.cfg.n_layers) if masks[:, l].any()]
+
+
+def ablated_last_logprobs(model: HookedTransformer, tokens: Int[torch.Tensor, "seq"],
+                          masks: Float[torch.Tensor, "rows layer head"],
+                          fill: Float[torch.Tensor, "layer head d_head"] | None,
+                          cache: PrefixCache | None = None) -> Float[torch.Tensor, "rows vocab"]:
+    """Log-probs at the last position of one prompt, once per row of ``masks`` (1 = head's z at q replaced
+    by ``fill``, zero if None). The prefix runs once into a key/value cache; with ``cache`` (the shared
+    demonstrations, keep-everything) only the tokens between it and the last token run, to extend it."""
+    R = masks.shape[0]
+    dev = model.cfg.device
+    masks = masks.to(dev)
+    hooks = z_mask_hooks(model, masks, fill)
+    last = tokens[-1:].to(dev)[None].expand(R, 1)
+    if cache is not None:
+        P0 = cache.length
+        if len(tokens) <= P0 or not torch.equal(tokens[:P0].cpu(), cache.tokens):
+            raise PrefixError("the prompt does not start with the cache's prefix tokens")
+        ext = extend_prefix(model, cache, tokens[P0:-1])
+        resid = suffix_forward(model, ext, last, hooks)
+        return full_log_probs(model, resid[:, 0])
+
+    # lazy: TransformerLens takes seconds to import
+    from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+
+    prefix = tokens[None, :-1].to(dev)
+    kv = TransformerLensKeyValueCache.init_cache(model.cfg, dev, batch_size=1)
+    model(prefix, past_kv_cache=kv, attention_mask=torch.ones_like(prefix), stop_at_layer=model.cfg.n_layers)
+    for e in kv.entries:
+        e.past_keys = e.past_keys.expand(R, *e.past_keys.shape[1:])
+        e.past_values = e.past_values.expand(R, *e.past_values.shape[1:])
+    kv.previous_attention_mask = kv.previous_attention_mask.expand(R, -1)
+    kv.freeze()
+    with model.hooks(fwd_hooks=hooks):
+        resid = model(last, past_kv_cache=kv, attention_mask=torch.ones_like(last), stop_at_layer=model.cfg.n_layers)
+    return full_log_probs(model, resid[:, 0])
 
 
 def label_attention_at_q(model: HookedTransformer, prompts: Sequence[Prompt], heads: Sequence[Head],

@@ -21,7 +21,7 @@ Definitions (fixed before any result was looked at):
   (``ablation="zero"``) or to its mean at q over the prompts scored (``"mean"``). Ablating at q changes only
   position q's residual stream (causal attention), so it is computed exactly and cheaply: the prefix
   ``tokens[:q]`` runs once with a key/value cache and the last token is re-run once per head, all heads in
-  one batch (:func:`ablated_last_logprobs`). With shared demonstrations that cache is the demonstrations'
+  one batch (:func:`helpers.core.heads.ablated_last_logprobs`). With shared demonstrations that cache is the demonstrations'
   (run once for all prompts) extended by the prompt's own query tokens.
 - **In-context heads**: heads ranked, for each label word separately, by the mean of their two ranks (gain
   and drop of that label's log-probability, mean over the prompts whose gold label it is: the heads that
@@ -46,8 +46,8 @@ from einops import rearrange
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from helpers.core.heads import Head, collect_at_q, full_log_probs, head_contributions, z_mask_hooks
-from helpers.core.prefix import PrefixCache, PrefixError, extend_prefix, suffix_forward
+from helpers.core.heads import Head, ablated_last_logprobs, collect_at_q, full_log_probs, head_contributions
+from helpers.core.prefix import PrefixCache
 from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
 from helpers.core.store import cached, pins_weights, result_types
@@ -67,7 +67,6 @@ if TYPE_CHECKING:
 __all__ = [
     "HeadScores",
     "head_attribution",
-    "ablated_last_logprobs",
     "head_label_drops",
     "n_incontext_heads",
     "rank_heads",
@@ -101,42 +100,6 @@ class HeadScores:
     @property
     def mean_drop(self) -> Float[torch.Tensor, "layer head"]:
         return self.drop.mean(0)
-
-
-def ablated_last_logprobs(model: HookedTransformer, tokens: Int[torch.Tensor, "seq"],
-                          masks: Float[torch.Tensor, "rows layer head"],
-                          fill: Float[torch.Tensor, "layer head d_head"] | None,
-                          cache: PrefixCache | None = None) -> Float[torch.Tensor, "rows vocab"]:
-    """Log-probs at the last position of one prompt, once per row of ``masks`` (1 = head's z at q replaced
-    by ``fill``, zero if None). The prefix runs once into a key/value cache; with ``cache`` (the shared
-    demonstrations, keep-everything) only the tokens between it and the last token run, to extend it."""
-    R = masks.shape[0]
-    dev = model.cfg.device
-    masks = masks.to(dev)
-    hooks = z_mask_hooks(model, masks, fill)
-    last = tokens[-1:].to(dev)[None].expand(R, 1)
-    if cache is not None:
-        P0 = cache.length
-        if len(tokens) <= P0 or not torch.equal(tokens[:P0].cpu(), cache.tokens):
-            raise PrefixError("the prompt does not start with the cache's prefix tokens")
-        ext = extend_prefix(model, cache, tokens[P0:-1])
-        resid = suffix_forward(model, ext, last, hooks)
-        return full_log_probs(model, resid[:, 0])
-
-    # lazy: TransformerLens takes seconds to import
-    from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
-
-    prefix = tokens[None, :-1].to(dev)
-    kv = TransformerLensKeyValueCache.init_cache(model.cfg, dev, batch_size=1)
-    model(prefix, past_kv_cache=kv, attention_mask=torch.ones_like(prefix), stop_at_layer=model.cfg.n_layers)
-    for e in kv.entries:
-        e.past_keys = e.past_keys.expand(R, *e.past_keys.shape[1:])
-        e.past_values = e.past_values.expand(R, *e.past_values.shape[1:])
-    kv.previous_attention_mask = kv.previous_attention_mask.expand(R, -1)
-    kv.freeze()
-    with model.hooks(fwd_hooks=hooks):
-        resid = model(last, past_kv_cache=kv, attention_mask=torch.ones_like(last), stop_at_layer=model.cfg.n_layers)
-    return full_log_probs(model, resid[:, 0])
 
 
 def head_attribution(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int],
@@ -198,7 +161,7 @@ def head_label_drops(model: HookedTransformer, tokens: Int[torch.Tensor, "seq"],
                      label_ids: Sequence[int], cache: PrefixCache | None = None) -> Float[torch.Tensor, "head label"]:
     """For each head of ``heads``: every label word's log-probability at the last position of ``tokens`` without
     minus with that head's ``z`` at that position set to zero (the drop of :func:`head_attribution`, one row
-    per head; all heads in one batched one-token run, :func:`ablated_last_logprobs`)."""
+    per head; all heads in one batched one-token run, :func:`helpers.core.heads.ablated_last_logprobs`)."""
     masks = torch.zeros(1 + len(heads), model.cfg.n_layers, model.cfg.n_heads)
     for i, (l, h) in enumerate(heads):
         masks[1 + i, l, h] = 1.0

@@ -42,7 +42,7 @@ import torch
 from tqdm.auto import tqdm
 
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
-from helpers.core.predict import Predictions, predict
+from helpers.core.predict import HookFactory, Predictions, predict
 from helpers.core.prefix import predict_shared_split, run_prefix, shared_prefix_len, shared_prefix_or_none
 from helpers.core.prefix_runs import predict_shared, vanilla_predictions
 from helpers.core.prompts import Prompt
@@ -161,7 +161,8 @@ def _shared_prefix(model, prompts: Sequence[Prompt]) -> bool:
 
 
 def random_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int],
-                          seed: int, batch_size: int = 16, top_k: int = 5) -> Predictions:
+                          seed: int, batch_size: int = 16, top_k: int = 5,
+                          factory: HookFactory | None = None) -> Predictions:
     """The authors' random control isolated in the last layers (``layers``, the top ones), with the layers below
     them shared: :func:`~helpers.experiments.isolation_rows.random_isolation` on full prompts, at a fraction of the cost.
 
@@ -172,7 +173,8 @@ def random_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[
     each input's own tokens run through the lower layers after them (:func:`helpers.core.prefix.suffix_forward`
     with ``stop_at_layer``), and only the isolated layers run on the whole prompt, from the joined residual
     stream. The same function as the full run (tests); on Gemma 3's 18 layers with the last 5 isolated, the
-    lower 13 layers' full-prompt work is saved.
+    lower 13 layers' full-prompt work is saved. ``factory``: other per-input rows to isolate in ``layers``
+    (:func:`~helpers.experiments.isolation_rows.rows_isolation`; default the authors' draw of ``seed``).
     """
     from helpers.core.predict import length_batches, predictions_from_resid
     from helpers.core.prefix import pad_suffixes, run_prefix, suffix_forward, suffix_tokens
@@ -189,7 +191,7 @@ def random_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[
 
     cache = run_prefix(model, prompts[0].tokens[:p0], hooks=[(f"blocks.{split}.hook_resid_pre", keep)])
     lower = kept["x"][0]  # [P0, d_model]: the demonstrations entering layer `split`
-    factory = random_isolation(prompts, layers, seed)
+    factory = random_isolation(prompts, layers, seed) if factory is None else factory
     suffixes = suffix_tokens(cache, prompts)
     resid = torch.empty(len(prompts), model.cfg.d_model, dtype=model.cfg.dtype, device=model.cfg.device)
     sized = sizing(model, max(len(p) for p in prompts), batch_size)

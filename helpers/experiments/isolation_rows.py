@@ -32,6 +32,7 @@ __all__ = [
     "per_layer_hooks",
     "random_prefix_hooks",
     "random_isolation",
+    "rows_isolation",
     "RANDOM_DRAWS",
     "isolated_rows",
 ]
@@ -152,27 +153,35 @@ def random_isolation(prompts: Sequence[Prompt], layers: Iterable[int], seed: int
     set get the same draws whether or not the rest are run.
     """
     layers = list(layers)
+    return rows_isolation(prompts, [authors_positions(p, layers, seed, i, count) for i, p in enumerate(prompts)])
+
+
+def rows_isolation(prompts: Sequence[Prompt], draws: Sequence[dict[int, list[int]]]) -> HookFactory:
+    """Hook factory for :func:`helpers.core.predict.predict` isolating, in the i-th prompt, the rows
+    ``draws[i][layer]`` in each of its layers (every prompt its own rows: full prompts only)."""
+    if len(draws) != len(prompts):
+        raise ValueError(f"{len(draws)} draws for {len(prompts)} prompts: give each prompt its rows")
     chosen: dict[int, dict[int, list[int]]] = {}
-    for i, p in enumerate(prompts):
+    for i, (p, d) in enumerate(zip(prompts, draws)):
         if id(p) in chosen:
             raise ValueError(f"prompt {i} is the same object as an earlier one: each input draws by its index, "
                              "so pass distinct Prompt objects")
-        chosen[id(p)] = authors_positions(p, layers, seed, i, count)
+        chosen[id(p)] = d
+    layers = sorted({l for d in draws for l in d})
 
     def factory(batch: Sequence[Prompt], tokens: torch.Tensor, offset: int = 0) -> list:
         if offset:
-            raise ValueError("random positions are drawn per input (some lie in the demonstrations): "
+            raise ValueError("these rows differ between inputs (some lie in the demonstrations): "
                              "run this control on full prompts")
         try:
-            draws = [chosen[id(p)] for p in batch]
+            rows_of = [chosen[id(p)] for p in batch]
         except KeyError as e:
-            raise ValueError("random_isolation: predict() was given prompts other than the ones the "
-                             "factory was built for") from e
+            raise ValueError("predict() was given prompts other than the ones the factory was built for") from e
         hooks = []
         for l in layers:
             rows = torch.zeros(len(batch), tokens.shape[1], dtype=torch.bool)
-            for b, d in enumerate(draws):
-                rows[b, d[l]] = True
+            for b, d in enumerate(rows_of):
+                rows[b, d.get(l, [])] = True
             hooks += isolation_hooks([l], rows)
         return hooks
 

@@ -1,0 +1,66 @@
+"""A prompt's positions by the role of their tokens, for the accounts that name a different carrier than the
+label words.
+
+Paper A (arXiv 2305.14160) names the label words as the anchors. Bai et al. (arXiv 2401.11323) name the
+template and stopword tokens; Cho et al. (arXiv 2410.04468) the "forerunner" token, the template token just
+before each label (the ``:`` of ``Sentiment:``). To test them side by side, every position of a prompt's
+demonstrations falls in one class (:data:`CLASSES`):
+
+- ``label``: every token of every demonstration's label word (``label_first``: the first token of each, the one
+  paper A's code and this collection's other notebooks use);
+- ``forerunner``: the template token immediately before each label word;
+- ``template``: the other template tokens of the demonstrations (``Review:``, ``Sentiment:``, newlines);
+- ``content``: the demonstrations' own text.
+
+BOS (when the model uses one) and the query (its text, its template and q) belong to no class: the classes say
+where the demonstrations' information may sit before q reads it. The roles come from the prompt's token record
+(:class:`helpers.core.prompts.Prompt`: ``kinds``, ``label_spans``, ``format_pos``, ``text_spans``), so they hold
+for any template and tokenizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from helpers.core.prompts import Prompt
+
+__all__ = ["CLASSES", "position_classes", "class_positions", "demo_end"]
+
+CLASSES = ("label", "forerunner", "template", "content")
+
+
+def demo_end(prompt: Prompt) -> int:
+    """One past the demonstrations' last position: the prompt's ``demo_end`` when recorded, else the token after
+    the last label word's span (and its template tokens up to the query's text)."""
+    if prompt.demo_end is not None:
+        return prompt.demo_end
+    if not prompt.label_spans:
+        raise ValueError("the prompt has no demonstrations (no label words): its positions have no classes")
+    return prompt.label_spans[-1][1]
+
+
+def position_classes(prompt: Prompt) -> dict[str, list[int]]:
+    """``{class: sorted positions}`` for :data:`CLASSES` plus ``label_first`` (the first token of each label word,
+    ``prompt.label_pos``). Every demonstration position but BOS is in exactly one of :data:`CLASSES`; a
+    forerunner is a template token, so a template whose label follows no template token (none before it) has
+    none for that demonstration."""
+    if not isinstance(prompt, Prompt):
+        raise TypeError(f"prompt must be a helpers.core.prompts.Prompt (make_icl_set(...).prompts[i]), got "
+                        f"{type(prompt).__name__}")
+    end = demo_end(prompt)
+    label = sorted({i for a, b in prompt.label_spans for i in range(a, b)} | set(prompt.label_pos))
+    template_all = {p for p in prompt.format_pos if p < end} - set(label)
+    forerunner = sorted({a - 1 for a, _ in prompt.label_spans if a - 1 in template_all})
+    template = sorted(template_all - set(forerunner))
+    start = 1 if prompt.bos else 0
+    taken = set(label) | set(forerunner) | set(template)
+    content = [i for i in range(start, end) if i not in taken]
+    return {"label": label, "label_first": sorted(prompt.label_pos), "forerunner": forerunner,
+            "template": template, "content": content}
+
+
+def class_positions(prompts: Sequence[Prompt], cls: str) -> list[list[int]]:
+    """The positions of class ``cls`` (one of :data:`CLASSES` or ``label_first``) in each prompt."""
+    if cls not in (*CLASSES, "label_first"):
+        raise ValueError(f"cls must be one of {(*CLASSES, 'label_first')}, got {cls!r}")
+    return [position_classes(p)[cls] for p in prompts]

@@ -1,0 +1,302 @@
+"""The pieces that test the anchors against their challengers: position classes, class saliency, class isolation,
+and the induction and function-vector head scores, on tiny random models of three architectures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.core.heads import ablated_last_logprobs
+from helpers.core.positions import CLASSES, class_positions, position_classes
+from helpers.core.predict import predict
+from helpers.core.prompts import make_icl_set
+from helpers.experiments.head_scores import (
+    fv_scores,
+    induction_scores,
+    mean_z_at_q,
+    overlap,
+    repeated_random_tokens,
+    shuffled_demos,
+    shuffled_label_set,
+    top_heads,
+)
+from helpers.experiments.isolation import layer_range, run_isolation
+from helpers.experiments.isolation_classes import class_conditions, class_rows, content_draw, run_class_isolation
+from helpers.experiments.saliency import flow_scores, saliency_matrices
+from helpers.experiments.saliency_classes import FLOW_CLASSES, class_flow_masks, class_flow_scores, class_flows
+
+# ------------------------------------------------------------------------------------------------ classes
+
+
+def test_classes_partition_the_demonstrations_by_token_kind(tiny_sst2_set):
+    model, prompts, _ = tiny_sst2_set
+    for p in prompts:
+        pos = position_classes(p)
+        flat = [i for c in CLASSES for i in pos[c]]
+        assert len(flat) == len(set(flat)), "a position in two classes"
+        end = p.demo_end if p.demo_end is not None else p.label_spans[-1][1]
+        assert sorted(flat) == list(range(1 if p.bos else 0, end))  # every demonstration position but BOS
+        assert all(p.kinds[i] == "text" for i in pos["content"])
+        assert all(p.kinds[i] == "label" for i in pos["label"])
+        assert all(p.kinds[i] == "format" for i in pos["forerunner"] + pos["template"])
+        assert pos["label_first"] == sorted(p.label_pos) and set(pos["label_first"]) <= set(pos["label"])
+        assert pos["forerunner"] == [a - 1 for a, _ in p.label_spans]  # SST-2's template: "Sentiment:" before each
+
+
+def test_classes_hand_case():
+    """SST-2 on the GPT-2 tokenizer: ``Review: <text>\\nSentiment: <label>\\n`` per demonstration; the ":" before
+    each label is its forerunner, the other template tokens are "Review", ":", newlines, "Sent", "iment"."""
+    from helpers.exercises.tiny import make_tiny_model
+
+    model = make_tiny_model("gpt2")
+    p = make_icl_set(model, "sst2", 42, 1).prompts[0]
+    toks = model.to_str_tokens(p.tokens)
+    pos = position_classes(p)
+    assert [toks[i] for i in pos["forerunner"]] == [":", ":"]
+    assert [toks[i] for i in pos["label_first"]] == [toks[a] for a, _ in p.label_spans]
+    assert {toks[i] for i in pos["template"]} <= {"Review", ":", "\n", "Sent", "iment"}
+    assert toks[pos["content"][0]] != "Review" and p.q not in sum(pos.values(), [])
+
+
+def test_class_positions_refuses_unknown_class(tiny_sst2_set):
+    _, prompts, _ = tiny_sst2_set
+    with pytest.raises(ValueError, match="cls must be one of"):
+        class_positions(prompts, "stopwords")
+    with pytest.raises(TypeError, match="Prompt"):
+        position_classes("Review: good")
+
+
+# ------------------------------------------------------------------------------------------------ saliency
+
+
+def test_class_flow_masks_hand_case(tiny_sst2_set):
+    _, prompts, _ = tiny_sst2_set
+    p = prompts[0]
+    m = class_flow_masks(p)
+    pos = position_classes(p)
+    for c, cls in enumerate(FLOW_CLASSES):
+        into = {(int(i), int(j)) for i, j in m[0, c].nonzero()}
+        assert into == {(i, j) for i in pos[cls] for j in pos["content"] if j < i}
+        to_q = {(int(i), int(j)) for i, j in m[1, c].nonzero()}
+        assert to_q == {(p.q, i) for i in pos[cls]}
+
+
+def test_label_first_to_q_is_s_pq(tiny_sst2_set):
+    """The generalised flow into q of the labels' first tokens is §2.1's S_pq itself."""
+    model, prompts, lids = tiny_sst2_set
+    mats = saliency_matrices(model, prompts[:2], lids)
+    seq = max(m.shape[-1] for m in mats)
+    sal = torch.zeros(2, model.cfg.n_layers, seq, seq)
+    for b, m in enumerate(mats):
+        sal[b, :, : m.shape[1], : m.shape[2]] = m
+    ours = class_flow_scores(sal, prompts[:2])[:, :, 1, FLOW_CLASSES.index("label_first")]
+    torch.testing.assert_close(ours, flow_scores(sal, prompts[:2])[:, :, 1])
+    # batched (two prompts a batch) equals one by one
+    one = torch.cat([class_flows(model, [p], lids, batch_size=1) for p in prompts[:2]])
+    torch.testing.assert_close(class_flows(model, prompts[:2], lids, batch_size=2), one, atol=1e-6, rtol=1e-4)
+
+
+def test_class_flow_scores_hand_values():
+    """A hand-built 1-layer saliency: each mean is the mean of the cells its mask selects; an empty class is NaN."""
+    from helpers.exercises.tiny import make_tiny_model
+
+    model = make_tiny_model("gpt2")
+    p = make_icl_set(model, "sst2", 42, 1).prompts[0]
+    n = len(p)
+    sal = torch.arange(n * n, dtype=torch.float32).view(1, 1, n, n)
+    got = class_flow_scores(sal, [p])[0, 0]
+    pos = position_classes(p)
+    for c, cls in enumerate(FLOW_CLASSES):
+        cells = [float(sal[0, 0, i, j]) for i in pos[cls] for j in pos["content"] if j < i]
+        assert got[0, c].item() == pytest.approx(np.mean(cells))
+        assert got[1, c].item() == pytest.approx(np.mean([float(sal[0, 0, p.q, i]) for i in pos[cls]]))
+    p.format_pos = [i for i in p.format_pos if i + 1 not in [a for a, _ in p.label_spans]]  # no forerunner left
+    p.kinds = list(p.kinds)
+    assert torch.isnan(class_flow_scores(sal, [p])[0, 0, :, FLOW_CLASSES.index("forerunner")]).all()
+
+
+# ------------------------------------------------------------------------------------------------ isolation
+
+
+def test_label_first_isolation_is_section_2_2s_label_condition(tiny_sst2_set):
+    """Isolating the labels' first tokens is notebook 02's label condition (which isolates label_pos)."""
+    model, prompts, lids = tiny_sst2_set
+    for where in ("first", "last"):
+        a = run_class_isolation(model, prompts, lids, "label_first", where, 2, batch_size=4)
+        b = run_isolation(model, prompts, lids, "label", where, 2, batch_size=4)
+        torch.testing.assert_close(a.label_logits, b.label_logits)
+
+
+@pytest.mark.parametrize("condition", ["forerunner", "template", "random:forerunner", "random:template"])
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_class_isolation_shared_equals_full_prompts(tiny_sst2_set, condition, where):
+    model, prompts, lids = tiny_sst2_set
+    shared = run_class_isolation(model, prompts, lids, condition, where, 2, seed=5, batch_size=4)
+    full = run_class_isolation(model, prompts, lids, condition, where, 2, seed=5, batch_size=4, shared=False)
+    torch.testing.assert_close(shared.label_logits, full.label_logits, atol=1e-4, rtol=1e-4)
+    one = torch.cat([run_class_isolation(model, prompts, lids, condition, where, 2, seed=5, batch_size=1,
+                                         shared=False).label_logits])
+    torch.testing.assert_close(full.label_logits, one, atol=1e-5, rtol=1e-4)  # batched == one by one
+
+
+def test_class_isolation_blocks_exactly_its_rows(tiny_sst2_set):
+    """Against a hand-built mask on the attention scores: rows of the class see only themselves."""
+    model, prompts, lids = tiny_sst2_set
+    layers = layer_range(model, "first", 2)
+    for cond in ("forerunner", "random:template"):
+        rows = class_rows(prompts, cond, layers, seed=1)
+        got = run_class_isolation(model, prompts, lids, cond, "first", 2, seed=1, shared=False)
+        for i, p in enumerate(prompts):
+            def hook(scores, hook, i=i):
+                l = int(hook.name.split(".")[1])
+                scores = scores.clone()
+                for r in rows[i][l]:
+                    scores[0, :, r, :r] = float("-inf")
+                return scores
+
+            want = predict(model, [p], lids, batch_size=1, hooks=lambda b, t, offset=0, hook=hook: [
+                (f"blocks.{l}.attn.hook_attn_scores", hook) for l in layers])
+            torch.testing.assert_close(got.label_logits[i:i + 1], want.label_logits, atol=1e-5, rtol=1e-4)
+
+
+def test_random_content_draw_matches_count_and_seed(tiny_sst2_set):
+    _, prompts, _ = tiny_sst2_set
+    p = prompts[0]
+    d = content_draw(p, [0, 1], seed=3, index=2, count=2)
+    assert all(len(v) == 2 and set(v) <= set(position_classes(p)["content"]) for v in d.values())
+    assert d == content_draw(p, [0, 1], seed=3, index=2, count=2) and d != content_draw(p, [0, 1], 3, 3, 2)
+    rows = class_rows(prompts, "random:template", [0], seed=0)
+    assert [len(r[0]) for r in rows] == [len(position_classes(q)["template"]) for q in prompts]
+    assert class_conditions(["label"]) == ["label", "random:label"]
+    with pytest.raises(ValueError, match="must be one of"):
+        class_conditions(["content"])
+
+
+def test_no_layers_isolated_is_the_plain_run(tiny_sst2_set):
+    model, prompts, lids = tiny_sst2_set
+    plain = predict(model, prompts, lids, batch_size=4)
+    got = run_class_isolation(model, prompts, lids, "template", "first", 0, batch_size=4)
+    torch.testing.assert_close(got.label_logits, plain.label_logits, atol=1e-4, rtol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------------ heads
+
+
+def test_induction_score_finds_a_hand_built_induction_head():
+    """A 2-layer attention-only model: layer 0 head 0 attends to the previous token (a previous-token head),
+    layer 1 head 0's query matches the key a previous-token head wrote (an induction head). Built by hand: the
+    score of the induction head is near 1 and every other head's near chance."""
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+    V, L = 64, 12
+    cfg = HookedTransformerConfig(n_layers=2, d_model=3 * V, n_ctx=64, d_head=V, n_heads=2, d_vocab=V,
+                                  attn_only=True, normalization_type=None, positional_embedding_type="standard",
+                                  seed=0, device="cpu", act_fn=None)
+    m = HookedTransformer(cfg)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+        big = 40.0
+        a0, a1 = m.blocks[0].attn, m.blocks[1].attn  # model.W_Q etc. are stacked copies
+        # residual = [token one-hot | position one-hot (mod V) | previous token one-hot (written by layer 0)]
+        m.embed.W_E[:, :V] = torch.eye(V)
+        m.pos_embed.W_pos[:, V:2 * V] = torch.eye(V)[torch.arange(cfg.n_ctx) % V]
+        # layer 0 head 0: query = position p, key = position p+1 -> attends to p-1; copies its token to the 3rd block
+        a0.W_Q[0][V:2 * V] = torch.eye(V) * big
+        a0.W_K[0][V:2 * V] = torch.roll(torch.eye(V), -1, dims=0) * big  # key of position j matches query j+1
+        a0.W_V[0][:V] = torch.eye(V)
+        a0.W_O[0][:, 2 * V:] = torch.eye(V)
+        # layer 1 head 0: query = current token, key = previous token of that position -> attends to the token after
+        a1.W_Q[0][:V] = torch.eye(V) * big
+        a1.W_K[0][2 * V:] = torch.eye(V) * big
+        m.unembed.W_U[:V] = torch.eye(V)
+
+    assert m.tokenizer is None  # no tokenizer: no BOS before the sequences
+    s = induction_scores(m, length=L, n=8, seed=0)
+    # By hand. The induction head splits its attention equally between every key whose previous token is the
+    # current token (position 0 copies its own token: it has no earlier one), one of them the target; the
+    # zero-weight heads attend uniformly; the previous-token head never looks L - 1 back.
+    toks = repeated_random_tokens(m, L, 8, seed=0)
+    rows = range(L, 2 * L - 1)
+    want_ind, want_uniform = [], []
+    for t in toks.tolist():
+        prev = [t[0]] + t[:-1]
+        for r in rows:
+            matches = [j for j in range(r + 1) if prev[j] == t[r]]
+            want_ind.append(1 / len(matches) if r - L + 1 in matches else 0.0)
+            want_uniform.append(1 / (r + 1))
+    assert s[1, 0].item() == pytest.approx(np.mean(want_ind), abs=1e-3) and s[1, 0] > 0.8
+    assert s[0, 1].item() == pytest.approx(np.mean(want_uniform), abs=1e-5)
+    assert s[1, 1].item() == pytest.approx(np.mean(want_uniform), abs=1e-5)
+    assert s[0, 0].item() < 1e-3
+
+
+def test_repeated_tokens_layout(tiny_model):
+    t = repeated_random_tokens(tiny_model, 5, 3, seed=1)
+    off = t.shape[1] - 10
+    assert off == (1 if tiny_model.cfg.default_prepend_bos else 0)
+    assert torch.equal(t[:, off:off + 5], t[:, off + 5:])
+    assert torch.equal(t, repeated_random_tokens(tiny_model, 5, 3, seed=1))
+    s = induction_scores(tiny_model, length=6, n=4, batch_size=3)
+    assert s.shape == (tiny_model.cfg.n_layers, tiny_model.cfg.n_heads) and (s >= 0).all() and (s <= 1).all()
+    torch.testing.assert_close(s, induction_scores(tiny_model, length=6, n=4, batch_size=4))  # batching
+
+
+def test_shuffled_demos_break_the_mapping():
+    from helpers.core.prompts import Demo
+
+    demos = [Demo("a", 0), Demo("b", 1), Demo("c", 0), Demo("d", 1)]
+    out = shuffled_demos(demos, seed=0)
+    assert [d.text for d in out] == list("abcd") and sorted(d.label for d in out) == [0, 0, 1, 1]
+    assert [d.label for d in out] != [0, 1, 0, 1]
+    assert shuffled_demos([Demo("a", 1), Demo("b", 1)], 0) == [Demo("a", 1), Demo("b", 1)]
+
+
+def test_fv_score_equals_a_by_hand_patching_loop(tiny_sst2_set):
+    """Every head's score against a loop that patches one head's z at q with its clean mean in a full forward."""
+    model, prompts, lids = tiny_sst2_set
+    clean = make_icl_set(model, "sst2", 42, 4)
+    bad = shuffled_label_set(model, clean, seed=0)
+    assert [p.gold for p in bad.prompts] == [p.gold for p in clean.prompts]
+    got = fv_scores(model, clean.prompts, bad.prompts, lids)
+    mean = torch.zeros(model.cfg.n_layers, model.cfg.n_heads, model.cfg.d_head)
+    for p in clean.prompts:
+        _, c = model.run_with_cache(p.tokens[None], names_filter=lambda n: n.endswith("hook_z"))
+        mean += torch.stack([c[f"blocks.{l}.attn.hook_z"][0, p.q] for l in range(model.cfg.n_layers)])
+    mean /= len(clean.prompts)
+    torch.testing.assert_close(mean_z_at_q(model, clean.prompts), mean, atol=1e-5, rtol=1e-4)
+    for i, p in enumerate(bad.prompts[:2]):
+        y = lids[p.gold]
+        base = model(p.tokens[None])[0, p.q].softmax(-1)[y]
+        for l in range(model.cfg.n_layers):
+            for h in range(model.cfg.n_heads):
+                def patch(z, hook, l=l, h=h):
+                    z = z.clone()
+                    z[0, p.q, h] = mean[l, h]
+                    return z
+                with model.hooks(fwd_hooks=[(f"blocks.{l}.attn.hook_z", patch)]):
+                    pr = model(p.tokens[None])[0, p.q].softmax(-1)[y]
+                assert got[i, l, h].item() == pytest.approx((pr - base).item(), abs=1e-5)
+    # the shared-prefix path equals full prompts
+    torch.testing.assert_close(fv_scores(model, clean.prompts, bad.prompts, lids, shared=False), got,
+                               atol=1e-5, rtol=1e-4)
+
+
+def test_patching_a_heads_own_mean_into_the_clean_prompt_of_one_changes_nothing(tiny_sst2_set):
+    """Identity: with one clean prompt, its own z at q is the mean; patching it back into itself is a no-op."""
+    model, prompts, lids = tiny_sst2_set
+    got = fv_scores(model, prompts[:1], prompts[:1], lids)
+    assert got.abs().max() < 1e-5
+    L, H = model.cfg.n_layers, model.cfg.n_heads
+    lp = ablated_last_logprobs(model, prompts[0].tokens, torch.zeros(1, L, H), None)
+    assert lp.shape == (1, model.cfg.d_vocab)
+
+
+def test_top_heads_and_overlap():
+    s = torch.tensor([[0.1, 0.9], [0.5, 0.9]])
+    assert top_heads(s, 3) == [(0, 1), (1, 1), (1, 0)]
+    o = overlap([(0, 1), (1, 1)], [(1, 1), (1, 0)])
+    assert o["shared"] == [(1, 1)] and o["n_shared"] == 1 and o["jaccard"] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="heads"):
+        top_heads(s, 5)
