@@ -141,13 +141,10 @@ plots.show_label_attention_by_hand(one.task, prompt, mine)
 
 # %% [markdown]
 # Reading the table: each column is a layer, each row a class's label words; a value is a sum over heads, so it
-# can exceed 1. On the default profile's prompt (SST-2, seed 42, gold label positive) Gemma 3 270M gives the
-# label words little of $q$'s attention in layers 0-4 and most in layers 5, 9, 13 and 17, more to "Positive" than
-# to "Negative" in 15 of its 18 layers, and predicts Positive (0.59 of the two labels' probability). SmolLM2-135M
-# gives them almost nothing up to layer 13 and a lot in layers 17-24, again mostly more to "Positive", and
-# predicts Positive (0.86). One prompt says nothing about prediction across inputs: $\mathrm{AUCROC}_l$ asks, for
-# every layer, whether the class whose label words get more attention is the class the model outputs. That is
-# the helper at scale below.
+# can exceed 1. Look for the layers where $q$'s attention to the label words is large, and for which class's
+# label words get more of it there. One prompt says nothing about prediction across inputs: $\mathrm{AUCROC}_l$
+# asks, for every layer, whether the class whose label words get more attention is the class the model outputs.
+# That is the helper at scale below.
 
 # %% [markdown]
 # ## At scale: AUCROC$_l$ for every task and seed, on both offline models
@@ -206,9 +203,9 @@ report_claims("03_deep_aucroc", claims, metrics={n: c.to_dict("list") for n, c i
 # <details><summary>Answer</summary>
 #
 # The claim is about mechanism: whether the attention at $q$ explains what the model outputs, right or wrong.
-# Against gold labels the AUC would mix in the model's errors, and with a weak few-shot learner (1-shot accuracy
-# 0.55 and 0.39 on the two models, averaged over four tasks) it would be capped by accuracy rather than by how
-# closely the output follows the attention.
+# Against gold labels the AUC would mix in the model's errors, and with a weak few-shot learner (notebook 00 gives
+# the two models' 1-shot accuracy) it would be capped by accuracy rather than by how closely the output follows
+# the attention.
 # </details>
 #
 # 2. The score sums the attention over all heads. What could a per-head score find that the sum hides, and

@@ -300,3 +300,93 @@ def test_top_heads_and_overlap():
     assert o["shared"] == [(1, 1)] and o["n_shared"] == 1 and o["jaccard"] == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="heads"):
         top_heads(s, 5)
+
+
+# ------------------------------------------------------------------------------------------------ at scale
+
+
+def _claim(key, verdict):
+    from helpers.study.claims import claim
+    from helpers.study.stats import Interval
+
+    return claim(key, Interval(0.1, 0.0, 0.2, 1, 4), verdict, "test")
+
+
+def test_account_verdicts_hand_cases():
+    from helpers.study.challengers_report import account_checks, account_table
+
+    def run(iso, flows):  # iso: {class: verdict}; flows: {(class, "gathers"/"is_read"): verdict}
+        return account_checks([_claim(f"10.{c}_isolation", v) for c, v in iso.items()]
+                              + [_claim(f"10.{c}_{d}", v) for (c, d), v in flows.items()])
+
+    label_wins = {(c, d): "does not replicate" for c in ("forerunner", "template") for d in ("gathers", "is_read")}
+    got = run({"label": "replicates", "forerunner": "inconclusive", "template": "does not replicate"}, label_wins)
+    assert got["label"] == {"isolation": "replicates", "flows": "holds", "account": "supported"}
+    assert got["forerunner"]["flows"] == "fails" and got["forerunner"]["account"] == "inconclusive"
+    assert got["template"]["account"] == "not supported"
+    mixed = {**label_wins, ("template", "gathers"): "replicates", ("template", "is_read"): "replicates"}
+    got = run({"label": "replicates", "forerunner": "replicates", "template": "replicates"}, mixed)
+    assert got["label"]["flows"] == "fails" and got["label"]["account"] == "partly"
+    assert got["template"]["account"] == "supported" and got["forerunner"]["account"] == "partly"
+    assert list(account_table([_claim(f"10.{c}_isolation", "replicates") for c in ("label", "forerunner", "template")]
+                              + [_claim(f"10.{c}_{d}", v) for (c, d), v in mixed.items()]).columns)[-1] == "verdict"
+    with pytest.raises(ValueError, match="lack"):
+        account_checks([_claim("10.label_isolation", "replicates")])
+
+
+def test_class_flow_intervals_pair_the_differences():
+    """Synthetic flows: a challenger exactly 1 above the label words on every input gives a difference of exactly 1."""
+    from helpers.experiments.saliency_classes import DIRECTIONS, class_flow_intervals
+
+    n, L = 6, 6
+    x = torch.rand(n, L, len(DIRECTIONS), len(FLOW_CLASSES))
+    x[..., FLOW_CLASSES.index("forerunner")] = x[..., FLOW_CLASSES.index("label")] + 1
+    runs = {("sst2", 1): x, ("sst2", 2): x.clone()}
+    ivs = class_flow_intervals(runs, L)
+    for d in DIRECTIONS:
+        iv = ivs[(d, "forerunner - label")]
+        assert (iv.estimate, iv.low, iv.high) == pytest.approx((1.0, 1.0, 1.0))
+    x[0, :, :, FLOW_CLASSES.index("template")] = float("nan")  # a prompt without the class: left out, not 0
+    assert ivs[("to_q", "template")].n_inputs == 12 and class_flow_intervals(runs, L)[("to_q", "template")].n_inputs == 11
+
+
+def test_class_loyalty_intervals_hand_case():
+    from helpers.core.predict import Predictions
+    from helpers.experiments.isolation_classes import class_loyalty_intervals
+
+    def pred(labels):
+        logits = torch.nn.functional.one_hot(torch.tensor(labels), 2).float()
+        return Predictions(logits, torch.zeros(len(labels), 1, dtype=torch.long), torch.tensor(labels))
+
+    res = {"base": pred([0, 1, 0, 1]),
+           ("label", "first"): pred([1, 1, 0, 1]), ("random:label", "first"): pred([0, 1]),  # controls: 2 inputs
+           ("template", "first"): pred([0, 1, 0, 1]), ("random:template", "first"): pred([1, 0])}
+    ivs = class_loyalty_intervals({("sst2", 1): res})
+    assert ivs[("label", "first")].estimate == pytest.approx(0.75)
+    assert ivs[("random:template", "first")].estimate == 0.0
+    assert ivs[("drop", "label", "first")].estimate == pytest.approx(0.5)  # inputs 0, 1: (1 - 0 + 1 - 1) / 2
+    assert ivs[("drop", "template", "first")].estimate == pytest.approx(-1.0)
+    assert ivs[("vs label", "template", "first")].estimate == pytest.approx(-0.25)  # label 0.75 - template 1.0
+
+
+def test_runs_at_smoke_sizes_on_a_tiny_model(tiny_model, tmp_path, monkeypatch):
+    from helpers.experiments.isolation_classes import ClassIsolationSizes, class_isolation_runs
+    from helpers.experiments.saliency_classes import ClassSaliencySizes, class_saliency_runs
+    from helpers.study.profile_table import PROFILES
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    fl = class_saliency_runs(tiny_model, ["sst2"], ClassSaliencySizes(seeds=(42,), n=2, batch_size=2), progress=False)
+    assert fl[("sst2", 42)].shape == (2, tiny_model.cfg.n_layers, 2, len(FLOW_CLASSES))
+    sizes = ClassIsolationSizes(seeds=(42,), n=3, random_n=2, k=1, batch_size=4)
+    iso = class_isolation_runs(tiny_model, ["sst2"], sizes, classes=("label", "template"), progress=False)
+    r = iso[("sst2", 42)]
+    assert r[("label", "first")].label_logits.shape[0] == 3 and r[("random:template", "last")].label_logits.shape[0] == 2
+    again = class_isolation_runs(tiny_model, ["sst2"], sizes, classes=("label", "template"), progress=False)
+    torch.testing.assert_close(again[("sst2", 42)][("template", "last")].label_logits, r[("template", "last")].label_logits)
+    with pytest.raises(TypeError, match="class_isolation_sizes"):
+        class_isolation_runs(tiny_model, ["sst2"], {"n": 3})
+    from helpers.experiments.isolation_classes import class_isolation_sizes
+    from helpers.experiments.saliency_classes import class_saliency_sizes
+
+    assert class_isolation_sizes(PROFILES["default"]).seeds == PROFILES["default"].seeds[:2]
+    assert class_saliency_sizes(PROFILES["paper"]).n == PROFILES["paper"].n_saliency

@@ -18,19 +18,30 @@ every input and runs full prompts, or, isolated in the last k layers, shares the
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+from tqdm.auto import tqdm
 
+from helpers.core.loyalty import label_loyalty_rows
 from helpers.core.positions import CLASSES, position_classes
 from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import shared_prefix_len, shared_prefix_or_none
-from helpers.core.prefix_runs import predict_shared
-from helpers.core.prompts import Prompt
+from helpers.core.prefix_runs import predict_shared, vanilla_predictions
+from helpers.core.prompts import Prompt, make_icl_set
+from helpers.core.store import cached, pins_weights
+from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.isolation import layer_range, random_isolation_last
 from helpers.experiments.isolation_rows import per_layer_hooks, rows_isolation
+from helpers.study.claims import claim
+from helpers.study.profiles import RunSizes
+from helpers.study.stats import Interval, bootstrap_means, paired_differences
 
-__all__ = ["ISOLATED_CLASSES", "class_conditions", "content_draw", "class_rows", "run_class_isolation"]
+__all__ = ["ISOLATED_CLASSES", "class_conditions", "content_draw", "class_rows", "run_class_isolation",
+           "ClassIsolationSizes", "class_isolation_sizes", "class_isolation_runs", "class_loyalty_intervals",
+           "class_isolation_claims"]
 
 ISOLATED_CLASSES = tuple(c for c in CLASSES if c != "content") + ("label_first",)
 
@@ -88,3 +99,107 @@ def run_class_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[in
     if common and where == "last" and layers:
         return random_isolation_last(model, prompts, label_ids, layers, seed, batch_size, top_k, factory=factory)
     return predict(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, hooks=factory)
+
+
+# ------------------------------------------------------------------------------------------- at scale
+
+
+@dataclass(frozen=True)
+class ClassIsolationSizes(RunSizes):
+    """Run sizes of the class isolation of notebook 10 (:func:`class_isolation_sizes`)."""
+
+    seeds: tuple[int, ...]
+    n: int  # inputs per (task, seed): the classes (a shared prefix each)
+    random_n: int  # the first this many inputs also run each class's random control (full prompts)
+    k: int  # layers isolated (first k, last k)
+    batch_size: int
+
+
+def class_isolation_sizes(profile) -> ClassIsolationSizes:
+    """``paper``: every seed, ``n_test`` inputs, the random controls on ``n_random_control``; ``default``: the first
+    two seeds, 32 inputs, the controls on the first 16; ``smoke``: one seed, 4 inputs, 2 controls. k = 5, as in
+    notebook 02 (smoke: 1)."""
+    if profile.name == "paper":
+        return ClassIsolationSizes(seeds=tuple(profile.seeds), n=profile.n_test, random_n=profile.n_random_control,
+                                   k=5, batch_size=profile.batch_size)
+    if profile.name == "default":
+        return ClassIsolationSizes(seeds=tuple(profile.seeds[:2]), n=32, random_n=16, k=5,
+                                   batch_size=profile.batch_size)
+    return ClassIsolationSizes(seeds=tuple(profile.seeds[:1]), n=4, random_n=2, k=1, batch_size=profile.batch_size)
+
+
+WHERES = ("first", "last")
+
+
+@pins_weights
+def class_isolation_runs(model, tasks: Sequence[str], sizes: ClassIsolationSizes, classes=ISOLATED_CLASSES,
+                         progress: bool = True) -> dict:
+    """``{(task, seed): {"base": Predictions, (condition, where): Predictions}}`` for every condition of
+    :func:`class_conditions` isolated in the first and the last ``sizes.k`` layers, on ``sizes.n`` inputs of one
+    demonstration set per (task, seed) (the random controls on the first ``sizes.random_n``), stored on disk."""
+    if not isinstance(sizes, ClassIsolationSizes):
+        raise TypeError(f"sizes must be the ClassIsolationSizes of class_isolation_sizes(profile), got "
+                        f"{type(sizes).__name__}")
+    tasks, seeds = run_args(tasks, sizes.seeds, n=sizes.n)
+    conditions = class_conditions(classes)
+    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
+    out = {}
+    for task, seed in tqdm([(t, s) for t in tasks for s in seeds], desc="class isolation", disable=not progress):
+        def run(task=task, seed=seed):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", LabelWordWarning)  # multi-token labels: the classes hold every token
+                s = make_icl_set(model, task, seed, sizes.n)
+            res = {"base": vanilla_predictions(model, s.prompts, s.label_ids, batch_size=sizes.batch_size)}
+            for c in conditions:
+                prompts = s.prompts[: sizes.random_n] if c.startswith("random:") else s.prompts
+                for w in WHERES:
+                    res[(c, w)] = run_class_isolation(model, prompts, s.label_ids, c, w, sizes.k, seed=seed,
+                                                      batch_size=sizes.batch_size)
+            return res
+
+        params = {"model": name, "task": task, "seed": seed, "n": sizes.n, "random_n": sizes.random_n,
+                  "k": sizes.k, "conditions": conditions}
+        out[(task, seed)] = cached("class_isolation", params, run, model=model)
+    return out
+
+
+def _loyal(res: dict, key) -> np.ndarray:
+    pred = res[key]
+    n = pred.label_logits.shape[0]
+    base = res["base"]
+    return label_loyalty_rows(pred.label_logits.argmax(-1), base.label_logits[:n].argmax(-1))
+
+
+def class_loyalty_intervals(runs: dict) -> dict:
+    """95% intervals of label loyalty (the isolated run's label against the unmodified run's, per input) for every
+    ``(condition, where)``, and of ``("drop", class, where)``: the random control's loyalty minus the class's, paired
+    on the inputs both ran (paper A's contrast for the label words), and of ``("vs label", class, where)``: the
+    label words' loyalty minus the class's (above 0: isolating the label words moves more)."""
+    keys = [k for k in next(iter(runs.values())) if k != "base"]
+    loyal = {k: {cell: _loyal(r, k) for cell, r in runs.items()} for k in keys}
+    out = {k: bootstrap_means(v) for k, v in loyal.items()}
+    for c, w in keys:
+        if c.startswith("random:"):
+            continue
+        rnd = loyal[(f"random:{c}", w)]
+        own = {cell: v[: len(rnd[cell])] for cell, v in loyal[(c, w)].items()}
+        out[("drop", c, w)] = bootstrap_means(paired_differences(rnd, own))
+        if c != "label" and ("label", w) in loyal:
+            out[("vs label", c, w)] = bootstrap_means(paired_differences(loyal[("label", w)], loyal[(c, w)]))
+    return out
+
+
+def class_isolation_claims(intervals: dict, k: int, context: str = "") -> list:
+    """Per class (the label words included, as paper A's baseline): isolating it in the first ``k`` layers moves the
+    prediction more than isolating as many content tokens, i.e. the 95% interval of the loyalty drop (random minus
+    class) lies above 0 ("replicates"), below 0 ("does not replicate"), or contains 0 ("inconclusive")."""
+    out = []
+    for cls in ("label", "forerunner", "template"):
+        iv: Interval = intervals[("drop", cls, "first")]
+        verdict = "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
+        note = (f"label loyalty: {cls} isolated {intervals[(cls, 'first')]:.3f}, as many content tokens "
+                f"{intervals[(f'random:{cls}', 'first')]:.3f}; last {k} layers: drop {intervals[('drop', cls, 'last')]:.3f}")
+        out.append(claim(f"10.{cls}_isolation", iv, verdict, f"95% interval of the loyalty with as many content "
+                         f"tokens isolated minus with the {cls} tokens isolated, first {k} layers, above 0",
+                         context=context, note=note))
+    return out

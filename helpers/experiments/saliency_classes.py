@@ -18,21 +18,31 @@ Both are means over pairs, so classes of different sizes compare per pair. A cla
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from jaxtyping import Bool, Float
+from tqdm.auto import tqdm
 
 from helpers.core.positions import CLASSES, position_classes
 from helpers.core.prompts import Prompt
-from helpers.experiments.saliency import saliency_matrices
+from helpers.core.store import cached, pins_weights
+from helpers.core.tasks import LabelWordWarning, run_args
+from helpers.experiments.saliency import layer_ranges, saliency_matrices, saliency_prompts
+from helpers.study.claims import claim
+from helpers.study.profiles import RunSizes
+from helpers.study.stats import Interval, bootstrap_means
 
-__all__ = ["FLOW_CLASSES", "DIRECTIONS", "class_flow_masks", "class_flow_scores", "class_flows",
-           "layer_mean"]
+__all__ = ["FLOW_CLASSES", "DIRECTIONS", "CHALLENGERS", "class_flow_masks", "class_flow_scores", "class_flows",
+           "layer_mean", "ClassSaliencySizes", "class_saliency_sizes", "class_saliency_runs", "class_flow_frame",
+           "class_flow_intervals", "above_zero_verdict", "class_saliency_claims"]
 
 FLOW_CLASSES = tuple(c for c in CLASSES if c != "content") + ("label_first",)  # the candidate carriers
 DIRECTIONS = ("into", "to_q")
+CHALLENGERS = ("forerunner", "template")  # the carriers other work names instead of the label words
 
 
 def class_flow_masks(prompt: Prompt, seq: int | None = None) -> Bool[torch.Tensor, "2 classes seq seq"]:
@@ -95,3 +105,115 @@ def layer_mean(flows: Float[torch.Tensor, "n layer 2 classes"], layers: slice, d
         raise ValueError(f"cls must be one of {FLOW_CLASSES}, got {cls!r}")
     x = flows[:, layers, DIRECTIONS.index(direction), FLOW_CLASSES.index(cls)]
     return x.mean(dim=1).numpy()
+
+
+# ------------------------------------------------------------------------------------------- at scale
+
+
+@dataclass(frozen=True)
+class ClassSaliencySizes(RunSizes):
+    """Run sizes of the class flows of notebook 10 (:func:`class_saliency_sizes`)."""
+
+    seeds: tuple[int, ...]
+    n: int  # inputs per (task, seed), each with its own demonstrations (§2.1's setting)
+    batch_size: int
+
+
+def class_saliency_sizes(profile) -> ClassSaliencySizes:
+    """``paper``: every seed, ``n_saliency`` inputs; ``default``: the first two seeds, 16 inputs per task and seed
+    (one backward pass each; notebook 01 runs the label words' flows at the full default sizes); ``smoke``: one
+    seed, 2 inputs."""
+    if profile.name == "paper":
+        return ClassSaliencySizes(seeds=tuple(profile.seeds), n=profile.n_saliency, batch_size=8)
+    if profile.name == "default":
+        return ClassSaliencySizes(seeds=tuple(profile.seeds[:2]), n=16, batch_size=8)
+    return ClassSaliencySizes(seeds=tuple(profile.seeds[:1]), n=2, batch_size=2)
+
+
+@pins_weights
+def class_saliency_runs(model, tasks: Sequence[str], sizes: ClassSaliencySizes, progress: bool = True) -> dict:
+    """``{(task, seed): Float[Tensor, "n layer 2 classes"]}``: :func:`class_flows` of ``sizes.n`` inputs of every
+    (task, seed), each input with its own demonstrations (:func:`helpers.experiments.saliency.saliency_prompts`),
+    stored on disk by model, task, seed and n."""
+    if not isinstance(sizes, ClassSaliencySizes):
+        raise TypeError(f"sizes must be the ClassSaliencySizes of class_saliency_sizes(profile), got "
+                        f"{type(sizes).__name__}")
+    tasks, seeds = run_args(tasks, sizes.seeds, n=sizes.n)
+    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
+    out = {}
+    for task, seed in tqdm([(t, s) for t in tasks for s in seeds], desc="class flows", disable=not progress):
+        def run(task=task, seed=seed):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", LabelWordWarning)  # multi-token labels: the classes hold every token
+                prompts, lids = saliency_prompts(model, task, seed, sizes.n)
+            return class_flows(model, prompts, lids, batch_size=sizes.batch_size)
+
+        out[(task, seed)] = cached("class_flows", {"model": name, "task": task, "seed": seed, "n": sizes.n}, run,
+                                   model=model)
+    return out
+
+
+def class_flow_frame(runs: dict):
+    """Long ``pandas.DataFrame`` (task, seed, layer, direction, class, value): each (task, seed)'s mean over its
+    inputs (NaN inputs left out)."""
+    import pandas as pd  # lazy: pandas takes a second to import
+
+    rows = []
+    for (task, seed), x in runs.items():
+        mean = torch.nanmean(x, dim=0)  # [layer, 2, classes]
+        for l in range(mean.shape[0]):
+            for d, direction in enumerate(DIRECTIONS):
+                for c, cls in enumerate(FLOW_CLASSES):
+                    rows.append({"task": task, "seed": seed, "layer": l, "direction": direction, "class": cls,
+                                 "value": float(mean[l, d, c])})
+    return pd.DataFrame(rows)
+
+
+def _cells(runs: dict, layers: slice, direction: str, cls: str, minus: str | None = None) -> dict:
+    out = {}
+    for key, x in runs.items():
+        v = layer_mean(x, layers, direction, cls)
+        if minus is not None:
+            v = v - layer_mean(x, layers, direction, minus)  # paired per input
+        out[key] = v[~np.isnan(v)]
+    return out
+
+
+def class_flow_intervals(runs: dict, n_layers: int) -> dict:
+    """95% intervals (seeds, then inputs; mean over tasks) of every class's ``into`` over the shallow layers and
+    ``to_q`` over the deep layers (:func:`helpers.experiments.saliency.layer_ranges`), and of each challenger's
+    paired difference from the label words: ``{(direction, class or "<class> - label"): Interval}``."""
+    r = layer_ranges(n_layers)
+    where = {"into": r["shallow"], "to_q": r["deep"]}
+    out = {}
+    for direction, layers in where.items():
+        for cls in ("label", *CHALLENGERS):
+            out[(direction, cls)] = bootstrap_means(_cells(runs, layers, direction, cls))
+        for cls in CHALLENGERS:
+            out[(direction, f"{cls} - label")] = bootstrap_means(_cells(runs, layers, direction, cls, minus="label"))
+    return out
+
+
+# criteria fixed before the runs (notebook 10): a challenger's flow per pair against the label words'
+_SALIENCY_CLAIMS = {("into", "forerunner"): "10.forerunner_gathers", ("to_q", "forerunner"): "10.forerunner_is_read",
+                    ("into", "template"): "10.template_gathers", ("to_q", "template"): "10.template_is_read"}
+
+
+def above_zero_verdict(iv: Interval) -> str:
+    """"replicates" if the 95% interval lies above 0, "does not replicate" if below, else "inconclusive"."""
+    return "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
+
+
+def class_saliency_claims(intervals: dict, context: str = "") -> list:
+    """One claim per challenger and direction: its flow per pair minus the label words' (shallow layers for
+    ``into``, deep for ``to_q``). "replicates" (the challenger's account holds here): the 95% interval lies above
+    0; "does not replicate": below 0 (the label words carry more per token); "inconclusive": it contains 0
+    (:func:`above_zero_verdict`)."""
+    out = []
+    for (direction, cls), key in _SALIENCY_CLAIMS.items():
+        iv = intervals[(direction, f"{cls} - label")]
+        out.append(claim(key, iv, above_zero_verdict(iv), "95% interval of the per-pair flow minus the label "
+                         "words' above 0; below 0: does not replicate", context=context,
+                         note=f"label words {intervals[(direction, 'label')]:.3g}, {cls} "
+                              f"{intervals[(direction, cls)]:.3g}"))
+    return out

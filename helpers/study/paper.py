@@ -296,5 +296,48 @@ CLAIMS_09: dict[str, dict] = {
 }
 # end of notebook 09
 
+# notebook 10 (the anchors against their challengers: the claims of other work, tested with paper A's methods)
+_FORERUNNER = "Cho et al., arXiv 2410.04468 (ICLR 2025)"
+_TEMPLATE = "Bai et al., arXiv 2401.11323"
+CLAIMS_10: dict[str, dict] = {
+    "10.forerunner_gathers": {
+        "statement": "In shallow layers the forerunner token before each label gathers more of the demonstration's "
+                     "text than the label word does (flow per pair, forerunner minus label words)",
+        "source": f"{_FORERUNNER}: the forerunner token carries the input's information; §2.1's measure",
+        "paper": "qualitative: information flows to the forerunner token, then merges into the label token"},
+    "10.forerunner_is_read": {
+        "statement": "In deep layers q reads the forerunner tokens more than the label words (flow per pair, "
+                     "forerunner minus label words)",
+        "source": f"{_FORERUNNER}: retrieval reads the merged demonstrations; §2.1's measure",
+        "paper": "qualitative: a bypass route through the forerunner tokens runs beside the label tokens"},
+    "10.template_gathers": {
+        "statement": "In shallow layers the template tokens gather more of the demonstrations' text than the label "
+                     "words do (flow per pair, template minus label words)",
+        "source": f"{_TEMPLATE}: template and stopword tokens aggregate the demonstrations; §2.1's measure",
+        "paper": "qualitative: template tokens' representations carry the task (task-encoding tokens)"},
+    "10.template_is_read": {
+        "statement": "In deep layers q reads the template tokens more than the label words (flow per pair, "
+                     "template minus label words)",
+        "source": f"{_TEMPLATE}; §2.1's measure",
+        "paper": "qualitative: template tokens, not content tokens, are performance-critical"},
+    "10.label_isolation": {
+        "statement": "Isolating the label words (every token) in the first layers moves the prediction more than "
+                     "isolating as many content tokens (label loyalty, random minus label words)",
+        "source": "arXiv 2305.14160 §2.2, Fig. 4 (the label words' first token there; notebook 02)",
+        "paper": "label loyalty far lower with the label words isolated in the first 5 layers (GPT2-XL, GPT-J)"},
+    "10.forerunner_isolation": {
+        "statement": "Isolating the forerunner tokens in the first layers moves the prediction more than isolating "
+                     "as many content tokens (label loyalty, random minus forerunner)",
+        "source": f"{_FORERUNNER}; §2.2's protocol",
+        "paper": "qualitative: the forerunner token is part of the route from input to label"},
+    "10.template_isolation": {
+        "statement": "Isolating the template tokens in the first layers moves the prediction more than isolating "
+                     "as many content tokens (label loyalty, random minus template)",
+        "source": f"{_TEMPLATE}: ablating template tokens' representations hurts far more than content tokens'; "
+                  "§2.2's protocol",
+        "paper": "accuracy falls most when template and stopword tokens are removed from the representations"},
+}
+# end of notebook 10
+
 CLAIMS = {**CLAIMS_00, **CLAIMS_01, **CLAIMS_02, **CLAIMS_03, **CLAIMS_04, **CLAIMS_05, **CLAIMS_06, **CLAIMS_07,
-          **CLAIMS_08, **CLAIMS_09}
+          **CLAIMS_08, **CLAIMS_09, **CLAIMS_10}

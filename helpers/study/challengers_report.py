@@ -1,0 +1,81 @@
+"""Notebook 10's verdict table: each account of where the demonstrations' information sits, judged from the claims.
+
+Three accounts name a carrier: the label words (paper A, arXiv 2305.14160), the forerunner token before each
+label (Cho et al., arXiv 2410.04468) and the template tokens (Bai et al., arXiv 2401.11323). Each is judged by two
+checks, with criteria fixed before the run:
+
+- **isolation** (causal): the claim ``10.<class>_isolation``; isolating the class in the first layers moves the
+  prediction more than isolating as many content tokens.
+- **flows** (saliency): for a challenger, both of its claims against the label words (``10.<class>_gathers`` in the
+  shallow layers, ``10.<class>_is_read`` in the deep ones) replicate: per pair, it carries more than the label
+  words; for the label words, both challengers' claims fail the other way (``does not replicate``): per pair,
+  the label words carry more than each.
+
+An account is **supported** when both checks hold, **partly** when one holds, **not supported** when the
+isolation check does not replicate and the flows check fails, and **inconclusive** otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from helpers.study.claims import Claim
+
+__all__ = ["ACCOUNTS", "CHALLENGERS", "account_checks", "account_table"]
+
+ACCOUNTS = {"label": "label words (arXiv 2305.14160)", "forerunner": "forerunner tokens (arXiv 2410.04468)",
+            "template": "template tokens (arXiv 2401.11323)"}
+CHALLENGERS = ("forerunner", "template")
+
+
+def _verdicts(claims: Sequence[Claim]) -> dict[str, str]:
+    return {c.key: c.verdict for c in claims}
+
+
+def _flows(cls: str, v: dict[str, str]) -> str:
+    """"holds", "fails" or "inconclusive": the flows check of ``cls``'s account (module docstring)."""
+    if cls == "label":
+        got = [v[f"10.{c}_{d}"] for c in CHALLENGERS for d in ("gathers", "is_read")]
+        if all(g == "does not replicate" for g in got):
+            return "holds"
+        return "fails" if any(g == "replicates" for g in got) else "inconclusive"
+    got = [v[f"10.{cls}_{d}"] for d in ("gathers", "is_read")]
+    if all(g == "replicates" for g in got):
+        return "holds"
+    return "fails" if any(g == "does not replicate" for g in got) else "inconclusive"
+
+
+def account_checks(claims: Sequence[Claim]) -> dict[str, dict[str, str]]:
+    """``{class: {"isolation": verdict, "flows": holds/fails/inconclusive, "account": verdict}}`` (module
+    docstring) from notebook 10's claims."""
+    v = _verdicts(claims)
+    missing = [f"10.{c}_isolation" for c in ACCOUNTS if f"10.{c}_isolation" not in v]
+    missing += [f"10.{c}_{d}" for c in CHALLENGERS for d in ("gathers", "is_read") if f"10.{c}_{d}" not in v]
+    if missing:
+        raise ValueError(f"the claims lack {missing}: pass every claim of class_saliency_claims and "
+                         "class_isolation_claims")
+    out = {}
+    for cls in ACCOUNTS:
+        iso = v[f"10.{cls}_isolation"]
+        flows = _flows(cls, v)
+        held = (iso == "replicates") + (flows == "holds")
+        if held == 2:
+            account = "supported"
+        elif held == 1:
+            account = "partly"
+        elif iso == "does not replicate" and flows == "fails":
+            account = "not supported"
+        else:
+            account = "inconclusive"
+        out[cls] = {"isolation": iso, "flows": flows, "account": account}
+    return out
+
+
+def account_table(claims: Sequence[Claim]) -> pd.DataFrame:
+    """:func:`account_checks` as a table, a row per account."""
+    rows = [{"account": ACCOUNTS[c], "isolation (first layers) vs content tokens": r["isolation"],
+             "flows vs the other classes": r["flows"], "verdict": r["account"]}
+            for c, r in account_checks(claims).items()]
+    return pd.DataFrame(rows).set_index("account")
