@@ -26,21 +26,9 @@ HELPERS = ROOT / "helpers"
 
 
 def _imports(path: Path) -> set[str]:
-    """Absolute module names a file imports (relative imports resolved against its package)."""
-    pkg = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
-            out.add(mod)
-            out.update(f"{mod}.{a.name}" for a in node.names)
-    return {m for m in out if m.startswith("helpers")}
+    """Absolute ``helpers`` module names a file imports, at its top and inside functions (relative imports resolved
+    against its package; :func:`_import_sites`)."""
+    return {name for name, _, _ in _import_sites(path, ROOT)}
 
 
 def _layer_files(layer: str) -> list[Path]:
