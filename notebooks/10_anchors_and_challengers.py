@@ -44,6 +44,10 @@
 # code runs; they are not evidence.
 
 # %%
+import itertools
+import warnings
+
+import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 import torch
@@ -52,12 +56,16 @@ from IPython.display import display
 from helpers.core.models import load_model
 from helpers.core.positions import CLASSES, position_classes
 from helpers.core.prompts import make_icl_set
+from helpers.core.tasks import LabelWordWarning
 from helpers.exercises.saliency_classes import check_class_flow_to_q
+from helpers.experiments import head_ablation as ha
+from helpers.experiments import head_scores as hs
+from helpers.experiments import incontext_heads as ih
 from helpers.experiments import isolation_classes as ic
 from helpers.experiments import saliency_classes as sc
 from helpers.experiments.saliency import saliency_matrices
 from helpers.study import plots
-from helpers.study.challengers_report import account_table
+from helpers.study.challengers_report import account_table, heads_table
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
 
@@ -65,7 +73,8 @@ profile = get_profile()
 model = load_model(current_model_name())
 flow_sizes = sc.class_saliency_sizes(profile)  # seeds, inputs per (task, seed), batch size
 isolation_sizes = ic.class_isolation_sizes(profile)  # seeds, inputs, the random controls' inputs, k
-print(profile.name, current_model_name(), flow_sizes, isolation_sizes, sep="\n")
+head_sizes = hs.head_score_sizes(profile)  # ablation seeds and inputs, scoring prompts, the top share of heads
+print(profile.name, current_model_name(), flow_sizes, isolation_sizes, head_sizes, sep="\n")
 
 # %% [markdown]
 # ## One prompt's positions, by class
@@ -161,6 +170,62 @@ ax.set_title(f"{current_model_name()}: label loyalty with each class isolated")
 plots.show_figure(ax.figure, "10_class_isolation")
 
 # %% [markdown]
+# ## At scale: which heads? Three rankings, and ablating each one's top heads
+#
+# The same question for attention heads. Three scores rank every head (`helpers.experiments.head_scores`,
+# `helpers.experiments.incontext_heads`), each on its own prompts, apart from the inputs the ablations run on:
+# - **in-context** (paper B, notebook 07): a head's gain and drop of the predicted label's log-probability at $q$,
+#   here on prompts with the tasks' ordinary label words;
+# - **induction**: attention from the second copy of a repeated random sequence to the token after the first
+#   copy's occurrence of the current token;
+# - **function vector** (Todd et al.): the rise of the correct label's probability when the head's mean output at
+#   $q$ over correctly labelled prompts is patched into prompts whose demonstrations carry shuffled labels.
+#
+# The figure: each score (colour) per layer (y) and head (x), one panel per ranking. The first table: how many of
+# the top heads each pair of rankings shares, beside what two random sets of that size share on average.
+
+# %%
+n_top = hs.top_share(model, head_sizes.frac)
+scoring = {t: hs.scoring_set(model, t, head_sizes) for t in profile.tasks}
+attribution = [ih.head_attribution(model, s.prompts, s.label_ids, batch_size=head_sizes.batch_size)
+               for s in scoring.values()]
+pooled = ih.HeadScores(*(torch.cat([getattr(a, f) for a in attribution]) for f in ("gain", "drop", "pred")), "zero")
+scores = {"incontext": (pooled.mean_gain + pooled.mean_drop) / 2,  # shown; the set is paper B's rank_heads
+          "induction": hs.induction_scores(model),
+          "fv": torch.stack(list(hs.fv_runs(model, profile.tasks, head_sizes).values())).mean(0)}
+top = {"incontext": ih.rank_heads(pooled)[:n_top], "induction": hs.top_heads(scores["induction"], n_top),
+       "fv": hs.top_heads(scores["fv"], n_top)}
+fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+for ax, (name, score) in zip(axes, scores.items()):
+    sns.heatmap(score.numpy(), ax=ax, cmap="viridis", cbar_kws={"shrink": 0.7})
+    ax.set(xlabel="head", ylabel="layer", title=f"{hs.SETS[name].split(' (')[0]}: score")
+fig.suptitle(f"{current_model_name()}: three head scores; the top {n_top} of each are ablated below", y=1.03)
+plots.show_figure(fig, "10_head_scores")
+n_heads = model.cfg.n_layers * model.cfg.n_heads
+display(pd.DataFrame([{"rankings": f"{a} & {b}", **{k: v for k, v in hs.overlap(top[a], top[b], n_heads).items()}}
+                      for a, b in itertools.combinations(top, 2)]).set_index("rankings"))
+
+# %% [markdown]
+# Each top set is ablated (its heads' outputs set to zero at every position, `helpers.experiments.head_ablation`)
+# against as many random heads, on one demonstration set per (task, seed). The table: accuracy per ranking (rows)
+# with nothing ablated, its top heads ablated and as many random heads ablated (columns), with 95% intervals.
+
+# %%
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", LabelWordWarning)  # multi-token label words: notebook 00 lists them
+    evaluation = {(t, s): make_icl_set(model, t, s, head_sizes.n_eval) for t in profile.tasks for s in head_sizes.seeds}
+ablated = {name: {key: ha.ablation_conditions(model, ps.prompts, ps.label_ids, heads, key[1], head_sizes.batch_size)
+                  for key, ps in evaluation.items()} for name, heads in top.items()}
+conditions = {"plain": "plain", "set": "in-context heads ablated" + ha.ALL_POSITIONS,  # head_ablation's names
+              "random": "random heads ablated" + ha.ALL_POSITIONS}
+cells = {name: {c: ha.ablation_cells(runs)[cond] for c, cond in conditions.items()} for name, runs in ablated.items()}
+head_ivs = hs.head_set_intervals(cells)
+display(pd.DataFrame({name: {c: f"{head_ivs[(name, c)]:.3f}" for c in ("plain", "set", "random", "excess")}
+                      for name in top}).T.rename(columns={"set": f"top {n_top} ablated",
+                                                          "random": f"{n_top} random ablated",
+                                                          "excess": "random minus top"}))
+
+# %% [markdown]
 # ## Paper vs ours
 #
 # Fixed before any run, each on a 95% interval (seeds, then inputs within each task and seed; mean over tasks):
@@ -170,16 +235,24 @@ plots.show_figure(ax.figure, "10_class_isolation")
 # 2. per class, the loyalty with as many content tokens isolated minus with the class isolated, first $k$ layers:
 #    above 0 replicates (isolating the class moves the prediction more than isolating content).
 #
-# The verdict table below puts them together per account (`helpers.study.challengers_report`): supported when
-# the isolation check and the flow check both hold, partly when one does.
+# 3. per ranking, the accuracy with as many random heads ablated minus with its top heads ablated (every
+#    position): above 0 replicates; and the accuracy with the induction set ablated minus with the
+#    function-vector set ablated: above 0, Yin & Steinhardt's claim replicates.
+#
+# The verdict table below puts the position classes together per account (`helpers.study.challengers_report`):
+# supported when the isolation check and the flow check both hold, partly when one does; the head claims stand
+# on their own rows.
 
 # %%
 context = f"{current_model_name()}, {len(flow_sizes.seeds)} seed(s)"
 flow_ivs = sc.class_flow_intervals(flow_runs, model.cfg.n_layers)
-claims = sc.class_saliency_claims(flow_ivs, context) + ic.class_isolation_claims(loyalty, isolation_sizes.k, context)
+claims = (sc.class_saliency_claims(flow_ivs, context) + ic.class_isolation_claims(loyalty, isolation_sizes.k, context)
+          + hs.head_set_claims(head_ivs, n_top, context))
 report_claims("10_anchors_and_challengers", claims, digits=3,
-              metrics={"flow_sizes": flow_sizes.as_dict(), "isolation_sizes": isolation_sizes.as_dict()})
-display(account_table(claims))  # a row per account: its two checks and the verdict
+              metrics={"flow_sizes": flow_sizes.as_dict(), "isolation_sizes": isolation_sizes.as_dict(),
+                       "head_sizes": head_sizes.as_dict(), "top_heads": top})
+display(account_table(claims))  # a row per account of the position classes: its two checks and the verdict
+display(heads_table(claims))  # a row per account of the heads: its ablation check and the verdict
 
 # %% [markdown]
 # ## Questions for discussion
@@ -238,5 +311,8 @@ _ = show_reading("10_anchors_and_challengers", digits=3, says={
 # classes are nested in time (content, then the forerunner, then the label word), so isolating an earlier class
 # also starves the later ones, and a causal effect of isolation does not say where the information is finally
 # read; the flows are gradients times attention, a correlate. Multi-token label words are a class of their own
-# here (every token in `label`); `label_first` is the first token alone. Two small models are weak few-shot
-# learners: an account that needs strong in-context learning may fail here for that reason alone.
+# here (every token in `label`); `label_first` is the first token alone. For the heads, an ablation says whether
+# a ranking's top heads matter more than random heads for these tasks, not what they compute; the induction score
+# is measured on random tokens, far from the prompts, and the in-context score on the ordinary label words, not on
+# notebook 07's foo/bar. Two small models are weak few-shot learners: an account that needs strong in-context
+# learning may fail here for that reason alone.

@@ -296,8 +296,9 @@ def test_patching_a_heads_own_mean_into_the_clean_prompt_of_one_changes_nothing(
 def test_top_heads_and_overlap():
     s = torch.tensor([[0.1, 0.9], [0.5, 0.9]])
     assert top_heads(s, 3) == [(0, 1), (1, 1), (1, 0)]
-    o = overlap([(0, 1), (1, 1)], [(1, 1), (1, 0)])
+    o = overlap([(0, 1), (1, 1)], [(1, 1), (1, 0)], n_heads=4)
     assert o["shared"] == [(1, 1)] and o["n_shared"] == 1 and o["jaccard"] == pytest.approx(1 / 3)
+    assert o["chance"] == 1.0  # two random pairs among 4 heads share 2 * 2 / 4 on average
     with pytest.raises(ValueError, match="heads"):
         top_heads(s, 5)
 
@@ -390,3 +391,37 @@ def test_runs_at_smoke_sizes_on_a_tiny_model(tiny_model, tmp_path, monkeypatch):
 
     assert class_isolation_sizes(PROFILES["default"]).seeds == PROFILES["default"].seeds[:2]
     assert class_saliency_sizes(PROFILES["paper"]).n == PROFILES["paper"].n_saliency
+
+
+def test_fv_runs_score_apart_from_the_ablation_seeds(tiny_model, tmp_path, monkeypatch):
+    from helpers.experiments.head_scores import HeadScoreSizes, fv_runs, head_score_sizes, scoring_seed, top_share
+    from helpers.study.profile_table import PROFILES
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    sizes = HeadScoreSizes(seeds=(42, 43), n_eval=2, n_attr=2, frac=0.02, batch_size=2)
+    assert scoring_seed(sizes) not in sizes.seeds
+    got = fv_runs(tiny_model, ["sst2"], sizes)["sst2"]
+    assert got.shape == (tiny_model.cfg.n_layers, tiny_model.cfg.n_heads)
+    torch.testing.assert_close(fv_runs(tiny_model, ["sst2"], sizes)["sst2"], got)  # from the store
+    assert top_share(tiny_model, 0.02) == 4 and top_share(tiny_model, 0.5) == 6  # 12 heads
+    assert head_score_sizes(PROFILES["smoke"]).seeds == PROFILES["smoke"].seeds[:1]
+
+
+def test_head_set_intervals_and_claims_hand_case():
+    from helpers.experiments.head_scores import head_set_claims, head_set_intervals
+
+    plain = {("sst2", 1): [1, 1, 1, 1]}
+    cells = {"fv": {"plain": plain, "set": {("sst2", 1): [0, 0, 0, 0]}, "random": {("sst2", 1): [1, 1, 1, 1]}},
+             "induction": {"plain": plain, "set": {("sst2", 1): [1, 1, 1, 1]}, "random": {("sst2", 1): [1, 1, 1, 1]}}}
+    ivs = head_set_intervals(cells)
+    assert ivs[("fv", "excess")].estimate == 1.0 and ivs[("induction", "excess")].estimate == 0.0
+    assert ivs[("fv - induction", "excess")].estimate == 1.0  # induction-ablated 1.0 minus FV-ablated 0.0
+    claims = head_set_claims(ivs, 4)
+    got = {c.key: c.verdict for c in claims}
+    assert got == {"10.fv_heads_ablation": "replicates", "10.induction_heads_ablation": "inconclusive",
+                   "10.fv_over_induction": "replicates"}
+    from helpers.study.challengers_report import heads_table
+
+    table = heads_table(claims)
+    assert list(table["verdict"]) == ["inconclusive", "supported", "supported"]  # induction, FV, FV over induction
+    assert table.index[0].startswith("induction") and table.index[1].startswith("function-vector heads")

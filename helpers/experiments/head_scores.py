@@ -20,7 +20,10 @@ position q (:mod:`helpers.experiments.incontext_heads`). Two other rankings come
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,12 +34,18 @@ from helpers.core.checks import positive_int, seed_arg
 from helpers.core.heads import Head, ablated_last_logprobs, collect_at_q
 from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Demo, PromptSet, check_prompts, make_icl_set
+from helpers.core.store import cached, pins_weights
+from helpers.core.tasks import LabelWordWarning
+from helpers.study.claims import claim
+from helpers.study.profiles import RunSizes
+from helpers.study.stats import Interval, bootstrap_means, paired_differences
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
 __all__ = ["repeated_random_tokens", "induction_scores", "shuffled_demos", "shuffled_label_set", "mean_z_at_q",
-           "fv_scores", "top_heads", "overlap"]
+           "fv_scores", "top_heads", "overlap", "HeadScoreSizes", "head_score_sizes", "scoring_seed", "scoring_set",
+           "fv_runs", "top_share", "SETS", "head_set_intervals", "head_set_claims"]
 
 
 def repeated_random_tokens(model: HookedTransformer, length: int, n: int, seed: int) -> torch.Tensor:
@@ -139,10 +148,123 @@ def top_heads(scores: Float[torch.Tensor, "layer head"], n: int) -> list[Head]:
     return [(i // H, i % H) for i in order]
 
 
-def overlap(a: Sequence[Head], b: Sequence[Head]) -> dict:
-    """Shared heads of two sets, with their Jaccard index and the count expected by chance is left to the
-    caller (it depends on the model's number of heads): ``{"shared": [...], "n_shared", "jaccard"}``."""
+def overlap(a: Sequence[Head], b: Sequence[Head], n_heads: int | None = None) -> dict:
+    """The heads two sets share: ``{"shared": [...], "n_shared", "jaccard"}``, and with ``n_heads`` (the model's
+    number of heads) ``"chance"``: the number two random sets of these sizes share on average,
+    ``len(a) * len(b) / n_heads``."""
     sa, sb = {tuple(h) for h in a}, {tuple(h) for h in b}
     shared = sorted(sa & sb)
     union = sa | sb
-    return {"shared": shared, "n_shared": len(shared), "jaccard": len(shared) / len(union) if union else 0.0}
+    out = {"shared": shared, "n_shared": len(shared), "jaccard": len(shared) / len(union) if union else 0.0}
+    if n_heads is not None:
+        out["chance"] = len(sa) * len(sb) / positive_int("n_heads", n_heads)
+    return out
+
+
+# ------------------------------------------------------------------------------------------- at scale
+
+
+@dataclass(frozen=True)
+class HeadScoreSizes(RunSizes):
+    """Run sizes of notebook 10's head rankings and ablations (:func:`head_score_sizes`)."""
+
+    seeds: tuple[int, ...]  # the ablations' demonstration sets
+    n_eval: int  # test inputs per (task, seed) for the ablations
+    n_attr: int  # prompts per task that score the heads (their own seed, apart from the ablations')
+    frac: float  # the share of all heads each ranking's top set holds (at least 4 heads)
+    batch_size: int
+
+
+def head_score_sizes(profile) -> HeadScoreSizes:
+    """``paper``: every seed, ``n_test`` inputs, 64 scoring prompts per task; ``default``: the first two seeds, 32
+    inputs, 16 scoring prompts; ``smoke``: one seed, 4 inputs, 4 scoring prompts. The top 2% of heads (Crosbie &
+    Shutova ablate 1-3%; at least 4 heads)."""
+    if profile.name == "paper":
+        return HeadScoreSizes(seeds=tuple(profile.seeds), n_eval=profile.n_test, n_attr=64, frac=0.02,
+                              batch_size=profile.batch_size)
+    if profile.name == "default":
+        return HeadScoreSizes(seeds=tuple(profile.seeds[:2]), n_eval=32, n_attr=16, frac=0.02,
+                              batch_size=profile.batch_size)
+    return HeadScoreSizes(seeds=tuple(profile.seeds[:1]), n_eval=4, n_attr=4, frac=0.02, batch_size=profile.batch_size)
+
+
+def scoring_seed(sizes: HeadScoreSizes) -> int:
+    """The seed of the scoring prompts: apart from every ablation seed, so no head is ranked on the inputs it is
+    then ablated on."""
+    return max(sizes.seeds) + 1000
+
+
+def scoring_set(model: HookedTransformer, task: str, sizes: HeadScoreSizes) -> PromptSet:
+    """The prompts that score the heads for ``task`` (:func:`scoring_seed`, ``sizes.n_attr`` inputs)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LabelWordWarning)
+        return make_icl_set(model, task, scoring_seed(sizes), sizes.n_attr)
+
+
+@pins_weights
+def fv_runs(model: HookedTransformer, tasks: Sequence[str], sizes: HeadScoreSizes) -> dict[str, torch.Tensor]:
+    """``{task: [layer, head]}``: the mean function-vector score (:func:`fv_scores`) over the task's scoring prompts,
+    clean against their labels shuffled (:func:`shuffled_label_set`), stored on disk."""
+    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
+    out = {}
+    for task in tasks:
+        def run(task=task):
+            clean = scoring_set(model, task, sizes)
+            bad = shuffled_label_set(model, clean, scoring_seed(sizes))
+            return fv_scores(model, clean.prompts, bad.prompts, clean.label_ids, sizes.batch_size).mean(0)
+
+        out[task] = cached("fv_scores", {"model": name, "task": task, "seed": scoring_seed(sizes),
+                                         "n": sizes.n_attr}, run, model=model)
+    return out
+
+
+def top_share(model: HookedTransformer, frac: float, min_heads: int = 4) -> int:
+    """How many heads the top ``frac`` of all heads is: ``max(min_heads, ceil(frac * n_layers * n_heads))``."""
+    return max(min_heads, math.ceil(frac * model.cfg.n_layers * model.cfg.n_heads))
+
+
+SETS = {"incontext": "in-context heads (arXiv 2402.02872)", "induction": "induction heads (arXiv 2407.07011)",
+        "fv": "function-vector heads (arXiv 2310.15213, 2502.14010)"}
+
+
+def head_set_intervals(cells: dict[str, dict[str, dict]]) -> dict:
+    """95% intervals (seeds, then inputs; mean over tasks) from per-input correctness ``cells[set][condition]``
+    (``{(task, seed): [0/1 per input]}``; conditions ``plain``, ``set`` (the set ablated) and ``random`` (as many
+    random heads ablated), on the same inputs): each condition's accuracy per set, ``(set, "excess")`` = random
+    minus set (paired per input), and ``("fv - induction", "excess")`` = accuracy with the induction set ablated
+    minus with the function-vector set ablated (paired), when both sets are there."""
+    out = {}
+    for name, c in cells.items():
+        for cond in ("plain", "set", "random"):
+            out[(name, cond)] = bootstrap_means(c[cond])
+        out[(name, "excess")] = bootstrap_means(paired_differences(c["random"], c["set"]))
+    if {"fv", "induction"} <= set(cells):
+        out[("fv - induction", "excess")] = bootstrap_means(paired_differences(cells["induction"]["set"],
+                                                                               cells["fv"]["set"]))
+    return out
+
+
+def _above_zero(iv: Interval) -> str:
+    return "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
+
+
+def head_set_claims(intervals: dict, n_top: int, context: str = "") -> list:
+    """Per ranking: ablating its top ``n_top`` heads at every position costs more accuracy than ablating as many
+    random heads (the 95% interval of random minus set above 0: "replicates"; below 0: "does not replicate";
+    containing 0: "inconclusive"); and the function-vector set costs more than the induction set (Yin &
+    Steinhardt's claim; the same criterion on induction-ablated minus FV-ablated accuracy)."""
+    out = []
+    for name in SETS:
+        if (name, "excess") not in intervals:
+            continue
+        iv = intervals[(name, "excess")]
+        note = (f"accuracy: plain {intervals[(name, 'plain')]:.3f}, top {n_top} ablated {intervals[(name, 'set')]:.3f}, "
+                f"{n_top} random heads ablated {intervals[(name, 'random')]:.3f}")
+        out.append(claim(f"10.{name}_heads_ablation", iv, _above_zero(iv), f"95% interval of the accuracy with {n_top} "
+                         "random heads ablated minus with the set ablated (every position) above 0", context=context,
+                         note=note))
+    if ("fv - induction", "excess") in intervals:
+        iv = intervals[("fv - induction", "excess")]
+        out.append(claim("10.fv_over_induction", iv, _above_zero(iv), "95% interval of the accuracy with the induction "
+                         "set ablated minus with the function-vector set ablated above 0", context=context))
+    return out

@@ -13,6 +13,13 @@ checks, with criteria fixed before the run:
 
 An account is **supported** when both checks hold, **partly** when one holds, **not supported** when the
 isolation check does not replicate and the flows check fails, and **inconclusive** otherwise.
+
+Three accounts name the heads that carry in-context learning: paper B's in-context heads (arXiv 2402.02872),
+induction heads (Crosbie & Shutova, arXiv 2407.07011) and function-vector heads (Todd et al., arXiv 2310.15213;
+Yin & Steinhardt, arXiv 2502.14010). Each is judged by one check, ``10.<set>_heads_ablation`` (ablating the
+ranking's top heads costs more accuracy than ablating as many random heads): **supported** when it replicates,
+**not supported** when it does not, **inconclusive** otherwise; :func:`heads_table` adds Yin & Steinhardt's
+comparison, ``10.fv_over_induction``.
 """
 
 from __future__ import annotations
@@ -23,11 +30,14 @@ import pandas as pd
 
 from helpers.study.claims import Claim
 
-__all__ = ["ACCOUNTS", "CHALLENGERS", "account_checks", "account_table"]
+__all__ = ["ACCOUNTS", "CHALLENGERS", "HEAD_ACCOUNTS", "account_checks", "account_table", "heads_table"]
 
 ACCOUNTS = {"label": "label words (arXiv 2305.14160)", "forerunner": "forerunner tokens (arXiv 2410.04468)",
             "template": "template tokens (arXiv 2401.11323)"}
 CHALLENGERS = ("forerunner", "template")
+HEAD_ACCOUNTS = {"incontext": "in-context heads (arXiv 2402.02872)", "induction": "induction heads (arXiv 2407.07011)",
+                 "fv": "function-vector heads (arXiv 2310.15213)"}
+_HEAD_VERDICT = {"replicates": "supported", "does not replicate": "not supported", "inconclusive": "inconclusive"}
 
 
 def _verdicts(claims: Sequence[Claim]) -> dict[str, str]:
@@ -78,4 +88,18 @@ def account_table(claims: Sequence[Claim]) -> pd.DataFrame:
     rows = [{"account": ACCOUNTS[c], "isolation (first layers) vs content tokens": r["isolation"],
              "flows vs the other classes": r["flows"], "verdict": r["account"]}
             for c, r in account_checks(claims).items()]
+    return pd.DataFrame(rows).set_index("account")
+
+
+def heads_table(claims: Sequence[Claim]) -> pd.DataFrame:
+    """A row per head account present in ``claims``: its ablation check and the verdict (module docstring), and a
+    row for the function-vector heads against the induction heads when that claim is there."""
+    v = _verdicts(claims)
+    rows = [{"account": name, "ablation vs as many random heads": v[f"10.{k}_heads_ablation"],
+             "verdict": _HEAD_VERDICT.get(v[f"10.{k}_heads_ablation"], "inconclusive")}
+            for k, name in HEAD_ACCOUNTS.items() if f"10.{k}_heads_ablation" in v]
+    if "10.fv_over_induction" in v:
+        rows.append({"account": "function-vector over induction heads (arXiv 2502.14010)",
+                     "ablation vs as many random heads": f"FV set costs more: {v['10.fv_over_induction']}",
+                     "verdict": _HEAD_VERDICT.get(v["10.fv_over_induction"], "inconclusive")})
     return pd.DataFrame(rows).set_index("account")

@@ -336,6 +336,25 @@ CLAIMS_10: dict[str, dict] = {
         "source": f"{_TEMPLATE}: ablating template tokens' representations hurts far more than content tokens'; "
                   "§2.2's protocol",
         "paper": "accuracy falls most when template and stopword tokens are removed from the representations"},
+    "10.incontext_heads_ablation": {
+        "statement": "Ablating the top in-context heads (paper B's score) at every position costs more accuracy than "
+                     "ablating as many random heads",
+        "source": "arXiv 2402.02872 (the in-context heads experiment); notebook 07's ranking on ordinary labels",
+        "paper": "87.6% -> 24.4% foo/bar accuracy with 1% of the heads ablated (larger models)"},
+    "10.induction_heads_ablation": {
+        "statement": "Ablating the top induction heads at every position costs more accuracy than ablating as many "
+                     "random heads",
+        "source": "Crosbie & Shutova, arXiv 2407.07011: ablating 1-3% induction heads",
+        "paper": "few-shot ICL falls to about zero-shot with 1-3% of the heads ablated"},
+    "10.fv_heads_ablation": {
+        "statement": "Ablating the top function-vector heads at every position costs more accuracy than ablating as "
+                     "many random heads",
+        "source": "Todd et al., arXiv 2310.15213 (the FV score); Yin & Steinhardt, arXiv 2502.14010",
+        "paper": "qualitative: ablating the FV heads hurts few-shot ICL more than ablating induction heads"},
+    "10.fv_over_induction": {
+        "statement": "Ablating the function-vector heads costs more accuracy than ablating as many induction heads",
+        "source": "Yin & Steinhardt, arXiv 2502.14010",
+        "paper": "few-shot ICL depends mainly on FV heads, more than on induction heads"},
 }
 # end of notebook 10
 
