@@ -425,3 +425,29 @@ def test_head_set_intervals_and_claims_hand_case():
     table = heads_table(claims)
     assert list(table["verdict"]) == ["inconclusive", "supported", "supported"]  # induction, FV, FV over induction
     assert table.index[0].startswith("induction") and table.index[1].startswith("function-vector heads")
+
+
+def test_a_class_without_a_control_of_as_many_content_tokens_is_not_comparable(tiny_sst2_set):
+    """A task of very short texts can hold fewer content tokens than template tokens: no control of as many exists,
+    and the claim says so instead of drawing fewer."""
+    from helpers.core.predict import Predictions
+    from helpers.experiments.isolation_classes import class_isolation_claims, class_loyalty_intervals, control_possible
+
+    _, prompts, _ = tiny_sst2_set
+    assert control_possible(prompts, "label")
+    p = prompts[0]
+    short = type(p)(**{**p.__dict__, "text_spans": []})
+    short.kinds = ["format" if k == "text" else k for k in p.kinds]
+    short.format_pos = sorted(set(p.format_pos) | {i for i, k in enumerate(p.kinds) if k == "text"})
+    assert not control_possible([short], "template")
+
+    def pred(labels):
+        logits = torch.nn.functional.one_hot(torch.tensor(labels), 2).float()
+        return Predictions(logits, torch.zeros(len(labels), 1, dtype=torch.long), torch.tensor(labels))
+
+    res = {"base": pred([0, 1]), **{(c, w): pred([0, 1]) for c in ("label", "random:label", "forerunner",
+                                                                    "random:forerunner", "template")
+                                    for w in ("first", "last")}}
+    claims = {c.key: c for c in class_isolation_claims(class_loyalty_intervals({("sst2", 1): res}), k=1)}
+    assert claims["10.template_isolation"].verdict == "not comparable" and claims["10.template_isolation"].ours is None
+    assert claims["10.label_isolation"].verdict == "inconclusive"  # 0 drop: the interval is [0, 0]

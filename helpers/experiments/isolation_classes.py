@@ -41,7 +41,7 @@ from helpers.study.stats import Interval, bootstrap_means, paired_differences
 
 __all__ = ["ISOLATED_CLASSES", "class_conditions", "content_draw", "class_rows", "run_class_isolation",
            "ClassIsolationSizes", "class_isolation_sizes", "class_isolation_runs", "class_loyalty_intervals",
-           "class_isolation_claims"]
+           "class_isolation_claims", "control_possible"]
 
 ISOLATED_CLASSES = tuple(c for c in CLASSES if c != "content") + ("label_first",)
 
@@ -78,6 +78,12 @@ def class_rows(prompts: Sequence[Prompt], condition: str, layers: Sequence[int],
         rows = position_classes(p)[cls]
         out.append(content_draw(p, layers, seed, i, len(rows)) if random else {l: list(rows) for l in layers})
     return out
+
+
+def control_possible(prompts: Sequence[Prompt], cls: str) -> bool:
+    """Whether every prompt's demonstrations hold at least as many content tokens as class ``cls`` has positions
+    (a task of very short texts may not: then no control of as many content tokens exists)."""
+    return all(len(position_classes(p)["content"]) >= len(position_classes(p)[cls]) for p in prompts)
 
 
 def run_class_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], condition: str, where: str,
@@ -152,6 +158,8 @@ def class_isolation_runs(model, tasks: Sequence[str], sizes: ClassIsolationSizes
             res = {"base": vanilla_predictions(model, s.prompts, s.label_ids, batch_size=sizes.batch_size)}
             for c in conditions:
                 prompts = s.prompts[: sizes.random_n] if c.startswith("random:") else s.prompts
+                if c.startswith("random:") and not control_possible(prompts, c.removeprefix("random:")):
+                    continue  # fewer content tokens than the class holds: no control of as many (claims: not comparable)
                 for w in WHERES:
                     res[(c, w)] = run_class_isolation(model, prompts, s.label_ids, c, w, sizes.k, seed=seed,
                                                       batch_size=sizes.batch_size)
@@ -175,11 +183,11 @@ def class_loyalty_intervals(runs: dict) -> dict:
     ``(condition, where)``, and of ``("drop", class, where)``: the random control's loyalty minus the class's, paired
     on the inputs both ran (paper A's contrast for the label words), and of ``("vs label", class, where)``: the
     label words' loyalty minus the class's (above 0: isolating the label words moves more)."""
-    keys = [k for k in next(iter(runs.values())) if k != "base"]
+    keys = [k for k in next(iter(runs.values())) if k != "base" and all(k in r for r in runs.values())]
     loyal = {k: {cell: _loyal(r, k) for cell, r in runs.items()} for k in keys}
     out = {k: bootstrap_means(v) for k, v in loyal.items()}
     for c, w in keys:
-        if c.startswith("random:"):
+        if c.startswith("random:") or (f"random:{c}", w) not in loyal:
             continue
         rnd = loyal[(f"random:{c}", w)]
         own = {cell: v[: len(rnd[cell])] for cell, v in loyal[(c, w)].items()}
@@ -192,9 +200,15 @@ def class_loyalty_intervals(runs: dict) -> dict:
 def class_isolation_claims(intervals: dict, k: int, context: str = "") -> list:
     """Per class (the label words included, as paper A's baseline): isolating it in the first ``k`` layers moves the
     prediction more than isolating as many content tokens, i.e. the 95% interval of the loyalty drop (random minus
-    class) lies above 0 ("replicates"), below 0 ("does not replicate"), or contains 0 ("inconclusive")."""
+    class) lies above 0 ("replicates"), below 0 ("does not replicate"), or contains 0 ("inconclusive"); "not
+    comparable" when the demonstrations hold fewer content tokens than the class (:func:`control_possible`)."""
     out = []
     for cls in ("label", "forerunner", "template"):
+        if ("drop", cls, "first") not in intervals:
+            out.append(claim(f"10.{cls}_isolation", None, "not comparable", "a control of as many content tokens",
+                             context=context, missing=f"the demonstrations hold fewer content tokens than {cls} "
+                             "tokens: no control of as many content tokens exists"))
+            continue
         iv: Interval = intervals[("drop", cls, "first")]
         verdict = "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
         note = (f"label loyalty: {cls} isolated {intervals[(cls, 'first')]:.3f}, as many content tokens "
