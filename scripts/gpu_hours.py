@@ -192,12 +192,9 @@ def markdown(rows: list[dict], estimates: dict[str, dict[str, dict]], measured: 
 
 def render_doc(table: str, doc: Path = DOC) -> str:
     """``doc``'s text with its GPU-hours block replaced by ``table``."""
-    text = doc.read_text()
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"{doc} has no {BEGIN} ... {END} block")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{table}{END}{tail}"
+    from helpers.study.report import replace_block
+
+    return replace_block(doc.read_text(), table, BEGIN, END, str(doc))
 
 
 def main(argv=None) -> int:

@@ -114,12 +114,9 @@ def markdown(res: dict) -> str:
 
 def render_doc(res: dict, doc: Path = DOC) -> str:
     """``doc``'s text with its precision block replaced by :func:`markdown` of ``res``."""
-    text = doc.read_text()
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"{doc} has no {BEGIN} ... {END} block")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{markdown(res)}{END}{tail}"
+    from helpers.study.report import replace_block
+
+    return replace_block(doc.read_text(), markdown(res), BEGIN, END, str(doc))
 
 
 

@@ -20,7 +20,7 @@ from helpers.core.accounting import read_ledgers, summarise
 from helpers.core.tasks import get_task
 from helpers.study.results import model_slug, run_key, run_tasks
 
-__all__ = ["build_report", "markdown_table", "record_run", "recorded_runs", "RUNS_FILE", "write_accounting",
+__all__ = ["build_report", "markdown_table", "replace_block", "record_run", "recorded_runs", "RUNS_FILE", "write_accounting",
            "ACCOUNTING_DIR", "git_commit"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent  # the repository
@@ -240,3 +240,14 @@ def write_accounting(folder: Path, walls: dict[str, float] | None = None, title:
     out = Path(folder) / "accounting.md"
     out.write_text(accounting_markdown(rows, title))
     return out
+
+
+def replace_block(text: str, body: str, begin: str, end: str, where: str = "the page") -> str:
+    """``text`` with what lies between the marker lines ``begin`` and ``end`` replaced by ``body`` (the generated
+    blocks of docs/gpu.md); a ValueError naming ``where`` when a marker is missing."""
+    if begin not in text or end not in text:
+        raise ValueError(f"{where} has no {begin} ... {end} block")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{body}{end}{tail}"
+
