@@ -96,21 +96,29 @@ lock: $(TORCH_STAMP)
 	mv $(LOCK).tmp $(LOCK)
 
 # the tests' settings: smoke sizes, and results written and cached in fresh folders under .cache/
-TEST_ENV = ICL_PROFILE=smoke ICL_RESULTS_DIR=$(CURDIR)/.cache/test-results ICL_RESULTS_CACHE=$(CURDIR)/.cache/test-results-cache
+# Tests run in TEST_JOBS pytest-xdist worker processes (0: all in one process), each with TEST_THREADS torch
+# threads, so the workers share the cores instead of fighting over them. Two workers on CI's two cores: most tests
+# wait on a kernel, a subprocess or Python, not on the matrix products, and a second worker fills that time.
+TEST_JOBS ?= 2
+TEST_THREADS ?= $(shell n=$$(( $$(nproc 2>/dev/null || echo 1) / ($(TEST_JOBS) > 0 ? $(TEST_JOBS) : 1) )); echo $$(( n > 0 ? n : 1 )))
+TEST_ENV = ICL_PROFILE=smoke ICL_RESULTS_DIR=$(CURDIR)/.cache/test-results ICL_RESULTS_CACHE=$(CURDIR)/.cache/test-results-cache \
+	OMP_NUM_THREADS=$(TEST_THREADS) MKL_NUM_THREADS=$(TEST_THREADS)
+# worksteal: a worker that is done takes queued tests from the other (the notebooks are long and come last)
+XDIST = -n $(TEST_JOBS) $(if $(filter 0,$(TEST_JOBS)),,--dist worksteal)
 
 test: setup
 	rm -rf .cache/test-results .cache/test-results-cache
-	$(TEST_ENV) $(PY) -m pytest tests notebooks --nbmake --nbmake-timeout=1800 -q $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest tests notebooks --nbmake --nbmake-timeout=1800 $(XDIST) -q $(PYTEST_ARGS)
 
 # one tier of make test each (tests/conftest.py, 'tiers'; docs/contributing.md): tiny-model unit tests, tests on
 # a real offline model, notebook runs, and the repository's infrastructure
 test-unit test-models test-infra: test-%: setup
 	rm -rf .cache/test-results .cache/test-results-cache
-	$(TEST_ENV) $(PY) -m pytest tests -m $* -q $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest tests -m $* $(XDIST) -q $(PYTEST_ARGS)
 
 test-notebooks: setup
 	rm -rf .cache/test-results .cache/test-results-cache
-	$(TEST_ENV) $(PY) -m pytest tests notebooks --nbmake --nbmake-timeout=1800 -m notebooks -q $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest tests notebooks --nbmake --nbmake-timeout=1800 -m notebooks $(XDIST) -q $(PYTEST_ARGS)
 
 # the property-based tests of tests/test_fuzz.py with 1000 examples each (make test runs 25)
 fuzz: setup
