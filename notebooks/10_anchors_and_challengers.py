@@ -16,8 +16,11 @@
 # - sort every position of a prompt's demonstrations into label words, forerunner tokens (the template token
 #   just before each label), other template tokens and content;
 # - generalise §2.1's saliency flows and §2.2's isolation from the label words to any class of positions;
+# - rank heads three ways (in-context, induction, function vector) and test each ranking by ablating its top heads
+#   against as many random ones, on ordinary and on foo/bar labels;
+# - test whether a multi-token label word anchors at its first token or at all of them;
 # - say which account of where the demonstrations' information sits the evidence on these models favours, and
-#   what these two tests cannot tell apart.
+#   what these tests cannot tell apart.
 
 # %% [markdown]
 # ## The claims
@@ -31,6 +34,12 @@
 #   the label token, and routes that bypass the label tokens run in parallel.
 # - **Template tokens** (Bai et al., [arXiv 2401.11323](https://arxiv.org/abs/2401.11323)): the template and
 #   stopword tokens, not the content, aggregate the demonstrations' information and are what performance needs.
+# - **Which heads** (paper B, [arXiv 2402.02872](https://arxiv.org/abs/2402.02872); Crosbie & Shutova,
+#   [arXiv 2407.07011](https://arxiv.org/abs/2407.07011); Todd et al., [arXiv 2310.15213](https://arxiv.org/abs/2310.15213);
+#   Yin & Steinhardt, [arXiv 2502.14010](https://arxiv.org/abs/2502.14010)): a few in-context heads, induction
+#   heads, or function-vector heads carry ICL, and FV heads matter more than induction heads.
+# - **A label word's tokens**: paper A's code reads a multi-token label word at its first token; whether the
+#   anchor is that token or the whole word has not been tested.
 #
 # **Method.** The same two measurements for every class of position. *Flows* (§2.1, generalised): for a class
 # $C$, `into` is the mean saliency $I_l(c, j)$ over $c \in C$ and the content tokens $j < c$, and `to_q` is the
@@ -45,7 +54,6 @@
 
 # %%
 import itertools
-import warnings
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -56,8 +64,9 @@ from IPython.display import display
 from helpers.core.models import load_model
 from helpers.core.positions import CLASSES, position_classes
 from helpers.core.prompts import make_icl_set
-from helpers.core.tasks import LabelWordWarning
 from helpers.exercises.saliency_classes import check_class_flow_to_q
+from helpers.experiments import aucroc_span as asp
+from helpers.experiments import compression_span as csp
 from helpers.experiments import head_ablation as ha
 from helpers.experiments import head_scores as hs
 from helpers.experiments import incontext_heads as ih
@@ -67,7 +76,7 @@ from helpers.experiments.saliency import saliency_matrices
 from helpers.study import plots
 from helpers.study.challengers_report import account_table, heads_table
 from helpers.study.claims import report_claims, show_reading
-from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.profiles import current_model_name, get_profile, label_span_sizes
 
 profile = get_profile()
 model = load_model(current_model_name())
@@ -206,24 +215,63 @@ display(pd.DataFrame([{"rankings": f"{a} & {b}", **{k: v for k, v in hs.overlap(
                       for a, b in itertools.combinations(top, 2)]).set_index("rankings"))
 
 # %% [markdown]
-# Each top set is ablated (its heads' outputs set to zero at every position, `helpers.experiments.head_ablation`)
-# against as many random heads, on one demonstration set per (task, seed). The table: accuracy per ranking (rows)
-# with nothing ablated, its top heads ablated and as many random heads ablated (columns), with 95% intervals.
+# Each top set is ablated (its heads' outputs set to zero, `helpers.experiments.head_ablation`) against as many
+# random heads, at every position and at $q$ only, on one demonstration set per (task, seed), twice: with the
+# tasks' ordinary label words, and on paper B's foo/bar labels (the binary tasks, notebook 07's prompts), where
+# each input's accuracy is averaged over the mapping and its swap (bar/foo), so a fixed preference for one word
+# scores 0.5. The plain run is shared by the three rankings. The table: per labels, ranking and where the heads
+# are ablated (rows), the accuracy with nothing ablated, with the top heads ablated and with as many random heads
+# ablated, and random minus top (columns), with 95% intervals.
 
 # %%
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", LabelWordWarning)  # multi-token label words: notebook 00 lists them
-    evaluation = {(t, s): make_icl_set(model, t, s, head_sizes.n_eval) for t in profile.tasks for s in head_sizes.seeds}
-ablated = {name: {key: ha.ablation_conditions(model, ps.prompts, ps.label_ids, heads, key[1], head_sizes.batch_size)
-                  for key, ps in evaluation.items()} for name, heads in top.items()}
-conditions = {"plain": "plain", "set": "in-context heads ablated" + ha.ALL_POSITIONS,  # head_ablation's names
-              "random": "random heads ablated" + ha.ALL_POSITIONS}
-cells = {name: {c: ha.ablation_cells(runs)[cond] for c, cond in conditions.items()} for name, runs in ablated.items()}
-head_ivs = hs.head_set_intervals(cells)
-display(pd.DataFrame({name: {c: f"{head_ivs[(name, c)]:.3f}" for c in ("plain", "set", "random", "excess")}
-                      for name in top}).T.rename(columns={"set": f"top {n_top} ablated",
-                                                          "random": f"{n_top} random ablated",
-                                                          "excess": "random minus top"}))
+ablated = ha.head_sets_runs(model, profile.tasks, top, head_sizes.seeds, head_sizes.n_eval, head_sizes.batch_size)
+foobar = ha.head_sets_foobar_runs(model, profile.tasks, top, head_sizes.foobar_sizes(), head_sizes.batch_size)
+head_ivs = hs.head_set_intervals(ha.sets_cells(ablated))
+foobar_ivs = hs.head_set_intervals(ha.sets_cells(ha.swap_averaged(foobar["foo/bar"], foobar["bar/foo"])))
+display(pd.DataFrame([{"labels": labels, "ranking": name, "ablated": where, "plain": f"{ivs[(name, 'plain')]:.3f}",
+                       f"top {n_top}": f"{ivs[(name, 'set' + at)]:.3f}",
+                       f"{n_top} random": f"{ivs[(name, 'random' + at)]:.3f}",
+                       "random minus top": f"{ivs[(name, 'excess' + at)]:.3f}"}
+                      for labels, ivs in (("ordinary", head_ivs), ("foo/bar, swap-averaged", foobar_ivs))
+                      for name in top for at, where in (("", "every position"), ("@q", "at q"))]
+                     ).set_index(["labels", "ranking", "ablated"]))
+
+# %% [markdown]
+# ## At scale: a label word's first token, or all of it?
+#
+# Paper A's code reads a multi-token label word at its first token (its isolation and AUCROC; notebooks 01-05 do
+# the same), while its Hidden_anchor keeps every token of the word. Which is the anchor? The task for this
+# comparison was fixed before any run: AGNews with a phrase per class (`data/agnews_phrases/task.json`: "World
+# politics", "Sports results", "Business and finance", "Science and technology"), every one of them two or three
+# tokens long, with distinct first tokens, under the three tokenizers used here. On the same prompts, each
+# measurement runs with both anchors: isolation in the first $k$ layers (each anchor against as many content
+# tokens, `helpers.experiments.isolation_classes`), AUCROC$_l$ (`helpers.experiments.aucroc_span`) and
+# Hidden_anchor (`helpers.experiments.compression_span`). The figure: AUCROC$_l$ (y) against the layer (x), a
+# line per anchor (band: seaborn's 95% bootstrap over seeds; 0.5 is chance). The table: each measurement
+# (rows) with the first token, with all tokens, and all minus first (columns), with 95% intervals.
+
+# %%
+span_sizes = label_span_sizes(profile)
+span_loyalty = ic.class_loyalty_intervals(ic.span_isolation_runs(model, span_sizes))
+span_auc = asp.span_aucroc_runs(model, span_sizes)
+ax = sns.lineplot(asp.span_aucroc_curves(span_auc), x="layer", y="AUCROC", hue="span", errorbar=("ci", 95))
+ax.axhline(0.5, color="grey", lw=0.8, ls=":")
+ax.set(ylabel="AUCROC$_l$ (attention at q vs the prediction)",
+       title=f"{current_model_name()}, {span_sizes.task}: the label word's first token or all of it")
+plots.show_figure(ax.figure, "10_span_aucroc")
+span_anchor = csp.span_anchor_intervals(csp.span_anchor_runs(model, span_sizes))
+k = span_sizes.k
+display(pd.DataFrame({
+    f"isolation, first {k} layers: loyalty drop vs content tokens": {
+        "first token": f"{span_loyalty[('drop', 'label_first', 'first')]:.3f}",
+        "all tokens": f"{span_loyalty[('drop', 'label', 'first')]:.3f}",
+        "all minus first": f"{span_loyalty[('span drop', 'first')]:.3f}"},
+    "Hidden_anchor: accuracy": {"first token": f"{span_anchor[('accuracy', 'first')]:.3f}",
+                                "all tokens": f"{span_anchor[('accuracy', 'all')]:.3f}",
+                                "all minus first": f"{span_anchor['all - first']:.3f}"},
+    "Hidden_anchor: label loyalty to full ICL": {"first token": f"{span_anchor[('label loyalty', 'first')]:.3f}",
+                                                 "all tokens": f"{span_anchor[('label loyalty', 'all')]:.3f}",
+                                                 "all minus first": ""}}).T)
 
 # %% [markdown]
 # ## Paper vs ours
@@ -236,23 +284,31 @@ display(pd.DataFrame({name: {c: f"{head_ivs[(name, c)]:.3f}" for c in ("plain", 
 #    above 0 replicates (isolating the class moves the prediction more than isolating content).
 #
 # 3. per ranking, the accuracy with as many random heads ablated minus with its top heads ablated (every
-#    position): above 0 replicates; and the accuracy with the induction set ablated minus with the
-#    function-vector set ablated: above 0, Yin & Steinhardt's claim replicates.
+#    position), with the ordinary label words and, swap-averaged, on foo/bar: above 0 replicates; and the
+#    accuracy with the induction set ablated minus with the function-vector set ablated: above 0, Yin &
+#    Steinhardt's claim replicates;
+# 4. on the phrase-label task, all of a label word's tokens minus its first token: the isolation drop (first $k$
+#    layers), the mean AUCROC$_l$ over the deep layers (the last half) and Hidden_anchor's accuracy. Above 0: the
+#    later tokens hold part of the anchor ("replicates"); below 0: the first token holds more; containing 0:
+#    inconclusive.
 #
 # The verdict table below puts the position classes together per account (`helpers.study.challengers_report`):
-# supported when the isolation check and the flow check both hold, partly when one does; the head claims stand
-# on their own rows.
+# supported when the isolation check and the flow check both hold, partly when one does; per head account the
+# same with its two ablation checks (ordinary labels, foo/bar).
 
 # %%
 context = f"{current_model_name()}, {len(flow_sizes.seeds)} seed(s)"
 flow_ivs = sc.class_flow_intervals(flow_runs, model.cfg.n_layers)
 claims = (sc.class_saliency_claims(flow_ivs, context) + ic.class_isolation_claims(loyalty, isolation_sizes.k, context)
-          + hs.head_set_claims(head_ivs, n_top, context))
+          + hs.head_set_claims(head_ivs, n_top, context, foobar=foobar_ivs)
+          + [ic.span_isolation_claim(span_loyalty, span_sizes.k, context),
+             asp.span_aucroc_claim(asp.span_aucroc_interval(span_auc), context),
+             csp.span_anchor_claim(span_anchor, context)])
 report_claims("10_anchors_and_challengers", claims, digits=3,
               metrics={"flow_sizes": flow_sizes.as_dict(), "isolation_sizes": isolation_sizes.as_dict(),
-                       "head_sizes": head_sizes.as_dict(), "top_heads": top})
+                       "head_sizes": head_sizes.as_dict(), "span_sizes": span_sizes.as_dict(), "top_heads": top})
 display(account_table(claims))  # a row per account of the position classes: its two checks and the verdict
-display(heads_table(claims))  # a row per account of the heads: its ablation check and the verdict
+display(heads_table(claims))  # a row per account of the heads: its two ablation checks and the verdict
 
 # %% [markdown]
 # ## Questions for discussion
@@ -304,6 +360,27 @@ _ = show_reading("10_anchors_and_challengers", digits=3, says={
                       "isolating content.",
         "inconclusive": "Isolating the template tokens cannot be told from isolating content here.",
         "does not replicate": "Isolating the template tokens moves the prediction less than isolating content.",
+    },
+    "10.span_isolation": {
+        "replicates": "On the phrase labels, isolating every token of each label word moves the prediction more "
+                      "than isolating its first token, beyond what as many content tokens do: the later tokens "
+                      "hold part of the anchor.",
+        "inconclusive": "On the phrase labels, isolating the whole label word cannot be told from isolating its "
+                        "first token.",
+        "does not replicate": "On the phrase labels, isolating the first token moves the prediction more than "
+                              "isolating the whole word.",
+    },
+    "10.span_aucroc": {
+        "replicates": "q's attention to the whole label word predicts the output better than its attention to the "
+                      "first token.",
+        "inconclusive": "q's attention to the whole label word and to its first token predict the output alike, "
+                        "within the interval.",
+        "does not replicate": "q's attention to the first token predicts the output better than to the whole word.",
+    },
+    "10.span_hidden_anchor": {
+        "replicates": "Hidden_anchor needs the label words' later tokens: keeping only the first ones costs accuracy.",
+        "inconclusive": "Keeping the label words' first tokens only cannot be told from keeping all of them.",
+        "does not replicate": "Hidden_anchor is more accurate with the first tokens only.",
     }})
 
 # %% [markdown]

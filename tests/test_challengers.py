@@ -11,6 +11,7 @@ from helpers.core.heads import ablated_last_logprobs
 from helpers.core.positions import CLASSES, class_positions, position_classes
 from helpers.core.predict import predict
 from helpers.core.prompts import make_icl_set
+from helpers.exercises.tiny import TINY_KINDS
 from helpers.experiments.head_scores import (
     fv_scores,
     induction_scores,
@@ -425,6 +426,109 @@ def test_head_set_intervals_and_claims_hand_case():
     table = heads_table(claims)
     assert list(table["verdict"]) == ["inconclusive", "supported", "supported"]  # induction, FV, FV over induction
     assert table.index[0].startswith("induction") and table.index[1].startswith("function-vector heads")
+    # the foo/bar check, swap-averaged: FV's excess is 0.5 there (half credit per input), induction's below 0
+    half = {("sst2", 1): [0.5, 0.5, 0.5, 0.5]}
+    foobar = head_set_intervals({"fv": {"plain": plain, "set": half, "random": plain},
+                                 "induction": {"plain": plain, "set": plain, "random": {("sst2", 1): [0, 0, 0, 0]}}})
+    assert foobar[("fv", "excess")].estimate == 0.5 and foobar[("induction", "excess")].estimate == -1.0
+    claims = head_set_claims(ivs, 4, foobar=foobar)
+    got = {c.key: c.verdict for c in claims}
+    assert got["10.fv_heads_foobar"] == "replicates" and got["10.induction_heads_foobar"] == "does not replicate"
+    table = heads_table(claims)
+    assert list(table["verdict"]) == ["inconclusive", "supported", "supported"]  # induction: inconclusive + fails
+    assert table.loc[table.index[0], "foo/bar, swap-averaged: vs as many random heads"] == "does not replicate"
+
+
+def test_head_verdicts_from_two_checks():
+    from helpers.study.challengers_report import _heads_verdict
+
+    r, n, i = "replicates", "does not replicate", "inconclusive"
+    assert [_heads_verdict(c) for c in ([r, r], [r, i], [r, n], [n, n], [n, i], [i, i], [r], [n], [i])] == [
+        "supported", "partly", "partly", "not supported", "inconclusive", "inconclusive", "supported",
+        "not supported", "inconclusive"]
+
+
+def test_head_set_intervals_at_q():
+    from helpers.experiments.head_scores import head_set_intervals
+
+    one, zero = {("t", 1): [1, 1, 1]}, {("t", 1): [0, 0, 0]}
+    ivs = head_set_intervals({"fv": {"plain": one, "set": one, "random": one, "set@q": zero, "random@q": one}})
+    assert ivs[("fv", "excess@q")].estimate == 1.0 and ivs[("fv", "excess")].estimate == 0.0
+    assert ("fv - induction", "excess") not in ivs
+
+
+# ------------------------------------------------------------------------------------------------ head sets ablated
+
+
+def test_several_sets_ablated_together_equal_each_set_ablated_alone(tiny_sst2_set):
+    """sets_ablation_conditions shares the plain run across sets: every set's conditions are those of
+    ablation_conditions for that set alone (same random draw, same inputs), and the plain run is the same."""
+    from helpers.experiments.head_ablation import ALL_POSITIONS, ablation_conditions, sets_ablation_conditions
+
+    model, prompts, label_ids = tiny_sst2_set
+    sets = {"a": [(0, 0), (1, 1)], "b": [(model.cfg.n_layers - 1, 0)]}
+    together = sets_ablation_conditions(model, prompts, label_ids, sets, seed=3, batch_size=3)
+    for name, heads in sets.items():
+        alone = ablation_conditions(model, prompts, label_ids, heads, seed=3, batch_size=2)
+        assert together["random_heads"][name] == alone["random_heads"]
+        c = alone["correct"]
+        assert together["correct"]["plain"] == c["plain"]
+        assert together["correct"][(name, "set")] == c["in-context heads ablated" + ALL_POSITIONS]
+        assert together["correct"][(name, "random")] == c["random heads ablated" + ALL_POSITIONS]
+        assert together["correct"][(name, "set@q")] == c["in-context heads ablated"]
+        assert together["correct"][(name, "random@q")] == c["random heads ablated"]
+    with pytest.raises(ValueError, match="non-empty dict"):
+        sets_ablation_conditions(model, prompts, label_ids, {}, seed=3)
+
+
+def test_an_empty_set_changes_nothing_and_sets_cells_lists_every_condition(tiny_sst2_set):
+    from helpers.experiments.head_ablation import SET_CONDITIONS, sets_ablation_conditions, sets_cells
+
+    model, prompts, label_ids = tiny_sst2_set
+    r = sets_ablation_conditions(model, prompts, label_ids, {"none": []}, seed=0, batch_size=4)
+    plain = r["correct"]["plain"]
+    assert all(r["correct"][("none", c)] == plain for c in SET_CONDITIONS)  # nothing ablated: the plain run
+    cells = sets_cells({("sst2", 42): r})
+    assert list(cells) == ["none"] and list(cells["none"]) == ["plain", *SET_CONDITIONS]
+    assert cells["none"]["set"][("sst2", 42)] == plain
+
+
+def test_swap_averaged_hand_case_and_mismatches():
+    from helpers.experiments.head_ablation import swap_averaged
+
+    a = {("sst2", 1): {"correct": {"plain": [1, 0, 1], ("fv", "set"): [0, 0, 1]}}}
+    b = {("sst2", 1): {"correct": {"plain": [0, 0, 1], ("fv", "set"): [1, 1, 1]}}}
+    got = swap_averaged(a, b)[("sst2", 1)]["correct"]
+    assert got == {"plain": [0.5, 0.0, 1.0], ("fv", "set"): [0.5, 0.5, 1.0]}  # a word preference alone: 0.5
+    with pytest.raises(ValueError, match="same \\(task, seed\\)"):
+        swap_averaged(a, {("sst2", 2): b[("sst2", 1)]})
+    with pytest.raises(ValueError, match="same conditions and inputs"):
+        swap_averaged(a, {("sst2", 1): {"correct": {"plain": [0, 0], ("fv", "set"): [1, 1, 1]}}})
+
+
+def test_head_sets_runs_are_stored_and_the_foobar_mappings_are_kept_apart(tiny_model, tmp_path, monkeypatch):
+    """The ordinary-label runs come back from the store; the foo/bar mapping and its swap run the same queries
+    with the label words exchanged and are stored apart (the store key names the words), so the swap's result is
+    never the mapping's."""
+    from helpers.core.prompts import make_icl_set as icl_set
+    from helpers.core.unrelated import EvalSizes, eval_set, unrelated_task
+    from helpers.experiments.head_ablation import head_sets_foobar_runs, head_sets_runs, sets_ablation_conditions
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    sets = {"a": [(0, 0)]}
+    first = head_sets_runs(tiny_model, ["sst2"], sets, [42], 3, batch_size=3)
+    assert head_sets_runs(tiny_model, ["sst2"], sets, [42], 3, batch_size=2) == first
+    s = icl_set(tiny_model, "sst2", 42, 3)
+    assert first[("sst2", 42)] == sets_ablation_conditions(tiny_model, s.prompts, s.label_ids, sets, 42, 3)
+    sizes = EvalSizes(n_eval=3, seeds=[42], k_per_class=1)
+    runs = head_sets_foobar_runs(tiny_model, ["sst2", "trec"], sets, sizes, batch_size=3)  # trec is not binary
+    assert list(runs) == ["foo/bar", "bar/foo"] and list(runs["foo/bar"]) == [("sst2", 42)]
+    for mapping, words in (("foo/bar", ("foo", "bar")), ("bar/foo", ("bar", "foo"))):
+        ps = eval_set(tiny_model, unrelated_task("sst2", (0, 1), words), 42, sizes)
+        assert runs[mapping][("sst2", 42)] == sets_ablation_conditions(tiny_model, ps.prompts, ps.label_ids, sets, 42, 3)
+    fb = eval_set(tiny_model, unrelated_task("sst2", (0, 1), ("foo", "bar")), 42, sizes)
+    bf = eval_set(tiny_model, unrelated_task("sst2", (0, 1), ("bar", "foo")), 42, sizes)
+    assert [p.gold for p in fb.prompts] == [p.gold for p in bf.prompts] and fb.label_ids == bf.label_ids[::-1]
 
 
 def test_a_class_without_a_control_of_as_many_content_tokens_is_not_comparable(tiny_sst2_set):
@@ -451,3 +555,194 @@ def test_a_class_without_a_control_of_as_many_content_tokens_is_not_comparable(t
     claims = {c.key: c for c in class_isolation_claims(class_loyalty_intervals({("sst2", 1): res}), k=1)}
     assert claims["10.template_isolation"].verdict == "not comparable" and claims["10.template_isolation"].ours is None
     assert claims["10.label_isolation"].verdict == "inconclusive"  # 0 drop: the interval is [0, 0]
+
+
+# ------------------------------------------------------------------------------------------------ a label word's tokens
+
+
+@pytest.fixture(scope="module")
+def phrase_sets(tiny_models):
+    """The phrase-label task (every label word two or three tokens) on each tiny model: 1 demonstration per class,
+    3 inputs."""
+    import warnings
+
+    from helpers.core.tasks import LabelWordWarning
+    from helpers.study.profiles import SPAN_TASK
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LabelWordWarning)
+        return {k: (m, make_icl_set(m, SPAN_TASK, 42, 3)) for k, m in tiny_models.items()}
+
+
+def test_the_phrase_task_has_multi_token_label_words_with_distinct_first_tokens():
+    from helpers.core.offline_models import gpt2_tokenizer
+    from helpers.core.tasks import get_task, load_split
+    from helpers.study.profiles import SPAN_TASK
+
+    task, tok = get_task(SPAN_TASK), gpt2_tokenizer()
+    ids = [tok(task.label_text(c), add_special_tokens=False)["input_ids"] for c in range(task.n_classes)]
+    assert all(len(i) >= 2 for i in ids) and len({i[0] for i in ids}) == task.n_classes
+    assert len(load_split(task, "test")) == len(load_split("agnews", "test"))  # AGNews's rows, checksummed
+
+
+def test_label_onehot_all_marks_every_token_of_each_word_and_first_only_the_first(phrase_sets):
+    from helpers.core.prompts import label_class_onehot
+
+    _, s = phrase_sets["gpt2"]
+    p = s.prompts[0]
+    first, every = label_class_onehot([p], len(p), len(s.label_ids)), label_class_onehot([p], len(p), 4, "all")
+    for (a, b), c in zip(p.label_spans, p.label_class):
+        assert b - a >= 2 and every[0, a:b, c].tolist() == [1.0] * (b - a) and first[0, a:b, c].tolist() == [1.0] + [0.0] * (b - a - 1)
+    assert every.sum() == sum(b - a for a, b in p.label_spans) and first.sum() == p.n_demos
+    with pytest.raises(ValueError, match="span must be 'first'"):
+        label_class_onehot([p], len(p), 4, "last")
+
+
+@pytest.mark.parametrize("kind", TINY_KINDS)
+def test_label_attention_over_all_tokens_equals_the_hand_sum_shared_and_full(phrase_sets, kind):
+    """span="all": the attention from q to every token of each class's label words, summed over heads, as read by
+    hand from run_with_cache; the shared-prefix run equals full prompts; span="first" reads the first tokens."""
+    from helpers.experiments.aucroc import label_attention
+
+    model, s = phrase_sets[kind]
+    every, pred = label_attention(model, s.prompts, s.label_ids, batch_size=2, span="all")
+    full, pred_full = label_attention(model, s.prompts, s.label_ids, batch_size=3, span="all", shared=False)
+    first, _ = label_attention(model, s.prompts, s.label_ids, batch_size=2)
+    torch.testing.assert_close(every, full, atol=1e-5, rtol=1e-4)
+    assert torch.equal(pred.pred, pred_full.pred)
+    for i, p in enumerate(s.prompts):
+        _, cache = model.run_with_cache(p.tokens[None], names_filter=lambda n: n.endswith("hook_pattern"))
+        for l in range(model.cfg.n_layers):
+            row = cache["pattern", l][0, :, p.q].sum(0)  # [key]
+            for c in range(len(s.label_ids)):
+                spans = [(a, b) for (a, b), cc in zip(p.label_spans, p.label_class) if cc == c]
+                torch.testing.assert_close(every[i, l, c], sum((row[a:b].sum() for a, b in spans), torch.tensor(0.0)),
+                                           atol=1e-5, rtol=1e-4)
+                torch.testing.assert_close(first[i, l, c], sum((row[a] for a, _ in spans), torch.tensor(0.0)),
+                                           atol=1e-5, rtol=1e-4)
+
+
+def test_label_attention_all_equals_first_when_every_word_is_one_token(tiny_sst2_set):
+    from helpers.experiments.aucroc import label_attention
+
+    model, prompts, label_ids = tiny_sst2_set
+    assert all(b - a == 1 for p in prompts for a, b in p.label_spans)
+    every, _ = label_attention(model, prompts, label_ids, batch_size=4, span="all")
+    first, _ = label_attention(model, prompts, label_ids, batch_size=4)
+    torch.testing.assert_close(every, first, atol=1e-5, rtol=1e-4)
+
+
+def test_anchor_keep_first_drops_exactly_the_later_tokens_of_each_label_word(phrase_sets, tiny_sst2_set):
+    from helpers.experiments.compression import anchor_keep
+
+    _, s = phrase_sets["gpt2"]
+    p = s.prompts[0]
+    later = {i for a, b in p.label_spans for i in range(a + 1, b)}
+    assert later and set(anchor_keep(p)) - set(anchor_keep(p, "first")) == later
+    assert set(anchor_keep(p, "first")) >= set(p.label_pos)
+    _, prompts, _ = tiny_sst2_set
+    assert anchor_keep(prompts[0], "first") == anchor_keep(prompts[0])  # one-token label words: nothing to drop
+
+
+def test_span_runs_match_the_methods_they_extend_and_come_back_from_the_store(tiny_model, tmp_path, monkeypatch):
+    """Hidden_anchor with all label tokens is notebook 05's Hidden_anchor; the AUCROC reads are label_attention's;
+    both come back from the store; the intervals and claims have the documented keys."""
+    import warnings
+
+    from helpers.core.tasks import LabelWordWarning
+    from helpers.experiments.aucroc import label_attention
+    from helpers.experiments.aucroc_span import (
+        span_aucroc_claim,
+        span_aucroc_curves,
+        span_aucroc_interval,
+        span_aucroc_runs,
+    )
+    from helpers.experiments.compression import run_compression
+    from helpers.experiments.compression_span import span_anchor_claim, span_anchor_intervals, span_anchor_runs
+    from helpers.study.profiles import SPAN_TASK, LabelSpanSizes
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    sizes = LabelSpanSizes(SPAN_TASK, (42,), 3, 2, 1, 3)
+    runs = span_anchor_runs(tiny_model, sizes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LabelWordWarning)
+        s = make_icl_set(tiny_model, SPAN_TASK, 42, 3)
+        ref = run_compression(tiny_model, s, random_top_draws=1, batch_size=2)  # its Text_anchor prompts warn too
+    assert runs[42]["correct"]["all"] == ref.per_input["Hidden_anchor"]["correct"]
+    assert runs[42]["correct"]["ICL"] == ref.per_input["ICL"]["correct"]
+    assert set(runs[42]["kept"]["all"]) - set(runs[42]["kept"]["first"]) == {
+        i for a, b in s.prompts[0].label_spans for i in range(a + 1, b)}
+    assert span_anchor_runs(tiny_model, sizes) == runs  # from the store
+    ivs = span_anchor_intervals(runs)
+    assert span_anchor_claim(ivs).key == "10.span_hidden_anchor"
+    auc = span_aucroc_runs(tiny_model, sizes)
+    every, pred = label_attention(tiny_model, s.prompts, s.label_ids, 3, span="all")
+    torch.testing.assert_close(auc[42]["all"], every) and torch.testing.assert_close(auc[42]["pred"], pred.pred)
+    assert set(span_aucroc_curves(auc)["span"]) == {"first", "all"}
+    iv = span_aucroc_interval(auc, n_boot=50)
+    c = span_aucroc_claim(iv)
+    assert c.key == "10.span_aucroc" and (iv is not None or c.missing)
+    with pytest.raises(TypeError, match="label_span_sizes"):
+        span_anchor_runs(tiny_model, {"seeds": (42,)})
+
+
+def test_span_aucroc_interval_hand_cases():
+    from helpers.experiments.aucroc_span import span_aucroc_claim, span_aucroc_interval
+
+    g = torch.Generator().manual_seed(0)
+    scores = torch.rand(12, 4, 2, generator=g)
+    pred = torch.tensor([0, 1] * 6)
+    same = {1: {"first": scores, "all": scores.clone(), "pred": pred}}
+    iv = span_aucroc_interval(same, n_boot=50)
+    assert iv.estimate == iv.low == iv.high == 0.0
+    perfect = scores.clone()
+    perfect[:, :, 1] = pred[:, None].float()  # attention to class 1 exactly when class 1 is predicted: AUC 1
+    better = span_aucroc_interval({1: {"first": scores, "all": perfect, "pred": pred}}, n_boot=50)
+    assert better.low > 0 and span_aucroc_claim(better).verdict == "replicates"
+    one_class = {1: {"first": scores, "all": scores, "pred": torch.zeros(12, dtype=torch.long)}}
+    assert span_aucroc_interval(one_class, n_boot=50) is None
+    assert span_aucroc_claim(None).verdict == "inconclusive" and span_aucroc_claim(None).ours is None
+
+
+def test_span_isolation_drop_hand_case():
+    """Per input: drop(all) = control loyalty - all-tokens loyalty; drop(first) likewise; the span drop is their
+    difference, paired."""
+    from helpers.core.predict import Predictions
+    from helpers.experiments.isolation_classes import class_loyalty_intervals, span_isolation_claim
+
+    def pred(labels):
+        logits = torch.nn.functional.one_hot(torch.tensor(labels), 2).float()
+        return Predictions(logits, torch.zeros(len(labels), 1, dtype=torch.long), torch.tensor(labels))
+
+    base = [0, 1, 0, 1]
+    res = {"base": pred(base)}
+    for w in ("first", "last"):
+        res[("label", w)] = pred([1, 0, 1, 0])  # all tokens isolated: every prediction moves
+        res[("label_first", w)] = pred([0, 1, 0, 1])  # the first token isolated: none moves
+        res[("random:label", w)] = pred([0, 1])  # controls, on the first 2 inputs: loyal
+        res[("random:label_first", w)] = pred([0, 1])
+    ivs = class_loyalty_intervals({("agnews_phrases", 1): res})
+    assert ivs[("drop", "label", "first")].estimate == 1.0 and ivs[("drop", "label_first", "first")].estimate == 0.0
+    assert ivs[("span drop", "first")].estimate == 1.0
+    assert span_isolation_claim(ivs, 1).verdict == "replicates"
+    assert span_isolation_claim({}, 1).verdict == "not comparable"
+
+
+def test_label_first_reuses_label_only_when_every_label_word_is_one_token(tiny_model, tmp_path, monkeypatch):
+    """With one-token label words the label_first conditions are the label ones (same rows, same draws); the
+    reuse gives what running them gives. With phrase labels they run on their own and differ in rows."""
+    from helpers.experiments.isolation_classes import ClassIsolationSizes, class_isolation_runs
+    from helpers.study.profiles import SPAN_TASK
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    sizes = ClassIsolationSizes(seeds=(42,), n=3, random_n=2, k=1, batch_size=3)
+    s = make_icl_set(tiny_model, "sst2", 42, 3)
+    got = class_isolation_runs(tiny_model, ["sst2"], sizes, classes=("label", "label_first"), progress=False)[("sst2", 42)]
+    for c in ("label_first", "random:label_first"):
+        for w in ("first", "last"):
+            ps = s.prompts[:2] if c.startswith("random:") else s.prompts
+            ref = run_class_isolation(tiny_model, ps, s.label_ids, c, w, 1, seed=42, batch_size=2)
+            torch.testing.assert_close(got[(c, w)].label_logits, ref.label_logits, atol=1e-5, rtol=1e-4)
+    spans = class_isolation_runs(tiny_model, [SPAN_TASK], sizes, classes=("label", "label_first"), progress=False)
+    r = spans[(SPAN_TASK, 42)]
+    assert r[("label", "first")] is not r[("label_first", "first")]

@@ -29,7 +29,7 @@ from helpers.core.prefix import (
     suffix_batches,
     suffix_forward,
 )
-from helpers.core.prompts import Prompt, check_prompts, label_class_onehot, pad_batch
+from helpers.core.prompts import Prompt, check_prompts, label_class_onehot, label_span_arg, pad_batch
 from helpers.core.sizing import sizing
 from helpers.core.store import cached, model_fingerprint, prompts_digest, stored
 
@@ -122,10 +122,13 @@ def _has_hooks(model) -> bool:
     return any(hp.fwd_hooks or hp.bwd_hooks for hp in model.hook_dict.values())
 
 
-def label_attention_reader(prompts: Sequence[Prompt], n_classes: int, n_layers: int, out: torch.Tensor):
+def label_attention_reader(prompts: Sequence[Prompt], n_classes: int, n_layers: int, out: torch.Tensor,
+                           span: str = "first"):
     """A hook factory for :func:`predict_shared` or :func:`helpers.core.predict.predict` (each batch seen once)
     that writes, for each prompt, the attention from q to each class's label positions per layer (summed over
-    heads and over that class's positions) into ``out[i, layer, class]``."""
+    heads and over that class's positions: each label word's first token, or with ``span="all"`` every token of
+    it, :func:`helpers.core.prompts.label_class_onehot`) into ``out[i, layer, class]``."""
+    label_span_arg(span)
     index: dict[int, list[int]] = {}
     for i, p in enumerate(prompts):  # a prompt object listed twice fills both rows, in the order batches come
         index.setdefault(id(p), []).append(i)
@@ -137,7 +140,7 @@ def label_attention_reader(prompts: Sequence[Prompt], n_classes: int, n_layers: 
         def read(pattern, hook):  # [batch, head, suffix rows, key columns = prompt positions]
             ar = torch.arange(len(batch), device=pattern.device)
             at_q = pattern[ar, :, q.to(pattern.device)].sum(1).float().cpu()  # [batch, key]
-            onehot = label_class_onehot(batch, at_q.shape[-1], n_classes)
+            onehot = label_class_onehot(batch, at_q.shape[-1], n_classes, span)
             out[idx, hook.layer()] = torch.einsum("bk,bkc->bc", at_q, onehot)
             return pattern
 

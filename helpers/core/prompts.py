@@ -57,6 +57,8 @@ __all__ = [
     "class_draws",
     "demos_from_indices",
     "label_class_onehot",
+    "LABEL_SPANS",
+    "label_span_arg",
     "sample_test",
     "build_prompt",
     "build_prompts",
@@ -486,12 +488,29 @@ def pad_batch(prompts: Sequence[Prompt], pad_id: int = 0) -> tuple[Int[torch.Ten
     return out, q
 
 
-def label_class_onehot(prompts: Sequence[Prompt], T: int, C: int) -> torch.Tensor:
+LABEL_SPANS = ("first", "all")  # a label word's first token (paper A's code), or every token of it
+
+
+def label_span_arg(span: str) -> str:
+    """``span`` checked: ``"first"`` (each label word's first token) or ``"all"`` (every token of it)."""
+    if span not in LABEL_SPANS:
+        raise ValueError(f"span must be 'first' (a label word's first token, as in paper A's code) or 'all' (every "
+                         f"token of the label word), got {span!r}")
+    return span
+
+
+def label_class_onehot(prompts: Sequence[Prompt], T: int, C: int, span: str = "first") -> torch.Tensor:
     """``[prompt, T, class]`` map from a key position (a prompt position below ``T``) to the class of the
-    demonstration label there (rows of other positions are zero)."""
+    demonstration label there (rows of other positions are zero): each label word's first token (``span="first"``)
+    or every token of it (``"all"``)."""
+    label_span_arg(span)
     onehot = torch.zeros(len(prompts), T, C)
     for b, p in enumerate(prompts):
         if max(p.label_class, default=-1) >= C:
             raise ValueError("a demonstration's class is outside label_ids")
-        onehot[b, p.label_pos, p.label_class] = 1.0
+        if span == "first":
+            onehot[b, p.label_pos, p.label_class] = 1.0
+        else:
+            for (start, end), c in zip(p.label_spans, p.label_class):
+                onehot[b, start:end, c] = 1.0
     return onehot

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
 __all__ = [
+    "BINARY_SOURCES",
     "UnrelatedTask",
     "unrelated_task",
     "unrelated_args",
@@ -63,6 +64,9 @@ class UnrelatedTask:
     test: object
     source: str
     classes: tuple[int, int]
+
+
+BINARY_SOURCES = {"sst2": (0, 1), "agnews": (0, 1)}  # the shipped tasks made binary for foo/bar (their first two classes)
 
 
 def unrelated_args(uts, seeds=None) -> list[int] | None:
@@ -198,7 +202,9 @@ def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, Unrelat
     model's weights pinned inside (its first argument is ``kind``, so :func:`~helpers.core.store.pins_weights`,
     which pins its first argument, cannot be used here).
 
-    Cache parameters: model, task, seed, k, n (``sizes.n_eval``), the heads if given, and ``extra(ut)``.
+    Cache parameters: model, task, seed, k, n (``sizes.n_eval``), what the prompts are made of (the task's label
+    words, its two source classes, its prompt shape), the heads if given, and ``extra(ut)``: the same task name
+    under another mapping (foo/bar and bar/foo) never shares a stored result.
     """
     model_arg(model)
     check_sizes(sizes)
@@ -208,7 +214,9 @@ def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, Unrelat
     with same_weights(model):  # the weights are hashed once for all (task, seed) keys
         for t, ut in uts.items():
             hs = None if heads is None else heads[t]
-            params = {"model": name, "task": t, "k": K, "n": sizes.n_eval, **(extra(ut) if extra else {})}
+            params = {"model": name, "task": t, "k": K, "n": sizes.n_eval, "words": list(ut.task.label_words),
+                      "classes": list(ut.classes), "shape": [ut.task.input_prefix, ut.task.label_prefix],
+                      **(extra(ut) if extra else {})}
             if hs is not None:
                 params["heads"] = hs
             for seed in seeds:

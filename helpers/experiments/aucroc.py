@@ -35,10 +35,10 @@ from transformer_lens import HookedTransformer
 from helpers.core.model_loading import MissingWeightsError
 from helpers.core.models import DEFAULT_MODEL, offline_gguf, resolve_name
 from helpers.core.offline_models import SMOLLM2
-from helpers.core.predict import Predictions, predict
+from helpers.core.predict import Predictions
 from helpers.core.prefix import shared_prefix_or_none
-from helpers.core.prefix_runs import label_attention_reader, vanilla_run
-from helpers.core.prompts import Prompt, check_prompts, make_icl_set
+from helpers.core.prefix_runs import label_attention_reader, predict_with_cache, shared_cache, vanilla_run
+from helpers.core.prompts import Prompt, check_prompts, label_span_arg, make_icl_set
 from helpers.core.store import cached, pins_weights
 from helpers.core.tasks import LabelWordWarning, get_task, run_args
 from helpers.study.claims import claim
@@ -51,11 +51,12 @@ __all__ = ["label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "cr
 
 
 def label_attention(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
-                    top_k: int = 5, progress: bool | str = False, shared: bool = True
+                    top_k: int = 5, progress: bool | str = False, shared: bool = True, span: str = "first"
                     ) -> tuple[Float[torch.Tensor, "n layer classes"], Predictions]:
     """Per layer and class, the attention from q to that class's label positions, plus the predictions.
 
-    Summed over heads and over same-class positions; input order kept.
+    Summed over heads and over same-class positions; input order kept. The label positions are each label
+    word's first token (``span="first"``, paper A's code) or every token of it (``"all"``; notebook 10).
 
     ``shared`` (default): when the prompts share their demonstrations token for
     token, the demonstrations run once (:func:`helpers.core.prefix.run_prefix`) and
@@ -65,14 +66,17 @@ def label_attention(model: HookedTransformer, prompts: Sequence[Prompt], label_i
     Both paths give the same outputs (tests).
     """
     check_prompts(model, prompts, "read attention for", label_ids)
+    label_span_arg(span)
     p0 = shared_prefix_or_none(model, prompts, shared)
-    if p0 is not None and top_k <= 5:
+    if p0 is not None and top_k <= 5 and span == "first":
         return _label_attention_shared(model, prompts, label_ids, batch_size, top_k)
-    # full prompts, the attention read by the same hook as the shared path's stored run; label columns only
-    # unless top words are asked for
+    # full prompts (or, for span="all", the shared demonstrations run once), the attention read by the same hook
+    # as the shared path's stored run; label columns only unless top words are asked for
     scores = torch.zeros(len(prompts), model.cfg.n_layers, len(label_ids))
-    pred = predict(model, prompts, label_ids, batch_size, top_k=top_k, progress=progress,
-                   hooks=label_attention_reader(prompts, len(label_ids), model.cfg.n_layers, scores))
+    reader = label_attention_reader(prompts, len(label_ids), model.cfg.n_layers, scores, span)
+    cache = shared_cache(model, prompts, shared) if p0 is not None else None
+    pred = predict_with_cache(model, prompts, label_ids, batch_size, hooks=reader, cache=cache, top_k=top_k,
+                              progress=progress)
     return scores, pred
 
 

@@ -57,7 +57,7 @@ from helpers.core.prefix import (
     suffix_tokens,
 )
 from helpers.core.prefix_runs import predict_shared, predict_with_cache, shared_cache, vanilla_predictions
-from helpers.core.prompts import Demo, Prompt, build_prompts
+from helpers.core.prompts import Demo, Prompt, build_prompts, label_span_arg
 from helpers.core.store import pins_weights, result_types
 from helpers.core.tasks import get_task
 from helpers.study import paper as PA
@@ -105,10 +105,14 @@ def query_positions_arg(query_positions: str) -> str:
     return query_positions
 
 
-def anchor_keep(prompt: Prompt) -> list[int]:
-    """Hidden_anchor's kept positions: label tokens + demonstration formatting + BOS (before P0)."""
+def anchor_keep(prompt: Prompt, span: str = "all") -> list[int]:
+    """Hidden_anchor's kept positions: label tokens + demonstration formatting + BOS (before P0). ``span="all"``
+    (the authors' code) keeps every token of a multi-token label word; ``"first"`` only its first token (notebook
+    10's comparison of the two anchors)."""
+    label_span_arg(span)
     p0 = prefix_len(prompt)
-    return [p for p in prompt.anchor_pos if p < p0]
+    drop = set() if span == "all" else {i for a, b in prompt.label_spans for i in range(a + 1, b)}
+    return [p for p in prompt.anchor_pos if p < p0 and p not in drop]
 
 
 def random_keep(prompt: Prompt, seed: int) -> list[int]:

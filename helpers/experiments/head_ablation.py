@@ -18,11 +18,16 @@ Definitions (fixed before any result was looked at):
 
 Cached step of notebook 07: :func:`ablation_runs`; its intervals become the claims of :func:`ablation_claims` (and,
 in a regime of :mod:`helpers.experiments.mapping_control`, :func:`regime_ablation_claim`).
+
+Notebook 10 ablates several head sets (one per ranking) on the same inputs: :func:`sets_ablation_conditions` runs
+the plain prompts once for all of them; :func:`head_sets_runs` on the tasks' ordinary label words and
+:func:`head_sets_foobar_runs` on paper B's foo/bar mapping and its swap (:func:`swap_averaged`), each stored on disk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,8 +36,10 @@ import torch
 from helpers.core.heads import Head
 from helpers.core.predict import HookFactory, Predictions
 from helpers.core.prefix_runs import predict_with_cache, shared_cache
-from helpers.core.prompts import Prompt
-from helpers.core.unrelated import EvalSizes, UnrelatedTask, cached_eval_runs
+from helpers.core.prompts import Prompt, make_icl_set
+from helpers.core.store import cached, pins_weights
+from helpers.core.tasks import LabelWordWarning, run_args
+from helpers.core.unrelated import BINARY_SOURCES, EvalSizes, UnrelatedTask, cached_eval_runs, unrelated_task
 from helpers.study.claims import Claim, claim
 from helpers.study.stats import Interval, bootstrap_means, paired_differences
 
@@ -54,6 +61,13 @@ __all__ = [
     "ablation_interval_part",
     "ablation_claims",
     "regime_ablation_claim",
+    "SET_CONDITIONS",
+    "sets_ablation_conditions",
+    "head_sets_runs",
+    "FOOBAR_MAPPINGS",
+    "head_sets_foobar_runs",
+    "sets_cells",
+    "swap_averaged",
 ]
 
 
@@ -192,6 +206,112 @@ def ablation_conditions(model: HookedTransformer, prompts: Sequence[Prompt], lab
         preds["random heads ablated" + name] = run(rnd, at=at)
     return {**{c: p.accuracy for c, p in preds.items()}, "random_heads": rnd,
             "correct": {c: (p.pred == p.gold).int().tolist() for c, p in preds.items()}}
+
+
+# ------------------------------------------------------------------ several head sets on the same inputs (notebook 10)
+
+SET_CONDITIONS = ("set", "random", "set@q", "random@q")  # each set ablated, as many random heads, at every position / at q
+
+
+def sets_ablation_conditions(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int],
+                             sets: Mapping[str, Sequence[Head]], seed: int, batch_size: int = 16,
+                             shared: bool = True) -> dict:
+    """:func:`ablation_conditions` for several head sets on the same prompts, with the plain run (and the
+    demonstrations' prefix that the runs at q share) computed once for all of them.
+
+    Returns ``{"correct": {"plain": [0/1 per input], (name, condition): [0/1 per input]}, "random_heads": {name:
+    heads}}`` for every set ``name`` and condition of :data:`SET_CONDITIONS`: ``set`` its heads zero-ablated at
+    every position, ``random`` as many random heads (drawn with ``seed``, disjoint from the set, as
+    :func:`random_heads`), ``@q`` the same at q only."""
+    if not isinstance(sets, Mapping) or not sets:
+        raise ValueError("sets must be a non-empty dict {name: [(layer, head), ...]}, e.g. {'fv': top_heads(...)}")
+    plain_cache = shared_cache(model, prompts, shared)
+
+    def correct(hs, at):
+        if at == "q":
+            hooks = ablation_hook_pair(hs, at="q")[1] if hs else None
+            p = predict_with_cache(model, prompts, label_ids, batch_size, hooks=hooks, cache=plain_cache)
+        else:
+            p = ablation_predictions(model, prompts, label_ids, hs, batch_size, shared=shared, at=at)
+        return (p.pred == p.gold).int().tolist()
+
+    out = {"correct": {"plain": correct([], "q")}, "random_heads": {}}
+    for name, heads in sets.items():
+        rnd = random_heads(model, len(heads), seed=seed, exclude=heads)
+        out["random_heads"][name] = rnd
+        for cond, hs, at in (("set", heads, "all"), ("random", rnd, "all"), ("set@q", heads, "q"),
+                             ("random@q", rnd, "q")):
+            out["correct"][(name, cond)] = correct(hs, at)
+    return out
+
+
+def _sets_key(sets: Mapping[str, Sequence[Head]]) -> dict:
+    return {name: [list(map(int, h)) for h in heads] for name, heads in sets.items()}
+
+
+@pins_weights
+def head_sets_runs(model: HookedTransformer, tasks: Sequence[str], sets: Mapping[str, Sequence[Head]],
+                   seeds: Sequence[int], n: int, batch_size: int = 16) -> dict[tuple[str, int], dict]:
+    """:func:`sets_ablation_conditions` on ``n`` inputs of one demonstration set per (task, seed), with the tasks'
+    ordinary label words (:func:`helpers.core.prompts.make_icl_set`), stored on disk by model, task, seed, n and
+    the sets."""
+    tasks, seeds = run_args(tasks, seeds, n=n)
+    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
+    out = {}
+    for task in tasks:
+        for seed in seeds:
+            def run(task=task, seed=seed):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", LabelWordWarning)  # multi-token label words: notebook 00 lists them
+                    s = make_icl_set(model, task, seed, n)
+                return sets_ablation_conditions(model, s.prompts, s.label_ids, sets, seed, batch_size)
+
+            out[(task, seed)] = cached("head_sets_ablation", {"model": name, "task": task, "seed": seed, "n": n,
+                                                              "sets": _sets_key(sets)}, run, model=model)
+    return out
+
+
+FOOBAR_MAPPINGS = {"foo/bar": ("foo", "bar"), "bar/foo": ("bar", "foo")}  # paper B's mapping and its swap
+
+
+def head_sets_foobar_runs(model: HookedTransformer, tasks: Sequence[str], sets: Mapping[str, Sequence[Head]],
+                          sizes: EvalSizes, batch_size: int = 16) -> dict[str, dict[tuple[str, int], dict]]:
+    """``{mapping: {(task, seed): result}}``: :func:`sets_ablation_conditions` on notebook 07's evaluation prompts
+    (:func:`helpers.core.unrelated.eval_set`) of the binary tasks among ``tasks``
+    (:data:`helpers.core.unrelated.BINARY_SOURCES`; SST-2 when none is), under the foo/bar mapping and its swap
+    (:data:`FOOBAR_MAPPINGS`): the same demonstrations and queries, the label words exchanged. Stored on disk."""
+    binary = [t for t in tasks if t in BINARY_SOURCES] or ["sst2"]
+
+    def run(ps, _heads, seed):
+        return sets_ablation_conditions(model, ps.prompts, ps.label_ids, sets, seed, batch_size)
+
+    return {m: cached_eval_runs("head_sets_ablation", model, {t: unrelated_task(t, BINARY_SOURCES[t], words)
+                                                              for t in binary}, sizes, None, None, run,
+                                extra=lambda ut: {"sets": _sets_key(sets)})
+            for m, words in FOOBAR_MAPPINGS.items()}
+
+
+def sets_cells(runs: dict[tuple[str, int], dict]) -> dict[str, dict[str, dict[tuple[str, int], list]]]:
+    """``{set name: {condition: {(task, seed): per-input values}}}`` from :func:`head_sets_runs` (or
+    :func:`swap_averaged`) results, conditions ``plain`` and :data:`SET_CONDITIONS`."""
+    first = next(iter(runs.values()))["correct"]
+    names = list(dict.fromkeys(k[0] for k in first if isinstance(k, tuple)))
+    return {name: {cond: {key: r["correct"][cond if cond == "plain" else (name, cond)] for key, r in runs.items()}
+                   for cond in ("plain", *SET_CONDITIONS)} for name in names}
+
+
+def swap_averaged(a: dict[tuple[str, int], dict], b: dict[tuple[str, int], dict]) -> dict[tuple[str, int], dict]:
+    """Per input, the mean of its correctness under a mapping (``a``) and under its swap (``b``), the same inputs
+    in the same order (notebook 07's swap-averaged accuracy: a fixed preference for one word scores 0.5)."""
+    if a.keys() != b.keys():
+        raise ValueError("the two mappings' runs must cover the same (task, seed) cells")
+    out = {}
+    for key in a:
+        ca, cb = a[key]["correct"], b[key]["correct"]
+        if ca.keys() != cb.keys() or any(len(ca[c]) != len(cb[c]) for c in ca):
+            raise ValueError(f"{key}: the two mappings' runs must have the same conditions and inputs")
+        out[key] = {"correct": {c: [(x + y) / 2 for x, y in zip(ca[c], cb[c])] for c in ca}}
+    return out
 
 
 # criteria fixed before the runs (see notebook 07)

@@ -36,6 +36,7 @@ from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Demo, PromptSet, check_prompts, make_icl_set
 from helpers.core.store import cached, pins_weights
 from helpers.core.tasks import LabelWordWarning
+from helpers.core.unrelated import EvalSizes
 from helpers.study.claims import claim
 from helpers.study.profiles import RunSizes
 from helpers.study.stats import Interval, bootstrap_means, paired_differences
@@ -174,6 +175,11 @@ class HeadScoreSizes(RunSizes):
     frac: float  # the share of all heads each ranking's top set holds (at least 4 heads)
     batch_size: int
 
+    def foobar_sizes(self) -> EvalSizes:
+        """The foo/bar ablations' sizes: ``n_eval`` queries of every seed, 2 demonstrations per class (notebook
+        07's evaluation prompts, :func:`helpers.core.unrelated.eval_set`)."""
+        return EvalSizes(n_eval=self.n_eval, seeds=self.seeds, k_per_class=2)
+
 
 def head_score_sizes(profile) -> HeadScoreSizes:
     """``paper``: every seed, ``n_test`` inputs, 64 scoring prompts per task; ``default``: the first two seeds, 32
@@ -228,16 +234,20 @@ SETS = {"incontext": "in-context heads (arXiv 2402.02872)", "induction": "induct
 
 
 def head_set_intervals(cells: dict[str, dict[str, dict]]) -> dict:
-    """95% intervals (seeds, then inputs; mean over tasks) from per-input correctness ``cells[set][condition]``
-    (``{(task, seed): [0/1 per input]}``; conditions ``plain``, ``set`` (the set ablated) and ``random`` (as many
-    random heads ablated), on the same inputs): each condition's accuracy per set, ``(set, "excess")`` = random
-    minus set (paired per input), and ``("fv - induction", "excess")`` = accuracy with the induction set ablated
-    minus with the function-vector set ablated (paired), when both sets are there."""
+    """95% intervals (seeds, then inputs; mean over tasks) from per-input values ``cells[set][condition]``
+    (``{(task, seed): [value per input]}``, :func:`helpers.experiments.head_ablation.sets_cells`; conditions
+    ``plain``, ``set`` (the set ablated at every position), ``random`` (as many random heads ablated), and
+    ``set@q``, ``random@q`` at q only, on the same inputs): each condition's accuracy per set, ``(set, "excess")``
+    = random minus set and ``(set, "excess@q")`` the same at q (paired per input), and ``("fv - induction",
+    "excess")`` = accuracy with the induction set ablated minus with the function-vector set ablated (paired),
+    when both sets are there."""
     out = {}
     for name, c in cells.items():
-        for cond in ("plain", "set", "random"):
-            out[(name, cond)] = bootstrap_means(c[cond])
-        out[(name, "excess")] = bootstrap_means(paired_differences(c["random"], c["set"]))
+        for cond, values in c.items():
+            out[(name, cond)] = bootstrap_means(values)
+        for at in ("", "@q"):
+            if f"set{at}" in c and f"random{at}" in c:
+                out[(name, "excess" + at)] = bootstrap_means(paired_differences(c["random" + at], c["set" + at]))
     if {"fv", "induction"} <= set(cells):
         out[("fv - induction", "excess")] = bootstrap_means(paired_differences(cells["induction"]["set"],
                                                                                cells["fv"]["set"]))
@@ -248,11 +258,14 @@ def _above_zero(iv: Interval) -> str:
     return "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
 
 
-def head_set_claims(intervals: dict, n_top: int, context: str = "") -> list:
+def head_set_claims(intervals: dict, n_top: int, context: str = "", foobar: dict | None = None) -> list:
     """Per ranking: ablating its top ``n_top`` heads at every position costs more accuracy than ablating as many
     random heads (the 95% interval of random minus set above 0: "replicates"; below 0: "does not replicate";
     containing 0: "inconclusive"); and the function-vector set costs more than the induction set (Yin &
-    Steinhardt's claim; the same criterion on induction-ablated minus FV-ablated accuracy)."""
+    Steinhardt's claim; the same criterion on induction-ablated minus FV-ablated accuracy). With ``foobar`` (the
+    intervals of the swap-averaged foo/bar accuracy, :func:`head_set_intervals` of
+    :func:`helpers.experiments.head_ablation.swap_averaged` runs), per ranking the same criterion there:
+    ``10.<set>_heads_foobar``."""
     out = []
     for name in SETS:
         if (name, "excess") not in intervals:
@@ -263,6 +276,16 @@ def head_set_claims(intervals: dict, n_top: int, context: str = "") -> list:
         out.append(claim(f"10.{name}_heads_ablation", iv, _above_zero(iv), f"95% interval of the accuracy with {n_top} "
                          "random heads ablated minus with the set ablated (every position) above 0", context=context,
                          note=note))
+    for name in SETS:
+        if foobar is None or (name, "excess") not in foobar:
+            continue
+        iv = foobar[(name, "excess")]
+        note = (f"swap-averaged foo/bar accuracy (0.5: a fixed word preference): plain {foobar[(name, 'plain')]:.3f}, "
+                f"top {n_top} ablated {foobar[(name, 'set')]:.3f}, {n_top} random heads ablated "
+                f"{foobar[(name, 'random')]:.3f}")
+        out.append(claim(f"10.{name}_heads_foobar", iv, _above_zero(iv), f"95% interval of the swap-averaged foo/bar "
+                         f"accuracy with {n_top} random heads ablated minus with the set ablated (every position) "
+                         "above 0", context=context, note=note))
     if ("fv - induction", "excess") in intervals:
         iv = intervals[("fv - induction", "excess")]
         out.append(claim("10.fv_over_induction", iv, _above_zero(iv), "95% interval of the accuracy with the induction "

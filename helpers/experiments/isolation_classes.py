@@ -36,12 +36,12 @@ from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.isolation import layer_range, random_isolation_last
 from helpers.experiments.isolation_rows import per_layer_hooks, rows_isolation
 from helpers.study.claims import claim
-from helpers.study.profiles import RunSizes
+from helpers.study.profiles import LabelSpanSizes, RunSizes
 from helpers.study.stats import Interval, bootstrap_means, paired_differences
 
 __all__ = ["ISOLATED_CLASSES", "class_conditions", "content_draw", "class_rows", "run_class_isolation",
            "ClassIsolationSizes", "class_isolation_sizes", "class_isolation_runs", "class_loyalty_intervals",
-           "class_isolation_claims", "control_possible"]
+           "class_isolation_claims", "control_possible", "span_isolation_runs", "span_isolation_claim"]
 
 ISOLATED_CLASSES = tuple(c for c in CLASSES if c != "content") + ("label_first",)
 
@@ -156,10 +156,17 @@ def class_isolation_runs(model, tasks: Sequence[str], sizes: ClassIsolationSizes
                 warnings.simplefilter("ignore", LabelWordWarning)  # multi-token labels: the classes hold every token
                 s = make_icl_set(model, task, seed, sizes.n)
             res = {"base": vanilla_predictions(model, s.prompts, s.label_ids, batch_size=sizes.batch_size)}
+            # every label word one token: label_first isolates the same rows as label, and its control draws the
+            # same content tokens (same count, same seeds), so its runs are label's
+            one_token = all(position_classes(p)["label"] == position_classes(p)["label_first"] for p in s.prompts)
             for c in conditions:
                 prompts = s.prompts[: sizes.random_n] if c.startswith("random:") else s.prompts
                 if c.startswith("random:") and not control_possible(prompts, c.removeprefix("random:")):
                     continue  # fewer content tokens than the class holds: no control of as many (claims: not comparable)
+                same = c.replace("label_first", "label")
+                if one_token and same != c and (same, WHERES[0]) in res:
+                    res.update({(c, w): res[(same, w)] for w in WHERES})
+                    continue
                 for w in WHERES:
                     res[(c, w)] = run_class_isolation(model, prompts, s.label_ids, c, w, sizes.k, seed=seed,
                                                       batch_size=sizes.batch_size)
@@ -169,6 +176,17 @@ def class_isolation_runs(model, tasks: Sequence[str], sizes: ClassIsolationSizes
                   "k": sizes.k, "conditions": conditions}
         out[(task, seed)] = cached("class_isolation", params, run, model=model)
     return out
+
+
+def span_isolation_runs(model, sizes: LabelSpanSizes, progress: bool = True) -> dict:
+    """:func:`class_isolation_runs` of the label words, all of their tokens (``label``) and their first tokens
+    (``label_first``), each with its random control, on ``sizes.task`` (a task whose label words span several
+    tokens) at ``sizes``."""
+    if not isinstance(sizes, LabelSpanSizes):
+        raise TypeError(f"sizes must be the LabelSpanSizes of label_span_sizes(profile), got {type(sizes).__name__}")
+    iso = ClassIsolationSizes(seeds=sizes.seeds, n=sizes.n, random_n=sizes.random_n, k=sizes.k,
+                              batch_size=sizes.batch_size)
+    return class_isolation_runs(model, [sizes.task], iso, classes=("label", "label_first"), progress=progress)
 
 
 def _loyal(res: dict, key) -> np.ndarray:
@@ -182,18 +200,25 @@ def class_loyalty_intervals(runs: dict) -> dict:
     """95% intervals of label loyalty (the isolated run's label against the unmodified run's, per input) for every
     ``(condition, where)``, and of ``("drop", class, where)``: the random control's loyalty minus the class's, paired
     on the inputs both ran (paper A's contrast for the label words), and of ``("vs label", class, where)``: the
-    label words' loyalty minus the class's (above 0: isolating the label words moves more)."""
+    label words' loyalty minus the class's (above 0: isolating the label words moves more), and of ``("span drop",
+    where)``: the label words' drop (all tokens) minus ``label_first``'s drop, paired per input (above 0: isolating
+    the whole words moves the prediction more, beyond what as many content tokens do)."""
     keys = [k for k in next(iter(runs.values())) if k != "base" and all(k in r for r in runs.values())]
     loyal = {k: {cell: _loyal(r, k) for cell, r in runs.items()} for k in keys}
     out = {k: bootstrap_means(v) for k, v in loyal.items()}
+    drops = {}
     for c, w in keys:
         if c.startswith("random:") or (f"random:{c}", w) not in loyal:
             continue
         rnd = loyal[(f"random:{c}", w)]
         own = {cell: v[: len(rnd[cell])] for cell, v in loyal[(c, w)].items()}
         out[("drop", c, w)] = bootstrap_means(paired_differences(rnd, own))
+        drops[(c, w)] = paired_differences(rnd, own)
         if c != "label" and ("label", w) in loyal:
             out[("vs label", c, w)] = bootstrap_means(paired_differences(loyal[("label", w)], loyal[(c, w)]))
+    for w in WHERES:  # a label word's tokens against its first token, each against its own random control
+        if ("label", w) in drops and ("label_first", w) in drops:
+            out[("span drop", w)] = bootstrap_means(paired_differences(drops[("label", w)], drops[("label_first", w)]))
     return out
 
 
@@ -217,3 +242,20 @@ def class_isolation_claims(intervals: dict, k: int, context: str = "") -> list:
                          f"tokens isolated minus with the {cls} tokens isolated, first {k} layers, above 0",
                          context=context, note=note))
     return out
+
+
+def span_isolation_claim(intervals: dict, k: int, context: str = ""):
+    """``10.span_isolation``: on a task whose label words span several tokens, the loyalty drop (as many content
+    tokens isolated minus the anchor isolated, first ``k`` layers) with every token of each label word isolated
+    minus with its first token isolated: above 0 "replicates" (the later tokens hold part of the anchor), below 0
+    "does not replicate", containing 0 "inconclusive"."""
+    criterion = (f"95% interval of the loyalty drop with all of each label word's tokens isolated minus with its "
+                 f"first token isolated (each against as many content tokens), first {k} layers, above 0")
+    if ("span drop", "first") not in intervals:
+        return claim("10.span_isolation", None, "not comparable", criterion, context=context,
+                     missing="the demonstrations hold fewer content tokens than label tokens: no random control")
+    iv: Interval = intervals[("span drop", "first")]
+    verdict = "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
+    note = (f"loyalty drop: all tokens {intervals[('drop', 'label', 'first')]:.3f}, first token "
+            f"{intervals[('drop', 'label_first', 'first')]:.3f}; last {k} layers: {intervals[('span drop', 'last')]:.3f}")
+    return claim("10.span_isolation", iv, verdict, criterion, context=context, note=note)

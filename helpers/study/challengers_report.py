@@ -16,10 +16,12 @@ isolation check does not replicate and the flows check fails, and **inconclusive
 
 Three accounts name the heads that carry in-context learning: paper B's in-context heads (arXiv 2402.02872),
 induction heads (Crosbie & Shutova, arXiv 2407.07011) and function-vector heads (Todd et al., arXiv 2310.15213;
-Yin & Steinhardt, arXiv 2502.14010). Each is judged by one check, ``10.<set>_heads_ablation`` (ablating the
-ranking's top heads costs more accuracy than ablating as many random heads): **supported** when it replicates,
-**not supported** when it does not, **inconclusive** otherwise; :func:`heads_table` adds Yin & Steinhardt's
-comparison, ``10.fv_over_induction``.
+Yin & Steinhardt, arXiv 2502.14010). Each is judged by two checks: ablating the ranking's top heads at every
+position costs more accuracy than ablating as many random heads, with the tasks' ordinary label words
+(``10.<set>_heads_ablation``) and on paper B's foo/bar labels, swap-averaged (``10.<set>_heads_foobar``). As for
+the position classes: **supported** when both replicate, **partly** when one does, **not supported** when both do
+not replicate, **inconclusive** otherwise (one check alone, when the claims hold only it: its verdict).
+:func:`heads_table` adds Yin & Steinhardt's comparison, ``10.fv_over_induction``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ ACCOUNTS = {"label": "label words (arXiv 2305.14160)", "forerunner": "forerunner
 CHALLENGERS = ("forerunner", "template")
 HEAD_ACCOUNTS = {"incontext": "in-context heads (arXiv 2402.02872)", "induction": "induction heads (arXiv 2407.07011)",
                  "fv": "function-vector heads (arXiv 2310.15213)"}
-_HEAD_VERDICT = {"replicates": "supported", "does not replicate": "not supported", "inconclusive": "inconclusive"}
 
 
 def _verdicts(claims: Sequence[Claim]) -> dict[str, str]:
@@ -91,15 +92,31 @@ def account_table(claims: Sequence[Claim]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("account")
 
 
+def _heads_verdict(checks: Sequence[str]) -> str:
+    """The verdict of a head account from its checks' verdicts (module docstring)."""
+    held = sum(c == "replicates" for c in checks)
+    if held == len(checks):
+        return "supported"
+    if held:
+        return "partly"
+    return "not supported" if all(c == "does not replicate" for c in checks) else "inconclusive"
+
+
 def heads_table(claims: Sequence[Claim]) -> pd.DataFrame:
-    """A row per head account present in ``claims``: its ablation check and the verdict (module docstring), and a
-    row for the function-vector heads against the induction heads when that claim is there."""
+    """A row per head account present in ``claims``: its two ablation checks and the verdict (module docstring),
+    and a row for the function-vector heads against the induction heads when that claim is there."""
     v = _verdicts(claims)
-    rows = [{"account": name, "ablation vs as many random heads": v[f"10.{k}_heads_ablation"],
-             "verdict": _HEAD_VERDICT.get(v[f"10.{k}_heads_ablation"], "inconclusive")}
-            for k, name in HEAD_ACCOUNTS.items() if f"10.{k}_heads_ablation" in v]
+    rows = []
+    for k, name in HEAD_ACCOUNTS.items():
+        if f"10.{k}_heads_ablation" not in v:
+            continue
+        checks = [v[f"10.{k}_heads_ablation"]] + ([v[f"10.{k}_heads_foobar"]] if f"10.{k}_heads_foobar" in v else [])
+        rows.append({"account": name, "ordinary labels: vs as many random heads": checks[0],
+                     "foo/bar, swap-averaged: vs as many random heads": checks[1] if len(checks) > 1 else "not run",
+                     "verdict": _heads_verdict(checks)})
     if "10.fv_over_induction" in v:
         rows.append({"account": "function-vector over induction heads (arXiv 2502.14010)",
-                     "ablation vs as many random heads": f"FV set costs more: {v['10.fv_over_induction']}",
-                     "verdict": _HEAD_VERDICT.get(v["10.fv_over_induction"], "inconclusive")})
+                     "ordinary labels: vs as many random heads": f"FV set costs more: {v['10.fv_over_induction']}",
+                     "foo/bar, swap-averaged: vs as many random heads": "",
+                     "verdict": _heads_verdict([v["10.fv_over_induction"]])})
     return pd.DataFrame(rows).set_index("account")

@@ -351,10 +351,42 @@ CLAIMS_10: dict[str, dict] = {
                      "many random heads",
         "source": "Todd et al., arXiv 2310.15213 (the FV score); Yin & Steinhardt, arXiv 2502.14010",
         "paper": "qualitative: ablating the FV heads hurts few-shot ICL more than ablating induction heads"},
+    "10.incontext_heads_foobar": {
+        "statement": "Ablating the top in-context heads at every position costs more swap-averaged foo/bar accuracy "
+                     "than ablating as many random heads",
+        "source": "arXiv 2402.02872 (the in-context heads experiment, foo/bar labels); notebook 07's swap control",
+        "paper": "87.6% -> 24.4% foo/bar accuracy with 1% of the heads ablated (larger models)"},
+    "10.induction_heads_foobar": {
+        "statement": "Ablating the top induction heads at every position costs more swap-averaged foo/bar accuracy "
+                     "than ablating as many random heads",
+        "source": "Crosbie & Shutova, arXiv 2407.07011 (abstract labels among their settings)",
+        "paper": "few-shot ICL falls to about zero-shot with 1-3% of the heads ablated"},
+    "10.fv_heads_foobar": {
+        "statement": "Ablating the top function-vector heads at every position costs more swap-averaged foo/bar "
+                     "accuracy than ablating as many random heads",
+        "source": "Todd et al., arXiv 2310.15213; Yin & Steinhardt, arXiv 2502.14010",
+        "paper": "qualitative: FV heads carry the task that the demonstrations define"},
     "10.fv_over_induction": {
         "statement": "Ablating the function-vector heads costs more accuracy than ablating as many induction heads",
         "source": "Yin & Steinhardt, arXiv 2502.14010",
         "paper": "few-shot ICL depends mainly on FV heads, more than on induction heads"},
+    "10.span_isolation": {
+        "statement": "Isolating every token of each multi-token label word in the first layers moves the prediction "
+                     "more than isolating its first token (each against as many content tokens)",
+        "source": "arXiv 2305.14160 §2.2 takes a label word's first token (the authors' code; "
+                  "lancopku/label-words-are-anchors issue #18); a task with phrase labels",
+        "paper": "untested: the paper isolates the first token only"},
+    "10.span_aucroc": {
+        "statement": "In deep layers the attention from q to all of a label word's tokens predicts the output better "
+                     "than the attention to its first token (AUCROC_l, all minus first)",
+        "source": "arXiv 2305.14160 §2.3 (AUCROC_l on the first token in the authors' code); a task with phrase labels",
+        "paper": "untested: the paper reads the first token only"},
+    "10.span_hidden_anchor": {
+        "statement": "Hidden_anchor keeping all of the label words' tokens is more accurate than keeping their first "
+                     "tokens only",
+        "source": "arXiv 2305.14160 §3.2 (Hidden_anchor keeps every label token in the authors' code); a task with "
+                  "phrase labels",
+        "paper": "untested: the paper keeps every token of the label word"},
 }
 # end of notebook 10
 

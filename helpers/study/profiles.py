@@ -21,7 +21,8 @@ from helpers.core.tasks import get_task
 from helpers.study.config import check_environment
 from helpers.study.profile_table import PROFILES, Profile, current_tasks
 
-__all__ = ["get_profile", "current_model_name", "cell_timeout", "RunSizes", "OwnTaskSizes", "own_task_sizes", "current_own_task", "OWN_TASK_EXAMPLE"]
+__all__ = ["get_profile", "current_model_name", "cell_timeout", "RunSizes", "OwnTaskSizes", "own_task_sizes", "current_own_task", "OWN_TASK_EXAMPLE",
+           "SPAN_TASK", "LabelSpanSizes", "label_span_sizes"]
 
 @dataclass(frozen=True)
 class RunSizes:
@@ -94,6 +95,34 @@ def own_task_sizes(profile: Profile) -> OwnTaskSizes:
     return OwnTaskSizes(seeds=tuple(profile.seeds[:3]), n_test=min(profile.n_test, 32),
                         n_saliency=max(4, profile.n_saliency // 2), random_n=min(profile.n_random_control, 8),
                         batch_size=profile.batch_size)
+
+
+SPAN_TASK = "agnews_phrases"  # data/agnews_phrases/task.json: every label word two or three tokens long
+
+
+@dataclass(frozen=True)
+class LabelSpanSizes(RunSizes):
+    """Run sizes of notebook 10's comparison of a label word's first token with all of its tokens
+    (:func:`label_span_sizes`)."""
+
+    task: str  # a task whose label words span several tokens, fixed before the run (SPAN_TASK)
+    seeds: tuple[int, ...]
+    n: int  # test inputs per seed: isolation, AUCROC, Hidden_anchor
+    random_n: int  # isolation's random control runs on the first this many inputs per seed
+    k: int  # layers isolated
+    batch_size: int
+
+
+def label_span_sizes(profile: Profile) -> LabelSpanSizes:
+    """``paper``: every seed, ``n_test`` inputs, the random control on ``n_random_control``; ``default``: the first
+    two seeds, 32 inputs, the control on 16; ``smoke``: one seed, 4 inputs, 2 controls. k = 5 as in notebook 02
+    (smoke: 1). The task: :data:`SPAN_TASK`, AGNews with a phrase per class."""
+    if profile.name == "paper":
+        return LabelSpanSizes(SPAN_TASK, tuple(profile.seeds), profile.n_test, profile.n_random_control, 5,
+                              profile.batch_size)
+    if profile.name == "default":
+        return LabelSpanSizes(SPAN_TASK, tuple(profile.seeds[:2]), 32, 16, 5, profile.batch_size)
+    return LabelSpanSizes(SPAN_TASK, tuple(profile.seeds[:1]), 4, 2, 1, profile.batch_size)
 
 
 def current_model_name(default: str | None = None) -> str:
