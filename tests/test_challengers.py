@@ -746,3 +746,44 @@ def test_label_first_reuses_label_only_when_every_label_word_is_one_token(tiny_m
     spans = class_isolation_runs(tiny_model, [SPAN_TASK], sizes, classes=("label", "label_first"), progress=False)
     r = spans[(SPAN_TASK, 42)]
     assert r[("label", "first")] is not r[("label_first", "first")]
+
+
+# ------------------------------------------------------------------------------------------------ the verdict table
+
+
+def _claims_10(verdict: str) -> list:
+    from helpers.study.claims import claim
+    from helpers.study.paper import CLAIMS_10
+    from helpers.study.stats import Interval
+
+    iv = Interval(0.1, 0.05, 0.2, 1, 4)
+    return [claim(k, iv, verdict, "criterion") for k in CLAIMS_10]
+
+
+def test_verdicts_reach_results_and_the_readme_table(tmp_path):
+    """Every account gets its verdict from the claims; RESULTS prints them under notebook 10 and the README's
+    verdict block renders one column per record that ran notebook 10."""
+    import json
+
+    from helpers.study.challengers_report import ACCOUNTS, HEAD_ACCOUNTS, verdicts
+    from helpers.study.record import Record, verdict_table
+    from helpers.study.report import build_report
+
+    found = verdicts(_claims_10("replicates"))
+    assert set(ACCOUNTS.values()) <= set(found) and set(HEAD_ACCOUNTS.values()) <= set(found)
+    assert found[ACCOUNTS["template"]] == "supported" and found[HEAD_ACCOUNTS["fv"]] == "supported"
+    assert found[ACCOUNTS["label"]] == "partly"  # its flows check needs both challengers to fail
+    assert verdicts([]) == {}
+    rec = Record("google/gemma-3-270m", "gemma-3-270m", "default", "default", "abc1234", "2026-11-27", {},
+                 tuple(_claims_10("does not replicate")))
+    table = verdict_table([rec])
+    assert "| account (notebook 10) | Gemma 3 270M |" in table and "**not supported**" in table
+    assert "No run of notebook 10" in verdict_table([])
+    from helpers.study.results import run_key
+
+    folder = tmp_path / "gemma-3-270m" / run_key("smoke", ("sst2",), "sst2") / "metrics"
+    folder.mkdir(parents=True)
+    (folder / "10_anchors_and_challengers.json").write_text(json.dumps(
+        {"claims": [c.to_json(3) for c in _claims_10("replicates")]}))
+    md = build_report(tmp_path, "smoke", ["google/gemma-3-270m"], tasks=("sst2",), own_task="sst2").read_text()
+    assert "Verdict per account" in md and f"| {HEAD_ACCOUNTS['induction']} | supported |" in md

@@ -32,7 +32,8 @@ import pandas as pd
 
 from helpers.study.claims import Claim
 
-__all__ = ["ACCOUNTS", "CHALLENGERS", "HEAD_ACCOUNTS", "account_checks", "account_table", "heads_table"]
+__all__ = ["ACCOUNTS", "CHALLENGERS", "HEAD_ACCOUNTS", "account_checks", "account_table", "heads_table",
+           "verdicts"]
 
 ACCOUNTS = {"label": "label words (arXiv 2305.14160)", "forerunner": "forerunner tokens (arXiv 2410.04468)",
             "template": "template tokens (arXiv 2401.11323)"}
@@ -119,4 +120,19 @@ def heads_table(claims: Sequence[Claim]) -> pd.DataFrame:
                      "ordinary labels: vs as many random heads": f"FV set costs more: {v['10.fv_over_induction']}",
                      "foo/bar, swap-averaged: vs as many random heads": "",
                      "verdict": _heads_verdict([v["10.fv_over_induction"]])})
-    return pd.DataFrame(rows).set_index("account")
+    columns = ["account", "ordinary labels: vs as many random heads", "foo/bar, swap-averaged: vs as many random heads",
+               "verdict"]
+    return pd.DataFrame(rows, columns=columns).set_index("account")
+
+
+def verdicts(claims: Sequence[Claim]) -> dict[str, str]:
+    """``{account: verdict}`` for every account notebook 10's claims judge: the position classes
+    (:func:`account_checks`, when all their claims are there) and the head rankings (:func:`heads_table`), in the
+    tables' order; what RESULTS and the README's verdict table show."""
+    out = {}
+    try:
+        out.update({ACCOUNTS[c]: r["account"] for c, r in account_checks(claims).items()})
+    except ValueError:
+        pass  # a run without the position classes' claims: the heads only
+    table = heads_table(claims)
+    return out | (dict(zip(table.index, table["verdict"])) if len(table) else {})

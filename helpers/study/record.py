@@ -244,7 +244,27 @@ def run_times(records: Sequence[Record]) -> str:
     return "\n".join(lines) + "\n"
 
 
-RENDERERS = {"front": front_table, "control": control_table, "full": full_table, "times": run_times}
+def verdict_table(records: Sequence[Record]) -> str:
+    """Notebook 10's verdict per account (label words, forerunner and template tokens; in-context, induction and
+    function-vector heads; :func:`helpers.study.challengers_report.verdicts`), one column per recorded model that
+    ran it (the positive control's, when recorded, last)."""
+    from helpers.study.challengers_report import verdicts  # lazy: pandas, only when the tables are written
+
+    ran = [(r, verdicts([c for c in r.claims if c.key.startswith("10.")])) for r in records]
+    ran = [(r, v) for r, v in ran if v]
+    if not ran:
+        return ("No run of notebook 10 is recorded yet at the default profile: `make run`, then `make record` and "
+                "`make tables` add its verdicts here.\n")
+    accounts = list(dict.fromkeys(a for _, v in ran for a in v))
+    lines = ["| account (notebook 10) | " + " | ".join(model_label(r) for r, _ in ran) + " |",
+             "|---|" + "---|" * len(ran)]
+    for a in accounts:
+        lines.append(f"| {_esc(a)} | " + " | ".join(f"**{v[a]}**" if a in v else "" for _, v in ran) + " |")
+    return "\n".join(lines) + "\n\n" + runs_line([r for r, _ in ran]) + "\n"
+
+
+RENDERERS = {"front": front_table, "control": control_table, "full": full_table, "times": run_times,
+             "verdicts": verdict_table}
 TABLE_PROFILE = "default"  # the result tables show the records of this profile; the run times show every record
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from helpers.core.accounting import read_ledgers, summarise
 from helpers.core.tasks import get_task
+from helpers.study.challengers_report import verdicts
+from helpers.study.claims import Claim
 from helpers.study.results import model_slug, run_key, run_tasks
 
 __all__ = ["build_report", "markdown_table", "replace_block", "record_run", "recorded_runs", "RUNS_FILE", "write_accounting",
@@ -178,6 +180,11 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
                 lines.append(markdown_table(met["table"]))
             for c in met.get("claims") or []:
                 lines.append(f"- {c['sentence']}\n")
+            if sec.startswith("10_") and met.get("claims"):  # notebook 10: a verdict per account
+                found = verdicts([Claim.from_json(c) for c in met["claims"]])
+                if found:
+                    lines.append("Verdict per account (helpers.study.challengers_report):\n")
+                    lines.append(markdown_table([{"account": a, "verdict": v} for a, v in found.items()]))
             if met.get("verdict"):
                 lines.append(f"**Verdict:** {met['verdict']}\n")
             figs = sorted((results_root / model_slug(m) / key / "figures").glob(f"{sec[:2]}_*.png"))
