@@ -529,6 +529,8 @@ def test_head_sets_runs_are_stored_and_the_foobar_mappings_are_kept_apart(tiny_m
     fb = eval_set(tiny_model, unrelated_task("sst2", (0, 1), ("foo", "bar")), 42, sizes)
     bf = eval_set(tiny_model, unrelated_task("sst2", (0, 1), ("bar", "foo")), 42, sizes)
     assert [p.gold for p in fb.prompts] == [p.gold for p in bf.prompts] and fb.label_ids == bf.label_ids[::-1]
+    stored = [p for p in tmp_path.rglob("*.pt") if p.parent.name == "head_sets_ablation"]
+    assert len(stored) == 3  # the ordinary labels, foo/bar and bar/foo: three entries, none shared
 
 
 def test_a_class_without_a_control_of_as_many_content_tokens_is_not_comparable(tiny_sst2_set):

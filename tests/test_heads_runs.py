@@ -66,15 +66,20 @@ def test_runs_cache_keys_are_the_notebooks(tiny_gpt2, ut, ut_real, run_cache):
     heads = {"sst2": [(0, 1), (2, 3)]}
     _all_runs(tiny_gpt2, ut, ut_real, heads)
     m, hs = "tiny-gpt2", heads["sst2"]
-    want = [("heads_acc", {"model": m, "task": "sst2", "seed": 1, "words": ["foo", "bar"], "k": 1, "n": 3}),
-            ("heads_acc", {"model": m, "task": "sst2", "seed": 1, "words": ["Negative", "Positive"], "k": 1, "n": 3}),
+
+    def made_of(u):  # what cached_eval_runs keys every step on: the prompts' label words, classes and shape
+        return {"words": list(u.task.label_words), "classes": [0, 1], "shape": [u.task.input_prefix, u.task.label_prefix]}
+
+    want = [("heads_acc", {"model": m, "task": "sst2", "seed": 1, **made_of(ut), "k": 1, "n": 3}),
+            ("heads_acc", {"model": m, "task": "sst2", "seed": 1, **made_of(ut_real), "k": 1, "n": 3}),
             ("heads_attr", {"model": m, "task": "sst2", "seed": 1001, "k": 1, "n": 2, "def": "final-resid-v2-per-label"}),
-            ("heads_ablation", {"model": m, "task": "sst2", "seed": 1, "k": 1, "n": 3, "heads": hs}),
-            ("heads_vo", {"model": m, "task": "sst2", "seed": 1, "k": 1, "n": 3, "heads": hs}),
+            ("heads_ablation", {"model": m, "task": "sst2", "seed": 1, **made_of(ut), "k": 1, "n": 3, "heads": hs}),
+            ("heads_vo", {"model": m, "task": "sst2", "seed": 1, **made_of(ut), "k": 1, "n": 3, "heads": hs}),
             ("heads_towers", {"model": m, "task": "sst2", "seed": 2001, "k": 1, "n": 3, "heads": hs}),
             ("heads_bias", {"model": m, "task": "sst2", "seed": 1, "kind": "majority", "n": 3, "heads": hs}),
             ("heads_bias", {"model": m, "task": "sst2", "seed": 1, "kind": "recency", "n": 3, "heads": hs})]
     assert calls == want
+    assert made_of(ut)["words"] == ["foo", "bar"] and made_of(ut_real)["words"] == ["Negative", "Positive"]
     calls.clear()
     MC.accuracy_runs(tiny_gpt2, {"sst2": ut}, RUN_SIZES, model_name="gemma")  # the notebook's name wins
     assert calls[0][1]["model"] == "gemma"
