@@ -11,18 +11,14 @@ interval of the mean over the deep layers (the last half) of ``AUCROC_l(all) - A
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pandas as pd
 import torch
 
-from helpers.core.prompts import make_icl_set
-from helpers.core.store import cached, pins_weights
-from helpers.core.tasks import LabelWordWarning, run_args
+from helpers.core.store import pins_weights
 from helpers.experiments.aucroc import aucroc_per_layer, label_attention
 from helpers.study.claims import claim
-from helpers.study.profiles import LabelSpanSizes
+from helpers.study.profiles import LabelSpanSizes, label_span_runs
 from helpers.study.stats import Interval, bootstrap_statistic
 
 __all__ = ["span_aucroc_runs", "span_aucroc_curves", "span_aucroc_interval", "span_aucroc_claim"]
@@ -33,22 +29,12 @@ def span_aucroc_runs(model, sizes: LabelSpanSizes) -> dict[int, dict]:
     """``{seed: {"first": [n, layer, class], "all": [n, layer, class], "pred": [n]}}``: the attention from q to
     each class's label positions (first tokens; all tokens) and the predicted class, on ``sizes.n`` inputs of one
     demonstration set per seed of ``sizes.task``, stored on disk."""
-    if not isinstance(sizes, LabelSpanSizes):
-        raise TypeError(f"sizes must be the LabelSpanSizes of label_span_sizes(profile), got {type(sizes).__name__}")
-    (task,), seeds = run_args([sizes.task], sizes.seeds, n=sizes.n)
-    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
-    out = {}
-    for seed in seeds:
-        def run(seed=seed):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", LabelWordWarning)  # every label word is several tokens, by design
-                s = make_icl_set(model, task, seed, sizes.n)
-            first, pred = label_attention(model, s.prompts, s.label_ids, sizes.batch_size, span="first")
-            every, _ = label_attention(model, s.prompts, s.label_ids, sizes.batch_size, span="all")
-            return {"first": first, "all": every, "pred": pred.pred}
+    def run(s):
+        first, pred = label_attention(model, s.prompts, s.label_ids, sizes.batch_size, span="first")
+        every, _ = label_attention(model, s.prompts, s.label_ids, sizes.batch_size, span="all")
+        return {"first": first, "all": every, "pred": pred.pred}
 
-        out[seed] = cached("span_aucroc", {"model": name, "task": task, "seed": seed, "n": sizes.n}, run, model=model)
-    return out
+    return label_span_runs("span_aucroc", model, sizes, run)
 
 
 def span_aucroc_curves(runs: dict[int, dict]) -> pd.DataFrame:

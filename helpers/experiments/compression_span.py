@@ -10,17 +10,14 @@ what q needs, accuracy falls when they are dropped; :func:`span_anchor_intervals
 
 from __future__ import annotations
 
-import warnings
-
 from helpers.core.loyalty import label_loyalty_rows
 from helpers.core.prefix import run_prefix
 from helpers.core.prefix_runs import vanilla_predictions
-from helpers.core.prompts import LABEL_SPANS, make_icl_set
-from helpers.core.store import cached, pins_weights
-from helpers.core.tasks import LabelWordWarning, run_args
+from helpers.core.prompts import LABEL_SPANS
+from helpers.core.store import pins_weights
 from helpers.experiments.compression import anchor_keep, build_cache, predict_cached, prefix_len
 from helpers.study.claims import claim
-from helpers.study.profiles import LabelSpanSizes
+from helpers.study.profiles import LabelSpanSizes, label_span_runs
 from helpers.study.stats import bootstrap_means, paired_differences
 
 __all__ = ["span_anchor_runs", "span_anchor_intervals", "span_anchor_claim"]
@@ -31,31 +28,20 @@ def span_anchor_runs(model, sizes: LabelSpanSizes) -> dict[int, dict]:
     """``{seed: {"kept": {span: positions kept}, "correct": {"ICL" | span: [0/1 per input]}, "label_loyal": {span:
     [0/1]}}}`` on ``sizes.n`` inputs of one demonstration set per seed of ``sizes.task``: full ICL and Hidden_anchor
     keeping each label word's first token or all of its tokens, stored on disk."""
-    if not isinstance(sizes, LabelSpanSizes):
-        raise TypeError(f"sizes must be the LabelSpanSizes of label_span_sizes(profile), got {type(sizes).__name__}")
-    (task,), seeds = run_args([sizes.task], sizes.seeds, n=sizes.n)
-    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
-    out = {}
-    for seed in seeds:
-        def run(seed=seed):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", LabelWordWarning)  # every label word is several tokens, by design
-                s = make_icl_set(model, task, seed, sizes.n)
-            prompts, lids, first = s.prompts, s.label_ids, s.prompts[0]
-            ref = vanilla_predictions(model, prompts, lids, sizes.batch_size)
-            demos = run_prefix(model, first.tokens[:prefix_len(first)])  # one pass, pruned for each anchor
-            res = {"kept": {}, "correct": {"ICL": (ref.pred == ref.gold).int().tolist()}, "label_loyal": {}}
-            for span in LABEL_SPANS:
-                keep = anchor_keep(first, span)
-                pred = predict_cached(model, build_cache(model, first, keep, demos=demos), prompts, lids,
-                                      sizes.batch_size)
-                res["kept"][span] = keep
-                res["correct"][span] = (pred.pred == pred.gold).int().tolist()
-                res["label_loyal"][span] = label_loyalty_rows(pred.pred, ref.pred).tolist()
-            return res
+    def run(s):
+        prompts, lids, first = s.prompts, s.label_ids, s.prompts[0]
+        ref = vanilla_predictions(model, prompts, lids, sizes.batch_size)
+        demos = run_prefix(model, first.tokens[:prefix_len(first)])  # one pass, pruned for each anchor
+        res = {"kept": {}, "correct": {"ICL": (ref.pred == ref.gold).int().tolist()}, "label_loyal": {}}
+        for span in LABEL_SPANS:
+            keep = anchor_keep(first, span)
+            pred = predict_cached(model, build_cache(model, first, keep, demos=demos), prompts, lids, sizes.batch_size)
+            res["kept"][span] = keep
+            res["correct"][span] = (pred.pred == pred.gold).int().tolist()
+            res["label_loyal"][span] = label_loyalty_rows(pred.pred, ref.pred).tolist()
+        return res
 
-        out[seed] = cached("span_anchor", {"model": name, "task": task, "seed": seed, "n": sizes.n}, run, model=model)
-    return out
+    return label_span_runs("span_anchor", model, sizes, run)
 
 
 def span_anchor_intervals(runs: dict[int, dict]) -> dict:

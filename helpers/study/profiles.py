@@ -13,16 +13,19 @@ restricts the tasks: names, or paths of task spec files (your own task, see
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 from helpers.core.models import DEFAULT_MODEL
-from helpers.core.tasks import get_task
+from helpers.core.prompts import make_icl_set
+from helpers.core.store import cached, same_weights
+from helpers.core.tasks import LabelWordWarning, get_task, run_args
 from helpers.study.config import check_environment
 from helpers.study.profile_table import PROFILES, Profile, current_tasks
 
 __all__ = ["get_profile", "current_model_name", "cell_timeout", "RunSizes", "OwnTaskSizes", "own_task_sizes", "current_own_task", "OWN_TASK_EXAMPLE",
-           "SPAN_TASK", "LabelSpanSizes", "label_span_sizes"]
+           "SPAN_TASK", "LabelSpanSizes", "label_span_sizes", "label_span_runs"]
 
 @dataclass(frozen=True)
 class RunSizes:
@@ -123,6 +126,28 @@ def label_span_sizes(profile: Profile) -> LabelSpanSizes:
     if profile.name == "default":
         return LabelSpanSizes(SPAN_TASK, tuple(profile.seeds[:2]), 32, 16, 5, profile.batch_size)
     return LabelSpanSizes(SPAN_TASK, tuple(profile.seeds[:1]), 4, 2, 1, profile.batch_size)
+
+
+def label_span_runs(kind: str, model, sizes: LabelSpanSizes, compute) -> dict[int, object]:
+    """``{seed: compute(prompt_set)}`` on ``sizes.n`` inputs of one demonstration set per seed of ``sizes.task``
+    (:func:`helpers.core.prompts.make_icl_set`; its multi-token label words are the point, so their
+    :class:`~helpers.core.tasks.LabelWordWarning` is silenced), each stored on disk under ``kind`` by model, task,
+    seed and n: the loop of notebook 10's label-span runs (:mod:`helpers.experiments.aucroc_span`,
+    :mod:`helpers.experiments.compression_span`)."""
+    if not isinstance(sizes, LabelSpanSizes):
+        raise TypeError(f"sizes must be the LabelSpanSizes of label_span_sizes(profile), got {type(sizes).__name__}")
+    (task,), seeds = run_args([sizes.task], sizes.seeds, n=sizes.n)
+    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
+    out = {}
+    with same_weights(model):
+        for seed in seeds:
+            def run(seed=seed):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", LabelWordWarning)  # every label word is several tokens, by design
+                    return compute(make_icl_set(model, task, seed, sizes.n))
+
+            out[seed] = cached(kind, {"model": name, "task": task, "seed": seed, "n": sizes.n}, run, model=model)
+    return out
 
 
 def current_model_name(default: str | None = None) -> str:
