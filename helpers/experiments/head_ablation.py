@@ -190,27 +190,41 @@ def ablation_conditions(model: HookedTransformer, prompts: Sequence[Prompt], lab
                         heads: Sequence[Head], seed: int, batch_size: int = 16, shared: bool = True) -> dict:
     """One cell of :func:`ablation_runs` on any prompts: accuracy plain, with ``heads`` zero-ablated and with as
     many random heads (drawn with ``seed``, disjoint from ``heads``), each at q and at every position; ``shared``
-    as in :func:`ablation_predictions` (prompts with their own demonstrations run whole either way)."""
-    rnd = random_heads(model, len(heads), seed=seed, exclude=heads)
-    plain = shared_cache(model, prompts, shared)  # at q the demonstrations run unablated: one prefix for three runs
-
-    def run(hs, at="q"):
-        if at == "q":
-            hooks = ablation_hook_pair(hs, at="q")[1] if hs else None
-            return predict_with_cache(model, prompts, label_ids, batch_size, hooks=hooks, cache=plain)
-        return ablation_predictions(model, prompts, label_ids, hs, batch_size, shared=shared, at=at)
-
-    preds = {"plain": run([])}
-    for name, at in (("", "q"), (ALL_POSITIONS, "all")):
-        preds["in-context heads ablated" + name] = run(heads, at=at)
-        preds["random heads ablated" + name] = run(rnd, at=at)
-    return {**{c: p.accuracy for c, p in preds.items()}, "random_heads": rnd,
+    as in :func:`ablation_predictions` (prompts with their own demonstrations run whole either way). The runs are
+    :func:`sets_ablation_conditions`' for one set, under notebook 07's condition names."""
+    preds, rnd = _sets_predictions(model, prompts, label_ids, {"": heads}, seed, batch_size, shared)
+    names = {"plain": "plain", ("", "set@q"): "in-context heads ablated", ("", "random@q"): "random heads ablated",
+             ("", "set"): "in-context heads ablated" + ALL_POSITIONS,
+             ("", "random"): "random heads ablated" + ALL_POSITIONS}
+    preds = {c: preds[k] for k, c in names.items()}
+    return {**{c: p.accuracy for c, p in preds.items()}, "random_heads": rnd[""],
             "correct": {c: (p.pred == p.gold).int().tolist() for c, p in preds.items()}}
 
 
 # ------------------------------------------------------------------ several head sets on the same inputs (notebook 10)
 
 SET_CONDITIONS = ("set", "random", "set@q", "random@q")  # each set ablated, as many random heads, at every position / at q
+
+
+def _sets_predictions(model, prompts, label_ids, sets: Mapping[str, Sequence[Head]], seed: int, batch_size: int,
+                      shared: bool) -> tuple[dict, dict]:
+    """The predictions behind :func:`sets_ablation_conditions` (``{"plain": ..., (name, condition): ...}``) and each
+    set's random heads: the plain run, and the demonstrations' prefix the runs at q share, once for all sets."""
+    plain_cache = shared_cache(model, prompts, shared)  # at q the demonstrations run unablated: one prefix for all
+
+    def run(hs, at):
+        if at == "q":
+            hooks = ablation_hook_pair(hs, at="q")[1] if hs else None
+            return predict_with_cache(model, prompts, label_ids, batch_size, hooks=hooks, cache=plain_cache)
+        return ablation_predictions(model, prompts, label_ids, hs, batch_size, shared=shared, at=at)
+
+    preds, rnd = {"plain": run([], "q")}, {}
+    for name, heads in sets.items():
+        rnd[name] = random_heads(model, len(heads), seed=seed, exclude=heads)
+        for cond, hs, at in (("set@q", heads, "q"), ("random@q", rnd[name], "q"), ("set", heads, "all"),
+                             ("random", rnd[name], "all")):
+            preds[(name, cond)] = run(hs, at)
+    return preds, rnd
 
 
 def sets_ablation_conditions(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int],
@@ -225,24 +239,8 @@ def sets_ablation_conditions(model: HookedTransformer, prompts: Sequence[Prompt]
     :func:`random_heads`), ``@q`` the same at q only."""
     if not isinstance(sets, Mapping) or not sets:
         raise ValueError("sets must be a non-empty dict {name: [(layer, head), ...]}, e.g. {'fv': top_heads(...)}")
-    plain_cache = shared_cache(model, prompts, shared)
-
-    def correct(hs, at):
-        if at == "q":
-            hooks = ablation_hook_pair(hs, at="q")[1] if hs else None
-            p = predict_with_cache(model, prompts, label_ids, batch_size, hooks=hooks, cache=plain_cache)
-        else:
-            p = ablation_predictions(model, prompts, label_ids, hs, batch_size, shared=shared, at=at)
-        return (p.pred == p.gold).int().tolist()
-
-    out = {"correct": {"plain": correct([], "q")}, "random_heads": {}}
-    for name, heads in sets.items():
-        rnd = random_heads(model, len(heads), seed=seed, exclude=heads)
-        out["random_heads"][name] = rnd
-        for cond, hs, at in (("set", heads, "all"), ("random", rnd, "all"), ("set@q", heads, "q"),
-                             ("random@q", rnd, "q")):
-            out["correct"][(name, cond)] = correct(hs, at)
-    return out
+    preds, rnd = _sets_predictions(model, prompts, label_ids, sets, seed, batch_size, shared)
+    return {"correct": {k: (p.pred == p.gold).int().tolist() for k, p in preds.items()}, "random_heads": rnd}
 
 
 def _sets_key(sets: Mapping[str, Sequence[Head]]) -> dict:
