@@ -31,7 +31,7 @@ def span_aucroc_runs(model, sizes: LabelSpanSizes) -> dict[int, dict]:
     demonstration set per seed of ``sizes.task``, stored on disk."""
     def run(s):
         first, pred = label_attention(model, s.prompts, s.label_ids, sizes.batch_size, span="first")
-        every, _ = label_attention(model, s.prompts, s.label_ids, sizes.batch_size, span="all")
+        every, _ = label_attention(model, s.prompts, s.label_ids, sizes.batch_size, top_k=0, span="all")  # label columns only
         return {"first": first, "all": every, "pred": pred.pred}
 
     return label_span_runs("span_aucroc", model, sizes, run)
