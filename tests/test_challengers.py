@@ -789,3 +789,137 @@ def test_verdicts_reach_results_and_the_readme_table(tmp_path):
         {"claims": [c.to_json(3) for c in _claims_10("replicates")]}))
     md = build_report(tmp_path, "smoke", ["google/gemma-3-270m"], tasks=("sst2",), own_task="sst2").read_text()
     assert "Verdict per account" in md and f"| {HEAD_ACCOUNTS['induction']} | supported |" in md
+
+
+# ------------------------------------------------------------------------------------------------ the positive control
+
+
+@pytest.fixture(scope="module")
+def control_model():
+    from helpers.core.models import load_model
+
+    return load_model("control")
+
+
+def test_shuffled_labels_permute_each_sequences_labels_and_keep_the_rest():
+    from helpers.core.control import ControlTask, control_prompts, shuffled_labels
+
+    cp = control_prompts(ControlTask(), 16, 3)
+    sh = shuffled_labels(cp, 7)
+    assert shuffled_labels(cp, 7).prompts[0].tokens.tolist() == sh.prompts[0].tokens.tolist()  # seeded
+    for a, b in zip(cp.prompts, sh.prompts):
+        assert sorted(a.label_class) == sorted(b.label_class) and a.label_class != b.label_class
+        assert b.tokens[b.label_pos].tolist() == [cp.label_ids[c] for c in b.label_class]
+        keep = [i for i in range(len(a)) if i not in a.label_pos]
+        assert a.tokens[keep].tolist() == b.tokens[keep].tolist()  # BOS, items and the query stay
+        assert a.gold == b.gold and a.q == b.q and b.text.split(" ")[1] == f"L{b.label_class[0]}"
+    assert cp.prompts[0].label_class != sh.prompts[0].label_class  # the input is not changed in place
+
+
+def test_content_flows_hand_values_and_the_label_column_is_unchanged(tiny_sst2_set):
+    """``classes=CONTROL_CLASSES``: content's ``into`` is the mean flow from earlier content into content, its
+    ``to_q`` the mean flow from content into q (hand sums on an arange saliency); the label words' columns equal
+    those of the default classes on a real backward pass (three architectures)."""
+    from helpers.experiments.saliency_classes import CONTROL_CLASSES
+
+    model, prompts, lids = tiny_sst2_set
+    p = prompts[0]
+    n = len(p)
+    sal = torch.arange(n * n, dtype=torch.float32).view(1, 1, n, n)
+    got = class_flow_scores(sal, [p], CONTROL_CLASSES)[0, 0]
+    pos = position_classes(p)
+    for c, cls in enumerate(CONTROL_CLASSES):
+        cells = [float(sal[0, 0, i, j]) for i in pos[cls] for j in pos["content"] if j < i]
+        assert got[0, c].item() == pytest.approx(np.mean(cells))
+        assert got[1, c].item() == pytest.approx(np.mean([float(sal[0, 0, p.q, i]) for i in pos[cls]]))
+    both = class_flows(model, prompts[:2], lids, batch_size=2, classes=CONTROL_CLASSES)
+    default = class_flows(model, prompts[:2], lids, batch_size=1)
+    torch.testing.assert_close(both[..., 0], default[..., FLOW_CLASSES.index("label")])
+
+
+def test_control_flow_intervals_pair_label_and_content():
+    from helpers.experiments.saliency_classes import (
+        CONTROL_CLASSES,
+        DIRECTIONS,
+        control_flow_claims,
+        control_flow_intervals,
+    )
+
+    x = torch.rand(5, 2, len(DIRECTIONS), len(CONTROL_CLASSES))
+    x[..., 0] = x[..., 1] + 0.5  # the label words 0.5 above content on every input, layer and direction
+    ivs = control_flow_intervals({("control", 1): x, ("control", 2): x.clone()}, 2)
+    for d in DIRECTIONS:
+        assert (ivs[d].estimate, ivs[d].low, ivs[d].high) == pytest.approx((0.5, 0.5, 0.5))
+    claims = control_flow_claims(ivs, "hand")
+    assert [c.key for c in claims] == ["10.control_label_gathers", "10.control_label_is_read"]
+    assert {c.verdict for c in claims} == {"replicates"}
+
+
+def test_control_isolation_runs_are_the_class_isolation_of_each_sequence(control_model):
+    """On the control: the label condition is run_class_isolation's, one sequence at a time equals all at once, its
+    control isolates as many content tokens (all 8 items: 8 labels, 8 items), and the claim follows the drop."""
+    from helpers.core.control import control_prompts, control_task
+    from helpers.experiments.isolation_classes import (
+        class_loyalty_intervals,
+        control_isolation_claim,
+        control_isolation_runs,
+    )
+
+    cp = control_prompts(control_task(control_model), 6, 0)
+    runs = control_isolation_runs(control_model, {0: cp}, k=1)
+    res = runs[("control", 0)]
+    direct = run_class_isolation(control_model, cp.prompts, cp.label_ids, "label", "first", 1, seed=0)
+    torch.testing.assert_close(res[("label", "first")].label_logits, direct.label_logits)
+    one = torch.cat([run_class_isolation(control_model, [p], cp.label_ids, "label", "first", 1, seed=0).label_logits
+                     for p in cp.prompts])
+    torch.testing.assert_close(res[("label", "first")].label_logits, one)
+    rows = class_rows(cp.prompts, "random:label", [0], 0)
+    assert all(r[0] == position_classes(p)["content"] for r, p in zip(rows, cp.prompts))
+    torch.testing.assert_close(res["base"].label_logits, predict(control_model, cp.prompts, cp.label_ids,
+                                                                 top_k=0).label_logits)
+    assert set(res) == {"base", ("label", "first"), ("label", "last"), ("random:label", "first"),
+                        ("random:label", "last")}
+    ivs = class_loyalty_intervals(runs)
+    c = control_isolation_claim(ivs, 1, "hand")
+    assert c.key == "10.control_label_isolation" and c.ours.estimate == pytest.approx(ivs[("drop", "label", "first")].estimate)
+
+
+def test_control_head_claims_hand_case():
+    from helpers.experiments.head_scores import control_head_claims, head_set_intervals
+
+    cells = {name: {"plain": {("control", 1): [1, 1, 1, 1]}, "set": {("control", 1): [0, 0, 0, 1]},
+                    "random": {("control", 1): [1, 1, 1, 1]}, "set@q": {("control", 1): [0, 0, 1, 1]},
+                    "random@q": {("control", 1): [1, 1, 1, 1]}} for name in ("incontext", "induction", "fv")}
+    cells["fv"]["random"] = {("control", 1): [0, 0, 0, 1]}  # a random head as costly as the top one
+    ivs = head_set_intervals(cells)
+    top = {"incontext": [(1, 1)], "induction": [(0, 0)], "fv": [(0, 1)]}
+    claims = {c.key: c for c in control_head_claims(ivs, top, {"previous-token": (0, 0), "matching": (1, 1)}, "hand")}
+    assert list(claims) == ["10.control_incontext_heads", "10.control_induction_heads", "10.control_fv_heads"]
+    assert claims["10.control_incontext_heads"].verdict == "replicates"
+    assert claims["10.control_fv_heads"].verdict == "inconclusive"
+    assert "the matching head" in claims["10.control_incontext_heads"].note
+    assert "the previous-token head" in claims["10.control_induction_heads"].note
+    assert "none of the circuit heads" in claims["10.control_fv_heads"].note
+    assert "at q only, random minus top 0.500" in claims["10.control_incontext_heads"].note
+
+
+def test_power_from_the_controls_claims_and_in_the_readme_block():
+    from helpers.study.challengers_report import POWER_CHECKS, power, power_table
+    from helpers.study.claims import claim
+    from helpers.study.record import Record, verdict_table
+    from helpers.study.stats import Interval
+
+    iv = Interval(0.1, 0.05, 0.2, 1, 4)
+    verdict = {"10.control_label_isolation": "replicates", "10.control_label_gathers": "replicates",
+               "10.control_label_is_read": "does not replicate", "10.control_incontext_heads": "replicates",
+               "10.control_induction_heads": "inconclusive"}  # no FV claim: that check is left out
+    claims = [claim(k, iv, v, "criterion") for k, v in verdict.items()]
+    got = power(claims)
+    checks = list(POWER_CHECKS)
+    assert got == {checks[0]: "sees it", checks[1]: "misses it", checks[2]: "sees it", checks[3]: "cannot tell"}
+    assert list(power_table(claims)["power"]) == list(got.values())
+    assert power([]) == {}
+    rec = Record("google/gemma-3-270m", "gemma-3-270m", "default", "default", "abc1234", "2026-11-27", {},
+                 tuple(_claims_10("replicates")))
+    table = verdict_table([rec])
+    assert "| check (notebook 10) | on the positive control |" in table and "**sees it**" in table

@@ -40,6 +40,16 @@ def test_readme_and_docs_tables_are_what_the_records_give():
     assert not problems, problems
 
 
+def test_the_control_checks_agree_across_the_records():
+    """Every run of notebook 10 checks the same positive-control sequences, and the README's verdict block shows the
+    first record's: the records of one profile that hold those claims must agree on every one of them."""
+    for profile in {r.profile for r in rec.load_records()}:
+        seen = [{c.key: (c.ours_text(3), c.verdict) for c in r.claims if c.key.startswith("10.control_")}
+                for r in rec.load_records() if r.profile == profile]
+        seen = [s for s in seen if s]
+        assert all(s == seen[0] for s in seen), f"profile {profile}: the control's claims differ between records"
+
+
 def test_no_result_is_typed_outside_a_generated_block():
     problems = [x for p in PAGES for x in rec.stray_results(p.read_text(), p.name)]
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):

@@ -81,6 +81,7 @@ __all__ = [
     "sample_vectors",
     "control_prompts",
     "relabel",
+    "shuffled_labels",
     "control_task",
     "checkpoint_info",
     "train_control",
@@ -311,6 +312,29 @@ def relabel(cp: ControlPrompts, perm: Sequence[int]) -> ControlPrompts:
             text[pos - 1] = f"L{int(ids[cls[k]]) - 1}"
         out.append(replace(p, tokens=tokens, label_class=cls, gold=perm[p.gold], text=" ".join(text),
                            kinds=list(p.kinds)))
+    return replace(cp, prompts=out)
+
+
+def shuffled_labels(cp: ControlPrompts, seed: int) -> ControlPrompts:
+    """The same sequences with each one's label tokens permuted among its demonstrations (``numpy`` PCG64 seeded
+    ``[seed, 5]``, one permutation per sequence, redrawn until at least one label moves): the items stay, the
+    mapping from class to label is broken, and ``gold`` stays the label the query's class carried before
+    (function vectors' corrupted prompts, Todd et al., arXiv 2310.15213)."""
+    rng = np.random.default_rng([seed, 5])
+    ids = torch.tensor(cp.label_ids)
+    out = []
+    for p in cp.prompts:
+        labels = list(p.label_class)
+        cls = labels
+        if len(set(labels)) > 1:
+            while cls == labels:
+                cls = [labels[i] for i in rng.permutation(len(labels))]
+        tokens = p.tokens.clone()
+        tokens[p.label_pos] = ids[cls]
+        text = p.text.split(" ")
+        for k, pos in enumerate(p.label_pos):  # text has no BOS: token j is word j - 1
+            text[pos - 1] = f"L{int(ids[cls[k]]) - 1}"
+        out.append(replace(p, tokens=tokens, label_class=cls, text=" ".join(text), kinds=list(p.kinds)))
     return replace(cp, prompts=out)
 
 

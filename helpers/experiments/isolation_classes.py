@@ -41,7 +41,8 @@ from helpers.study.stats import Interval, bootstrap_means, paired_differences
 
 __all__ = ["ISOLATED_CLASSES", "class_conditions", "content_draw", "class_rows", "run_class_isolation",
            "ClassIsolationSizes", "class_isolation_sizes", "class_isolation_runs", "class_loyalty_intervals",
-           "class_isolation_claims", "control_possible", "span_isolation_runs", "span_isolation_claim"]
+           "class_isolation_claims", "control_possible", "span_isolation_runs", "span_isolation_claim",
+           "control_isolation_runs", "control_isolation_claim"]
 
 ISOLATED_CLASSES = tuple(c for c in CLASSES if c != "content") + ("label_first",)
 
@@ -137,6 +138,27 @@ def class_isolation_sizes(profile) -> ClassIsolationSizes:
 WHERES = ("first", "last")
 
 
+def _isolation_cell(model, prompts: Sequence[Prompt], label_ids: Sequence[int], base: Predictions,
+                    conditions: Sequence[str], sizes: ClassIsolationSizes, seed: int) -> dict:
+    """One cell of :func:`class_isolation_runs`: ``{"base": base, (condition, where): Predictions}``."""
+    res = {"base": base}
+    # every label word one token: label_first isolates the same rows as label, and its control draws the same
+    # content tokens (same count, same seeds), so its runs are label's
+    one_token = all(position_classes(p)["label"] == position_classes(p)["label_first"] for p in prompts)
+    for c in conditions:
+        run_on = prompts[: sizes.random_n] if c.startswith("random:") else prompts
+        if c.startswith("random:") and not control_possible(run_on, c.removeprefix("random:")):
+            continue  # fewer content tokens than the class holds: no control of as many (claims: not comparable)
+        same = c.replace("label_first", "label")
+        if one_token and same != c and (same, WHERES[0]) in res:
+            res.update({(c, w): res[(same, w)] for w in WHERES})
+            continue
+        for w in WHERES:
+            res[(c, w)] = run_class_isolation(model, run_on, label_ids, c, w, sizes.k, seed=seed,
+                                              batch_size=sizes.batch_size)
+    return res
+
+
 @pins_weights
 def class_isolation_runs(model, tasks: Sequence[str], sizes: ClassIsolationSizes, classes=ISOLATED_CLASSES,
                          progress: bool = True) -> dict:
@@ -155,22 +177,8 @@ def class_isolation_runs(model, tasks: Sequence[str], sizes: ClassIsolationSizes
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", LabelWordWarning)  # multi-token labels: the classes hold every token
                 s = make_icl_set(model, task, seed, sizes.n)
-            res = {"base": vanilla_predictions(model, s.prompts, s.label_ids, batch_size=sizes.batch_size)}
-            # every label word one token: label_first isolates the same rows as label, and its control draws the
-            # same content tokens (same count, same seeds), so its runs are label's
-            one_token = all(position_classes(p)["label"] == position_classes(p)["label_first"] for p in s.prompts)
-            for c in conditions:
-                prompts = s.prompts[: sizes.random_n] if c.startswith("random:") else s.prompts
-                if c.startswith("random:") and not control_possible(prompts, c.removeprefix("random:")):
-                    continue  # fewer content tokens than the class holds: no control of as many (claims: not comparable)
-                same = c.replace("label_first", "label")
-                if one_token and same != c and (same, WHERES[0]) in res:
-                    res.update({(c, w): res[(same, w)] for w in WHERES})
-                    continue
-                for w in WHERES:
-                    res[(c, w)] = run_class_isolation(model, prompts, s.label_ids, c, w, sizes.k, seed=seed,
-                                                      batch_size=sizes.batch_size)
-            return res
+            base = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=sizes.batch_size)
+            return _isolation_cell(model, s.prompts, s.label_ids, base, conditions, sizes, seed)
 
         params = {"model": name, "task": task, "seed": seed, "n": sizes.n, "random_n": sizes.random_n,
                   "k": sizes.k, "conditions": conditions}
@@ -187,6 +195,22 @@ def span_isolation_runs(model, sizes: LabelSpanSizes, progress: bool = True) -> 
     iso = ClassIsolationSizes(seeds=sizes.seeds, n=sizes.n, random_n=sizes.random_n, k=sizes.k,
                               batch_size=sizes.batch_size)
     return class_isolation_runs(model, [sizes.task], iso, classes=("label", "label_first"), progress=progress)
+
+
+def control_isolation_runs(model, sets: dict, k: int = 1, batch_size: int = 256) -> dict:
+    """The label words against as many content tokens (the items) on the positive control
+    (:mod:`helpers.core.control`): ``{("control", seed): {"base": Predictions, (condition, where): Predictions}}``
+    for ``label`` and ``random:label`` isolated in the first and the last ``k`` layers of every sequence of
+    ``sets`` (``{seed: ControlPrompts}``). Every sequence has its own context, so each runs whole; the control's
+    prompts have no template tokens, so the forerunner and template classes do not exist there."""
+    out = {}
+    for seed, cp in sets.items():
+        n = len(cp.prompts)
+        sizes = ClassIsolationSizes(seeds=(seed,), n=n, random_n=n, k=k, batch_size=batch_size)
+        base = predict(model, cp.prompts, cp.label_ids, batch_size=batch_size, top_k=0)
+        out[("control", seed)] = _isolation_cell(model, cp.prompts, cp.label_ids, base, class_conditions(("label",)),
+                                                 sizes, seed)
+    return out
 
 
 def _loyal(res: dict, key) -> np.ndarray:
@@ -259,3 +283,18 @@ def span_isolation_claim(intervals: dict, k: int, context: str = ""):
     note = (f"loyalty drop: all tokens {intervals[('drop', 'label', 'first')]:.3f}, first token "
             f"{intervals[('drop', 'label_first', 'first')]:.3f}; last {k} layers: {intervals[('span drop', 'last')]:.3f}")
     return claim("10.span_isolation", iv, verdict, criterion, context=context, note=note)
+
+
+def control_isolation_claim(intervals: dict, k: int, context: str = ""):
+    """``10.control_label_isolation``: the power of the isolation check, on the positive control, whose label
+    positions certainly carry the context (a previous-token head copies each item into its label; notebook 09):
+    the loyalty with as many content tokens isolated minus with the label words isolated, first ``k`` layers, above
+    0 "replicates" (the check sees the known anchor), below 0 "does not replicate", containing 0 "inconclusive".
+    ``intervals``: :func:`class_loyalty_intervals` of :func:`control_isolation_runs`."""
+    iv: Interval = intervals[("drop", "label", "first")]
+    verdict = "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
+    note = (f"label loyalty: label words isolated {intervals[('label', 'first')]:.3f}, as many content tokens "
+            f"{intervals[('random:label', 'first')]:.3f}")
+    return claim("10.control_label_isolation", iv, verdict, f"95% interval of the loyalty with as many content tokens "
+                 f"isolated minus with the label words isolated, first {k} layer(s) of the control, above 0",
+                 context=context, note=note)

@@ -38,16 +38,19 @@ from helpers.study.stats import Interval, bootstrap_means
 
 __all__ = ["FLOW_CLASSES", "DIRECTIONS", "CHALLENGERS", "class_flow_masks", "class_flow_scores", "class_flows",
            "layer_mean", "ClassSaliencySizes", "class_saliency_sizes", "class_saliency_runs", "class_flow_frame",
-           "class_flow_intervals", "above_zero_verdict", "class_saliency_claims"]
+           "class_flow_intervals", "above_zero_verdict", "class_saliency_claims", "CONTROL_CLASSES",
+           "control_flow_runs", "control_flow_intervals", "control_flow_claims"]
 
 FLOW_CLASSES = tuple(c for c in CLASSES if c != "content") + ("label_first",)  # the candidate carriers
 DIRECTIONS = ("into", "to_q")
 CHALLENGERS = ("forerunner", "template")  # the carriers other work names instead of the label words
 
 
-def class_flow_masks(prompt: Prompt, seq: int | None = None) -> Bool[torch.Tensor, "2 classes seq seq"]:
+def class_flow_masks(prompt: Prompt, seq: int | None = None, classes: Sequence[str] = FLOW_CLASSES
+                     ) -> Bool[torch.Tensor, "2 classes seq seq"]:
     """Boolean masks of the (row = to, column = from) pairs averaged into ``into`` and ``to_q`` for every class of
-    :data:`FLOW_CLASSES` (module docstring); ``seq`` pads them (with False) to a longer batch length."""
+    ``classes`` (default :data:`FLOW_CLASSES`; module docstring); ``seq`` pads them (with False) to a longer batch
+    length. ``content``'s ``into`` is the flow from earlier content tokens into the content tokens."""
     n = len(prompt)
     seq = seq or n
     if seq < n:
@@ -57,8 +60,8 @@ def class_flow_masks(prompt: Prompt, seq: int | None = None) -> Bool[torch.Tenso
     content[pos["content"]] = True
     ar = torch.arange(seq)
     earlier = ar[None, :] < ar[:, None]  # column j before row i
-    out = torch.zeros(2, len(FLOW_CLASSES), seq, seq, dtype=torch.bool)
-    for c, cls in enumerate(FLOW_CLASSES):
+    out = torch.zeros(2, len(classes), seq, seq, dtype=torch.bool)
+    for c, cls in enumerate(classes):
         rows = torch.zeros(seq, dtype=torch.bool)
         rows[pos[cls]] = True
         out[0, c] = rows[:, None] & content[None, :] & earlier
@@ -66,24 +69,25 @@ def class_flow_masks(prompt: Prompt, seq: int | None = None) -> Bool[torch.Tenso
     return out
 
 
-def class_flow_scores(sal: Float[torch.Tensor, "batch layer seq seq"], prompts: Sequence[Prompt]
-                      ) -> Float[torch.Tensor, "batch layer 2 classes"]:
-    """``into`` and ``to_q`` per prompt, layer and class of :data:`FLOW_CLASSES` from (padded) saliency matrices;
-    NaN where a class has no pair in a prompt."""
+def class_flow_scores(sal: Float[torch.Tensor, "batch layer seq seq"], prompts: Sequence[Prompt],
+                      classes: Sequence[str] = FLOW_CLASSES) -> Float[torch.Tensor, "batch layer 2 classes"]:
+    """``into`` and ``to_q`` per prompt, layer and class of ``classes`` (default :data:`FLOW_CLASSES`) from
+    (padded) saliency matrices; NaN where a class has no pair in a prompt."""
     if sal.ndim != 4 or sal.shape[0] != len(prompts):
         raise ValueError(f"sal must be [batch, layer, seq, seq] with one row per prompt ({len(prompts)}), got "
                          f"{tuple(sal.shape)}")
-    masks = torch.stack([class_flow_masks(p, sal.shape[-1]) for p in prompts]).to(sal.dtype)  # [b, 2, c, s, s]
+    masks = torch.stack([class_flow_masks(p, sal.shape[-1], classes) for p in prompts]).to(sal.dtype)  # [b, 2, c, s, s]
     sums = torch.einsum("blij,bdcij->bldc", sal, masks)
     counts = masks.sum(dim=(-1, -2))[:, None].expand_as(sums)
     return torch.where(counts > 0, sums / counts.clamp(min=1), torch.full_like(sums, torch.nan))
 
 
 def class_flows(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 8,
-                max_pattern_mb: float = 256) -> Float[torch.Tensor, "n layer 2 classes"]:
-    """:func:`class_flow_scores` of every prompt (input order), from
+                max_pattern_mb: float = 256, classes: Sequence[str] = FLOW_CLASSES
+                ) -> Float[torch.Tensor, "n layer 2 classes"]:
+    """:func:`class_flow_scores` of every prompt (input order) for ``classes``, from
     :func:`helpers.experiments.saliency.saliency_matrices` run ``batch_size`` prompts at a time."""
-    out = torch.empty(len(prompts), model.cfg.n_layers, 2, len(FLOW_CLASSES))
+    out = torch.empty(len(prompts), model.cfg.n_layers, 2, len(classes))
     for lo in range(0, len(prompts), batch_size):
         chunk = list(prompts[lo:lo + batch_size])
         mats = saliency_matrices(model, chunk, label_ids, batch_size=batch_size, max_pattern_mb=max_pattern_mb)
@@ -91,7 +95,7 @@ def class_flows(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batc
         padded = torch.zeros(len(chunk), model.cfg.n_layers, seq, seq)
         for b, m in enumerate(mats):
             padded[b, :, : m.shape[1], : m.shape[2]] = m
-        out[lo:lo + len(chunk)] = class_flow_scores(padded, chunk)
+        out[lo:lo + len(chunk)] = class_flow_scores(padded, chunk, classes)
     return out
 
 
@@ -217,3 +221,44 @@ def class_saliency_claims(intervals: dict, context: str = "") -> list:
                          note=f"label words {intervals[(direction, 'label')]:.3g}, {cls} "
                               f"{intervals[(direction, cls)]:.3g}"))
     return out
+
+
+# ------------------------------------------------------------------------------------------- the positive control
+
+CONTROL_CLASSES = ("label", "content")  # the control's prompts have no template tokens (helpers.core.control)
+
+
+def control_flow_runs(model, sets: dict, batch_size: int = 64) -> dict:
+    """``{("control", seed): Float[Tensor, "n layer 2 2"]}``: :func:`class_flows` of the label words and the content
+    tokens (:data:`CONTROL_CLASSES`) on every sequence of ``sets`` (``{seed: ControlPrompts}``)."""
+    return {("control", seed): class_flows(model, cp.prompts, cp.label_ids, batch_size=batch_size,
+                                           classes=CONTROL_CLASSES) for seed, cp in sets.items()}
+
+
+def control_flow_intervals(runs: dict, n_layers: int) -> dict:
+    """95% intervals (seeds, then inputs) of the label words' flow per pair minus the content tokens', paired per
+    input: ``into`` over the shallow layers and ``to_q`` over the deep ones, ``{direction: Interval}``."""
+    r = layer_ranges(n_layers)
+    out = {}
+    for direction, layers in (("into", r["shallow"]), ("to_q", r["deep"])):
+        d = DIRECTIONS.index(direction)
+        cells = {}
+        for key, x in runs.items():
+            v = (x[:, layers, d, CONTROL_CLASSES.index("label")] - x[:, layers, d, CONTROL_CLASSES.index("content")])
+            v = v.mean(dim=1).numpy()
+            cells[key] = v[~np.isnan(v)]
+        out[direction] = bootstrap_means(cells)
+    return out
+
+
+def control_flow_claims(intervals: dict, context: str = "") -> list:
+    """The power of the flows check, on the positive control, where the label positions certainly gather each item
+    (layer 0's previous-token head) and q certainly reads them (the last layer's matching head; notebook 09):
+    ``10.control_label_gathers`` (``into``, shallow layers) and ``10.control_label_is_read`` (``to_q``, deep layers),
+    each the label words' flow per pair minus the content tokens'. Above 0 "replicates" (the check sees the known
+    route), below 0 "does not replicate", containing 0 "inconclusive" (:func:`above_zero_verdict`)."""
+    words = {"into": ("10.control_label_gathers", "into the label words from earlier content, shallow layers"),
+             "to_q": ("10.control_label_is_read", "from the label words into q, deep layers")}
+    return [claim(key, intervals[d], above_zero_verdict(intervals[d]), f"95% interval of the flow per pair {what}, "
+                  "minus the content tokens' (paired per input), above 0", context=context)
+            for d, (key, what) in words.items()]

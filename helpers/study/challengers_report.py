@@ -22,6 +22,13 @@ position costs more accuracy than ablating as many random heads, with the tasks'
 the position classes: **supported** when both replicate, **partly** when one does, **not supported** when both do
 not replicate, **inconclusive** otherwise (one check alone, when the claims hold only it: its verdict).
 :func:`heads_table` adds Yin & Steinhardt's comparison, ``10.fv_over_induction``.
+
+**What each check can see** (:func:`power`): the same checks on the positive control (:mod:`helpers.core.control`,
+notebook 09), a model whose answer certainly runs through its label positions (a previous-token head copies each
+item into its label) and one matching head that reads them at q. A check that finds this there ("sees it") has the
+power to see such a mechanism; one that misses it there says little when it finds nothing on the offline models.
+The control's prompts have no template tokens, so only the label words' checks (against content) and the head
+rankings apply to it.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import pandas as pd
 from helpers.study.claims import Claim
 
 __all__ = ["ACCOUNTS", "CHALLENGERS", "HEAD_ACCOUNTS", "account_checks", "account_table", "heads_table",
-           "verdicts"]
+           "verdicts", "POWER_CHECKS", "power", "power_table"]
 
 ACCOUNTS = {"label": "label words (arXiv 2305.14160)", "forerunner": "forerunner tokens (arXiv 2410.04468)",
             "template": "template tokens (arXiv 2401.11323)"}
@@ -123,6 +130,45 @@ def heads_table(claims: Sequence[Claim]) -> pd.DataFrame:
     columns = ["account", "ordinary labels: vs as many random heads", "foo/bar, swap-averaged: vs as many random heads",
                "verdict"]
     return pd.DataFrame(rows, columns=columns).set_index("account")
+
+
+# the checks run on the positive control (helpers.core.control), whose circuit is known: the label positions gather
+# each item and q reads them through one matching head; a check that sees this there has the power to see it
+POWER_CHECKS = {"isolation: label words vs as many content tokens": ("10.control_label_isolation",),
+                "flows: label words vs content tokens, per pair": ("10.control_label_gathers",
+                                                                    "10.control_label_is_read"),
+                "in-context ranking: its top head ablated vs a random one": ("10.control_incontext_heads",),
+                "induction ranking: its top head ablated vs a random one": ("10.control_induction_heads",),
+                "function-vector ranking: its top head ablated vs a random one": ("10.control_fv_heads",)}
+POWER = {"replicates": "sees it", "does not replicate": "misses it", "inconclusive": "cannot tell"}
+
+
+def power(claims: Sequence[Claim]) -> dict[str, str]:
+    """``{check: "sees it" / "misses it" / "cannot tell"}``: what each check of notebook 10 says on the positive
+    control, where the answer is known (:data:`POWER_CHECKS`). A check with several claims sees it when all of them
+    replicate, misses it when any does not replicate, and cannot tell otherwise. Checks whose claims are absent
+    are left out."""
+    v = _verdicts(claims)
+    out = {}
+    for check, keys in POWER_CHECKS.items():
+        if not all(k in v for k in keys):
+            continue
+        got = [v[k] for k in keys]
+        if all(g == "replicates" for g in got):
+            out[check] = POWER["replicates"]
+        elif any(g == "does not replicate" for g in got):
+            out[check] = POWER["does not replicate"]
+        else:
+            out[check] = POWER["inconclusive"]
+    return out
+
+
+def power_table(claims: Sequence[Claim]) -> pd.DataFrame:
+    """:func:`power` as a table, a row per check: its claims' verdicts on the control and what they say."""
+    v = _verdicts(claims)
+    rows = [{"check": check, "on the control": ", ".join(v[k] for k in POWER_CHECKS[check]), "power": said}
+            for check, said in power(claims).items()]
+    return pd.DataFrame(rows, columns=["check", "on the control", "power"]).set_index("check")
 
 
 def verdicts(claims: Sequence[Claim]) -> dict[str, str]:

@@ -387,6 +387,37 @@ CLAIMS_10: dict[str, dict] = {
         "source": "arXiv 2305.14160 §3.2 (Hidden_anchor keeps every label token in the authors' code); a task with "
                   "phrase labels",
         "paper": "untested: the paper keeps every token of the label word"},
+    # the checks' power, on the positive control of notebook 09 (its circuit is known; helpers.core.control)
+    "10.control_label_isolation": {
+        "statement": "On a model whose label positions certainly carry the context, isolating the label words in the "
+                     "first layer moves the prediction more than isolating as many content tokens",
+        "source": "arXiv 2305.14160 §2.2's check, on this project's positive control (notebook 09)",
+        "paper": "the check's premise: isolating the anchors in shallow layers moves the prediction (§2.2)"},
+    "10.control_label_gathers": {
+        "statement": "On the positive control, the flow per pair from earlier content into the label words in the "
+                     "shallow layers exceeds the flow into the content tokens",
+        "source": "arXiv 2305.14160 §2.1's flows by class, on this project's positive control (notebook 09)",
+        "paper": "the check's premise: the label words gather the demonstrations in shallow layers (§2.1)"},
+    "10.control_label_is_read": {
+        "statement": "On the positive control, the flow per pair from the label words into q in the deep layers "
+                     "exceeds the flow from the content tokens",
+        "source": "arXiv 2305.14160 §2.1's flows by class, on this project's positive control (notebook 09)",
+        "paper": "the check's premise: q reads the label words in deep layers (§2.1)"},
+    "10.control_incontext_heads": {
+        "statement": "On the positive control, ablating the in-context ranking's top head costs more accuracy than "
+                     "ablating a random other head",
+        "source": "arXiv 2402.02872's in-context score, on this project's positive control (notebook 09)",
+        "paper": "the check's premise: a few in-context heads carry ICL"},
+    "10.control_induction_heads": {
+        "statement": "On the positive control, ablating the induction ranking's top head costs more accuracy than "
+                     "ablating a random other head",
+        "source": "the induction score (Olsson et al. 2022; arXiv 2407.07011), on this project's positive control",
+        "paper": "the check's premise: ablating induction heads removes few-shot ICL"},
+    "10.control_fv_heads": {
+        "statement": "On the positive control, ablating the function-vector ranking's top head costs more accuracy "
+                     "than ablating a random other head",
+        "source": "the FV score (arXiv 2310.15213), on this project's positive control (notebook 09)",
+        "paper": "the check's premise: FV heads carry few-shot ICL (arXiv 2502.14010)"},
 }
 # end of notebook 10
 

@@ -248,7 +248,7 @@ def verdict_table(records: Sequence[Record]) -> str:
     """Notebook 10's verdict per account (label words, forerunner and template tokens; in-context, induction and
     function-vector heads; :func:`helpers.study.challengers_report.verdicts`), one column per recorded model that
     ran it (the positive control's, when recorded, last)."""
-    from helpers.study.challengers_report import verdicts  # lazy: pandas, only when the tables are written
+    from helpers.study.challengers_report import power, verdicts  # lazy: pandas, only when the tables are written
 
     ran = [(r, verdicts([c for c in r.claims if c.key.startswith("10.")])) for r in records]
     ran = [(r, v) for r, v in ran if v]
@@ -260,7 +260,18 @@ def verdict_table(records: Sequence[Record]) -> str:
              "|---|" + "---|" * len(ran)]
     for a in accounts:
         lines.append(f"| {_esc(a)} | " + " | ".join(f"**{v[a]}**" if a in v else "" for _, v in ran) + " |")
-    return "\n".join(lines) + "\n\n" + runs_line([r for r, _ in ran]) + "\n"
+    out = "\n".join(lines) + "\n\n" + runs_line([r for r, _ in ran]) + "\n"
+    # the checks' power on the positive control: every run of notebook 10 runs the same control sequences, so the
+    # first run that has them speaks for all (tests/test_record.py checks that they agree)
+    seen = [(r, power(r.claims)) for r, _ in ran]
+    seen = [(r, p) for r, p in seen if p]
+    if seen:
+        r, p = seen[0]
+        rows = [f"| {_esc(check)} | **{said}** |" for check, said in p.items()]
+        out += ("\nThe same checks on the positive control, whose answer is known (notebook 10, run with "
+                f"{model_label(r)}): a check that sees it there can see such a mechanism.\n\n"
+                "| check (notebook 10) | on the positive control |\n|---|---|\n" + "\n".join(rows) + "\n")
+    return out
 
 
 RENDERERS = {"front": front_table, "control": control_table, "full": full_table, "times": run_times,
