@@ -190,7 +190,8 @@ plots.show_figure(ax.figure, "10_class_isolation")
 # - **function vector** (Todd et al.): the rise of the correct label's probability when the head's mean output at
 #   $q$ over correctly labelled prompts is patched into prompts whose demonstrations carry shuffled labels.
 #
-# The figure: each score (colour) per layer (y) and head (x), one panel per ranking. The first table: how many of
+# The figure: each score (colour; red above 0 and blue below for the two signed effects, in-context and function
+# vector) per layer (y) and head (x), one panel per ranking. The first table: how many of
 # the top heads each pair of rankings shares, beside what two random sets of that size share on average.
 
 # %%
@@ -206,7 +207,9 @@ top = {"incontext": ih.rank_heads(pooled)[:n_top], "induction": hs.top_heads(sco
        "fv": hs.top_heads(scores["fv"], n_top)}
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
 for ax, (name, score) in zip(axes, scores.items()):
-    sns.heatmap(score.numpy(), ax=ax, cmap="viridis", cbar_kws={"shrink": 0.7})
+    signed = name in ("incontext", "fv")  # effects on a probability, either sign: a diverging map centred at 0
+    sns.heatmap(score.numpy(), ax=ax, cmap="RdBu_r" if signed else "viridis", center=0 if signed else None,
+                cbar_kws={"shrink": 0.7})
     ax.set(xlabel="head", ylabel="layer", title=f"{hs.SETS[name].split(' (')[0]}: score")
 fig.suptitle(f"{current_model_name()}: three head scores; the top {n_top} of each are ablated below", y=1.03)
 plots.show_figure(fig, "10_head_scores")
@@ -314,7 +317,9 @@ c_top = {"incontext": ih.rank_heads(c_pooled)[:1], "induction": hs.top_heads(c_s
          "fv": hs.top_heads(c_scores["fv"], 1)}
 fig, axes = plt.subplots(1, 5, figsize=(15, 2.6))
 for ax, (name, score) in zip(axes, c_scores.items()):
-    sns.heatmap(score.numpy(), ax=ax, annot=True, fmt=".2f", cmap="viridis", cbar=False)
+    signed = name in ("incontext", "fv")
+    sns.heatmap(score.numpy(), ax=ax, annot=True, fmt=".2f", cmap="RdBu_r" if signed else "viridis",
+                center=0 if signed else None, cbar=False)
     ax.set(xlabel="head", ylabel="layer", title=hs.SETS[name].split(" (")[0] if name in hs.SETS else name)
 fig.suptitle("The control: the known circuit is " + ", ".join(f"{r} L{l}H{h}" for r, (l, h) in known.items())
              + "; each ranking's top head is ablated below", y=1.08)
