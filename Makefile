@@ -13,6 +13,7 @@
 #               site/html (offline; README, 'Read it without running'), then its browser check (make site-check)
 #   make control    retrain the positive control (notebook 09's model) from CONTROL_SEED: at most 10 min on 2 cores
 #   make record the claims of a finished `make run` (same PROFILE, MODELS) as docs/record/<model>-<profile>.json
+#               (NOTEBOOKS="10": those notebooks only, as <model>-<profile>-nb10.json beside the model's other record)
 #   make tables rewrite README.md's and docs/'s result tables from docs/record/ (no result is typed by hand)
 #   make lock   refresh requirements.lock (the exact versions setup installs) from the working .venv
 PYTHON ?= python3
@@ -147,7 +148,7 @@ bench: setup
 	$(PY) benchmarks/run_benchmarks.py --model $(word 1,$(MODELS))
 
 record: setup
-	$(PY) scripts/record.py save --profile $(PROFILE) --models $(MODELS)
+	$(PY) scripts/record.py save --profile $(PROFILE) --models $(MODELS)$(if $(NOTEBOOKS), --notebooks $(NOTEBOOKS))
 	$(PY) scripts/record.py tables
 
 tables: setup

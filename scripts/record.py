@@ -39,8 +39,9 @@ def how_long(records) -> str:
                for m in both]
         return timing.fmt_duration(timing.wall_seconds(per, jobs))
 
-    measured = [f"{model_label(r)} alone took {minutes(r):.0f} min of notebooks at the `{r.profile}` profile "
-                f"(measured, commit `{r.commit[:7]}`{'; ' + r.note if r.note else ''})" for r in records if r.profile == "default" and r.slug != "control"]
+    measured = [f"{model_label(r)} alone took {minutes(r):.0f} min of notebooks"
+                f"{f' {r.part}' if r.part else ''} at the `{r.profile}` profile (measured, commit `{r.commit[:7]}`"
+                f"{'; ' + r.note if r.note else ''})" for r in records if r.profile == "default" and r.slug != "control"]
     smoke = [r for r in records if r.profile == "smoke"]
     each = ", ".join(f"{minutes(r):.1f} min for {model_label(r)}" for r in smoke)
     quick = (f"`make run PROFILE=smoke` (every notebook on a handful of inputs: for trying the collection, not "
@@ -79,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     sv.add_argument("--results", type=Path, default=ROOT / "results")
     sv.add_argument("--commit", default=None, help="the commit that ran it, when runs.json does not say")
     sv.add_argument("--note", default="", help="what a reader should know about the run, e.g. 'machine shared'")
+    sv.add_argument("--notebooks", nargs="*", default=[], help="record only these notebooks (numbers), as a part "
+                    "beside the model's record of the others")
     tb = sub.add_parser("tables", help="rewrite the record blocks of README.md and docs/")
     tb.add_argument("--check", action="store_true", help="only report blocks that differ and stray results")
     a = ap.parse_args(argv)
@@ -88,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
             models = list(dict.fromkeys(list(a.models) + ([CONTROL] if (a.results / CONTROL / key / "metrics").is_dir()
                                                           else [])))
             for m in models:
-                print(f"record: {make_record(a.results, m, key, a.commit, note=a.note).relative_to(ROOT)}")
+                if a.notebooks and m == CONTROL and not any(n.zfill(2) in timing.OWN_MODEL for n in a.notebooks):
+                    continue  # the control's own notebook was not asked for
+                print(f"record: {make_record(a.results, m, key, a.commit, note=a.note, notebooks=a.notebooks).relative_to(ROOT)}")
             print("record: now `make tables` rewrites README.md and docs/ from the records")
             return 0
         made = blocks(load_records())

@@ -135,6 +135,35 @@ def test_make_record_refuses_what_it_cannot_vouch_for(tmp_path, monkeypatch):
         rec.make_record(results, "google/gemma-3-270m", key, out_dir=tmp_path / "record")
 
 
+def test_a_part_record_holds_its_notebooks_only_and_the_tables_merge_it_into_the_models_column(tmp_path, monkeypatch):
+    """``make record NOTEBOOKS=03``: notebook 03 alone, run at its own commit beside the record of the others, written
+    as ``<slug>-<key>-nb03.json``; the tables show the model's records as one column, each run named; a notebook
+    that did not run is refused, and two records holding one claim are an error."""
+    import dataclasses
+
+    results, folder, key, slug = _run(tmp_path, monkeypatch)
+    record_run(folder, "03_deep_aucroc", {"status": "ok", "seconds": 120.0, "commit": "fff0000aaa"})  # a later rerun
+    with pytest.raises(rec.RecordError, match="different commits"):
+        rec.make_record(results, "google/gemma-3-270m", key, out_dir=tmp_path / "record")
+    part = rec.make_record(results, "google/gemma-3-270m", key, out_dir=tmp_path / "record", notebooks=["3"])
+    assert part.name == f"{slug}-{key}-nb03.json"
+    main = rec.make_record(results, "google/gemma-3-270m", key, out_dir=tmp_path / "record", notebooks=["02"])
+    main.rename(tmp_path / "record" / f"{slug}-{key}.json")  # as if 02 were the model's record of the others
+    r02, r03 = rec.load_records(tmp_path / "record")
+    r02 = dataclasses.replace(r02, part="")
+    assert (r03.part, r03.commit, list(r03.seconds)) == ("03", "fff0000aaa", ["03_deep_aucroc"])
+    assert [c.key for c in r03.claims] == ["03.peak_aucroc", "03.r_crossing"]
+    blocks = rec.render_blocks([r02, r03])
+    assert blocks["front"].count("| Gemma 3 270M |") == 1 and "0.76 [0.73, 0.80]: **partly**" in blocks["front"]
+    assert "at commit `abc1234`" in blocks["front"] and "at commit `fff0000`" in blocks["front"]
+    assert f"`docs/record/{slug}-{key}-nb03.json`" in blocks["front"]
+    assert "| 03_deep_aucroc | 2.0 |" in blocks["times"] and "| all | 17.0 |" in blocks["times"]
+    with pytest.raises(rec.RecordError, match="no finished run"):
+        rec.make_record(results, "google/gemma-3-270m", key, out_dir=tmp_path / "record", notebooks=["02", "05"])
+    with pytest.raises(rec.RecordError, match="both hold"):
+        rec.merged([r03, dataclasses.replace(r03, part="x")])
+
+
 def test_tables_rewrite_only_the_blocks_and_check_names_what_differs():
     blocks = {"front": "| a | b |\n", "control": "none\n"}
     text = "intro\n<!-- record:front -->\nold 0.1 [0.0, 0.2]\n<!-- /record:front -->\nend\n"

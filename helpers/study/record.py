@@ -25,7 +25,8 @@ from helpers.study.claims import VERDICTS, Claim
 from helpers.study.report import recorded_runs
 from helpers.study.results import model_slug
 
-__all__ = ["RECORD_DIR", "Record", "minutes", "model_label", "RecordError", "make_record", "load_records", "render_blocks", "apply_blocks",
+__all__ = ["RECORD_DIR", "Record", "minutes", "model_label", "RecordError", "make_record", "load_records", "merged",
+           "render_blocks", "apply_blocks",
            "check_blocks", "stray_results", "README_CLAIMS"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -65,32 +66,48 @@ class Record:
     seconds: dict
     claims: tuple[Claim, ...]
     note: str = ""  # what a reader should know about the run (e.g. the machine was shared), given to make record
+    part: str = ""  # the notebooks of a run recorded on its own ("10"), beside the model's record of the others
 
     def by_key(self) -> dict[str, Claim]:
         return {c.key: c for c in self.claims}
 
+    @property
+    def file_name(self) -> str:
+        """``<slug>-<run key>.json``; a part: ``<slug>-<run key>-nb<part>.json``."""
+        return f"{self.slug}-{self.run_key}{f'-nb{self.part}' if self.part else ''}.json"
+
     @classmethod
     def from_json(cls, d: dict) -> Record:
         return cls(model=d["model"], slug=d["slug"], profile=d["profile"], run_key=d["run_key"], commit=d["commit"],
-                   date=d["date"], seconds=d.get("seconds", {}), note=d.get("note", ""),
+                   date=d["date"], seconds=d.get("seconds", {}), note=d.get("note", ""), part=d.get("part", ""),
                    claims=tuple(Claim.from_json(c) for sec in d["notebooks"].values() for c in sec["claims"]))
 
 
 def make_record(results: Path, model: str, key: str, commit: str | None = None, out_dir: Path = RECORD_DIR,
-                note: str = "") -> Path:
+                note: str = "", notebooks: Sequence[str] = ()) -> Path:
     """Write the record of ``results/<model slug>/<key>`` (a finished ``make run``) to ``out_dir``; returns its path.
 
     Every notebook's claims are taken as saved (``metrics/<notebook>.json``); the run's date is the last
     notebook's finish in ``runs.json``, its commit the one ``make run`` recorded there (else ``commit``). Refuses a
     folder with no claims, a notebook that did not finish ok, notebooks of different commits, and a run whose commit
-    is unknown or had uncommitted changes."""
+    is unknown or had uncommitted changes.
+
+    ``notebooks`` (numbers, e.g. ``["10"]``): record only those notebooks, as a *part* of the model's record
+    (``<slug>-<key>-nb10.json``, :attr:`Record.part`), beside its record of the other notebooks made at another
+    commit: the tables show a model's records as one column (:func:`merged`), each run named with its commit."""
     slug = CONTROL if model == CONTROL else model_slug(model)
     folder = Path(results) / slug / key
-    metrics = sorted((folder / "metrics").glob("*.json"))
+    wanted = [str(n).zfill(2) for n in notebooks]
+    metrics = [p for p in sorted((folder / "metrics").glob("*.json")) if not wanted or p.stem[:2] in wanted]
     if not metrics:
-        raise RecordError(f"no claims in {folder / 'metrics'}: run `make run PROFILE={key.split('-')[0]}` for {model} "
-                          f"first, then `make record` with the same PROFILE and MODELS")
-    runs = recorded_runs(folder)
+        raise RecordError(f"no claims in {folder / 'metrics'}{f' of notebooks {wanted}' if wanted else ''}: run "
+                          f"`make run PROFILE={key.split('-')[0]}` for {model} first, then `make record` with the same "
+                          "PROFILE, MODELS (and NOTEBOOKS)")
+    runs = {nb: info for nb, info in recorded_runs(folder).items() if not wanted or nb[:2] in wanted}
+    missing = [n for n in wanted if not any(nb[:2] == n for nb in runs)]
+    if missing:
+        raise RecordError(f"{folder}: notebooks {missing} have no finished run there; run them (`make run "
+                          f"NOTEBOOKS=...`) before recording them")
     failed = sorted(nb for nb, info in runs.items() if info.get("status") != "ok")
     if failed:
         raise RecordError(f"{folder}: notebooks {failed} did not finish ok in the last run; rerun them "
@@ -105,17 +122,18 @@ def make_record(results: Path, model: str, key: str, commit: str | None = None, 
     if commit.endswith("-dirty"):
         raise RecordError(f"{folder}: the notebooks ran with uncommitted changes ({commit}), which no one can check "
                           f"out again; commit them and rerun before recording")
-    notebooks = {}
+    claims = {}
     for p in metrics:
         d = json.loads(p.read_text())
         if d.get("claims"):
-            notebooks[p.stem] = {"claims": d["claims"]}
+            claims[p.stem] = {"claims": d["claims"]}
     date = max((info.get("finished", "") for info in runs.values()), default="") or "unknown"
+    part = "+".join(wanted)
     rec = {"model": model, "slug": slug, "profile": key.split("-")[0], "run_key": key, "commit": commit, "date": date,
            "seconds": {nb: info.get("seconds") for nb, info in sorted(runs.items())}, "note": note,
-           "notebooks": notebooks}
+           **({"part": part} if part else {}), "notebooks": claims}
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{slug}-{key}.json"
+    path = out_dir / Record.from_json(rec).file_name
     path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
     return path
 
@@ -123,7 +141,23 @@ def make_record(results: Path, model: str, key: str, commit: str | None = None, 
 def load_records(record_dir: Path = RECORD_DIR) -> list[Record]:
     """Every record under ``record_dir``: the offline models in name order, the control last."""
     recs = [Record.from_json(json.loads(p.read_text())) for p in sorted(Path(record_dir).glob("*.json"))]
-    return sorted(recs, key=lambda r: (r.slug == CONTROL, r.slug))
+    return sorted(recs, key=lambda r: (r.slug == CONTROL, r.slug, r.part))
+
+
+def merged(records: Sequence[Record]) -> list[tuple[Record, dict[str, Claim], list[Record]]]:
+    """One column per model: ``(its first record, the claims of all its records by key, those records)``, in the
+    records' order. A model's part records (:attr:`Record.part`) hold other notebooks than its main record; a key
+    two of them hold is an error (the same claim from two runs)."""
+    out: dict[str, tuple[Record, dict[str, Claim], list[Record]]] = {}
+    for r in records:
+        first, by, group = out.setdefault(r.model, (r, {}, []))
+        twice = sorted(set(by) & set(r.by_key()))
+        if twice:
+            raise RecordError(f"{r.model}: the records {[g.file_name for g in group]} and {r.file_name} both hold "
+                              f"{twice[:3]}; keep one run's record of each notebook")
+        by.update(r.by_key())
+        group.append(r)
+    return list(out.values())
 
 
 # ------------------------------------------------------------------ rendering
@@ -175,17 +209,18 @@ def runs_line(records: Sequence[Record]) -> str:
     for r in records:
         parts.append(f"{model_label(r)}: `make run PROFILE={r.profile}` at commit `{r.commit[:7]}`, finished "
                      f"{r.date}, {minutes(r):.1f} min of notebooks{f' ({r.note})' if r.note else ''} (record "
-                     f"`docs/record/{r.slug}-{r.run_key}.json`)")
+                     f"`docs/record/{r.file_name}`)")
     return "Runs: " + "; ".join(parts) + "." if parts else "No run has been recorded yet (`make record`)."
 
 
 def front_table(records: Sequence[Record], keys: Sequence[str] = README_CLAIMS) -> str:
     """The README's table: the claims of ``keys`` (those no record has are left out), one column per offline
     model."""
-    models = [r for r in records if r.slug != CONTROL]
-    if not models:
+    cols = [m for m in merged([r for r in records if r.slug != CONTROL]) if set(m[1]) & set(keys)]
+    if not cols:
         return "No run of an offline model has been recorded yet: `make run`, then `make record` and `make tables`.\n"
-    by = [r.by_key() for r in models]
+    models = [r for r, _, _ in cols]
+    by = [b for _, b, _ in cols]
     lines = ["| paper claim (section) | paper | " + " | ".join(model_label(r) for r in models) + " |",
              "|---|---|" + "---|" * len(models)]
     for k in keys:
@@ -198,7 +233,7 @@ def front_table(records: Sequence[Record], keys: Sequence[str] = README_CLAIMS) 
     missing = [LABELS[m] for m in OFFLINE if m not in {r.model for r in models}]
     gap = (f" No {TABLE_PROFILE}-profile run of {', '.join(missing)} is recorded yet: its notebooks run in `make "
            f"run`, and `make record` after that run adds its column." if missing else "")
-    return "\n".join(lines) + "\n\n" + runs_line(models) + gap + "\n"
+    return "\n".join(lines) + "\n\n" + runs_line([g for _, _, group in cols for g in group]) + gap + "\n"
 
 
 def control_table(records: Sequence[Record]) -> str:
@@ -215,11 +250,12 @@ def control_table(records: Sequence[Record]) -> str:
 
 def full_table(records: Sequence[Record]) -> str:
     """Every claim of every offline model's record, by notebook, with its note (docs/results.md)."""
-    models = [r for r in records if r.slug != CONTROL]
-    if not models:
+    cols = merged([r for r in records if r.slug != CONTROL])
+    if not cols:
         return "No run of an offline model has been recorded yet.\n"
-    keys = list(dict.fromkeys(c.key for r in models for c in r.claims))
-    by = [r.by_key() for r in models]
+    models = [r for r, _, _ in cols]
+    keys = list(dict.fromkeys(c.key for _, _, group in cols for r in group for c in r.claims))
+    by = [b for _, b, _ in cols]
     lines = ["| notebook | claim | paper | " + " | ".join(model_label(r) for r in models) + " |",
              "|---|---|---|" + "---|" * len(models)]
     for k in keys:
@@ -227,20 +263,25 @@ def full_table(records: Sequence[Record]) -> str:
         first = next(c for c in cs if c is not None)
         lines.append(f"| {k[:2]} | {_esc(first.statement)} | {_esc(first.paper)} | "
                      + " | ".join(_esc(cell(c)) for c in cs) + " |")
-    return "\n".join(lines) + "\n\n" + runs_line(models) + "\n"
+    return "\n".join(lines) + "\n\n" + runs_line([g for _, _, group in cols for g in group]) + "\n"
 
 
 def run_times(records: Sequence[Record]) -> str:
-    """Minutes per notebook of each recorded run (measured by ``make run``)."""
+    """Minutes per notebook of each recorded model and profile (measured by ``make run``; a model's part records
+    fill in the notebooks they ran)."""
     if not records:
         return "No run has been recorded yet.\n"
-    nbs = sorted({nb for r in records for nb in r.seconds})
-    lines = ["| notebook | " + " | ".join(f"{model_label(r)} ({r.profile})" for r in records) + " |",
-             "|---|" + "---|" * len(records)]
+    cols: dict[tuple[str, str], tuple[Record, dict]] = {}
+    for r in records:
+        cols.setdefault((r.model, r.profile), (r, {}))[1].update(r.seconds)
+    nbs = sorted({nb for _, sec in cols.values() for nb in sec})
+    lines = ["| notebook | " + " | ".join(f"{model_label(r)} ({r.profile})" for r, _ in cols.values()) + " |",
+             "|---|" + "---|" * len(cols)]
     for nb in nbs:
         lines.append(f"| {nb} | " + " | ".join(
-            "" if r.seconds.get(nb) is None else f"{r.seconds[nb] / 60:.1f}" for r in records) + " |")
-    lines.append("| all | " + " | ".join(f"{minutes(r):.1f}" for r in records) + " |")
+            "" if sec.get(nb) is None else f"{sec[nb] / 60:.1f}" for _, sec in cols.values()) + " |")
+    lines.append("| all | " + " | ".join(f"{sum(v or 0 for v in sec.values()) / 60:.1f}" for _, sec in cols.values())
+                 + " |")
     return "\n".join(lines) + "\n"
 
 
