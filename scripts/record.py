@@ -39,8 +39,13 @@ def how_long(records) -> str:
                for m in both]
         return timing.fmt_duration(timing.wall_seconds(per, jobs))
 
-    measured = [f"{model_label(r)} alone took {minutes(r):.0f} min of notebooks"
-                f"{f' {r.part}' if r.part else ''} at the `{r.profile}` profile (measured, commit `{r.commit[:7]}`"
+    def took(r) -> str:
+        if r.part:  # notebooks recorded on their own (make record NOTEBOOKS=...)
+            return (f"{model_label(r)}'s notebook{'s' if '+' in r.part else ''} {r.part.replace('+', ', ')} took "
+                    f"{minutes(r):.0f} min")
+        return f"{model_label(r)} alone took {minutes(r):.0f} min of notebooks"
+
+    measured = [f"{took(r)} at the `{r.profile}` profile (measured, commit `{r.commit[:7]}`"
                 f"{'; ' + r.note if r.note else ''})" for r in records if r.profile == "default" and r.slug != "control"]
     smoke = [r for r in records if r.profile == "smoke"]
     each = ", ".join(f"{minutes(r):.1f} min for {model_label(r)}" for r in smoke)
