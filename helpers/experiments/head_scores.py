@@ -183,14 +183,14 @@ class HeadScoreSizes(RunSizes):
 
 def head_score_sizes(profile) -> HeadScoreSizes:
     """``paper``: every seed, ``n_test`` inputs, 64 scoring prompts per task; ``default``: the first two seeds, 32
-    inputs, 12 scoring prompts per task (48 in all score each head: what keeps notebook 10 within 20 minutes per
-    model on 2 cores; at 16, measured, Gemma's run took 21 min, 7 of them scoring heads); ``smoke``: one seed, 4
-    inputs, 4 scoring prompts. The top 2% of heads (Crosbie & Shutova ablate 1-3%; at least 4 heads)."""
+    inputs, 16 scoring prompts per task (notebook 10 at default fits in 20 minutes per model on 2 cores: its
+    recorded run times, docs/results.md); ``smoke``: one seed, 4 inputs, 4 scoring prompts. The top 2% of heads (Crosbie & Shutova ablate
+    1-3%; at least 4 heads)."""
     if profile.name == "paper":
         return HeadScoreSizes(seeds=tuple(profile.seeds), n_eval=profile.n_test, n_attr=64, frac=0.02,
                               batch_size=profile.batch_size)
     if profile.name == "default":
-        return HeadScoreSizes(seeds=tuple(profile.seeds[:2]), n_eval=32, n_attr=12, frac=0.02,
+        return HeadScoreSizes(seeds=tuple(profile.seeds[:2]), n_eval=32, n_attr=16, frac=0.02,
                               batch_size=profile.batch_size)
     return HeadScoreSizes(seeds=tuple(profile.seeds[:1]), n_eval=4, n_attr=4, frac=0.02, batch_size=profile.batch_size)
 
