@@ -306,7 +306,7 @@ c_flows = sc.control_flow_intervals(sc.control_flow_runs(control, {s: control_pr
 c_attr = control_prompts(c_task, c_sizes.n_attr, c_sizes.seeds[0] + 1000)  # the rankings' own sequences
 c_pooled = ih.head_attribution(control, c_attr.prompts, c_attr.label_ids, shared=False)
 circuit = pc.circuit_attention(control, c_sets[c_sizes.seeds[0]]).mean(0)  # [layer, head, previous item / matching]
-c_scores = {"previous-token attention (known)": circuit[..., 0], "matching attention (known)": circuit[..., 1],
+c_scores = {"previous token (known)": circuit[..., 0], "matching (known)": circuit[..., 1],
             "incontext": (c_pooled.mean_gain + c_pooled.mean_drop) / 2,
             "induction": hs.induction_scores(control, length=(control.cfg.n_ctx - 1) // 2),
             "fv": hs.fv_scores(control, c_attr.prompts, shuffled_labels(c_attr, c_attr.seed).prompts,
@@ -315,14 +315,14 @@ known = {"previous-token": (0, int(circuit[0, :, 0].argmax())),  # layer 0: each
          "matching": (control.cfg.n_layers - 1, int(circuit[-1, :, 1].argmax()))}  # last layer: q to matching labels
 c_top = {"incontext": ih.rank_heads(c_pooled)[:1], "induction": hs.top_heads(c_scores["induction"], 1),
          "fv": hs.top_heads(c_scores["fv"], 1)}
-fig, axes = plt.subplots(1, 5, figsize=(15, 2.6))
+fig, axes = plt.subplots(1, 5, figsize=(16, 2.8), layout="constrained")
 for ax, (name, score) in zip(axes, c_scores.items()):
     signed = name in ("incontext", "fv")
     sns.heatmap(score.numpy(), ax=ax, annot=True, fmt=".2f", cmap="RdBu_r" if signed else "viridis",
                 center=0 if signed else None, cbar=False)
     ax.set(xlabel="head", ylabel="layer", title=hs.SETS[name].split(" (")[0] if name in hs.SETS else name)
 fig.suptitle("The control: the known circuit is " + ", ".join(f"{r} L{l}H{h}" for r, (l, h) in known.items())
-             + "; each ranking's top head is ablated below", y=1.08)
+             + "; each ranking's top head is ablated below")
 plots.show_figure(fig, "10_control_heads")
 c_ablated = {("control", s): ha.sets_ablation_conditions(control, cp.prompts, cp.label_ids, c_top, s, c_sizes.batch_size,
                                                          shared=False) for s, cp in c_sets.items()}
