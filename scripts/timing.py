@@ -46,6 +46,8 @@ MEASURED_DEFAULT: dict[str, dict[str, float]] = {
         "00_icl_setting": 224.0, "01_saliency_flow": 620.5, "02_shallow_isolation": 906.4, "03_deep_aucroc": 125.1,
         "04_anchor_reweighting": 251.9, "05_context_compression": 1562.6, "06_error_diagnosis": 42.0,
         "07_incontext_heads": 980.4, "08_your_own_task": 71.0, "09_a_model_that_learns_in_context": 23.9,
+        # its own run (make run JOBS=1 NOTEBOOKS=10 on the idle 2-core CPU, record gemma-3-270m-default-nb10.json)
+        "10_anchors_and_challengers": 967.0,
     },
 }
 MEASURED_AT = PROFILES["default"]  # the sizes the figures were measured at: other profiles scale by work against them
@@ -106,6 +108,10 @@ def work(profile, notebook: str) -> float:
         return float(len(b.seeds) * (3 * b.n_test + 4 * b.n_saliency + 8 * b.random_n))
     if nn == "06":  # error diagnosis: one seed, one task (TREC)
         return float(p.n_diagnosis)
+    if nn == "10":  # its own sizes (class_isolation_sizes, head_score_sizes, ...): the paper profile's seeds and
+        # inputs; at default the first two seeds and 32 inputs; at smoke one seed and 4
+        n_seeds, n = {"paper": (seeds, p.n_test), "default": (min(seeds, 2), 32)}.get(p.name, (1, 4))
+        return float(n_seeds * tasks * n)
     return float(seeds * tasks * per_seed.get(nn, p.n_test))
 
 

@@ -72,6 +72,6 @@ def span_aucroc_claim(iv: Interval | None, context: str = ""):
                  "tokens minus with its first token, above 0")
     if iv is None:
         return claim("10.span_aucroc", None, "inconclusive", criterion, context=context,
-                     missing="AUCROC is undefined on these inputs (one predicted class)")
+                     missing="no AUCROC on these inputs: the model predicted one class for all of them")
     verdict = "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
     return claim("10.span_aucroc", iv, verdict, criterion, context=context)

@@ -207,7 +207,8 @@ def runs_line(records: Sequence[Record]) -> str:
     """One sentence per record: model, profile, commit, date and minutes of notebooks."""
     parts = []
     for r in records:
-        parts.append(f"{model_label(r)}: `make run PROFILE={r.profile}` at commit `{r.commit[:7]}`, finished "
+        only = f" NOTEBOOKS={r.part.replace('+', ' ')}" if r.part else ""
+        parts.append(f"{model_label(r)}: `make run PROFILE={r.profile}{only}` at commit `{r.commit[:7]}`, finished "
                      f"{r.date}, {minutes(r):.1f} min of notebooks{f' ({r.note})' if r.note else ''} (record "
                      f"`docs/record/{r.file_name}`)")
     return "Runs: " + "; ".join(parts) + "." if parts else "No run has been recorded yet (`make record`)."
@@ -233,7 +234,8 @@ def front_table(records: Sequence[Record], keys: Sequence[str] = README_CLAIMS) 
     missing = [LABELS[m] for m in OFFLINE if m not in {r.model for r in models}]
     gap = (f" No {TABLE_PROFILE}-profile run of {', '.join(missing)} is recorded yet: its notebooks run in `make "
            f"run`, and `make record` after that run adds its column." if missing else "")
-    return "\n".join(lines) + "\n\n" + runs_line([g for _, _, group in cols for g in group]) + gap + "\n"
+    shown = [g for _, _, group in cols for g in group if set(g.by_key()) & set(keys)]  # the runs the table quotes
+    return "\n".join(lines) + "\n\n" + runs_line(shown) + gap + "\n"
 
 
 def control_table(records: Sequence[Record]) -> str:
