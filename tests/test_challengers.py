@@ -789,6 +789,7 @@ def test_verdicts_reach_results_and_the_readme_table(tmp_path):
         {"claims": [c.to_json(3) for c in _claims_10("replicates")]}))
     md = build_report(tmp_path, "smoke", ["google/gemma-3-270m"], tasks=("sst2",), own_task="sst2").read_text()
     assert "Verdict per account" in md and f"| {HEAD_ACCOUNTS['induction']} | supported |" in md
+    assert "The same checks on the positive control" in md and "| sees it |" in md
 
 
 # ------------------------------------------------------------------------------------------------ the positive control

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from helpers.core.accounting import read_ledgers, summarise
 from helpers.core.tasks import get_task
-from helpers.study.challengers_report import verdicts
+from helpers.study.challengers_report import power, verdicts
 from helpers.study.claims import Claim
 from helpers.study.results import model_slug, run_key, run_tasks
 
@@ -181,10 +181,15 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
             for c in met.get("claims") or []:
                 lines.append(f"- {c['sentence']}\n")
             if sec.startswith("10_") and met.get("claims"):  # notebook 10: a verdict per account
-                found = verdicts([Claim.from_json(c) for c in met["claims"]])
+                ten = [Claim.from_json(c) for c in met["claims"]]
+                found = verdicts(ten)
                 if found:
                     lines.append("Verdict per account (helpers.study.challengers_report):\n")
                     lines.append(markdown_table([{"account": a, "verdict": v} for a, v in found.items()]))
+                seen = power(ten)
+                if seen:
+                    lines.append("The same checks on the positive control, whose answer is known:\n")
+                    lines.append(markdown_table([{"check": k, "on the control": v} for k, v in seen.items()]))
             if met.get("verdict"):
                 lines.append(f"**Verdict:** {met['verdict']}\n")
             figs = sorted((results_root / model_slug(m) / key / "figures").glob(f"{sec[:2]}_*.png"))
