@@ -301,18 +301,20 @@ def relabel(cp: ControlPrompts, perm: Sequence[int]) -> ControlPrompts:
     perm = list(perm)
     if sorted(perm) != list(range(len(cp.label_ids))):
         raise ControlError(f"perm must be a permutation of 0..{len(cp.label_ids) - 1}, got {perm}")
-    ids = torch.tensor(cp.label_ids)
-    out = []
-    for p in cp.prompts:
-        tokens = p.tokens.clone()
-        cls = [perm[c] for c in p.label_class]
-        tokens[p.label_pos] = ids[cls]
-        text = p.text.split(" ")
-        for k, pos in enumerate(p.label_pos):  # text has no BOS: token j is word j - 1
-            text[pos - 1] = f"L{int(ids[cls[k]]) - 1}"
-        out.append(replace(p, tokens=tokens, label_class=cls, gold=perm[p.gold], text=" ".join(text),
-                           kinds=list(p.kinds)))
+    out = [replace(_with_labels(p, [perm[c] for c in p.label_class], cp.label_ids), gold=perm[p.gold])
+           for p in cp.prompts]
     return replace(cp, prompts=out)
+
+
+def _with_labels(p: Prompt, cls: Sequence[int], label_ids: Sequence[int]) -> Prompt:
+    """``p`` with label index ``cls[k]`` shown at its k-th label position (tokens, ``label_class`` and text)."""
+    ids = torch.tensor(list(label_ids))
+    tokens = p.tokens.clone()
+    tokens[p.label_pos] = ids[list(cls)]
+    text = p.text.split(" ")
+    for k, pos in enumerate(p.label_pos):  # text has no BOS: token j is word j - 1
+        text[pos - 1] = f"L{int(ids[cls[k]]) - 1}"
+    return replace(p, tokens=tokens, label_class=list(cls), text=" ".join(text), kinds=list(p.kinds))
 
 
 def shuffled_labels(cp: ControlPrompts, seed: int) -> ControlPrompts:
@@ -321,7 +323,6 @@ def shuffled_labels(cp: ControlPrompts, seed: int) -> ControlPrompts:
     mapping from class to label is broken, and ``gold`` stays the label the query's class carried before
     (function vectors' corrupted prompts, Todd et al., arXiv 2310.15213)."""
     rng = np.random.default_rng([seed, 5])
-    ids = torch.tensor(cp.label_ids)
     out = []
     for p in cp.prompts:
         labels = list(p.label_class)
@@ -329,12 +330,7 @@ def shuffled_labels(cp: ControlPrompts, seed: int) -> ControlPrompts:
         if len(set(labels)) > 1:
             while cls == labels:
                 cls = [labels[i] for i in rng.permutation(len(labels))]
-        tokens = p.tokens.clone()
-        tokens[p.label_pos] = ids[cls]
-        text = p.text.split(" ")
-        for k, pos in enumerate(p.label_pos):  # text has no BOS: token j is word j - 1
-            text[pos - 1] = f"L{int(ids[cls[k]]) - 1}"
-        out.append(replace(p, tokens=tokens, label_class=cls, text=" ".join(text), kinds=list(p.kinds)))
+        out.append(_with_labels(p, cls, cp.label_ids))
     return replace(cp, prompts=out)
 
 

@@ -99,15 +99,16 @@ def class_flows(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batc
     return out
 
 
-def layer_mean(flows: Float[torch.Tensor, "n layer 2 classes"], layers: slice, direction: str, cls: str
-               ) -> np.ndarray:
-    """Per input, the mean over ``layers`` of one direction (``"into"``/``"to_q"``) of one class: the per-input
-    values a 95% interval is drawn from (NaN where the class has no position)."""
+def layer_mean(flows: Float[torch.Tensor, "n layer 2 classes"], layers: slice, direction: str, cls: str,
+               classes: Sequence[str] = FLOW_CLASSES) -> np.ndarray:
+    """Per input, the mean over ``layers`` of one direction (``"into"``/``"to_q"``) of one class (``classes``: the
+    classes ``flows`` holds, as :func:`class_flows` was given them): the per-input values a 95% interval is drawn
+    from (NaN where the class has no position)."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-    if cls not in FLOW_CLASSES:
-        raise ValueError(f"cls must be one of {FLOW_CLASSES}, got {cls!r}")
-    x = flows[:, layers, DIRECTIONS.index(direction), FLOW_CLASSES.index(cls)]
+    if cls not in classes:
+        raise ValueError(f"cls must be one of {tuple(classes)}, got {cls!r}")
+    x = flows[:, layers, DIRECTIONS.index(direction), list(classes).index(cls)]
     return x.mean(dim=1).numpy()
 
 
@@ -173,12 +174,13 @@ def class_flow_frame(runs: dict):
     return pd.DataFrame(rows)
 
 
-def _cells(runs: dict, layers: slice, direction: str, cls: str, minus: str | None = None) -> dict:
+def _cells(runs: dict, layers: slice, direction: str, cls: str, minus: str | None = None,
+           classes: Sequence[str] = FLOW_CLASSES) -> dict:
     out = {}
     for key, x in runs.items():
-        v = layer_mean(x, layers, direction, cls)
+        v = layer_mean(x, layers, direction, cls, classes)
         if minus is not None:
-            v = v - layer_mean(x, layers, direction, minus)  # paired per input
+            v = v - layer_mean(x, layers, direction, minus, classes)  # paired per input
         out[key] = v[~np.isnan(v)]
     return out
 
@@ -239,16 +241,9 @@ def control_flow_intervals(runs: dict, n_layers: int) -> dict:
     """95% intervals (seeds, then inputs) of the label words' flow per pair minus the content tokens', paired per
     input: ``into`` over the shallow layers and ``to_q`` over the deep ones, ``{direction: Interval}``."""
     r = layer_ranges(n_layers)
-    out = {}
-    for direction, layers in (("into", r["shallow"]), ("to_q", r["deep"])):
-        d = DIRECTIONS.index(direction)
-        cells = {}
-        for key, x in runs.items():
-            v = (x[:, layers, d, CONTROL_CLASSES.index("label")] - x[:, layers, d, CONTROL_CLASSES.index("content")])
-            v = v.mean(dim=1).numpy()
-            cells[key] = v[~np.isnan(v)]
-        out[direction] = bootstrap_means(cells)
-    return out
+    return {direction: bootstrap_means(_cells(runs, layers, direction, "label", minus="content",
+                                              classes=CONTROL_CLASSES))
+            for direction, layers in (("into", r["shallow"]), ("to_q", r["deep"]))}
 
 
 def control_flow_claims(intervals: dict, context: str = "") -> list:
