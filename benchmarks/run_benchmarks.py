@@ -37,6 +37,12 @@ Measured in this one process, on the same prompts, one after the other:
     shape (``benchmarks/bench_gpu.py``), written as ``results/<model>/<profile>/gpu-bench.json`` in the format
     of ``benchmarks/gpu/*.json``, which ``scripts/gpu_hours.py`` reads.
 
+(h) heads ablated at q (notebook 10's ablations, ``helpers.experiments.head_ablation``): the plain run and
+    several ablations at q, each run as whole suffixes after the shared demonstrations
+    (``helpers.core.prefix_runs.predict_with_cache``) against each prompt's tokens before q run once and q alone
+    per condition (``helpers.core.prefix_runs.predict_q_row``): both wall times, the speed-up, and whether the
+    predictions are identical.
+
 Writes ``results/<model>/<profile>/benchmarks.json`` and
 ``results/<model>/<profile>/benchmarks.md``. Timings depend on the machine and
 on its load: read the ratios, and run it on an otherwise idle machine.
@@ -177,6 +183,43 @@ def measure_shared(model, tasks, n: int = 64, batch_size: int = 16, seed: int = 
     return rows
 
 
+def measure_q_row(model, tasks, n: int = 32, batch_size: int = 16, seed: int = 42, n_sets: int = 6,
+                  n_heads: int = 4) -> list[dict]:
+    """The plain run and ``n_sets`` ablations at q of ``n_heads`` random heads each, as whole suffixes vs q's row
+    alone, same prompts, same run (the suffix path first)."""
+    from helpers.core.prefix_runs import predict_q_row, predict_with_cache, q_row_fits, shared_cache
+    from helpers.core.prompts import make_icl_set
+    from helpers.experiments.head_ablation import ablation_hook_pair, random_heads
+
+    sets = {"plain": [], **{f"set {i}": random_heads(model, n_heads, seed=i) for i in range(n_sets)}}
+    rows = []
+    for task in tasks:
+        s = make_icl_set(model, task, seed, n)
+        ps, ids = s.prompts, s.label_ids
+        if not q_row_fits(model, ps):
+            print(f"  {task:13s} skipped: the prompts reach a sliding window before q", flush=True)
+            continue
+        t0 = time.perf_counter()
+        cache = shared_cache(model, ps)
+        whole = {k: predict_with_cache(model, ps, ids, batch_size, cache=cache,
+                                       hooks=ablation_hook_pair(hs, at="q")[1] if hs else None) for k, hs in sets.items()}
+        t1 = time.perf_counter()
+        cache = shared_cache(model, ps)
+        q_row = predict_q_row(model, ps, ids, {k: ablation_hook_pair(hs, at="all")[0] if hs else []
+                                               for k, hs in sets.items()}, batch_size, cache)
+        t2 = time.perf_counter()
+        row = {"task": task, "n": len(ps), "conditions": len(sets),
+               "mean_suffix": round(sum(p.q + 1 - cache.length for p in ps) / len(ps), 1),
+               "whole_s": t1 - t0, "q_row_s": t2 - t1, "speedup": (t1 - t0) / (t2 - t1),
+               "same_pred": all(torch.equal(whole[k].pred, q_row[k].pred) for k in sets),
+               "max_abs_diff": max(float((whole[k].label_logits - q_row[k].label_logits).abs().max()) for k in sets)}
+        rows.append(row)
+        print(f"  {task:13s} whole suffixes {row['whole_s']:5.1f}s q row {row['q_row_s']:5.1f}s "
+              f"{row['speedup']:.2f}x, same predictions {row['same_pred']}, max diff {row['max_abs_diff']:.1e}",
+              flush=True)
+    return rows
+
+
 def measure_accounting(model_name: str, profile: str = "smoke", tasks=None) -> dict:
     """Every notebook of ``model_name`` under run_all --account at ``profile``, in a fresh store and results folder."""
     import os
@@ -246,6 +289,12 @@ def markdown(res: dict) -> str:
         ok = all(r["pct_bound"] >= 80 and r["same_pred"] for r in van)
         lines.append(f"Goal (vanilla prediction >= 80% of the unique-token bound on every task, identical "
                      f"predictions): **{'met' if ok else 'not met'}**.\n")
+    if res.get("q_row"):
+        lines.append("## (h) Heads ablated at q: whole suffixes vs q's row alone (helpers.core.prefix_runs.predict_q_row)\n")
+        lines.append(markdown_table([{
+            "task": r["task"], "n": r["n"], "conditions": r["conditions"], "mean suffix tok": r["mean_suffix"],
+            "whole suffixes s": r["whole_s"], "q row s": r["q_row_s"], "speed-up": r["speedup"],
+            "same pred": r["same_pred"], "max |diff|": f"{r['max_abs_diff']:.1e}"} for r in res["q_row"]]))
     if res.get("accounting"):
         from helpers.study.report import accounting_markdown
 
@@ -284,10 +333,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--repeats", type=int, default=3, help="repeats of the compression timing (median)")
     ap.add_argument("--profile", default=None, help="results folder's profile (default: $ICL_PROFILE or default)")
     ap.add_argument("--n-shared", type=int, default=64, help="inputs per task for the shared-prefix comparison")
+    ap.add_argument("--n-q-row", type=int, default=32, help="inputs per task for section (h)")
     ap.add_argument("--accounting-profile", default="smoke",
                     help="profile of section (f)'s notebook runs (default smoke; make run ACCOUNT=1 gives default's)")
     ap.add_argument("--accounting-tasks", nargs="*", default=None, help="tasks of section (f) (default: the profile's)")
-    ap.add_argument("--only", nargs="*", default=None, choices=["a", "b", "d", "e", "f", "g"],
+    ap.add_argument("--only", nargs="*", default=None, choices=["a", "b", "d", "e", "f", "g", "h"],
                     help="run only these sections (default: all)")
     ap.add_argument("--shared-experiments", nargs="*", default=list(SHARED_EXPERIMENTS), choices=SHARED_EXPERIMENTS,
                     help="experiments of section (e)")
@@ -300,7 +350,7 @@ def main(argv=None) -> dict:
     mem["model loaded"] = peak_rss_mb()
     res = {"model": name, "threads": torch.get_num_threads(), "torch": torch.__version__,
            "cpu": platform.processor() or platform.machine()}
-    want = set(a.only or "abdefg")
+    want = set(a.only or "abdefgh")
     if "a" in want:
         print(f"(a) prediction, batched ({a.batch_size}) vs one-by-one", flush=True)
         res["prediction"] = bench_predict.measure(model, a.tasks, a.n, a.batch_size)
@@ -328,6 +378,10 @@ def main(argv=None) -> dict:
         res["shared"] = measure_shared(model, a.tasks, a.n_shared, a.batch_size,
                                        experiments=a.shared_experiments)
         mem["shared prefix"] = peak_rss_mb()
+    if "h" in want:
+        print(f"(h) heads ablated at q: whole suffixes vs q's row alone ({a.n_q_row} inputs per task)", flush=True)
+        res["q_row"] = measure_q_row(model, a.tasks, a.n_q_row, a.batch_size)
+        mem["ablations at q"] = peak_rss_mb()
     if "f" in want:
         print(f"(f) accounting: every notebook at profile {a.accounting_profile}", flush=True)
         res["accounting"] = measure_accounting(name, a.accounting_profile, a.accounting_tasks)

@@ -481,6 +481,22 @@ def test_several_sets_ablated_together_equal_each_set_ablated_alone(tiny_sst2_se
         sets_ablation_conditions(model, prompts, label_ids, {}, seed=3)
 
 
+def test_ablations_at_q_on_the_q_row_equal_whole_suffixes(tiny_sst2_set, monkeypatch):
+    """The plain run and the ablations at q run as one token per prompt after its cache up to q; where a sliding
+    window rules that out, each condition runs its whole suffixes. Both give the same logits, every condition."""
+    import helpers.experiments.head_ablation as ha
+
+    model, prompts, label_ids = tiny_sst2_set
+    sets = {"a": [(0, 0), (1, 1)], "b": [(model.cfg.n_layers - 1, 0)]}
+    fast, rnd = ha._sets_predictions(model, prompts, label_ids, sets, 3, 3, True)
+    monkeypatch.setattr(ha, "q_row_fits", lambda *a: False)
+    slow, rnd_slow = ha._sets_predictions(model, prompts, label_ids, sets, 3, 2, True)
+    assert rnd == rnd_slow and list(fast) == list(slow)
+    for key in fast:
+        torch.testing.assert_close(fast[key].label_logits, slow[key].label_logits, atol=1e-4, rtol=1e-4)
+        assert torch.equal(fast[key].pred, slow[key].pred)
+
+
 def test_an_empty_set_changes_nothing_and_sets_cells_lists_every_condition(tiny_sst2_set):
     from helpers.experiments.head_ablation import SET_CONDITIONS, sets_ablation_conditions, sets_cells
 

@@ -279,15 +279,20 @@ def test_sliding_window_layers_keep_all_and_pruned():
 @pytest.mark.slow
 @pytest.mark.parametrize("which", ["gemma", "smollm2"])
 def test_real_models_shared_equals_full(which, request):
-    """Gemma 3 (sliding-window layers, GQA, BOS) and SmolLM2 (Llama): vanilla, isolation and re-weighting."""
+    """Gemma 3 (sliding-window layers, GQA, BOS) and SmolLM2 (Llama): vanilla (and q run alone after its cache),
+    isolation and re-weighting."""
+    from helpers.core.prefix_runs import predict_q_row
     from helpers.experiments.isolation import run_isolation
     from helpers.experiments.reweighting import reweight_factory
 
     model = request.getfixturevalue(which)
     for task in ("sst2", "trec"):
         s = make_icl_set(model, task, seed=42, n_test=4)
-        _close(predict_shared(model, s.prompts, s.label_ids, batch_size=4),
-               predict(model, s.prompts, s.label_ids, batch_size=4))
+        full = predict(model, s.prompts, s.label_ids, batch_size=4)
+        _close(predict_shared(model, s.prompts, s.label_ids, batch_size=4), full)
+        q_row = predict_q_row(model, s.prompts, s.label_ids, {"plain": []}, 4,
+                              cache=run_prefix(model, s.prompts[0].tokens[:shared_prefix_len(s.prompts)]))["plain"]
+        torch.testing.assert_close(q_row.label_logits, full.label_logits, atol=1e-4, rtol=1e-4)
         _close(run_isolation(model, s.prompts, s.label_ids, "label", "first", 5, shared=True),
                run_isolation(model, s.prompts, s.label_ids, "label", "first", 5, shared=False))
         beta = torch.full((model.cfg.n_layers, model.cfg.n_heads, s.prompts[0].n_demos), 0.5)
@@ -371,3 +376,57 @@ def test_vanilla_run_computes_the_top_words_only_where_read(tiny_model, tmp_path
         again = vanilla_predictions(tiny_model, other.prompts, other.label_ids, top_k=0)
     assert led.entries["vanilla_run"].hits == 1 and "vanilla_run_labels" not in led.entries
     assert again.topk.shape == (5, 0)
+
+
+def test_query_caches_equal_extend_prefix_per_prompt(icl):
+    """Each prompt's cache up to q, from batched suffix passes, holds exactly what extend_prefix builds for that
+    prompt alone (the suffix's q and padding cut off), batched or one by one."""
+    from helpers.core.prefix import query_caches
+
+    model, s = icl
+    cache = run_prefix(model, s.prompts[0].tokens[:shared_prefix_len(s.prompts)])
+    for batch_size in (4, 1):
+        for p, got in zip(s.prompts, query_caches(model, cache, s.prompts, batch_size)):
+            want = extend_prefix(model, cache, p.tokens[cache.length:p.q])
+            assert got.length == want.length == p.q and torch.equal(got.tokens, p.tokens[:p.q])
+            for a, b in zip(got.keys + got.values, want.keys + want.values):
+                torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_predict_q_row_equals_full_prompts_with_the_change_at_q(icl):
+    """A change of q's row alone (heads' z zeroed at q), run as one token per prompt after its cache up to q,
+    gives the full prompts' predictions under the same change; plain gives plain; with or without the shared
+    prefix, batched or one by one."""
+    from helpers.core.prefix_runs import predict_q_row
+    from helpers.experiments.head_ablation import ablation_hook_pair
+
+    model, s = icl
+    heads = [(0, 1), (model.cfg.n_layers - 1, 0)]
+    full = {"plain": predict(model, s.prompts, s.label_ids, 4, top_k=0),
+            "ablated": predict(model, s.prompts, s.label_ids, 4, top_k=0, hooks=ablation_hook_pair(heads, at="q")[1])}
+    assert not torch.allclose(full["plain"].label_logits, full["ablated"].label_logits)  # the change is visible
+    conditions = {"plain": [], "ablated": ablation_hook_pair(heads, at="all")[0]}  # every row it sees: q
+    cache = run_prefix(model, s.prompts[0].tokens[:shared_prefix_len(s.prompts)])
+    for c, batch_size in ((cache, 4), (cache, 1), (None, 3)):
+        got = predict_q_row(model, s.prompts, s.label_ids, conditions, batch_size, cache=c)
+        for name in conditions:
+            torch.testing.assert_close(got[name].label_logits, full[name].label_logits, atol=1e-4, rtol=1e-4)
+            assert torch.equal(got[name].pred, full[name].pred)
+
+
+def test_predict_q_row_refuses_prompts_past_a_sliding_window():
+    from helpers.core.prefix_runs import predict_q_row, q_row_fits
+    from helpers.exercises.tiny import make_tiny_model
+
+    model = make_tiny_model("rotary")
+    s = make_icl_set(model, "sst2", seed=42, n_test=2)
+    model.cfg.window_size = 4
+    model.blocks[0].attn.attn_type = "local"
+    try:
+        assert not q_row_fits(model, s.prompts)
+        with pytest.raises(PrefixError, match="sliding-window"):
+            predict_q_row(model, s.prompts, s.label_ids, {"plain": []})
+    finally:
+        model.blocks[0].attn.attn_type = "global"
+        model.cfg.window_size = None
+    assert q_row_fits(model, s.prompts)

@@ -93,6 +93,8 @@ __all__ = [
     "extend_prefix",
     "keep_rows",
     "ragged_token_forward",
+    "ragged_token_forwards",
+    "query_caches",
     "ragged_fits",
     "restart_positions",
     "suffix_tokens",
@@ -464,6 +466,13 @@ def ragged_token_forward(model: HookedTransformer, caches: Sequence[PrefixCache]
     :class:`PrefixError` when the longest cache reaches a sliding-window layer's window (TL measures the window
     by column, which padding would shift): run the rows one by one then.
     """
+    return ragged_token_forwards(model, caches, tokens, {"": hooks})[""]
+
+
+def ragged_token_forwards(model: HookedTransformer, caches: Sequence[PrefixCache], tokens: Int[torch.Tensor, "batch"],
+                          conditions: dict[str, Sequence]) -> dict[str, Float[torch.Tensor, "batch d_model"]]:
+    """:func:`ragged_token_forward` once per hook list of ``conditions`` (``{name: TL hooks}``), the caches
+    stacked once for all of them: ``{name: final residual stream [batch, d_model]}``."""
     if not caches or len(caches) != int(tokens.shape[0]):
         raise PrefixError(f"ragged_token_forward needs one cache per token, got {len(caches)} caches and "
                           f"{int(tokens.shape[0])} tokens")
@@ -487,7 +496,7 @@ def ragged_token_forward(model: HookedTransformer, caches: Sequence[PrefixCache]
             keys[b, : c.length], values[b, : c.length] = c.keys[layer], c.values[layer]
         entries.append(Entry(keys, values, frozen=True))
     seen = (torch.arange(K)[None] < lengths[:, None]).long().to(dev)
-    kv = KV(entries, seen, frozen=True)
+    kv = KV(entries, seen, frozen=True)  # frozen: nothing is appended, so every condition reads the same cache
     pos_hooks = []
     if model.cfg.positional_embedding_type == "standard":
         W = model.pos_embed.W_pos[lengths.to(model.pos_embed.W_pos.device)]  # row b at position P0_b
@@ -497,15 +506,53 @@ def ragged_token_forward(model: HookedTransformer, caches: Sequence[PrefixCache]
 
         pos_hooks.append(("hook_pos_embed", pos_hook))
     blocks = model.blocks if model.cfg.positional_embedding_type == "rotary" else []
+    out = {}
     try:
         for block in blocks:
             block.attn._icl_suffix = (K, lengths)
-        with model.hooks(fwd_hooks=pos_hooks + list(hooks)):
-            resid = _layers(model, kv, tokens.reshape(B, 1), None, model.cfg.n_layers, 1)
+        for name, hooks in conditions.items():
+            with model.hooks(fwd_hooks=pos_hooks + list(hooks)):
+                out[name] = _layers(model, kv, tokens.reshape(B, 1), None, model.cfg.n_layers, 1)[:, 0]
     finally:
         for block in blocks:
             block.attn.__dict__.pop("_icl_suffix", None)
-    return resid[:, 0]
+    return out
+
+
+def query_caches(model: HookedTransformer, cache: PrefixCache | None, prompts: Sequence[Prompt],
+                 batch_size: int = 16) -> list[PrefixCache]:
+    """Each prompt's keep-everything cache of its tokens before q: what :func:`extend_prefix` gives for
+    ``p.tokens[P0:p.q]`` after ``cache``, from batched suffix passes (the keys of a row do not depend on the
+    tokens after it, so the suffix's q and padding are cut off afterwards). Without ``cache`` (prompts with their
+    own demonstrations), :func:`run_prefix` of ``p.tokens[:p.q]`` per prompt.
+
+    With these, a condition that changes only q's own row (e.g. heads ablated at q) runs one token per prompt
+    (:func:`ragged_token_forwards`) instead of the whole suffix."""
+    for i, p in enumerate(prompts):
+        if p.q < 1:
+            raise PrefixError(f"prompt {i}: q is its first token, so nothing precedes it to cache")
+    if cache is None:
+        return [run_prefix(model, p.tokens[: p.q]) for p in prompts]
+    if not cache.as_in_prompt:
+        raise PrefixError("query_caches needs a keep-everything cache whose suffix continues at P0")
+    out: list[PrefixCache | None] = [None] * len(prompts)
+    K, rotary = len(cache), model.cfg.positional_embedding_type == "rotary"
+    for idx, toks, q in suffix_batches(cache, prompts, batch_size):
+        kv = _kv(model, cache, len(idx))
+        for e in kv.entries:
+            e.frozen = False
+        kv.frozen = False
+        with torch.no_grad():
+            suffix_forward(model, cache, toks, kv=kv)
+        keys = [e.past_keys[:, K:] for e in kv.entries]  # the suffix rows, un-rotated as TL appends them
+        if rotary:
+            keys = [_rotate_from(model.blocks[l].attn, k, cache.length) for l, k in enumerate(keys)]
+        for row, (i, qi) in enumerate(zip(idx, q.tolist())):
+            p = prompts[i]
+            out[i] = PrefixCache([torch.cat([ck, k[row, :qi]]) for ck, k in zip(cache.keys, keys)],
+                                 [torch.cat([cv, e.past_values[row, K:K + qi]]) for cv, e in zip(cache.values, kv.entries)],
+                                 list(range(p.q)), p.q, p.tokens[: p.q].clone().cpu(), cache.model_ref, cache.note)
+    return out
 
 
 def suffix_logits(model: HookedTransformer, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], q: Int[torch.Tensor, "batch"],

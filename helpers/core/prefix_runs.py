@@ -23,6 +23,10 @@ from tqdm.auto import tqdm
 from helpers.core.predict import HookFactory, Predictions, length_batches, predict, predictions_from_resid
 from helpers.core.prefix import (
     PrefixCache,
+    PrefixError,
+    query_caches,
+    ragged_fits,
+    ragged_token_forwards,
     run_prefix,
     shared_prefix_len,
     shared_prefix_or_none,
@@ -41,6 +45,8 @@ __all__ = [
     "shared_cache",
     "predict_with_cache",
     "prompt_batches",
+    "q_row_fits",
+    "predict_q_row",
     "label_attention_reader",
     "vanilla_run",
     "vanilla_predictions",
@@ -101,6 +107,40 @@ def predict_with_cache(model: HookedTransformer, prompts: Sequence[Prompt], labe
         return predict_shared(model, prompts, label_ids, batch_size, top_k=top_k, hooks=hooks, cache=cache,
                               progress=progress)
     return predict(model, prompts, label_ids, batch_size, top_k=top_k, hooks=hooks, progress=progress)
+
+
+def q_row_fits(model: HookedTransformer, prompts: Sequence[Prompt]) -> bool:
+    """Whether :func:`predict_q_row` can run ``prompts`` on ``model``: rotary or learned positions, and every
+    prompt's tokens before q within a sliding-window layer's window (:func:`helpers.core.prefix.ragged_fits`)."""
+    return (bool(prompts) and model.cfg.positional_embedding_type in ("rotary", "standard")
+            and ragged_fits(model, [p.q for p in prompts]))
+
+
+def predict_q_row(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int],
+                  conditions: dict, batch_size: int = 16, cache: PrefixCache | None = None,
+                  top_k: int = 0) -> dict:
+    """``{name: Predictions}`` under several conditions that change only q's own row: ``conditions`` maps a name
+    to plain TL hooks, which here see one row per prompt, its q (e.g. heads' ``hook_z`` zeroed there).
+
+    Every prompt's tokens before q run once for all conditions (:func:`helpers.core.prefix.query_caches`, after
+    ``cache``, the prompts' shared demonstrations, when given) and q alone once per condition
+    (:func:`helpers.core.prefix.ragged_token_forwards`): under causal attention nothing before q sees q, so this
+    equals the full prompts run with the same change at q (tests), at the cost of one token per condition instead
+    of the whole query. Raises :class:`helpers.core.prefix.PrefixError` where :func:`q_row_fits` is False."""
+    check_prompts(model, prompts, "predict", label_ids)
+    if not q_row_fits(model, prompts):
+        raise PrefixError("these prompts reach a sliding-window layer's window before q (or the model's positions "
+                          "are not supported): run each condition with predict_with_cache instead")
+    resid = {name: torch.empty(len(prompts), model.cfg.d_model, dtype=model.cfg.dtype, device=model.cfg.device)
+             for name in conditions}
+    with torch.inference_mode():
+        for start in range(0, len(prompts), batch_size):
+            chunk = prompts[start:start + batch_size]
+            caches = query_caches(model, cache, chunk, batch_size)
+            tokens = torch.stack([p.tokens[p.q] for p in chunk]).to(model.cfg.device)
+            for name, r in ragged_token_forwards(model, caches, tokens, conditions).items():
+                resid[name][start:start + len(chunk)] = r
+    return {name: predictions_from_resid(model, r, prompts, label_ids, top_k) for name, r in resid.items()}
 
 
 def prompt_batches(model: HookedTransformer, prompts: Sequence[Prompt], batch_size: int,

@@ -35,7 +35,7 @@ import torch
 
 from helpers.core.heads import Head
 from helpers.core.predict import HookFactory, Predictions
-from helpers.core.prefix_runs import predict_with_cache, shared_cache
+from helpers.core.prefix_runs import predict_q_row, predict_with_cache, q_row_fits, shared_cache
 from helpers.core.prompts import Prompt, make_icl_set
 from helpers.core.store import cached, pins_weights
 from helpers.core.tasks import LabelWordWarning, run_args
@@ -209,21 +209,28 @@ SET_CONDITIONS = ("set", "random", "set@q", "random@q")  # each set ablated, as 
 def _sets_predictions(model, prompts, label_ids, sets: Mapping[str, Sequence[Head]], seed: int, batch_size: int,
                       shared: bool) -> tuple[dict, dict]:
     """The predictions behind :func:`sets_ablation_conditions` (``{"plain": ..., (name, condition): ...}``) and each
-    set's random heads: the plain run, and the demonstrations' prefix the runs at q share, once for all sets."""
+    set's random heads. The plain run and the ablations at q change only q's row: each prompt up to q runs once
+    for all of them and q once per condition (:func:`helpers.core.prefix_runs.predict_q_row`; where a sliding
+    window rules that out, each runs its suffixes after the one unablated prefix). Each ablation at every position
+    runs its own ablated prefix and suffixes."""
     plain_cache = shared_cache(model, prompts, shared)  # at q the demonstrations run unablated: one prefix for all
-
-    def run(hs, at):
-        if at == "q":
-            hooks = ablation_hook_pair(hs, at="q")[1] if hs else None
-            return predict_with_cache(model, prompts, label_ids, batch_size, hooks=hooks, cache=plain_cache)
-        return ablation_predictions(model, prompts, label_ids, hs, batch_size, shared=shared, at=at)
-
-    preds, rnd = {"plain": run([], "q")}, {}
+    rnd = {name: random_heads(model, len(heads), seed=seed, exclude=heads) for name, heads in sets.items()}
+    at_q = {"plain": []}
     for name, heads in sets.items():
-        rnd[name] = random_heads(model, len(heads), seed=seed, exclude=heads)
-        for cond, hs, at in (("set@q", heads, "q"), ("random@q", rnd[name], "q"), ("set", heads, "all"),
-                             ("random", rnd[name], "all")):
-            preds[(name, cond)] = run(hs, at)
+        at_q[(name, "set@q")], at_q[(name, "random@q")] = heads, rnd[name]
+    if q_row_fits(model, prompts):  # a hook on the q row alone: every row it sees, at="all"
+        q_preds = predict_q_row(model, prompts, label_ids, {k: ablation_hook_pair(hs, at="all")[0] if hs else []
+                                                            for k, hs in at_q.items()}, batch_size, plain_cache)
+    else:
+        q_preds = {k: predict_with_cache(model, prompts, label_ids, batch_size, cache=plain_cache,
+                                         hooks=ablation_hook_pair(hs, at="q")[1] if hs else None)
+                   for k, hs in at_q.items()}
+    preds = {"plain": q_preds["plain"]}
+    for name, heads in sets.items():
+        preds[(name, "set@q")], preds[(name, "random@q")] = q_preds[(name, "set@q")], q_preds[(name, "random@q")]
+        for cond, hs in (("set", heads), ("random", rnd[name])):
+            preds[(name, cond)] = ablation_predictions(model, prompts, label_ids, hs, batch_size, shared=shared,
+                                                       at="all")
     return preds, rnd
 
 
