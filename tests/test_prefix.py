@@ -303,7 +303,8 @@ def test_real_models_shared_equals_full(which, request):
 def test_ragged_token_forward_equals_each_cache_alone(tiny_model):
     """One token after each of several caches of different lengths and contents, in one forward: each row equals
     its cache run alone and the full prompt; hooks see each row's own key columns."""
-    from helpers.core.prefix import ragged_token_forward, run_prefix, suffix_forward
+    from helpers.core.prefix import run_prefix, suffix_forward
+    from helpers.core.prefix_ragged import ragged_token_forward
 
     g = torch.Generator().manual_seed(1)
     prompts = [torch.randint(100, 5000, (n,), generator=g) for n in (6, 13, 9, 13)]
@@ -323,7 +324,8 @@ def test_ragged_token_forward_equals_each_cache_alone(tiny_model):
 
 
 def test_ragged_token_forward_refuses_a_cut_window():
-    from helpers.core.prefix import PrefixError, ragged_fits, ragged_token_forward, run_prefix
+    from helpers.core.prefix import PrefixError, run_prefix
+    from helpers.core.prefix_ragged import ragged_fits, ragged_token_forward
     from helpers.exercises.tiny import make_tiny_model
 
     model = make_tiny_model("rotary")
@@ -381,7 +383,7 @@ def test_vanilla_run_computes_the_top_words_only_where_read(tiny_model, tmp_path
 def test_query_caches_equal_extend_prefix_per_prompt(icl):
     """Each prompt's cache up to q, from batched suffix passes, holds exactly what extend_prefix builds for that
     prompt alone (the suffix's q and padding cut off), batched or one by one."""
-    from helpers.core.prefix import query_caches
+    from helpers.core.prefix_ragged import query_caches
 
     model, s = icl
     cache = run_prefix(model, s.prompts[0].tokens[:shared_prefix_len(s.prompts)])

@@ -160,3 +160,19 @@ def test_tf32_is_opt_in_and_never_applied_to_a_cpu_model(tiny_model, monkeypatch
     before = torch.get_float32_matmul_precision()
     assert apply_matmul_precision(tiny_model) is False
     assert torch.get_float32_matmul_precision() == before and not hasattr(tiny_model.cfg, "icl_tf32")
+
+
+def test_q_row_chunks_hold_the_caches_that_fit(card):
+    """predict_q_row's chunk: three copies of each prompt's keys and values (2 x layers x keys x heads x d_head x
+    4 bytes); GPT2-XL at 1000 keys is 1.72 GiB a prompt, one per chunk under the CPU's 2 GiB, more on a large card;
+    a small model keeps the caller's batch size; never fewer than one."""
+    per_prompt = 3 * 2 * 48 * 1000 * 25 * 64 * 4
+    assert sz.cache_rows(FakeModel("cpu"), 1000, 16) == 1 == int(sz.CPU_CACHE_MB * 2**20 // per_prompt)
+    assert sz.cache_rows(FakeModel("cpu"), 100, 16) == int(sz.CPU_CACHE_MB * 2**20 // (per_prompt // 10)) == 11
+    assert sz.cache_rows(FakeModel("cpu"), 10, 16) == 16  # the caller's batch size is the upper bound
+    assert sz.cache_rows(FakeModel("cpu"), 1000, 16, max_mb=1) == 1
+    card(80)
+    rows = sz.cache_rows(FakeModel(), 1000, 64)
+    assert rows == (int(sz.SAFETY * 80 * GIB) - sz.RESERVE_BYTES) // per_prompt and 1 < rows < 64
+    with pytest.raises(Exception, match="batch_size"):
+        sz.cache_rows(FakeModel("cpu"), 10, 0)

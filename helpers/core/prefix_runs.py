@@ -24,17 +24,15 @@ from helpers.core.predict import HookFactory, Predictions, length_batches, predi
 from helpers.core.prefix import (
     PrefixCache,
     PrefixError,
-    query_caches,
-    ragged_fits,
-    ragged_token_forwards,
     run_prefix,
     shared_prefix_len,
     shared_prefix_or_none,
     suffix_batches,
     suffix_forward,
 )
+from helpers.core.prefix_ragged import query_caches, ragged_fits, ragged_token_forwards
 from helpers.core.prompts import Prompt, check_prompts, label_class_onehot, label_span_arg, pad_batch
-from helpers.core.sizing import sizing
+from helpers.core.sizing import cache_rows, sizing
 from helpers.core.store import cached, model_fingerprint, prompts_digest, stored
 
 if TYPE_CHECKING:
@@ -111,7 +109,7 @@ def predict_with_cache(model: HookedTransformer, prompts: Sequence[Prompt], labe
 
 def q_row_fits(model: HookedTransformer, prompts: Sequence[Prompt]) -> bool:
     """Whether :func:`predict_q_row` can run ``prompts`` on ``model``: rotary or learned positions, and every
-    prompt's tokens before q within a sliding-window layer's window (:func:`helpers.core.prefix.ragged_fits`)."""
+    prompt's tokens before q within a sliding-window layer's window (:func:`helpers.core.prefix_ragged.ragged_fits`)."""
     return (bool(prompts) and model.cfg.positional_embedding_type in ("rotary", "standard")
             and ragged_fits(model, [p.q for p in prompts]))
 
@@ -122,9 +120,9 @@ def predict_q_row(model: HookedTransformer, prompts: Sequence[Prompt], label_ids
     """``{name: Predictions}`` under several conditions that change only q's own row: ``conditions`` maps a name
     to plain TL hooks, which here see one row per prompt, its q (e.g. heads' ``hook_z`` zeroed there).
 
-    Every prompt's tokens before q run once for all conditions (:func:`helpers.core.prefix.query_caches`, after
+    Every prompt's tokens before q run once for all conditions (:func:`helpers.core.prefix_ragged.query_caches`, after
     ``cache``, the prompts' shared demonstrations, when given) and q alone once per condition
-    (:func:`helpers.core.prefix.ragged_token_forwards`): under causal attention nothing before q sees q, so this
+    (:func:`helpers.core.prefix_ragged.ragged_token_forwards`): under causal attention nothing before q sees q, so this
     equals the full prompts run with the same change at q (tests), at the cost of one token per condition instead
     of the whole query. Raises :class:`helpers.core.prefix.PrefixError` where :func:`q_row_fits` is False."""
     check_prompts(model, prompts, "predict", label_ids)
@@ -133,9 +131,10 @@ def predict_q_row(model: HookedTransformer, prompts: Sequence[Prompt], label_ids
                           "are not supported): run each condition with predict_with_cache instead")
     resid = {name: torch.empty(len(prompts), model.cfg.d_model, dtype=model.cfg.dtype, device=model.cfg.device)
              for name in conditions}
+    rows = cache_rows(model, max(p.q for p in prompts), batch_size)  # the caches' memory, not only the batch's
     with torch.inference_mode():
-        for start in range(0, len(prompts), batch_size):
-            chunk = prompts[start:start + batch_size]
+        for start in range(0, len(prompts), rows):
+            chunk = prompts[start:start + rows]
             caches = query_caches(model, cache, chunk, batch_size)
             tokens = torch.stack([p.tokens[p.q] for p in chunk]).to(model.cfg.device)
             for name, r in ragged_token_forwards(model, caches, tokens, conditions).items():

@@ -34,10 +34,11 @@ import torch
 
 from helpers.core.checks import positive_int
 
-__all__ = ["Sizing", "sizing", "suffix_sizing", "model_device", "on_cuda", "free_bytes", "bytes_per_token", "cpu_batch_tokens",
+__all__ = ["Sizing", "sizing", "suffix_sizing", "cache_rows", "CPU_CACHE_MB", "model_device", "on_cuda", "free_bytes", "bytes_per_token", "cpu_batch_tokens",
            "CPU_BATCH_TOKENS", "CPU_PATTERN_MB", "SAFETY", "RESERVE_BYTES"]
 
 CPU_BATCH_TOKENS = 1024  # padded tokens per forward batch on a CPU (helpers.core.predict.batch_token_budget)
+CPU_CACHE_MB = 2048  # prompts' key/value caches one q-row chunk holds on a CPU (helpers.core.prefix_runs.predict_q_row)
 CPU_PATTERN_MB = 256  # attention patterns one saliency batch keeps on a CPU (helpers.experiments.saliency)
 SAFETY = 0.8  # share of the GPU's free memory a batch may take
 RESERVE_BYTES = 2**30  # kept free besides: cuBLAS workspaces, allocator fragmentation, the unembedding at q
@@ -141,3 +142,18 @@ def suffix_sizing(cache, suffixes, batch_size: int, max_tokens: int | None = Non
         return batch_size, cpu_batch_tokens() if max_tokens is None else int(max_tokens)
     sized = sizing(model, longest, batch_size, keys=len(cache) + longest)
     return sized.batch_size, sized.max_tokens if max_tokens is None else int(max_tokens)
+
+
+def cache_rows(model, keys: int, batch_size: int, max_mb: float = CPU_CACHE_MB) -> int:
+    """How many prompts' keep-everything caches of up to ``keys`` positions one chunk of
+    :func:`helpers.core.prefix_runs.predict_q_row` holds: the caller's ``batch_size``, fewer where their keys and
+    values (three copies at the peak: appended by the suffix pass, kept per prompt, stacked for the forward) pass
+    ``max_mb`` on a CPU, or the usable free memory on CUDA (module docstring). At least one."""
+    batch_size = positive_int("batch_size", batch_size)
+    cfg = model.cfg
+    kv_heads = getattr(cfg, "n_key_value_heads", None) or cfg.n_heads
+    per_prompt = 3 * 2 * cfg.n_layers * max(1, int(keys)) * kv_heads * cfg.d_head * _element_bytes(cfg.dtype)
+    device = model_device(model)
+    budget = (max(0, int(SAFETY * free_bytes(device)) - RESERVE_BYTES) if device.type == "cuda"
+              else max_mb * 2**20)
+    return max(1, min(batch_size, int(budget // per_prompt)))

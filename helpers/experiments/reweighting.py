@@ -34,12 +34,11 @@ from helpers.core import accounting
 from helpers.core.predict import logits_at, predict, unembed_at
 from helpers.core.prefix import (
     extend_prefix,
-    ragged_fits,
-    ragged_token_forward,
     run_prefix,
     shared_prefix_len,
     suffix_logits,
 )
+from helpers.core.prefix_ragged import ragged_fits, ragged_token_forward
 from helpers.core.prefix_runs import predict_shared, vanilla_predictions
 from helpers.core.prompts import (
     Demo,
@@ -243,7 +242,7 @@ def train_reweighting_many(model: HookedTransformer, train_sets: Sequence[Sequen
 
     A training step of one run is one token through the model, so it is bound by reading the weights, not by
     arithmetic: here step ``s`` of every run is one forward and one backward of all runs' tokens together
-    (:func:`helpers.core.prefix.ragged_token_forward`, each row after its own cache). The loss is the sum of the
+    (:func:`helpers.core.prefix_ragged.ragged_token_forward`, each row after its own cache). The loss is the sum of the
     runs' losses, so each beta receives exactly its own run's gradient, and one Adam over the stacked betas is
     elementwise the runs' separate Adams. Equal to separate :func:`train_reweighting` runs (tests). The runs must
     have as many training prompts and demonstrations as each other (same task); where the sliding window of a
