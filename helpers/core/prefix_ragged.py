@@ -121,10 +121,10 @@ def ragged_token_forwards(model: HookedTransformer, caches: Sequence[PrefixCache
 
 def query_caches(model: HookedTransformer, cache: PrefixCache | None, prompts: Sequence[Prompt],
                  batch_size: int = 16) -> list[PrefixCache]:
-    """Each prompt's keep-everything cache of its tokens before q: what :func:`extend_prefix` gives for
-    ``p.tokens[P0:p.q]`` after ``cache``, from batched suffix passes (the keys of a row do not depend on the
-    tokens after it, so the suffix's q and padding are cut off afterwards). Without ``cache`` (prompts with their
-    own demonstrations), :func:`run_prefix` of ``p.tokens[:p.q]`` per prompt.
+    """Each prompt's keep-everything cache of its tokens before q: what :func:`helpers.core.prefix.extend_prefix`
+    gives for ``p.tokens[P0:p.q]`` after ``cache``, from batched suffix passes (the keys of a row do not depend on
+    the tokens after it, so the suffix's q and padding are cut off afterwards). Without ``cache`` (prompts with
+    their own demonstrations), :func:`helpers.core.prefix.run_prefix` of ``p.tokens[:p.q]`` per prompt.
 
     With these, a condition that changes only q's own row (e.g. heads ablated at q) runs one token per prompt
     (:func:`ragged_token_forwards`) instead of the whole suffix."""
@@ -149,7 +149,7 @@ def query_caches(model: HookedTransformer, cache: PrefixCache | None, prompts: S
             keys = [_rotate_from(model.blocks[l].attn, k, cache.length) for l, k in enumerate(keys)]
         for row, (i, qi) in enumerate(zip(idx, q.tolist())):
             p = prompts[i]
-            out[i] = PrefixCache([torch.cat([ck, k[row, :qi]]) for ck, k in zip(cache.keys, keys)],
-                                 [torch.cat([cv, e.past_values[row, K:K + qi]]) for cv, e in zip(cache.values, kv.entries)],
+            values = [torch.cat([cv, e.past_values[row, K:K + qi]]) for cv, e in zip(cache.values, kv.entries)]
+            out[i] = PrefixCache([torch.cat([ck, k[row, :qi]]) for ck, k in zip(cache.keys, keys)], values,
                                  list(range(p.q)), p.q, p.tokens[: p.q].clone().cpu(), cache.model_ref, cache.note)
     return out

@@ -34,8 +34,8 @@ import torch
 
 from helpers.core.checks import positive_int
 
-__all__ = ["Sizing", "sizing", "suffix_sizing", "cache_rows", "CPU_CACHE_MB", "model_device", "on_cuda", "free_bytes", "bytes_per_token", "cpu_batch_tokens",
-           "CPU_BATCH_TOKENS", "CPU_PATTERN_MB", "SAFETY", "RESERVE_BYTES"]
+__all__ = ["Sizing", "sizing", "suffix_sizing", "cache_rows", "model_device", "on_cuda", "free_bytes", "bytes_per_token",
+           "cpu_batch_tokens", "CPU_BATCH_TOKENS", "CPU_CACHE_MB", "CPU_PATTERN_MB", "SAFETY", "RESERVE_BYTES"]
 
 CPU_BATCH_TOKENS = 1024  # padded tokens per forward batch on a CPU (helpers.core.predict.batch_token_budget)
 CPU_CACHE_MB = 2048  # prompts' key/value caches one q-row chunk holds on a CPU (helpers.core.prefix_runs.predict_q_row)
