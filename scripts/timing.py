@@ -108,10 +108,11 @@ def work(profile, notebook: str) -> float:
         return float(len(b.seeds) * (3 * b.n_test + 4 * b.n_saliency + 8 * b.random_n))
     if nn == "06":  # error diagnosis: one seed, one task (TREC)
         return float(p.n_diagnosis)
-    if nn == "10":  # its own sizes (class_isolation_sizes, head_score_sizes, ...): the paper profile's seeds and
-        # inputs; at default the first two seeds and 32 inputs; at smoke one seed and 4
-        n_seeds, n = {"paper": (seeds, p.n_test), "default": (min(seeds, 2), 32)}.get(p.name, (1, 4))
-        return float(n_seeds * tasks * n)
+    if nn == "10":  # its own sizes: seeds and inputs per (task, seed) of the class isolation, as of its other steps
+        from helpers.experiments.isolation_classes import class_isolation_sizes
+
+        b = class_isolation_sizes(p)
+        return float(len(b.seeds) * tasks * b.n)
     return float(seeds * tasks * per_seed.get(nn, p.n_test))
 
 

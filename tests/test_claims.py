@@ -128,3 +128,19 @@ def test_show_reading_reads_what_the_notebook_reported(tmp_path, monkeypatch):
     assert [c.key for c in reported_claims("99_probe", "m", "smoke")] == ["99.probe"]
     md = show_reading("99_probe", {"99.probe": {"replicates": "Holds."}}, model_name="m", profile="smoke")
     assert "61.0% [55.5, 66.0]" in md and md.rstrip().endswith("Holds.") and "profile `smoke`" in md
+
+
+def test_an_interval_that_would_read_as_zeros_gets_two_significant_figures():
+    """A flow difference of a few 1e-4 reads -0.00027 [-0.00035, -0.00018], not -0.00 [-0.00, -0.00]; intervals
+    that read at the given decimals keep them."""
+    from helpers.study.claims import shown_digits
+    from helpers.study.record import cell
+
+    small = Interval(-0.00027, -0.00035, -0.00018, 2, 128)
+    assert shown_digits(small, 2) == 5 and shown_digits(small, 3) == 5
+    assert shown_digits(Interval(0.21, -0.10, 0.52, 2, 64), 2) == 2
+    assert shown_digits(Interval(0.004, 0.001, 0.006, 2, 64), 3) == 3  # 0.004 [0.001, 0.006] reads at 3
+    assert shown_digits(Interval(0.0, 0.0, 0.0, 1, 4), 2) == 2  # exact zeros stay as they are
+    c = claim("10.forerunner_gathers", small, "does not replicate", "above 0")
+    assert cell(c) == "-0.00027 [-0.00035, -0.00018]: **does not replicate**"
+    assert c.ours_text(3).startswith("-0.00027 [-0.00035, -0.00018] (95% CI")

@@ -219,7 +219,7 @@ def _sets_predictions(model, prompts, label_ids, sets: Mapping[str, Sequence[Hea
     for name, heads in sets.items():
         at_q[(name, "set@q")], at_q[(name, "random@q")] = heads, rnd[name]
     if q_row_fits(model, prompts):  # a hook on the q row alone: every row it sees, at="all"
-        q_preds = predict_q_row(model, prompts, label_ids, {k: ablation_hook_pair(hs, at="all")[0] if hs else []
+        q_preds = predict_q_row(model, prompts, label_ids, {k: ablation_hook_pair(hs, at="all")[0]
                                                             for k, hs in at_q.items()}, batch_size, plain_cache)
     else:
         q_preds = {k: predict_with_cache(model, prompts, label_ids, batch_size, cache=plain_cache,

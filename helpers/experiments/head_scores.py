@@ -183,9 +183,9 @@ class HeadScoreSizes(RunSizes):
 
 def head_score_sizes(profile) -> HeadScoreSizes:
     """``paper``: every seed, ``n_test`` inputs, 64 scoring prompts per task; ``default``: the first two seeds, 32
-    inputs, 16 scoring prompts per task (notebook 10 at default is sized to stay within 20 minutes per model on 2 cores;
-    its recorded run times are in docs/results.md); ``smoke``: one seed, 4 inputs, 4 scoring prompts. The top 2% of heads (Crosbie & Shutova ablate
-    1-3%; at least 4 heads)."""
+    inputs, 16 scoring prompts per task (notebook 10 at default is sized to stay within 20 minutes per model on 2
+    cores; its recorded run times are in docs/results.md); ``smoke``: one seed, 4 inputs, 4 scoring prompts. The top
+    2% of heads (Crosbie & Shutova ablate 1-3%; at least 4 heads)."""
     if profile.name == "paper":
         return HeadScoreSizes(seeds=tuple(profile.seeds), n_eval=profile.n_test, n_attr=64, frac=0.02,
                               batch_size=profile.batch_size)

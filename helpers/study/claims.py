@@ -16,6 +16,7 @@ for any verdict to be evidence; the table says so.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -24,10 +25,17 @@ from helpers.study.profiles import current_model_name, get_profile
 from helpers.study.results import load_metrics, save_metrics
 from helpers.study.stats import Interval
 
-__all__ = ["Claim", "VERDICTS", "claim", "claims_frame", "report_claims", "reported_claim", "quote_claim",
+__all__ = ["Claim", "VERDICTS", "shown_digits", "claim", "claims_frame", "report_claims", "reported_claim", "quote_claim",
            "reported_claims", "reading_markdown", "show_reading"]
 
 VERDICTS = ("replicates", "partly", "does not replicate", "inconclusive", "not comparable")
+
+
+def shown_digits(iv: Interval, digits: int) -> int:
+    """``digits``, or more where the whole interval would read as zeros at ``digits`` decimals: then two significant
+    figures of its largest bound (a flow difference of -0.00027 reads -0.00027, not -0.00)."""
+    m = max(abs(iv.estimate), abs(iv.low), abs(iv.high))
+    return 1 - math.floor(math.log10(m)) if 0 < m < 0.5 * 10 ** -digits else digits
 
 
 @dataclass(frozen=True)
@@ -79,7 +87,8 @@ class Claim:
         if self.ours is None:
             return self.missing or "no value: the statistic has no estimate on this run (see the note)"
         unit = f" {self.unit}" if self.unit and self.unit != "%" else self.unit
-        iv, f = self.ours, f".{digits}f"
+        iv = self.ours
+        f = f".{shown_digits(iv, digits)}f"
         return (f"{iv.estimate:{f}}{unit} [{iv.low:{f}}, {iv.high:{f}}] (95% CI; {iv.n_seeds} seed(s), "
                 f"{iv.n_inputs} inputs)")
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.study.claims import VERDICTS, Claim
+from helpers.study.claims import VERDICTS, Claim, shown_digits
 from helpers.study.report import recorded_runs
 from helpers.study.results import model_slug
 
@@ -181,6 +181,7 @@ def cell(c: Claim | None) -> str:
         ours = c.ours_text()
     else:
         iv, unit = c.ours, {"%": "%", "x": "x"}.get(c.unit, "")
+        d = shown_digits(iv, d)
         ours = f"{iv.estimate:.{d}f}{unit} [{iv.low:.{d}f}, {iv.high:.{d}f}]"
     return f"{ours}: **{c.verdict}**"
 
