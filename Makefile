@@ -11,7 +11,8 @@
 #   make exercises  write exercises/NN_*.ipynb from the notebooks' solution cells
 #   make site   the executed notebooks of a finished `make run` (same PROFILE, MODELS) as a static site in
 #               site/html (offline; README, 'Read it without running'), then its browser check (make site-check)
-#   make control    retrain the positive control (notebook 09's model) from CONTROL_SEED: at most 10 min on 2 cores
+#   make control    retrain a control from CONTROL_SEED (CONTROL=control, control-wide or control-negative; notebook
+#               09's models): each well under 10 min on 2 cores
 #   make record the claims of a finished `make run` (same PROFILE, MODELS) as docs/record/<model>-<profile>.json
 #               (NOTEBOOKS="10": those notebooks only, as <model>-<profile>-nb10.json beside the model's other record)
 #   make tables rewrite README.md's and docs/'s result tables from docs/record/ (no result is typed by hand)
@@ -59,8 +60,9 @@ RUN_ARGS = $(if $(RUN_FLAGS),$(empty) $(RUN_FLAGS))
 # the jobs' RAM and disk are not this machine's (a login node's): preflight only warns about them
 PREFLIGHT_CLUSTER = $(if $(filter slurm,$(EXECUTOR)),$(empty) --ignore-resources)
 LOCK := requirements.lock
-# seed of `make control` (the shipped data/control/control.safetensors was trained with 0)
+# seed of `make control` (the shipped checkpoints under data/control/ were trained with 0) and which control it trains
 CONTROL_SEED ?= 0
+CONTROL ?= control
 
 .PHONY: setup lock preflight test test-unit test-models test-notebooks test-infra test-fast fuzz run bench figures lab data clean exercises control site site-check record tables
 
@@ -140,9 +142,9 @@ run: setup preflight
 exercises: setup
 	$(PY) scripts/make_exercises.py
 
-# writes .cache/control/control.safetensors (+ .sha256, _curve.csv); load it with load_control(path)
+# writes .cache/control/<CONTROL>.safetensors (+ .sha256, _curve.csv); load it with load_control(path)
 control: setup
-	$(PY) scripts/train_control.py --seed $(CONTROL_SEED)
+	$(PY) scripts/train_control.py --control $(CONTROL) --seed $(CONTROL_SEED)
 
 bench: setup
 	$(PY) benchmarks/run_benchmarks.py --model $(word 1,$(MODELS))

@@ -316,6 +316,105 @@ def test_train_control_script_refuses_bad_arguments():
     from pathlib import Path
 
     script = Path(__file__).resolve().parent.parent / "scripts" / "train_control.py"
-    for args in (["--seed", "-1"], ["--max-seconds", "0"]):
+    for args, says in ((["--seed", "-1"], "must be"), (["--max-seconds", "0"], "must be"),
+                       (["--control", "control-narrow"], "unknown control")):
         r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
-        assert r.returncode == 2 and "must be" in r.stderr, r.stderr
+        assert r.returncode == 2 and says in r.stderr, r.stderr
+
+
+# ------------------------------------------------------------------ the named controls: wide positive, negative
+
+
+def test_fixed_mapping_prompts_show_each_class_its_one_label():
+    from helpers.core.control import fixed_labels
+
+    task = ControlTask(mapping="fixed", bursty=False)
+    fixed = fixed_labels(task)
+    assert len(fixed) == task.n_classes + task.n_heldout
+    assert np.bincount(fixed[: task.n_classes], minlength=task.n_labels).tolist() == [task.n_classes // 4] * 4
+    for classes in ("train", "heldout"):
+        cp = control_prompts(task, 64, seed=3, classes=classes)  # evaluation prompts: bursty, with the fixed labels
+        for i, p in enumerate(cp.prompts):
+            items = cp.item_class[i]
+            assert [fixed[c] for c in items[:-1]] == p.label_class
+            assert p.gold == fixed[items[-1]] and items[-1] in items[:-1]
+            assert sorted(set(p.label_class)) == list(range(task.n_labels))  # every label once, by one class
+    two = control_prompts(task, 32, seed=3, n_ways=2)
+    assert all(set(p.label_class) == {0, 1} for p in two.prompts)
+
+
+def test_training_contexts_of_the_negative_control_never_show_the_query_class():
+    from helpers.core.control import class_centres, fixed_labels, sample_vectors
+
+    task = ControlTask(mapping="fixed", bursty=False)
+    gen = np.random.default_rng(0)
+    x, tokens, gold = sample_vectors(task, torch.from_numpy(class_centres(task)), 64, gen, copy_prob=1.0)
+    assert x.shape == (64, task.n_pairs + 1, task.dim) and tokens.shape == (64, task.seq_len)
+    # the labels shown are each context class's fixed label; gold the query class's, which the context does not show
+    from helpers.core.control import _draw_sequences
+
+    item_cls, pair_lab, gold2, _ = _draw_sequences(task, 64, np.random.default_rng(1), task.classes("train"), 4, None,
+                                                   bursty=False)
+    fixed = fixed_labels(task)
+    assert (fixed[item_cls[:, :-1]] == pair_lab).all() and (fixed[item_cls[:, -1]] == gold2).all()
+    assert not (item_cls[:, :-1] == item_cls[:, -1:]).any()
+    with pytest.raises(ControlError, match="use mapping='fixed'"):
+        ControlTask(bursty=False)
+    with pytest.raises(ControlError, match="mapping must be"):
+        ControlTask(mapping="per sequence")
+
+
+@pytest.mark.parametrize("name", ["control", "control-wide", "control-negative"])
+def test_every_named_control_ships_verified_and_loads_by_name(name):
+    from helpers.core.control import CONTROLS, control_kind, is_control
+    from helpers.core.models import load_model
+
+    spec = CONTROLS[name]
+    assert spec.path.exists() and spec.sha256 and file_sha256(spec.path) == spec.sha256
+    assert spec.path.with_suffix(".sha256").read_text().split()[0] == spec.sha256
+    m = load_model(name, verbose=False)
+    assert m.cfg.icl_model_name == name and is_control(m) and control_kind(m) == spec.kind
+    assert (m.cfg.n_layers, m.cfg.n_heads, m.cfg.d_model) == spec.shape and m.cfg.attn_only
+    info = m.cfg.icl_control_info
+    assert info["name"] == name if "name" in info else name == "control"
+    with pytest.raises(ControlError, match="unknown control"):
+        load_control("control-narrow")
+
+
+def _accuracies(model, classes="train", n=256):
+    from helpers.core.control import control_task
+    from helpers.experiments.positive_control import label_swap
+
+    cp = control_prompts(control_task(model), n, seed=11, classes=classes)
+    return label_swap(model, cp)
+
+
+def test_negative_control_answers_from_its_weights_and_ignores_a_swapped_mapping():
+    """Its own facts: high accuracy with the training mapping; a swapped mapping in the context does not move its
+    answer; classes never seen in training near chance."""
+    neg = load_control("control-negative")
+    train = _accuracies(neg)
+    assert train["correct"].mean() >= 0.9
+    assert train["follows"].mean() <= 0.1 and train["same"].mean() >= 0.9  # the answer stays where the weights put it
+    held = _accuracies(neg, "heldout")
+    assert held["correct"].mean() <= 0.40  # chance is 0.25: nothing in its weights knows these classes' labels
+
+
+def test_wide_positive_control_reads_the_mapping_from_its_context():
+    wide = load_control("control-wide")
+    for classes in ("train", "heldout"):
+        run = _accuracies(wide, classes)
+        assert run["correct"].mean() >= 0.9 and run["follows"].mean() >= 0.9
+
+
+def test_text_anchor_prompts_keep_bos_the_labels_and_the_query(control, cp):
+    from helpers.experiments.positive_control import text_anchor_loyalty, text_anchor_prompts
+
+    for p, t in zip(cp.prompts[:8], text_anchor_prompts(cp)[:8]):
+        assert t.tokens.tolist() == [0] + [int(p.tokens[j]) for j in p.label_pos] + [int(p.tokens[p.q])]
+        assert t.q == len(t) - 1 and t.label_class == p.label_class and t.gold == p.gold
+        assert t.text.split(" ") == [w for j, w in enumerate(p.text.split(" "), 1) if j in p.label_pos or j == p.q]
+    loyal = text_anchor_loyalty(control, cp)
+    assert loyal.shape == (len(cp.prompts),) and set(np.unique(loyal)) <= {0.0, 1.0}
+    # the positive control reads the mapping from item-label pairs: without the items its answer is a guess
+    assert loyal.mean() < 0.6

@@ -39,6 +39,17 @@ signal before the class-matching one. Training stops when the in-context accurac
 ``stop_acc`` or at ``max_steps`` / ``max_seconds``. CPU training is not bitwise reproducible across machines
 and thread counts, so reproduction is tested by accuracy, never by weights or time.
 
+**Three named controls** (:data:`CONTROLS`, loaded by name with ``load_model(name)``; ``make control
+CONTROL=<name>`` retrains one): ``"control"`` (the 2 x 2 model above, notebook 09's by-hand sections);
+``"control-wide"`` (the same task on 2 layers x 8 heads, the positive control of every power measurement: the
+heads the answer needs are a small share, so a random head set is a fair comparison); ``"control-negative"``
+(2 x 8, the same items and prompt format, but ``mapping="fixed"``: one class -> label assignment,
+:func:`fixed_labels`, for all sequences, and ``bursty=False``: training contexts never show the query's class,
+so reading them cannot help and the answer is learned in the weights, as Chan et al. find without bursty
+contexts). Evaluation prompts (:func:`control_prompts`) are always bursty and follow the task's mapping, so on
+the negative control's prompts a model that read the context would be right as well: what it does with a swapped
+mapping (:func:`relabel`) and with classes never seen in training tells the two apart.
+
 **Checkpoint**: a safetensors file of the trained parameters (the training model: labels' embeddings,
 positions, attention, norms, unembedding, ``P``) plus the exemplar table and the recipe in its metadata
 (:func:`save_control`). :func:`load_control` verifies the file's sha256 before reading it (against
@@ -72,6 +83,11 @@ __all__ = [
     "CONTROL_NAME",
     "CONTROL_PATH",
     "CONTROL_SHA256",
+    "CONTROLS",
+    "ControlSpec",
+    "control_spec",
+    "control_kind",
+    "fixed_labels",
     "ControlTask",
     "ControlPrompts",
     "ControlError",
@@ -104,6 +120,33 @@ class ControlError(ValueError):
 
 
 @dataclass(frozen=True)
+class ControlSpec:
+    """A named control: what it is, its task and shape, how it is trained and where its checkpoint lives.
+
+    ``kind``: ``"positive"`` (the answer can only come from the context: the mechanism a check looks for is
+    there) or ``"negative"`` (the answer is in the weights and the context is not read: it is absent).
+    ``shape``: ``(n_layers, n_heads, d_model)``. ``train``: :func:`train_control`'s keyword arguments besides
+    the seed, task and shape. ``sha256``: of the shipped checkpoint (empty until one is shipped)."""
+
+    name: str
+    kind: str
+    task: ControlTask
+    shape: tuple[int, int, int]
+    file: str
+    sha256: str
+    about: str
+    train: dict = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return CONTROL_PATH.parent / self.file
+
+    @property
+    def n_heads(self) -> int:
+        return self.shape[0] * self.shape[1]
+
+
+@dataclass(frozen=True)
 class ControlTask:
     """The synthetic task's sizes (see the module docstring). ``seed`` draws the class centres and exemplar table."""
 
@@ -115,10 +158,23 @@ class ControlTask:
     noise: float = 0.5
     exemplars: int = 8
     seed: int = 0
+    # "sequence": the class -> label assignment is drawn afresh for every sequence (the positive controls: only the
+    # context can tell the answer); "fixed": one assignment for all sequences, :func:`fixed_labels` (the negative
+    # control: the answer can sit in the weights)
+    mapping: str = "sequence"
+    # True: the query's class is among the context's classes (every training sequence can be solved by reading
+    # it); False: training contexts never show the query's class, so reading them cannot help (the negative
+    # control's training; evaluation prompts of :func:`control_prompts` are always bursty)
+    bursty: bool = True
 
     def __post_init__(self):
         if self.n_pairs % self.n_labels:
             raise ControlError(f"n_pairs ({self.n_pairs}) must be a multiple of n_labels ({self.n_labels})")
+        if self.mapping not in ("sequence", "fixed"):
+            raise ControlError(f"mapping must be 'sequence' or 'fixed', got {self.mapping!r}")
+        if not self.bursty and self.mapping != "fixed":
+            raise ControlError("contexts without the query's class (bursty=False) carry no answer under a mapping "
+                               "drawn per sequence: use mapping='fixed'")
 
     @property
     def seq_len(self) -> int:
@@ -143,10 +199,49 @@ class ControlTask:
         raise ControlError(f"classes must be 'train' or 'heldout', got {which!r}")
 
 
+# The named controls (load them with load_model(name); retrain with `make control CONTROL=<name>`). Every one is an
+# attention-only HookedTransformer on the same task family, prompt format and items (same ``ControlTask`` sizes and
+# seed: token ``x12.3`` is the same vector in all three); they differ in the mapping and in width.
+CONTROLS: dict[str, ControlSpec] = {}
+for _spec in (
+    ControlSpec("control", "positive", ControlTask(), (2, 2, 64), "control.safetensors", CONTROL_SHA256,
+                "the positive control of notebook 09's by-hand sections: 2 layers x 2 heads, a class -> label "
+                "mapping drawn afresh for every sequence, so only the context can tell the answer"),
+    ControlSpec("control-wide", "positive", ControlTask(), (2, 8, 64), "control-wide.safetensors",
+                "576ed92c280ee96c2094455e75abdf91a266d691bce1d9dbe29cd3eca0a05180", "the wide positive control: the same task as 'control' on 2 layers x 8 heads, so one head "
+                "reads the answer at q among 16 and a random head set is a fair comparison"),
+    ControlSpec("control-negative", "negative", ControlTask(mapping="fixed", bursty=False), (2, 8, 64),
+                "control-negative.safetensors", "c9268fc9c2c53301168541522b9a1f23f140dfac8eb2551806d6b5c90d1a5d83",
+                "the negative control: the wide control's shape and prompt format, but one fixed class -> label "
+                "mapping and training contexts that never show the query's class, so the answer is learned in the "
+                "weights and the context is not read (in-weights learning; Chan et al., arXiv 2205.05055)",
+                train={"copy_steps": 0}),
+):
+    CONTROLS[_spec.name] = _spec
+
+
+def control_spec(name: str) -> ControlSpec:
+    """The :class:`ControlSpec` of a named control; a clear error naming the known ones otherwise."""
+    if name not in CONTROLS:
+        raise ControlError(f"unknown control {name!r}; the controls are {sorted(CONTROLS)}")
+    return CONTROLS[name]
+
+
 def class_centres(task: ControlTask) -> Float[np.ndarray, "classes dim"]:
     """Centres of the training classes then the held-out ones, drawn with ``task.seed`` (numpy PCG64)."""
     rng = np.random.default_rng([task.seed, 1])
     return rng.standard_normal((task.n_classes + task.n_heldout, task.dim)).astype(np.float32) / math.sqrt(task.dim)
+
+
+def fixed_labels(task: ControlTask) -> np.ndarray:
+    """The one class -> label index assignment of a ``mapping="fixed"`` task, for training and held-out classes
+    alike (``[n_classes + n_heldout]``; each label given to as many training classes, and as many held-out ones,
+    as the counts allow), drawn with ``task.seed`` (numpy PCG64 seeded ``[seed, 6]``). Held-out classes get a label
+    too, which no training sequence shows: a model that stores the mapping in its weights cannot know it."""
+    rng = np.random.default_rng([task.seed, 6])
+    train = rng.permutation(np.arange(task.n_classes) % task.n_labels)
+    held = rng.permutation(np.arange(task.n_heldout) % task.n_labels)
+    return np.concatenate([train, held]).astype(np.int64)
 
 
 def _items(task: ControlTask, centres, eta):
@@ -162,23 +257,43 @@ def exemplar_table(task: ControlTask) -> Float[np.ndarray, "classes exemplars di
 
 
 def _draw_sequences(task: ControlTask, n: int, rng: np.random.Generator, classes: np.ndarray, n_ways: int,
-                    pool: int | None, n_label_choices: int | None = None):
+                    pool: int | None, n_label_choices: int | None = None, bursty: bool = True):
     """Class ids ``[n, n_pairs + 1]`` (query last), label index of each pair ``[n, n_pairs]``, gold ``[n]`` and
     exemplar indices ``[n, n_pairs + 1]`` (distinct within a class when ``pool``, the exemplars per class, is
-    given; query never a copy of a context exemplar)."""
+    given; query never a copy of a context exemplar). Under ``task.mapping == "fixed"`` each class shows its
+    :func:`fixed_labels` label; ``bursty=False`` draws the query's class outside the context's."""
     if n_ways > task.n_labels or task.n_pairs % n_ways:
         raise ControlError(f"n_ways must divide n_pairs ({task.n_pairs}) and be at most n_labels ({task.n_labels})")
     per = task.n_pairs // n_ways
     def perms(k: int) -> np.ndarray:  # a random permutation of range(k) per row
         return np.argsort(rng.random((n, k)), axis=1)
 
-    cls = np.asarray(classes)[perms(len(classes))[:, :n_ways]]  # [n, ways]
-    labels = perms(n_label_choices or task.n_labels)[:, :n_ways]  # a fresh class -> label mapping per sequence
+    among = np.asarray(classes)
+    if task.mapping == "sequence":
+        cls = among[perms(len(among))[:, :n_ways]]  # [n, ways]
+        labels = perms(n_label_choices or task.n_labels)[:, :n_ways]  # a fresh class -> label mapping per sequence
+    elif bursty:  # the fixed mapping: one class of each shown label, so the context shows each label once
+        fixed = fixed_labels(task)
+        labels = perms(n_label_choices or task.n_labels)[:, :n_ways]
+        of = [among[fixed[among] == lab] for lab in range(task.n_labels)]
+        if any(len(c) == 0 for c in of):
+            raise ControlError("a label has no class among these classes under the fixed mapping; use more classes")
+        pick = np.stack([c[rng.integers(0, len(c), n)] for c in of], 1)  # [n, labels]: a class of each label
+        cls = np.take_along_axis(pick, labels, 1)
+    else:  # not bursty (the negative control's training): the query's class is none of the context's
+        fixed = fixed_labels(task)
+        both = among[perms(len(among))[:, :n_ways + 1]]
+        cls, qcls = both[:, :n_ways], both[:, n_ways]
+        labels = fixed[cls]
     slot = perms(task.n_pairs) % n_ways  # [n, pairs]: which of the ways each pair shows (per of each)
     qway = rng.integers(0, n_ways, n)
-    item_cls = np.concatenate([np.take_along_axis(cls, slot, 1), cls[np.arange(n), qway][:, None]], 1)
     pair_lab = np.take_along_axis(labels, slot, 1)
-    gold = labels[np.arange(n), qway]
+    if bursty:
+        item_cls = np.concatenate([np.take_along_axis(cls, slot, 1), cls[np.arange(n), qway][:, None]], 1)
+        gold = labels[np.arange(n), qway]
+    else:
+        item_cls = np.concatenate([np.take_along_axis(cls, slot, 1), qcls[:, None]], 1)
+        gold = fixed[qcls]
     ex = None
     if pool is not None:
         if pool < per + 1:
@@ -189,8 +304,10 @@ def _draw_sequences(task: ControlTask, n: int, rng: np.random.Generator, classes
                 draw = rng.permutation(pool)
                 at = np.flatnonzero(slot[i] == w)
                 ex[i, at] = draw[: len(at)]
-                if w == qway[i]:
+                if bursty and w == qway[i]:
                     ex[i, -1] = draw[len(at)]
+            if not bursty:
+                ex[i, -1] = rng.integers(0, pool)
     return item_cls, pair_lab, gold, ex
 
 
@@ -200,13 +317,15 @@ def sample_vectors(task: ControlTask, centres: torch.Tensor, batch: int, gen: np
 
     ``tokens`` hold BOS, the label tokens and a placeholder (id ``1 + n_labels``) at every item position; items
     enter at ``hook_embed``. With probability ``copy_prob`` a query is an exact copy of one context item of its
-    class (the curriculum of :func:`train_control`).
+    class (the curriculum of :func:`train_control`; bursty tasks only). The sequences follow ``task.mapping`` and
+    ``task.bursty`` (the training distribution).
     """
     n_ways = n_ways or task.n_labels
-    item_cls, pair_lab, gold, _ = _draw_sequences(task, batch, gen, task.classes(classes), n_ways, None)
+    item_cls, pair_lab, gold, _ = _draw_sequences(task, batch, gen, task.classes(classes), n_ways, None,
+                                                  bursty=task.bursty)
     eta = gen.standard_normal((batch, task.n_pairs + 1, task.dim)).astype(np.float32) / math.sqrt(task.dim)
     x = _items(task, centres.numpy()[item_cls], eta)
-    if copy_prob > 0:
+    if copy_prob > 0 and task.bursty:
         copy = np.flatnonzero(gen.random(batch) < copy_prob)
         for i in copy:
             same = np.flatnonzero(item_cls[i, :-1] == item_cls[i, -1])
@@ -337,7 +456,7 @@ def shuffled_labels(cp: ControlPrompts, seed: int) -> ControlPrompts:
 # ----------------------------------------------------------------- model, training
 
 
-def _config(task: ControlTask, d_vocab: int, seed: int, d_model: int = 64, n_heads: int = 2, n_layers: int = 2):
+def _config(task: ControlTask, d_vocab: int, seed: int, n_layers: int = 2, n_heads: int = 2, d_model: int = 64):
     from transformer_lens import HookedTransformerConfig  # lazy: TransformerLens takes seconds to import
 
     return HookedTransformerConfig(
@@ -347,11 +466,11 @@ def _config(task: ControlTask, d_vocab: int, seed: int, d_model: int = 64, n_hea
     )
 
 
-def _training_model(task: ControlTask, seed: int):
+def _training_model(task: ControlTask, seed: int, shape: tuple[int, int, int] = (2, 2, 64)):
     from transformer_lens import HookedTransformer  # lazy: TransformerLens takes seconds to import
 
     torch.manual_seed(seed)
-    model = HookedTransformer(_config(task, 2 + task.n_labels, seed))
+    model = HookedTransformer(_config(task, 2 + task.n_labels, seed, *shape))
     gen = torch.Generator().manual_seed(seed)
     proj = torch.nn.Parameter(torch.randn(task.dim, model.cfg.d_model, generator=gen) / math.sqrt(task.dim))
     return model, proj
@@ -411,13 +530,16 @@ class TrainResult:
 def train_control(seed: int = 0, task: ControlTask | None = None, batch: int = 128, lr: float = 1e-3,
                   copy_steps: int = 1000, warmup: int = 0, max_steps: int = 20000, max_seconds: float = 540.0,
                   stop_acc: float = 0.98, eval_every: int = 100, eval_n: int = 1024,
-                  progress: bool = True, threads: int = 1) -> TrainResult:
+                  progress: bool = True, threads: int = 1, shape: tuple[int, int, int] = (2, 2, 64)) -> TrainResult:
     """Train the control from ``seed`` (the task's centres come from ``task.seed``; ``seed`` draws the
     initialisation, the batches and the evaluation sequences). Returns :class:`TrainResult`.
 
     Stops at the first evaluation whose accuracy on ``eval_n`` fresh sequences (fresh items of training classes)
     reaches ``stop_acc``, else at ``max_steps`` or once ``max_seconds`` have passed (checked every step; the last
     step is then evaluated).
+
+    ``shape``: ``(n_layers, n_heads, d_model)`` of the attention-only model (the named controls' are in
+    :data:`CONTROLS`). The copy curriculum applies to bursty tasks only.
 
     ``threads``: torch CPU threads while training (restored after). The model's matrices are tiny (64 wide), so one
     thread is faster than two; on two cores shared with other jobs two threads were about ten times slower per step
@@ -429,16 +551,17 @@ def train_control(seed: int = 0, task: ControlTask | None = None, batch: int = 1
     torch.set_num_threads(threads)
     try:
         return _train(seed, task, batch, lr, copy_steps, warmup, max_steps, max_seconds, stop_acc, eval_every, eval_n,
-                      progress, tqdm)
+                      progress, tqdm, tuple(shape))
     finally:
         torch.set_num_threads(old_threads)
 
 
 def _train(seed, task, batch, lr, copy_steps, warmup, max_steps, max_seconds, stop_acc, eval_every, eval_n, progress,
-           tqdm) -> TrainResult:
+           tqdm, shape) -> TrainResult:
     task = task or ControlTask()
     centres = torch.from_numpy(class_centres(task))
-    model, proj = _training_model(task, seed)
+    model, proj = _training_model(task, seed, shape)
+    copy_steps = copy_steps if task.bursty else 0
     params = list(model.parameters()) + [proj]
     opt = torch.optim.AdamW(params, lr=lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
@@ -472,19 +595,21 @@ def _train(seed, task, batch, lr, copy_steps, warmup, max_steps, max_seconds, st
     state["proj"] = proj.detach().clone()
     recipe = {"seed": seed, "batch": batch, "lr": lr, "copy_steps": copy_steps, "warmup": warmup,
               "max_steps": max_steps, "max_seconds": max_seconds, "stop_acc": stop_acc, "eval_every": eval_every,
-              "eval_n": eval_n, "optimizer": "AdamW"}
+              "eval_n": eval_n, "optimizer": "AdamW", "shape": list(shape)}
     return TrainResult(state, curve, task, recipe, step, time.perf_counter() - t0, acc, steps_to)
 
 
 # ----------------------------------------------------------------- baking, checkpoint
 
 
-def bake(state: dict[str, torch.Tensor], task: ControlTask, table: np.ndarray | None = None, seed: int = 0):
-    """The token model: a plain :class:`HookedTransformer` whose item tokens embed as ``table @ P``."""
+def bake(state: dict[str, torch.Tensor], task: ControlTask, table: np.ndarray | None = None, seed: int = 0,
+         shape: Sequence[int] = (2, 2, 64), name: str = CONTROL_NAME):
+    """The token model: a plain :class:`HookedTransformer` whose item tokens embed as ``table @ P``, named
+    ``name`` (``cfg.icl_model_name``, the key of its stored results)."""
     from transformer_lens import HookedTransformer  # lazy: TransformerLens takes seconds to import
 
     table = exemplar_table(task) if table is None else table
-    model = HookedTransformer(_config(task, task.d_vocab, seed), tokenizer=control_tokenizer(task),
+    model = HookedTransformer(_config(task, task.d_vocab, seed, *shape), tokenizer=control_tokenizer(task),
                               default_padding_side="right")
     sd = {k: v for k, v in state.items() if k != "proj"}
     W_E = torch.zeros(task.d_vocab, model.cfg.d_model)
@@ -497,22 +622,22 @@ def bake(state: dict[str, torch.Tensor], task: ControlTask, table: np.ndarray | 
     sd.update({"embed.W_E": W_E, "unembed.W_U": W_U, "unembed.b_U": b_U})
     model.load_state_dict(sd, strict=False)
     model.cfg.default_prepend_bos = True
-    model.cfg.icl_model_name = CONTROL_NAME
+    model.cfg.icl_model_name = name
     model.cfg.icl_control_task = asdict(task)
     model.eval()
     return model
 
 
-def save_control(result: TrainResult, path: str | Path) -> str:
-    """Write the checkpoint (safetensors: trained parameters + exemplar table; task, recipe and curve in its
-    metadata), its ``.sha256`` beside it and the training curve as ``<stem>_curve.csv``. Returns the sha256."""
+def save_control(result: TrainResult, path: str | Path, name: str = CONTROL_NAME) -> str:
+    """Write the checkpoint (safetensors: trained parameters + exemplar table; its name, task, recipe and curve in
+    its metadata), its ``.sha256`` beside it and the training curve as ``<stem>_curve.csv``. Returns the sha256."""
     from safetensors.torch import save_file  # lazy: only when a checkpoint is read or written
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.contiguous() for k, v in result.state.items()}
     tensors["exemplar_table"] = torch.from_numpy(exemplar_table(result.task))
-    meta = {"task": json.dumps(asdict(result.task)), "recipe": json.dumps(result.recipe),
+    meta = {"name": json.dumps(name), "task": json.dumps(asdict(result.task)), "recipe": json.dumps(result.recipe),
             "training": json.dumps({"steps": result.steps, "seconds": round(result.seconds, 1),
                                     "accuracy": result.accuracy, "steps_to": result.steps_to})}
     save_file(tensors, str(path), metadata=meta)
@@ -525,8 +650,9 @@ def save_control(result: TrainResult, path: str | Path) -> str:
 
 
 def _expected_sha(path: Path) -> str:
-    if path.resolve() == CONTROL_PATH.resolve() and CONTROL_SHA256:
-        return CONTROL_SHA256
+    for spec in CONTROLS.values():  # a shipped checkpoint is held to the sha256 written here, not to its side file
+        if path.resolve() == spec.path.resolve() and spec.sha256:
+            return spec.sha256
     side = path.with_suffix(".sha256")
     if not side.exists():
         raise ControlError(f"{path}: no {side.name} beside it, so its sha256 cannot be verified; "
@@ -555,26 +681,41 @@ def _verified(path: Path) -> Path:
     return path
 
 
-def load_control(path: str | Path = CONTROL_PATH) -> HookedTransformer:
-    """The control as a baked token model, after verifying the checkpoint's sha256 (a clear error if it differs)."""
+def load_control(which: str | Path = CONTROL_NAME) -> HookedTransformer:
+    """A control as a baked token model, after verifying the checkpoint's sha256 (a clear error if it differs).
+
+    ``which``: a name of :data:`CONTROLS` (``"control"``, ``"control-wide"``, ``"control-negative"``: the shipped
+    checkpoint under ``data/control/``) or the path of a checkpoint written by :func:`save_control` (e.g. by
+    ``make control``), which keeps the name stored in it."""
     from safetensors.torch import load_file  # lazy: only when a checkpoint is read or written
 
-    path = _verified(Path(path))
+    path = control_spec(which).path if isinstance(which, str) and which in CONTROLS else Path(which)
+    if isinstance(which, str) and not path.suffix and not path.exists():
+        control_spec(which)  # a name that is not a control: say which names are
+    path = _verified(path)
     info = checkpoint_info(path)
     tensors = load_file(str(path))
     table = tensors.pop("exemplar_table").numpy()
     task = ControlTask(**info["task"])
-    model = bake(tensors, task, table, seed=info["recipe"]["seed"])
+    model = bake(tensors, task, table, seed=info["recipe"]["seed"], shape=info["recipe"].get("shape", (2, 2, 64)),
+                 name=info.get("name", CONTROL_NAME))
     model.cfg.icl_control_info = info
     return model
 
 
 def is_control(model) -> bool:
-    return getattr(model.cfg, "icl_model_name", None) == CONTROL_NAME
+    """Whether ``model`` is one of the controls (:data:`CONTROLS`), positive or negative."""
+    return getattr(model.cfg, "icl_model_name", None) in CONTROLS
+
+
+def control_kind(model) -> str:
+    """``"positive"`` or ``"negative"``: whether the mechanism the checks look for is there in this control."""
+    return control_spec(model.cfg.icl_model_name).kind if is_control(model) else ""
 
 
 def control_task(model) -> ControlTask:
     """The task a loaded control was trained on."""
     if not is_control(model):
-        raise ControlError("this model is not the control (load it with load_model('control'))")
+        raise ControlError("this model is not a control (load one with load_model('control'), 'control-wide' or "
+                           "'control-negative')")
     return ControlTask(**model.cfg.icl_control_task)

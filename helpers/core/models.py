@@ -18,7 +18,7 @@ What ``name`` can be:
 - any official TransformerLens name (``gpt2-xl``, ``EleutherAI/gpt-j-6B``, ...), loaded from the hub when a
   network exists, with bounded waits (:mod:`helpers.core.hub`). GPT-2 and GPT-J run without BOS, as the paper's
   code did.
-- ``"control"``: the small model trained here (:mod:`helpers.core.control`).
+- ``"control"``, ``"control-wide"``, ``"control-negative"``: the small models trained here (:mod:`helpers.core.control`).
 
 ``ICL_DTYPE`` (``float32``, the default; ``bfloat16``; ``float16``) sets the
 dtype when load_model is given none; a dtype other than float32 is part of the
@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from helpers.core.control import load_control
+from helpers.core.control import CONTROLS, load_control
 from helpers.core.hub import _hub_offline, _load_hub
 from helpers.core.model_loading import (
     LocalModelError,
@@ -226,7 +226,7 @@ def resolve_name(name: str) -> str:
     for an unknown name.
     """
     name = ALIASES.get(name, name)
-    if name in OFFLINE_MODELS or name == "control":  # control: the model trained here (helpers/core/control.py)
+    if name in OFFLINE_MODELS or name in CONTROLS:  # the controls: models trained here (helpers/core/control.py)
         return name
     local = _local_dir(name)
     if local is not None:
@@ -360,19 +360,21 @@ def load_model(
     ----------
     name: canonical name or alias (``"gemma-3-270m"``, ``"smollm2"``, ``"gpt2-xl"``...), or the path of a
         local model directory saved with ``save_pretrained`` (recorded as :func:`local_model_name`), or
-        ``"control"``: the small model trained here on a synthetic in-context task
-        (:func:`helpers.core.control.load_control`; float32 on the CPU, its checkpoint's sha256 verified).
+        ``"control"``, ``"control-wide"`` or ``"control-negative"``: the small models trained here on a synthetic
+        in-context task, the first two positive controls (they read the mapping from their context) and the last
+        a negative one (it answers from its weights) (:func:`helpers.core.control.load_control`; float32 on the
+        CPU, the checkpoint's sha256 verified).
     device: defaults to CUDA when available, else CPU.
     dtype: ``float32``, ``bfloat16`` or ``float16`` (a torch dtype or its name); None reads ``$ICL_DTYPE``,
         default float32. The dtype is part of the recorded name (:func:`model_identity`).
     return_hf: also return the transformers model (offline models and local directories) for
         cross-checks of log-probabilities.
     """
-    if name == "control":  # the positive control trained in this repository (helpers/core/control.py)
+    if name in CONTROLS:  # the controls trained in this repository (helpers/core/control.py)
         t0 = time.perf_counter()
-        model = load_control()
+        model = load_control(name)
         if verbose:
-            print(f"loaded control in {time.perf_counter() - t0:.1f}s ({model.cfg.n_layers} layers x "
+            print(f"loaded {name} in {time.perf_counter() - t0:.1f}s ({model.cfg.n_layers} layers x "
                   f"{model.cfg.n_heads} heads, attention only, BOS=yes; sha256 verified)")
         return (model, None) if return_hf else model
     dtype = resolve_dtype(dtype)

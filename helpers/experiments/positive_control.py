@@ -49,6 +49,8 @@ __all__ = [
     "circuit_attention",
     "circuit_attention_reference",
     "hidden_anchor_accuracy",
+    "text_anchor_prompts",
+    "text_anchor_loyalty",
     "control_claims",
     "SHIFT",
 ]
@@ -167,6 +169,32 @@ def hidden_anchor_accuracy(model, cp: ControlPrompts, seed: int, full: torch.Ten
             out[name].append(float(pred == p.gold))
             out[f"{name}_loyal"].append(float(pred == full[i]))
     return {k: np.asarray(v) for k, v in out.items()}
+
+
+def text_anchor_prompts(cp: ControlPrompts) -> list[Prompt]:
+    """Paper A's Text_anchor on the control: each sequence with its items removed from the context, so BOS, its
+    label tokens in order, then the query item (the label words as text, without what they label)."""
+    out = []
+    for p in cp.prompts:
+        n = len(p.label_pos)
+        tokens = p.tokens[[0, *p.label_pos, p.q]]
+        words = p.text.split(" ")
+        out.append(Prompt(tokens=tokens, text=" ".join([words[j - 1] for j in p.label_pos] + [words[-1]]),
+                          label_pos=list(range(1, n + 1)), label_class=list(p.label_class),
+                          label_spans=[(j, j + 1) for j in range(1, n + 1)], format_pos=[], text_spans=[],
+                          query_span=(n + 1, n + 2), q=n + 1, bos=True, gold=p.gold,
+                          kinds=["bos"] + ["label"] * n + ["query"], demo_end=n + 1))
+    return out
+
+
+def text_anchor_loyalty(model, cp: ControlPrompts, full: torch.Tensor | None = None,
+                        batch_size: int = 256) -> np.ndarray:
+    """Per input, 1 where the prediction on :func:`text_anchor_prompts` equals the one with the full context
+    (``full``: those predictions when already computed), else 0: Text_anchor's label loyalty."""
+    if full is None:
+        full = predict(model, cp.prompts, cp.label_ids, batch_size=batch_size, top_k=0).pred
+    pred = predict(model, text_anchor_prompts(cp), cp.label_ids, batch_size=batch_size, top_k=0).pred
+    return (pred == full).numpy().astype(float)
 
 
 # ----------------------------------------------------------------- claims (criteria fixed before the run)
