@@ -42,6 +42,14 @@
 # collection takes its prompts unchanged. `make control` retrains it; `load_model("control")` loads the shipped
 # checkpoint (`data/control/`) after checking its sha256.
 #
+# **Two more controls** (section 1b) turn "the method found it here" into a measured power. The *wide* positive
+# control is the same task on 2 layers x 8 heads, so the heads the answer needs are a small share and "these heads
+# against as many random heads" is a fair comparison. The *negative* control has the wide one's shape, items and
+# prompt format, but one fixed class -> label mapping and training contexts that never show the query's class: it
+# answers from its weights (in-weights learning, which Chan et al. find when contexts are not bursty) and does not
+# read its context. Section 4 runs every check of notebooks 01, 02, 03, 05, 07 and 10 many times on both: how often
+# it sees the mechanism where it is there (sensitivity) and stays silent where it is absent (specificity).
+#
 # Run sizes come from the profile (`helpers/experiments/positive_control.py`, `control_sizes`): per seed,
 # 4 x `n_test` sequences (the control costs about a thousandth of the offline models per input). Under
 # `ICL_PROFILE=smoke` (what `make test` runs) the numbers test that the code runs; they are not evidence.
@@ -53,7 +61,7 @@ from IPython.display import display
 
 from helpers.core.control import CONTROL_PATH, checkpoint_info, control_prompts, control_task
 from helpers.core.models import load_model
-from helpers.exercises.positive_control import check_circuit_attention
+from helpers.exercises.positive_control import check_circuit_attention, check_negative_prediction
 from helpers.experiments import aucroc as auc
 from helpers.experiments import head_ablation as ha
 from helpers.experiments import incontext_heads as ih
@@ -63,8 +71,10 @@ from helpers.experiments import positive_control as pc
 from helpers.experiments import saliency as sal
 from helpers.experiments import two_towers as tt
 from helpers.experiments.saliency_graph import flow_graph
+from helpers.protocols import power
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
+from helpers.study.power_report import power_frame, power_summary
 from helpers.study.profiles import get_profile
 from helpers.study.stats import bootstrap_means
 
@@ -109,6 +119,26 @@ display(plots.interval_table({"accuracy, training classes": accuracy,
                               "label swap: swap-averaged accuracy": swap["swap_averaged"],
                               "label swap: answer moves with the labels": swap["follows"],
                               "label swap: same answer (a label prior)": swap["same"]}))
+
+# %% [markdown]
+# ## 1b · Two more controls: a wide positive one, and a negative one
+#
+# The same three measurements on the two controls every power measurement of section 4 uses. The negative
+# control's prompts have the format and items of the others, with its one fixed mapping: a model that read the
+# context would be right on them too. What tells reading from remembering is the label swap (a reader's answer
+# moves with the labels, a rememberer's stays) and classes never seen in training (a reader is right, a rememberer
+# guesses). The table: per control and measurement, the mean over inputs with its 95% interval.
+
+# %%
+others = {name: load_model(name) for name in (power.POSITIVE, power.NEGATIVE)}  # wide positive, negative
+premises = {}
+for name, m in others.items():
+    for classes in ("train", "heldout"):
+        runs = {s: pc.label_swap(m, control_prompts(control_task(m), sizes.n, s, classes=classes)) for s in seeds}
+        premises[(name, classes)] = {k: bootstrap_means(pc.swap_cells(runs, k)) for k in ("correct", "swap_averaged",
+                                                                                          "follows", "same")}
+display(plots.interval_table({f"{name}, {'training' if c == 'train' else 'held-out'} classes: {k}": iv
+                              for (name, c), ivs in premises.items() for k, iv in ivs.items()}))
 
 # %% [markdown]
 # ## 2 · The mechanism by hand: two attention patterns
@@ -173,6 +203,21 @@ print(plots.control_uniform_text(first.prompts[0]))
 plots.attention_view(model, first.prompts[0], model.cfg.n_layers - 1)
 
 # %% [markdown]
+# The same two patterns on the wide positive control and on the negative one, each on its own sequences of the
+# first seed (columns L{layer}H{head}). On the wide control some first-layer heads should attend from each label to
+# its item and one last-layer head from q to the matching labels; on the negative control nothing forces either,
+# since reading the context never helped it in training. Then the negative control's last layer on one sequence.
+
+# %%
+for name, m in others.items():
+    cp_m = control_prompts(control_task(m), sizes.n, seeds[0])
+    print(name)
+    display(plots.circuit_table(pc.circuit_attention(m, cp_m, batch_size).mean(0),
+                                rows=("(a) label -> its item", "(b) q -> labels of the query's class")))
+negative = others[power.NEGATIVE]
+plots.attention_view(negative, control_prompts(control_task(negative), 1, seeds[0]).prompts[0], negative.cfg.n_layers - 1)
+
+# %% [markdown]
 # ## 3 · The collection's methods on the control
 #
 # Every measurement below is the collection's own function (notebooks 01, 02, 03, 05 and 07), called with the
@@ -191,6 +236,18 @@ flow_ivs = sal.flow_intervals(flow_runs)
 display(sal.flow_interval_table(flow_ivs, ["control"]))
 plots.flows_by_layer(sal.flow_frame(flow_runs), intervals=flow_ivs, x="layer", y="relative size",
                      curves=("S_wp", "S_pq", "S_ww"))
+
+# %% [markdown]
+# The same flows on the wide positive control and on the negative one (the same seeds' sequences): the figures,
+# one per control, show the three relative flows per layer with their 95% intervals. Relative flows are shares of
+# each layer's total, so a model that ignores its context still has flows: what differs is where they go.
+
+# %%
+for name, m in others.items():
+    runs_m = {("control", s): sal.saliency_flow(m, control_prompts(control_task(m), sizes.n_saliency, s + 500).prompts,
+                                                 control_task(m).label_ids, batch_size=64) for s in seeds}
+    plots.flows_by_layer(sal.flow_frame(runs_m), intervals=sal.flow_intervals(runs_m), x="layer", y="relative size",
+                         curves=("S_wp", "S_pq", "S_ww"), title=name)
 
 # %% [markdown]
 # The same saliency, one sequence at a time, drawn as paper A's Fig. 1 (the view of notebook 01): tokens along the
@@ -297,7 +354,54 @@ display(plots.interval_table({k: bootstrap_means({("control", s): h[k] for s, h 
                               for k in anchor_only[seeds[0]]}))
 
 # %% [markdown]
-# ## 4 · The papers beside the control
+# ## 4 · What each check can see: its power on the two controls
+#
+# Every check of notebooks 01, 02, 03, 05, 07 and 10 runs again and again (replicates: each at this notebook's size
+# per seed, on sequences of its own seed) on the wide positive control, where the mechanism it looks for is there,
+# and on the negative control, where it is absent; both controls see the same items with the same labels. Each
+# replicate is graded by the check's own notebook function and criterion, unchanged. **Sensitivity** is the share
+# of the positive control's replicates that say "replicates"; **specificity** the share of the negative control's
+# that say anything else; each with its exact 95% binomial interval. The reading was fixed before any run
+# (`helpers/study/power_report.py`): an interval at or above 0.5 says yes, one below 0.5 says no; a check that
+# sees it and stays silent is *informative*; one that misses it or fires on the negative is *uninformative*, and
+# its verdicts on the language models (README, notebook 10) say so.
+#
+# **Exercise.** Before running the next cells, predict for a few checks whether each will *fire* (say
+# "replicates") or stay *silent* on the negative control, which answers from its weights. Think about what each
+# check measures: a difference the context makes, or something any model shows.
+
+# %% tags=["solution"]
+def predict_on_negative():
+    """For at least two checks (claim keys), "fires" if you expect the check to say "replicates" on the negative
+    control, else "silent". Returns {claim key: "fires" or "silent"}."""
+    return {
+        # isolating the label words cannot matter to a model that does not read them
+        "02.label_first_hurts_most": "silent",
+        # random words barely matter to any model that does not read them: this one should say "replicates"
+        "02.random_first_barely_matters": "fires",
+        # the ranking scores heads by what they write at q; the negative control writes its stored answer there,
+        # so ablating that head costs accuracy whatever the context holds
+        "07.ablation_at_q": "fires",
+        # the mapping control swaps the labels in the context; an answer from the weights does not move
+        "07.foobar_icl": "silent",
+    }
+
+
+# %% [markdown]
+# The runs (stored on disk per control, replicate and group of checks, so a rerun reads them back), the table, and
+# your prediction beside what the negative control's replicates said. The table: a row per check of the language
+# models, the control claim that measures it, sensitivity and specificity with their intervals, the verdicts of the
+# replicates, and the reading; the last rows name the checks the controls cannot measure, and why.
+
+# %%
+psizes = power.power_sizes(profile)  # replicates, and per replicate the sequences of one seed
+power_rows, power_runs = power.power_study(psizes)
+display(power_frame(power_rows))
+check_negative_prediction(predict_on_negative, power_rows)
+print(power_summary(power_rows))
+
+# %% [markdown]
+# ## 5 · The papers beside the control
 #
 # **Checks fixed before the run.** The control's premise (`control_claims`): accuracy on training classes and on
 # classes never seen in training, and the label-swap control's swap-averaged accuracy, each with its whole 95%
@@ -311,15 +415,19 @@ display(plots.interval_table({k: bootstrap_means({("control", s): h[k] for s, h 
 # %%
 ctx = f"control, {len(seeds)} seed(s) x {sizes.n} sequences"
 claims = (pc.control_claims(accuracy, heldout_accuracy, swap["swap_averaged"], swap["follows"], ctx)
+          + pc.controls_claims(premises[(power.POSITIVE, "train")]["swap_averaged"],
+                               premises[(power.NEGATIVE, "train")]["correct"], premises[(power.NEGATIVE, "train")]["follows"],
+                               premises[(power.NEGATIVE, "heldout")]["correct"], ctx.replace("control", "the two other controls"))
           + sal.saliency_claims(flow_ivs, ["control"], ctx)
           + iso.isolation_claims(loyalty, loyalty_drop, k=1, context=ctx)
           + auc.aucroc_claims(auc_curve, auc_ivs, MODEL, context=ctx)
           + mc.mapping_claims(mapping, ctx) + ha.ablation_claims(ablation_ivs, ctx) + tt.two_towers_claims(carrying, towers, ctx))
 _ = report_claims("09_a_model_that_learns_in_context", claims, digits=2, model_name=MODEL,
-                  metrics={"sizes": sizes.as_dict(), "incontext_heads": icl_heads, "training": info["training"]})
+                  metrics={"sizes": sizes.as_dict(), "incontext_heads": icl_heads, "training": info["training"],
+                           "power_sizes": psizes.as_dict(), "power": [p.to_json() for p in power_rows]})
 
 # %% [markdown]
-# ## 5 · Questions for discussion
+# ## 6 · Questions for discussion
 #
 # **1.** The class -> label assignment is drawn afresh for every sequence. Why does that make accuracy above 0.25
 # proof of in-context learning, when the same number on Gemma or SmolLM2 would not be?
@@ -366,7 +474,7 @@ _ = report_claims("09_a_model_that_learns_in_context", claims, digits=2, model_n
 # </details>
 
 # %% [markdown]
-# ## 6 · Reading: what each method sees on a model that certainly learns in context
+# ## 7 · Reading: what each method sees on a model that certainly learns in context
 #
 # On this model the mechanism is known (section 2: a first-layer head copies each item into its label, a
 # second-layer head reads the labels of the query's class at q), so each verdict below grades the *method*:
@@ -377,6 +485,14 @@ _ = report_claims("09_a_model_that_learns_in_context", claims, digits=2, model_n
 _ = show_reading("09_a_model_that_learns_in_context", digits=2, model_name=MODEL, says={
     "09.icl_accuracy": {"replicates": "The premise holds: the control reads the mapping from its context.",
                         "*": "The premise does not hold on this checkpoint: retrain it (`make control`)."},
+    "09.wide_label_swap": {"replicates": "The wide control reads the mapping too: its power runs stand on a mechanism "
+                                         "that is there.",
+                           "*": "The wide control does not read the mapping reliably: its sensitivities mean little."},
+    "09.negative_ignores_swap": {"replicates": "The negative control's answer stays put when the labels move: it does "
+                                               "not read the mapping, so its specificities stand on a mechanism that "
+                                               "is absent.",
+                                 "*": "The negative control moves with the labels more than it should: its "
+                                      "specificities mean little."},
     "01.shallow_wp_dominant": {
         "replicates": "Saliency sees the first-layer copy.",
         "*": "Saliency misses the first-layer copy on a model whose layer 0 certainly makes it. The cause is the "
@@ -387,7 +503,7 @@ _ = show_reading("09_a_model_that_learns_in_context", digits=2, model_name=MODEL
     "07.ablation_all": {
         "replicates": "Ablating the in-context head everywhere costs more than random heads.",
         "inconclusive": "At every position the contrast with random heads is not clear: a random draw can hit the copying head "
-             "of layer 0, which gain and drop at q do not rank (section 4). Paper B's ranking cannot see a head "
+             "of layer 0, which gain and drop at q do not rank (section 3.4). Paper B's ranking cannot see a head "
              "that acts at the label positions.",
     }})
 

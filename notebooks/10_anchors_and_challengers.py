@@ -55,7 +55,6 @@
 # %%
 import itertools
 
-import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 import torch
@@ -74,7 +73,7 @@ from helpers.experiments import isolation_classes as ic
 from helpers.experiments import saliency_classes as sc
 from helpers.experiments.saliency import saliency_matrices
 from helpers.study import plots
-from helpers.study.challengers_report import account_table, heads_table, power_table
+from helpers.study.challengers_report import account_table, heads_table
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile, label_span_sizes
 
@@ -205,14 +204,10 @@ scores = {"incontext": (pooled.mean_gain + pooled.mean_drop) / 2,  # shown; the 
           "fv": torch.stack(list(hs.fv_runs(model, profile.tasks, head_sizes).values())).mean(0)}
 top = {"incontext": ih.rank_heads(pooled)[:n_top], "induction": hs.top_heads(scores["induction"], n_top),
        "fv": hs.top_heads(scores["fv"], n_top)}
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-for ax, (name, score) in zip(axes, scores.items()):
-    signed = name in ("incontext", "fv")  # effects on a probability, either sign: a diverging map centred at 0
-    sns.heatmap(score.numpy(), ax=ax, cmap="RdBu_r" if signed else "viridis", center=0 if signed else None,
-                cbar_kws={"shrink": 0.7})
-    ax.set(xlabel="head", ylabel="layer", title=f"{hs.SETS[name].split(' (')[0]}: score")
-fig.suptitle(f"{current_model_name()}: three head scores; the top {n_top} of each are ablated below", y=1.03)
-plots.show_figure(fig, "10_head_scores")
+names = {k: hs.SETS[k].split(" (")[0] for k in scores}  # effects on a probability (either sign) map around 0
+plots.head_score_panels({names[k]: v for k, v in scores.items()}, signed=(names["incontext"], names["fv"]),
+                        title=f"{current_model_name()}: three head scores; the top {n_top} of each are ablated below",
+                        save_as="10_head_scores")
 n_heads = model.cfg.n_layers * model.cfg.n_heads
 display(pd.DataFrame([{"rankings": f"{a} & {b}", **{k: v for k, v in hs.overlap(top[a], top[b], n_heads).items()}}
                       for a, b in itertools.combinations(top, 2)]).set_index("rankings"))
@@ -277,59 +272,43 @@ display(pd.DataFrame({
                                                  "all minus first": ""}}).T)
 
 # %% [markdown]
-# ## The same checks on a model whose answer is known
+# ## The same checks on models whose answer is known
 #
-# A check that finds nothing on these two models may be blind rather than right. Notebook 09's positive control
-# answers only from its context, through a circuit that is known: in layer 0 a previous-token head copies each item
-# into the label token after it; in the last layer a matching head at $q$ reads the labels whose item matches the
-# query's class. So on the control the label words are the anchor, and two of its four heads carry the answer. Its
-# prompts (`BOS, item, label, ..., item`) have no template tokens: the forerunner and template accounts cannot be
-# tested there, but the checks can. On the control's sequences each check runs as above: isolation in the first
-# layer (of two) of the label words against as many content tokens (the items); their flows per pair against the
-# content tokens'; and each ranking's top head (one of four, as notebook 09 fixed before its run) ablated against a
-# random other head, which may itself be the circuit's other head. The circuit's heads are read off the attention
-# (`helpers.experiments.positive_control.circuit_attention`): in layer 0 the head whose labels attend most to their
-# item, in the last layer the head whose $q$ attends most to the labels of the query's class. The figure: per panel
-# (the two known attention patterns, then the three rankings' scores), the score (colour, annotated) of each head
-# (x) in each layer (y).
+# A check that finds nothing on these two models may be blind rather than right; one that finds something may fire
+# on anything. Notebook 09's two controls tell the two apart. The *wide positive control* (2 layers x 8 heads)
+# answers only from its context, through a circuit that is known: in layer 0, previous-token heads copy each item
+# into the label token after it; in the last layer, a matching head at $q$ reads the labels whose item matches the
+# query's class. So there the label words are the anchor, and one of its sixteen heads reads the answer. The
+# *negative control* has the same shape, items and prompt format but answers from its weights and does not read
+# its context: there the anchor is absent. Their prompts (`BOS, item, label, ..., item`) have no template tokens,
+# so the forerunner and template accounts cannot be tested on them, but the checks that test those accounts can:
+# the isolation of a class of positions against as many content tokens, and its flows per pair against content's,
+# are run with the label words as the class.
+#
+# Each check runs many times (replicates, `helpers/protocols/power.py`) on both controls with its criterion of
+# this notebook, unchanged: the ranking's top head (one, fixed before any run) against as many random heads, with
+# the controls' four labels and swap-averaged on their two-way sequences. Sensitivity is the share of the positive
+# control's replicates that say "replicates", specificity the share of the negative control's that do not. The
+# replicates are stored on disk, so when notebook 09 has run (it measures every check's power) this reads them
+# back. First, the figure: per panel, the two known attention patterns of the wide control's circuit, then the
+# three rankings' scores, per head (x) and layer (y).
 
 # %%
-from helpers.core.control import control_prompts, control_task, shuffled_labels
+from helpers.core.control import control_prompts, control_task
 from helpers.experiments import positive_control as pc
+from helpers.protocols import power
+from helpers.study.power_report import CHECKS, NOT_MEASURED, power_frame
 
-control = load_model("control")
-c_task, c_sizes = control_task(control), pc.control_sizes(profile)  # seeds; per seed n sequences, n_attr, n_saliency
-c_sets = {s: control_prompts(c_task, c_sizes.n, s) for s in c_sizes.seeds}  # 4-way sequences, each its own context
-c_loyalty = ic.class_loyalty_intervals(ic.control_isolation_runs(control, c_sets, k=1))
-c_flows = sc.control_flow_intervals(sc.control_flow_runs(control, {s: control_prompts(c_task, c_sizes.n_saliency, s + 500)
-                                                                   for s in c_sizes.seeds}), control.cfg.n_layers)
-c_attr = control_prompts(c_task, c_sizes.n_attr, c_sizes.seeds[0] + 1000)  # the rankings' own sequences
-c_pooled = ih.head_attribution(control, c_attr.prompts, c_attr.label_ids, shared=False)
-circuit = pc.circuit_attention(control, c_sets[c_sizes.seeds[0]]).mean(0)  # [layer, head, previous item / matching]
-c_scores = {"previous token (known)": circuit[..., 0], "matching (known)": circuit[..., 1],
-            "incontext": (c_pooled.mean_gain + c_pooled.mean_drop) / 2,
-            "induction": hs.induction_scores(control, length=(control.cfg.n_ctx - 1) // 2),
-            "fv": hs.fv_scores(control, c_attr.prompts, shuffled_labels(c_attr, c_attr.seed).prompts,
-                               c_attr.label_ids, shared=False).mean(0)}
-known = {"previous-token": (0, int(circuit[0, :, 0].argmax())),  # layer 0: each label attends to its item
-         "matching": (control.cfg.n_layers - 1, int(circuit[-1, :, 1].argmax()))}  # last layer: q to matching labels
-c_top = {"incontext": ih.rank_heads(c_pooled)[:1], "induction": hs.top_heads(c_scores["induction"], 1),
-         "fv": hs.top_heads(c_scores["fv"], 1)}
-fig, axes = plt.subplots(1, 5, figsize=(16, 2.8), layout="constrained")
-for ax, (name, score) in zip(axes, c_scores.items()):
-    signed = name in ("incontext", "fv")
-    sns.heatmap(score.numpy(), ax=ax, annot=True, fmt=".2f", cmap="RdBu_r" if signed else "viridis",
-                center=0 if signed else None, cbar=False)
-    ax.set(xlabel="head", ylabel="layer", title=hs.SETS[name].split(" (")[0] if name in hs.SETS else name)
-fig.suptitle("The control: the known circuit is " + ", ".join(f"{r} L{l}H{h}" for r, (l, h) in known.items())
-             + "; each ranking's top head is ablated below")
-plots.show_figure(fig, "10_control_heads")
-c_ablated = {("control", s): ha.sets_ablation_conditions(control, cp.prompts, cp.label_ids, c_top, s, c_sizes.batch_size,
-                                                         shared=False) for s, cp in c_sets.items()}
-c_head_ivs = hs.head_set_intervals(ha.sets_cells(c_ablated))
-c_context = f"the positive control, {len(c_sizes.seeds)} seed(s)"
-c_claims = ([ic.control_isolation_claim(c_loyalty, 1, c_context)] + sc.control_flow_claims(c_flows, c_context)
-            + hs.control_head_claims(c_head_ivs, c_top, known, c_context))
+wide = load_model(power.POSITIVE)
+c_task, c_sizes = control_task(wide), pc.control_sizes(profile)  # the sequences of notebook 09's first seed
+circuit = pc.circuit_attention(wide, control_prompts(c_task, c_sizes.n, c_sizes.seeds[0])).mean(0)  # [layer, head, 2]
+c_scores = power.ranking_scores(wide, control_prompts(c_task, c_sizes.n_attr, c_sizes.seeds[0] + 1000))
+panels = {"previous token (known)": circuit[..., 0], "matching (known)": circuit[..., 1],
+          **{names[k]: c_scores[k] for k in names}}
+plots.head_score_panels(panels, signed=(names["incontext"], names["fv"]), annotate=True, save_as="10_control_heads",
+                        title="The wide control: its known circuit, and each ranking's scores")
+ten = [k for k in [*CHECKS, *NOT_MEASURED] if k.startswith("10.")]
+c_power, _ = power.power_study(power.power_sizes(profile), groups=("10",), keys=ten)
 
 # %% [markdown]
 # ## Paper vs ours
@@ -350,15 +329,15 @@ c_claims = ([ic.control_isolation_claim(c_loyalty, 1, c_context)] + sc.control_f
 #    later tokens hold part of the anchor ("replicates"); below 0: the first token holds more; containing 0:
 #    inconclusive.
 #
-# 5. on the positive control, the same checks where the answer is known: the label words' isolation drop against
-#    as many content tokens (first layer), their flows per pair minus the content tokens' (`into` shallow, `to_q`
-#    deep), and per ranking the accuracy with a random head ablated minus with its top head ablated. Above 0: the
-#    check sees the known mechanism.
+# 5. on the controls, the same checks where the answer is known (`helpers/study/power_report.py`): a sensitivity
+#    or specificity interval at or above 0.5 says yes, one below 0.5 no; a check that sees the mechanism on the
+#    positive control and stays silent on the negative is informative, one that misses it or fires is
+#    uninformative, and the verdicts that rest on it say so.
 #
 # The verdict table below puts the position classes together per account (`helpers.study.challengers_report`):
 # supported when the isolation check and the flow check both hold, partly when one does; per head account the
-# same with its two ablation checks (ordinary labels, foo/bar). The last table says what each check sees on the
-# control: "sees it" when its claims there replicate, "misses it" when one does not, "cannot tell" otherwise.
+# same with its two ablation checks (ordinary labels, foo/bar); beside each verdict, what its checks are worth on the
+# controls. The last table has each check's sensitivity and specificity.
 
 # %%
 context = f"{current_model_name()}, {len(flow_sizes.seeds)} seed(s)"
@@ -367,13 +346,13 @@ claims = (sc.class_saliency_claims(flow_ivs, context) + ic.class_isolation_claim
           + hs.head_set_claims(head_ivs, n_top, context, foobar=foobar_ivs)
           + [ic.span_isolation_claim(span_loyalty, span_sizes.k, context),
              asp.span_aucroc_claim(asp.span_aucroc_interval(span_auc), context),
-             csp.span_anchor_claim(span_anchor, context)] + c_claims)
+             csp.span_anchor_claim(span_anchor, context)])
 report_claims("10_anchors_and_challengers", claims, digits=3,
               metrics={"flow_sizes": flow_sizes.as_dict(), "isolation_sizes": isolation_sizes.as_dict(),
                        "head_sizes": head_sizes.as_dict(), "span_sizes": span_sizes.as_dict(), "top_heads": top})
-display(account_table(claims))  # a row per account of the position classes: its two checks and the verdict
-display(heads_table(claims))  # a row per account of the heads: its two ablation checks and the verdict
-display(power_table(claims))  # a row per check: what it says on the positive control, where the answer is known
+display(account_table(claims, c_power))  # a row per account of the positions: its two checks, verdict, their power
+display(heads_table(claims, c_power))  # a row per account of the heads: its two ablation checks, verdict, power
+display(power_frame(c_power))  # a row per check: sensitivity on the positive control, specificity on the negative
 
 # %% [markdown]
 # ## Questions for discussion
@@ -442,30 +421,6 @@ _ = show_reading("10_anchors_and_challengers", digits=3, says={
                         "within the interval.",
         "does not replicate": "q's attention to the first token predicts the output better than to the whole word.",
     },
-    "10.control_label_isolation": {
-        "replicates": "On the control, isolating the label words in the first layer moves the prediction more than "
-                      "isolating the items: the isolation check sees an anchor where one certainly is.",
-        "inconclusive": "On the control the isolation check cannot tell the known anchor from the items: a null "
-                        "result of this check above says little.",
-        "does not replicate": "On the control, isolating the items moves the prediction more than isolating the "
-                              "label words: the isolation check misses the known anchor.",
-    },
-    "10.control_label_is_read": {
-        "replicates": "On the control, q's flow from the label words per pair exceeds its flow from the items: the "
-                      "flows see where the known circuit reads.",
-        "inconclusive": "On the control the flows into q cannot tell the label words from the items.",
-        "does not replicate": "On the control the flows into q favour the items over the label words, where the known "
-                              "circuit reads the labels.",
-    },
-    **{f"10.control_{name}_heads": {
-        "replicates": "On the control this ranking's top head costs more accuracy than a random other head: its "
-                      "ablation check can see a head the answer needs.",
-        "inconclusive": "On the control this ablation check cannot tell the ranking's top head from a random one: "
-                        "with four heads, the random head is often the circuit's other head (the note says which "
-                        "heads each drew and the contrast at q), so the check's power on small head sets is weak.",
-        "does not replicate": "On the control a random head costs more accuracy than this ranking's top head: the "
-                              "ranking misses the heads the answer needs.",
-    } for name in ("incontext", "induction", "fv")},
     "10.span_hidden_anchor": {
         "replicates": "Hidden_anchor needs the label words' later tokens: keeping only the first ones costs accuracy.",
         "inconclusive": "Keeping the label words' first tokens only cannot be told from keeping all of them.",
@@ -481,7 +436,9 @@ _ = show_reading("10_anchors_and_challengers", digits=3, says={
 # a ranking's top heads matter more than random heads for these tasks, not what they compute; the induction score
 # is measured on random tokens, far from the prompts, and the in-context score on the ordinary label words, not on
 # notebook 07's foo/bar. Two small models are weak few-shot learners: an account that needs strong in-context
-# learning may fail here for that reason alone. The control tells the checks apart from the models: a check that
-# sees the known mechanism there and finds nothing here speaks against the account on these models; a check that
-# cannot tell on the control leaves its null result here without weight. The control has no template, so it says
-# nothing about the forerunner and template accounts themselves, only about the checks that test them.
+# learning may fail here for that reason alone. The controls tell the checks apart from the models: a check that
+# sees the known mechanism on the positive control, stays silent on the negative one and finds nothing here speaks
+# against the account on these models; a check that misses the mechanism there leaves its null result here without
+# weight, and one that fires on the negative control leaves its "replicates" here without weight. The controls have
+# no template, so they say nothing about the forerunner and template accounts themselves, only about the checks
+# that test them.

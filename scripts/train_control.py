@@ -30,8 +30,8 @@ def main(argv=None) -> int:
         ap.error(f"--seed must be a non-negative integer, got {a.seed}")
     if a.max_seconds <= 0:
         ap.error(f"--max-seconds must be positive, got {a.max_seconds}")
-    from helpers.core.control import ControlError, control_prompts, control_spec, load_control, relabel, save_control
-    from helpers.core.control import train_control
+    from helpers.core.control import ControlError, control_prompts, control_spec, load_control, relabel
+    from helpers.core.control_training import save_control, train_control
     from helpers.core.predict import predict
 
     try:

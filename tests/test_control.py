@@ -165,7 +165,8 @@ def test_retraining_reproduces_the_accuracy(tmp_path):
     """Retrain from the shipped seed (a few CPU minutes): the in-context accuracy of the retrained model is within
     0.03 of the shipped one's on the same 512 fresh sequences. CPU training is not bitwise reproducible, so this
     compares accuracy, never weights or time."""
-    from helpers.core.control import checkpoint_info, save_control, train_control
+    from helpers.core.control import checkpoint_info
+    from helpers.core.control_training import save_control, train_control
     from helpers.core.predict import predict
 
     info = checkpoint_info()
@@ -344,16 +345,17 @@ def test_fixed_mapping_prompts_show_each_class_its_one_label():
 
 
 def test_training_contexts_of_the_negative_control_never_show_the_query_class():
-    from helpers.core.control import class_centres, fixed_labels, sample_vectors
+    from helpers.core.control import class_centres, fixed_labels
+    from helpers.core.control_training import sample_vectors
 
     task = ControlTask(mapping="fixed", bursty=False)
     gen = np.random.default_rng(0)
     x, tokens, gold = sample_vectors(task, torch.from_numpy(class_centres(task)), 64, gen, copy_prob=1.0)
     assert x.shape == (64, task.n_pairs + 1, task.dim) and tokens.shape == (64, task.seq_len)
     # the labels shown are each context class's fixed label; gold the query class's, which the context does not show
-    from helpers.core.control import _draw_sequences
+    from helpers.core.control import draw_sequences
 
-    item_cls, pair_lab, gold2, _ = _draw_sequences(task, 64, np.random.default_rng(1), task.classes("train"), 4, None,
+    item_cls, pair_lab, gold2, _ = draw_sequences(task, 64, np.random.default_rng(1), task.classes("train"), 4, None,
                                                    bursty=False)
     fixed = fixed_labels(task)
     assert (fixed[item_cls[:, :-1]] == pair_lab).all() and (fixed[item_cls[:, -1]] == gold2).all()

@@ -1,4 +1,4 @@
-"""The package's four layers, and the linter.
+"""The package's five layers, and the linter.
 
 - ``helpers.core``: models, tasks, prompts, forward passes and their hooks, the shared-prefix cache, the
   content-addressed result store. It imports nothing from the other layers.
@@ -6,6 +6,8 @@
   ``core``.
 - ``helpers.experiments``: one module per paper idea, the method only. Each imports ``core`` and ``study``, never
   another experiment module, so a reader can open one file and find the whole method.
+- ``helpers.protocols``: what runs several methods together under one protocol (the checks' power on the controls,
+  :mod:`helpers.protocols.power`). It imports ``core``, ``study`` and ``experiments``.
 - ``helpers.exercises``: the notebooks' exercises, one module per method (its ``check_*`` functions and the typical
   mistakes they name), beside ``grading`` and ``tiny`` (the one definition of the tiny random models). It imports
   any lower layer; nothing imports it, and no exercise module imports another method's.
@@ -35,7 +37,7 @@ def _layer_files(layer: str) -> list[Path]:
     return sorted((HELPERS / layer).rglob("*.py"))
 
 
-LAYERS = ("core", "study", "experiments", "exercises")  # bottom to top
+LAYERS = ("core", "study", "experiments", "protocols", "exercises")  # bottom to top
 
 
 def test_every_module_is_in_a_layer():

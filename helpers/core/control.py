@@ -32,9 +32,9 @@ query item (the last position), ``text_spans[k]`` the k-th item, ``format_pos`` 
 ``kinds`` ``bos/text/label/query``. The items' classes are kept in ``item_class`` of
 :class:`ControlPrompts`. ``text`` renders the tokens (``x12.3`` = exemplar 3 of class 12).
 
-**Training recipe** (:func:`train_control`; measured on seeds 0-2, see :data:`RECIPE_NOTES`): AdamW lr 1e-3,
-batch 128, a copy curriculum: for the first ``copy_steps`` steps a share of queries (falling linearly from 1 to
-0) is an exact copy of one of the context items of its class, which gives the second-layer head a matching
+**Training recipe** (:mod:`helpers.core.control_training`: ``train_control``; measured on seeds 0-2, see its
+``RECIPE_NOTES``): AdamW lr 1e-3, batch 128, a copy curriculum: for the first ``copy_steps`` steps a share of
+queries (falling linearly from 1 to 0) is an exact copy of one of the context items of its class, which gives the second-layer head a matching
 signal before the class-matching one. Training stops when the in-context accuracy on fresh sequences reaches
 ``stop_acc`` or at ``max_steps`` / ``max_seconds``. CPU training is not bitwise reproducible across machines
 and thread counts, so reproduction is tested by accuracy, never by weights or time.
@@ -52,9 +52,9 @@ mapping (:func:`relabel`) and with classes never seen in training tells the two 
 
 **Checkpoint**: a safetensors file of the trained parameters (the training model: labels' embeddings,
 positions, attention, norms, unembedding, ``P``) plus the exemplar table and the recipe in its metadata
-(:func:`save_control`). :func:`load_control` verifies the file's sha256 before reading it (against
-:data:`CONTROL_SHA256` for the shipped file, else against the ``.sha256`` file written beside it) and bakes
-the token model. ``load_model("control")`` calls it.
+(``save_control`` of :mod:`helpers.core.control_training`). :func:`load_control` verifies the file's sha256
+before reading it (against the sha256 written in :data:`CONTROLS` for a shipped file, else against the
+``.sha256`` file written beside it) and bakes the token model. ``load_model(name)`` calls it.
 """
 
 from __future__ import annotations
@@ -62,7 +62,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -91,22 +90,19 @@ __all__ = [
     "ControlTask",
     "ControlPrompts",
     "ControlError",
-    "TrainResult",
     "class_centres",
     "exemplar_table",
-    "sample_vectors",
+    "draw_sequences",
+    "model_config",
+    "mix_items",
     "control_prompts",
     "relabel",
     "shuffled_labels",
     "control_task",
     "checkpoint_info",
-    "train_control",
     "bake",
-    "save_control",
     "load_control",
-    "vector_accuracy",
     "is_control",
-    "RECIPE_NOTES",
 ]
 
 CONTROL_NAME = "control"
@@ -125,7 +121,7 @@ class ControlSpec:
 
     ``kind``: ``"positive"`` (the answer can only come from the context: the mechanism a check looks for is
     there) or ``"negative"`` (the answer is in the weights and the context is not read: it is absent).
-    ``shape``: ``(n_layers, n_heads, d_model)``. ``train``: :func:`train_control`'s keyword arguments besides
+    ``shape``: ``(n_layers, n_heads, d_model)``. ``train``: ``train_control``'s keyword arguments besides
     the seed, task and shape. ``sha256``: of the shipped checkpoint (empty until one is shipped)."""
 
     name: str
@@ -208,7 +204,8 @@ for _spec in (
                 "the positive control of notebook 09's by-hand sections: 2 layers x 2 heads, a class -> label "
                 "mapping drawn afresh for every sequence, so only the context can tell the answer"),
     ControlSpec("control-wide", "positive", ControlTask(), (2, 8, 64), "control-wide.safetensors",
-                "576ed92c280ee96c2094455e75abdf91a266d691bce1d9dbe29cd3eca0a05180", "the wide positive control: the same task as 'control' on 2 layers x 8 heads, so one head "
+                "576ed92c280ee96c2094455e75abdf91a266d691bce1d9dbe29cd3eca0a05180",
+                "the wide positive control: the same task as 'control' on 2 layers x 8 heads, so one head "
                 "reads the answer at q among 16 and a random head set is a fair comparison"),
     ControlSpec("control-negative", "negative", ControlTask(mapping="fixed", bursty=False), (2, 8, 64),
                 "control-negative.safetensors", "c9268fc9c2c53301168541522b9a1f23f140dfac8eb2551806d6b5c90d1a5d83",
@@ -244,7 +241,7 @@ def fixed_labels(task: ControlTask) -> np.ndarray:
     return np.concatenate([train, held]).astype(np.int64)
 
 
-def _items(task: ControlTask, centres, eta):
+def mix_items(task: ControlTask, centres, eta):
     return (centres + task.noise * eta) / math.sqrt(1 + task.noise**2)
 
 
@@ -253,10 +250,10 @@ def exemplar_table(task: ControlTask) -> Float[np.ndarray, "classes exemplars di
     mu = class_centres(task)
     rng = np.random.default_rng([task.seed, 2])
     eta = rng.standard_normal((len(mu), task.exemplars, task.dim)).astype(np.float32) / math.sqrt(task.dim)
-    return _items(task, mu[:, None, :], eta).astype(np.float32)
+    return mix_items(task, mu[:, None, :], eta).astype(np.float32)
 
 
-def _draw_sequences(task: ControlTask, n: int, rng: np.random.Generator, classes: np.ndarray, n_ways: int,
+def draw_sequences(task: ControlTask, n: int, rng: np.random.Generator, classes: np.ndarray, n_ways: int,
                     pool: int | None, n_label_choices: int | None = None, bursty: bool = True):
     """Class ids ``[n, n_pairs + 1]`` (query last), label index of each pair ``[n, n_pairs]``, gold ``[n]`` and
     exemplar indices ``[n, n_pairs + 1]`` (distinct within a class when ``pool``, the exemplars per class, is
@@ -309,31 +306,6 @@ def _draw_sequences(task: ControlTask, n: int, rng: np.random.Generator, classes
             if not bursty:
                 ex[i, -1] = rng.integers(0, pool)
     return item_cls, pair_lab, gold, ex
-
-
-def sample_vectors(task: ControlTask, centres: torch.Tensor, batch: int, gen: np.random.Generator,
-                   n_ways: int | None = None, copy_prob: float = 0.0, classes: str = "train"):
-    """A training batch of fresh items: ``(x [batch, n_pairs + 1, dim], tokens [batch, seq], gold [batch])``.
-
-    ``tokens`` hold BOS, the label tokens and a placeholder (id ``1 + n_labels``) at every item position; items
-    enter at ``hook_embed``. With probability ``copy_prob`` a query is an exact copy of one context item of its
-    class (the curriculum of :func:`train_control`; bursty tasks only). The sequences follow ``task.mapping`` and
-    ``task.bursty`` (the training distribution).
-    """
-    n_ways = n_ways or task.n_labels
-    item_cls, pair_lab, gold, _ = _draw_sequences(task, batch, gen, task.classes(classes), n_ways, None,
-                                                  bursty=task.bursty)
-    eta = gen.standard_normal((batch, task.n_pairs + 1, task.dim)).astype(np.float32) / math.sqrt(task.dim)
-    x = _items(task, centres.numpy()[item_cls], eta)
-    if copy_prob > 0 and task.bursty:
-        copy = np.flatnonzero(gen.random(batch) < copy_prob)
-        for i in copy:
-            same = np.flatnonzero(item_cls[i, :-1] == item_cls[i, -1])
-            x[i, -1] = x[i, gen.choice(same)]
-    tokens = np.full((batch, task.seq_len), 1 + task.n_labels, dtype=np.int64)
-    tokens[:, 0] = 0
-    tokens[:, 2:-1:2] = 1 + pair_lab
-    return torch.from_numpy(x), torch.from_numpy(tokens), torch.from_numpy(gold)
 
 
 def item_positions(task: ControlTask) -> list[int]:
@@ -396,7 +368,7 @@ def control_prompts(task: ControlTask, n: int, seed: int, classes: str = "train"
     """
     n_ways = n_ways or task.n_labels
     rng = np.random.default_rng([seed, 3])
-    item_cls, pair_lab, gold, ex = _draw_sequences(task, n, rng, task.classes(classes), n_ways, task.exemplars,
+    item_cls, pair_lab, gold, ex = draw_sequences(task, n, rng, task.classes(classes), n_ways, task.exemplars,
                                                    n_label_choices=n_ways)
     names = list(names or token_names(task))
     items, labels = item_positions(task), label_positions(task)
@@ -456,7 +428,7 @@ def shuffled_labels(cp: ControlPrompts, seed: int) -> ControlPrompts:
 # ----------------------------------------------------------------- model, training
 
 
-def _config(task: ControlTask, d_vocab: int, seed: int, n_layers: int = 2, n_heads: int = 2, d_model: int = 64):
+def model_config(task: ControlTask, d_vocab: int, seed: int, n_layers: int = 2, n_heads: int = 2, d_model: int = 64):
     from transformer_lens import HookedTransformerConfig  # lazy: TransformerLens takes seconds to import
 
     return HookedTransformerConfig(
@@ -464,139 +436,6 @@ def _config(task: ControlTask, d_vocab: int, seed: int, n_layers: int = 2, n_hea
         d_vocab=d_vocab, attn_only=True, normalization_type="LN", positional_embedding_type="standard",
         act_fn="relu", seed=seed, dtype=torch.float32, device="cpu", default_prepend_bos=True,
     )
-
-
-def _training_model(task: ControlTask, seed: int, shape: tuple[int, int, int] = (2, 2, 64)):
-    from transformer_lens import HookedTransformer  # lazy: TransformerLens takes seconds to import
-
-    torch.manual_seed(seed)
-    model = HookedTransformer(_config(task, 2 + task.n_labels, seed, *shape))
-    gen = torch.Generator().manual_seed(seed)
-    proj = torch.nn.Parameter(torch.randn(task.dim, model.cfg.d_model, generator=gen) / math.sqrt(task.dim))
-    return model, proj
-
-
-def _forward_vectors(model, proj, task: ControlTask, x, tokens) -> Float[torch.Tensor, "batch labels"]:
-    """Label logits at q of a batch whose items are vectors (entering at hook_embed)."""
-    items = item_positions(task)
-
-    def embed(e, hook):
-        e = e.clone()
-        e[:, items] = x @ proj
-        return e
-
-    with model.hooks(fwd_hooks=[("hook_embed", embed)]):
-        logits = model(tokens)
-    return logits[:, -1, 1: 1 + task.n_labels]
-
-
-def vector_accuracy(model, proj, task: ControlTask, n: int, seed: int, centres: torch.Tensor,
-                    classes: str = "train", n_ways: int | None = None) -> float:
-    """In-context accuracy on ``n`` fresh sequences of fresh items (what the training curve records)."""
-    gen = np.random.default_rng([seed, 4])
-    x, tokens, gold = sample_vectors(task, centres, n, gen, n_ways=n_ways, classes=classes)
-    with torch.inference_mode():
-        return float((_forward_vectors(model, proj, task, x, tokens).argmax(-1) == gold).float().mean())
-
-
-RECIPE_NOTES = """Why the recipe is what it is (measured here, seeds 0-2, stop at 99% on 1024 fresh sequences, evaluated
-every 100 steps; two runs at a time on 2 shared CPU cores, load average 5-8, so seconds are not comparable):
-
-| copy curriculum | steps to 90%, seeds 0 / 1 / 2 | steps to 99% |
-|---|---|---|
-| none | 2300 / 1400 / 1100 | 2600 / 1600 / 1300 |
-| first 1000 steps (share of copied queries falling 1 -> 0) | 2000 / 1000 / 600 | 2300 / 1200 / 1000 |
-
-Every seed sits at chance, then jumps within 100-300 steps (the abrupt transition). The curriculum shortened the
-plateau on every seed (by 13%, 29% and 45%), so it stays; learning-rate warm-up and init scale were not needed and
-were not tried. The shipped checkpoint (seed 0, stop at 98%) took 2100 steps, 425 s on those busy cores; retrained
-with `make control` on one thread at a load average of 4-6 it took 2100 steps and 110 s, to the same accuracy."""
-
-
-@dataclass
-class TrainResult:
-    """The trained parameters, the curve of in-context accuracy on fresh sequences, and how training went."""
-
-    state: dict[str, torch.Tensor]
-    curve: list[dict]  # {"step", "seconds", "loss", "accuracy"}
-    task: ControlTask
-    recipe: dict
-    steps: int
-    seconds: float
-    accuracy: float
-    steps_to: dict[str, int | None] = field(default_factory=dict)
-
-
-def train_control(seed: int = 0, task: ControlTask | None = None, batch: int = 128, lr: float = 1e-3,
-                  copy_steps: int = 1000, warmup: int = 0, max_steps: int = 20000, max_seconds: float = 540.0,
-                  stop_acc: float = 0.98, eval_every: int = 100, eval_n: int = 1024,
-                  progress: bool = True, threads: int = 1, shape: tuple[int, int, int] = (2, 2, 64)) -> TrainResult:
-    """Train the control from ``seed`` (the task's centres come from ``task.seed``; ``seed`` draws the
-    initialisation, the batches and the evaluation sequences). Returns :class:`TrainResult`.
-
-    Stops at the first evaluation whose accuracy on ``eval_n`` fresh sequences (fresh items of training classes)
-    reaches ``stop_acc``, else at ``max_steps`` or once ``max_seconds`` have passed (checked every step; the last
-    step is then evaluated).
-
-    ``shape``: ``(n_layers, n_heads, d_model)`` of the attention-only model (the named controls' are in
-    :data:`CONTROLS`). The copy curriculum applies to bursty tasks only.
-
-    ``threads``: torch CPU threads while training (restored after). The model's matrices are tiny (64 wide), so one
-    thread is faster than two; on two cores shared with other jobs two threads were about ten times slower per step
-    (1.6 s against 0.1-0.2 s), so the default is 1.
-    """
-    from tqdm.auto import tqdm  # lazy: only while training
-
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        return _train(seed, task, batch, lr, copy_steps, warmup, max_steps, max_seconds, stop_acc, eval_every, eval_n,
-                      progress, tqdm, tuple(shape))
-    finally:
-        torch.set_num_threads(old_threads)
-
-
-def _train(seed, task, batch, lr, copy_steps, warmup, max_steps, max_seconds, stop_acc, eval_every, eval_n, progress,
-           tqdm, shape) -> TrainResult:
-    task = task or ControlTask()
-    centres = torch.from_numpy(class_centres(task))
-    model, proj = _training_model(task, seed, shape)
-    copy_steps = copy_steps if task.bursty else 0
-    params = list(model.parameters()) + [proj]
-    opt = torch.optim.AdamW(params, lr=lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
-    gen = np.random.default_rng([seed, 5])
-    curve, t0, acc, step = [], time.perf_counter(), 0.0, 0
-    steps_to: dict[str, int | None] = {"0.5": None, "0.9": None, "0.99": None}
-    bar = tqdm(total=max_steps, desc=f"training the control (seed {seed})", disable=not progress)
-    for step in range(1, max_steps + 1):
-        copy_prob = max(0.0, 1 - step / copy_steps) if copy_steps else 0.0
-        x, tokens, gold = sample_vectors(task, centres, batch, gen, copy_prob=copy_prob)
-        loss = torch.nn.functional.cross_entropy(_forward_vectors(model, proj, task, x, tokens), gold)
-        loss_value = loss.item()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
-        bar.update(1)
-        out_of_time = time.perf_counter() - t0 > max_seconds
-        if step % eval_every == 0 or out_of_time:
-            acc = vector_accuracy(model, proj, task, eval_n, seed + 10_000 + step, centres)
-            seconds = time.perf_counter() - t0
-            curve.append({"step": step, "seconds": round(seconds, 2), "loss": loss_value, "accuracy": acc})
-            for k in steps_to:
-                if steps_to[k] is None and acc >= float(k):
-                    steps_to[k] = step
-            bar.set_postfix(loss=f"{loss_value:.3f}", acc=f"{acc:.3f}")
-            if acc >= stop_acc or out_of_time:
-                break
-    bar.close()
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    state["proj"] = proj.detach().clone()
-    recipe = {"seed": seed, "batch": batch, "lr": lr, "copy_steps": copy_steps, "warmup": warmup,
-              "max_steps": max_steps, "max_seconds": max_seconds, "stop_acc": stop_acc, "eval_every": eval_every,
-              "eval_n": eval_n, "optimizer": "AdamW", "shape": list(shape)}
-    return TrainResult(state, curve, task, recipe, step, time.perf_counter() - t0, acc, steps_to)
 
 
 # ----------------------------------------------------------------- baking, checkpoint
@@ -609,7 +448,7 @@ def bake(state: dict[str, torch.Tensor], task: ControlTask, table: np.ndarray | 
     from transformer_lens import HookedTransformer  # lazy: TransformerLens takes seconds to import
 
     table = exemplar_table(task) if table is None else table
-    model = HookedTransformer(_config(task, task.d_vocab, seed, *shape), tokenizer=control_tokenizer(task),
+    model = HookedTransformer(model_config(task, task.d_vocab, seed, *shape), tokenizer=control_tokenizer(task),
                               default_padding_side="right")
     sd = {k: v for k, v in state.items() if k != "proj"}
     W_E = torch.zeros(task.d_vocab, model.cfg.d_model)
@@ -626,27 +465,6 @@ def bake(state: dict[str, torch.Tensor], task: ControlTask, table: np.ndarray | 
     model.cfg.icl_control_task = asdict(task)
     model.eval()
     return model
-
-
-def save_control(result: TrainResult, path: str | Path, name: str = CONTROL_NAME) -> str:
-    """Write the checkpoint (safetensors: trained parameters + exemplar table; its name, task, recipe and curve in
-    its metadata), its ``.sha256`` beside it and the training curve as ``<stem>_curve.csv``. Returns the sha256."""
-    from safetensors.torch import save_file  # lazy: only when a checkpoint is read or written
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.contiguous() for k, v in result.state.items()}
-    tensors["exemplar_table"] = torch.from_numpy(exemplar_table(result.task))
-    meta = {"name": json.dumps(name), "task": json.dumps(asdict(result.task)), "recipe": json.dumps(result.recipe),
-            "training": json.dumps({"steps": result.steps, "seconds": round(result.seconds, 1),
-                                    "accuracy": result.accuracy, "steps_to": result.steps_to})}
-    save_file(tensors, str(path), metadata=meta)
-    sha = file_sha256(path)
-    path.with_suffix(".sha256").write_text(f"{sha}  {path.name}\n")
-    rows = ["step,seconds,loss,accuracy"] + [f"{r['step']},{r['seconds']},{r['loss']:.5f},{r['accuracy']:.4f}"
-                                               for r in result.curve]
-    path.with_name(f"{path.stem}_curve.csv").write_text("\n".join(rows) + "\n")
-    return sha
 
 
 def _expected_sha(path: Path) -> str:
@@ -685,8 +503,8 @@ def load_control(which: str | Path = CONTROL_NAME) -> HookedTransformer:
     """A control as a baked token model, after verifying the checkpoint's sha256 (a clear error if it differs).
 
     ``which``: a name of :data:`CONTROLS` (``"control"``, ``"control-wide"``, ``"control-negative"``: the shipped
-    checkpoint under ``data/control/``) or the path of a checkpoint written by :func:`save_control` (e.g. by
-    ``make control``), which keeps the name stored in it."""
+    checkpoint under ``data/control/``) or the path of a checkpoint written by ``control_training.save_control``
+    (e.g. by ``make control``), which keeps the name stored in it."""
     from safetensors.torch import load_file  # lazy: only when a checkpoint is read or written
 
     path = control_spec(which).path if isinstance(which, str) and which in CONTROLS else Path(which)

@@ -1,6 +1,7 @@
-"""Notebook 09's exercise: the two steps of the induction circuit read off the attention, checked against
+"""Notebook 09's exercises: the two steps of the induction circuit read off the attention, checked against
 :func:`helpers.experiments.positive_control.circuit_attention` on two-layer tiny random models
-(:mod:`helpers.exercises.tiny`)."""
+(:mod:`helpers.exercises.tiny`); and a prediction of what the checks say on the negative control, set beside
+what its replicates said (:func:`check_negative_prediction`)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from helpers.core.prompts import Prompt
 from helpers.exercises.grading import CheckFailed, grader, likely_mistake
 from helpers.exercises.tiny import TINY_KINDS, make_tiny_model
 from helpers.experiments.positive_control import circuit_attention_reference
+from helpers.study.power_report import Power, reading
 
-__all__ = ["check_circuit_attention"]
+__all__ = ["check_circuit_attention", "check_negative_prediction"]
 
 
 @grader
@@ -69,3 +71,36 @@ def _circuit_mistakes(model, prompt: Prompt, item_class):
         ("The two scores are swapped: [..., 0] is label -> its item, [..., 1] q -> matching labels.",
          lambda: scores().flip(-1)),
     ]
+
+
+PREDICTIONS = ("fires", "silent")
+
+
+@grader
+def check_negative_prediction(fn: Callable, rows: list[Power]) -> None:
+    """Set a reader's ``fn() -> {claim key: "fires" or "silent"}`` (written before the power runs: will the check
+    say "replicates" on the negative control, whose answer does not come from its context?) beside what the
+    negative control's replicates said (``rows``: :func:`helpers.study.power_report.power_rows`). A prediction is
+    a guess, so only its form is graded: at least two checks, each one the controls measure, each "fires" or
+    "silent"; then a line per check says whether the runs bore it out."""
+    got = fn()
+    if not isinstance(got, dict) or len(got) < 2:
+        raise CheckFailed("return a dict of at least two checks, e.g. {'02.label_first_hurts_most': 'silent', "
+                          "'07.ablation_at_q': 'fires'}")
+    measured = {p.key: p for p in rows if not p.why}
+    for key, said in got.items():
+        if key not in measured:
+            raise CheckFailed(f"{key!r} is not a check the controls measure; choose among {sorted(measured)[:6]}...")
+        if said not in PREDICTIONS:
+            raise CheckFailed(f"{key}: predict 'fires' (it says 'replicates' on the negative control) or 'silent' "
+                              f"(anything else), not {said!r}")
+    for key, said in got.items():
+        p = measured[key]
+        runs = sum(p.negative.values())
+        fired = p.negative.get("replicates", 0)
+        outcome = reading(p)["negative"]
+        seen = "fires" if outcome == "fires" else "silent" if outcome == "silent" else "unsure"
+        verdict = "as you predicted" if seen == said else "unsure at this size" if seen == "unsure" else "not as you predicted"
+        print(f"- {key}: you said {said}; it said 'replicates' in {fired} of {runs} replicates on the negative "
+              f"control ({outcome}): {verdict}")
+

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["repeated_random_tokens", "induction_scores", "shuffled_demos", "shuffled_label_set", "mean_z_at_q",
            "fv_scores", "top_heads", "overlap", "HeadScoreSizes", "head_score_sizes", "scoring_seed", "scoring_set",
-           "fv_runs", "top_share", "SETS", "head_set_intervals", "head_set_claims", "control_head_claims"]
+           "fv_runs", "top_share", "SETS", "head_set_intervals", "head_set_claims"]
 
 
 def repeated_random_tokens(model: HookedTransformer, length: int, n: int, seed: int) -> torch.Tensor:
@@ -291,36 +291,4 @@ def head_set_claims(intervals: dict, n_top: int, context: str = "", foobar: dict
         iv = intervals[("fv - induction", "excess")]
         out.append(claim("10.fv_over_induction", iv, _above_zero(iv), "95% interval of the accuracy with the induction "
                          "set ablated minus with the function-vector set ablated above 0", context=context))
-    return out
-
-
-# ------------------------------------------------------------------------------------------- the positive control
-
-
-def control_head_claims(intervals: dict, top: dict[str, Sequence[Head]], circuit: dict[str, Head],
-                        context: str = "") -> list:
-    """The power of each ranking, on the positive control, whose in-context accuracy certainly runs through known
-    heads (``circuit``, e.g. ``{"previous-token": (0, 0), "matching": (1, 1)}``; notebook 09): per ranking,
-    ``10.control_<set>_heads``, the accuracy with as many random heads ablated minus with its top heads ablated
-    (every position; the criterion of :func:`head_set_claims`) above 0 "replicates" (the ranking finds heads the
-    control needs more than random ones), below 0 "does not replicate", containing 0 "inconclusive". The note
-    says which of the circuit's heads the top set holds. ``intervals``: :func:`head_set_intervals` of the
-    control's ablations; ``top``: each ranking's top heads."""
-    out = []
-    known = {role: tuple(int(x) for x in h) for role, h in circuit.items()}
-    for name in SETS:
-        if (name, "excess") not in intervals:
-            continue
-        iv = intervals[(name, "excess")]
-        heads = [tuple(int(x) for x in h) for h in top[name]]
-        held = [f"the {role} head" for role, h in known.items() if h in heads]
-        note = (f"top head(s) {', '.join(f'L{l}H{h}' for l, h in heads)}: "
-                f"{' and '.join(held) if held else 'none of the circuit heads'} (circuit: "
-                f"{', '.join(f'{role} L{h[0]}H{h[1]}' for role, h in known.items())}); accuracy: plain "
-                f"{intervals[(name, 'plain')]:.3f}, top ablated {intervals[(name, 'set')]:.3f}, as many random heads "
-                f"ablated {intervals[(name, 'random')]:.3f}; at q only, random minus top "
-                f"{intervals[(name, 'excess@q')]:.3f}")
-        out.append(claim(f"10.control_{name}_heads", iv, _above_zero(iv), f"95% interval of the control's accuracy "
-                         f"with {len(heads)} random head(s) ablated minus with the ranking's top {len(heads)} ablated "
-                         "(every position) above 0", context=context, note=note))
     return out

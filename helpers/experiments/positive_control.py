@@ -52,6 +52,7 @@ __all__ = [
     "text_anchor_prompts",
     "text_anchor_loyalty",
     "control_claims",
+    "controls_claims",
     "SHIFT",
 ]
 
@@ -219,3 +220,31 @@ def control_claims(acc: Interval, heldout: Interval, swap: Interval, follows: In
               "swap-averaged accuracy's whole 95% interval at or above 0.90 (ignoring the labels scores at most 0.5)",
               context=context, note=f"Answers that move with the labels: {follows:.3f}."),
     ]
+
+
+def _at_most(iv: Interval, value: float) -> str:
+    if iv.high <= value:
+        return "replicates"
+    return "does not replicate" if iv.low > value else "inconclusive"
+
+
+def controls_claims(wide_swap: Interval, neg_acc: Interval, neg_follows: Interval, neg_heldout: Interval,
+                    context: str = "") -> list[Claim]:
+    """The premises of the two controls every check's power rests on, graded before the run: the wide positive
+    control's swap-averaged accuracy at or above 0.90 (it reads the mapping); the negative control's accuracy with
+    its training mapping at or above 0.90, its share of answers that move with a swapped mapping at or below 0.10
+    (it does not read the mapping), and its accuracy on classes never seen in training at or below 0.40 (chance
+    0.25: its weights know no label for them)."""
+    return [
+        claim("09.wide_label_swap", wide_swap, _above(wide_swap, 0.90),
+              "swap-averaged accuracy's whole 95% interval at or above 0.90", context=context),
+        claim("09.negative_accuracy", neg_acc, _above(neg_acc, 0.90),
+              "whole 95% interval at or above 0.90 (chance 0.25)", context=context),
+        claim("09.negative_ignores_swap", neg_follows, _at_most(neg_follows, 0.10),
+              "whole 95% interval of the share of answers that move with the labels at or below 0.10 (a model that "
+              "reads the mapping: near 1)", context=context),
+        claim("09.negative_heldout", neg_heldout, _at_most(neg_heldout, 0.40),
+              "whole 95% interval at or below 0.40 (chance 0.25; reading the context would give near 1)",
+              context=context),
+    ]
+

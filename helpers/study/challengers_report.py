@@ -23,12 +23,10 @@ the position classes: **supported** when both replicate, **partly** when one doe
 not replicate, **inconclusive** otherwise (one check alone, when the claims hold only it: its verdict).
 :func:`heads_table` adds Yin & Steinhardt's comparison, ``10.fv_over_induction``.
 
-**What each check can see** (:func:`power`): the same checks on the positive control (:mod:`helpers.core.control`,
-notebook 09), a model whose answer certainly runs through its label positions (a previous-token head copies each
-item into its label) and one matching head that reads them at q. A check that finds this there ("sees it") has the
-power to see such a mechanism; one that misses it there says little when it finds nothing on the offline models.
-The control's prompts have no template tokens, so only the label words' checks (against content) and the head
-rankings apply to it.
+**What each verdict is worth**: the tables take the checks' power on the controls (notebook 09;
+:mod:`helpers.study.power_report`) and show, beside each verdict, what the checks it rests on
+(:data:`ACCOUNT_CLAIMS`) are worth: informative (they see the mechanism on the wide positive control and stay
+silent on the negative one), uninformative (they miss it there, or fire where it is absent) or unsure.
 """
 
 from __future__ import annotations
@@ -38,15 +36,27 @@ from collections.abc import Sequence
 import pandas as pd
 
 from helpers.study.claims import Claim
+from helpers.study.power_report import Power, account_power, power_by_key
 
-__all__ = ["ACCOUNTS", "CHALLENGERS", "HEAD_ACCOUNTS", "account_checks", "account_table", "heads_table",
-           "verdicts", "POWER_CHECKS", "power", "power_table"]
+__all__ = ["ACCOUNTS", "CHALLENGERS", "HEAD_ACCOUNTS", "ACCOUNT_CLAIMS", "account_checks", "account_table",
+           "heads_table", "verdicts"]
 
 ACCOUNTS = {"label": "label words (arXiv 2305.14160)", "forerunner": "forerunner tokens (arXiv 2410.04468)",
             "template": "template tokens (arXiv 2401.11323)"}
 CHALLENGERS = ("forerunner", "template")
 HEAD_ACCOUNTS = {"incontext": "in-context heads (arXiv 2402.02872)", "induction": "induction heads (arXiv 2407.07011)",
                  "fv": "function-vector heads (arXiv 2310.15213)"}
+
+
+FV_OVER_INDUCTION = "function-vector over induction heads (arXiv 2502.14010)"
+# the claims each account's verdict rests on (module docstring), whose checks' power on the controls the tables
+# show beside the verdict (helpers.study.power_report)
+ACCOUNT_CLAIMS = {
+    ACCOUNTS["label"]: ("10.label_isolation", *(f"10.{c}_{d}" for c in CHALLENGERS for d in ("gathers", "is_read"))),
+    **{ACCOUNTS[c]: (f"10.{c}_isolation", f"10.{c}_gathers", f"10.{c}_is_read") for c in CHALLENGERS},
+    **{name: (f"10.{k}_heads_ablation", f"10.{k}_heads_foobar") for k, name in HEAD_ACCOUNTS.items()},
+    FV_OVER_INDUCTION: ("10.fv_over_induction",),
+}
 
 
 def _verdicts(claims: Sequence[Claim]) -> dict[str, str]:
@@ -92,12 +102,21 @@ def account_checks(claims: Sequence[Claim]) -> dict[str, dict[str, str]]:
     return out
 
 
-def account_table(claims: Sequence[Claim]) -> pd.DataFrame:
-    """:func:`account_checks` as a table, a row per account."""
+def _with_power(table: pd.DataFrame, power: Sequence[Power] | None) -> pd.DataFrame:
+    """``table`` (a row per account) with a column saying what each verdict's checks are worth on the controls."""
+    if power is not None:
+        by = power_by_key(power)
+        table["its checks on the controls"] = [account_power(ACCOUNT_CLAIMS.get(a, ()), by) for a in table.index]
+    return table
+
+
+def account_table(claims: Sequence[Claim], power: Sequence[Power] | None = None) -> pd.DataFrame:
+    """:func:`account_checks` as a table, a row per account; with ``power`` (the checks' power rows,
+    :func:`helpers.study.power_report.power_rows`), what each verdict's checks are worth on the controls."""
     rows = [{"account": ACCOUNTS[c], "isolation (first layers) vs content tokens": r["isolation"],
              "flows vs the other classes": r["flows"], "verdict": r["account"]}
             for c, r in account_checks(claims).items()]
-    return pd.DataFrame(rows).set_index("account")
+    return _with_power(pd.DataFrame(rows).set_index("account"), power)
 
 
 def _heads_verdict(checks: Sequence[str]) -> str:
@@ -110,9 +129,10 @@ def _heads_verdict(checks: Sequence[str]) -> str:
     return "not supported" if all(c == "does not replicate" for c in checks) else "inconclusive"
 
 
-def heads_table(claims: Sequence[Claim]) -> pd.DataFrame:
+def heads_table(claims: Sequence[Claim], power: Sequence[Power] | None = None) -> pd.DataFrame:
     """A row per head account present in ``claims``: its two ablation checks and the verdict (module docstring),
-    and a row for the function-vector heads against the induction heads when that claim is there."""
+    and a row for the function-vector heads against the induction heads when that claim is there; with ``power``,
+    what each verdict's checks are worth on the controls."""
     v = _verdicts(claims)
     rows = []
     for k, name in HEAD_ACCOUNTS.items():
@@ -123,52 +143,13 @@ def heads_table(claims: Sequence[Claim]) -> pd.DataFrame:
                      "foo/bar, swap-averaged: vs as many random heads": checks[1] if len(checks) > 1 else "not run",
                      "verdict": _heads_verdict(checks)})
     if "10.fv_over_induction" in v:
-        rows.append({"account": "function-vector over induction heads (arXiv 2502.14010)",
+        rows.append({"account": FV_OVER_INDUCTION,
                      "ordinary labels: vs as many random heads": f"FV set costs more: {v['10.fv_over_induction']}",
                      "foo/bar, swap-averaged: vs as many random heads": "",
                      "verdict": _heads_verdict([v["10.fv_over_induction"]])})
     columns = ["account", "ordinary labels: vs as many random heads", "foo/bar, swap-averaged: vs as many random heads",
                "verdict"]
-    return pd.DataFrame(rows, columns=columns).set_index("account")
-
-
-# the checks run on the positive control (helpers.core.control), whose circuit is known: the label positions gather
-# each item and q reads them through one matching head; a check that sees this there has the power to see it
-POWER_CHECKS = {"isolation: label words vs as many content tokens": ("10.control_label_isolation",),
-                "flows: label words vs content tokens, per pair": ("10.control_label_gathers",
-                                                                    "10.control_label_is_read"),
-                "in-context ranking: its top head ablated vs a random one": ("10.control_incontext_heads",),
-                "induction ranking: its top head ablated vs a random one": ("10.control_induction_heads",),
-                "function-vector ranking: its top head ablated vs a random one": ("10.control_fv_heads",)}
-POWER = {"replicates": "sees it", "does not replicate": "misses it", "inconclusive": "cannot tell"}
-
-
-def power(claims: Sequence[Claim]) -> dict[str, str]:
-    """``{check: "sees it" / "misses it" / "cannot tell"}``: what each check of notebook 10 says on the positive
-    control, where the answer is known (:data:`POWER_CHECKS`). A check with several claims sees it when all of them
-    replicate, misses it when any does not replicate, and cannot tell otherwise. Checks whose claims are absent
-    are left out."""
-    v = _verdicts(claims)
-    out = {}
-    for check, keys in POWER_CHECKS.items():
-        if not all(k in v for k in keys):
-            continue
-        got = [v[k] for k in keys]
-        if all(g == "replicates" for g in got):
-            out[check] = POWER["replicates"]
-        elif any(g == "does not replicate" for g in got):
-            out[check] = POWER["does not replicate"]
-        else:
-            out[check] = POWER["inconclusive"]
-    return out
-
-
-def power_table(claims: Sequence[Claim]) -> pd.DataFrame:
-    """:func:`power` as a table, a row per check: its claims' verdicts on the control and what they say."""
-    v = _verdicts(claims)
-    rows = [{"check": check, "on the control": ", ".join(v[k] for k in POWER_CHECKS[check]), "power": said}
-            for check, said in power(claims).items()]
-    return pd.DataFrame(rows, columns=["check", "on the control", "power"]).set_index("check")
+    return _with_power(pd.DataFrame(rows, columns=columns).set_index("account"), power)
 
 
 def verdicts(claims: Sequence[Claim]) -> dict[str, str]:

@@ -293,6 +293,26 @@ CLAIMS_09: dict[str, dict] = {
         "statement": "The control's answer follows the mapping shown in its context (label-swap control)",
         "source": "this project's mapping control of notebook 07, on the control",
         "paper": "follows the mapping by construction of the task (the assignment is random per sequence)"},
+    "09.wide_label_swap": {
+        "statement": "The wide positive control (the same task on 2 layers x 8 heads) follows the mapping shown in "
+                     "its context (label-swap control, swap-averaged accuracy)",
+        "source": f"{_CONTROL} (the task's design), on this project's wide control",
+        "paper": "follows the mapping by construction of the task (the assignment is random per sequence)"},
+    "09.negative_accuracy": {
+        "statement": "The negative control (one fixed class -> label mapping, training contexts without the query's "
+                     "class) answers correctly with its training mapping",
+        "source": "Chan et al., arXiv 2205.05055 (in-weights learning without bursty contexts)",
+        "paper": "in-weights learning: high accuracy on the trained classes without reading the context"},
+    "09.negative_ignores_swap": {
+        "statement": "The negative control's answer does not follow a swapped mapping in its context (share of "
+                     "answers that move with the labels)",
+        "source": "Chan et al., arXiv 2205.05055 (in-weights learning), with notebook 07's label-swap control",
+        "paper": "an in-weights learner answers from its weights, whatever the context shows"},
+    "09.negative_heldout": {
+        "statement": "On classes never seen in training the negative control is near chance (its weights hold no "
+                     "label for them, and it does not read the context's)",
+        "source": "Chan et al., arXiv 2205.05055 (in-weights learning does not transfer to novel classes)",
+        "paper": "in-weights learning: near chance on novel classes"},
 }
 # end of notebook 09
 
@@ -387,7 +407,7 @@ CLAIMS_10: dict[str, dict] = {
         "source": "arXiv 2305.14160 §3.2 (Hidden_anchor keeps every label token in the authors' code); a task with "
                   "phrase labels",
         "paper": "untested: the paper keeps every token of the label word"},
-    # the checks' power, on the positive control of notebook 09 (its circuit is known; helpers.core.control)
+    # the checks on the controls of notebook 09 (helpers.core.control; their power: helpers.study.power_report)
     "10.control_label_isolation": {
         "statement": "On a model whose label positions certainly carry the context, isolating the label words in the "
                      "first layer moves the prediction more than isolating as many content tokens",

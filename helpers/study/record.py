@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.study.claims import VERDICTS, Claim, shown_digits
+from helpers.study.power_report import Power, annotate, checked_keys, power_by_key, power_markdown
 from helpers.study.report import recorded_runs
 from helpers.study.results import model_slug
 
@@ -67,6 +68,7 @@ class Record:
     claims: tuple[Claim, ...]
     note: str = ""  # what a reader should know about the run (e.g. the machine was shared), given to make record
     part: str = ""  # the notebooks of a run recorded on its own ("10"), beside the model's record of the others
+    power: tuple[Power, ...] = ()  # the checks' power on the controls, where the run measured it (notebook 09)
 
     def by_key(self) -> dict[str, Claim]:
         return {c.key: c for c in self.claims}
@@ -80,7 +82,8 @@ class Record:
     def from_json(cls, d: dict) -> Record:
         return cls(model=d["model"], slug=d["slug"], profile=d["profile"], run_key=d["run_key"], commit=d["commit"],
                    date=d["date"], seconds=d.get("seconds", {}), note=d.get("note", ""), part=d.get("part", ""),
-                   claims=tuple(Claim.from_json(c) for sec in d["notebooks"].values() for c in sec["claims"]))
+                   claims=tuple(Claim.from_json(c) for sec in d["notebooks"].values() for c in sec["claims"]),
+                   power=tuple(Power.from_json(p) for sec in d["notebooks"].values() for p in sec.get("power", [])))
 
 
 def make_record(results: Path, model: str, key: str, commit: str | None = None, out_dir: Path = RECORD_DIR,
@@ -126,7 +129,8 @@ def make_record(results: Path, model: str, key: str, commit: str | None = None, 
     for p in metrics:
         d = json.loads(p.read_text())
         if d.get("claims"):
-            claims[p.stem] = {"claims": d["claims"]}
+            power = (d.get("metrics") or {}).get("power")
+            claims[p.stem] = {"claims": d["claims"], **({"power": power} if power else {})}
     date = max((info.get("finished", "") for info in runs.values()), default="") or "unknown"
     part = "+".join(wanted)
     rec = {"model": model, "slug": slug, "profile": key.split("-")[0], "run_key": key, "commit": commit, "date": date,
@@ -215,23 +219,38 @@ def runs_line(records: Sequence[Record]) -> str:
     return "Runs: " + "; ".join(parts) + "." if parts else "No run has been recorded yet (`make record`)."
 
 
+def recorded_power(records: Sequence[Record]) -> tuple[dict[str, Power], Record | None]:
+    """The checks' power (``{claim key: Power}``) of the first record that holds it, and that record."""
+    for r in records:
+        if r.power:
+            return power_by_key(r.power), r
+    return {}, None
+
+
+def _power_cell(key: str, power: dict[str, Power]) -> str:
+    if not checked_keys([key]):
+        return "not a check of notebooks 01-03, 05, 07 or 10"
+    return annotate(power.get(key)) if power else "not recorded yet"
+
+
 def front_table(records: Sequence[Record], keys: Sequence[str] = README_CLAIMS) -> str:
     """The README's table: the claims of ``keys`` (those no record has are left out), one column per offline
-    model."""
+    model, and what the check behind each is worth on the controls (:mod:`helpers.study.power_report`)."""
     cols = [m for m in merged([r for r in records if r.slug != CONTROL]) if set(m[1]) & set(keys)]
     if not cols:
         return "No run of an offline model has been recorded yet: `make run`, then `make record` and `make tables`.\n"
     models = [r for r, _, _ in cols]
     by = [b for _, b, _ in cols]
-    lines = ["| paper claim (section) | paper | " + " | ".join(model_label(r) for r in models) + " |",
-             "|---|---|" + "---|" * len(models)]
+    power, _ = recorded_power(records)
+    lines = ["| paper claim (section) | paper | " + " | ".join(model_label(r) for r in models)
+             + " | the check on the controls |", "|---|---|" + "---|" * len(models) + "---|"]
     for k in keys:
         cs = [b.get(k) for b in by]
         first = next((c for c in cs if c is not None), None)
         if first is None:
             continue
         lines.append(f"| {_esc(first.statement)} ({_esc(first.source)}) | {_esc(first.paper)} | "
-                     + " | ".join(_esc(cell(c)) for c in cs) + " |")
+                     + " | ".join(_esc(cell(c)) for c in cs) + f" | {_esc(_power_cell(k, power))} |")
     missing = [LABELS[m] for m in OFFLINE if m not in {r.model for r in models}]
     gap = (f" No {TABLE_PROFILE}-profile run of {', '.join(missing)} is recorded yet: its notebooks run in `make "
            f"run`, and `make record` after that run adds its column." if missing else "")
@@ -291,35 +310,48 @@ def run_times(records: Sequence[Record]) -> str:
 def verdict_table(records: Sequence[Record]) -> str:
     """Notebook 10's verdict per account (label words, forerunner and template tokens; in-context, induction and
     function-vector heads; :func:`helpers.study.challengers_report.verdicts`), one column per recorded model that
-    ran it (the positive control's, when recorded, last)."""
-    from helpers.study.challengers_report import power, verdicts  # lazy: pandas, only when the tables are written
+    ran it, and what the checks behind each verdict are worth on the controls
+    (:func:`helpers.study.power_report.account_power`)."""
+    from helpers.study.challengers_report import ACCOUNT_CLAIMS, verdicts  # lazy: pandas, only for the tables
+    from helpers.study.power_report import account_power
 
     ran = [(r, verdicts([c for c in r.claims if c.key.startswith("10.")])) for r in records]
     ran = [(r, v) for r, v in ran if v]
     if not ran:
         return ("No run of notebook 10 is recorded yet at the default profile: `make run`, then `make record` and "
                 "`make tables` add its verdicts here.\n")
+    power, source = recorded_power(records)
     accounts = list(dict.fromkeys(a for _, v in ran for a in v))
-    lines = ["| account (notebook 10) | " + " | ".join(model_label(r) for r, _ in ran) + " |",
-             "|---|" + "---|" * len(ran)]
+    lines = ["| account (notebook 10) | " + " | ".join(model_label(r) for r, _ in ran)
+             + " | its checks on the controls |",
+             "|---|" + "---|" * len(ran) + "---|"]
     for a in accounts:
-        lines.append(f"| {_esc(a)} | " + " | ".join(f"**{v[a]}**" if a in v else "" for _, v in ran) + " |")
+        said = account_power(ACCOUNT_CLAIMS.get(a, ()), power) if power else "not recorded yet"
+        lines.append(f"| {_esc(a)} | " + " | ".join(f"**{v[a]}**" if a in v else "" for _, v in ran)
+                     + f" | {_esc(said)} |")
     out = "\n".join(lines) + "\n\n" + runs_line([r for r, _ in ran]) + "\n"
-    # the checks' power on the positive control: every run of notebook 10 runs the same control sequences, so the
-    # first run that has them speaks for all (tests/test_record.py checks that they agree)
-    seen = [(r, power(r.claims)) for r, _ in ran]
-    seen = [(r, p) for r, p in seen if p]
-    if seen:
-        r, p = seen[0]
-        rows = [f"| {_esc(check)} | **{said}** |" for check, said in p.items()]
-        out += ("\nThe same checks on the positive control, whose answer is known (notebook 10, run with "
-                f"{model_label(r)}): a check that sees it there can see such a mechanism.\n\n"
-                "| check (notebook 10) | on the positive control |\n|---|---|\n" + "\n".join(rows) + "\n")
+    if source is not None:
+        out += (f"\nThe checks' power comes from {model_label(source)}'s run (record `docs/record/{source.file_name}`"
+                "): the table under 'The checks' power' has each check's sensitivity and specificity.\n")
     return out
 
 
+def power_table(records: Sequence[Record]) -> str:
+    """Every check's sensitivity on the wide positive control and specificity on the negative one, with their
+    intervals and reading (:func:`helpers.study.power_report.power_markdown`), from the record that holds them."""
+    from helpers.study.paper import CLAIMS  # lazy: the claims' statements, only for the tables
+
+    power, source = recorded_power(records)
+    if source is None:
+        return ("The checks' power has not been recorded yet: `make run` (notebook 09 measures it on the controls), "
+                "then `make record` and `make tables`.\n")
+    rows = list(power.values())
+    said = power_markdown(rows, {k: CLAIMS[k]["statement"] for k in power if k in CLAIMS})
+    return said + "\n" + runs_line([source]) + "\n"
+
+
 RENDERERS = {"front": front_table, "control": control_table, "full": full_table, "times": run_times,
-             "verdicts": verdict_table}
+             "verdicts": verdict_table, "power": power_table}
 TABLE_PROFILE = "default"  # the result tables show the records of this profile; the run times show every record
 
 

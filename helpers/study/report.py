@@ -18,8 +18,9 @@ from pathlib import Path
 
 from helpers.core.accounting import read_ledgers, summarise
 from helpers.core.tasks import get_task
-from helpers.study.challengers_report import power, verdicts
+from helpers.study.challengers_report import ACCOUNT_CLAIMS, verdicts
 from helpers.study.claims import Claim
+from helpers.study.power_report import Power, account_power, power_by_key, power_markdown
 from helpers.study.results import model_slug, run_key, run_tasks
 
 __all__ = ["build_report", "markdown_table", "replace_block", "record_run", "recorded_runs", "RUNS_FILE", "write_accounting",
@@ -172,6 +173,8 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
         lines.append(f"Run: {note}.\n")
     lines.append("## Summary: paper vs ours, models side by side\n")
     lines.append(markdown_table(summary_rows(sections, models)))
+    power = power_by_key(Power.from_json(p) for sec in sections.values() for met in sec.values()
+                         for p in (met.get("metrics") or {}).get("power") or [])  # notebook 09's, on the controls
     for sec in sorted(sections):
         lines.append(f"## {sec}\n")
         for m, met in sections[sec].items():
@@ -184,12 +187,13 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
                 ten = [Claim.from_json(c) for c in met["claims"]]
                 found = verdicts(ten)
                 if found:
-                    lines.append("Verdict per account (helpers.study.challengers_report):\n")
-                    lines.append(markdown_table([{"account": a, "verdict": v} for a, v in found.items()]))
-                seen = power(ten)
-                if seen:
-                    lines.append("The same checks on the positive control, whose answer is known:\n")
-                    lines.append(markdown_table([{"check": k, "on the control": v} for k, v in seen.items()]))
+                    lines.append("Verdict per account (helpers.study.challengers_report), and what its checks are "
+                                 "worth on the controls (notebook 09; 'not recorded' before it has run):\n")
+                    lines.append(markdown_table([{"account": a, "verdict": v, "its checks on the controls": account_power(
+                        ACCOUNT_CLAIMS.get(a, ()), power) if power else "not recorded"} for a, v in found.items()]))
+            if (met.get("metrics") or {}).get("power"):  # notebook 09: every check's power on the controls
+                lines.append("Every check's power on the controls (helpers.study.power_report):\n")
+                lines.append(power_markdown([Power.from_json(p) for p in met["metrics"]["power"]]))
             if met.get("verdict"):
                 lines.append(f"**Verdict:** {met['verdict']}\n")
             figs = sorted((results_root / model_slug(m) / key / "figures").glob(f"{sec[:2]}_*.png"))

@@ -18,7 +18,7 @@ import seaborn as sns
 from .figures import show_figure
 from .setting import offline_view, plot_interval_bars, view_token_strings
 
-__all__ = ["plot_head_map", "plot_ablation", "plot_value_outputs", "plot_two_towers", "plot_biases",
+__all__ = ["plot_head_map", "head_score_panels", "plot_ablation", "plot_value_outputs", "plot_two_towers", "plot_biases",
            "head_attention_view", "plot_regime", "by_hand_drop_table", "unrelated_accuracy_table",
            "mapping_control_table", "incontext_ablation_frame", "incontext_ablation_table", "two_towers_table",
            "head_bias_table", "head_bias_frame", "regime_table", "regime_ablation_table",
@@ -270,3 +270,21 @@ def show_swap_averaged_by_demos_per_class(intervals: dict, title: str) -> None:
     """Section 2.7: the swap-averaged accuracy (y) against demonstrations per class (x), one line per label pair
     with its 95% interval (:func:`plot_regime`), saved as ``07_regime``."""
     show_figure(plot_regime(intervals, title), "07_regime")
+
+
+def head_score_panels(panels: dict, *, signed: Sequence[str] = (), title: str = "", annotate: bool = False,
+                      save_as: str | None = None) -> None:
+    """One heatmap per score (``{panel title: [layer, head] tensor or array}``), head on x and layer on y, shown and
+    saved as ``save_as``: the scores named in ``signed`` (effects of either sign) on a diverging map centred at 0,
+    the others on viridis; ``annotate`` writes each head's value in its cell."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels) + 0.8, 3.2), layout="constrained",
+                             squeeze=False)
+    for ax, (name, score) in zip(axes[0], panels.items()):
+        values = score.numpy() if hasattr(score, "numpy") else np.asarray(score)
+        sign = name in signed
+        sns.heatmap(values, ax=ax, cmap="RdBu_r" if sign else "viridis", center=0 if sign else None,
+                    annot=annotate, fmt=".2f", cbar=not annotate, cbar_kws=None if annotate else {"shrink": 0.7})
+        ax.set(xlabel="head", ylabel="layer", title=name)
+    if title:
+        fig.suptitle(title)
+    show_figure(fig, save_as)

@@ -1,0 +1,254 @@
+"""Checks whose power is known: every check of notebooks 01, 02, 03, 05, 07 and 10, run many times on two
+controls whose answer is known both ways.
+
+A verdict on a language model is worth the power of the check behind it. "Inconclusive" can mean that the model
+has no such mechanism, that the check is blind, or that the check would say "replicates" on anything. Two
+controls (:mod:`helpers.core.control`) separate the three:
+
+- **the wide positive control** (``"control-wide"``): 2 layers x 8 heads trained on sequences whose class ->
+  label mapping is drawn afresh for every sequence, so its answer can only come from its context, through a
+  circuit that is known (previous-token heads copy each item into its label; one matching head reads the labels
+  of the query's class at q). The mechanism every check looks for is there.
+- **the negative control** (``"control-negative"``): the same shape, prompt format and items, trained with one
+  fixed mapping and contexts that never show the query's class, so the answer sits in its weights and it does
+  not read the context (in-weights learning; Chan et al., arXiv 2205.05055). The mechanism is absent.
+
+**A replicate** is one run of a check at the control's run size (:func:`power_sizes`: the sequences notebook 09
+uses per seed), with the notebook's own claim function and criterion, unchanged, on sequences drawn with one
+replicate seed (:data:`REPLICATE_SEED`). Each control's replicates use the same seeds, so the two controls see
+the same items with the same labels: only the model differs.
+
+From the replicates' verdicts :func:`helpers.study.power_report.power_rows` makes each check's sensitivity (the
+share of the positive control's replicates that say "replicates") and specificity (the share of the negative
+control's that say anything else), with their intervals and the reading fixed before any run; that module also
+says which control claim measures which check of the language models. :func:`power_study` runs it all.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from helpers.core.control import (
+    ControlPrompts,
+    ControlTask,
+    control_kind,
+    control_prompts,
+    control_spec,
+    control_task,
+    relabel,
+    shuffled_labels,
+)
+from helpers.core.predict import predict
+from helpers.core.store import cached, same_weights
+from helpers.experiments import aucroc as auc
+from helpers.experiments import head_ablation as ha
+from helpers.experiments import head_scores as hs
+from helpers.experiments import incontext_heads as ih
+from helpers.experiments import isolation as iso
+from helpers.experiments import isolation_classes as ic
+from helpers.experiments import mapping_control as mc
+from helpers.experiments import positive_control as pc
+from helpers.experiments import saliency as sal
+from helpers.experiments import saliency_classes as sc
+from helpers.experiments import two_towers as tt
+from helpers.study.claims import Claim, claim
+from helpers.study.power_report import NEGATIVE, POSITIVE, Power, power_rows
+from helpers.study.profiles import RunSizes
+from helpers.study.stats import Interval, bootstrap_means
+
+__all__ = ["REPLICATE_SEED", "PowerSizes", "power_sizes", "GROUPS", "replicate_claims", "power_runs", "power_study",
+           "ranking_scores", "ranking_top_heads"]
+
+# replicate r draws its sequences with seed REPLICATE_SEED + r (notebook 09's seeds are the profile's, 42-46: the
+# two never meet); within a replicate the streams are notebook 09's: saliency + 500, head ranking + 1000, two-way +
+# 2000
+REPLICATE_SEED = 70_000
+
+
+@dataclass(frozen=True)
+class PowerSizes(RunSizes):
+    """Run sizes of the power measurement (:func:`power_sizes`)."""
+
+    replicates: int  # runs of every check on each control
+    n: int  # four-way sequences per replicate (accuracy, isolation, AUCROC, ablations, Hidden_anchor)
+    n_saliency: int  # sequences per replicate for the flows (a backward pass each)
+    n_attr: int  # sequences ranking the heads (seed + 1000)
+    batch_size: int
+
+
+def power_sizes(profile) -> PowerSizes:
+    """Per replicate notebook 09's per-seed sizes (:func:`helpers.experiments.positive_control.control_sizes`);
+    16 replicates at ``default`` (16 "replicates" in 16 give a sensitivity interval of [0.79, 1], none in 16
+    [0, 0.21]; both controls' 16 replicates of every check take about 8 minutes on 2 CPU cores), 32 at ``paper``,
+    2 at ``smoke`` (the code runs; not evidence)."""
+    c = pc.control_sizes(profile)
+    return PowerSizes(replicates={"smoke": 2, "default": 16}.get(profile.name, 32), n=c.n, n_saliency=c.n_saliency,
+                      n_attr=c.n_attr, batch_size=c.batch_size)
+
+
+# ----------------------------------------------------------------- one replicate
+
+
+def _gap_verdict(iv: Interval) -> str:
+    """Notebook 05's criterion for a gap (:func:`helpers.experiments.compression.compression_claims`)."""
+    return "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
+
+
+def _compression_05(model, cp: ControlPrompts, seed: int, context: str) -> list[Claim]:
+    """Notebook 05's label-loyalty checks on the control: Hidden_anchor against Hidden_random (one random item
+    per demonstration) and against Text_anchor (the label tokens alone as the context, run afresh:
+    :func:`helpers.experiments.positive_control.text_anchor_loyalty`), each a paired gap in points with
+    notebook 05's criterion (interval above 0); Hidden_anchor's own verdict is notebook 05's rule on the label
+    metric (replicates when both gaps lie above 0, does not replicate when one lies below, else inconclusive)."""
+    full = predict(model, cp.prompts, cp.label_ids, batch_size=256, top_k=0).pred
+    h = pc.hidden_anchor_accuracy(model, cp, seed=seed, full=full)
+    text = pc.text_anchor_loyalty(model, cp, full=full)
+    key = ("control", seed)
+    gaps = {"Hidden_random": bootstrap_means({key: 100 * (h["hidden_anchor_loyal"] - h["hidden_random_loyal"])}),
+            "Text_anchor": bootstrap_means({key: 100 * (h["hidden_anchor_loyal"] - text)})}
+    out = [claim(f"05.anchor_minus_{o}_label_loyalty", iv, _gap_verdict(iv), "interval above 0", unit="points",
+                 context=context) for o, iv in gaps.items()]
+    both = [_gap_verdict(iv) for iv in gaps.values()]
+    verdict = ("replicates" if all(v == "replicates" for v in both) else
+               "does not replicate" if "does not replicate" in both else "inconclusive")
+    out.append(claim("05.hidden_anchor_label_loyalty", bootstrap_means({key: 100 * h["hidden_anchor_loyal"]}), verdict,
+                     "notebook 05's rule on label loyalty: replicates if Hidden_anchor minus Text_anchor and minus "
+                     "Hidden_random both lie above 0, does not replicate if one lies below", unit="%",
+                     context=context))
+    return out
+
+
+def _group_09(model, seed: int, sizes: PowerSizes) -> list[Claim]:
+    """The checks of notebooks 01, 02, 03, 05 and 07 on one replicate, as notebook 09 runs them."""
+    task, name, bs = _prompt_task(model), model.cfg.icl_model_name, sizes.batch_size
+    ctx = f"{name}, replicate seed {seed}, {sizes.n} sequences"
+    cp = control_prompts(task, sizes.n, seed)
+    key = ("control", seed)
+    flows = {key: sal.saliency_flow(model, control_prompts(task, sizes.n_saliency, seed + 500).prompts, task.label_ids,
+                                    batch_size=64)}
+    out = sal.saliency_claims(sal.flow_intervals(flows), ["control"], ctx)
+    isolated = {key: iso.isolation_experiment(model, cp.prompts, cp.label_ids, ks=(1,), seed=seed, batch_size=bs,
+                                              shared=False)}
+    out += iso.isolation_claims(*iso.isolation_intervals(iso.loyalty_frame(isolated), k=1), k=1, context=ctx)
+    scores, pr = auc.label_attention(model, cp.prompts, cp.label_ids, batch_size=bs, top_k=0, shared=False)
+    runs = {key: {"scores": scores, "pred": pr.pred, "gold": pr.gold}}
+    out += auc.aucroc_claims(auc.raw_mean_curves(runs), auc.curve_intervals(runs), name, context=ctx)
+    out += _compression_05(model, cp, seed, ctx)
+    attr = control_prompts(task, sizes.n_attr, seed + 1000)
+    heads = ih.incontext_heads(ih.head_attribution(model, attr.prompts, attr.label_ids, batch_size=bs, shared=False), 1)
+    out += ha.ablation_claims(ha.ablation_intervals({key: ha.ablation_conditions(model, cp.prompts, cp.label_ids, heads,
+                                                                                 seed, bs, shared=False)}), ctx)
+    two = control_prompts(task, sizes.n, seed + 2000, n_ways=2)
+    swapped = pc.label_swap(model, two, perm=[1, 0])
+    out += mc.mapping_claims({"swap_averaged": bootstrap_means({key: swapped["swap_averaged"]}),
+                              "same_word": bootstrap_means({key: swapped["same"]})}, ctx)
+    vo = tt.value_outputs(model, two.prompts, two.label_ids, heads, batch_size=bs, shared=False)
+    out += tt.two_towers_claims(tt.label_carrying_interval({key: vo}), tt.two_towers_intervals({"control": vo}), ctx)
+    return out
+
+
+def _group_10(model, seed: int, sizes: PowerSizes) -> list[Claim]:
+    """Notebook 10's checks on one replicate: the label words' isolation and flows against content tokens, and
+    each ranking's top head against a random one, with the four labels and swap-averaged on two-way sequences."""
+    task, name, bs = _prompt_task(model), model.cfg.icl_model_name, sizes.batch_size
+    ctx = f"{name}, replicate seed {seed}, {sizes.n} sequences"
+    cp = control_prompts(task, sizes.n, seed)
+    loyalty = ic.class_loyalty_intervals(ic.control_isolation_runs(model, {seed: cp}, k=1))
+    flows = sc.control_flow_intervals(sc.control_flow_runs(model, {seed: control_prompts(task, sizes.n_saliency,
+                                                                                         seed + 500)}),
+                                      model.cfg.n_layers)
+    top = ranking_top_heads(model, control_prompts(task, sizes.n_attr, seed + 1000))
+    key = ("control", seed)
+    plain = hs.head_set_intervals(ha.sets_cells({key: ha.sets_ablation_conditions(model, cp.prompts, cp.label_ids, top,
+                                                                                  seed, bs, shared=False)}))
+    two = control_prompts(task, sizes.n, seed + 2000, n_ways=2)
+    both = [{key: ha.sets_ablation_conditions(model, c.prompts, c.label_ids, top, seed, bs, shared=False)}
+            for c in (two, relabel(two, [1, 0]))]
+    foobar = hs.head_set_intervals(ha.sets_cells(ha.swap_averaged(*both)))
+    return ([ic.control_isolation_claim(loyalty, 1, ctx)] + sc.control_flow_claims(flows, ctx)
+            + [c for c in hs.head_set_claims(plain, 1, ctx, foobar=foobar) if c.key != "10.fv_over_induction"])
+
+
+def ranking_scores(model, attr: ControlPrompts) -> dict:
+    """Each ranking's score per head (``[layer, head]``) on a control: paper B's in-context attribution (mean gain
+    and drop at q), the induction score at the control's context length and the function-vector score (corrupted
+    prompts: each sequence's labels shuffled among its demonstrations), on the sequences ``attr``."""
+    pooled = ih.head_attribution(model, attr.prompts, attr.label_ids, shared=False)
+    fv = hs.fv_scores(model, attr.prompts, shuffled_labels(attr, attr.seed).prompts, attr.label_ids, shared=False)
+    return {"incontext": (pooled.mean_gain + pooled.mean_drop) / 2,
+            "induction": hs.induction_scores(model, length=(model.cfg.n_ctx - 1) // 2), "fv": fv.mean(0),
+            "_pooled": pooled}
+
+
+def ranking_top_heads(model, attr: ControlPrompts) -> dict[str, list]:
+    """Each ranking's top head on a control (one head, as notebook 09 fixed before its first run; the in-context
+    ranking by :func:`helpers.experiments.incontext_heads.rank_heads`), from :func:`ranking_scores`."""
+    scores = ranking_scores(model, attr)
+    return {"incontext": ih.rank_heads(scores["_pooled"])[:1], "induction": hs.top_heads(scores["induction"], 1),
+            "fv": hs.top_heads(scores["fv"], 1)}
+
+
+def _prompt_task(model) -> ControlTask:
+    """The task whose prompts both controls run: the negative control's (one fixed class -> label mapping, shown
+    in every context). Both controls were trained on the same items (same sizes and seed), so the same token is the
+    same item in both, and the positive control, which reads whatever mapping the context shows, answers these
+    prompts as it answers its own: the two controls see identical inputs and only the model differs."""
+    task = control_spec(NEGATIVE).task
+    def items(t: ControlTask) -> tuple:
+        return t.n_labels, t.n_pairs, t.n_classes, t.n_heldout, t.dim, t.noise, t.exemplars, t.seed
+
+    if items(control_task(model)) != items(task):
+        raise ValueError(f"{model.cfg.icl_model_name} was trained on other items than the negative control: the power "
+                         "runs need both controls on the same task sizes and seed")
+    return task
+
+
+GROUPS: dict[str, Callable] = {"09": _group_09, "10": _group_10}  # the checks each notebook's run measures
+
+
+def replicate_claims(model, seed: int, sizes: PowerSizes, group: str) -> list[Claim]:
+    """One replicate of a group's checks on a control (:data:`GROUPS`), stored on disk by control, group, seed and
+    sizes (the claims as JSON, so a stored copy cannot run code)."""
+    if control_kind(model) not in ("positive", "negative"):
+        raise ValueError("power runs on the controls only: load_model('control-wide') and load_model('control-"
+                         "negative')")
+    if group not in GROUPS:
+        raise ValueError(f"group must be one of {sorted(GROUPS)}, got {group!r}")
+    params = {"model": model.cfg.icl_model_name, "group": group, "seed": int(seed), "sizes": sizes.as_dict()}
+
+    def run():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a constant score on one replicate: its claim says so
+            return [c.to_json() for c in GROUPS[group](model, seed, sizes)]
+
+    with same_weights(model):
+        return [Claim.from_json(d) for d in cached("power_replicate", params, run, model=model)]
+
+
+def power_runs(models: Sequence, sizes: PowerSizes, groups: Sequence[str] = tuple(GROUPS),
+               progress: bool = True) -> dict[str, list[list[Claim]]]:
+    """``{control name: [claims of replicate r for r in range(sizes.replicates)]}`` for each control of ``models``
+    (the positive and the negative one), every replicate with seed ``REPLICATE_SEED + r``."""
+    from tqdm.auto import tqdm  # lazy: only while running
+
+    out = {}
+    for model in models:
+        name = model.cfg.icl_model_name
+        seeds = [REPLICATE_SEED + r for r in range(sizes.replicates)]
+        out[name] = [[c for g in groups for c in replicate_claims(model, s, sizes, g)]
+                     for s in tqdm(seeds, desc=f"power: {name}", disable=not progress)]
+    return out
+
+
+def power_study(sizes: PowerSizes, groups: Sequence[str] = tuple(GROUPS), keys=None,
+                progress: bool = True) -> tuple[list[Power], dict[str, list[list[Claim]]]]:
+    """Both controls loaded (:data:`~helpers.study.power_report.POSITIVE`, ``NEGATIVE``), every replicate of
+    ``groups`` run (stored on disk), and the power rows of ``keys`` (default: every check the groups measure and
+    every check the controls cannot measure). Returns ``(rows, runs)``."""
+    from helpers.core.models import load_model  # lazy: only when the controls are loaded here
+
+    runs = power_runs([load_model(POSITIVE, verbose=False), load_model(NEGATIVE, verbose=False)], sizes, groups,
+                      progress=progress)
+    return power_rows(runs, keys), runs

@@ -1,0 +1,289 @@
+"""What a check's verdict is worth: its power on two controls whose answer is known, as rows a record keeps.
+
+A check of notebooks 01, 02, 03, 05, 07 and 10 runs many times (replicates) on the wide positive control, where
+the mechanism it looks for is there, and on the negative control, where it is absent (the runs:
+:mod:`helpers.protocols.power`). **Sensitivity** is the share of the positive control's replicates whose verdict
+is "replicates"; **specificity** the share of the negative control's whose verdict is anything else. Each carries
+its exact 95% binomial interval (Clopper-Pearson) over the replicates. The reading (:func:`reading`), fixed
+before any run:
+
+- sensitivity: *sees it* when the interval's lower end is at or above 0.5, *misses it* when its upper end is
+  below 0.5, *unsure* otherwise; specificity: *silent* / *fires* / *unsure* by the same rule;
+- a check is **informative** when it sees it and stays silent; one that misses it or fires is
+  **uninformative**, and its verdicts on the language models say so (:func:`annotate`); otherwise its power is
+  *unsure*.
+
+**Which control claim measures which check** (:data:`CHECKS`): a check of notebooks 01-07 is the same claim key on
+the controls (notebook 09 grades the controls with those notebooks' functions); notebook 10's position classes
+are measured by the controls' label-word checks (isolation and flows against content tokens: the controls have no
+forerunner or template tokens, but the check is the same), its head rankings by the same claims as on the models
+(the ranking's top head against as many random heads, with the controls' four labels and swap-averaged on their
+two-way sequences). Checks the controls cannot measure say why (:data:`NOT_MEASURED`); ``tests/test_power.py``
+holds every claim of those notebooks to one of the two.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from scipy.stats import beta
+
+from helpers.study.claims import Claim
+from helpers.study.stats import Interval
+
+__all__ = ["POSITIVE", "NEGATIVE", "CHECKS", "NOT_MEASURED", "NOTEBOOKS", "checked_keys", "clopper_pearson", "Power",
+           "power_rows", "reading", "annotate", "power_frame", "power_by_key", "account_power", "power_markdown",
+           "power_summary"]
+
+POSITIVE, NEGATIVE = "control-wide", "control-negative"  # the controls every power measurement uses
+
+# ----------------------------------------------------------------- which control claim measures which check
+
+# {claim key on the language models: claim key on the controls that measures its check}
+CHECKS: dict[str, str] = {
+    **{k: k for k in ("01.shallow_wp_dominant", "01.deep_pq_dominant", "01.label_flows_above_ww",
+                      "02.label_first_hurts_most", "02.label_last_barely_matters", "02.random_first_barely_matters",
+                      "02.random_last_barely_matters", "03.peak_aucroc", "03.peak_layer", "03.r_crossing",
+                      "05.hidden_anchor_label_loyalty", "05.anchor_minus_Text_anchor_label_loyalty",
+                      "05.anchor_minus_Hidden_random_label_loyalty", "07.foobar_icl", "07.ablation_at_q",
+                      "07.ablation_all", "07.value_output", "07.two_towers",
+                      "10.incontext_heads_ablation", "10.induction_heads_ablation", "10.fv_heads_ablation",
+                      "10.incontext_heads_foobar", "10.induction_heads_foobar", "10.fv_heads_foobar")},
+    # Hidden_random-top keeps random tokens among those q attends to most; on the controls every demonstration is
+    # one item, so its draw is Hidden_random's
+    "05.anchor_minus_Hidden_random-top_label_loyalty": "05.anchor_minus_Hidden_random_label_loyalty",
+    # the position classes: isolation and flows of a class against as many content tokens; the controls have the
+    # label words and content only, and the check is the same
+    **{f"10.{c}_isolation": "10.control_label_isolation" for c in ("label", "forerunner", "template")},
+    **{f"10.{c}_gathers": "10.control_label_gathers" for c in ("forerunner", "template")},
+    **{f"10.{c}_is_read": "10.control_label_is_read" for c in ("forerunner", "template")},
+}
+_WORDS = ("the controls can only say one of their four labels, so word loyalty (the overlap of the top-5 words) "
+          "is label loyalty's ranking of four labels, not a measure of its own")
+NOT_MEASURED: dict[str, str] = {
+    "05.hidden_anchor_word_loyalty": _WORDS, "05.anchor_minus_Text_anchor_word_loyalty": _WORDS,
+    "05.anchor_minus_Hidden_random_word_loyalty": _WORDS, "05.anchor_minus_Hidden_random-top_word_loyalty": _WORDS,
+    "05.hidden_anchor_accuracy": "Hidden_anchor's accuracy is the premise's accuracy times its loyalty; its check is "
+                                 "the label loyalty's, measured above",
+    **{f"05.speedup_{t}": "a timing, not a check for a mechanism" for t in ("sst2", "trec", "agnews", "tweet_emotion",
+                                                                           "own")},
+    "07.majority_reduction": "re-weighting learns one bias per demonstration slot of one fixed demonstration set; "
+                             "every control sequence has a context of its own",
+    "07.recency_reduction": "re-weighting learns one bias per demonstration slot of one fixed demonstration set; "
+                            "every control sequence has a context of its own",
+    "07.unrelated_regime": "reads the model's regime across pretrained label words; the controls' labels have no "
+                           "meaning to unlearn",
+    "07.regime_ablation": "reads the model's regime across pretrained label words; the controls' labels have no "
+                          "meaning to unlearn",
+    "10.fv_over_induction": "compares two rankings against each other: the controls know which heads carry the "
+                            "answer, not which of two rankings' heads should cost more",
+    "10.span_isolation": "the controls' labels are one token each: there are no later tokens of a label",
+    "10.span_aucroc": "the controls' labels are one token each: there are no later tokens of a label",
+    "10.span_hidden_anchor": "the controls' labels are one token each: there are no later tokens of a label",
+}
+NOTEBOOKS = ("01", "02", "03", "05", "07", "10")  # the notebooks whose every check has a row
+
+
+def checked_keys(keys: Iterable[str]) -> list[str]:
+    """The claim keys among ``keys`` that belong to the power table (notebooks :data:`NOTEBOOKS`; notebook 10's
+    own control claims are the measurements, not checks of a model)."""
+    return [k for k in keys if k[:2] in NOTEBOOKS and not k.startswith("10.control_")]
+
+
+# ----------------------------------------------------------------- the power rows
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact binomial interval of ``k`` successes in ``n`` trials."""
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"k must lie in 0..n and n be positive, got k={k}, n={n}")
+    a = (1 - level) / 2
+    low = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    high = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
+    return low, high
+
+
+def _rate(k: int, n: int) -> Interval | None:
+    if n == 0:
+        return None
+    low, high = clopper_pearson(k, n)
+    return Interval(k / n, low, high, 1, n)
+
+
+@dataclass(frozen=True)
+class Power:
+    """A check's power: ``key`` the claim on the language models, ``measured_by`` the claim on the controls (empty
+    with ``why`` when the controls cannot measure it), the verdict counts over each control's replicates, and
+    sensitivity / specificity with their Clopper-Pearson intervals."""
+
+    key: str
+    measured_by: str = ""
+    why: str = ""
+    positive: dict = field(default_factory=dict)  # {verdict: replicates}
+    negative: dict = field(default_factory=dict)
+    sensitivity: Interval | None = None
+    specificity: Interval | None = None
+
+    @property
+    def reading(self) -> dict[str, str]:
+        return reading(self)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        for k in ("sensitivity", "specificity"):
+            d[k] = None if getattr(self, k) is None else asdict(getattr(self, k))
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> Power:
+        return cls(**{**d, **{k: None if d.get(k) is None else Interval(**d[k]) for k in ("sensitivity",
+                                                                                         "specificity")}})
+
+
+def power_rows(runs: dict[str, list[list[Claim]]], keys: Iterable[str] | None = None) -> list[Power]:
+    """A :class:`Power` per check (``keys``: the claim keys on the language models; default every key of
+    :data:`CHECKS` and :data:`NOT_MEASURED`), from :func:`power_runs` of the positive and the negative control."""
+    keys = list(keys) if keys is not None else list(CHECKS) + list(NOT_MEASURED)
+    verdicts = {name: [{c.key: c.verdict for c in rep} for rep in reps] for name, reps in runs.items()}
+    out = []
+    for key in keys:
+        if key in NOT_MEASURED:
+            out.append(Power(key, why=NOT_MEASURED[key]))
+            continue
+        if key not in CHECKS:
+            raise KeyError(f"{key!r} is neither measured on the controls (CHECKS) nor said to be unmeasurable "
+                           "(NOT_MEASURED) in helpers/protocols/power.py: add it to one of them")
+        by = CHECKS[key]
+        pos = [v[by] for v in verdicts.get(POSITIVE, []) if by in v]
+        neg = [v[by] for v in verdicts.get(NEGATIVE, []) if by in v]
+        if not pos and not neg:
+            continue  # not run (e.g. notebook 10's group in a run of notebook 09's checks only)
+        out.append(Power(key, by, "", dict(Counter(pos)), dict(Counter(neg)),
+                         _rate(sum(v == "replicates" for v in pos), len(pos)),
+                         _rate(sum(v != "replicates" for v in neg), len(neg))))
+    return out
+
+
+def _said(iv: Interval | None, yes: str, no: str) -> str:
+    if iv is None:
+        return "not run"
+    return yes if iv.low >= 0.5 else no if iv.high < 0.5 else "unsure"
+
+
+def reading(p: Power) -> dict[str, str]:
+    """``{"positive": "sees it" / "misses it" / "unsure", "negative": "silent" / "fires" / "unsure", "power":
+    "informative" / "uninformative" / "unsure" / "not measured"}`` by the rule of the module docstring (fixed before
+    any run): an interval's lower end at or above 0.5 says yes, its upper end below 0.5 says no."""
+    if p.why:
+        return {"positive": "not measured", "negative": "not measured", "power": "not measured"}
+    pos = _said(p.sensitivity, "sees it", "misses it")
+    neg = _said(p.specificity, "silent", "fires")
+    power = ("informative" if (pos, neg) == ("sees it", "silent") else
+             "uninformative" if pos == "misses it" or neg == "fires" else "unsure")
+    return {"positive": pos, "negative": neg, "power": power}
+
+
+def annotate(p: Power | None) -> str:
+    """What a verdict on a language model is worth, in words: ``"check sees it on the positive control (20/20),
+    silent on the negative (20/20)"``; ``"uninformative: ..."`` before a check that misses it or fires."""
+    if p is None:
+        return "no power row"
+    if p.why:
+        return f"power not measured: {p.why}"
+    r = reading(p)
+
+    def count(iv):
+        return "not run" if iv is None else f"{round(iv.estimate * iv.n_inputs)}/{iv.n_inputs}"
+
+    text = (f"check {r['positive']} on the positive control ({count(p.sensitivity)}), {r['negative']} on the "
+            f"negative ({count(p.specificity)})")
+    return f"uninformative: {text}" if r["power"] == "uninformative" else text
+
+
+def power_frame(rows: Sequence[Power], digits: int = 2):
+    """A table, a row per check: the control claim that measures it, sensitivity and specificity with their
+    intervals, the verdicts behind them and the reading."""
+    import pandas as pd  # lazy: only when a table is shown
+
+    def iv(x):
+        return "" if x is None else f"{x.estimate:.{digits}f} [{x.low:.{digits}f}, {x.high:.{digits}f}]"
+
+    def counts(d):
+        return ", ".join(f"{v} {n}" for v, n in sorted(d.items(), key=lambda t: -t[1]))
+
+    out = [{"check (claim)": p.key, "measured on the controls by": p.measured_by or "not measured",
+            "sensitivity [95% CI]": iv(p.sensitivity), "specificity [95% CI]": iv(p.specificity),
+            "positive control's verdicts": counts(p.positive), "negative control's verdicts": counts(p.negative),
+            "power": reading(p)["power"] if not p.why else f"not measured: {p.why}"} for p in rows]
+    return pd.DataFrame(out).set_index("check (claim)")
+
+
+
+def power_by_key(rows: Iterable[Power]) -> dict[str, Power]:
+    return {p.key: p for p in rows}
+
+
+def account_power(keys: Sequence[str], rows: dict[str, Power]) -> str:
+    """What the checks behind one verdict (``keys``: the claim keys it rests on) are worth, one phrase per control
+    measurement they share: ``"control_label_isolation: informative; control_label_gathers: uninformative (fires
+    on the negative)"``."""
+    said = {}
+    for k in keys:
+        p = rows.get(k)
+        if p is None:
+            said.setdefault(k, "no power row")
+        elif p.why:
+            said.setdefault(k, "not measured")
+        else:
+            r = reading(p)
+            why = {"misses it": "misses it on the positive", "fires": "fires on the negative"}
+            detail = [why[x] for x in (r["positive"], r["negative"]) if x in why]
+            said.setdefault(p.measured_by, r["power"] + (f" ({', '.join(detail)})" if detail else ""))
+    return "; ".join(f"{k.split('.', 1)[1]}: {v}" for k, v in said.items())
+
+
+def power_markdown(rows: Sequence[Power], statements: dict[str, str] | None = None) -> str:
+    """The power table as markdown, a row per check measured on the controls (then one line per reason a check is
+    not measured): the claim, the control claim that measures it, sensitivity and specificity with their
+    intervals and counts, and the reading."""
+    statements = statements or {}
+
+    def cell(iv):
+        return "not run" if iv is None else (f"{iv.estimate:.2f} [{iv.low:.2f}, {iv.high:.2f}] "
+                                             f"({round(iv.estimate * iv.n_inputs)}/{iv.n_inputs})")
+
+    measured = [p for p in rows if not p.why]
+    lines = ["| check (claim) | measured on the controls by | sensitivity: sees it on the positive control | "
+             "specificity: silent on the negative control | power |", "|---|---|---|---|---|"]
+    for p in measured:
+        name = statements.get(p.key, "")
+        r = reading(p)
+        lines.append(f"| `{p.key}`{f' {name}' if name else ''} | `{p.measured_by}` | {cell(p.sensitivity)}, "
+                     f"{r['positive']} | {cell(p.specificity)}, {r['negative']} | **{r['power']}** |")
+    out = "\n".join(lines) + "\n"
+    reasons: dict[str, list[str]] = {}
+    for p in rows:
+        if p.why:
+            reasons.setdefault(p.why, []).append(p.key)
+    if reasons:
+        out += "\nNot measured on the controls:\n\n" + "\n".join(
+            f"- {', '.join(f'`{k}`' for k in keys)}: {why}." for why, keys in reasons.items()) + "\n"
+    return out
+
+
+def power_summary(rows: Sequence[Power]) -> str:
+    """The power table in a few lines of words, from the rows (a notebook's reading prints it, so no count is
+    typed): the checks by reading, each with its sensitivity and specificity counts."""
+    groups: dict[str, list[str]] = {}
+    for p in rows:
+        if not p.why:
+            said = annotate(p).removeprefix("uninformative: ")
+            groups.setdefault(reading(p)["power"], []).append(f"{p.key} ({said})")
+    heads = {"informative": "Informative: sees the mechanism where it is there and stays silent where it is absent",
+             "uninformative": "Uninformative: misses the mechanism where it is there, or fires where it is absent; "
+                              "its verdicts on the language models say nothing about the mechanism",
+             "unsure": "Unsure at this run size"}
+    out = [f"{heads[k]}:\n" + "\n".join(f"  - {x}" for x in groups[k]) for k in heads if k in groups]
+    return "\n".join(out) if out else "No check was measured on the controls."

@@ -1,0 +1,220 @@
+"""The checks' power on the two controls (helpers/protocols/power.py, helpers/study/power_report.py): the interval,
+the reading rule, the rows from hand-made replicates, every check of notebooks 01-03, 05, 07 and 10 with a row, the
+replicate runs on both controls, the records and the tables they render."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers.study.claims import claim
+from helpers.study.paper import CLAIMS
+from helpers.study.power_report import (
+    CHECKS,
+    NEGATIVE,
+    NOT_MEASURED,
+    POSITIVE,
+    Power,
+    account_power,
+    annotate,
+    checked_keys,
+    clopper_pearson,
+    power_markdown,
+    power_rows,
+    reading,
+)
+from helpers.study.stats import Interval
+
+IV = Interval(0.1, 0.05, 0.2, 1, 4)
+
+
+def _runs(pos: dict[str, list[str]], neg: dict[str, list[str]]) -> dict:
+    """Hand-made replicates: ``{control claim key: [verdict of replicate r]}`` per control."""
+    def reps(by):
+        n = len(next(iter(by.values())))
+        return [[claim(k, IV, v[r], "hand") for k, v in by.items()] for r in range(n)]
+
+    return {POSITIVE: reps(pos), NEGATIVE: reps(neg)}
+
+
+def test_clopper_pearson_hand_cases():
+    assert clopper_pearson(0, 10)[0] == 0.0 and clopper_pearson(10, 10)[1] == 1.0
+    low, high = clopper_pearson(5, 10)
+    assert (low, high) == pytest.approx((0.1871, 0.8129), abs=1e-4)  # the textbook value
+    assert clopper_pearson(16, 16)[0] == pytest.approx(0.025 ** (1 / 16))  # k = n: (alpha / 2) ** (1 / n)
+    assert clopper_pearson(0, 16)[1] == pytest.approx(1 - 0.025 ** (1 / 16))
+    for bad in ((3, 2), (-1, 4), (0, 0)):
+        with pytest.raises(ValueError, match="k must lie"):
+            clopper_pearson(*bad)
+
+
+def test_rows_count_the_replicates_verdicts_through_the_checks_map():
+    pos = {"02.label_first_hurts_most": ["replicates"] * 16, "10.control_label_isolation": ["replicates"] * 15 + ["inconclusive"],
+           "07.ablation_at_q": ["inconclusive"] * 16}
+    neg = {"02.label_first_hurts_most": ["inconclusive"] * 16, "10.control_label_isolation": ["inconclusive"] * 16,
+           "07.ablation_at_q": ["replicates"] * 16}
+    keys = ["02.label_first_hurts_most", "10.template_isolation", "07.ablation_at_q", "10.span_aucroc"]
+    rows = {p.key: p for p in power_rows(_runs(pos, neg), keys)}
+    first = rows["02.label_first_hurts_most"]
+    assert first.measured_by == "02.label_first_hurts_most" and first.positive == {"replicates": 16}
+    assert first.sensitivity.estimate == 1 and first.sensitivity.n_inputs == 16
+    assert first.specificity.estimate == 1 and reading(first) == {"positive": "sees it", "negative": "silent",
+                                                                  "power": "informative"}
+    tmpl = rows["10.template_isolation"]  # the template's isolation check is measured with the label words
+    assert tmpl.measured_by == "10.control_label_isolation" and tmpl.sensitivity.estimate == pytest.approx(15 / 16)
+    q = rows["07.ablation_at_q"]
+    assert reading(q) == {"positive": "misses it", "negative": "fires", "power": "uninformative"}
+    assert annotate(q).startswith("uninformative: check misses it on the positive control (0/16), fires on the "
+                                  "negative (0/16)")
+    assert rows["10.span_aucroc"].why and reading(rows["10.span_aucroc"])["power"] == "not measured"
+    assert annotate(None) == "no power row"
+    with pytest.raises(KeyError, match="neither measured"):
+        power_rows(_runs(pos, neg), ["02.no_such_check"])
+    # a check whose control claim no replicate holds is left out (a run of one group of checks)
+    assert power_rows(_runs(pos, neg), ["01.shallow_wp_dominant"]) == []
+
+
+def test_reading_is_unsure_between_the_bounds_and_the_json_round_trip():
+    p = Power("03.peak_aucroc", "03.peak_aucroc", "", {"replicates": 2, "inconclusive": 1}, {"inconclusive": 3},
+              Interval(2 / 3, *clopper_pearson(2, 3), 1, 3), Interval(1.0, *clopper_pearson(3, 3), 1, 3))
+    assert reading(p) == {"positive": "unsure", "negative": "unsure", "power": "unsure"}
+    assert Power.from_json(json.loads(json.dumps(p.to_json()))) == p
+
+
+def test_every_check_of_the_notebooks_has_a_power_row():
+    """A claim of notebooks 01, 02, 03, 05, 07 or 10 (the paper's table of claims, and every record's) is measured on
+    the controls or says why it cannot be; every measuring claim is one the replicate runs report."""
+    from helpers.study.record import load_records
+
+    keys = set(checked_keys(CLAIMS)) | {c.key for r in load_records() for c in r.claims if checked_keys([c.key])}
+    missing = sorted(k for k in keys if k not in CHECKS and k not in NOT_MEASURED)
+    assert not missing, f"checks without a power row: {missing} (helpers/study/power_report.py CHECKS or NOT_MEASURED)"
+    assert not set(CHECKS) & set(NOT_MEASURED)
+    assert all(v in CLAIMS for v in CHECKS.values())
+
+
+@pytest.fixture(scope="module")
+def controls():
+    from helpers.core.models import load_model
+
+    return [load_model(POSITIVE, verbose=False), load_model(NEGATIVE, verbose=False)]
+
+
+def test_replicates_on_both_controls_report_every_measuring_claim(controls):
+    """One small replicate of both groups on each control: every claim the checks map to comes back, graded; the
+    stored copy reads back the same claims; the two controls see the same sequences."""
+    from helpers.core.control import control_task
+    from helpers.protocols.power import PowerSizes, power_runs, replicate_claims
+
+    sizes = PowerSizes(replicates=1, n=16, n_saliency=8, n_attr=16, batch_size=64)
+    runs = power_runs(controls, sizes, progress=False)
+    for name, reps in runs.items():
+        got = {c.key for c in reps[0]}
+        assert set(CHECKS.values()) <= got, (name, sorted(set(CHECKS.values()) - got))
+        again = replicate_claims(controls[0] if name == POSITIVE else controls[1], 70_000, sizes, "09")
+        assert [c.to_json() for c in again] == [c.to_json() for c in reps[0] if c.key in {a.key for a in again}]
+    rows = power_rows(runs)
+    assert {p.key for p in rows} == set(CHECKS) | set(NOT_MEASURED)
+    from helpers.core.control import exemplar_table
+    from helpers.protocols.power import _prompt_task
+
+    a, b = (control_task(m) for m in controls)
+    assert (exemplar_table(a) == exemplar_table(b)).all()  # a token is the same item in both controls
+    assert _prompt_task(controls[0]) == _prompt_task(controls[1])  # and the replicates' prompts are the same
+
+
+def test_replicates_refuse_a_model_that_is_not_a_control(tiny_model):
+    from helpers.protocols.power import PowerSizes, replicate_claims
+
+    with pytest.raises(ValueError, match="controls only"):
+        replicate_claims(tiny_model, 0, PowerSizes(1, 4, 4, 4, 4), "09")
+
+
+def test_prediction_exercise_grades_the_form_and_reports_the_runs(capsys):
+    from helpers.exercises.grading import CheckFailed
+    from helpers.exercises.positive_control import check_negative_prediction
+
+    neg = {"02.label_first_hurts_most": ["inconclusive"] * 16, "07.ablation_at_q": ["replicates"] * 16}
+    rows = power_rows(_runs({k: ["replicates"] * 16 for k in neg}, neg),
+                      ["02.label_first_hurts_most", "07.ablation_at_q", "10.span_aucroc"])
+    check_negative_prediction(lambda: {"02.label_first_hurts_most": "silent", "07.ablation_at_q": "silent"}, rows)
+    out = capsys.readouterr().out
+    assert "02.label_first_hurts_most: you said silent" in out and "as you predicted" in out
+    assert "07.ablation_at_q: you said silent; it said 'replicates' in 16 of 16" in out and "not as you predicted" in out
+    for bad, says in (({"02.label_first_hurts_most": "silent"}, "at least two"),
+                      ({"02.label_first_hurts_most": "silent", "10.span_aucroc": "fires"}, "not a check"),
+                      ({"02.label_first_hurts_most": "silent", "07.ablation_at_q": "maybe"}, "predict 'fires'")):
+        with pytest.raises(CheckFailed, match=says):
+            check_negative_prediction(lambda bad=bad: bad, rows)
+
+
+def _record(tmp_path, power_json=None):
+    from helpers.study.record import Record
+
+    notebooks = {"09_a_model_that_learns_in_context": {"claims": [claim("09.icl_accuracy", IV, "replicates",
+                                                                       "hand").to_json()],
+                                                       **({"power": power_json} if power_json else {})}}
+    d = {"model": "control", "slug": "control", "profile": "default", "run_key": "default", "commit": "abc1234",
+         "date": "2026-11-27", "seconds": {}, "notebooks": notebooks}
+    return Record.from_json(d)
+
+
+def test_records_carry_the_power_and_the_tables_show_it(tmp_path):
+    from helpers.study.record import Record, front_table, power_table, verdict_table
+
+    pos = {"02.label_first_hurts_most": ["replicates"] * 16, "10.control_label_isolation": ["replicates"] * 16,
+           "10.control_label_gathers": ["replicates"] * 16, "10.control_label_is_read": ["replicates"] * 16}
+    neg = {"02.label_first_hurts_most": ["inconclusive"] * 16, "10.control_label_isolation": ["inconclusive"] * 16,
+           "10.control_label_gathers": ["replicates"] * 16, "10.control_label_is_read": ["inconclusive"] * 16}
+    rows = power_rows(_runs(pos, neg), ["02.label_first_hurts_most", "10.label_isolation", "10.forerunner_gathers",
+                                        "10.forerunner_is_read", "10.template_gathers", "10.template_is_read",
+                                        "10.span_aucroc"])
+    ctrl = _record(tmp_path, [p.to_json() for p in rows])
+    assert ctrl.power == tuple(rows)
+    lm = Record("google/gemma-3-270m", "gemma-3-270m", "default", "default", "abc1234", "2026-11-27", {},
+                (claim("02.label_first_hurts_most", IV, "inconclusive", "hand"),
+                 claim("00.more_demos_no_help", IV, "inconclusive", "hand")))
+    front = front_table([lm, ctrl])
+    assert "| the check on the controls |" in front.splitlines()[0]
+    line = next(x for x in front.splitlines() if x.startswith("| Isolating the label words"))
+    assert line.endswith("| check sees it on the positive control (16/16), silent on the negative (16/16) |")
+    assert "not a check of notebooks" in next(x for x in front.splitlines() if "More demonstrations" in x)
+    assert "not recorded yet" in next(x for x in front_table([lm]).splitlines() if x.startswith("| Isolating the label"))
+    block = power_table([lm, ctrl])
+    assert "`02.label_first_hurts_most`" in block and "1.00 [0.79, 1.00] (16/16), sees it" in block
+    assert "**informative**" in block and "Not measured on the controls:" in block and "`10.span_aucroc`" in block
+    assert "docs/record/control-default.json" in block
+    assert "has not been recorded yet" in power_table([lm])
+    # notebook 10's verdicts carry their checks' power (the label words' flows fire on this hand-made negative)
+    from helpers.study.challengers_report import ACCOUNTS
+
+    said = account_power(["10.label_isolation", "10.forerunner_gathers", "10.forerunner_is_read"],
+                         {p.key: p for p in rows})
+    assert said == ("control_label_isolation: informative; control_label_gathers: uninformative (fires on the "
+                    "negative); control_label_is_read: informative")
+    ten = [claim(f"10.{c}_isolation", IV, "replicates", "hand") for c in ("label", "forerunner", "template")]
+    ten += [claim(f"10.{c}_{d}", IV, "does not replicate", "hand") for c in ("forerunner", "template")
+            for d in ("gathers", "is_read")]
+    lm10 = Record("google/gemma-3-270m", "gemma-3-270m", "default", "default", "abc1234", "2026-11-27", {},
+                  tuple(ten), part="10")
+    table = verdict_table([lm10, ctrl])
+    row = next(x for x in table.splitlines() if x.startswith(f"| {ACCOUNTS['label']}"))
+    assert "**supported**" in row and "control_label_gathers: uninformative (fires on the negative)" in row
+    assert power_markdown([]).startswith("| check (claim)")
+
+
+def test_make_record_keeps_the_power_of_notebook_09(tmp_path):
+    from helpers.study.record import load_records, make_record
+
+    folder = tmp_path / "results" / "control" / "default"
+    (folder / "metrics").mkdir(parents=True)
+    p = Power("02.label_first_hurts_most", "02.label_first_hurts_most", "", {"replicates": 2}, {"inconclusive": 2},
+              Interval(1.0, *clopper_pearson(2, 2), 1, 2), Interval(1.0, *clopper_pearson(2, 2), 1, 2))
+    (folder / "metrics" / "09_a_model_that_learns_in_context.json").write_text(json.dumps(
+        {"claims": [claim("09.icl_accuracy", IV, "replicates", "hand").to_json()], "metrics": {"power": [p.to_json()]}}))
+    (folder / "runs.json").write_text(json.dumps({"09_a_model_that_learns_in_context": {
+        "status": "ok", "seconds": 30.0, "commit": "abc1234", "finished": "2026-11-27 15:00 UTC"}}))
+    out = make_record(tmp_path / "results", "control", "default", out_dir=tmp_path / "record")
+    rec = load_records(tmp_path / "record")[0]
+    assert out.name == "control-default.json" and rec.power == (p,)
