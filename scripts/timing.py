@@ -45,7 +45,10 @@ MEASURED_DEFAULT: dict[str, dict[str, float]] = {
     "google/gemma-3-270m": {
         "00_icl_setting": 224.0, "01_saliency_flow": 620.5, "02_shallow_isolation": 906.4, "03_deep_aucroc": 125.1,
         "04_anchor_reweighting": 251.9, "05_context_compression": 1562.6, "06_error_diagnosis": 42.0,
-        "07_incontext_heads": 980.4, "08_your_own_task": 71.0, "09_a_model_that_learns_in_context": 23.9,
+        "07_incontext_heads": 980.4, "08_your_own_task": 71.0,
+        # the controls with their checks' power (make run JOBS=1 NOTEBOOKS=09 from a fresh clone at 7c7e78e on the
+        # idle 2-core CPU, record control-default.json)
+        "09_a_model_that_learns_in_context": 516.4,
         # its own run (make run JOBS=1 NOTEBOOKS=10 on the idle 2-core CPU, record gemma-3-270m-default-nb10.json)
         "10_anchors_and_challengers": 757.6,
     },
@@ -108,6 +111,10 @@ def work(profile, notebook: str) -> float:
         return float(len(b.seeds) * (3 * b.n_test + 4 * b.n_saliency + 8 * b.random_n))
     if nn == "06":  # error diagnosis: one seed, one task (TREC)
         return float(p.n_diagnosis)
+    if nn == "09":  # the controls: its own sequences per seed, and both controls' power replicates
+        from helpers.protocols.power import power_sizes
+
+        return float(4 * p.n_test * (len(p.seeds) + 2 * power_sizes(p).replicates))
     if nn == "10":  # its own sizes: seeds and inputs per (task, seed) of the class isolation, as of its other steps
         from helpers.experiments.isolation_classes import class_isolation_sizes
 

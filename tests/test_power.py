@@ -218,3 +218,20 @@ def test_make_record_keeps_the_power_of_notebook_09(tmp_path):
     out = make_record(tmp_path / "results", "control", "default", out_dir=tmp_path / "record")
     rec = load_records(tmp_path / "record")[0]
     assert out.name == "control-default.json" and rec.power == (p,)
+
+
+def test_results_summary_carries_each_checks_power():
+    from helpers.study.report import summary_rows
+
+    pos, neg = {"02.label_first_hurts_most": ["replicates"] * 16}, {"02.label_first_hurts_most": ["replicates"] * 16}
+    power = {p.key: p for p in power_rows(_runs(pos, neg), ["02.label_first_hurts_most"])}
+    summary = [{"claim": "02 Isolating the label words", "key": "02.label_first_hurts_most", "paper": "p", "ours": "o",
+                "verdict": "inconclusive"},
+               {"claim": "00 More demonstrations", "key": "00.more_demos_no_help", "paper": "p", "ours": "o",
+                "verdict": "inconclusive"}]
+    rows = summary_rows({"02_shallow_isolation": {"m": {"summary": summary[:1]}},
+                         "00_icl_setting": {"m": {"summary": summary[1:]}}}, ["m"], power)
+    assert [list(r)[-1] for r in rows] == ["the check on the controls"] * 2
+    assert rows[0]["the check on the controls"] == "" and rows[1]["the check on the controls"].startswith(
+        "uninformative: check sees it on the positive control (16/16), fires on the negative (0/16)")
+    assert "the check on the controls" not in summary_rows({"00_icl_setting": {"m": {"summary": summary[1:]}}}, ["m"])[0]

@@ -196,7 +196,7 @@ def _esc(text: str) -> str:
 
 OFFLINE = ("google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct")  # the models `make run` runs by default
 LABELS = {"google/gemma-3-270m": "Gemma 3 270M", "HuggingFaceTB/SmolLM2-135M-Instruct": "SmolLM2-135M",
-          CONTROL: "the positive control"}
+          CONTROL: "notebook 09's controls"}
 
 
 def model_label(r: Record) -> str:
@@ -331,7 +331,7 @@ def verdict_table(records: Sequence[Record]) -> str:
                      + f" | {_esc(said)} |")
     out = "\n".join(lines) + "\n\n" + runs_line([r for r, _ in ran]) + "\n"
     if source is not None:
-        out += (f"\nThe checks' power comes from {model_label(source)}'s run (record `docs/record/{source.file_name}`"
+        out += (f"\nThe checks' power comes from the run of {model_label(source)} (record `docs/record/{source.file_name}`"
                 "): the table under 'The checks' power' has each check's sensitivity and specificity.\n")
     return out
 

@@ -20,7 +20,7 @@ from helpers.core.accounting import read_ledgers, summarise
 from helpers.core.tasks import get_task
 from helpers.study.challengers_report import ACCOUNT_CLAIMS, verdicts
 from helpers.study.claims import Claim
-from helpers.study.power_report import Power, account_power, power_by_key, power_markdown
+from helpers.study.power_report import Power, account_power, annotate, checked_keys, power_by_key, power_markdown
 from helpers.study.results import model_slug, run_key, run_tasks
 
 __all__ = ["build_report", "markdown_table", "replace_block", "record_run", "recorded_runs", "RUNS_FILE", "write_accounting",
@@ -47,8 +47,10 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def summary_rows(sections: dict, models: list[str]) -> list[dict]:
-    """Merge the notebooks' ``summary`` rows across models: one row per (section, claim).
+def summary_rows(sections: dict, models: list[str], power: dict[str, Power] | None = None) -> list[dict]:
+    """Merge the notebooks' ``summary`` rows across models: one row per (section, claim); with ``power`` (the
+    checks' power by claim key, notebook 09's), a last column says what each check of notebooks 01-03, 05, 07 and
+    10 is worth on the controls (:func:`helpers.study.power_report.annotate`).
 
     A claim that one notebook reports with another notebook's key (notebook 09 grades the positive control with
     01-03's and 07's claims) joins that notebook's row when it is in the report, so the control's number stands
@@ -63,7 +65,13 @@ def summary_rows(sections: dict, models: list[str]) -> list[dict]:
                 row = rows.setdefault((home, claim), {"section": home, "claim": claim, "paper": r.get("paper", "")})
                 row[f"{model_slug(m)}"] = r.get("ours", "")
                 row[f"verdict ({model_slug(m)})"] = r.get("verdict", "")
-    return sorted(rows.values(), key=lambda row: row["section"])
+                if power and checked_keys([str(r.get("key", ""))]) and sec[:2] != "09":
+                    row["the check on the controls"] = annotate(power.get(r["key"]))
+    out = sorted(rows.values(), key=lambda row: row["section"])
+    if power:  # the column last, on every row (empty where the claim is not a check)
+        out = [{**{k: v for k, v in row.items() if k != "the check on the controls"},
+                "the check on the controls": row.get("the check on the controls", "")} for row in out]
+    return out
 
 
 def git_commit(root: Path = ROOT) -> str:
@@ -171,10 +179,10 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
         lines.append(markdown_table(table))
     if note:
         lines.append(f"Run: {note}.\n")
-    lines.append("## Summary: paper vs ours, models side by side\n")
-    lines.append(markdown_table(summary_rows(sections, models)))
     power = power_by_key(Power.from_json(p) for sec in sections.values() for met in sec.values()
                          for p in (met.get("metrics") or {}).get("power") or [])  # notebook 09's, on the controls
+    lines.append("## Summary: paper vs ours, models side by side\n")
+    lines.append(markdown_table(summary_rows(sections, models, power)))
     for sec in sorted(sections):
         lines.append(f"## {sec}\n")
         for m, met in sections[sec].items():
