@@ -472,6 +472,32 @@ _ = report_claims("09_a_model_that_learns_in_context", claims, digits=2, model_n
 # offline models use the same mechanism, nor that the method is as sensitive in a model with 30 layers, 4 heads'
 # worth of redundancy per function and real text as in a 2-layer model built for one task.
 # </details>
+#
+# **5.** The rows of notebook 02 that say an isolation "barely matters" (random words; the label words in the last
+# layers) say "replicates" on a model that reads nothing from its context. Why does the rule above call such a row
+# uninformative whatever the language models do, and what is it for?
+#
+# <details><summary>Answer</summary>
+#
+# They are reference conditions, not detectors: any model that does not depend on the isolated positions passes
+# them, including one that ignores its context, so "replicates" there cannot tell reading from not reading. Their
+# job is to be the baseline the detector (the label words isolated in the first layers) is read against.
+# </details>
+#
+# **6.** Suppose Hidden_anchor's comparisons (notebook 05) say "replicates" on the negative control too. That model
+# answers from its weights and ignores a swapped mapping. What besides the label words' role as anchors could make
+# keeping the label positions' keys and values better than keeping as many items, or than the label words alone as
+# text?
+#
+# <details><summary>Answer</summary>
+#
+# The form of the context. Hidden_anchor keeps positions whose keys and values were computed in the full sequence,
+# so the query still attends over a context of the kind it was trained on. Hidden_random keeps item positions
+# instead, and Text_anchor moves the query to another position in a shorter sequence: both are inputs the model
+# never saw. A model that answers from its weights can still be knocked off by an unfamiliar context, so a loyalty
+# gap measures how much the context's form matters, not whether the label words carry the demonstrations; the
+# label-swap control (does the answer follow the mapping?) asks that.
+# </details>
 
 # %% [markdown]
 # ## 7 · Reading: what each method sees on a model that certainly learns in context

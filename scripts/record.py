@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         check_blocks,
         load_records,
         make_record,
+        stale_methods,
         stray_results,
     )
     from helpers.study.results import run_key
@@ -101,7 +102,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"record: {make_record(a.results, m, key, a.commit, note=a.note, notebooks=a.notebooks).relative_to(ROOT)}")
             print("record: now `make tables` rewrites README.md and docs/ from the records")
             return 0
-        made = blocks(load_records())
+        records = load_records()
+        for r in records:  # said, not failed: the tables say it too, beside each run (record.code_note)
+            stale = stale_methods(r)
+            if stale or not r.methods:
+                print(f"tables: docs/record/{r.file_name}: " + (f"the code of notebooks {', '.join(stale)} has "
+                      "changed since its run; rerun them and `make record`" if stale else
+                      "no code digests recorded (a record made before they were)"))
+        made = blocks(records)
         problems = []
         for page in PAGES:
             text, where = page.read_text(), str(page.relative_to(ROOT))

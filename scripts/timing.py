@@ -12,9 +12,9 @@ built-in figures are a rough guide until a first run records real ones.
 A rerun that finds its results in the on-disk cache (``helpers.core.store.cached``)
 is faster than either.
 
-It lives in scripts/, not helpers/: every file in helpers/ is part of the stored
-results' key (``helpers.core.store.code_digest``), and run bookkeeping must not
-invalidate them.
+It lives in scripts/, not helpers/: the helpers modules a stored step depends on
+are part of its key (``helpers.core.store.dependencies``), and run bookkeeping must
+not invalidate stored results.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def _runs(pos: dict[str, list[str]], neg: dict[str, list[str]]) -> dict:
     """Hand-made replicates: ``{control claim key: [verdict of replicate r]}`` per control."""
     def reps(by):
         n = len(next(iter(by.values())))
-        return [[claim(k, IV, v[r], "hand") for k, v in by.items()] for r in range(n)]
+        return [{k: v[r] for k, v in by.items()} for r in range(n)]
 
     return {POSITIVE: reps(pos), NEGATIVE: reps(neg)}
 
@@ -105,15 +105,16 @@ def test_replicates_on_both_controls_report_every_measuring_claim(controls):
     """One small replicate of both groups on each control: every claim the checks map to comes back, graded; the
     stored copy reads back the same claims; the two controls see the same sequences."""
     from helpers.core.control import control_task
-    from helpers.protocols.power import PowerSizes, power_runs, replicate_claims
+    from helpers.protocols.power import PowerSizes, power_runs, replicate_claims, replicate_verdicts
 
     sizes = PowerSizes(replicates=1, n=16, n_saliency=8, n_attr=16, batch_size=64)
     runs = power_runs(controls, sizes, progress=False)
     for name, reps in runs.items():
-        got = {c.key for c in reps[0]}
-        assert set(CHECKS.values()) <= got, (name, sorted(set(CHECKS.values()) - got))
-        again = replicate_claims(controls[0] if name == POSITIVE else controls[1], 70_000, sizes, "09")
-        assert [c.to_json() for c in again] == [c.to_json() for c in reps[0] if c.key in {a.key for a in again}]
+        assert set(CHECKS.values()) <= set(reps[0]), (name, sorted(set(CHECKS.values()) - set(reps[0])))
+        model = controls[0] if name == POSITIVE else controls[1]
+        stored = replicate_verdicts(model, 70_000, sizes, "09")  # read back from the store
+        fresh = {c.key: c.verdict for c in replicate_claims(model, 70_000, sizes, "09")}
+        assert stored == fresh == {k: v for k, v in reps[0].items() if k in fresh}
     rows = power_rows(runs)
     assert {p.key for p in rows} == set(CHECKS) | set(NOT_MEASURED)
     from helpers.core.control import exemplar_table

@@ -180,3 +180,32 @@ def test_record_run_notes_the_commit(tmp_path):
 
     record_run(tmp_path, "00_icl_setting", {"status": "ok", "seconds": 1.0})
     assert recorded_runs(tmp_path)["00_icl_setting"]["commit"] == report.git_commit()
+
+
+def test_method_digests_follow_the_code_not_the_prose_and_say_when_a_run_is_stale(tmp_path, monkeypatch):
+    """A notebook's method digest changes with its code cells and the helpers modules it imports, not with its
+    markdown or comments; a record whose digest differs from today's says so beside its run, one without digests
+    says that it cannot tell, and a notebook whose files changed since the run gets no digest at all."""
+    import helpers.study.record as R
+
+    nb = tmp_path / "01_probe.py"
+    nb.write_text("# %% [markdown]\n# The claim.\n\n# %%\nfrom helpers.experiments import saliency as sal\nx = 1\n")
+    monkeypatch.setattr(R, "NOTEBOOKS_DIR", tmp_path)
+    first = R.method_digest("01_probe")
+    nb.write_text(nb.read_text().replace("# The claim.", "# The claim, reworded.") + "# a comment\n")
+    assert R.method_digest("01_probe") == first  # prose and comments do not count
+    files = {str(f.relative_to(R.ROOT)) for f in R.method_files("01_probe")[1:]}
+    assert "helpers/experiments/saliency.py" in files and "helpers/core/store.py" in files
+    assert not any(f.startswith("helpers/study/plots") or f == "helpers/study/claims.py" for f in files)
+    run = R.Record("m", "m", "default", "default", "abc1234", "d", {}, (), methods={"01_probe": first})
+    assert R.stale_methods(run) == [] and R.code_note(run) == "its notebooks' code is unchanged since"
+    nb.write_text(nb.read_text().replace("x = 1", "x = 2"))
+    assert R.stale_methods(run) == ["01_probe"] and "notebook(s) 01 has changed since this run" in R.code_note(run)
+    assert "not recorded" in R.code_note(R.Record("m", "m", "default", "default", "abc1234", "d", {}, ()))
+    assert "not recorded" in R.runs_line([R.Record("m", "m", "default", "default", "abc1234", "d", {}, ())])
+    monkeypatch.setattr(R, "_changed_since", lambda commit: set())
+    assert R.run_methods(["01_probe"], "abc1234") == {"01_probe": R.method_digest("01_probe")}
+    monkeypatch.setattr(R, "_changed_since", lambda commit: {"helpers/experiments/saliency.py"})
+    assert R.run_methods(["01_probe"], "abc1234") == {}  # its method changed after the run: no digest credited
+    monkeypatch.setattr(R, "_changed_since", lambda commit: None)
+    assert R.run_methods(["01_probe"], "abc1234") == {}

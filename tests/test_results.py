@@ -17,7 +17,7 @@ def test_cached_recomputes_for_other_params_and_other_code(tmp_path, monkeypatch
     assert R.cached("probe", {"seed": 1}, compute) == {"value": 1}
     assert R.cached("probe", {"seed": 1}, compute) == {"value": 1} and len(calls) == 1  # stored
     assert R.cached("probe", {"seed": 2}, compute) == {"value": 2}  # other parameters
-    monkeypatch.setattr(R, "code_digest", lambda: "another version of helpers")
+    monkeypatch.setattr(R, "code_digest", lambda *modules: "another version of helpers")
     assert R.cached("probe", {"seed": 1}, compute) == {"value": 3}  # other code: recomputed, not served
 
 
@@ -27,6 +27,62 @@ def test_code_digest_covers_the_helpers_source():
     assert len(d) == 16 and d == R.code_digest()
     files = sorted(R.HELPERS.rglob("*.py"))
     assert R.HELPERS / "core" / "prefix.py" in files and R.HELPERS / "study" / "results.py" in files
+
+
+def test_a_step_depends_on_its_methods_imports_and_core_not_on_presentation():
+    deps = R.dependencies(frozenset({"helpers.experiments.saliency"}))
+    assert "helpers.experiments.saliency" in deps and "helpers.study.stats" in deps  # imported by the method
+    assert "helpers.core.tl_patches" in deps and "helpers.core.store" in deps  # the engine, always
+    assert not any(d.startswith(("helpers.study.plots", "helpers.study.claims", "helpers.study.paper",
+                                 "helpers.study.report", "helpers.study.record")) for d in deps)
+    assert "helpers.experiments.isolation" not in deps  # another method
+    assert "helpers.study.claims" in R.module_imports("helpers.experiments.saliency")  # imported, yet not followed
+    assert R.step_modules() == frozenset()  # called from a test: no helpers module asked
+
+
+PROBE = R.HELPERS / "experiments" / "_probe_method.py"
+PROBE_DEP = R.HELPERS / "experiments" / "_probe_dep.py"
+PROBE_FIG = R.HELPERS / "study" / "plots" / "_probe_fig.py"
+
+
+def test_editing_a_figure_keeps_a_stored_step_and_editing_the_method_or_its_imports_misses(tmp_path, monkeypatch):
+    """A method module (asking the store from inside, as every method does) that imports a helper module and a
+    figure module: the stored step is served after the figure's module changes, recomputed after the method's or
+    its helper's changes."""
+    import importlib
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    monkeypatch.delenv("ICL_RECOMPUTE", raising=False)
+    method = ("from helpers.core.store import cached\nfrom helpers.experiments import _probe_dep\n"
+              "from helpers.study.plots import _probe_fig\n\n\ndef run(compute):\n"
+              "    return cached('probe_deps', {'seed': 1}, compute)\n")
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return len(calls)
+
+    def run():
+        for f in (R.module_imports, R.dependencies, R.code_digest):
+            f.cache_clear()
+        return importlib.import_module("helpers.experiments._probe_method").run(compute)
+
+    try:
+        PROBE_DEP.write_text("VALUE = 1\n")
+        PROBE_FIG.write_text("COLOUR = 'red'\n")
+        PROBE.write_text(method)
+        assert run() == 1 and run() == 1  # computed, then served
+        PROBE_FIG.write_text("COLOUR = 'blue'\n")  # a figure changes: the step is served
+        assert run() == 1
+        PROBE_DEP.write_text("VALUE = 2\n")  # what the method imports changes: recomputed
+        assert run() == 2 and run() == 2
+        PROBE.write_text(method + "# a comment in the method\n")  # the method changes: recomputed
+        assert run() == 3
+    finally:
+        for f in (PROBE, PROBE_DEP, PROBE_FIG):
+            f.unlink(missing_ok=True)
+        for f in (R.module_imports, R.dependencies, R.code_digest):
+            f.cache_clear()
 
 
 def test_cached_recomputes_for_other_weights_under_the_same_name(tmp_path, monkeypatch):

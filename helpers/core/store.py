@@ -1,11 +1,19 @@
 """A content-addressed store for expensive results, on disk.
 
 :func:`cached` keeps ``compute()``'s result under a key built from (kind, model, task, seed, profile,
-parameters), a digest of the source of ``helpers/`` (:func:`code_digest`), of the data
-(:func:`data_digest`) and, when given the model, of its weights (:func:`model_fingerprint`). A task
+parameters), a digest of the code the result depends on (:func:`code_digest` of :func:`step_modules`), of
+the data (:func:`data_digest`) and, when given the model, of its weights (:func:`model_fingerprint`). A task
 loaded from a spec file adds its digest (:func:`task_identity`: template, label words, separator, data
 checksums). So any change to the code that computed a result, e.g. a protocol fix, recomputes it instead
-of serving the old one. Writes are atomic, so an interrupted run resumes; ``ICL_RECOMPUTE=1`` forces
+of serving the old one; a change to code that cannot touch it (a figure, a claim's wording, a report) keeps it.
+
+**The code a stored step depends on** (:func:`step_modules`): every module of ``helpers/core`` (the engine
+every computation runs through: models, patches, prompts, forward passes), plus every ``helpers`` module on the
+call stack when :func:`cached` is called (the method that asked for the step, and whatever called it) and every
+``helpers`` module those import, at the top or inside a function, transitively (:func:`dependencies`), except
+the modules that only present results (:data:`PRESENTATION`: figures, claims and the papers' statements,
+reports, records), which no computation reads. Stored results therefore hold no claims: a step that grades
+keeps the verdicts, whose criteria live in the method's module. Writes are atomic, so an interrupted run resumes; ``ICL_RECOMPUTE=1`` forces
 recomputation. The store is ``$ICL_RESULTS_CACHE`` or ``cache_dir()/results`` (``make test`` points it
 at a fresh folder so tests never pass on old results).
 """
@@ -37,7 +45,8 @@ if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
 __all__ = ["cached", "stored", "CACHE_VERSION", "model_fingerprint", "same_weights", "pins_weights", "prompts_digest",
-           "code_digest", "data_digest", "task_identity", "result_types", "StoreError", "StoreMismatch"]
+           "code_digest", "data_digest", "task_identity", "result_types", "StoreError", "StoreMismatch",
+           "PRESENTATION", "module_imports", "file_imports", "dependencies", "step_modules"]
 
 class StoreError(TypeError):
     """A result that the store could not read back safely (a type that is not a registered result type)."""
@@ -88,15 +97,94 @@ def _dump(out, kind: str) -> bytes:
     return data
 
 
-# bump to invalidate every stored result (the code digest already covers changes to helpers/)
-CACHE_VERSION = 2
+# bump to invalidate every stored result (the code digest already covers changes to the code a step depends on)
+CACHE_VERSION = 3
 HELPERS = Path(__file__).resolve().parent.parent
+# modules that only present results: no stored step reads them, so editing them keeps every stored step
+PRESENTATION = ("helpers.study.plots", "helpers.study.claims", "helpers.study.paper", "helpers.study.report",
+                "helpers.study.record", "helpers.study.challengers_report", "helpers.study.heads_report",
+                "helpers.study.power_report", "helpers.exercises")
 
-@functools.lru_cache(maxsize=1)
-def code_digest() -> str:
-    """Digest of every ``helpers/**/*.py`` file (paths and contents): part of every :func:`cached` key."""
+
+def _module_file(name: str) -> Path | None:
+    """The file of a ``helpers`` module (``helpers.a.b`` -> ``helpers/a/b.py`` or ``helpers/a/b/__init__.py``)."""
+    rel = Path(*name.split(".")[1:])
+    for f in (HELPERS / rel.with_suffix(".py"), HELPERS / rel / "__init__.py"):
+        if f.is_file():
+            return f
+    return None
+
+
+@functools.cache
+def module_imports(name: str) -> frozenset[str]:
+    """The ``helpers`` modules that module ``name`` imports, at its top or inside functions (relative imports
+    resolved; ``from helpers.a import b`` counts ``helpers.a.b`` when that is a module)."""
+    path = _module_file(name)
+    if path is None:
+        return frozenset()
+    return file_imports(path, name if path.name == "__init__.py" else name.rpartition(".")[0])
+
+
+def file_imports(path: Path, pkg: str = "") -> frozenset[str]:
+    """The ``helpers`` modules a Python file imports (a module of package ``pkg``, or a notebook's source)."""
+    import ast  # lazy: only when a digest is first made
+
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            found = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        out.update(m for m in found if m.startswith("helpers.") and _module_file(m) is not None)
+    return frozenset(out)
+
+
+def _presentation(name: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in PRESENTATION)
+
+
+@functools.cache
+def dependencies(modules: frozenset[str]) -> tuple[str, ...]:
+    """``modules`` and every ``helpers`` module they import, transitively, without :data:`PRESENTATION`'s (whose own
+    imports are not followed either), plus every module of ``helpers/core``; sorted."""
+    core = {f"helpers.core.{f.stem}" for f in (HELPERS / "core").glob("*.py") if f.stem != "__init__"}
+    seen, todo = set(), [m for m in set(modules) | core if not _presentation(m)]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        todo.extend(d for d in module_imports(m) if d not in seen and not _presentation(d))
+    return tuple(sorted(seen))
+
+
+def step_modules(depth: int = 2) -> frozenset[str]:
+    """The ``helpers`` modules on the call stack above this module's functions (the method that asks for a stored
+    step, and whatever called it): the roots of :func:`dependencies`. Empty outside ``helpers``."""
+    import sys  # lazy: only to read the stack
+
+    frame, out = sys._getframe(depth), set()
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith("helpers.") and name != __name__:
+            out.add(name)
+        frame = frame.f_back
+    return frozenset(out)
+
+
+@functools.cache
+def code_digest(modules: tuple[str, ...] | None = None) -> str:
+    """Digest of the files of ``modules`` (paths and contents; :func:`dependencies` gives them), or of every
+    ``helpers/**/*.py`` file when None: part of every :func:`cached` key."""
+    files = sorted(HELPERS.rglob("*.py")) if modules is None else [_module_file(m) for m in modules]
     h = hashlib.sha256()
-    for f in sorted(HELPERS.rglob("*.py")):
+    for f in files:
         h.update(str(f.relative_to(HELPERS)).encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
@@ -149,13 +237,15 @@ def task_identity(task) -> str | None:
         return None
 
 
-def _key(kind: str, params: dict) -> str:
+def _key(kind: str, params: dict, modules: frozenset[str] = frozenset()) -> str:
+    """The key of a stored step: ``kind``, ``params``, the data, and the code of ``modules``' dependencies
+    (:func:`dependencies`; helpers/core alone when no ``helpers`` module asked)."""
     params = dict(params)
     tid = task_identity(params.get("task"))
     if tid is not None:  # a user's task: its spec and data, not only its name
         params["task_digest"] = tid
-    blob = json.dumps({"kind": kind, "v": CACHE_VERSION, "code": code_digest(), "data": data_digest(),
-                       **_jsonable(params)}, sort_keys=True, default=str)
+    blob = json.dumps({"kind": kind, "v": CACHE_VERSION, "code": code_digest(dependencies(modules)),
+                       "data": data_digest(), **_jsonable(params)}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -237,11 +327,11 @@ def prompts_digest(prompts, label_ids=()) -> str:
     return h.hexdigest()[:24]
 
 
-def _path(kind: str, params: dict, model=None) -> Path:
+def _path(kind: str, params: dict, model=None, modules: frozenset[str] = frozenset()) -> Path:
     if model is not None:
         params = {**params, "weights": model_fingerprint(model)}
     root = Path(os.environ["ICL_RESULTS_CACHE"]) if os.environ.get("ICL_RESULTS_CACHE") else cache_dir() / "results"
-    return root / kind / f"{_key(kind, params)}.pt"
+    return root / kind / f"{_key(kind, params, modules)}.pt"
 
 
 def _forced() -> bool:
@@ -252,7 +342,7 @@ def stored(kind: str, params: dict, model=None) -> bool:
     """Whether :func:`cached` would read ``(kind, params)`` back instead of computing it (a file under the key,
     and no ``ICL_RECOMPUTE``): for helpers that compute several missing steps together (the file is still
     checked when :func:`cached` reads it; an unreadable one is recomputed there)."""
-    return not _forced() and _path(kind, params, model).exists()
+    return not _forced() and _path(kind, params, model, step_modules()).exists()
 
 
 class StoreMismatch(RuntimeWarning):
@@ -294,8 +384,8 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
     """``compute()``'s result, cached on disk under (kind, params).
 
     ``params`` must name everything the result depends on (model, task, seed,
-    profile, sizes...). The key also holds a digest of the code in ``helpers/``
-    (:func:`code_digest`), of the data (:func:`data_digest`: the checksums every data file is verified
+    profile, sizes...). The key also holds a digest of the code the step depends on (:func:`step_modules`, their
+    :func:`dependencies` and helpers/core: :func:`code_digest`), of the data (:func:`data_digest`: the checksums every data file is verified
     against) and, with ``model``, of the model's weights (:func:`model_fingerprint`), so a changed
     protocol, data file or checkpoint under the same name is recomputed, never served. Each entry carries a proof
     beside it (``<key>.proof.json``: the digest of its bytes, its key and the arguments that produced it), checked
@@ -306,7 +396,7 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
     ``cache=False`` recomputes (and refreshes the stored copy).
     """
     full = {**params, "weights": model_fingerprint(model)} if model is not None else params
-    path = _path(kind, full)
+    path = _path(kind, full, modules=step_modules())
     key = path.stem
     force = _forced()
     if cache and not force and path.exists():

@@ -58,7 +58,8 @@ from helpers.study.power_report import NEGATIVE, POSITIVE, Power, power_rows
 from helpers.study.profiles import RunSizes
 from helpers.study.stats import Interval, bootstrap_means
 
-__all__ = ["REPLICATE_SEED", "PowerSizes", "power_sizes", "GROUPS", "replicate_claims", "power_runs", "power_study",
+__all__ = ["REPLICATE_SEED", "PowerSizes", "power_sizes", "GROUPS", "replicate_claims", "replicate_verdicts",
+           "power_runs", "power_study",
            "ranking_scores", "ranking_top_heads"]
 
 # replicate r draws its sequences with seed REPLICATE_SEED + r (notebook 09's seeds are the profile's, 42-46: the
@@ -209,41 +210,52 @@ GROUPS: dict[str, Callable] = {"09": _group_09, "10": _group_10}  # the checks e
 
 
 def replicate_claims(model, seed: int, sizes: PowerSizes, group: str) -> list[Claim]:
-    """One replicate of a group's checks on a control (:data:`GROUPS`), stored on disk by control, group, seed and
-    sizes (the claims as JSON, so a stored copy cannot run code)."""
+    """One replicate of a group's checks on a control (:data:`GROUPS`): the claims, as the notebooks grade them."""
+    _check(model, group)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a constant score on one replicate: its claim says so
+        return GROUPS[group](model, seed, sizes)
+
+
+def _check(model, group: str) -> None:
     if control_kind(model) not in ("positive", "negative"):
         raise ValueError("power runs on the controls only: load_model('control-wide') and load_model('control-"
                          "negative')")
     if group not in GROUPS:
         raise ValueError(f"group must be one of {sorted(GROUPS)}, got {group!r}")
+
+
+def replicate_verdicts(model, seed: int, sizes: PowerSizes, group: str) -> dict[str, str]:
+    """``{claim key: verdict}`` of :func:`replicate_claims`, stored on disk by control, group, seed and sizes (the
+    verdicts only: their criteria live in the methods' modules, which the stored step's key covers, while a
+    claim's wording does not change a stored step)."""
+    _check(model, group)
     params = {"model": model.cfg.icl_model_name, "group": group, "seed": int(seed), "sizes": sizes.as_dict()}
 
     def run():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a constant score on one replicate: its claim says so
-            return [c.to_json() for c in GROUPS[group](model, seed, sizes)]
+        return {c.key: c.verdict for c in replicate_claims(model, seed, sizes, group)}
 
     with same_weights(model):
-        return [Claim.from_json(d) for d in cached("power_replicate", params, run, model=model)]
+        return cached("power_replicate", params, run, model=model)
 
 
 def power_runs(models: Sequence, sizes: PowerSizes, groups: Sequence[str] = tuple(GROUPS),
-               progress: bool = True) -> dict[str, list[list[Claim]]]:
-    """``{control name: [claims of replicate r for r in range(sizes.replicates)]}`` for each control of ``models``
-    (the positive and the negative one), every replicate with seed ``REPLICATE_SEED + r``."""
+               progress: bool = True) -> dict[str, list[dict[str, str]]]:
+    """``{control name: [{claim key: verdict} of replicate r for r in range(sizes.replicates)]}`` for each control
+    of ``models`` (the positive and the negative one), every replicate with seed ``REPLICATE_SEED + r``."""
     from tqdm.auto import tqdm  # lazy: only while running
 
     out = {}
     for model in models:
         name = model.cfg.icl_model_name
         seeds = [REPLICATE_SEED + r for r in range(sizes.replicates)]
-        out[name] = [[c for g in groups for c in replicate_claims(model, s, sizes, g)]
+        out[name] = [{k: v for g in groups for k, v in replicate_verdicts(model, s, sizes, g).items()}
                      for s in tqdm(seeds, desc=f"power: {name}", disable=not progress)]
     return out
 
 
 def power_study(sizes: PowerSizes, groups: Sequence[str] = tuple(GROUPS), keys=None,
-                progress: bool = True) -> tuple[list[Power], dict[str, list[list[Claim]]]]:
+                progress: bool = True) -> tuple[list[Power], dict[str, list[dict[str, str]]]]:
     """Both controls loaded (:data:`~helpers.study.power_report.POSITIVE`, ``NEGATIVE``), every replicate of
     ``groups`` run (stored on disk), and the power rows of ``keys`` (default: every check the groups measure and
     every check the controls cannot measure). Returns ``(rows, runs)``."""

@@ -30,7 +30,6 @@ from dataclasses import asdict, dataclass, field
 
 from scipy.stats import beta
 
-from helpers.study.claims import Claim
 from helpers.study.stats import Interval
 
 __all__ = ["POSITIVE", "NEGATIVE", "CHECKS", "NOT_MEASURED", "NOTEBOOKS", "checked_keys", "clopper_pearson", "Power",
@@ -142,11 +141,12 @@ class Power:
                                                                                          "specificity")}})
 
 
-def power_rows(runs: dict[str, list[list[Claim]]], keys: Iterable[str] | None = None) -> list[Power]:
+def power_rows(runs: dict[str, list[dict[str, str]]], keys: Iterable[str] | None = None) -> list[Power]:
     """A :class:`Power` per check (``keys``: the claim keys on the language models; default every key of
-    :data:`CHECKS` and :data:`NOT_MEASURED`), from :func:`power_runs` of the positive and the negative control."""
+    :data:`CHECKS` and :data:`NOT_MEASURED`), from the replicates' verdicts of the positive and the negative control
+    (``{control name: [{claim key: verdict} per replicate]}``, :func:`helpers.protocols.power.power_runs`)."""
     keys = list(keys) if keys is not None else list(CHECKS) + list(NOT_MEASURED)
-    verdicts = {name: [{c.key: c.verdict for c in rep} for rep in reps] for name, reps in runs.items()}
+    verdicts = runs
     out = []
     for key in keys:
         if key in NOT_MEASURED:

@@ -18,9 +18,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from helpers.core.store import code_digest, dependencies, file_imports
 from helpers.study.claims import VERDICTS, Claim, shown_digits
 from helpers.study.power_report import Power, annotate, checked_keys, power_by_key, power_markdown
 from helpers.study.report import recorded_runs
@@ -69,6 +70,7 @@ class Record:
     note: str = ""  # what a reader should know about the run (e.g. the machine was shared), given to make record
     part: str = ""  # the notebooks of a run recorded on its own ("10"), beside the model's record of the others
     power: tuple[Power, ...] = ()  # the checks' power on the controls, where the run measured it (notebook 09)
+    methods: dict = field(default_factory=dict)  # {notebook: method_digest} of the code the run computed with
 
     def by_key(self) -> dict[str, Claim]:
         return {c.key: c for c in self.claims}
@@ -83,7 +85,76 @@ class Record:
         return cls(model=d["model"], slug=d["slug"], profile=d["profile"], run_key=d["run_key"], commit=d["commit"],
                    date=d["date"], seconds=d.get("seconds", {}), note=d.get("note", ""), part=d.get("part", ""),
                    claims=tuple(Claim.from_json(c) for sec in d["notebooks"].values() for c in sec["claims"]),
-                   power=tuple(Power.from_json(p) for sec in d["notebooks"].values() for p in sec.get("power", [])))
+                   power=tuple(Power.from_json(p) for sec in d["notebooks"].values() for p in sec.get("power", [])),
+                   methods=d.get("methods", {}))
+
+
+NOTEBOOKS_DIR = ROOT / "notebooks"
+
+
+def notebook_file(section: str) -> Path | None:
+    """The source of the notebook a metrics section belongs to (``08_your_own_task_rotten_tomatoes`` -> notebook
+    08's ``.py``); None when there is none."""
+    found = sorted(NOTEBOOKS_DIR.glob(f"{section[:2]}_*.py"))
+    return found[0] if found else None
+
+
+def method_files(section: str) -> list[Path]:
+    """The files notebook ``section`` computes with: its source, and every ``helpers`` module it imports and theirs,
+    with helpers/core, without the modules that only present results (:func:`helpers.core.store.dependencies`)."""
+    path = notebook_file(section)
+    if path is None:
+        return []
+    mods = dependencies(file_imports(path))
+    return [path] + [ROOT / (m.replace(".", "/") + ".py") if (ROOT / (m.replace(".", "/") + ".py")).exists()
+                     else ROOT / m.replace(".", "/") / "__init__.py" for m in mods]
+
+
+def method_digest(section: str) -> str:
+    """A digest of what notebook ``section`` computes with: its code cells (their syntax tree, so its prose and
+    comments do not count) and :func:`method_files`' helpers modules (:func:`helpers.core.store.code_digest`)."""
+    import ast
+    import hashlib
+
+    path = notebook_file(section)
+    if path is None:
+        return "no notebook"
+    tree = ast.dump(ast.parse(path.read_text()))
+    return hashlib.sha256((tree + code_digest(dependencies(file_imports(path)))).encode()).hexdigest()[:16]
+
+
+def _changed_since(commit: str) -> set[str] | None:
+    """Repository paths that differ between ``commit`` and the working tree under helpers/ and notebooks/; None
+    when git cannot say."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", commit, "--", "helpers", "notebooks"],
+                             capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {line.strip() for line in out.splitlines() if line.strip()}
+
+
+def run_methods(sections: Sequence[str], commit: str) -> dict[str, str]:
+    """``{section: method_digest}`` of the notebooks a run at ``commit`` computed with, for each notebook whose
+    :func:`method_files` are the same in the working tree as at ``commit`` (the digest is made from the working
+    tree); a notebook whose code changed since is left out, so no digest is ever credited to a run that did not use
+    that code."""
+    changed = _changed_since(commit)
+    if changed is None:
+        return {}
+    out = {}
+    for sec in sections:
+        files = {str(f.relative_to(ROOT)) if f.is_relative_to(ROOT) else str(f) for f in method_files(sec)}
+        if files and not files & changed:
+            out[sec] = method_digest(sec)
+    return out
+
+
+def stale_methods(r: Record) -> list[str]:
+    """The notebooks of ``r`` whose code (:func:`method_digest`) has changed since its run."""
+    return sorted(sec for sec, d in r.methods.items() if method_digest(sec) != d)
 
 
 def make_record(results: Path, model: str, key: str, commit: str | None = None, out_dir: Path = RECORD_DIR,
@@ -135,7 +206,7 @@ def make_record(results: Path, model: str, key: str, commit: str | None = None, 
     part = "+".join(wanted)
     rec = {"model": model, "slug": slug, "profile": key.split("-")[0], "run_key": key, "commit": commit, "date": date,
            "seconds": {nb: info.get("seconds") for nb, info in sorted(runs.items())}, "note": note,
-           **({"part": part} if part else {}), "notebooks": claims}
+           **({"part": part} if part else {}), "methods": run_methods(list(claims), commit), "notebooks": claims}
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / Record.from_json(rec).file_name
     path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
@@ -208,14 +279,26 @@ def minutes(r: Record) -> float:
     return sum(s or 0 for s in r.seconds.values()) / 60
 
 
+def code_note(r: Record) -> str:
+    """Whether the code a record's notebooks computed with is still the code here (:func:`stale_methods`)."""
+    if not r.methods:
+        return "the digest of the code it ran is not recorded, so a change to that code since cannot be told"
+    stale = stale_methods(r)
+    if stale:
+        return (f"the code of notebook(s) {', '.join(s[:2] for s in stale)} has changed since this run: its numbers "
+                "may differ at this commit until it is rerun")
+    return "its notebooks' code is unchanged since"
+
+
 def runs_line(records: Sequence[Record]) -> str:
-    """One sentence per record: model, profile, commit, date and minutes of notebooks."""
+    """One sentence per record: model, profile, commit, date and minutes of notebooks, and whether the code its
+    notebooks computed with has changed since (:func:`code_note`)."""
     parts = []
     for r in records:
         only = f" NOTEBOOKS={r.part.replace('+', ' ')}" if r.part else ""
         parts.append(f"{model_label(r)}: `make run PROFILE={r.profile}{only}` at commit `{r.commit[:7]}`, finished "
                      f"{r.date}, {minutes(r):.1f} min of notebooks{f' ({r.note})' if r.note else ''} (record "
-                     f"`docs/record/{r.file_name}`)")
+                     f"`docs/record/{r.file_name}`; {code_note(r)})")
     return "Runs: " + "; ".join(parts) + "." if parts else "No run has been recorded yet (`make record`)."
 
 
