@@ -38,6 +38,12 @@ def test_a_step_depends_on_its_methods_imports_and_core_not_on_presentation():
     assert "helpers.experiments.isolation" not in deps  # another method
     assert "helpers.study.claims" in R.module_imports("helpers.experiments.saliency")  # imported, yet not followed
     assert R.step_modules() == frozenset()  # called from a test: no helpers module asked
+    from helpers.study.profiles import label_span_runs
+
+    def run():  # a closure over a function of another module, as label_span_runs builds
+        return label_span_runs
+
+    assert R.step_modules(run) == {"helpers.study.profiles"}
 
 
 PROBE = R.HELPERS / "experiments" / "_probe_method.py"

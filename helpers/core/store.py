@@ -8,9 +8,9 @@ checksums). So any change to the code that computed a result, e.g. a protocol fi
 of serving the old one; a change to code that cannot touch it (a figure, a claim's wording, a report) keeps it.
 
 **The code a stored step depends on** (:func:`step_modules`): every module of ``helpers/core`` (the engine
-every computation runs through: models, patches, prompts, forward passes), plus every ``helpers`` module on the
-call stack when :func:`cached` is called (the method that asked for the step, and whatever called it) and every
-``helpers`` module those import, at the top or inside a function, transitively (:func:`dependencies`), except
+every computation runs through: models, patches, prompts, forward passes), plus the ``helpers`` module that asks
+for the step (and those defining the function that computes it) and every ``helpers`` module those import, at the
+top or inside a function, transitively (:func:`dependencies`), except
 the modules that only present results (:data:`PRESENTATION`: figures, claims and the papers' statements,
 reports, records), which no computation reads. Stored results therefore hold no claims: a step that grades
 keeps the verdicts, whose criteria live in the method's module. Writes are atomic, so an interrupted run resumes; ``ICL_RECOMPUTE=1`` forces
@@ -164,17 +164,31 @@ def dependencies(modules: frozenset[str]) -> tuple[str, ...]:
     return tuple(sorted(seen))
 
 
-def step_modules(depth: int = 2) -> frozenset[str]:
-    """The ``helpers`` modules on the call stack above this module's functions (the method that asks for a stored
-    step, and whatever called it): the roots of :func:`dependencies`. Empty outside ``helpers``."""
+def step_modules(compute: Callable | None = None) -> frozenset[str]:
+    """The roots of a stored step's :func:`dependencies`: the ``helpers`` module whose code asks the store (the
+    nearest caller outside this module), and the ``helpers`` modules that define ``compute`` and the functions its
+    closure holds (a step computed by a function passed in from another module, e.g.
+    :func:`helpers.study.profiles.label_span_runs`). Empty when no ``helpers`` module asks (a notebook, a test):
+    then helpers/core alone keys the step. A step that several notebooks share (vanilla predictions) is asked for
+    by the same module whoever calls it, so it keeps one key."""
     import sys  # lazy: only to read the stack
 
-    frame, out = sys._getframe(depth), set()
-    while frame is not None:
-        name = frame.f_globals.get("__name__", "")
-        if name.startswith("helpers.") and name != __name__:
-            out.add(name)
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
         frame = frame.f_back
+    name = frame.f_globals.get("__name__", "") if frame is not None else ""
+    out = {name} if name.startswith("helpers.") else set()
+    fns = [compute] if compute is not None else []
+    for cell in getattr(compute, "__closure__", None) or ():
+        try:
+            fns.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            continue
+    for f in fns:
+        f = f.func if isinstance(f, functools.partial) else f
+        mod = getattr(f, "__module__", None) if callable(f) else None
+        if isinstance(mod, str) and mod.startswith("helpers.") and mod != __name__:
+            out.add(mod)
     return frozenset(out)
 
 
@@ -384,8 +398,8 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
     """``compute()``'s result, cached on disk under (kind, params).
 
     ``params`` must name everything the result depends on (model, task, seed,
-    profile, sizes...). The key also holds a digest of the code the step depends on (:func:`step_modules`, their
-    :func:`dependencies` and helpers/core: :func:`code_digest`), of the data (:func:`data_digest`: the checksums every data file is verified
+    profile, sizes...). The key also holds a digest of the code the step depends on (:func:`step_modules` of the
+    module asking and of ``compute``, their :func:`dependencies` and helpers/core: :func:`code_digest`), of the data (:func:`data_digest`: the checksums every data file is verified
     against) and, with ``model``, of the model's weights (:func:`model_fingerprint`), so a changed
     protocol, data file or checkpoint under the same name is recomputed, never served. Each entry carries a proof
     beside it (``<key>.proof.json``: the digest of its bytes, its key and the arguments that produced it), checked
@@ -396,7 +410,7 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
     ``cache=False`` recomputes (and refreshes the stored copy).
     """
     full = {**params, "weights": model_fingerprint(model)} if model is not None else params
-    path = _path(kind, full, modules=step_modules())
+    path = _path(kind, full, modules=step_modules(compute))
     key = path.stem
     force = _forced()
     if cache and not force and path.exists():
