@@ -89,6 +89,7 @@ __all__ = [
     "speed_verdict",
     "time_icl_vs_anchor",
     "hidden_anchor_reference",
+    "gap_verdict",
     "compression_claims",
 ]
 
@@ -444,6 +445,12 @@ def hidden_anchor_reference(model: HookedTransformer, prompt: Prompt, keep: Sequ
 _SPEED_VERDICT = {"meets the goal": "replicates", "speeds up": "partly", "no speed-up": "does not replicate"}
 
 
+def gap_verdict(iv: Interval) -> str:
+    """A Hidden_anchor gap's verdict (fixed before the run): above 0 replicates, below 0 does not, else
+    inconclusive."""
+    return "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
+
+
 def compression_claims(ivs: dict, gaps: dict, speed, context: str = "") -> list:
     """Notebook 05's claims (:class:`helpers.study.claims.Claim`) from its intervals.
 
@@ -460,8 +467,8 @@ def compression_claims(ivs: dict, gaps: dict, speed, context: str = "") -> list:
     out = [claim(f"05.hidden_anchor_{m}", ivs[("Hidden_anchor", m)], verdict, crit2, unit="%", context=context)
            for m in ("label_loyalty", "word_loyalty", "accuracy")]
     for (o, m), iv in gaps.items():
-        v = "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
-        out.append(claim(f"05.anchor_minus_{o}_{m}", iv, v, "interval above 0", unit="points", context=context))
+        out.append(claim(f"05.anchor_minus_{o}_{m}", iv, gap_verdict(iv), "interval above 0", unit="points",
+                         context=context))
     rows = speed.to_dict(orient="records") if hasattr(speed, "to_dict") else list(speed)
     for r in rows:
         iv = Interval(r["speedup"], r["speedup_low"], r["speedup_high"], 1, int(r["n_inputs"]))

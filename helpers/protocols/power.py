@@ -43,6 +43,7 @@ from helpers.core.control import (
 from helpers.core.predict import predict
 from helpers.core.store import cached, same_weights
 from helpers.experiments import aucroc as auc
+from helpers.experiments import compression as comp
 from helpers.experiments import head_ablation as ha
 from helpers.experiments import head_scores as hs
 from helpers.experiments import incontext_heads as ih
@@ -56,11 +57,10 @@ from helpers.experiments import two_towers as tt
 from helpers.study.claims import Claim, claim
 from helpers.study.power_report import NEGATIVE, POSITIVE, Power, power_rows
 from helpers.study.profiles import RunSizes
-from helpers.study.stats import Interval, bootstrap_means
+from helpers.study.stats import bootstrap_means
 
 __all__ = ["REPLICATE_SEED", "PowerSizes", "power_sizes", "GROUPS", "replicate_claims", "replicate_verdicts",
-           "power_runs", "power_study",
-           "ranking_scores", "ranking_top_heads"]
+           "power_runs", "power_study", "ranking_scores", "ranking_top_heads"]
 
 # replicate r draws its sequences with seed REPLICATE_SEED + r (notebook 09's seeds are the profile's, 42-46: the
 # two never meet); within a replicate the streams are notebook 09's: saliency + 500, head ranking + 1000, two-way +
@@ -92,11 +92,6 @@ def power_sizes(profile) -> PowerSizes:
 # ----------------------------------------------------------------- one replicate
 
 
-def _gap_verdict(iv: Interval) -> str:
-    """Notebook 05's criterion for a gap (:func:`helpers.experiments.compression.compression_claims`)."""
-    return "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
-
-
 def _compression_05(model, cp: ControlPrompts, seed: int, context: str) -> list[Claim]:
     """Notebook 05's label-loyalty checks on the control: Hidden_anchor against Hidden_random (one random item
     per demonstration) and against Text_anchor (the label tokens alone as the context, run afresh:
@@ -109,9 +104,9 @@ def _compression_05(model, cp: ControlPrompts, seed: int, context: str) -> list[
     key = ("control", seed)
     gaps = {"Hidden_random": bootstrap_means({key: 100 * (h["hidden_anchor_loyal"] - h["hidden_random_loyal"])}),
             "Text_anchor": bootstrap_means({key: 100 * (h["hidden_anchor_loyal"] - text)})}
-    out = [claim(f"05.anchor_minus_{o}_label_loyalty", iv, _gap_verdict(iv), "interval above 0", unit="points",
+    out = [claim(f"05.anchor_minus_{o}_label_loyalty", iv, comp.gap_verdict(iv), "interval above 0", unit="points",
                  context=context) for o, iv in gaps.items()]
-    both = [_gap_verdict(iv) for iv in gaps.values()]
+    both = [comp.gap_verdict(iv) for iv in gaps.values()]
     verdict = ("replicates" if all(v == "replicates" for v in both) else
                "does not replicate" if "does not replicate" in both else "inconclusive")
     out.append(claim("05.hidden_anchor_label_loyalty", bootstrap_means({key: 100 * h["hidden_anchor_loyal"]}), verdict,
