@@ -131,14 +131,9 @@ display(plots.interval_table({"accuracy, training classes": accuracy,
 
 # %%
 others = {name: load_model(name) for name in (power.POSITIVE, power.NEGATIVE)}  # wide positive, negative
-premises = {}
-for name, m in others.items():
-    for classes in ("train", "heldout"):
-        runs = {s: pc.label_swap(m, control_prompts(control_task(m), sizes.n, s, classes=classes)) for s in seeds}
-        premises[(name, classes)] = {k: bootstrap_means(pc.swap_cells(runs, k)) for k in ("correct", "swap_averaged",
-                                                                                          "follows", "same")}
+premises = {name: pc.premise_intervals(m, seeds, sizes.n) for name, m in others.items()}  # {name: {classes: ...}}
 display(plots.interval_table({f"{name}, {'training' if c == 'train' else 'held-out'} classes: {k}": iv
-                              for (name, c), ivs in premises.items() for k, iv in ivs.items()}))
+                              for name, by in premises.items() for c, ivs in by.items() for k, iv in ivs.items()}))
 
 # %% [markdown]
 # ## 2 · The mechanism by hand: two attention patterns
@@ -415,9 +410,10 @@ print(power_summary(power_rows))
 # %%
 ctx = f"control, {len(seeds)} seed(s) x {sizes.n} sequences"
 claims = (pc.control_claims(accuracy, heldout_accuracy, swap["swap_averaged"], swap["follows"], ctx)
-          + pc.controls_claims(premises[(power.POSITIVE, "train")]["swap_averaged"],
-                               premises[(power.NEGATIVE, "train")]["correct"], premises[(power.NEGATIVE, "train")]["follows"],
-                               premises[(power.NEGATIVE, "heldout")]["correct"], ctx.replace("control", "the two other controls"))
+          + pc.controls_claims(premises[power.POSITIVE]["train"]["swap_averaged"],
+                               premises[power.NEGATIVE]["train"]["correct"], premises[power.NEGATIVE]["train"]["follows"],
+                               premises[power.NEGATIVE]["heldout"]["correct"],
+                               f"the wide and negative controls, {len(seeds)} seed(s) x {sizes.n} sequences")
           + sal.saliency_claims(flow_ivs, ["control"], ctx)
           + iso.isolation_claims(loyalty, loyalty_drop, k=1, context=ctx)
           + auc.aucroc_claims(auc_curve, auc_ivs, MODEL, context=ctx)

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["cached", "stored", "CACHE_VERSION", "model_fingerprint", "same_weights", "pins_weights", "prompts_digest",
            "code_digest", "data_digest", "task_identity", "result_types", "StoreError", "StoreMismatch",
-           "PRESENTATION", "module_imports", "file_imports", "dependencies", "step_modules"]
+           "PRESENTATION", "module_file", "module_imports", "file_imports", "dependencies", "step_modules"]
 
 class StoreError(TypeError):
     """A result that the store could not read back safely (a type that is not a registered result type)."""
@@ -106,7 +106,7 @@ PRESENTATION = ("helpers.study.plots", "helpers.study.claims", "helpers.study.pa
                 "helpers.study.power_report", "helpers.exercises")
 
 
-def _module_file(name: str) -> Path | None:
+def module_file(name: str) -> Path | None:
     """The file of a ``helpers`` module (``helpers.a.b`` -> ``helpers/a/b.py`` or ``helpers/a/b/__init__.py``)."""
     rel = Path(*name.split(".")[1:])
     for f in (HELPERS / rel.with_suffix(".py"), HELPERS / rel / "__init__.py"):
@@ -119,7 +119,7 @@ def _module_file(name: str) -> Path | None:
 def module_imports(name: str) -> frozenset[str]:
     """The ``helpers`` modules that module ``name`` imports, at its top or inside functions (relative imports
     resolved; ``from helpers.a import b`` counts ``helpers.a.b`` when that is a module)."""
-    path = _module_file(name)
+    path = module_file(name)
     if path is None:
         return frozenset()
     return file_imports(path, name if path.name == "__init__.py" else name.rpartition(".")[0])
@@ -141,7 +141,7 @@ def file_imports(path: Path, pkg: str = "") -> frozenset[str]:
             found = [base] + [f"{base}.{a.name}" for a in node.names]
         else:
             continue
-        out.update(m for m in found if m.startswith("helpers.") and _module_file(m) is not None)
+        out.update(m for m in found if m.startswith("helpers.") and module_file(m) is not None)
     return frozenset(out)
 
 
@@ -196,7 +196,7 @@ def step_modules(compute: Callable | None = None) -> frozenset[str]:
 def code_digest(modules: tuple[str, ...] | None = None) -> str:
     """Digest of the files of ``modules`` (paths and contents; :func:`dependencies` gives them), or of every
     ``helpers/**/*.py`` file when None: part of every :func:`cached` key."""
-    files = sorted(HELPERS.rglob("*.py")) if modules is None else [_module_file(m) for m in modules]
+    files = sorted(HELPERS.rglob("*.py")) if modules is None else [module_file(m) for m in modules]
     h = hashlib.sha256()
     for f in files:
         h.update(str(f.relative_to(HELPERS)).encode())

@@ -53,6 +53,7 @@ __all__ = [
     "text_anchor_loyalty",
     "control_claims",
     "controls_claims",
+    "premise_intervals",
     "SHIFT",
 ]
 
@@ -220,6 +221,21 @@ def control_claims(acc: Interval, heldout: Interval, swap: Interval, follows: In
               "swap-averaged accuracy's whole 95% interval at or above 0.90 (ignoring the labels scores at most 0.5)",
               context=context, note=f"Answers that move with the labels: {follows:.3f}."),
     ]
+
+
+def premise_intervals(model, seeds, n: int) -> dict[str, dict[str, Interval]]:
+    """A control's premises on ``n`` of its own sequences per seed, for training and held-out classes
+    (``{"train" | "heldout": {key: Interval}}``): :func:`label_swap`'s ``correct``, ``swap_averaged``, ``follows``
+    and ``same``, each bootstrapped over seeds and sequences."""
+    from helpers.core.control import control_prompts, control_task
+    from helpers.study.stats import bootstrap_means
+
+    out = {}
+    for classes in ("train", "heldout"):
+        runs = {s: label_swap(model, control_prompts(control_task(model), n, s, classes=classes)) for s in seeds}
+        out[classes] = {k: bootstrap_means(swap_cells(runs, k)) for k in ("correct", "swap_averaged", "follows",
+                                                                          "same")}
+    return out
 
 
 def _at_most(iv: Interval, value: float) -> str:

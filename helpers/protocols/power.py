@@ -40,7 +40,6 @@ from helpers.core.control import (
     relabel,
     shuffled_labels,
 )
-from helpers.core.predict import predict
 from helpers.core.store import cached, same_weights
 from helpers.experiments import aucroc as auc
 from helpers.experiments import compression as comp
@@ -92,13 +91,13 @@ def power_sizes(profile) -> PowerSizes:
 # ----------------------------------------------------------------- one replicate
 
 
-def _compression_05(model, cp: ControlPrompts, seed: int, context: str) -> list[Claim]:
+def _compression_05(model, cp: ControlPrompts, seed: int, context: str, full) -> list[Claim]:
     """Notebook 05's label-loyalty checks on the control: Hidden_anchor against Hidden_random (one random item
     per demonstration) and against Text_anchor (the label tokens alone as the context, run afresh:
     :func:`helpers.experiments.positive_control.text_anchor_loyalty`), each a paired gap in points with
     notebook 05's criterion (interval above 0); Hidden_anchor's own verdict is notebook 05's rule on the label
-    metric (replicates when both gaps lie above 0, does not replicate when one lies below, else inconclusive)."""
-    full = predict(model, cp.prompts, cp.label_ids, batch_size=256, top_k=0).pred
+    metric (replicates when both gaps lie above 0, does not replicate when one lies below, else inconclusive).
+    ``full``: the predictions with the full context (the AUCROC run's, so the sequences run once for both)."""
     h = pc.hidden_anchor_accuracy(model, cp, seed=seed, full=full)
     text = pc.text_anchor_loyalty(model, cp, full=full)
     key = ("control", seed)
@@ -131,7 +130,7 @@ def _group_09(model, seed: int, sizes: PowerSizes) -> list[Claim]:
     scores, pr = auc.label_attention(model, cp.prompts, cp.label_ids, batch_size=bs, top_k=0, shared=False)
     runs = {key: {"scores": scores, "pred": pr.pred, "gold": pr.gold}}
     out += auc.aucroc_claims(auc.raw_mean_curves(runs), auc.curve_intervals(runs), name, context=ctx)
-    out += _compression_05(model, cp, seed, ctx)
+    out += _compression_05(model, cp, seed, ctx, pr.pred)
     attr = control_prompts(task, sizes.n_attr, seed + 1000)
     heads = ih.incontext_heads(ih.head_attribution(model, attr.prompts, attr.label_ids, batch_size=bs, shared=False), 1)
     out += ha.ablation_claims(ha.ablation_intervals({key: ha.ablation_conditions(model, cp.prompts, cp.label_ids, heads,

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers.core.store import code_digest, dependencies, file_imports
+from helpers.core.store import code_digest, dependencies, file_imports, module_file
 from helpers.study.claims import VERDICTS, Claim, shown_digits
 from helpers.study.power_report import Power, annotate, checked_keys, power_by_key, power_markdown
 from helpers.study.report import recorded_runs
@@ -105,9 +105,7 @@ def method_files(section: str) -> list[Path]:
     path = notebook_file(section)
     if path is None:
         return []
-    mods = dependencies(file_imports(path))
-    return [path] + [ROOT / (m.replace(".", "/") + ".py") if (ROOT / (m.replace(".", "/") + ".py")).exists()
-                     else ROOT / m.replace(".", "/") / "__init__.py" for m in mods]
+    return [path] + [module_file(m) for m in dependencies(file_imports(path))]
 
 
 def method_digest(section: str) -> str:
