@@ -7,7 +7,7 @@ a temporary folder, then loads it in fresh processes, each measuring its residen
 after the load:
 
 - ``load_model``: this project's loader for a local folder (transformers loads the weights straight onto the
-  device, and the HookedTransformer's parameters become the converted tensors: ``_hooked_from_state``);
+  device, and the HookedTransformer's parameters become the converted tensors: ``hooked_from_state``);
 - ``hub``: the same folder as a cached Hugging Face hub model named ``gpt2`` (``HF_HUB_OFFLINE=1``), through
   ``load_model("gpt2")``;
 - ``transformer_lens``: TransformerLens' own steps for comparison (a HookedTransformer with initialised

@@ -202,17 +202,17 @@ def tokenizer_offline(canon: str):
         from transformers import AutoTokenizer
 
         if canon in offline_models.OFFLINE_MODELS:
-            gguf = offline_models._present_gguf(canon)
+            gguf = offline_models.present_gguf(canon)
             if gguf is None or not offline_models.dequantised_cached(canon):
                 return None, "its weights are not unpacked yet (the first load does it)"
-            folder = offline_models._dequantised_dir(canon, offline_models.dequantised_cache_key(gguf))
-        elif M._local_dir(canon) is not None:
-            folder = M._local_dir(canon)
+            folder = offline_models.dequantised_dir(canon, offline_models.dequantised_cache_key(gguf))
+        elif M.local_dir(canon) is not None:
+            folder = M.local_dir(canon)
         elif hub_cached(canon):
             folder = canon
         else:
             return None, "it is not on disk yet"
-        with model_loading._quiet(), hub._hub_offline():
+        with model_loading.quiet_loading(), hub.hub_offline():
             return AutoTokenizer.from_pretrained(folder, local_files_only=True), None
     except Exception as e:
         return None, f"its tokenizer did not load ({type(e).__name__}: {str(e)[:120]})"
@@ -306,13 +306,13 @@ def check_model(name: str, timeout: float = 5.0) -> tuple[str, str]:
     A hub model without a network fails here in seconds, before anything imports TransformerLens.
     """
     from helpers.core.model_loading import UnknownModelError
-    from helpers.core.models import ALIASES, _local_dir, resolve_name
+    from helpers.core.models import ALIASES, local_dir, resolve_name
     from helpers.core.offline_models import OFFLINE_MODELS
 
     canon = ALIASES.get(name, name)
     if canon in OFFLINE_MODELS:
         return canon, offline_weights(canon)
-    local = _local_dir(canon)
+    local = local_dir(canon)
     if local is not None:
         return str(local), check_local_model(local)
     cached = hub_cached(canon)
@@ -377,13 +377,13 @@ def check_local_model(path: Path) -> str:
     architecture (Gemma: the shape of an official checkpoint), weights, and a tokenizer that loads offline.
     Nothing but the tokenizer is loaded."""
     from helpers.core.model_loading import LocalModelError
-    from helpers.core.models import _LOCAL_GEMMA_ARCHITECTURES, _local_config, _official_gemma_name
+    from helpers.core.models import LOCAL_GEMMA_ARCHITECTURES, local_config, official_gemma_name
 
     try:
-        config = _local_config(path)
+        config = local_config(path)
         arch = config["architectures"][0]
-        if arch in _LOCAL_GEMMA_ARCHITECTURES:
-            _official_gemma_name(config, arch)
+        if arch in LOCAL_GEMMA_ARCHITECTURES:
+            official_gemma_name(config, arch)
     except LocalModelError as e:
         raise PreflightError(str(e)) from None
     files = local_weight_files(path)

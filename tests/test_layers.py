@@ -366,3 +366,54 @@ def test_no_module_is_longer_than_the_limit():
     long = {str(p.relative_to(ROOT)): n for p in HELPERS.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
     assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by idea): {long}"
+
+
+PRODUCT = ("helpers", "scripts", "notebooks", "benchmarks")  # the code whose module walls hold (tests may reach in)
+
+
+def _private_crossings(root: Path = ROOT) -> list[str]:
+    """``file:line name`` for every private name (one leading ``_``) a file takes from another helpers module:
+    ``from helpers.a import _b`` (relative imports too), or ``a._b`` on a module bound by an import."""
+    out = []
+    for top in PRODUCT:
+        for path in sorted((root / top).rglob("*.py")):
+            rel = str(path.relative_to(root))
+            pkg = _module_name(path, root) if path.name == "__init__.py" else _module_name(path, root).rpartition(".")[0]
+            tree = ast.parse(path.read_text())
+            bound = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom):
+                    mod = node.module or ""
+                    if node.level:
+                        base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                        mod = ".".join(base + ([node.module] if node.module else []))
+                    if not mod.startswith("helpers"):
+                        continue
+                    for a in node.names:
+                        if a.name.startswith("_") and not a.name.startswith("__"):
+                            out.append(f"{rel}:{node.lineno} {mod}.{a.name}")
+                        else:
+                            bound.add(a.asname or a.name)
+                elif isinstance(node, ast.Import):
+                    bound.update(a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("helpers"))
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
+                        and node.attr.startswith("_") and not node.attr.startswith("__")):
+                    out.append(f"{rel}:{node.lineno} {node.value.id}.{node.attr}")
+    return out
+
+
+def test_no_private_name_crosses_a_module():
+    """What two modules share is public in the module that owns it; a private name stays in its module."""
+    bad = _private_crossings()
+    assert not bad, "private names taken from another module (make them public where they are defined):\n" + "\n".join(bad)
+
+
+def test_the_private_name_check_sees_one(tmp_path):
+    (tmp_path / "helpers" / "core").mkdir(parents=True)
+    (tmp_path / "helpers" / "core" / "a.py").write_text("def _b():\n    return 1\n")
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "x.py").write_text("from helpers.core.a import _b\nimport helpers.core.a as a\na._b()\n")
+    (tmp_path / "helpers" / "core" / "c.py").write_text("from .a import _b\n")
+    assert sorted(_private_crossings(tmp_path)) == ["helpers/core/c.py:1 helpers.core.a._b",
+                                                    "scripts/x.py:1 helpers.core.a._b", "scripts/x.py:3 a._b"]

@@ -45,10 +45,10 @@ def test_missing_keys_get_transformer_lens_defaults(folder):
     from helpers.core import model_loading, models, offline_models
 
     hf = AutoModelForCausalLM.from_pretrained(folder)
-    cfg = models._local_tl_config(folder, models._local_config(folder), hf.config.to_dict(), False, "cpu",
+    cfg = models._local_tl_config(folder, models.local_config(folder), hf.config.to_dict(), False, "cpu",
                                   torch.float32)
     state = loading.get_pretrained_state_dict(str(folder), cfg, hf)
     del state["blocks.0.attn.b_Q"], state["blocks.1.ln2.w"]
-    model = model_loading._hooked_from_state(cfg, state, offline_models.gpt2_tokenizer())
+    model = model_loading.hooked_from_state(cfg, state, offline_models.gpt2_tokenizer())
     assert torch.equal(model.blocks[0].attn.b_Q, torch.zeros_like(model.blocks[0].attn.b_Q))
     assert torch.equal(model.blocks[1].ln2.w, torch.ones_like(model.blocks[1].ln2.w))

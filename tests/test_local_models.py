@@ -297,7 +297,7 @@ def _hf_vs_tl_dir(path: Path):
 
 @pytest.mark.slow
 def test_gemma_directory_loads_with_the_official_gemma_config():
-    path = offline_models._dequantised_hf_dir(models.DEFAULT_MODEL, offline_models._gemma_gguf)
+    path = offline_models.dequantised_hf_dir(models.DEFAULT_MODEL, offline_models._gemma_gguf)
     model, diff = _hf_vs_tl_dir(path)
     assert model.cfg.n_layers == 18 and model.cfg.n_key_value_heads == 1 and model.cfg.use_qk_norm
     assert model_loading.uses_bos(model)  # Gemma's tokenizer prepends <bos>
@@ -306,7 +306,7 @@ def test_gemma_directory_loads_with_the_official_gemma_config():
 
 @pytest.mark.slow
 def test_smollm2_directory_loads_as_llama():
-    path = offline_models._dequantised_hf_dir(offline_models.SMOLLM2, offline_models._smollm2_gguf)
+    path = offline_models.dequantised_hf_dir(offline_models.SMOLLM2, offline_models._smollm2_gguf)
     model, diff = _hf_vs_tl_dir(path)
     assert model.cfg.original_architecture == "LlamaForCausalLM" and model.cfg.n_key_value_heads == 3
     assert not model_loading.uses_bos(model)  # SmolLM2's tokenizer adds none

@@ -304,8 +304,8 @@ def fake_gguf(monkeypatch, tmp_path):
 
 def test_dequantised_cache_is_reused_for_the_same_file_and_versions(fake_gguf):
     gguf, versions, builds = fake_gguf
-    first = offline_models._dequantised_hf_dir("org/fake", lambda: gguf)
-    second = offline_models._dequantised_hf_dir("org/fake", lambda: gguf)
+    first = offline_models.dequantised_hf_dir("org/fake", lambda: gguf)
+    second = offline_models.dequantised_hf_dir("org/fake", lambda: gguf)
     assert first == second and len(builds) == 1
     key = json.loads((first / "icl-cache-key.json").read_text())
     assert key["gguf_sha256"] == hashlib.sha256(gguf.read_bytes()).hexdigest() and key["gguf_file"] == "model.gguf"
@@ -315,15 +315,15 @@ def test_dequantised_cache_is_reused_for_the_same_file_and_versions(fake_gguf):
 @pytest.mark.parametrize("change", ["file", "transformers", "gguf", "torch"])
 def test_dequantised_cache_has_a_new_entry_for_another_file_or_version(fake_gguf, change):
     gguf, versions, builds = fake_gguf
-    before = offline_models._dequantised_hf_dir("org/fake", lambda: gguf)
+    before = offline_models.dequantised_hf_dir("org/fake", lambda: gguf)
     if change == "file":
         gguf.write_bytes(b"GGUF fake weights v2, another size")
     else:
         versions[change] += ".post1"
-    after = offline_models._dequantised_hf_dir("org/fake", lambda: gguf)
+    after = offline_models.dequantised_hf_dir("org/fake", lambda: gguf)
     assert after != before and len(builds) == 2  # rebuilt, never the old float weights
     assert (after / "model.safetensors").read_bytes() == gguf.read_bytes()
-    assert offline_models._dequantised_hf_dir("org/fake", lambda: gguf) == after and len(builds) == 2
+    assert offline_models.dequantised_hf_dir("org/fake", lambda: gguf) == after and len(builds) == 2
 
 
 def test_name_only_cache_entries_are_not_used(fake_gguf):
@@ -333,7 +333,7 @@ def test_name_only_cache_entries_are_not_used(fake_gguf):
     old.mkdir(parents=True)
     (old / "config.json").write_text("{}")
     (old / "model.safetensors").write_bytes(b"old float weights")
-    out = offline_models._dequantised_hf_dir("org/fake", lambda: gguf)
+    out = offline_models.dequantised_hf_dir("org/fake", lambda: gguf)
     assert out != old and len(builds) == 1
     assert (out / "model.safetensors").read_bytes() == gguf.read_bytes()
 
@@ -351,11 +351,11 @@ def test_gguf_hash_is_remembered_per_file_state(fake_gguf, monkeypatch):
 
 def test_dequantised_cached_follows_the_key(fake_gguf, monkeypatch):
     gguf, versions, _ = fake_gguf
-    monkeypatch.setattr(offline_models, "_present_gguf", lambda name: gguf)
+    monkeypatch.setattr(offline_models, "present_gguf", lambda name: gguf)
     assert not offline_models.dequantised_cached("org/fake")
-    offline_models._dequantised_hf_dir("org/fake", lambda: gguf)
+    offline_models.dequantised_hf_dir("org/fake", lambda: gguf)
     assert offline_models.dequantised_cached("org/fake")
     versions["gguf"] = "0.20.0"  # a new reader: the cached weights no longer count
     assert not offline_models.dequantised_cached("org/fake")
-    monkeypatch.setattr(offline_models, "_present_gguf", lambda name: None)
+    monkeypatch.setattr(offline_models, "present_gguf", lambda name: None)
     assert not offline_models.dequantised_cached("org/fake")

@@ -23,13 +23,13 @@ class ArgumentError(TypeError, ValueError):
     """An argument of the wrong type or value; the message says what to pass."""
 
 
-def _is_int(x) -> bool:
+def is_int(x) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 def positive_int(name: str, value) -> int:
     """``value`` as an int if it is a whole number >= 1, else an :class:`ArgumentError` naming ``name``."""
-    if not _is_int(value):
+    if not is_int(value):
         raise ArgumentError(f"{name} must be a positive integer, got {value!r} ({type(value).__name__}): "
                             "pass a whole number such as 8")
     if value < 1:
@@ -43,7 +43,7 @@ def seed_arg(seed, name: str = "seed") -> int:
     if seed is None:
         raise ArgumentError(f"{name} is None, which would draw unseeded prompts that no rerun repeats: pass an integer "
                             f"seed such as 42")
-    if not _is_int(seed):
+    if not is_int(seed):
         raise ArgumentError(f"{name} must be an integer such as 42, got {seed!r} ({type(seed).__name__})")
     if seed < 0:
         raise ArgumentError(f"{name} must be 0 or more (numpy's generators take no negative seed), got {seed}")
@@ -65,14 +65,14 @@ def model_arg(model, name: str = "model"):
 
 def seed_list(seeds, name: str = "seeds") -> list[int]:
     """A non-empty list of distinct integer seeds, each 0 or more."""
-    if _is_int(seeds):
+    if is_int(seeds):
         raise ArgumentError(f"{name} must be a list of integer seeds, got the single seed {seeds}: write [{seeds}]")
     if isinstance(seeds, (str, bytes, Mapping)) or not hasattr(seeds, "__iter__"):
         raise ArgumentError(f"{name} must be a list of integer seeds such as [42, 43], got {seeds!r}")
     seeds = list(seeds)
     if not seeds:
         raise ArgumentError(f"{name} is empty: pass at least one seed, e.g. [42]")
-    bad = [s for s in seeds if not _is_int(s)]
+    bad = [s for s in seeds if not is_int(s)]
     if bad:
         raise ArgumentError(f"{name} must be integers, got {bad[0]!r} ({type(bad[0]).__name__})")
     if any(s < 0 for s in seeds):

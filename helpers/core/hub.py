@@ -1,10 +1,10 @@
 """Loading a TransformerLens name from the Hugging Face hub, with bounded waits.
 
 Any official TransformerLens name (``gpt2-xl``, ``EleutherAI/gpt-j-6B``, ...) loads from the hub when a network
-exists (:func:`_load_hub`, called by :func:`helpers.core.models.load_model`). GPT-2 and GPT-J run without BOS, as
+exists (:func:`load_hub`, called by :func:`helpers.core.models.load_model`). GPT-2 and GPT-J run without BOS, as
 the paper's code did. Every hub request has connect and read timeouts, and a hub that never answers raises
 :class:`~helpers.core.model_loading.NoNetworkError` after ``ICL_HUB_TIMEOUT`` seconds (default 15; within 30 s
-counting huggingface_hub's retry sleep). :func:`_hub_offline` keeps the loads of local folders off the hub.
+counting huggingface_hub's retry sleep). :func:`hub_offline` keeps the loads of local folders off the hub.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from helpers.core.model_loading import NoNetworkError, _hooked_from_state, _quiet
+from helpers.core.model_loading import NoNetworkError, hooked_from_state, quiet_loading
 from helpers.core.offline_models import OFFLINE_MODELS
 
 __all__ = ["HUB_TIMEOUT_DEFAULT", "hub_timeout"]
@@ -118,20 +118,20 @@ def _bounded_hub(timeout: float):
             setattr(constants, var, value)
 
 
-def _load_hub(name: str, device: str, dtype: torch.dtype):
+def load_hub(name: str, device: str, dtype: torch.dtype):
     from huggingface_hub.utils import httpx  # the HTTP library huggingface_hub uses (httpx2 in 2.x)
     from transformer_lens import loading_from_pretrained as loading
 
     timeout = hub_timeout()
     hub = {"silent": False}
     try:
-        with _bounded_hub(timeout) as hub, _quiet():
+        with _bounded_hub(timeout) as hub, quiet_loading():
             # the steps of HookedTransformer.from_pretrained_no_processing, with the transformers model loaded
-            # straight onto the device (device_map) and no second copy of its weights (_hooked_from_state)
+            # straight onto the device (device_map) and no second copy of its weights (hooked_from_state)
             official = loading.get_official_model_name(name)
             cfg = loading.get_pretrained_model_config(official, fold_ln=False, device=device, dtype=dtype)
             state = loading.get_pretrained_state_dict(official, cfg, None, dtype=dtype, device_map=str(device))
-            model = _hooked_from_state(cfg, state)
+            model = hooked_from_state(cfg, state)
             del state
     except (OSError, ConnectionError, TimeoutError, httpx.TransportError) as e:
         offline = os.environ.get("HF_HUB_OFFLINE") == "1"
@@ -148,7 +148,7 @@ def _load_hub(name: str, device: str, dtype: torch.dtype):
 
 
 @contextlib.contextmanager
-def _hub_offline():
+def hub_offline():
     """Inside, any request to the Hugging Face hub raises instead of going out (local loads stay local)."""
     from huggingface_hub import constants  # lazy: only when the hub is used
 

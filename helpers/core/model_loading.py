@@ -3,7 +3,7 @@ HookedTransformer.
 
 The loaders themselves are :func:`helpers.core.models.load_model` (names, dtypes, local folders),
 :mod:`helpers.core.offline_models` (the two GGUF models) and :mod:`helpers.core.hub` (TransformerLens names from
-the Hugging Face hub). Each one builds the model with :func:`_hooked_from_state`, without weight processing, and
+the Hugging Face hub). Each one builds the model with :func:`hooked_from_state`, without weight processing, and
 sets ``cfg.default_prepend_bos`` to the model's convention, which :func:`uses_bos` reads.
 """
 
@@ -47,7 +47,7 @@ class LocalModelError(ModelLoadError, ValueError):
 
 
 
-def _quiet():
+def quiet_loading():
     """Silence transformers / TransformerLens chatter (progress bars, deprecations)."""
     stack = contextlib.ExitStack()
     stack.enter_context(warnings.catch_warnings())
@@ -75,18 +75,18 @@ def _quiet():
     return stack
 
 
-def _load_hf(dirpath: Path, device: str = "cpu", dtype: torch.dtype = torch.float32):
+def load_hf(dirpath: Path, device: str = "cpu", dtype: torch.dtype = torch.float32):
     """The transformers model of a saved folder, loaded in ``dtype`` straight onto ``device`` (no host copy first)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: transformers takes seconds to import
 
-    with _quiet():
+    with quiet_loading():
         tok = AutoTokenizer.from_pretrained(dirpath)
         hf = AutoModelForCausalLM.from_pretrained(dirpath, dtype=dtype, device_map=str(device))
     hf.eval()
     return hf, tok
 
 
-def _hooked_from_state(cfg, state: dict, tokenizer=None):
+def hooked_from_state(cfg, state: dict, tokenizer=None):
     """A HookedTransformer whose parameters *are* the tensors of ``state`` (converted from a transformers model
     without weight processing), on ``cfg.device``.
 

@@ -40,20 +40,20 @@ from pathlib import Path
 import torch
 
 from helpers.core.control import CONTROLS, load_control
-from helpers.core.hub import _hub_offline, _load_hub
+from helpers.core.hub import hub_offline, load_hub
 from helpers.core.model_loading import (
     LocalModelError,
     ModelLoadError,
     UnknownModelError,
-    _hooked_from_state,
-    _quiet,
+    hooked_from_state,
+    quiet_loading,
     uses_bos,
 )
 from helpers.core.offline_models import (
     GEMMA,
     OFFLINE_MODELS,
     SMOLLM2,
-    _dequantised_hf_dir,
+    dequantised_hf_dir,
     gguf_file,
 )
 from helpers.core.precision import apply_matmul_precision
@@ -138,7 +138,7 @@ _LOCAL_ARCHITECTURES = (
     "Qwen3ForCausalLM", "GptOssForCausalLM", "ApertusForCausalLM", "OlmoeForCausalLM", "Olmo3ForCausalLM",
 )
 # ... and these from the official checkpoint of the same shape
-_LOCAL_GEMMA_ARCHITECTURES = ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM")
+LOCAL_GEMMA_ARCHITECTURES = ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM")
 # Paper's convention (GPT-2, GPT-J) and TransformerLens' (GPT-NeoX): no BOS. Other models follow their tokenizer.
 _NO_BOS_MODEL_TYPES = ("gpt2", "gptj", "gpt_neox")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
@@ -147,7 +147,7 @@ _SAVE_HINT = ("Save a model with `model.save_pretrained(d)` and its tokenizer wi
               "(transformers), then pass d to load_model or set ICL_MODEL=d.")
 
 
-def _local_dir(name: str) -> Path | None:
+def local_dir(name: str) -> Path | None:
     """The directory ``name`` points to (resolved), or None when ``name`` is a model name.
 
     A name is a path when it is written as one (absolute, ``./``, ``../``, ``~``) or when it exists on disk
@@ -164,7 +164,7 @@ def _local_dir(name: str) -> Path | None:
     return None
 
 
-def _local_config(path: Path) -> dict:
+def local_config(path: Path) -> dict:
     """config.json of a local model directory, checked; a clear :class:`LocalModelError` otherwise."""
     if not path.exists():
         raise LocalModelError(f"Model directory {str(path)!r} does not exist. {_SAVE_HINT}")
@@ -178,7 +178,7 @@ def _local_config(path: Path) -> dict:
     except ValueError as e:
         raise LocalModelError(f"{str(path / 'config.json')!r} is not valid JSON ({e}). {_SAVE_HINT}") from e
     archs = config.get("architectures") or []
-    supported = sorted(_LOCAL_ARCHITECTURES + _LOCAL_GEMMA_ARCHITECTURES)
+    supported = sorted(_LOCAL_ARCHITECTURES + LOCAL_GEMMA_ARCHITECTURES)
     if not archs:
         raise LocalModelError(f"{str(path / 'config.json')!r} names no architecture ('architectures' is missing). "
                               f"Save the model from a *ForCausalLM class, e.g. AutoModelForCausalLM; supported: "
@@ -211,9 +211,9 @@ def model_identity(name: str, dtype: torch.dtype | str | None = None) -> str:
     (a recorded name) keeps it.
     """
     head, sep, tail = name.rpartition("@")
-    if sep and tail in DTYPES and _local_dir(name) is None:
+    if sep and tail in DTYPES and local_dir(name) is None:
         name, dtype = head, (tail if dtype is None else dtype)
-    local = _local_dir(name)
+    local = local_dir(name)
     base = local_model_name(local) if local is not None else name
     d = dtype_name(dtype)
     return base if d == "float32" else f"{base}@{d}"
@@ -228,9 +228,9 @@ def resolve_name(name: str) -> str:
     name = ALIASES.get(name, name)
     if name in OFFLINE_MODELS or name in CONTROLS:  # the controls: models trained here (helpers/core/control.py)
         return name
-    local = _local_dir(name)
+    local = local_dir(name)
     if local is not None:
-        _local_config(local)
+        local_config(local)
         return str(local)
     from transformer_lens.loading_from_pretrained import (  # lazy: TransformerLens takes seconds to import
         OFFICIAL_MODEL_NAMES,
@@ -240,7 +240,7 @@ def resolve_name(name: str) -> str:
     if name in OFFICIAL_MODEL_NAMES:
         return name
     try:
-        with _quiet():
+        with quiet_loading():
             return get_official_model_name(name)
     except Exception:
         pass
@@ -260,7 +260,7 @@ def _tokenizer_adds_bos(tok) -> bool:
     return bool(ids) and ids[0] == bos
 
 
-def _official_gemma_name(config: dict, arch: str) -> str:
+def official_gemma_name(config: dict, arch: str) -> str:
     """The official TransformerLens Gemma checkpoint whose shape matches ``config`` (its config is per name)."""
     from transformer_lens.loading_from_pretrained import (  # lazy: TransformerLens takes seconds to import
         OFFICIAL_MODEL_NAMES,
@@ -295,8 +295,8 @@ def _local_tl_config(path: Path, config: dict, hf_cfg: dict, bos: bool, device: 
 
     arch = config["architectures"][0]
     kw = dict(hf_cfg=hf_cfg, fold_ln=False, device=device, dtype=dtype, default_prepend_bos=bos, n_ctx=n_ctx)
-    if arch in _LOCAL_GEMMA_ARCHITECTURES:
-        cfg = loading.get_pretrained_model_config(_official_gemma_name(config, arch), **kw)
+    if arch in LOCAL_GEMMA_ARCHITECTURES:
+        cfg = loading.get_pretrained_model_config(official_gemma_name(config, arch), **kw)
     else:
         neutral = dict(config)
         if neutral.get("model_type") == "gpt2" and "n_ctx" not in neutral:
@@ -322,8 +322,8 @@ def _load_local(path: Path, device: str, dtype: torch.dtype):
     from transformer_lens import loading_from_pretrained as loading  # lazy: TransformerLens takes seconds to import
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    config = _local_config(path)
-    with _quiet(), _hub_offline():
+    config = local_config(path)
+    with quiet_loading(), hub_offline():
         try:
             tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         except Exception as e:
@@ -342,7 +342,7 @@ def _load_local(path: Path, device: str, dtype: torch.dtype):
         bos = config.get("model_type") not in _NO_BOS_MODEL_TYPES and _tokenizer_adds_bos(tok)
         cfg = _local_tl_config(path, config, hf.config.to_dict(), bos, device, dtype)
         # the steps of HookedTransformer.from_pretrained_no_processing, which only takes hub names
-        model = _hooked_from_state(cfg, loading.get_pretrained_state_dict(str(path), cfg, hf, dtype=dtype), tok)
+        model = hooked_from_state(cfg, loading.get_pretrained_state_dict(str(path), cfg, hf, dtype=dtype), tok)
     model.cfg.default_prepend_bos = bos
     return model, hf
 
@@ -391,13 +391,13 @@ def load_model(
             stacklevel=2)
     t0 = time.perf_counter()
     hf = None
-    local = None if canonical in OFFLINE_MODELS else _local_dir(canonical)
+    local = None if canonical in OFFLINE_MODELS else local_dir(canonical)
     if canonical in OFFLINE_MODELS:
         model, hf = OFFLINE_MODELS[canonical](device, dtype)
     elif local is not None:
         model, hf = _load_local(local, device, dtype)
     else:
-        model = _load_hub(canonical, device, dtype)
+        model = load_hub(canonical, device, dtype)
     model.eval()
     matmul_layout(model)
     fast_attention(model)
@@ -435,5 +435,5 @@ def offline_tokenizer(name: str):
 
     name = resolve_name(name)
     gguf = offline_gguf(name)
-    with _quiet():
-        return AutoTokenizer.from_pretrained(_dequantised_hf_dir(name, lambda: gguf))
+    with quiet_loading():
+        return AutoTokenizer.from_pretrained(dequantised_hf_dir(name, lambda: gguf))

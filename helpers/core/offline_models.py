@@ -38,7 +38,7 @@ from pathlib import Path
 
 import torch
 
-from helpers.core.model_loading import MissingWeightsError, _hooked_from_state, _load_hf, _quiet
+from helpers.core.model_loading import MissingWeightsError, hooked_from_state, load_hf, quiet_loading
 from helpers.core.paths import cache_dir
 
 __all__ = ["GEMMA", "SMOLLM2", "OFFLINE_MODELS", "SMOLLM2_WHEEL", "SMOLLM2_GGUF", "gguf_file",
@@ -126,7 +126,7 @@ def dequantised_cache_key(gguf: Path) -> dict[str, str]:
     return {"gguf_sha256": _file_sha256(Path(gguf)), **_producer_versions()}
 
 
-def _dequantised_dir(name: str, key: dict[str, str]) -> Path:
+def dequantised_dir(name: str, key: dict[str, str]) -> Path:
     """``cache_dir()/dequantised/<name>/<16 hex digits of the key>``: another GGUF file or another version of
     transformers, gguf or torch gives another folder, never the old float weights."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
@@ -137,7 +137,7 @@ def _dequantise(path: Path, out: Path) -> None:
     """Write float32 safetensors, config and tokenizer of the GGUF file ``path`` into the folder ``out``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: transformers takes seconds to import
 
-    with _quiet():
+    with quiet_loading():
         tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         quant = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
         # A GGUF-loaded model refuses save_pretrained: rebuild without the
@@ -153,7 +153,7 @@ def _dequantise(path: Path, out: Path) -> None:
         tok.save_pretrained(out)
 
 
-def _present_gguf(name: str) -> Path | None:
+def present_gguf(name: str) -> Path | None:
     """The offline model's GGUF file if it is on disk now (nothing is assembled or downloaded), else None."""
     if name == GEMMA:
         try:
@@ -171,14 +171,14 @@ def _present_gguf(name: str) -> Path | None:
 def dequantised_cached(name: str) -> bool:
     """Whether the float weights of offline model ``name`` for its present GGUF file and the installed versions
     are cached (the next load takes seconds). Checks only; builds nothing."""
-    path = _present_gguf(name)
+    path = present_gguf(name)
     if path is None:
         return False
-    out = _dequantised_dir(name, dequantised_cache_key(path))
+    out = dequantised_dir(name, dequantised_cache_key(path))
     return (out / "model.safetensors").exists() and (out / "config.json").exists()
 
 
-def _dequantised_hf_dir(name: str, gguf_path: Callable[[], Path]) -> Path:
+def dequantised_hf_dir(name: str, gguf_path: Callable[[], Path]) -> Path:
     """Return a directory with float32 safetensors + tokenizer, building it once per GGUF file and versions.
 
     The folder is keyed by :func:`dequantised_cache_key` (the GGUF file's sha256 and the versions of
@@ -188,7 +188,7 @@ def _dequantised_hf_dir(name: str, gguf_path: Callable[[], Path]) -> Path:
     """
     path = gguf_path()
     key = dequantised_cache_key(path)
-    out = _dequantised_dir(name, key)
+    out = dequantised_dir(name, key)
     if (out / "model.safetensors").exists() and (out / "config.json").exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -207,12 +207,12 @@ def _dequantised_hf_dir(name: str, gguf_path: Callable[[], Path]) -> Path:
 def _load_gemma(device: str, dtype: torch.dtype):
     from transformer_lens import loading_from_pretrained as loading  # lazy: TransformerLens takes seconds to import
 
-    hf, tok = _load_hf(_dequantised_hf_dir(GEMMA, _gemma_gguf), device, dtype)
-    with _quiet():
+    hf, tok = load_hf(dequantised_hf_dir(GEMMA, _gemma_gguf), device, dtype)
+    with quiet_loading():
         # the steps of HookedTransformer.from_pretrained_no_processing(GEMMA, hf_model=hf, ...)
         cfg = loading.get_pretrained_model_config(GEMMA, hf_cfg=hf.config.to_dict(), fold_ln=False,
                                                   device=device, dtype=dtype)
-        model = _hooked_from_state(cfg, loading.get_pretrained_state_dict(GEMMA, cfg, hf, dtype=dtype), tok)
+        model = hooked_from_state(cfg, loading.get_pretrained_state_dict(GEMMA, cfg, hf, dtype=dtype), tok)
     model.cfg.default_prepend_bos = True
     return model, hf
 
@@ -255,10 +255,10 @@ def _load_smollm2(device: str, dtype: torch.dtype):
     # lazy: TransformerLens takes seconds to import
     from transformer_lens.pretrained.weight_conversions import convert_llama_weights
 
-    hf, tok = _load_hf(_dequantised_hf_dir(SMOLLM2, _smollm2_gguf), device, dtype)
+    hf, tok = load_hf(dequantised_hf_dir(SMOLLM2, _smollm2_gguf), device, dtype)
     cfg = _llama_cfg(hf.config, dtype, device)
-    with _quiet():
-        model = _hooked_from_state(cfg, convert_llama_weights(hf, cfg), tok)
+    with quiet_loading():
+        model = hooked_from_state(cfg, convert_llama_weights(hf, cfg), tok)
     model.cfg.default_prepend_bos = False
     return model, hf
 
@@ -301,6 +301,6 @@ def gpt2_tokenizer():
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
-    with _quiet():
+    with quiet_loading():
         return AutoTokenizer.from_pretrained(out)
 

@@ -192,7 +192,7 @@ def shared_prefix_or_none(model: HookedTransformer, prompts: Sequence[Prompt], s
         return None
 
 
-def _kv_cache_classes():
+def kv_cache_classes():
     from transformer_lens.cache.key_value_cache import (
         TransformerLensKeyValueCache,  # lazy: TransformerLens takes seconds to import
     )
@@ -223,14 +223,14 @@ def _rotate(attn, x: torch.Tensor, n: torch.Tensor | int) -> torch.Tensor:
     return torch.cat([out, x[..., rd:]], dim=-1)
 
 
-def _window_layers(model) -> list[int]:
+def window_layers(model) -> list[int]:
     """Layers whose attention is local (sliding window), as TL built them."""
     return [l for l, b in enumerate(model.blocks) if getattr(b.attn, "attn_type", "global") == "local"]
 
 
-def _kv(model, cache: PrefixCache | None, B: int):
+def prefix_kv(model, cache: PrefixCache | None, B: int):
     """A frozen TL cache holding ``cache`` expanded to ``B`` rows (None: an empty one to fill)."""
-    KV, Entry = _kv_cache_classes()
+    KV, Entry = kv_cache_classes()
     dev = model.cfg.device
     if cache is None:
         return KV.init_cache(model.cfg, dev, B)
@@ -239,7 +239,7 @@ def _kv(model, cache: PrefixCache | None, B: int):
     return KV(entries, torch.ones(B, len(cache), dtype=torch.long, device=dev), frozen=True)
 
 
-def _rotate_from(attn, x: torch.Tensor, start: int | torch.Tensor) -> torch.Tensor:
+def rotate_from(attn, x: torch.Tensor, start: int | torch.Tensor) -> torch.Tensor:
     """TL's rotary embedding of ``x[batch, pos, head, d_head]`` at positions ``start, start+1, ...`` (``start``:
     one position for every row, or a tensor of one per row)."""
     n = x.shape[1]
@@ -266,9 +266,9 @@ def _suffix_rotary(self, x, past_kv_pos_offset: int = 0, attention_mask=None):
     if x.device != self.rotary_sin.device:
         x = x.to(self.rotary_sin.device)
     if past_kv_pos_offset == K:  # the new queries
-        return _rotate_from(self, x, start)
+        return rotate_from(self, x, start)
     # the keys: K cached rows, already rotated at their original positions, then the new ones
-    return torch.cat([x[:, :K], _rotate_from(self, x[:, K:], start)], dim=1)
+    return torch.cat([x[:, :K], rotate_from(self, x[:, K:], start)], dim=1)
 
 
 def restart_positions(cache: PrefixCache) -> PrefixCache:
@@ -308,7 +308,7 @@ class _SuffixPositions:
 
             hooks.append(("hook_pos_embed", pos_hook))
         window = getattr(model.cfg, "window_size", None)
-        local = _window_layers(model)
+        local = window_layers(model)
         if local and not cache.as_in_prompt and start + m > window:
             kpos = torch.tensor(list(cache.kept) + list(range(start, start + m)))
             qpos = torch.arange(start, start + m)
@@ -351,7 +351,7 @@ def run_prefix(model: HookedTransformer, tokens: Int[torch.Tensor, "prefix"], ke
     if not keep or keep[0] < 0 or keep[-1] >= p0:
         raise PrefixError(f"kept positions must lie in [0, {p0}) (the prefix)")
     dev = model.cfg.device
-    kv = _kv(model, None, 1)
+    kv = prefix_kv(model, None, 1)
     with torch.no_grad(), model.hooks(fwd_hooks=list(hooks)):
         model(tokens[None].to(dev), past_kv_cache=kv, attention_mask=torch.ones(1, p0, dtype=torch.long, device=dev),
               stop_at_layer=model.cfg.n_layers)
@@ -388,7 +388,7 @@ def extend_prefix(model: HookedTransformer, cache: PrefixCache, tokens: Int[torc
         return cache
     if not cache.as_in_prompt:
         raise PrefixError("extend_prefix needs a keep-everything cache whose suffix continues at P0")
-    kv = _kv(model, cache, 1)
+    kv = prefix_kv(model, cache, 1)
     for e in kv.entries:
         e.frozen = False
     kv.frozen = False
@@ -397,7 +397,7 @@ def extend_prefix(model: HookedTransformer, cache: PrefixCache, tokens: Int[torc
     K = len(cache)
     keys = [e.past_keys[0].clone() for e in kv.entries]
     if model.cfg.positional_embedding_type == "rotary":  # TL appended the new keys un-rotated
-        keys = [torch.cat([k[:K], _rotate_from(model.blocks[l].attn, k[None, K:], cache.length)[0]])
+        keys = [torch.cat([k[:K], rotate_from(model.blocks[l].attn, k[None, K:], cache.length)[0]])
                 for l, k in enumerate(keys)]
     values = [e.past_values[0].clone() for e in kv.entries]
     n = cache.length + int(tokens.shape[0])
@@ -405,7 +405,7 @@ def extend_prefix(model: HookedTransformer, cache: PrefixCache, tokens: Int[torc
                        cache.note)
 
 
-def _layers(model, kv, x: torch.Tensor, start: int | None, stop: int, m: int) -> torch.Tensor:
+def run_layers(model, kv, x: torch.Tensor, start: int | None, stop: int, m: int) -> torch.Tensor:
     """Layers ``start..stop-1`` of a suffix run: ``x`` is the token batch when ``start`` is None (embedding
     first), else the residual stream entering layer ``start``. Returns the residual after layer ``stop - 1``
     (before ``ln_final``)."""
@@ -418,7 +418,7 @@ def _layers(model, kv, x: torch.Tensor, start: int | None, stop: int, m: int) ->
                  attention_mask=kv.append_attention_mask(ones))
 
 
-def _check_suffix(model, cache: PrefixCache, m: int) -> None:
+def check_suffix(model, cache: PrefixCache, m: int) -> None:
     """Refuse another model, unsupported positions, or ``m`` suffix tokens past the context; install the
     suffix-run attention patches."""
     cache.check_model(model)
@@ -435,11 +435,11 @@ def suffix_forward(model: HookedTransformer, cache: PrefixCache, tokens: Int[tor
     differentiable with respect to hook parameters); with ``stop_at_layer``, the residual stream entering that
     layer instead."""
     B, m = tokens.shape
-    _check_suffix(model, cache, m)
-    kv = _kv(model, cache, B) if kv is None else kv
+    check_suffix(model, cache, m)
+    kv = prefix_kv(model, cache, B) if kv is None else kv
     stop = model.cfg.n_layers if stop_at_layer is None else stop_at_layer
     with _SuffixPositions(model, cache, m) as pos, model.hooks(fwd_hooks=pos.hooks() + list(hooks)):
-        return _layers(model, kv, tokens, None, stop, m)
+        return run_layers(model, kv, tokens, None, stop, m)
 
 
 def suffix_logits(model: HookedTransformer, cache: PrefixCache, tokens: Int[torch.Tensor, "batch m"], q: Int[torch.Tensor, "batch"],
@@ -524,11 +524,11 @@ def predict_shared_split(model: HookedTransformer, prompts: Sequence[Prompt], la
         for idx, toks, q in suffix_batches(first, prompts, batch_size):
             B, m = toks.shape
             for c in caches.values():
-                _check_suffix(model, c, m)
+                check_suffix(model, c, m)
             rows = torch.arange(B)
             with _SuffixPositions(model, first, m) as pos, model.hooks(fwd_hooks=pos.hooks()):
-                lower = _layers(model, _kv(model, first, B), toks, None, split_layer, m)
+                lower = run_layers(model, prefix_kv(model, first, B), toks, None, split_layer, m)
                 for n in names:
-                    upper = _layers(model, _kv(model, caches[n], B), lower, split_layer, n_layers, m)
+                    upper = run_layers(model, prefix_kv(model, caches[n], B), lower, split_layer, n_layers, m)
                     resid[n][idx] = upper[rows, q.to(upper.device)]
     return {n: predictions_from_resid(model, resid[n], prompts, label_ids, top_k) for n in names}

@@ -26,15 +26,15 @@ from jaxtyping import Float, Int
 from helpers.core.prefix import (
     PrefixCache,
     PrefixError,
-    _check_suffix,
-    _kv,
-    _kv_cache_classes,
-    _layers,
-    _rotate_from,
-    _window_layers,
+    check_suffix,
+    kv_cache_classes,
+    prefix_kv,
+    rotate_from,
+    run_layers,
     run_prefix,
     suffix_batches,
     suffix_forward,
+    window_layers,
 )
 from helpers.core.prompts import Prompt
 
@@ -49,7 +49,7 @@ def ragged_fits(model: HookedTransformer, caches: Sequence[PrefixCache | int]) -
     them) for ``model``: no sliding-window layer, or every cache plus one token within the window."""
     window = getattr(model.cfg, "window_size", None)
     longest = max(c.length if isinstance(c, PrefixCache) else int(c) for c in caches)
-    return not (_window_layers(model) and window is not None and longest + 1 > window)
+    return not (window_layers(model) and window is not None and longest + 1 > window)
 
 
 def ragged_token_forward(model: HookedTransformer, caches: Sequence[PrefixCache], tokens: Int[torch.Tensor, "batch"],
@@ -77,7 +77,7 @@ def ragged_token_forwards(model: HookedTransformer, caches: Sequence[PrefixCache
         raise PrefixError(f"ragged_token_forward needs one cache per token, got {len(caches)} caches and "
                           f"{int(tokens.shape[0])} tokens")
     for c in caches:
-        _check_suffix(model, c, 1)
+        check_suffix(model, c, 1)
         if not c.as_in_prompt:
             raise PrefixError("ragged_token_forward needs keep-everything caches that continue at their P0")
     lengths = torch.tensor([c.length for c in caches])
@@ -85,7 +85,7 @@ def ragged_token_forwards(model: HookedTransformer, caches: Sequence[PrefixCache
     if not ragged_fits(model, caches):
         raise PrefixError(f"caches of up to {K} tokens reach the {model.cfg.window_size}-token sliding window: run "
                           "them one by one")
-    KV, Entry = _kv_cache_classes()
+    KV, Entry = kv_cache_classes()
     dev, B = model.cfg.device, len(caches)
     entries = []
     for layer in range(model.cfg.n_layers):
@@ -112,7 +112,7 @@ def ragged_token_forwards(model: HookedTransformer, caches: Sequence[PrefixCache
             block.attn._icl_suffix = (K, lengths)
         for name, hooks in conditions.items():
             with model.hooks(fwd_hooks=pos_hooks + list(hooks)):
-                out[name] = _layers(model, kv, tokens.reshape(B, 1), None, model.cfg.n_layers, 1)[:, 0]
+                out[name] = run_layers(model, kv, tokens.reshape(B, 1), None, model.cfg.n_layers, 1)[:, 0]
     finally:
         for block in blocks:
             block.attn.__dict__.pop("_icl_suffix", None)
@@ -138,7 +138,7 @@ def query_caches(model: HookedTransformer, cache: PrefixCache | None, prompts: S
     out: list[PrefixCache | None] = [None] * len(prompts)
     K, rotary = len(cache), model.cfg.positional_embedding_type == "rotary"
     for idx, toks, q in suffix_batches(cache, prompts, batch_size):
-        kv = _kv(model, cache, len(idx))
+        kv = prefix_kv(model, cache, len(idx))
         for e in kv.entries:
             e.frozen = False
         kv.frozen = False
@@ -146,7 +146,7 @@ def query_caches(model: HookedTransformer, cache: PrefixCache | None, prompts: S
             suffix_forward(model, cache, toks, kv=kv)
         keys = [e.past_keys[:, K:] for e in kv.entries]  # the suffix rows, un-rotated as TL appends them
         if rotary:
-            keys = [_rotate_from(model.blocks[l].attn, k, cache.length) for l, k in enumerate(keys)]
+            keys = [rotate_from(model.blocks[l].attn, k, cache.length) for l, k in enumerate(keys)]
         for row, (i, qi) in enumerate(zip(idx, q.tolist())):
             p = prompts[i]
             values = [torch.cat([cv, e.past_values[row, K:K + qi]]) for cv, e in zip(cache.values, kv.entries)]

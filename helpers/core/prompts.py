@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from jaxtyping import Int
 
-from helpers.core.checks import _is_int, positive_int, seed_arg
+from helpers.core.checks import is_int, positive_int, seed_arg
 from helpers.core.model_loading import uses_bos
 from helpers.core.tasks import Task, get_task, label_token_ids, load_split
 
@@ -425,7 +425,7 @@ def check_label_ids(tokenizer, prompts: Sequence, label_ids) -> list[int]:
     ids = list(label_ids)
     if not ids:
         raise PromptError(f"label_ids is empty: it needs one token id per class; {fix}")
-    bad = next((i for i in ids if not _is_int(i)), None)
+    bad = next((i for i in ids if not is_int(i)), None)
     if bad is not None:
         raise PromptError(f"label_ids must be integer token ids, got {bad!r} ({type(bad).__name__}); {fix}")
     ids = [int(i) for i in ids]

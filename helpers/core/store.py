@@ -204,7 +204,7 @@ def code_digest(modules: tuple[str, ...] | None = None) -> str:
     return h.hexdigest()[:16]
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".tmp")
     with os.fdopen(fd, "wb") as f:
@@ -212,15 +212,15 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _jsonable(obj: Any):
+def jsonable(obj: Any):
     if isinstance(obj, torch.Tensor):
         return obj.tolist()
     if hasattr(obj, "tolist"):
         return obj.tolist()
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, float) and obj != obj:
         return None
     return obj
@@ -259,7 +259,7 @@ def _key(kind: str, params: dict, modules: frozenset[str] = frozenset()) -> str:
     if tid is not None:  # a user's task: its spec and data, not only its name
         params["task_digest"] = tid
     blob = json.dumps({"kind": kind, "v": CACHE_VERSION, "code": code_digest(dependencies(modules)),
-                       "data": data_digest(), **_jsonable(params)}, sort_keys=True, default=str)
+                       "data": data_digest(), **jsonable(params)}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -370,7 +370,7 @@ def _proof_path(path: Path) -> Path:
 def _proof(kind: str, params: dict, key: str, data: bytes) -> dict:
     """What an entry carries beside it: the digest of its bytes and of everything that produced it (the key: kind,
     store version, code, data and the call's arguments after validation, shown in full under ``params``)."""
-    return {"kind": kind, "key": key, "sha256": hashlib.sha256(data).hexdigest(), "params": _jsonable(params)}
+    return {"kind": kind, "key": key, "sha256": hashlib.sha256(data).hexdigest(), "params": jsonable(params)}
 
 
 def _verified(path: Path, kind: str, key: str) -> bytes | None:
@@ -427,8 +427,8 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
     if cache:
         data = _dump(out, kind)
         try:
-            _atomic_write_bytes(path, data)
-            _atomic_write_bytes(_proof_path(path), json.dumps(_proof(kind, full, key, data), sort_keys=True,
+            atomic_write_bytes(path, data)
+            atomic_write_bytes(_proof_path(path), json.dumps(_proof(kind, full, key, data), sort_keys=True,
                                                               default=str).encode())
         except OSError as e:
             raise StoreError(f"cannot write the result store at {path.parent.parent} ({e.strerror or e}): point "

@@ -38,7 +38,7 @@ def file_sha256(path: Path) -> str:
 
 
 @cache
-def _checksums(root: str) -> dict:
+def read_checksums(root: str) -> dict:
     path = Path(root) / "checksums.json"
     if not path.exists():
         raise CorruptDataError(f"{path} is missing. Rebuild the data: python scripts/build_data.py")
@@ -56,7 +56,7 @@ def _line_of(data: bytes, offset: int) -> int:
 _PARSED: dict[tuple[str, str], tuple] = {}  # (path, sha256 of its bytes) -> (texts, labels, line numbers)
 
 
-def _read(path: Path) -> tuple[str, bytes]:
+def read_hashed(path: Path) -> tuple[str, bytes]:
     """``(sha256, bytes)`` of a data file, read once."""
     try:
         data = path.read_bytes()
@@ -65,7 +65,7 @@ def _read(path: Path) -> tuple[str, bytes]:
     return hashlib.sha256(data).hexdigest(), data
 
 
-def _rows(path: Path, sha: str, data: bytes) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
+def parse_rows(path: Path, sha: str, data: bytes) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
     """``(texts, labels, line numbers)`` of the bytes ``data`` of a JSON-lines file, every row checked; parsed once
     per content (keyed by its sha256)."""
     key = (str(path), sha)
@@ -124,10 +124,10 @@ def read_rows(path: str | Path, n_classes: int | None = None):
     path = Path(path)
     if not path.is_file():
         raise CorruptDataError(f"{path} does not exist")
-    return _dataset(path, *_rows(path, *_read(path)), n_classes)
+    return make_dataset(path, *parse_rows(path, *read_hashed(path)), n_classes)
 
 
-def _dataset(path: Path, texts, labels, lines, n_classes: int | None):
+def make_dataset(path: Path, texts, labels, lines, n_classes: int | None):
     import datasets  # lazy: datasets takes seconds to import
 
     if n_classes is not None:

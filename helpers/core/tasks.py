@@ -48,12 +48,12 @@ from pathlib import Path
 from helpers.core.checks import ArgumentError, seed_list, sizes_per_task
 from helpers.core.task_data import (
     CorruptDataError,
-    _checksums,
-    _dataset,
-    _read,
-    _rows,
     data_dir,
     file_sha256,
+    make_dataset,
+    parse_rows,
+    read_checksums,
+    read_hashed,
     read_rows,
 )
 
@@ -434,7 +434,7 @@ def recorded_sha256(task: str | Task, split: str) -> str | None:
     task = get_task(task)
     if task.files:
         return dict(task.checksums).get(split) or None
-    entry = _checksums(str(data_dir())).get(f"{task.name}/{split}.jsonl")
+    entry = read_checksums(str(data_dir())).get(f"{task.name}/{split}.jsonl")
     return entry.get("sha256") if isinstance(entry, dict) else None
 
 
@@ -448,13 +448,13 @@ def load_split(task: str | Task, split: str):
     root = data_dir()
     rel = f"{task.name}/{split}.jsonl"
     path = root / rel
-    sums = _checksums(str(root))
+    sums = read_checksums(str(root))
     if rel not in sums:
         hint = " EmoC needs the hub: python scripts/build_data.py --source hub" if task.name == "emoc" else ""
         raise CorruptDataError(f"No data file {rel} is recorded in {root / 'checksums.json'}.{hint}")
     if not path.exists():
         raise CorruptDataError(f"{path} is missing. Restore it (git checkout -- data/) or run scripts/build_data.py.")
-    actual, data = _read(path)
+    actual, data = read_hashed(path)
     expected = sums[rel]["sha256"]
     if actual != expected:
         raise CorruptDataError(
@@ -462,7 +462,7 @@ def load_split(task: str | Task, split: str):
             "The file is corrupt or was edited: restore it with `git checkout -- data/` or rebuild it "
             "with `python scripts/build_data.py`."
         )
-    return _dataset(path, *_rows(path, actual, data), task.n_classes)
+    return make_dataset(path, *parse_rows(path, actual, data), task.n_classes)
 
 
 def _load_spec_split(task: Task, split: str):
@@ -475,13 +475,13 @@ def _load_spec_split(task: Task, split: str):
     if not expected:
         raise CorruptDataError(f"no checksum is recorded for {path}{where}; record it with "
                                f"python -m helpers.core.tasks --checksums {task.spec_path or '<spec>'}")
-    actual, data = _read(path)
+    actual, data = read_hashed(path)
     if actual != expected:
         raise CorruptDataError(
             f"{path} does not match its recorded checksum{where} (sha256 {actual[:12]}..., expected "
             f"{expected[:12]}...). The file is corrupt or was edited: restore it, or, if the edit is intended, "
             f"record the new checksum with python -m helpers.core.tasks --checksums {task.spec_path or '<spec>'}.")
-    return _dataset(path, *_rows(path, actual, data), task.n_classes)
+    return make_dataset(path, *parse_rows(path, actual, data), task.n_classes)
 
 
 def label_token_ids(tokenizer, task: str | Task) -> list[int]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from helpers.core.model_loading import _quiet
+from helpers.core.model_loading import quiet_loading
 from helpers.core.offline_models import gpt2_tokenizer
 from helpers.core.tl_patches import fast_attention, matmul_layout
 
@@ -59,7 +59,7 @@ def make_tiny_model(kind: str = "gpt2", seed: int = 0, n_layers: int = 3, n_head
             rotary_dim=d_head, gated_mlp=True, final_rms=True, default_prepend_bos=True,
             n_key_value_heads=2 if kind == "gqa" else None,
         )
-    with _quiet():
+    with quiet_loading():
         model = HookedTransformer(cfg, tokenizer=gpt2_tokenizer(), default_padding_side="right")
     model.cfg.default_prepend_bos = cfg.default_prepend_bos
     model.cfg.icl_model_name = f"tiny-{kind}"

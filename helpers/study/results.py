@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from helpers.core.models import model_identity
-from helpers.core.store import _atomic_write_bytes, _jsonable, task_identity
+from helpers.core.store import atomic_write_bytes, jsonable, task_identity
 from helpers.core.tasks import get_task
 from helpers.study.profile_table import PROFILES, current_tasks
 from helpers.study.profiles import OWN_TASK_EXAMPLE, current_model_name, current_own_task, get_profile
@@ -97,7 +97,7 @@ def save_metrics(section: str, metrics: dict, model_name: str | None = None, pro
     """Write ``metrics`` as ``metrics/<section>.json`` in the results folder."""
     try:
         path = results_dir(model_name, profile) / "metrics" / f"{section}.json"
-        _atomic_write_bytes(path, json.dumps(_jsonable(metrics), indent=1).encode())
+        atomic_write_bytes(path, json.dumps(jsonable(metrics), indent=1).encode())
     except OSError as e:
         raise OSError(f"cannot write the results folder ({e.strerror or e}: {e.filename}): point ICL_RESULTS_DIR at "
                       f"a folder you can write (`make preflight` checks this before a run)") from None

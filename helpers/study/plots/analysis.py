@@ -27,7 +27,7 @@ __all__ = ["plot_flow_curves", "saliency_view", "plot_loyalty_bars", "plot_loyal
            # notebook 03
            "label_attention_by_hand_line", "label_attention_table", "show_label_attention_by_hand", "aucroc_by_layer"]
 
-_FLOW_COLORS = {"S_wp": "#1f77b4", "S_pq": "#d62728", "S_ww": "#7f7f7f"}
+FLOW_COLORS = {"S_wp": "#1f77b4", "S_pq": "#d62728", "S_ww": "#7f7f7f"}
 
 
 def plot_flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None = None, labels: dict | None = None,
@@ -45,10 +45,10 @@ def plot_flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None =
     if labels:
         df = df.assign(task=df["task"].map(lambda t: labels.get(t, t)))
         intervals = intervals and {(labels.get(k[0], k[0]), *k[1:]): iv for k, iv in intervals.items()}
-    unknown = set(curves) - set(_FLOW_COLORS)
+    unknown = set(curves) - set(FLOW_COLORS)
     if unknown:
-        raise ValueError(f"curves {sorted(unknown)} are not saliency flows: pick from {list(_FLOW_COLORS)}")
-    colors = {flow: _FLOW_COLORS[flow] for flow in curves}
+        raise ValueError(f"curves {sorted(unknown)} are not saliency flows: pick from {list(FLOW_COLORS)}")
+    colors = {flow: FLOW_COLORS[flow] for flow in curves}
     df = df[df["flow"].isin(colors)]
     tasks = list(dict.fromkeys(df["task"]))
     fig, axes = plt.subplots(1, len(tasks), figsize=(3.6 * len(tasks), 3), sharey=True, squeeze=False)

@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from .analysis import _FLOW_COLORS
+from .analysis import FLOW_COLORS
 from .setting import OfflineView, token_strings
 
 __all__ = ["FLOW_LABELS", "flow_view_data", "flow_view_html", "FlowView", "flow_view", "plot_flow_graph",
@@ -98,7 +98,7 @@ def flow_view_data(model, graph, top_k: int = 10, min_share: float = 0.0, layers
         "edges": edges, "layer_total": [float(t) for t in graph.layer_total], "max_rank": n_rank,
         "max_share": float(e["share"].max()) if len(e) else 0.0, "top_k": int(min(top_k, n_rank)),
         "min_share": float(min_share), "layers": [lo, hi], "flows": list(_FLOWS),
-        "flow_labels": [FLOW_LABELS[f] for f in _FLOWS], "colors": [_FLOW_COLORS[f] for f in _FLOWS],
+        "flow_labels": [FLOW_LABELS[f] for f in _FLOWS], "colors": [FLOW_COLORS[f] for f in _FLOWS],
         "label_color": _LABEL_COLOR, "q_color": _Q_COLOR,
     }
 
@@ -327,7 +327,7 @@ def plot_flow_graph(model, graph, top_k: int = 10, min_share: float = 0.0, layer
         w = (shown["weight"] / shown["layer"].map(top)).to_numpy()
         order = np.argsort(w, kind="stable")
         seg = [((j, l), (i, l + 1)) for l, i, j in shown[["layer", "i", "j"]].to_numpy()[order]]
-        colors = [to_rgba(_FLOW_COLORS[f], 0.2 + 0.8 * x) for f, x in zip(shown["flow"].to_numpy()[order], w[order])]
+        colors = [to_rgba(FLOW_COLORS[f], 0.2 + 0.8 * x) for f, x in zip(shown["flow"].to_numpy()[order], w[order])]
         ax.add_collection(LineCollection(seg, colors=colors, linewidths=0.5 + 2.6 * w[order], zorder=2,
                                          capstyle="round"))
     ax.set_xlim(-0.5, n - 0.5)
@@ -342,7 +342,7 @@ def plot_flow_graph(model, graph, top_k: int = 10, min_share: float = 0.0, layer
     ax.tick_params(axis="y", length=0)
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
-    ax.legend([Line2D([], [], color=_FLOW_COLORS[f], lw=2) for f in _FLOWS], [FLOW_LABELS[f] for f in _FLOWS],
+    ax.legend([Line2D([], [], color=FLOW_COLORS[f], lw=2) for f in _FLOWS], [FLOW_LABELS[f] for f in _FLOWS],
               fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     share = f", at least {100 * min_share:.1f}% of its layer" if min_share > 0 else ""
     ax.set_title(f"{data['title']}\nthe {data['top_k']} largest edges of each layer{share}; width and opacity: "
