@@ -61,6 +61,7 @@ from IPython.display import display
 
 from helpers.core.control import CONTROL_PATH, checkpoint_info, control_prompts, control_task
 from helpers.core.models import load_model
+from helpers.core.seeds import stream_seed
 from helpers.exercises.positive_control import check_circuit_attention, check_negative_prediction
 from helpers.experiments import aucroc as auc
 from helpers.experiments import head_ablation as ha
@@ -225,8 +226,8 @@ plots.attention_view(negative, control_prompts(control_task(negative), 1, seeds[
 # shallow range is layer 0, the deep range layer 1.
 
 # %%
-flow_runs = {("control", s): sal.saliency_flow(model, control_prompts(task, sizes.n_saliency, s + 500).prompts,
-                                              task.label_ids, batch_size=64) for s in seeds}
+flow_prompts = {s: control_prompts(task, sizes.n_saliency, stream_seed("control_saliency", s)).prompts for s in seeds}
+flow_runs = {("control", s): sal.saliency_flow(model, flow_prompts[s], task.label_ids, batch_size=64) for s in seeds}
 flow_ivs = sal.flow_intervals(flow_runs)
 display(sal.flow_interval_table(flow_ivs, ["control"]))
 plots.flows_by_layer(sal.flow_frame(flow_runs), intervals=flow_ivs, x="layer", y="relative size",
@@ -239,8 +240,10 @@ plots.flows_by_layer(sal.flow_frame(flow_runs), intervals=flow_ivs, x="layer", y
 
 # %%
 for name, m in others.items():
-    runs_m = {("control", s): sal.saliency_flow(m, control_prompts(control_task(m), sizes.n_saliency, s + 500).prompts,
-                                                 control_task(m).label_ids, batch_size=64) for s in seeds}
+    task_m = control_task(m)
+    runs_m = {("control", s): sal.saliency_flow(m, control_prompts(task_m, sizes.n_saliency,
+                                                                   stream_seed("control_saliency", s)).prompts,
+                                                 task_m.label_ids, batch_size=64) for s in seeds}
     plots.flows_by_layer(sal.flow_frame(runs_m), intervals=sal.flow_intervals(runs_m), x="layer", y="relative size",
                          curves=("S_wp", "S_pq", "S_ww"), title=name)
 
@@ -307,7 +310,7 @@ display(auc_curve.round(3))
 # 0.5).
 
 # %%
-attr = control_prompts(task, sizes.n_attr, seeds[0] + 1000)
+attr = control_prompts(task, sizes.n_attr, stream_seed("ranking", seeds[0]))
 head_scores = ih.head_attribution(model, attr.prompts, attr.label_ids, batch_size=batch_size, shared=False)
 icl_heads = ih.incontext_heads(head_scores, 1)
 ablated = {("control", s): ha.ablation_conditions(model, cp.prompts, cp.label_ids, icl_heads, s, batch_size, shared=False)
@@ -322,7 +325,7 @@ plots.head_attribution_map(head_scores, boxed=icl_heads, x="head", y="layer", ti
                            panels=("gain: direct log-prob effect at q", "drop when ablated at q"))
 
 # %%
-two_way = {s: control_prompts(task, sizes.n, s + 2000, n_ways=2) for s in seeds}
+two_way = {s: control_prompts(task, sizes.n, stream_seed("two_way", s), n_ways=2) for s in seeds}
 two_way_swapped = {s: pc.label_swap(model, cp, perm=[1, 0]) for s, cp in two_way.items()}
 mapping = {"swap_averaged": bootstrap_means(pc.swap_cells(two_way_swapped, "swap_averaged")),
            "same_word": bootstrap_means(pc.swap_cells(two_way_swapped, "same"))}

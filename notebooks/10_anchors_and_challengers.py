@@ -295,6 +295,7 @@ display(pd.DataFrame({
 
 # %%
 from helpers.core.control import control_prompts, control_task
+from helpers.core.seeds import stream_seed
 from helpers.experiments import positive_control as pc
 from helpers.protocols import power
 from helpers.study.power_report import CHECKS, NOT_MEASURED, power_frame
@@ -302,7 +303,8 @@ from helpers.study.power_report import CHECKS, NOT_MEASURED, power_frame
 wide = load_model(power.POSITIVE)
 c_task, c_sizes = control_task(wide), pc.control_sizes(profile)  # the sequences of notebook 09's first seed
 circuit = pc.circuit_attention(wide, control_prompts(c_task, c_sizes.n, c_sizes.seeds[0])).mean(0)  # [layer, head, 2]
-c_scores = power.ranking_scores(wide, control_prompts(c_task, c_sizes.n_attr, c_sizes.seeds[0] + 1000))
+ranking_prompts = control_prompts(c_task, c_sizes.n_attr, stream_seed("ranking", c_sizes.seeds[0]))
+c_scores = power.ranking_scores(wide, ranking_prompts)
 panels = {"previous token (known)": circuit[..., 0], "matching (known)": circuit[..., 1],
           **{names[k]: c_scores[k] for k in names}}
 plots.head_score_panels(panels, signed=(names["incontext"], names["fv"]), annotate=True, save_as="10_control_heads",

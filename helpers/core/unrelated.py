@@ -33,6 +33,7 @@ from helpers.core.prompts import (
     sample_demos,
     sample_test,
 )
+from helpers.core.seeds import stream_seed
 from helpers.core.store import cached, same_weights
 from helpers.core.tasks import Task, get_task, label_token_ids, load_split
 
@@ -133,7 +134,7 @@ def fresh_demo_prompts(model: HookedTransformer, ut: UnrelatedTask, seed: int, n
     lids = label_token_ids(model.tokenizer, ut.task)
     out = []
     for i, qd in enumerate(queries):
-        demos = sample_demos(ut.train, ut.task, k_per_class, seed * 1000 + i + 1)
+        demos = sample_demos(ut.train, ut.task, k_per_class, stream_seed("unrelated_demos", seed, i))
         p = build_prompt(model, ut.task, demos, qd, label_ids=lids)
         if len(p) <= model.cfg.n_ctx:
             out.append(p)

@@ -58,6 +58,7 @@ from helpers.core.prefix import (
 )
 from helpers.core.prefix_runs import predict_shared, predict_with_cache, shared_cache, vanilla_predictions
 from helpers.core.prompts import Demo, Prompt, build_prompts, label_span_arg
+from helpers.core.seeds import stream_seed
 from helpers.core.store import pins_weights, result_types
 from helpers.core.tasks import get_task
 from helpers.study import paper as PA
@@ -233,7 +234,7 @@ def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int 
     out["Hidden_anchor"] = score(predict_cached(model, anchor, prompts, lids, batch_size), "Hidden_anchor")
     draws = []
     for d in tqdm(range(max(1, random_top_draws)), desc="random draws", disable=not progress, leave=False):
-        c = build_cache(model, prompts[0], random_keep(prompts[0], seed=int(seed) * 1000 + d), query_positions,
+        c = build_cache(model, prompts[0], random_keep(prompts[0], seed=stream_seed("random_keep", seed, d)), query_positions,
                         demos=demos)
         draws.append(score(predict_cached(model, c, prompts, lids, batch_size), f"draw {d}"))
     out["Hidden_random"] = draws[0]

@@ -34,6 +34,7 @@ from helpers.core.checks import positive_int, seed_arg
 from helpers.core.heads import Head, ablated_last_logprobs, collect_at_q
 from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Demo, PromptSet, check_prompts, make_icl_set
+from helpers.core.seeds import stream_seed
 from helpers.core.store import cached, pins_weights
 from helpers.core.tasks import LabelWordWarning
 from helpers.core.unrelated import EvalSizes
@@ -198,7 +199,7 @@ def head_score_sizes(profile) -> HeadScoreSizes:
 def scoring_seed(sizes: HeadScoreSizes) -> int:
     """The seed of the scoring prompts: apart from every ablation seed, so no head is ranked on the inputs it is
     then ablated on."""
-    return max(sizes.seeds) + 1000
+    return stream_seed("ranking", max(sizes.seeds))
 
 
 def scoring_set(model: HookedTransformer, task: str, sizes: HeadScoreSizes) -> PromptSet:

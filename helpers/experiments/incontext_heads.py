@@ -50,6 +50,7 @@ from helpers.core.heads import Head, ablated_last_logprobs, collect_at_q, full_l
 from helpers.core.prefix import PrefixCache
 from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
+from helpers.core.seeds import stream_seed
 from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.unrelated import (
     EvalSizes,
@@ -263,7 +264,7 @@ def heads_sizes_at(sizes: HeadsSizes, evaluation: EvalSizes) -> HeadsSizes:
 
 def attribution_seed(sizes: EvalSizes) -> int:
     """Seed of the head-attribution prompts: the first seed + 1000 (never the evaluation prompts)."""
-    return sizes.seeds[0] + 1000
+    return stream_seed("ranking", sizes.seeds[0])
 
 
 @pins_weights

@@ -35,6 +35,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from helpers.core.prefix_runs import predict_with_cache, shared_cache
+from helpers.core.seeds import stream_seed
 from helpers.core.store import pins_weights
 from helpers.core.unrelated import EvalSizes, UnrelatedTask, cached_eval_runs, check_sizes
 from helpers.study.claims import Claim, claim
@@ -196,7 +197,7 @@ def regime_sizes(profile) -> RegimeSizes:
 
 def _fresh_seeds(seeds) -> tuple[int, ...]:
     """As many seeds as ``seeds``, none of them among ``seeds`` (each plus 1000)."""
-    return tuple(int(s) + 1000 for s in seeds)
+    return tuple(stream_seed("fresh", s) for s in seeds)
 
 
 def regime_name(key: tuple[str, int]) -> str:

@@ -52,6 +52,7 @@ from tqdm.auto import tqdm
 from helpers.core.checks import ArgumentError
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prompts import Prompt, build_prompt, check_prompts, pad_batch, sample_demos, sample_test
+from helpers.core.seeds import stream_seed
 from helpers.core.sizing import sizing
 from helpers.core.store import cached, pins_weights
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split, run_args
@@ -243,7 +244,7 @@ def saliency_prompts(model, task, seed: int, n: int, k_per_class: int = 1, max_l
     """``n`` test queries, each with its own freshly drawn demonstrations (the paper's saliency setting).
 
     Queries: the test split shuffled with ``seed`` (first ``n``, over-long ones skipped).
-    Demonstrations of the i-th query: :func:`sample_demos` with seed ``seed * 100_003 + i``,
+    Demonstrations of the i-th query: :func:`sample_demos` with seed ``stream_seed("query_demos", seed, i)`` (``seed * 100003 + i``),
     so every input is reproducible on its own.
     """
     task = get_task(task)
@@ -254,7 +255,7 @@ def saliency_prompts(model, task, seed: int, n: int, k_per_class: int = 1, max_l
     for i, qd in enumerate(sample_test(test, len(test), seed)):
         if len(prompts) >= n:
             break
-        demos = sample_demos(train, task, k_per_class, seed * 100_003 + i)
+        demos = sample_demos(train, task, k_per_class, stream_seed("query_demos", seed, i))
         p = build_prompt(model, task, demos, qd, label_ids=lids)
         if len(p) <= max_len:
             prompts.append(p)

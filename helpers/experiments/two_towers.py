@@ -44,6 +44,7 @@ from helpers.core.heads import Head, collect_at_q, frozen_norm, full_log_probs, 
 from helpers.core.prefix import PrefixCache
 from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
+from helpers.core.seeds import stream_seed
 from helpers.core.store import cached, pins_weights, result_types
 from helpers.core.tasks import label_token_ids
 from helpers.core.unrelated import (
@@ -297,7 +298,7 @@ def two_towers_sizes(profile) -> TowersSizes:
 
 def towers_seed(sizes: EvalSizes) -> int:
     """Seed of the two-towers prompts: the first seed + 2000."""
-    return sizes.seeds[0] + 2000
+    return stream_seed("two_way", sizes.seeds[0])
 
 
 def value_output_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]],

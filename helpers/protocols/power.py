@@ -40,6 +40,7 @@ from helpers.core.control import (
     relabel,
     shuffled_labels,
 )
+from helpers.core.seeds import stream_seed
 from helpers.core.store import cached, same_weights
 from helpers.experiments import aucroc as auc
 from helpers.experiments import compression as comp
@@ -74,7 +75,7 @@ class PowerSizes(RunSizes):
     replicates: int  # runs of every check on each control
     n: int  # four-way sequences per replicate (accuracy, isolation, AUCROC, ablations, Hidden_anchor)
     n_saliency: int  # sequences per replicate for the flows (a backward pass each)
-    n_attr: int  # sequences ranking the heads (seed + 1000)
+    n_attr: int  # sequences ranking the heads (stream_seed("ranking", seed))
     batch_size: int
 
 
@@ -121,7 +122,7 @@ def _group_09(model, seed: int, sizes: PowerSizes) -> list[Claim]:
     ctx = f"{name}, replicate seed {seed}, {sizes.n} sequences"
     cp = control_prompts(task, sizes.n, seed)
     key = ("control", seed)
-    flows = {key: sal.saliency_flow(model, control_prompts(task, sizes.n_saliency, seed + 500).prompts, task.label_ids,
+    flows = {key: sal.saliency_flow(model, control_prompts(task, sizes.n_saliency, stream_seed("control_saliency", seed)).prompts, task.label_ids,
                                     batch_size=64)}
     out = sal.saliency_claims(sal.flow_intervals(flows), ["control"], ctx)
     isolated = {key: iso.isolation_experiment(model, cp.prompts, cp.label_ids, ks=(1,), seed=seed, batch_size=bs,
@@ -131,11 +132,11 @@ def _group_09(model, seed: int, sizes: PowerSizes) -> list[Claim]:
     runs = {key: {"scores": scores, "pred": pr.pred, "gold": pr.gold}}
     out += auc.aucroc_claims(auc.raw_mean_curves(runs), auc.curve_intervals(runs), name, context=ctx)
     out += _compression_05(model, cp, seed, ctx, pr.pred)
-    attr = control_prompts(task, sizes.n_attr, seed + 1000)
+    attr = control_prompts(task, sizes.n_attr, stream_seed("ranking", seed))
     heads = ih.incontext_heads(ih.head_attribution(model, attr.prompts, attr.label_ids, batch_size=bs, shared=False), 1)
     out += ha.ablation_claims(ha.ablation_intervals({key: ha.ablation_conditions(model, cp.prompts, cp.label_ids, heads,
                                                                                  seed, bs, shared=False)}), ctx)
-    two = control_prompts(task, sizes.n, seed + 2000, n_ways=2)
+    two = control_prompts(task, sizes.n, stream_seed("two_way", seed), n_ways=2)
     swapped = pc.label_swap(model, two, perm=[1, 0])
     out += mc.mapping_claims({"swap_averaged": bootstrap_means({key: swapped["swap_averaged"]}),
                               "same_word": bootstrap_means({key: swapped["same"]})}, ctx)
@@ -152,13 +153,13 @@ def _group_10(model, seed: int, sizes: PowerSizes) -> list[Claim]:
     cp = control_prompts(task, sizes.n, seed)
     loyalty = ic.class_loyalty_intervals(ic.control_isolation_runs(model, {seed: cp}, k=1))
     flows = sc.control_flow_intervals(sc.control_flow_runs(model, {seed: control_prompts(task, sizes.n_saliency,
-                                                                                         seed + 500)}),
+                                                                                         stream_seed("control_saliency", seed))}),
                                       model.cfg.n_layers)
-    top = ranking_top_heads(model, control_prompts(task, sizes.n_attr, seed + 1000))
+    top = ranking_top_heads(model, control_prompts(task, sizes.n_attr, stream_seed("ranking", seed)))
     key = ("control", seed)
     plain = hs.head_set_intervals(ha.sets_cells({key: ha.sets_ablation_conditions(model, cp.prompts, cp.label_ids, top,
                                                                                   seed, bs, shared=False)}))
-    two = control_prompts(task, sizes.n, seed + 2000, n_ways=2)
+    two = control_prompts(task, sizes.n, stream_seed("two_way", seed), n_ways=2)
     both = [{key: ha.sets_ablation_conditions(model, c.prompts, c.label_ids, top, seed, bs, shared=False)}
             for c in (two, relabel(two, [1, 0]))]
     foobar = hs.head_set_intervals(ha.sets_cells(ha.swap_averaged(*both)))
