@@ -51,43 +51,39 @@
 # the code runs; they are not evidence.
 
 # %%
-import torch
 from IPython.display import display
 
-from helpers.core.heads import attention_rows_at_q
 from helpers.core.models import load_model
-from helpers.core.unrelated import eval_set, unrelated_task
-from helpers.exercises.incontext_heads import check_head_ablation
-from helpers.exercises.two_towers import check_value_output_logit_minus
-from helpers.experiments import head_ablation as ha
-from helpers.experiments import head_biases as hb
 from helpers.experiments import incontext_heads as ih
-from helpers.experiments import mapping_control as mc
-from helpers.experiments import two_towers as tt
 from helpers.study import heads_report as hr
 from helpers.study import plots
-from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
-from helpers.study.results import studies_tasks
-from helpers.study.stats import bootstrap_means
 
 profile, model_name = get_profile(), current_model_name()
 model = load_model(model_name)
-# run sizes, one object per experiment (each holds the shared evaluation sizes: n_eval, seeds, k_per_class)
-heads_sizes = ih.incontext_heads_sizes(profile)  # + n_attr: attribution prompts
-towers_sizes = tt.two_towers_sizes(profile)  # + n_towers: prompts with their own demonstrations
-bias_sizes = hb.head_biases_sizes(profile)  # + bias_tasks
+heads_sizes = ih.incontext_heads_sizes(profile)  # the evaluation sizes (n_eval, seeds, k_per_class) + n_attr
 N_IC = ih.n_incontext_heads(model, frac=0.01, min_heads=4)  # how many in-context heads: max(4, 1% of the heads)
 BATCH = max(profile.batch_size, 16)  # one forward costs about the same for 1 or 16 short prompts on CPU
-SOURCES = {"sst2": (0, 1), "agnews": (0, 1)}  # class pairs made binary
-task_names = studies_tasks([t for t in profile.tasks if t in SOURCES] or ["sst2"],
-                           "paper B's foo/bar setting needs a binary task: SST-2, or AGNews made binary")
-MAPPINGS = {"foo/bar": ("foo", "bar"), "bar/foo": ("bar", "foo"), "A/B": ("A", "B"), "B/A": ("B", "A"), "real": None}
-tasks_by_mapping = {m: {t: unrelated_task(t, SOURCES[t], w) for t in task_names} for m, w in MAPPINGS.items()}
-foobar = tasks_by_mapping["foo/bar"]  # {task: UnrelatedTask}: the paper's setting
-t0, seed0 = task_names[0], heads_sizes.seeds[0]
-title = {t: foobar[t].task.display for t in task_names}  # figure titles
-short_name = {t: foobar[t].task.display.split(" (")[0] for t in task_names}
+
+# %% [markdown]
+# The tasks and their label words. Paper B's setting is binary: SST-2, and AGNews made binary (its first two
+# classes), each under five mappings of its labels (`helpers.experiments.mapping_control.MAPPINGS`): the
+# unrelated foo/bar of the paper and its swap bar/foo, A/B and its swap, and the task's own words. The other
+# experiments' sizes each hold the same evaluation sizes, plus their own.
+
+# %%
+from helpers.experiments import head_biases as hb
+from helpers.experiments import mapping_control as mc
+from helpers.experiments import two_towers as tt
+
+towers_sizes = tt.two_towers_sizes(profile)  # + n_towers: prompts with their own demonstrations
+bias_sizes = hb.head_biases_sizes(profile)  # + bias_tasks
+tasks_by_mapping = mc.mapping_tasks(profile.tasks)  # {mapping: {task: UnrelatedTask}}
+foobar = tasks_by_mapping["foo/bar"]  # the paper's setting
+task_names, seed0 = list(foobar), heads_sizes.seeds[0]
+t0 = task_names[0]
+title = {t: ut.task.display for t, ut in foobar.items()}  # figure titles
+short_name = {t: shown.split(" (")[0] for t, shown in title.items()}
 print(hr.heads_setup_text(profile.name, model_name, hr.notebook_sizes(heads_sizes, towers_sizes, bias_sizes),
                           model.cfg, N_IC))
 
@@ -176,6 +172,12 @@ def value_output_logit_minus(model, cache, layer, head, positions, label_ids):
 # drop, and the VO vectors of the first of them.
 
 # %%
+import torch
+
+from helpers.core.unrelated import eval_set
+from helpers.exercises.incontext_heads import check_head_ablation
+from helpers.exercises.two_towers import check_value_output_logit_minus
+
 check_head_ablation(head_ablation_drop)
 check_value_output_logit_minus(value_output_logit_minus)
 ps = eval_set(model, foobar[t0], seed0, heads_sizes)
@@ -218,6 +220,8 @@ print(hr.by_hand_vo_text(top[0], words, prompt.label_class, vo_mine))
 # word prior).
 
 # %%
+from helpers.study.stats import bootstrap_means
+
 accuracy = {m: mc.accuracy_runs(model, uts, heads_sizes, batch_size=BATCH, model_name=model_name)
             for m, uts in tasks_by_mapping.items()}
 accuracy_iv = {m: bootstrap_means({k: r["correct"] for k, r in runs.items()}) for m, runs in accuracy.items()}
@@ -257,11 +261,11 @@ plots.show_gain_and_drop_by_layer_and_head(scores, boxed=ic_heads, titles=title)
 # evaluation seed, never overlapping the in-context heads.
 
 # %%
+from helpers.experiments import head_ablation as ha
+
 ablation = ha.ablation_runs(model, foobar, ic_heads, heads_sizes, batch_size=BATCH, model_name=model_name)
 ablation_iv = ha.ablation_intervals(ablation)
-cells = ha.ablation_cells(ablation)
-task_iv = {(short_name[t], c): bootstrap_means({s: v for (task, s), v in cells[c].items() if task == t})
-           for t in task_names for c in ha.ABLATION_CONDITIONS}
+task_iv = ha.task_intervals(ablation, short_name)  # {(task, condition): accuracy's interval}
 display(plots.incontext_ablation_table(ablation, short_name, ha.ABLATION_CONDITIONS))  # task x condition
 # accuracy (y) per task (x) in each condition (colour): plain, in-context or random heads ablated, at q or everywhere
 plots.show_accuracy_by_task_and_condition(ablation, intervals=task_iv, names=short_name,
@@ -289,6 +293,8 @@ plots.show_vo_logit_minus_by_head_and_label(vo, carrying_rates=carrying, titles=
 # Where the in-context heads look from q on section 1's prompt (circuitsvis; one row per head):
 
 # %%
+from helpers.core.heads import attention_rows_at_q
+
 rows = attention_rows_at_q(model, prompt, ic_heads[t0])  # [head, position]
 plots.head_attention_view(model, prompt, rows, [f"L{l}H{h}" for l, h in ic_heads[t0]])
 
@@ -418,6 +424,9 @@ plots.show_swap_averaged_by_demos_per_class(
 # several demonstrations and thousands of inputs; ours is a small offline model on a CPU budget.
 
 # %%
+from helpers.study.claims import report_claims, show_reading
+
+
 def context(tasks):
     return f"{', '.join(short_name[t] for t in tasks)} with foo/bar, {len(heads_sizes.seeds)} seed(s)"
 

@@ -53,29 +53,14 @@
 # code runs; they are not evidence.
 
 # %%
-import itertools
-
-import pandas as pd
-import seaborn as sns
-import torch
 from IPython.display import display
 
 from helpers.core.models import load_model
-from helpers.core.positions import CLASSES, position_classes
-from helpers.core.prompts import make_icl_set
-from helpers.exercises.saliency_classes import check_class_flow_to_q
-from helpers.experiments import aucroc_span as asp
-from helpers.experiments import compression_span as csp
-from helpers.experiments import head_ablation as ha
 from helpers.experiments import head_scores as hs
-from helpers.experiments import incontext_heads as ih
 from helpers.experiments import isolation_classes as ic
 from helpers.experiments import saliency_classes as sc
-from helpers.experiments.saliency import saliency_matrices
 from helpers.study import plots
-from helpers.study.challengers_report import account_table, heads_table
-from helpers.study.claims import report_claims, show_reading
-from helpers.study.profiles import current_model_name, get_profile, label_span_sizes
+from helpers.study.profiles import current_model_name, get_profile
 
 profile = get_profile()
 model = load_model(current_model_name())
@@ -93,6 +78,11 @@ print(profile.name, current_model_name(), flow_sizes, isolation_sizes, head_size
 # the query belong to none.
 
 # %%
+import pandas as pd
+
+from helpers.core.positions import CLASSES, position_classes
+from helpers.core.prompts import make_icl_set
+
 one = make_icl_set(model, profile.tasks[0], profile.seeds[0], n_test=1)
 prompt = one.prompts[0]
 classes = position_classes(prompt)
@@ -117,6 +107,8 @@ assert classes["forerunner"] == [a - 1 for a, _ in prompt.label_spans]  # the to
 # </details>
 
 # %% tags=["solution"]
+import torch
+
 from helpers.core.prompts import Prompt
 
 
@@ -130,6 +122,9 @@ def class_flow_to_q(sal: torch.Tensor, prompt: Prompt, cls: str) -> torch.Tensor
 # comparison on the real prompt above.
 
 # %%
+from helpers.exercises.saliency_classes import check_class_flow_to_q
+from helpers.experiments.saliency import saliency_matrices
+
 check_class_flow_to_q(class_flow_to_q)
 sal = saliency_matrices(model, [prompt], one.label_ids)[0]
 reference = sc.class_flow_scores(sal[None], [prompt])[0]  # [layer, into/to_q, class]
@@ -147,12 +142,8 @@ for c, cls in enumerate(sc.FLOW_CLASSES):
 # %%
 flow_runs = sc.class_saliency_runs(model, profile.tasks, flow_sizes)
 frame = sc.class_flow_frame(flow_runs)
-grid = sns.relplot(frame[frame["class"] != "label_first"], x="layer", y="value", hue="class", col="direction",
-                   kind="line", errorbar=("ci", 95), facet_kws={"sharey": False}, height=3, aspect=1.4)
-grid.set(yscale="log").set_axis_labels("layer", "mean saliency per pair")
-grid.figure.suptitle(f"{current_model_name()}: flows into each class (left) and from each class into q (right)",
-                     y=1.04)
-plots.show_figure(grid.figure, "10_class_flows")
+plots.class_flows_figure(frame, save_as="10_class_flows",
+                         title=f"{current_model_name()}: flows into each class (left) and from each class into q (right)")
 
 # %% [markdown]
 # ## At scale: isolating each class
@@ -167,15 +158,8 @@ isolation_runs = ic.class_isolation_runs(model, profile.tasks, isolation_sizes)
 loyalty = ic.class_loyalty_intervals(isolation_runs)
 shown = {key: iv for key, iv in loyalty.items()  # (condition, where): the classes and their controls
          if len(key) == 2 and key[0] in ic.class_conditions(("label", *sc.CHALLENGERS))}
-bars = pd.DataFrame([{"where": f"{w} {isolation_sizes.k}", "isolated": c, "label loyalty": iv.estimate}
-                     for (c, w), iv in shown.items()])
-ax = sns.barplot(bars, x="where", y="label loyalty", hue="isolated")
-plots.plot_interval_bars(ax, list(bars["where"].unique()), list(bars["isolated"].unique()),
-                         {(f"{w} {isolation_sizes.k}", c): iv for (c, w), iv in shown.items()})
-ax.set_ylim(0, 1.05)
-ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.14))
-ax.set_title(f"{current_model_name()}: label loyalty with each class isolated")
-plots.show_figure(ax.figure, "10_class_isolation")
+plots.class_isolation_figure(shown, isolation_sizes.k, save_as="10_class_isolation",
+                             title=f"{current_model_name()}: label loyalty with each class isolated")
 
 # %% [markdown]
 # ## At scale: which heads? Three rankings, and ablating each one's top heads
@@ -194,23 +178,14 @@ plots.show_figure(ax.figure, "10_class_isolation")
 # the top heads each pair of rankings shares, beside what two random sets of that size share on average.
 
 # %%
-n_top = hs.top_share(model, head_sizes.frac)
-scoring = {t: hs.scoring_set(model, t, head_sizes) for t in profile.tasks}
-attribution = [ih.head_attribution(model, s.prompts, s.label_ids, batch_size=head_sizes.batch_size)
-               for s in scoring.values()]
-pooled = ih.HeadScores(*(torch.cat([getattr(a, f) for a in attribution]) for f in ("gain", "drop", "pred")), "zero")
-scores = {"incontext": (pooled.mean_gain + pooled.mean_drop) / 2,  # shown; the set is paper B's rank_heads
-          "induction": hs.induction_scores(model),
-          "fv": torch.stack(list(hs.fv_runs(model, profile.tasks, head_sizes).values())).mean(0)}
-top = {"incontext": ih.rank_heads(pooled)[:n_top], "induction": hs.top_heads(scores["induction"], n_top),
-       "fv": hs.top_heads(scores["fv"], n_top)}
-names = {k: hs.SETS[k].split(" (")[0] for k in scores}  # effects on a probability (either sign) map around 0
-plots.head_score_panels({names[k]: v for k, v in scores.items()}, signed=(names["incontext"], names["fv"]),
+from helpers.protocols.rankings import head_rankings
+
+rankings = head_rankings(model, profile.tasks, head_sizes)  # scores per head and each ranking's top heads
+n_top, names = rankings.n_top, rankings.names
+plots.head_score_panels({names[k]: v for k, v in rankings.scores.items()}, signed=(names["incontext"], names["fv"]),
                         title=f"{current_model_name()}: three head scores; the top {n_top} of each are ablated below",
                         save_as="10_head_scores")
-n_heads = model.cfg.n_layers * model.cfg.n_heads
-display(pd.DataFrame([{"rankings": f"{a} & {b}", **{k: v for k, v in hs.overlap(top[a], top[b], n_heads).items()}}
-                      for a, b in itertools.combinations(top, 2)]).set_index("rankings"))
+display(plots.ranking_overlap_table(rankings.top, hs.overlap, model.cfg.n_layers * model.cfg.n_heads))
 
 # %% [markdown]
 # Each top set is ablated (its heads' outputs set to zero, `helpers.experiments.head_ablation`) against as many
@@ -222,17 +197,13 @@ display(pd.DataFrame([{"rankings": f"{a} & {b}", **{k: v for k, v in hs.overlap(
 # ablated, and random minus top (columns), with 95% intervals.
 
 # %%
-ablated = ha.head_sets_runs(model, profile.tasks, top, head_sizes.seeds, head_sizes.n_eval, head_sizes.batch_size)
-foobar = ha.head_sets_foobar_runs(model, profile.tasks, top, head_sizes.foobar_sizes(), head_sizes.batch_size)
+from helpers.experiments import head_ablation as ha
+
+ablated = ha.head_sets_runs(model, profile.tasks, rankings.top, head_sizes.seeds, head_sizes.n_eval, head_sizes.batch_size)
+foobar = ha.head_sets_foobar_runs(model, profile.tasks, rankings.top, head_sizes.foobar_sizes(), head_sizes.batch_size)
 head_ivs = hs.head_set_intervals(ha.sets_cells(ablated))
 foobar_ivs = hs.head_set_intervals(ha.sets_cells(ha.swap_averaged(foobar["foo/bar"], foobar["bar/foo"])))
-display(pd.DataFrame([{"labels": labels, "ranking": name, "ablated": where, "plain": f"{ivs[(name, 'plain')]:.3f}",
-                       f"top {n_top}": f"{ivs[(name, 'set' + at)]:.3f}",
-                       f"{n_top} random": f"{ivs[(name, 'random' + at)]:.3f}",
-                       "random minus top": f"{ivs[(name, 'excess' + at)]:.3f}"}
-                      for labels, ivs in (("ordinary", head_ivs), ("foo/bar, swap-averaged", foobar_ivs))
-                      for name in top for at, where in (("", "every position"), ("@q", "at q"))]
-                     ).set_index(["labels", "ranking", "ablated"]))
+display(plots.head_set_table({"ordinary": head_ivs, "foo/bar, swap-averaged": foobar_ivs}, rankings.top, n_top))
 
 # %% [markdown]
 # ## At scale: a label word's first token, or all of it?
@@ -249,27 +220,17 @@ display(pd.DataFrame([{"labels": labels, "ranking": name, "ablated": where, "pla
 # (rows) with the first token, with all tokens, and all minus first (columns), with 95% intervals.
 
 # %%
+from helpers.experiments import aucroc_span as asp
+from helpers.experiments import compression_span as csp
+from helpers.study.profiles import label_span_sizes
+
 span_sizes = label_span_sizes(profile)
 span_loyalty = ic.class_loyalty_intervals(ic.span_isolation_runs(model, span_sizes))
 span_auc = asp.span_aucroc_runs(model, span_sizes)
-ax = sns.lineplot(asp.span_aucroc_curves(span_auc), x="layer", y="AUCROC", hue="span", errorbar=("ci", 95))
-ax.axhline(0.5, color="grey", lw=0.8, ls=":")
-ax.set(ylabel="AUCROC$_l$ (attention at q vs the prediction)",
-       title=f"{current_model_name()}, {span_sizes.task}: the label word's first token or all of it")
-plots.show_figure(ax.figure, "10_span_aucroc")
+plots.span_aucroc_figure(asp.span_aucroc_curves(span_auc), save_as="10_span_aucroc",
+                         title=f"{current_model_name()}, {span_sizes.task}: the label word's first token or all of it")
 span_anchor = csp.span_anchor_intervals(csp.span_anchor_runs(model, span_sizes))
-k = span_sizes.k
-display(pd.DataFrame({
-    f"isolation, first {k} layers: loyalty drop vs content tokens": {
-        "first token": f"{span_loyalty[('drop', 'label_first', 'first')]:.3f}",
-        "all tokens": f"{span_loyalty[('drop', 'label', 'first')]:.3f}",
-        "all minus first": f"{span_loyalty[('span drop', 'first')]:.3f}"},
-    "Hidden_anchor: accuracy": {"first token": f"{span_anchor[('accuracy', 'first')]:.3f}",
-                                "all tokens": f"{span_anchor[('accuracy', 'all')]:.3f}",
-                                "all minus first": f"{span_anchor['all - first']:.3f}"},
-    "Hidden_anchor: label loyalty to full ICL": {"first token": f"{span_anchor[('label loyalty', 'first')]:.3f}",
-                                                 "all tokens": f"{span_anchor[('label loyalty', 'all')]:.3f}",
-                                                 "all minus first": ""}}).T)
+display(plots.label_span_table(span_loyalty, span_anchor, span_sizes.k))
 
 # %% [markdown]
 # ## The same checks on models whose answer is known
@@ -298,13 +259,14 @@ from helpers.core.control import control_prompts, control_task
 from helpers.core.seeds import stream_seed
 from helpers.experiments import positive_control as pc
 from helpers.protocols import power
+from helpers.protocols.rankings import control_head_rankings
 from helpers.study.power_report import CHECKS, NOT_MEASURED, power_frame
 
 wide = load_model(power.POSITIVE)
 c_task, c_sizes = control_task(wide), pc.control_sizes(profile)  # the sequences of notebook 09's first seed
 circuit = pc.circuit_attention(wide, control_prompts(c_task, c_sizes.n, c_sizes.seeds[0])).mean(0)  # [layer, head, 2]
 ranking_prompts = control_prompts(c_task, c_sizes.n_attr, stream_seed("ranking", c_sizes.seeds[0]))
-c_scores = power.ranking_scores(wide, ranking_prompts)
+c_scores = control_head_rankings(wide, ranking_prompts).scores
 panels = {"previous token (known)": circuit[..., 0], "matching (known)": circuit[..., 1],
           **{names[k]: c_scores[k] for k in names}}
 plots.head_score_panels(panels, signed=(names["incontext"], names["fv"]), annotate=True, save_as="10_control_heads",
@@ -342,6 +304,9 @@ c_power, _ = power.power_study(power.power_sizes(profile), groups=("10",), keys=
 # controls. The last table has each check's sensitivity and specificity.
 
 # %%
+from helpers.study.challengers_report import account_table, heads_table
+from helpers.study.claims import report_claims, show_reading
+
 context = f"{current_model_name()}, {len(flow_sizes.seeds)} seed(s)"
 flow_ivs = sc.class_flow_intervals(flow_runs, model.cfg.n_layers)
 claims = (sc.class_saliency_claims(flow_ivs, context) + ic.class_isolation_claims(loyalty, isolation_sizes.k, context)
@@ -351,7 +316,7 @@ claims = (sc.class_saliency_claims(flow_ivs, context) + ic.class_isolation_claim
              csp.span_anchor_claim(span_anchor, context)])
 report_claims("10_anchors_and_challengers", claims, digits=3,
               metrics={"flow_sizes": flow_sizes.as_dict(), "isolation_sizes": isolation_sizes.as_dict(),
-                       "head_sizes": head_sizes.as_dict(), "span_sizes": span_sizes.as_dict(), "top_heads": top})
+                       "head_sizes": head_sizes.as_dict(), "span_sizes": span_sizes.as_dict(), "top_heads": rankings.top})
 display(account_table(claims, c_power))  # a row per account of the positions: its two checks, verdict, their power
 display(heads_table(claims, c_power))  # a row per account of the heads: its two ablation checks, verdict, power
 display(power_frame(c_power))  # a row per check: sensitivity on the positive control, specificity on the negative

@@ -47,3 +47,16 @@ def test_reads_profile_and_model_from_environment(src):
         assert "get_profile()" in text and 'MODEL = "control"' in text and "load_model(MODEL)" in text
         return
     assert "get_profile()" in text and "current_model_name()" in text
+
+
+SHORT_SETUP = ("01", "07", "10")  # notebooks whose setup cell holds only the imports, the model and the run sizes
+SETUP_LINES = 15
+
+
+@pytest.mark.parametrize("number", SHORT_SETUP)
+def test_setup_cell_is_short(number):
+    """The first code cell loads the model and sizes; what a section needs is imported and built in that section."""
+    src = next(NB.glob(f"{number}_*.py"))
+    first = next(c for c in jupytext.read(src).cells if c.cell_type == "code")
+    n = len(first.source.splitlines())
+    assert n <= SETUP_LINES, f"{src.name}: setup cell of {n} lines (at most {SETUP_LINES}): move section code there"

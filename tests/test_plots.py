@@ -294,4 +294,17 @@ def test_tables_show_undefined_values_in_words_and_every_column():
 
     html = plots.frame_html(pd.DataFrame({"mean": [1.0], "std": [np.nan]}))
     assert f">{plots.MISSING}<" in html and "NaN" not in html
-    assert "..." not in pd.DataFrame([list(range(60))])._repr_html_()
+    assert "..." not in plots.frame_html(pd.DataFrame([list(range(60))]))
+    assert "..." not in plots.frame_html(pd.DataFrame({"claim": ["x" * 200]}))
+
+
+def test_importing_plots_changes_no_pandas_or_matplotlib_setting():
+    import subprocess
+    import sys
+
+    code = ("import pandas as pd, matplotlib as mpl; before = (pd.get_option('display.max_colwidth'), "
+            "pd.get_option('display.max_columns'), dict(mpl.rcParams)); from helpers.study import plots; "
+            "assert before == (pd.get_option('display.max_colwidth'), pd.get_option('display.max_columns'), "
+            "dict(mpl.rcParams)), 'plots changed a global setting'")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]

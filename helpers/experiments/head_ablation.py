@@ -65,6 +65,7 @@ __all__ = [
     "sets_ablation_conditions",
     "head_sets_runs",
     "FOOBAR_MAPPINGS",
+    "task_intervals",
     "head_sets_foobar_runs",
     "sets_cells",
     "swap_averaged",
@@ -339,6 +340,14 @@ def ablation_interval_part(drop: Interval, excess: Interval, big: float = 0.20) 
 def ablation_cells(runs: dict[tuple[str, int], dict]) -> dict[str, dict[tuple[str, int], list[int]]]:
     """Per-input correctness (0/1) of :func:`ablation_runs` results: ``{condition: {(task, seed): [...]}}``."""
     return {c: {key: r["correct"][c] for key, r in runs.items()} for c in ABLATION_CONDITIONS}
+
+
+def task_intervals(runs: dict[tuple[str, int], dict], names: dict[str, str]) -> dict[tuple[str, str], Interval]:
+    """``{(names[task], condition): Interval}``: each task's accuracy per condition (:data:`ABLATION_CONDITIONS`),
+    95% over its seeds, then inputs, from :func:`ablation_runs` results; ``names`` maps a task to its shown name."""
+    cells = ablation_cells(runs)
+    return {(shown, c): bootstrap_means({s: v for (task, s), v in cells[c].items() if task == t})
+            for t, shown in names.items() for c in ABLATION_CONDITIONS}
 
 
 def ablation_intervals(runs: dict[tuple[str, int], dict]) -> dict[str, Interval]:

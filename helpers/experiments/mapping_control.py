@@ -37,14 +37,24 @@ from tqdm.auto import tqdm
 from helpers.core.prefix_runs import predict_with_cache, shared_cache
 from helpers.core.seeds import stream_seed
 from helpers.core.store import pins_weights
-from helpers.core.unrelated import EvalSizes, UnrelatedTask, cached_eval_runs, check_sizes
+from helpers.core.unrelated import (
+    BINARY_SOURCES,
+    EvalSizes,
+    UnrelatedTask,
+    cached_eval_runs,
+    check_sizes,
+    unrelated_task,
+)
 from helpers.study.claims import Claim, claim
+from helpers.study.results import studies_tasks
 from helpers.study.stats import Interval, bootstrap_means
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
 __all__ = [
+    "MAPPINGS",
+    "mapping_tasks",
     "accuracy_runs",
     "mapping_control",
     "mapping_intervals",
@@ -67,6 +77,20 @@ __all__ = [
 
 
 # ------------------------------------------------------------------ accuracy and the mapping control
+
+# label words per mapping: paper B's unrelated foo/bar, its swap, letters and their swap, and the task's own words
+MAPPINGS = {"foo/bar": ("foo", "bar"), "bar/foo": ("bar", "foo"), "A/B": ("A", "B"), "B/A": ("B", "A"), "real": None}
+
+
+def mapping_tasks(tasks: Sequence[str]) -> dict[str, dict[str, UnrelatedTask]]:
+    """``{mapping: {task: UnrelatedTask}}`` for every mapping of :data:`MAPPINGS`, on the selected tasks that can be
+    made binary (:data:`helpers.core.unrelated.BINARY_SOURCES`), else SST-2; when that is not among the selected
+    tasks the notebook says so and files its results under the tasks it ran
+    (:func:`helpers.study.results.studies_tasks`)."""
+    names = studies_tasks([t for t in tasks if t in BINARY_SOURCES] or ["sst2"],
+                          "paper B's foo/bar setting needs a binary task: SST-2, or AGNews made binary")
+    return {m: {t: unrelated_task(t, BINARY_SOURCES[t], words) for t in names} for m, words in MAPPINGS.items()}
+
 
 
 def accuracy_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes: EvalSizes,

@@ -38,7 +38,6 @@ from helpers.core.control import (
     control_spec,
     control_task,
     relabel,
-    shuffled_labels,
 )
 from helpers.core.seeds import stream_seed
 from helpers.core.store import cached, same_weights
@@ -54,13 +53,14 @@ from helpers.experiments import positive_control as pc
 from helpers.experiments import saliency as sal
 from helpers.experiments import saliency_classes as sc
 from helpers.experiments import two_towers as tt
+from helpers.protocols.rankings import control_head_rankings
 from helpers.study.claims import Claim, claim
 from helpers.study.power_report import NEGATIVE, POSITIVE, Power, power_rows
 from helpers.study.profiles import RunSizes
 from helpers.study.stats import bootstrap_means
 
 __all__ = ["REPLICATE_SEED", "PowerSizes", "power_sizes", "GROUPS", "replicate_claims", "replicate_verdicts",
-           "power_runs", "power_study", "ranking_scores", "ranking_top_heads"]
+           "power_runs", "power_study"]
 
 # replicate r draws its sequences with seed REPLICATE_SEED + r (notebook 09's seeds are the profile's, 42-46: the
 # two never meet); within a replicate the streams are notebook 09's: saliency + 500, head ranking + 1000, two-way +
@@ -122,8 +122,8 @@ def _group_09(model, seed: int, sizes: PowerSizes) -> list[Claim]:
     ctx = f"{name}, replicate seed {seed}, {sizes.n} sequences"
     cp = control_prompts(task, sizes.n, seed)
     key = ("control", seed)
-    flows = {key: sal.saliency_flow(model, control_prompts(task, sizes.n_saliency, stream_seed("control_saliency", seed)).prompts, task.label_ids,
-                                    batch_size=64)}
+    flow_prompts = control_prompts(task, sizes.n_saliency, stream_seed("control_saliency", seed)).prompts
+    flows = {key: sal.saliency_flow(model, flow_prompts, task.label_ids, batch_size=64)}
     out = sal.saliency_claims(sal.flow_intervals(flows), ["control"], ctx)
     isolated = {key: iso.isolation_experiment(model, cp.prompts, cp.label_ids, ks=(1,), seed=seed, batch_size=bs,
                                               shared=False)}
@@ -152,10 +152,9 @@ def _group_10(model, seed: int, sizes: PowerSizes) -> list[Claim]:
     ctx = f"{name}, replicate seed {seed}, {sizes.n} sequences"
     cp = control_prompts(task, sizes.n, seed)
     loyalty = ic.class_loyalty_intervals(ic.control_isolation_runs(model, {seed: cp}, k=1))
-    flows = sc.control_flow_intervals(sc.control_flow_runs(model, {seed: control_prompts(task, sizes.n_saliency,
-                                                                                         stream_seed("control_saliency", seed))}),
-                                      model.cfg.n_layers)
-    top = ranking_top_heads(model, control_prompts(task, sizes.n_attr, stream_seed("ranking", seed)))
+    flow_prompts = control_prompts(task, sizes.n_saliency, stream_seed("control_saliency", seed))
+    flows = sc.control_flow_intervals(sc.control_flow_runs(model, {seed: flow_prompts}), model.cfg.n_layers)
+    top = control_head_rankings(model, control_prompts(task, sizes.n_attr, stream_seed("ranking", seed))).top
     key = ("control", seed)
     plain = hs.head_set_intervals(ha.sets_cells({key: ha.sets_ablation_conditions(model, cp.prompts, cp.label_ids, top,
                                                                                   seed, bs, shared=False)}))
@@ -165,25 +164,6 @@ def _group_10(model, seed: int, sizes: PowerSizes) -> list[Claim]:
     foobar = hs.head_set_intervals(ha.sets_cells(ha.swap_averaged(*both)))
     return ([ic.control_isolation_claim(loyalty, 1, ctx)] + sc.control_flow_claims(flows, ctx)
             + [c for c in hs.head_set_claims(plain, 1, ctx, foobar=foobar) if c.key != "10.fv_over_induction"])
-
-
-def ranking_scores(model, attr: ControlPrompts) -> dict:
-    """Each ranking's score per head (``[layer, head]``) on a control: paper B's in-context attribution (mean gain
-    and drop at q), the induction score at the control's context length and the function-vector score (corrupted
-    prompts: each sequence's labels shuffled among its demonstrations), on the sequences ``attr``."""
-    pooled = ih.head_attribution(model, attr.prompts, attr.label_ids, shared=False)
-    fv = hs.fv_scores(model, attr.prompts, shuffled_labels(attr, attr.seed).prompts, attr.label_ids, shared=False)
-    return {"incontext": (pooled.mean_gain + pooled.mean_drop) / 2,
-            "induction": hs.induction_scores(model, length=(model.cfg.n_ctx - 1) // 2), "fv": fv.mean(0),
-            "_pooled": pooled}
-
-
-def ranking_top_heads(model, attr: ControlPrompts) -> dict[str, list]:
-    """Each ranking's top head on a control (one head, as notebook 09 fixed before its first run; the in-context
-    ranking by :func:`helpers.experiments.incontext_heads.rank_heads`), from :func:`ranking_scores`."""
-    scores = ranking_scores(model, attr)
-    return {"incontext": ih.rank_heads(scores["_pooled"])[:1], "induction": hs.top_heads(scores["induction"], 1),
-            "fv": hs.top_heads(scores["fv"], 1)}
 
 
 def _prompt_task(model) -> ControlTask:
