@@ -224,6 +224,31 @@ def test_gemma_loads_offline_and_matches_transformers():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", ["google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct"])
+def test_the_tokenizer_is_loaded_once_and_tokenizes_as_transformer_lens_would(name, monkeypatch):
+    """TransformerLens keeps the tokenizer the loader gives it (no second load from the folder), and it splits text
+    exactly as the one TransformerLens would have loaded (add_bos_token=True on the folder's own)."""
+    from transformer_lens.utilities import get_tokenizer_with_bos
+    from transformers import AutoTokenizer
+
+    loads = []
+    real = AutoTokenizer.from_pretrained.__func__
+
+    def counting(cls, path, *args, **kwargs):
+        loads.append(path)
+        return real(cls, path, *args, **kwargs)
+
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", classmethod(counting))
+    model = load_model(name, verbose=False)
+    assert len(loads) == 1, loads
+    assert get_tokenizer_with_bos(model.tokenizer) is model.tokenizer
+    reference = real(AutoTokenizer, loads[0], add_bos_token=True)
+    text = "Review: a gripping, funny film\nSentiment: Positive\n  Sentiment:\tnégatif 東京"
+    assert model.tokenizer(text).input_ids == reference(text).input_ids
+    assert model.tokenizer(text, add_special_tokens=False).input_ids == reference(text, add_special_tokens=False).input_ids
+
+
+@pytest.mark.slow
 def test_smollm2_loads_offline_and_matches_transformers():
     model, diff = _hf_vs_tl("smollm2")
     assert model.cfg.n_layers == 30 and model.cfg.n_heads == 9 and model.cfg.n_key_value_heads == 3

@@ -22,8 +22,8 @@ import torch
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
-__all__ = ["ModelLoadError", "UnknownModelError", "MissingWeightsError", "NoNetworkError", "LocalModelError",
-           "uses_bos"]
+__all__ = ["tokenizer_kwargs", "ModelLoadError", "UnknownModelError", "MissingWeightsError", "NoNetworkError",
+           "LocalModelError", "uses_bos"]
 
 
 class ModelLoadError(RuntimeError):
@@ -75,12 +75,25 @@ def quiet_loading():
     return stack
 
 
+def tokenizer_kwargs(dirpath: Path) -> dict:
+    """How to load a saved folder's tokenizer as TransformerLens will use it: ``add_bos_token=True`` when it has a
+    BOS token that it does not add by itself. TransformerLens' ``set_tokenizer`` needs such a tokenizer and, given
+    another, loads the whole tokenizer from its folder a second time with that flag (``get_tokenizer_with_bos``):
+    seconds for Gemma's 262k-token vocabulary, on every model load. Loaded this way it is kept as it is."""
+    import json
+
+    path = Path(dirpath) / "tokenizer_config.json"
+    config = json.loads(path.read_text()) if path.is_file() else {}
+    return {"add_bos_token": True} if config.get("bos_token") and not config.get("add_bos_token") else {}
+
+
 def load_hf(dirpath: Path, device: str = "cpu", dtype: torch.dtype = torch.float32):
-    """The transformers model of a saved folder, loaded in ``dtype`` straight onto ``device`` (no host copy first)."""
+    """The transformers model of a saved folder, loaded in ``dtype`` straight onto ``device`` (no host copy first),
+    and its tokenizer as TransformerLens uses it (:func:`tokenizer_kwargs`)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: transformers takes seconds to import
 
     with quiet_loading():
-        tok = AutoTokenizer.from_pretrained(dirpath)
+        tok = AutoTokenizer.from_pretrained(dirpath, **tokenizer_kwargs(dirpath))
         hf = AutoModelForCausalLM.from_pretrained(dirpath, dtype=dtype, device_map=str(device))
     hf.eval()
     return hf, tok

@@ -28,8 +28,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from scipy.stats import beta
-
 from helpers.study.stats import Interval
 
 __all__ = ["POSITIVE", "NEGATIVE", "CHECKS", "NOT_MEASURED", "NOTEBOOKS", "checked_keys", "clopper_pearson", "Power",
@@ -98,6 +96,8 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """The exact binomial interval of ``k`` successes in ``n`` trials."""
     if n <= 0 or not 0 <= k <= n:
         raise ValueError(f"k must lie in 0..n and n be positive, got k={k}, n={n}")
+    from scipy.stats import beta  # lazy: scipy.stats takes a second to import, and every run script imports this module
+
     a = (1 - level) / 2
     low = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
     high = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
