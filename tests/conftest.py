@@ -6,6 +6,7 @@ import os
 import sys
 import tempfile
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -143,3 +144,82 @@ def pytest_collection_modifyitems(config, items):
 
         with open(os.environ["ICL_TIER_DUMP"], "w") as f:
             json.dump(tiers, f)
+
+
+# -------------------------------------------------------------------------------------------------------- the order
+# make test runs in pytest-xdist workers with --dist worksteal: worker i first gets the i-th contiguous share of the
+# collected items, and a worker that runs dry takes half of another's queue. Collected as written, the notebooks
+# come last and the longest (notebook 10, minutes) can start when the other worker has almost nothing left, which
+# leaves a core idle to the end. So the items are reordered, the same way in every worker: the longest first, each
+# dealt to the share with the least work so far (longest processing time first), the short ones filling each share
+# to its size, by the seconds of an earlier run (tests/durations.json; refreshed with
+# ICL_DURATIONS_OUT=tests/durations.json make test). Only the order changes, never which tests run; an item the file
+# does not know counts as short.
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+LONG_SECONDS = 5.0  # items at least this long are dealt out; shorter ones fill the shares in collection order
+
+
+def _share_sizes(n: int, workers: int) -> list[int]:
+    """How many items worksteal's first distribution gives each worker (as xdist's WorkStealingScheduling does)."""
+    sizes, left = [], n
+    for i in range(workers):
+        sizes.append(left // (workers - i))
+        left -= sizes[-1]
+    return sizes
+
+
+def balanced_order(items: list, seconds: dict[str, float], workers: int) -> list:
+    """``items`` reordered so each worker's first share starts with its long items and the shares' known seconds are
+    as even as longest-first dealing makes them (see above). One worker, or nothing known: unchanged."""
+    if workers < 2 or not seconds:
+        return list(items)
+    sizes = _share_sizes(len(items), workers)
+    long = sorted((it for it in items if seconds.get(it.nodeid, 0.0) >= LONG_SECONDS),
+                  key=lambda it: -seconds[it.nodeid])
+    shares: list[list] = [[] for _ in range(workers)]
+    load = [0.0] * workers
+    for it in long:
+        open_ = [i for i in range(workers) if len(shares[i]) < sizes[i]]
+        i = min(open_, key=lambda j: load[j])
+        shares[i].append(it)
+        load[i] += seconds[it.nodeid]
+    dealt = {id(it) for it in long}
+    short = iter(it for it in items if id(it) not in dealt)
+    for i in range(workers):
+        shares[i].extend(next(short) for _ in range(sizes[i] - len(shares[i])))
+    return [it for share in shares for it in share]
+
+
+class _Order:
+    """The reordering as a plugin of its own: its hook runs last, after ``-m`` has deselected (a module holds one
+    ``pytest_collection_modifyitems``, the tiers' above, which must run first)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        if workers > 1 and DURATIONS.is_file():
+            import json
+
+            items[:] = balanced_order(items, json.loads(DURATIONS.read_text()), workers)
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_Order(), "icl-balanced-order")
+
+
+_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    _SECONDS[report.nodeid] = _SECONDS.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    """ICL_DURATIONS_OUT=<file>: each item's seconds (setup, call and teardown) of this run, as JSON (on the
+    controller, which sees every worker's reports)."""
+    out = os.environ.get("ICL_DURATIONS_OUT")
+    if out and not hasattr(session.config, "workerinput"):
+        import json
+
+        Path(out).write_text(json.dumps({k: round(v, 1) for k, v in sorted(_SECONDS.items()) if v >= 1.0},
+                                        indent=0) + "\n")

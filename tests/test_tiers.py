@@ -51,3 +51,20 @@ def test_a_tier_marker_selects_its_tests():
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     selected = [line for line in r.stdout.splitlines() if "::" in line]
     assert selected and all(line.startswith("tests/test_stats.py") for line in selected), r.stdout[-2000:]
+
+
+def test_the_order_deals_long_items_to_both_workers_and_keeps_every_item():
+    from types import SimpleNamespace
+
+    from conftest import _share_sizes, balanced_order
+
+    items = [SimpleNamespace(nodeid=f"t{i}") for i in range(11)]
+    seconds = {"t9": 300.0, "t10": 280.0, "t8": 100.0, "t0": 90.0, "t1": 0.5}
+    out = balanced_order(items, seconds, 2)
+    assert sorted(it.nodeid for it in out) == sorted(it.nodeid for it in items)  # only the order changes
+    assert _share_sizes(11, 2) == [5, 6]
+    first, second = out[:5], out[5:]
+    assert first[0].nodeid == "t9" and second[0].nodeid == "t10"  # each worker starts with a long one
+    load = [sum(seconds.get(it.nodeid, 0) for it in s) for s in (first, second)]
+    assert abs(load[0] - load[1]) <= 100  # longest first, each to the lighter share
+    assert balanced_order(items, seconds, 1) == items and balanced_order(items, {}, 2) == items
