@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from heads_common import _same
 
+from helpers.core import grid as G
 from helpers.core import heads as CH
 from helpers.core import unrelated as U
 from helpers.core.predict import predict
@@ -16,7 +17,7 @@ from helpers.experiments import incontext_heads as IH
 from helpers.experiments import mapping_control as MC
 from helpers.experiments import two_towers as TT
 
-STEP_MODULES = (U, IH, TT, HB)  # every module whose steps store results with cached()
+STEP_MODULES = (G,)  # every module whose steps store results with cached(): the run grid, for them all
 RUN_SIZES = IH.HeadsSizes(n_eval=3, seeds=[1], k_per_class=1, n_attr=2)  # accuracy, attribution, ablation
 TOWERS_SIZES = TT.TowersSizes(n_eval=3, seeds=[1], k_per_class=1, n_towers=3)
 BIAS_SIZES = HB.BiasSizes(n_eval=3, seeds=[1], k_per_class=1, bias_tasks=("sst2",))
@@ -122,7 +123,7 @@ def test_runs_equal_direct_calls_and_second_call_is_cached(tiny_gpt2, ut, ut_rea
         raise AssertionError("recomputed instead of read from the cache")
     for fn in ("predict", "head_attribution", "ablation_accuracy", "value_outputs", "majority_bias", "recency_bias",
                "make_set", "fresh_demo_prompts"):
-        for module in (*STEP_MODULES, HA, MC, CH):
+        for module in (U, IH, TT, HB, HA, MC, CH):
             if hasattr(module, fn):
                 monkeypatch.setattr(module, fn, boom)
     assert _same(_all_runs(tiny_gpt2, ut, ut_real, heads), first)

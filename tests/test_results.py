@@ -45,10 +45,48 @@ def test_a_step_depends_on_its_methods_imports_and_core_not_on_presentation():
 
     assert R.step_modules(run) == {"helpers.study.profiles"}
 
+    def cell(task, seed):  # a grid's cell two closures deep: the lambda run_grid hands the store calls this
+        return run()
+
+    assert R.step_modules(lambda: cell("sst2", 42)) == {"helpers.study.profiles"}  # followed to any depth
+
+
+def test_a_run_grid_cell_is_keyed_by_the_method_it_runs(tmp_path, monkeypatch):
+    """run_grid asks the store from helpers/core; a cell's key still holds the method module whose function the
+    cell calls, so editing that module recomputes the cell, and the cells are those of a by-hand loop."""
+    import importlib
+
+    from helpers.core.grid import run_grid
+    from helpers.exercises.tiny import make_tiny_model
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    monkeypatch.delenv("ICL_RECOMPUTE", raising=False)
+    model = make_tiny_model("gpt2", seed=0)
+    method = "CALLS = []\n\n\ndef compute(task, seed):\n    CALLS.append(seed)\n    return len(task) * 1000 + seed\n"
+
+    def grid():
+        for f in (R.module_imports, R.dependencies, R.code_digest):
+            f.cache_clear()
+        mod = importlib.reload(importlib.import_module("helpers.experiments._probe_grid"))
+        return run_grid("probe_grid", model, ["ab", "abc"], [1, 2], mod.compute, {"n": 4}), mod.CALLS
+
+    try:
+        PROBE_GRID.write_text(method)
+        out, calls = grid()
+        assert out == {("ab", 1): 2001, ("ab", 2): 2002, ("abc", 1): 3001, ("abc", 2): 3002} and len(calls) == 4
+        assert grid()[1] == []  # all four served
+        PROBE_GRID.write_text(method + "# the method changes\n")
+        assert len(grid()[1]) == 4  # recomputed
+    finally:
+        PROBE_GRID.unlink(missing_ok=True)
+        for f in (R.module_imports, R.dependencies, R.code_digest):
+            f.cache_clear()
+
 
 PROBE = R.HELPERS / "experiments" / "_probe_method.py"
 PROBE_DEP = R.HELPERS / "experiments" / "_probe_dep.py"
 PROBE_FIG = R.HELPERS / "study" / "plots" / "_probe_fig.py"
+PROBE_GRID = R.HELPERS / "experiments" / "_probe_grid.py"  # its own file: the tests may run side by side
 
 
 def test_editing_a_figure_keeps_a_stored_step_and_editing_the_method_or_its_imports_misses(tmp_path, monkeypatch):

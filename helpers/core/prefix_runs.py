@@ -20,6 +20,7 @@ import torch
 from jaxtyping import Int
 from tqdm.auto import tqdm
 
+from helpers.core.checks import positive_int
 from helpers.core.predict import HookFactory, Predictions, length_batches, predict, predictions_from_resid
 from helpers.core.prefix import (
     PrefixCache,
@@ -206,6 +207,7 @@ def vanilla_run(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: 
     (tests). A model with hooks attached is run afresh and not stored.
     """
     check_prompts(model, prompts, "run", label_ids)  # before the store is consulted, never only on a miss
+    batch_size = positive_int("batch_size", batch_size)
 
     def run(full=full):
         if not full:

@@ -167,8 +167,8 @@ def dependencies(modules: frozenset[str]) -> tuple[str, ...]:
 def step_modules(compute: Callable | None = None) -> frozenset[str]:
     """The roots of a stored step's :func:`dependencies`: the ``helpers`` module whose code asks the store (the
     nearest caller outside this module), and the ``helpers`` modules that define ``compute`` and the functions its
-    closure holds (a step computed by a function passed in from another module, e.g.
-    :func:`helpers.study.profiles.label_span_runs`). Empty when no ``helpers`` module asks (a notebook, a test):
+    closure holds, and theirs, to any depth (a step computed by a function passed in from another module, e.g.
+    :func:`helpers.study.profiles.label_span_runs`, or a method's cell of :func:`helpers.core.grid.run_grid`). Empty when no ``helpers`` module asks (a notebook, a test):
     then helpers/core alone keys the step. A step that several notebooks share (vanilla predictions) is asked for
     by the same module whoever calls it, so it keeps one key."""
     import sys  # lazy: only to read the stack
@@ -178,17 +178,21 @@ def step_modules(compute: Callable | None = None) -> frozenset[str]:
         frame = frame.f_back
     name = frame.f_globals.get("__name__", "") if frame is not None else ""
     out = {name} if name.startswith("helpers.") else set()
-    fns = [compute] if compute is not None else []
-    for cell in getattr(compute, "__closure__", None) or ():
-        try:
-            fns.append(cell.cell_contents)
-        except ValueError:  # an empty cell
-            continue
-    for f in fns:
+    stack, seen = ([compute] if compute is not None else []), set()
+    while stack:  # compute, the functions its closure holds, theirs in turn (a run grid's cell calls the method)
+        f = stack.pop()
         f = f.func if isinstance(f, functools.partial) else f
-        mod = getattr(f, "__module__", None) if callable(f) else None
+        if not callable(f) or id(f) in seen:
+            continue
+        seen.add(id(f))
+        mod = getattr(f, "__module__", None)
         if isinstance(mod, str) and mod.startswith("helpers.") and mod != __name__:
             out.add(mod)
+        for cell in getattr(f, "__closure__", None) or ():
+            try:
+                stack.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                continue
     return frozenset(out)
 
 

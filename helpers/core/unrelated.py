@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from helpers.core.checks import ArgumentError, model_arg, seed_list
+from helpers.core.grid import run_grid
 from helpers.core.prompts import (
     Demo,
     PoolSizeWarning,
@@ -34,7 +35,6 @@ from helpers.core.prompts import (
     sample_test,
 )
 from helpers.core.seeds import stream_seed
-from helpers.core.store import cached, same_weights
 from helpers.core.tasks import Task, get_task, label_token_ids, load_split
 
 if TYPE_CHECKING:
@@ -211,17 +211,14 @@ def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, Unrelat
     check_sizes(sizes)
     name, K, seeds = run_model_name(model, model_name), sizes.k_per_class, sizes.seeds if seeds is None else seeds
     seeds = unrelated_args(uts, seeds)
-    out = {}
-    with same_weights(model):  # the weights are hashed once for all (task, seed) keys
-        for t, ut in uts.items():
-            hs = None if heads is None else heads[t]
-            params = {"model": name, "task": t, "k": K, "n": sizes.n_eval, "words": list(ut.task.label_words),
-                      "classes": list(ut.classes), "shape": [ut.task.input_prefix, ut.task.label_prefix],
-                      **(extra(ut) if extra else {})}
-            if hs is not None:
-                params["heads"] = hs
-            for seed in seeds:
-                def compute(ut=ut, seed=seed, hs=hs):
-                    return run(eval_set(model, ut, seed, sizes), hs, seed)
-                out[(t, seed)] = cached(kind, {**params, "seed": seed}, compute, model=model)
-    return out
+
+    def params(t, _):
+        ut = uts[t]
+        out = {"k": K, "n": sizes.n_eval, "words": list(ut.task.label_words), "classes": list(ut.classes),
+               "shape": [ut.task.input_prefix, ut.task.label_prefix], **(extra(ut) if extra else {})}
+        return out if heads is None else {**out, "heads": heads[t]}
+
+    def compute(t, seed):
+        return run(eval_set(model, uts[t], seed, sizes), None if heads is None else heads[t], seed)
+
+    return run_grid(kind, model, list(uts), seeds, compute, params, model_name=name)

@@ -29,9 +29,10 @@ import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from sklearn.metrics import roc_auc_score
-from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
+from helpers.core.checks import positive_int
+from helpers.core.grid import model_label, run_grid
 from helpers.core.model_loading import MissingWeightsError
 from helpers.core.models import DEFAULT_MODEL, offline_gguf, resolve_name
 from helpers.core.offline_models import SMOLLM2
@@ -39,7 +40,7 @@ from helpers.core.predict import Predictions
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prefix_runs import label_attention_reader, predict_with_cache, shared_cache, vanilla_run
 from helpers.core.prompts import Prompt, check_prompts, label_span_arg, make_icl_set
-from helpers.core.store import cached, pins_weights
+from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, get_task, run_args
 from helpers.study.claims import claim
 from helpers.study.profiles import RunSizes
@@ -103,6 +104,13 @@ def _class_ids(pred, n_classes: int) -> np.ndarray:
     return y.astype(np.int64)
 
 
+def _finite(s: np.ndarray) -> None:
+    """Refuse scores with NaN or infinite values (a NaN row would otherwise count as uniform, or make the AUC NaN)."""
+    if not np.isfinite(s).all():
+        raise ValueError(f"scores hold {int((~np.isfinite(s)).sum())} NaN or infinite values: an AUC of them would "
+                         f"be a number of nothing; drop those inputs or fix what produced them")
+
+
 def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, "n"]) -> float:
     """ROC AUC of per-class scores against predicted labels (nan if fewer than 2 classes were predicted).
 
@@ -117,9 +125,7 @@ def auc_roc(scores: Float[np.ndarray, "n classes"], pred: Int[np.ndarray, "n"]) 
         raise ValueError(f"scores must be [n, classes] and pred [n]; got {s.shape} and {y.shape}")
     if s.shape[0] == 0:
         raise ValueError("no inputs to score: AUCROC needs at least one prediction per class it compares")
-    if not np.isfinite(s).all():
-        raise ValueError(f"scores hold {int((~np.isfinite(s)).sum())} NaN or infinite values: an AUC of them would "
-                         f"be a number of nothing; drop those inputs or fix what produced them")
+    _finite(s)
     present = np.unique(y)
     if len(present) < 2:
         return float("nan")
@@ -141,6 +147,7 @@ def aucroc_per_layer(scores: Float[torch.Tensor, "n layer classes"], pred) -> Fl
         raise ValueError(f"scores must be [n, layer, classes] and pred [n]; got {s.shape} and {y.shape}")
     if s.shape[0] == 0:
         raise ValueError("no inputs to score: AUCROC needs at least one prediction per class it compares")
+    _finite(s)
     present = np.unique(y)
     if len(present) < 2:
         return np.full(s.shape[1], np.nan)
@@ -207,24 +214,26 @@ def aucroc_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int
     given, is filled with ``{(task, seed): {"scores", "pred", "gold"}}`` (for intervals).
     """
     tasks, seeds = run_args(tasks, seeds, n=n)
+    batch_size = positive_int("batch_size", batch_size)  # refused before the store is read, not only on a miss
     import pandas as pd  # lazy: pandas takes a second to import
 
-    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
+    name = model_label(model)
+
+    def count(task):
+        return n[task] if isinstance(n, dict) else int(n)
+
+    def run(task, seed):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LabelWordWarning)
+            s = make_icl_set(model, task, seed, count(task))
+        # only predictions are stored: label logits suffice (no full-vocabulary unembedding)
+        scores, preds = label_attention(model, s.prompts, s.label_ids, batch_size=batch_size, top_k=0)
+        return {"scores": scores, "pred": preds.pred, "gold": preds.gold}
+
+    runs = run_grid("aucroc", model, tasks, seeds, run, lambda task, _: {"n": count(task), "profile": profile},
+                    progress=progress and f"AUC-ROC {name.split('/')[-1]}")
     rows = []
-    combos = [(t, s) for t in tasks for s in seeds]
-    for task, seed in tqdm(combos, desc=f"AUC-ROC {name.split('/')[-1]}", disable=not progress):
-        m = n[task] if isinstance(n, dict) else int(n)
-
-        def run():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", LabelWordWarning)
-                s = make_icl_set(model, task, seed, m)
-            # only predictions are stored: label logits suffice (no full-vocabulary unembedding)
-            scores, preds = label_attention(model, s.prompts, s.label_ids, batch_size=batch_size, top_k=0)
-            return {"scores": scores, "pred": preds.pred, "gold": preds.gold}
-
-        res = cached("aucroc", {"model": name, "task": task, "seed": seed, "n": m, "profile": profile}, run,
-                     model=model)
+    for (task, seed), res in runs.items():
         if raw is not None:
             raw[(task, seed)] = res
         auc = aucroc_per_layer(res["scores"], res["pred"])

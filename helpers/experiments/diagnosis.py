@@ -373,15 +373,14 @@ def diagnosis_set(model, task: str, seed: int, n_test: int):
 def qk_runs(model, task: str, sizes: DiagnosisSizes, model_name: str) -> dict[int, QKVectors]:
     """``{seed: QKVectors}``: :func:`collect_qk` at every layer on ``sizes.n`` inputs of ``task`` for every seed of
     ``sizes`` (:func:`diagnosis_sizes`), each cached on disk (``diagnosis_qk``: model, task, seed, n)."""
-    from helpers.core.store import cached
+    from helpers.core.grid import run_grid
 
-    out = {}
-    for seed in sizes.seeds:
+    def run(task, seed):
         icl = diagnosis_set(model, task, seed, sizes.n)
-        params = dict(model=model_name, task=task, seed=seed, n=sizes.n)
-        out[seed] = cached("diagnosis_qk", params, lambda icl=icl: collect_qk(model, icl.prompts, icl.label_ids,
-                                                                             batch_size=sizes.batch_size), model=model)
-    return out
+        return collect_qk(model, icl.prompts, icl.label_ids, batch_size=sizes.batch_size)
+
+    runs = run_grid("diagnosis_qk", model, [task], list(sizes.seeds), run, {"n": sizes.n}, model_name=model_name)
+    return {seed: out for (_, seed), out in runs.items()}
 
 
 # ---- one prompt's keys as its query sees them (notebook 06) and the claims ----

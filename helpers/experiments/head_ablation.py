@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from helpers.core.grid import run_grid
 from helpers.core.heads import Head
 from helpers.core.predict import HookFactory, Predictions
 from helpers.core.prefix_runs import predict_q_row, predict_with_cache, q_row_fits, shared_cache
 from helpers.core.prompts import Prompt, make_icl_set
-from helpers.core.store import cached, pins_weights
+from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.core.unrelated import BINARY_SOURCES, EvalSizes, UnrelatedTask, cached_eval_runs, unrelated_task
 from helpers.study.claims import Claim, claim
@@ -262,19 +263,14 @@ def head_sets_runs(model: HookedTransformer, tasks: Sequence[str], sets: Mapping
     ordinary label words (:func:`helpers.core.prompts.make_icl_set`), stored on disk by model, task, seed, n and
     the sets."""
     tasks, seeds = run_args(tasks, seeds, n=n)
-    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
-    out = {}
-    for task in tasks:
-        for seed in seeds:
-            def run(task=task, seed=seed):
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", LabelWordWarning)  # multi-token label words: notebook 00 lists them
-                    s = make_icl_set(model, task, seed, n)
-                return sets_ablation_conditions(model, s.prompts, s.label_ids, sets, seed, batch_size)
 
-            out[(task, seed)] = cached("head_sets_ablation", {"model": name, "task": task, "seed": seed, "n": n,
-                                                              "sets": _sets_key(sets)}, run, model=model)
-    return out
+    def run(task, seed):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LabelWordWarning)  # multi-token label words: notebook 00 lists them
+            s = make_icl_set(model, task, seed, n)
+        return sets_ablation_conditions(model, s.prompts, s.label_ids, sets, seed, batch_size)
+
+    return run_grid("head_sets_ablation", model, tasks, seeds, run, {"n": n, "sets": _sets_key(sets)})
 
 
 FOOBAR_MAPPINGS = {"foo/bar": ("foo", "bar"), "bar/foo": ("bar", "foo")}  # paper B's mapping and its swap

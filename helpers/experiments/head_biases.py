@@ -35,12 +35,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from helpers.core.grid import run_grid
 from helpers.core.heads import Head, label_attention_at_q
 from helpers.core.predict import HookFactory
 from helpers.core.prefix import PrefixError
 from helpers.core.prefix_runs import predict_with_cache, shared_cache
 from helpers.core.prompts import PoolSizeWarning, Prompt, build_prompts, class_draws, demos_from_indices, sample_test
-from helpers.core.store import cached, pins_weights, result_types
+from helpers.core.store import pins_weights, result_types
 from helpers.core.tasks import label_token_ids
 from helpers.core.unrelated import EvalSizes, UnrelatedTask, check_sizes, eval_sizes, run_model_name, unrelated_args
 from helpers.study.claims import Claim, claim
@@ -310,17 +311,15 @@ def bias_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: di
     name, seeds = run_model_name(model, model_name), sizes.seeds if seeds is None else seeds
     seeds = unrelated_args(uts, seeds)
     out = {}
-    for t, ut in uts.items():
-        hs = heads[t]
-        for seed in seeds:
-            for kind in kinds:
-                def compute(fn=fns[kind], ut=ut, seed=seed, hs=hs):
-                    with warnings.catch_warnings():
-                        # PoolSizeWarning: as in helpers.core.unrelated.eval_set, n_eval may exceed the test pool
-                        # (paper profile, SST-2); the whole pool is used by design
-                        warnings.simplefilter("ignore", PoolSizeWarning)
-                        return fn(model, ut, hs, seed=seed, n_test=sizes.n_eval, batch_size=batch_size)
-                out[(t, seed, kind)] = cached("heads_bias", {"model": name, "task": t, "seed": seed, "kind": kind,
-                                                             "n": sizes.n_eval, "heads": hs}, compute,
-                                              model=model)
-    return out
+    for kind in kinds:  # one grid per kind of bias
+        def compute(t, seed, fn=fns[kind]):
+            with warnings.catch_warnings():
+                # PoolSizeWarning: as in helpers.core.unrelated.eval_set, n_eval may exceed the test pool (paper
+                # profile, SST-2); the whole pool is used by design
+                warnings.simplefilter("ignore", PoolSizeWarning)
+                return fn(model, uts[t], heads[t], seed=seed, n_test=sizes.n_eval, batch_size=batch_size)
+
+        runs = run_grid("heads_bias", model, list(uts), seeds, compute,
+                        lambda t, _, kind=kind: {"kind": kind, "n": sizes.n_eval, "heads": heads[t]}, model_name=name)
+        out |= {(t, seed, kind): r for (t, seed), r in runs.items()}
+    return {(t, seed, kind): out[(t, seed, kind)] for t in uts for seed in seeds for kind in kinds}

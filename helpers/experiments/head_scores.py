@@ -31,11 +31,12 @@ import torch
 from jaxtyping import Float
 
 from helpers.core.checks import positive_int, seed_arg
+from helpers.core.grid import run_grid
 from helpers.core.heads import Head, ablated_last_logprobs, collect_at_q
 from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Demo, PromptSet, check_prompts, make_icl_set
 from helpers.core.seeds import stream_seed
-from helpers.core.store import cached, pins_weights
+from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning
 from helpers.core.unrelated import EvalSizes
 from helpers.study.claims import claim
@@ -213,17 +214,14 @@ def scoring_set(model: HookedTransformer, task: str, sizes: HeadScoreSizes) -> P
 def fv_runs(model: HookedTransformer, tasks: Sequence[str], sizes: HeadScoreSizes) -> dict[str, torch.Tensor]:
     """``{task: [layer, head]}``: the mean function-vector score (:func:`fv_scores`) over the task's scoring prompts,
     clean against their labels shuffled (:func:`shuffled_label_set`), stored on disk."""
-    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
-    out = {}
-    for task in tasks:
-        def run(task=task):
-            clean = scoring_set(model, task, sizes)
-            bad = shuffled_label_set(model, clean, scoring_seed(sizes))
-            return fv_scores(model, clean.prompts, bad.prompts, clean.label_ids, sizes.batch_size).mean(0)
+    def run(task, seed):
+        clean = scoring_set(model, task, sizes)
+        bad = shuffled_label_set(model, clean, seed)
+        return fv_scores(model, clean.prompts, bad.prompts, clean.label_ids, sizes.batch_size).mean(0)
 
-        out[task] = cached("fv_scores", {"model": name, "task": task, "seed": scoring_seed(sizes),
-                                         "n": sizes.n_attr}, run, model=model)
-    return out
+    seed = scoring_seed(sizes)
+    runs = run_grid("fv_scores", model, list(tasks), [seed], run, {"n": sizes.n_attr})
+    return {task: runs[(task, seed)] for task in tasks}
 
 
 def top_share(model: HookedTransformer, frac: float, min_heads: int = 4) -> int:

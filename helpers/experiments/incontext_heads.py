@@ -46,12 +46,13 @@ from einops import rearrange
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
+from helpers.core.grid import run_grid
 from helpers.core.heads import Head, ablated_last_logprobs, collect_at_q, full_log_probs, head_contributions
 from helpers.core.prefix import PrefixCache
 from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
 from helpers.core.seeds import stream_seed
-from helpers.core.store import cached, pins_weights, result_types
+from helpers.core.store import pins_weights, result_types
 from helpers.core.unrelated import (
     EvalSizes,
     UnrelatedTask,
@@ -275,11 +276,11 @@ def attribution_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], si
     check_sizes(sizes, HeadsSizes, "incontext_heads_sizes(profile)")
     name, K, seed = run_model_name(model, model_name), sizes.k_per_class, attribution_seed(sizes)
     unrelated_args(uts)
-    out = {}
-    for t, ut in uts.items():
-        def compute(ut=ut):
-            ps = make_set(model, ut, seed, sizes.n_attr, K)
-            return head_attribution(model, ps.prompts, ps.label_ids, batch_size=batch_size, progress=progress)
-        out[t] = cached("heads_attr", {"model": name, "task": t, "seed": seed, "k": K, "n": sizes.n_attr,
-                                       "def": "final-resid-v2-per-label"}, compute, model=model)
-    return out
+
+    def compute(t, seed):
+        ps = make_set(model, uts[t], seed, sizes.n_attr, K)
+        return head_attribution(model, ps.prompts, ps.label_ids, batch_size=batch_size, progress=progress)
+
+    runs = run_grid("heads_attr", model, list(uts), [seed], compute,
+                    {"k": K, "n": sizes.n_attr, "def": "final-resid-v2-per-label"}, model_name=name)
+    return {t: runs[(t, seed)] for t in uts}

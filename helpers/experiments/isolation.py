@@ -355,30 +355,29 @@ def isolation_runs(model, tasks: Sequence[str], sizes: IsolationSizes, top_k: in
     tasks, seeds = run_args(tasks, sizes.seeds, n=n, k_main=k_main)
     import warnings
 
+    from helpers.core.grid import run_grid
     from helpers.core.prompts import make_icl_set
-    from helpers.core.store import cached
     from helpers.core.tasks import LabelWordWarning
 
-    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
-    out = {}
-    combos = [(t, s) for t in tasks for s in seeds]
-    for task, seed in tqdm(combos, desc="isolation", disable=not progress):
-        m = n[task] if isinstance(n, Mapping) else int(n)
-        ks = sorted({k_main, *(k_sweep if seed in sweep_seeds else ())})
+    def count(task):
+        return n[task] if isinstance(n, Mapping) else int(n)
 
-        def run():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", LabelWordWarning)
-                s = make_icl_set(model, task, seed, m)
-            sub = {k: sweep_n for k in ks if k != k_main} if sweep_n else None
-            return isolation_experiment(model, s.prompts, s.label_ids, ks=ks, seed=seed, batch_size=batch_size,
-                                        top_k=top_k, random_draw=random_draw, sub_n=sub, random_n=random_n)
+    def layer_counts(seed):
+        return sorted({k_main, *(k_sweep if seed in sweep_seeds else ())})
 
-        out[(task, seed)] = cached("isolation", {"model": name, "task": task, "seed": seed, "n": m, "ks": ks,
-                                                 "top_k": top_k, "profile": profile, "sweep_n": sweep_n,
-                                                 "random_draw": random_draw, "random_n": random_n}, run,
-                                   model=model)
-    return out
+    def run(task, seed):
+        ks = layer_counts(seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LabelWordWarning)
+            s = make_icl_set(model, task, seed, count(task))
+        sub = {k: sweep_n for k in ks if k != k_main} if sweep_n else None
+        return isolation_experiment(model, s.prompts, s.label_ids, ks=ks, seed=seed, batch_size=batch_size,
+                                    top_k=top_k, random_draw=random_draw, sub_n=sub, random_n=random_n)
+
+    return run_grid("isolation", model, tasks, seeds, run,
+                    lambda task, seed: {"n": count(task), "ks": layer_counts(seed), "top_k": top_k, "profile": profile,
+                                        "sweep_n": sweep_n, "random_draw": random_draw, "random_n": random_n},
+                    progress=progress and "isolation")
 
 
 def loyalty_frame(runs: dict, k_words: int = 5):

@@ -23,15 +23,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm.auto import tqdm
 
+from helpers.core.grid import run_grid
 from helpers.core.loyalty import label_loyalty_rows
 from helpers.core.positions import CLASSES, position_classes
 from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import shared_prefix_len, shared_prefix_or_none
 from helpers.core.prefix_runs import predict_shared, vanilla_predictions
 from helpers.core.prompts import Prompt, make_icl_set
-from helpers.core.store import cached, pins_weights
+from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.isolation import layer_range, random_isolation_last
 from helpers.experiments.isolation_rows import per_layer_hooks, rows_isolation
@@ -170,20 +170,16 @@ def class_isolation_runs(model, tasks: Sequence[str], sizes: ClassIsolationSizes
                         f"{type(sizes).__name__}")
     tasks, seeds = run_args(tasks, sizes.seeds, n=sizes.n)
     conditions = class_conditions(classes)
-    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
-    out = {}
-    for task, seed in tqdm([(t, s) for t in tasks for s in seeds], desc="class isolation", disable=not progress):
-        def run(task=task, seed=seed):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", LabelWordWarning)  # multi-token labels: the classes hold every token
-                s = make_icl_set(model, task, seed, sizes.n)
-            base = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=sizes.batch_size)
-            return _isolation_cell(model, s.prompts, s.label_ids, base, conditions, sizes, seed)
+    def run(task, seed):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LabelWordWarning)  # multi-token labels: the classes hold every token
+            s = make_icl_set(model, task, seed, sizes.n)
+        base = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=sizes.batch_size)
+        return _isolation_cell(model, s.prompts, s.label_ids, base, conditions, sizes, seed)
 
-        params = {"model": name, "task": task, "seed": seed, "n": sizes.n, "random_n": sizes.random_n,
-                  "k": sizes.k, "conditions": conditions}
-        out[(task, seed)] = cached("class_isolation", params, run, model=model)
-    return out
+    return run_grid("class_isolation", model, tasks, seeds, run,
+                    {"n": sizes.n, "random_n": sizes.random_n, "k": sizes.k, "conditions": conditions},
+                    progress=progress and "class isolation")
 
 
 def span_isolation_runs(model, sizes: LabelSpanSizes, progress: bool = True) -> dict:

@@ -49,12 +49,13 @@ import torch
 from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
-from helpers.core.checks import ArgumentError
+from helpers.core.checks import ArgumentError, positive_int
+from helpers.core.grid import run_grid
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prompts import Prompt, build_prompt, check_prompts, pad_batch, sample_demos, sample_test
 from helpers.core.seeds import stream_seed
 from helpers.core.sizing import sizing
-from helpers.core.store import cached, pins_weights
+from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split, run_args
 from helpers.core.tl_patches import frozen_params
 from helpers.study.claims import claim
@@ -230,7 +231,14 @@ def relative_flow(scores: Float[torch.Tensor, "n layer 3"]) -> Float[torch.Tenso
         raise ArgumentError("scores must be 0 or more (saliency is a sum of absolute values): these hold negative "
                             "values, so they are not saliency_flow's output")
     mean = torch.nanmean(scores, dim=0)
-    return mean / mean.sum(-1, keepdim=True)
+    total = mean.sum(-1, keepdim=True)
+    empty = [int(layer) for layer in (total[:, 0] == 0).nonzero().flatten()]
+    if empty:
+        raise ValueError(f"layer(s) {empty} carry no flow at all (S_wp, S_pq and S_ww are all 0), so their relative "
+                         "sizes are undefined: saliency_flow gives 0 only where the loss has no gradient through "
+                         "attention there; check the prompts' label positions and that the model was not run "
+                         "without gradients")
+    return mean / total
 
 
 def first_layer_pq_exceeds_wp(rel: Float[torch.Tensor, "layer 3"]) -> int | None:
@@ -288,21 +296,18 @@ def saliency_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | i
     ``n``: inputs per task and seed (an int or a per-task dict, e.g. ``saliency_sizes(profile).n``).
     """
     tasks, seeds = run_args(tasks, seeds, n=n)
-    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
-    out = {}
-    combos = [(t, s) for t in tasks for s in seeds]
-    for task, seed in tqdm(combos, desc="saliency", disable=not progress):
-        k = n[task] if isinstance(n, dict) else int(n)
+    batch_size = positive_int("batch_size", batch_size)  # refused before the store is read, not only on a miss
+    def count(task):
+        return n[task] if isinstance(n, dict) else int(n)
 
-        def run():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", LabelWordWarning)
-                prompts, lids = saliency_prompts(model, task, seed, k)
-            return saliency_flow(model, prompts, lids, batch_size=batch_size)
+    def run(task, seed):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LabelWordWarning)
+            prompts, lids = saliency_prompts(model, task, seed, count(task))
+        return saliency_flow(model, prompts, lids, batch_size=batch_size)
 
-        out[(task, seed)] = cached("saliency_flow", {"model": name, "task": task, "seed": seed, "n": k,
-                                                     "profile": profile}, run, model=model)
-    return out
+    return run_grid("saliency_flow", model, tasks, seeds, run, lambda task, _: {"n": count(task), "profile": profile},
+                    progress=progress and "saliency")
 
 
 def flow_frame(runs: dict):

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from jaxtyping import Bool, Float
-from tqdm.auto import tqdm
 
+from helpers.core.grid import run_grid
 from helpers.core.positions import CLASSES, position_classes
 from helpers.core.prompts import Prompt
-from helpers.core.store import cached, pins_weights
+from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.saliency import layer_ranges, saliency_matrices, saliency_prompts
 from helpers.study.claims import claim
@@ -144,18 +144,13 @@ def class_saliency_runs(model, tasks: Sequence[str], sizes: ClassSaliencySizes, 
         raise TypeError(f"sizes must be the ClassSaliencySizes of class_saliency_sizes(profile), got "
                         f"{type(sizes).__name__}")
     tasks, seeds = run_args(tasks, sizes.seeds, n=sizes.n)
-    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
-    out = {}
-    for task, seed in tqdm([(t, s) for t in tasks for s in seeds], desc="class flows", disable=not progress):
-        def run(task=task, seed=seed):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", LabelWordWarning)  # multi-token labels: the classes hold every token
-                prompts, lids = saliency_prompts(model, task, seed, sizes.n)
-            return class_flows(model, prompts, lids, batch_size=sizes.batch_size)
+    def run(task, seed):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LabelWordWarning)  # multi-token labels: the classes hold every token
+            prompts, lids = saliency_prompts(model, task, seed, sizes.n)
+        return class_flows(model, prompts, lids, batch_size=sizes.batch_size)
 
-        out[(task, seed)] = cached("class_flows", {"model": name, "task": task, "seed": seed, "n": sizes.n}, run,
-                                   model=model)
-    return out
+    return run_grid("class_flows", model, tasks, seeds, run, {"n": sizes.n}, progress=progress and "class flows")
 
 
 def class_flow_frame(runs: dict):

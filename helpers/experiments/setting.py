@@ -11,13 +11,14 @@ from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float
-from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
+from helpers.core.checks import positive_int
+from helpers.core.grid import run_grid
 from helpers.core.predict import predict, shots_for
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.prompts import Prompt, make_icl_set
-from helpers.core.store import cached, pins_weights
+from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, Task, get_task, run_args
 from helpers.study.claims import Claim, claim
 from helpers.study.paper import FIG5_PEAK_AUCROC
@@ -52,28 +53,26 @@ def vanilla_accuracy(model: HookedTransformer, tasks: Sequence[str], seeds: Sequ
     Results are cached on disk (helpers.core.store.cached).
     """
     tasks, seeds = run_args(tasks, seeds, n_test=n_test, k_per_class=k_per_class)
+    batch_size = positive_int("batch_size", batch_size)  # refused before the store is read, not only on a miss
     import pandas as pd  # lazy: pandas takes a second to import
 
-    rows = []
-    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
+    def run(task, seed):
+        s = make_icl_set(model, task, seed, n_test, shots_for(task, k_per_class))
+        # the 1-shot run is the one notebooks 02, 03 and 05 read too (top-5 words, attention at q): it runs in
+        # full once; nothing reads more than the label logits of the 5-shot runs
+        r = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=batch_size,
+                                top_k=5 if k_per_class == 1 else 0)
+        return {"n": len(r), "dropped": s.n_dropped, "accuracy": r.accuracy, "pred": r.pred.tolist(),
+                "gold": r.gold.tolist(), "idx": [p.query.idx for p in s.prompts]}
+
     with warnings.catch_warnings():  # a multi-token label word is shown by notebook 00's task table, not per run
         warnings.simplefilter("ignore", LabelWordWarning)
-        for task in tqdm(tasks, desc=f"{k_per_class}-shot", disable=not progress):
-            k = shots_for(task, k_per_class)
-            for seed in seeds:
-                def run():
-                    s = make_icl_set(model, task, seed, n_test, k)
-                    # the 1-shot run is the one notebooks 02, 03 and 05 read too (top-5 words, attention at q): it
-                    # runs in full once; nothing reads more than the label logits of the 5-shot runs
-                    r = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=batch_size,
-                                            top_k=5 if k_per_class == 1 else 0)
-                    return {"n": len(r), "dropped": s.n_dropped, "accuracy": r.accuracy, "pred": r.pred.tolist(),
-                            "gold": r.gold.tolist(), "idx": [p.query.idx for p in s.prompts]}
-                out = cached("vanilla_accuracy", {"model": name, "task": task, "seed": seed, "n_test": n_test,
-                                                  "k": k, "profile": profile}, run, model=model)
-                rows.append({"task": task, "seed": seed, "shots": k, "n": out["n"], "dropped": out["dropped"],
-                             "accuracy": out["accuracy"], "idx": out["idx"],
-                             "correct": [int(a == b) for a, b in zip(out["pred"], out["gold"])]})
+        runs = run_grid("vanilla_accuracy", model, tasks, seeds, run,
+                        lambda task, _: {"n_test": n_test, "k": shots_for(task, k_per_class), "profile": profile},
+                        progress=progress and f"{k_per_class}-shot")
+    rows = [{"task": task, "seed": seed, "shots": shots_for(task, k_per_class), "n": out["n"],
+             "dropped": out["dropped"], "accuracy": out["accuracy"], "idx": out["idx"],
+             "correct": [int(a == b) for a, b in zip(out["pred"], out["gold"])]} for (task, seed), out in runs.items()]
     return pd.DataFrame(rows)
 
 

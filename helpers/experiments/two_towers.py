@@ -40,12 +40,13 @@ from einops import einsum
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
+from helpers.core.grid import run_grid
 from helpers.core.heads import Head, collect_at_q, frozen_norm, full_log_probs, has_post_norm, kv_head_index
 from helpers.core.prefix import PrefixCache
 from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
 from helpers.core.seeds import stream_seed
-from helpers.core.store import cached, pins_weights, result_types
+from helpers.core.store import pins_weights, result_types
 from helpers.core.tasks import label_token_ids
 from helpers.core.unrelated import (
     EvalSizes,
@@ -321,13 +322,11 @@ def towers_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: 
     check_sizes(sizes, TowersSizes, "two_towers_sizes(profile)")
     name, K, seed = run_model_name(model, model_name), sizes.k_per_class, towers_seed(sizes)
     unrelated_args(uts)
-    out = {}
-    for t, ut in uts.items():
-        hs = heads[t]
 
-        def compute(ut=ut, hs=hs):
-            prompts = fresh_demo_prompts(model, ut, seed, sizes.n_towers, K)
-            return value_outputs(model, prompts, label_token_ids(model.tokenizer, ut.task), hs, batch_size)
-        out[t] = cached("heads_towers", {"model": name, "task": t, "seed": seed, "k": K, "n": sizes.n_towers,
-                                         "heads": hs}, compute, model=model)
-    return out
+    def compute(t, seed):
+        prompts = fresh_demo_prompts(model, uts[t], seed, sizes.n_towers, K)
+        return value_outputs(model, prompts, label_token_ids(model.tokenizer, uts[t].task), heads[t], batch_size)
+
+    runs = run_grid("heads_towers", model, list(uts), [seed], compute,
+                    lambda t, _: {"k": K, "n": sizes.n_towers, "heads": heads[t]}, model_name=name)
+    return {t: runs[(t, seed)] for t in uts}

@@ -17,9 +17,9 @@ import warnings
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
+from helpers.core.grid import run_grid
 from helpers.core.models import DEFAULT_MODEL
 from helpers.core.prompts import make_icl_set
-from helpers.core.store import cached, same_weights
 from helpers.core.tasks import LabelWordWarning, get_task, run_args
 from helpers.study.config import check_environment
 from helpers.study.profile_table import PROFILES, Profile, current_tasks
@@ -137,17 +137,13 @@ def label_span_runs(kind: str, model, sizes: LabelSpanSizes, compute) -> dict[in
     if not isinstance(sizes, LabelSpanSizes):
         raise TypeError(f"sizes must be the LabelSpanSizes of label_span_sizes(profile), got {type(sizes).__name__}")
     (task,), seeds = run_args([sizes.task], sizes.seeds, n=sizes.n)
-    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
-    out = {}
-    with same_weights(model):
-        for seed in seeds:
-            def run(seed=seed):
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", LabelWordWarning)  # every label word is several tokens, by design
-                    return compute(make_icl_set(model, task, seed, sizes.n))
 
-            out[seed] = cached(kind, {"model": name, "task": task, "seed": seed, "n": sizes.n}, run, model=model)
-    return out
+    def run(task, seed):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LabelWordWarning)  # every label word is several tokens, by design
+            return compute(make_icl_set(model, task, seed, sizes.n))
+
+    return {seed: out for (_, seed), out in run_grid(kind, model, [task], seeds, run, {"n": sizes.n}).items()}
 
 
 def current_model_name(default: str | None = None) -> str:
