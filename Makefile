@@ -10,7 +10,8 @@
 #   make bench  performance figures on the default model (run it on an idle machine)
 #   make exercises  write exercises/NN_*.ipynb from the notebooks' solution cells
 #   make site   the executed notebooks of a finished `make run` (same PROFILE, MODELS) as a static site in
-#               site/html (offline; README, 'Read it without running'), then its browser check (make site-check)
+#               site/html (offline; README, 'Read it without running'), then its browser check (make site-check;
+#               skipped with a note where no Chromium is installed, required under REQUIRE_BROWSER=1 as in CI)
 #   make control    retrain a control from CONTROL_SEED (CONTROL=control, control-wide or control-negative; notebook
 #               09's models): each well under 10 min on 2 cores
 #   make record the claims of a finished `make run` (same PROFILE, MODELS) as docs/record/<model>-<profile>.json
@@ -165,7 +166,8 @@ site: setup
 	$(PY) scripts/build_site.py --profile $(PROFILE) --models $(MODELS)
 	$(MAKE) --no-print-directory site-check
 
-# every page of site/html in headless Chromium (apt-get install chromium chromium-driver)
+# every page of site/html in headless Chromium (apt-get install chromium chromium-driver; without it: skipped, exit 0,
+# unless REQUIRE_BROWSER=1)
 site-check: setup
 	$(PY) scripts/check_site.py site/html
 

@@ -26,6 +26,7 @@ non-zero naming each page and problem.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -191,7 +192,14 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         res = check_site(a.site)
-    except (BrowserMissing, FileNotFoundError) as e:
+    except BrowserMissing as e:
+        if os.environ.get("REQUIRE_BROWSER") == "1":  # make test and .ci/run: the check is not optional there
+            print(f"check_site: {e}", file=sys.stderr)
+            return 2
+        print(f"check_site: skipped, no browser here ({e}). The pages are built in {a.site}; to check them as a "
+              "reader's browser shows them, install those packages and run `make site-check`.")
+        return 0
+    except FileNotFoundError as e:
         print(f"check_site: {e}", file=sys.stderr)
         return 2
     bad = {p: v for p, v in res.items() if not p.startswith("_") and v}

@@ -177,9 +177,15 @@ def check_task_data(name: str) -> list[str]:
         if expected is None:
             problems.append(f"{where}: no checksum is recorded for {path}. {_fix_hint(task)}")
             continue
-        _, _, problem = scan_rows(path, task.n_classes)
+        _, counts, problem = scan_rows(path, task.n_classes)
         if problem:
             problems.append(f"{where}: {problem}. {_fix_hint(task)}")
+            continue
+        missing = [c for c in range(task.n_classes) if not counts.get(c)] if split == "train" else []
+        if missing:  # every prompt needs a demonstration of every class
+            words = ", ".join(f"{c} ({task.label_words[c]!r})" for c in missing)
+            problems.append(f"{where}: {path} has no rows of class {words}: every prompt shows a demonstration of "
+                            "each class, so add rows of it to that file (then record its checksums again)")
             continue
         actual = file_sha256(path)
         if actual != expected:
@@ -446,27 +452,6 @@ def store_root() -> Path:
     return Path(env) if env else cache_dir() / "results"
 
 
-def unwritable(folder: Path) -> str | None:
-    """Why nothing can be written under ``folder``, or None. Creates nothing: an existing folder gets a temporary
-    file written and removed; a missing one is judged by its nearest existing parent."""
-    import tempfile
-
-    fix = ("point it at a folder you can write (ICL_RESULTS_DIR for results, ICL_RESULTS_CACHE for the store), or "
-           "fix its permissions")
-    folder = Path(folder)
-    if folder.is_dir():
-        try:
-            with tempfile.NamedTemporaryFile(dir=folder, prefix=".preflight-"):
-                pass
-        except OSError as e:
-            return f"{folder} is not writable ({e.strerror or e}): {fix}"
-        return None
-    parent = next((p for p in folder.absolute().parents if p.exists()), None)
-    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        return f"{folder} cannot be created: {parent} is not a writable folder; {fix}"
-    return None
-
-
 def check_depth(model: str, layers: int, profile, notebooks: list[str]) -> str | None:
     """Why ``model`` (``layers`` deep) cannot run the selected notebooks, or None: notebook 02 isolates the first and
     last k layers (its k and sweep, :func:`helpers.experiments.isolation.isolation_sizes`)."""
@@ -707,6 +692,8 @@ def main(argv=None) -> int:
             fail(f"context {canon}", c)
         if not clashes:
             ok(f"label words {canon}", f"distinct first tokens in {len(all_tasks)} task(s)")
+    from helpers.study.results import unwritable
+
     for what, folder in (("results folder", a.out), ("result store", store_root())):
         why = unwritable(folder)
         if why:

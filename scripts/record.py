@@ -59,10 +59,12 @@ def how_long(records) -> str:
 
 
 def blocks(records) -> dict[str, str]:
-    """Every record block of README.md and docs/: the tables (helpers.study.record) and the run-time sentence."""
+    """Every record block of README.md and docs/: the tables (helpers.study.record), the run-time sentence and the
+    architectures a local model folder may have (helpers.core.models.architectures_text)."""
+    from helpers.core.models import architectures_text
     from helpers.study.record import render_blocks
 
-    return render_blocks(records, {"howlong": how_long})
+    return render_blocks(records, {"howlong": how_long, "architectures": lambda _: architectures_text()})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -126,6 +126,10 @@ def main(argv=None) -> int:
     os.environ.update(ICL_PROFILE=a.profile, ICL_RESULTS_DIR=str(a.out))
     problems = check_environment()
     from helpers.study.profiles import cell_timeout
+    from helpers.study.results import unwritable
+
+    if a.runs_json is None and (why := unwritable(a.out)):  # before a notebook fails on it, with a traceback
+        problems.append(f"the results folder: {why}")
 
     try:
         a.timeout = cell_timeout(a.profile, a.timeout)

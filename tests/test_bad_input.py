@@ -58,6 +58,13 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore::helpers.core.tasks.LabelWordWarning")
 
 
+def _retemplate(spec: Path, template: str) -> Path:
+    """The spec at ``spec`` with its template replaced (to try a malformed one)."""
+    data = json.loads(spec.read_text())
+    spec.write_text(json.dumps({**data, "template": template}))
+    return spec
+
+
 class CommandFailed(Exception):
     """A command exited nonzero with a message (its stderr), not a traceback."""
 
@@ -163,6 +170,10 @@ CASES: list[Bad] = [
     Bad("--checksums of malformed JSON (command line)",
         lambda e: cli("helpers.core.tasks", "--checksums", str(e.task("{oops\n", checksums=False))), CommandFailed,
         "test.jsonl, line 1: not valid JSON"),
+    Bad("--checksums of a template without {label} (command line)",
+        lambda e: cli("helpers.core.tasks", "--checksums", str(_retemplate(e.task([ROW], checksums=False),
+                                                                           "Text: {text}\nMood:"))),
+        CommandFailed, "{label}"),
     Bad("--checksums of a row past the label words (command line)",
         lambda e: cli("helpers.core.tasks", "--checksums", str(e.task([ROW, {"text": "x", "label": 3}],
                                                                       checksums=False))),
@@ -311,6 +322,14 @@ CASES: list[Bad] = [
         "model must be a HookedTransformer"),
     Bad("NaN scores into auc_roc", lambda e: auc_roc(np.array([[np.nan, 1.0], [0.5, 0.2]]), np.array([0, 1])),
         ValueError, "scores hold 1 NaN or infinite values"),
+    Bad("NaN scores into aucroc_per_layer, 3 classes",
+        lambda e: aucroc_per_layer(torch.tensor([[[float("nan"), 1.0, 0.0]], [[0.2, 0.5, 0.3]], [[0.1, 0.1, 0.8]]]),
+                                   torch.tensor([0, 1, 2])), ValueError, "scores hold 1 NaN or infinite values"),
+    Bad("NaN scores into aucroc_per_layer, 2 classes",
+        lambda e: aucroc_per_layer(torch.tensor([[[float("nan"), 1.0]], [[0.2, 0.5]]]), torch.tensor([0, 1])),
+        ValueError, "scores hold 1 NaN or infinite values"),
+    Bad("relative_flow of all-zero flows", lambda e: relative_flow(torch.zeros(4, 5, 3)), ValueError,
+        "layer(s) [0, 1, 2, 3, 4] carry no flow at all"),
     Bad("label_token_ids(None, ...)", lambda e: tasks.label_token_ids(None, "sst2"), ArgumentError,
         "tokenizer must be a tokenizer (a model's model.tokenizer), got NoneType"),
     Bad("label_token_ids(model, ...)", lambda e: tasks.label_token_ids(e.model, "sst2"), ArgumentError,
@@ -411,6 +430,22 @@ def test_more_inputs_than_the_pool_holds_says_so(env):
 
     with pytest.warns(PoolSizeWarning, match="n_test=1000000 asks for more inputs than the test pool holds"):
         make_icl_set(env.model, "sst2", 42, n_test=10**6)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "8", None, True])
+@pytest.mark.parametrize("step", ["vanilla_predictions", "vanilla_accuracy", "saliency_runs", "aucroc_runs"])
+def test_a_bad_batch_size_is_refused_on_a_full_store_too(env, monkeypatch, tmp_path, step, bad):
+    """The refusal comes before the store is read: a stored result does not let a bad batch size through."""
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path / "store"))
+    run = {"vanilla_predictions": lambda b: vanilla_predictions(env.model, env.icl.prompts, env.icl.label_ids,
+                                                                batch_size=b),
+           "vanilla_accuracy": lambda b: vanilla_accuracy(env.model, ["sst2"], [42], n_test=2, batch_size=b,
+                                                          progress=False),
+           "saliency_runs": lambda b: saliency_runs(env.model, ["sst2"], [42], n=1, batch_size=b, progress=False),
+           "aucroc_runs": lambda b: aucroc_runs(env.model, ["sst2"], [42], n=2, batch_size=b, progress=False)}[step]
+    run(2)  # stored now
+    with pytest.raises(ArgumentError, match="batch_size must be a positive integer"):
+        run(bad)
 
 
 def test_validation_runs_before_the_store_is_consulted(env, monkeypatch, tmp_path):
@@ -579,6 +614,42 @@ def test_bad_data_row_is_named_with_its_file_and_line(pf, tmp_path, data, messag
     assert f"python -m helpers.core.tasks --checksums {spec}" in problems[0]  # what to do
 
 
+def test_a_train_split_without_a_class_is_caught_by_preflight_and_named_by_the_loader(pf, tmp_path, env):
+    """No training row of one class: preflight names the file and the class before any notebook runs, and the
+    draw of demonstrations (what notebook 00 met) names the training file too."""
+    from helpers.core.prompts import sample_demos
+    from helpers.core.task_data import file_sha256
+
+    spec = _spec_task(tmp_path / "t", GOOD * 4)
+    only_negative = b"".join(json.dumps({"text": f"dull {i}", "label": 0}).encode() + b"\n" for i in range(6))
+    (tmp_path / "t" / "train.jsonl").write_bytes(only_negative)
+    (tmp_path / "t" / "checksums.json").write_text(json.dumps(
+        {n: {"sha256": file_sha256(tmp_path / "t" / n)} for n in ("train.jsonl", "test.jsonl")}))
+    problems = pf.check_task_data(str(spec))
+    train = tmp_path / "t" / "train.jsonl"
+    assert problems == [f"bad_t (train): {train} has no rows of class 1 ('Positive'): every prompt shows a "
+                        "demonstration of each class, so add rows of it to that file (then record its checksums "
+                        "again)"], problems
+    task = tasks.load_task_spec(spec)
+    with pytest.raises(PromptError, match=f"the training pool {train} has 0 row\\(s\\) of class 1 \\('Positive'\\)"):
+        sample_demos(tasks.load_split(task, "train"), task, 1, seed=42)
+
+
+def test_a_spec_may_not_take_a_shipped_tasks_name(tmp_path):
+    """A copy of a shipped spec with its template changed but its name kept would replace that task in every run
+    that names it: refused, naming the shipped task; the shipped spec itself still loads."""
+    shipped = ROOT / "data" / "rotten_tomatoes" / "task.json"
+    spec = json.loads(shipped.read_text())
+    (tmp_path / "rt").mkdir()
+    copy = tmp_path / "rt" / "task.json"
+    copy.write_text(json.dumps({**spec, "template": "Film: {text}\nVerdict: {label}"}))
+    with pytest.raises(SpecError, match="'rotten_tomatoes' is the name of the shipped task in .*data/rotten_tomatoes"):
+        tasks.load_task_spec(copy)
+    with pytest.raises(SpecError, match="is the name of the shipped task"):
+        tasks.record_checksums(copy)
+    assert tasks.load_task_spec(shipped).name == "rotten_tomatoes"
+
+
 def test_edited_data_fails_its_checksum(pf, tmp_path):
     spec = _spec_task(tmp_path / "t", GOOD)
     (tmp_path / "t" / "test.jsonl").write_bytes(GOOD.replace(b'"label": 1', b'"label": 0'))
@@ -719,6 +790,7 @@ def test_preflight_refuses_a_model_too_shallow_for_notebook_02_and_unwritable_fo
     import os
 
     from helpers.study.profiles import get_profile
+    from helpers.study.results import unwritable
 
     prof = get_profile("smoke")
     pf.check_model(str(tiny_folder))
@@ -728,17 +800,32 @@ def test_preflight_refuses_a_model_too_shallow_for_notebook_02_and_unwritable_fo
     assert f"has {layers}" in why and "NOTEBOOKS=" in why
     assert pf.check_depth("tiny", layers, prof, ["00_icl_setting", "03_deep_aucroc"]) is None
     (tmp_path / "a-file").write_text("x")
-    assert "cannot be created" in pf.unwritable(tmp_path / "a-file" / "results")  # under a file: refused as root too
-    assert pf.unwritable(tmp_path / "new" / "results") is None and not (tmp_path / "new").exists()  # creates nothing
+    assert "cannot be created" in unwritable(tmp_path / "a-file" / "results")  # under a file: refused as root too
+    assert unwritable(tmp_path / "new" / "results") is None and not (tmp_path / "new").exists()  # creates nothing
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o500)
     try:
         if os.access(ro, os.W_OK):  # root ignores the mode
             pytest.skip("this user can write to a read-only folder")
-        assert "is not writable" in pf.unwritable(ro / "results") and pf.unwritable(tmp_path / "ok") is None
+        assert "is not writable" in unwritable(ro / "results") and unwritable(tmp_path / "ok") is None
     finally:
         ro.chmod(0o700)
+
+
+def test_an_unwritable_results_folder_is_named_not_a_traceback(tmp_path, monkeypatch):
+    """results_dir() (what a notebook run by nbconvert calls) and run_all both name the folder and the fix."""
+    from helpers.study.results import ResultsFolderError, results_dir
+
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv("ICL_RESULTS_DIR", str(tmp_path / "a-file" / "results"))
+    with pytest.raises(ResultsFolderError, match="cannot be created: .*a-file is not a writable folder; point it"):
+        results_dir("google/gemma-3-270m", "smoke")
+    r = subprocess.run([sys.executable, "scripts/run_all.py", "--profile", "smoke", "--models", "gemma",
+                        "--notebooks", "00"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "ICL_RESULTS_DIR": str(tmp_path / "a-file" / "results")})
+    assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "run_all: the results folder: " in r.stdout and "nothing was run" in r.stdout, r.stdout[-2000:]
 
 
 def test_model_folder_passes_with_its_size(pf, tiny_folder, monkeypatch):

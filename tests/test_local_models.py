@@ -314,7 +314,7 @@ def test_smollm2_directory_loads_as_llama():
 
 
 def _tiny_config(arch: str, vocab: int):
-    """A 2-layer random config of every architecture the loader lists (helpers.core.models._LOCAL_ARCHITECTURES)."""
+    """A 2-layer random config of every architecture the loader lists (helpers.core.models.LOCAL_ARCHITECTURES)."""
     import transformers as tr
 
     base = dict(vocab_size=vocab, hidden_size=D_MODEL, intermediate_size=64, num_hidden_layers=2,
@@ -343,7 +343,7 @@ def _tiny_config(arch: str, vocab: int):
     return tr.AutoConfig.for_model(model_type, **kw)
 
 
-@pytest.mark.parametrize("arch", models._LOCAL_ARCHITECTURES)
+@pytest.mark.parametrize("arch", models.LOCAL_ARCHITECTURES)
 def test_every_supported_architecture_loads_and_matches_transformers(arch, tmp_path):
     """Every architecture the loader (and preflight) accepts is loaded for real from a tiny random folder and gives
     transformers' log-probabilities; one that cannot is taken off the list rather than failing mid-run."""
@@ -368,3 +368,13 @@ def test_architectures_that_do_not_convert_are_refused_with_the_list(arch, tmp_p
     (tmp_path / "config.json").write_text(json.dumps({"architectures": [arch], "model_type": "phi3"}))
     with pytest.raises(LocalModelError, match=f"is a {arch}, which TransformerLens cannot load"):
         resolve_name(str(tmp_path))
+
+
+def test_the_docs_list_the_architectures_the_loader_accepts():
+    """docs/your-own.md's list is rendered from the loader's own lists (make tables): every accepted architecture
+    has its name there, and nothing is listed that the loader refuses."""
+    accepted = set(models.LOCAL_ARCHITECTURES) | set(models.LOCAL_GEMMA_ARCHITECTURES)
+    assert set(models.ARCHITECTURE_NAMES) == accepted
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "your-own.md").read_text()
+    assert f"<!-- record:architectures -->\n{models.architectures_text()}<!-- /record:architectures -->" in doc
+    assert "Phi" not in models.architectures_text()

@@ -283,3 +283,18 @@ def test_the_run_line_sits_right_under_the_title(tmp_path):
     cells = json.loads((tmp_path / "out.ipynb").read_text())["cells"]
     assert cells[0]["source"] == "# 01 · Title" and "site-run" in cells[1]["source"]
     assert cells[2]["source"] == "**Objectives.** Read." and cells[2]["id"] != cells[0]["id"]
+
+
+def test_make_site_without_a_browser_builds_and_says_the_check_was_skipped(tmp_path, monkeypatch, capsys):
+    """Where no Chromium is found, the check says so and how to run it, and exits 0 (a reader who only wants the
+    pages gets them); with REQUIRE_BROWSER=1 (make test, .ci/run) the same case fails."""
+    monkeypatch.setattr(check_site.shutil, "which", lambda name: None)
+    (tmp_path / "index.html").write_text("<html><body>x</body></html>")
+    monkeypatch.delenv("REQUIRE_BROWSER", raising=False)
+    assert check_site.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "check_site: skipped, no browser here" in out and "apt-get install chromium chromium-driver" in out
+    assert "make site-check" in out
+    monkeypatch.setenv("REQUIRE_BROWSER", "1")
+    assert check_site.main([str(tmp_path)]) == 2
+    assert "headless Chromium is needed" in capsys.readouterr().err

@@ -71,6 +71,10 @@ __all__ = [
     "local_model_name",
     "load_model",
     "resolve_name",
+    "LOCAL_ARCHITECTURES",
+    "LOCAL_GEMMA_ARCHITECTURES",
+    "ARCHITECTURE_NAMES",
+    "architectures_text",
 ]
 
 DEFAULT_MODEL = GEMMA
@@ -132,13 +136,32 @@ def dtype_name(dtype: torch.dtype | str | None = None) -> str:
 # tiny random model and checked against transformers (tests/test_local_models.py). Phi (PhiForCausalLM) and Phi-3
 # (Phi3ForCausalLM) are not on the list: with TransformerLens 3.9 and transformers 5 the first fails to read its
 # config (no partial_rotary_factor) and the second converts to layer-norm biases its RMSNorm does not have.
-_LOCAL_ARCHITECTURES = (
+LOCAL_ARCHITECTURES = (
     "GPT2LMHeadModel", "GPTJForCausalLM", "GPTNeoXForCausalLM", "GPTNeoForCausalLM", "OPTForCausalLM",
     "BloomForCausalLM", "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
     "Qwen3ForCausalLM", "GptOssForCausalLM", "ApertusForCausalLM", "OlmoeForCausalLM", "Olmo3ForCausalLM",
 )
 # ... and these from the official checkpoint of the same shape
 LOCAL_GEMMA_ARCHITECTURES = ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM")
+# what docs/your-own.md calls each accepted architecture (its list is rendered from these by `make tables`)
+ARCHITECTURE_NAMES = {
+    "GPT2LMHeadModel": "GPT-2", "GPTJForCausalLM": "GPT-J", "GPTNeoXForCausalLM": "GPT-NeoX",
+    "GPTNeoForCausalLM": "GPT-Neo", "OPTForCausalLM": "OPT", "BloomForCausalLM": "BLOOM", "LlamaForCausalLM": "Llama",
+    "MistralForCausalLM": "Mistral", "MixtralForCausalLM": "Mixtral", "Qwen2ForCausalLM": "Qwen 2",
+    "Qwen3ForCausalLM": "Qwen 3", "GptOssForCausalLM": "gpt-oss", "ApertusForCausalLM": "Apertus",
+    "OlmoeForCausalLM": "OLMoE", "Olmo3ForCausalLM": "OLMo 3", "GemmaForCausalLM": "Gemma",
+    "Gemma2ForCausalLM": "Gemma 2", "Gemma3ForCausalLM": "Gemma 3",
+}
+
+
+def architectures_text() -> str:
+    """The architectures a local folder may have, as docs/your-own.md lists them (one line, from
+    :data:`LOCAL_ARCHITECTURES` and :data:`LOCAL_GEMMA_ARCHITECTURES`: nothing listed that the loader refuses)."""
+    names = [ARCHITECTURE_NAMES[a] for a in LOCAL_ARCHITECTURES]
+    gemma = [ARCHITECTURE_NAMES[a] for a in LOCAL_GEMMA_ARCHITECTURES]
+    return (f"{', '.join(names)}, and {', '.join(gemma[:-1])} and {gemma[-1]} (a Gemma folder must have the shape of "
+            "an official Gemma checkpoint, since TransformerLens writes Gemma's settings per checkpoint).\n")
+
 # Paper's convention (GPT-2, GPT-J) and TransformerLens' (GPT-NeoX): no BOS. Other models follow their tokenizer.
 _NO_BOS_MODEL_TYPES = ("gpt2", "gptj", "gpt_neox")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
@@ -178,7 +201,7 @@ def local_config(path: Path) -> dict:
     except ValueError as e:
         raise LocalModelError(f"{str(path / 'config.json')!r} is not valid JSON ({e}). {_SAVE_HINT}") from e
     archs = config.get("architectures") or []
-    supported = sorted(_LOCAL_ARCHITECTURES + LOCAL_GEMMA_ARCHITECTURES)
+    supported = sorted(LOCAL_ARCHITECTURES + LOCAL_GEMMA_ARCHITECTURES)
     if not archs:
         raise LocalModelError(f"{str(path / 'config.json')!r} names no architecture ('architectures' is missing). "
                               f"Save the model from a *ForCausalLM class, e.g. AutoModelForCausalLM; supported: "

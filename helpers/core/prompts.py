@@ -40,7 +40,7 @@ from jaxtyping import Int
 
 from helpers.core.checks import is_int, positive_int, seed_arg
 from helpers.core.model_loading import uses_bos
-from helpers.core.tasks import Task, get_task, label_token_ids, load_split
+from helpers.core.tasks import Task, get_task, label_token_ids, load_split, task_files
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -157,9 +157,20 @@ def class_draws(train, task: str | Task, k_per_class: int, seed: int, exclude: S
     for c in range(task.n_classes):
         rows = order[labels[order] == c][:k_per_class]
         if len(rows) < k_per_class:
-            raise PromptError(f"{task.display}: class {c} has {len(rows)} rows, need {k_per_class}.")
+            raise PromptError(f"{task.display}: {_pool_name(task)} has {len(rows)} row(s) of class {c} "
+                              f"({task.label_words[c]!r}){' left after the excluded rows' if len(exclude) else ''}, "
+                              f"and {k_per_class} demonstration(s) per class are needed: add rows of that class to "
+                              "the training file, or use fewer demonstrations per class")
         out.append(rows.tolist())
     return out
+
+
+def _pool_name(task: Task) -> str:
+    """The training file a task's demonstrations come from, for a message (its train split's path)."""
+    try:
+        return f"the training pool {task_files(task)['train']}"
+    except Exception:  # a pool built in memory (paper B's binary tasks): no file of its own
+        return "the training pool"
 
 
 def demos_from_indices(train, indices: Sequence[int]) -> list[Demo]:

@@ -324,6 +324,12 @@ def task_from_spec(spec: dict, base: str | Path | None = None, spec_path: str | 
         raise SpecError(f"{where}: 'name' must be letters, digits, '_', '.' or '-' (got {name!r})")
     if name in TASKS:
         raise SpecError(f"{where}: {name!r} is a shipped task's name; choose another 'name'")
+    shipped = next((data_dir() / name / n for n in SPEC_NAMES if (data_dir() / name / n).is_file()), None)
+    if (shipped is not None and spec_path is not None and Path(spec_path).resolve() != shipped.resolve()
+            and _read_spec(shipped) != spec):
+        raise SpecError(f"{where}: {name!r} is the name of the shipped task in {shipped.parent}, and this spec "
+                        "differs from it; a run would file its results under that task. Choose another 'name' "
+                        "(and `python -m helpers.core.tasks --checksums` the spec again)")
     if "template" not in spec or not isinstance(spec["template"], str):
         raise SpecError(f"{where} needs a 'template' string with {{text}} and {{label}}, "
                         "e.g. \"Review: {text}\\nSentiment: {label}\"")
@@ -566,6 +572,6 @@ if __name__ == "__main__":
     ap.add_argument("--checksums", metavar="SPEC", required=True, help="the task spec file (JSON or TOML)")
     try:
         out = record_checksums(ap.parse_args().checksums)
-    except (SpecError, CorruptDataError, LabelCollisionError) as e:  # a message, not a traceback
+    except (SpecError, TemplateError, CorruptDataError, LabelCollisionError) as e:  # a message, not a traceback
         sys.exit(f"error: {e}")
     print(f"wrote {out}")

@@ -20,7 +20,7 @@ from helpers.study.profile_table import PROFILES, current_tasks
 from helpers.study.profiles import OWN_TASK_EXAMPLE, current_model_name, current_own_task, get_profile
 from helpers.study.stats import Interval
 
-__all__ = ["results_dir", "run_key", "run_tasks", "studies_tasks", "save_metrics", "load_metrics", "save_figure", "model_slug", "summary_row", "mean_std"]
+__all__ = ["ResultsFolderError", "unwritable", "results_dir", "run_key", "run_tasks", "studies_tasks", "save_metrics", "load_metrics", "save_figure", "model_slug", "summary_row", "mean_std"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -89,8 +89,38 @@ def results_dir(model_name: str | None = None, profile: str | None = None) -> Pa
     profile = profile or get_profile().name
     base = Path(os.environ.get("ICL_RESULTS_DIR") or ROOT / "results")
     d = base / model_slug(model_name) / run_key(profile)
-    d.mkdir(parents=True, exist_ok=True)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ResultsFolderError(unwritable(d) or f"{d} cannot be created ({e.strerror or e})") from None
     return d
+
+
+class ResultsFolderError(OSError):
+    """The results folder cannot be written; the message names the folder and the fix."""
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why nothing can be written under ``folder``, or None. Creates nothing: an existing folder gets a temporary
+    file written and removed; a missing one is judged by its nearest existing parent."""
+    import tempfile  # lazy: only when a folder is checked
+
+    fix = ("point it at a folder you can write (ICL_RESULTS_DIR for results, ICL_RESULTS_CACHE for the store), or "
+           "fix its permissions")
+    folder = Path(folder)
+    if folder.is_dir():
+        try:
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".preflight-"):
+                pass
+        except OSError as e:
+            return f"{folder} is not writable ({e.strerror or e}): {fix}"
+        return None
+    parent = next((p for p in folder.absolute().parents if p.exists()), None)
+    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"{folder} cannot be created: {parent} is not a writable folder; {fix}"
+    return None
+
+
 
 
 def save_metrics(section: str, metrics: dict, model_name: str | None = None, profile: str | None = None) -> Path:
