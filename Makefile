@@ -71,9 +71,7 @@ CONTROL ?= control
 # `make setup TORCH=...` with another value reinstalls torch (and only torch): the build that was
 # there is replaced even if pip would call it satisfied (e.g. the CPU build for TORCH=torch). torch's own
 # dependencies are held to the lock's versions (-c). Then the lock is installed as it is, and the project
-# without resolving anything (--no-deps): pip freeze --all gives the lock plus torch and pip. --no-compile: pip
-# would byte-compile all 20,000 files of the environment one by one (78 s of a core, measured); Python compiles
-# the modules a run imports, once, when it first imports them.
+# without resolving anything (--no-deps): pip freeze --all gives the lock plus torch and pip.
 TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s' '$(TORCH)' | cksum | cut -d' ' -f1)
 
 setup: $(VENV)/.setup-done $(TORCH_STAMP)
@@ -81,13 +79,13 @@ setup: $(VENV)/.setup-done $(TORCH_STAMP)
 $(TORCH_STAMP):
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --no-compile --force-reinstall --no-deps "$(TORCH)"
-	$(PY) -m pip install --quiet --no-compile -c $(LOCK) "$(TORCH)"
+	$(PY) -m pip install --quiet --force-reinstall --no-deps "$(TORCH)"
+	$(PY) -m pip install --quiet -c $(LOCK) "$(TORCH)"
 	rm -f $(VENV)/.torch-*
 	printf '%s\n' '$(TORCH)' > $@
 
 $(VENV)/.setup-done: pyproject.toml $(LOCK) | $(TORCH_STAMP)
-	$(PY) -m pip install --quiet --no-compile -r $(LOCK)
+	$(PY) -m pip install --quiet -r $(LOCK)
 	# setuptools tells every editable install of a flat layout to beware of same-named folders (a UserWarning of
 	# the build backend); helpers/ is the package itself, so it is silenced here
 	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet --no-deps -e ".[dev,lab]"
