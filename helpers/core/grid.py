@@ -26,7 +26,7 @@ T = TypeVar("T")
 def model_label(model, model_name: str | None = None) -> str:
     """The name stored results file a model under: ``model_name`` when given, else the name it was loaded by
     (``cfg.icl_model_name``), else TransformerLens' ``cfg.model_name``."""
-    return model_name or getattr(model.cfg, "icl_model_name", model.cfg.model_name)
+    return model_name if model_name is not None else getattr(model.cfg, "icl_model_name", model.cfg.model_name)
 
 
 def run_grid(step: str, model, tasks: Sequence[str], seeds: Sequence[int], compute: Callable[[str, int], T],

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from helpers.core.checks import ArgumentError, model_arg, seed_list
-from helpers.core.grid import run_grid
+from helpers.core.grid import model_label, run_grid
 from helpers.core.prompts import (
     Demo,
     PoolSizeWarning,
@@ -51,7 +51,6 @@ __all__ = [
     "eval_sizes",
     "eval_set",
     "check_sizes",
-    "run_model_name",
     "cached_eval_runs",
 ]
 
@@ -190,11 +189,6 @@ def eval_set(model: HookedTransformer, ut: UnrelatedTask, seed: int, sizes: Eval
 # ``model.cfg.icl_model_name``; notebook 07 passes ``current_model_name()``).
 
 
-def run_model_name(model: HookedTransformer, model_name: str | None) -> str:
-    """The model name a cached run records: ``model_name`` if given, else the one the loader recorded."""
-    return model_name if model_name is not None else getattr(model.cfg, "icl_model_name", model.cfg.model_name)
-
-
 def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes: EvalSizes,
                      seeds: Sequence[int] | None, model_name: str | None, run: Callable,
                      heads: dict[str, Sequence[tuple[int, int]]] | None = None,
@@ -209,7 +203,7 @@ def cached_eval_runs(kind: str, model: HookedTransformer, uts: dict[str, Unrelat
     """
     model_arg(model)
     check_sizes(sizes)
-    name, K, seeds = run_model_name(model, model_name), sizes.k_per_class, sizes.seeds if seeds is None else seeds
+    name, K, seeds = model_label(model, model_name), sizes.k_per_class, sizes.seeds if seeds is None else seeds
     seeds = unrelated_args(uts, seeds)
 
     def params(t, _):

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from helpers.core.grid import run_grid
+from helpers.core.grid import model_label, run_grid
 from helpers.core.heads import Head, label_attention_at_q
 from helpers.core.predict import HookFactory
 from helpers.core.prefix import PrefixError
@@ -43,7 +43,7 @@ from helpers.core.prefix_runs import predict_with_cache, shared_cache
 from helpers.core.prompts import PoolSizeWarning, Prompt, build_prompts, class_draws, demos_from_indices, sample_test
 from helpers.core.store import pins_weights, result_types
 from helpers.core.tasks import label_token_ids
-from helpers.core.unrelated import EvalSizes, UnrelatedTask, check_sizes, eval_sizes, run_model_name, unrelated_args
+from helpers.core.unrelated import EvalSizes, UnrelatedTask, check_sizes, eval_sizes, unrelated_args
 from helpers.study.claims import Claim, claim
 from helpers.study.stats import Interval, bootstrap_means, bootstrap_of_means
 
@@ -308,7 +308,7 @@ def bias_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: di
     if not set(kinds) <= set(fns):
         raise ValueError(f"kinds must be among {sorted(fns)}")
     check_sizes(sizes)
-    name, seeds = run_model_name(model, model_name), sizes.seeds if seeds is None else seeds
+    name, seeds = model_label(model, model_name), sizes.seeds if seeds is None else seeds
     seeds = unrelated_args(uts, seeds)
     out = {}
     for kind in kinds:  # one grid per kind of bias

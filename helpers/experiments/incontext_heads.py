@@ -46,7 +46,7 @@ from einops import rearrange
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from helpers.core.grid import run_grid
+from helpers.core.grid import model_label, run_grid
 from helpers.core.heads import Head, ablated_last_logprobs, collect_at_q, full_log_probs, head_contributions
 from helpers.core.prefix import PrefixCache
 from helpers.core.prefix_runs import prompt_batches, shared_cache
@@ -59,7 +59,6 @@ from helpers.core.unrelated import (
     check_sizes,
     eval_sizes,
     make_set,
-    run_model_name,
     unrelated_args,
 )
 
@@ -274,7 +273,7 @@ def attribution_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], si
     """:func:`head_attribution` (zero ablation) per task on ``sizes.n_attr`` prompts of
     :func:`attribution_seed` (cache kind ``"heads_attr"``). Returns ``{task: HeadScores}``."""
     check_sizes(sizes, HeadsSizes, "incontext_heads_sizes(profile)")
-    name, K, seed = run_model_name(model, model_name), sizes.k_per_class, attribution_seed(sizes)
+    name, K, seed = model_label(model, model_name), sizes.k_per_class, attribution_seed(sizes)
     unrelated_args(uts)
 
     def compute(t, seed):

@@ -40,7 +40,7 @@ from einops import einsum
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from helpers.core.grid import run_grid
+from helpers.core.grid import model_label, run_grid
 from helpers.core.heads import Head, collect_at_q, frozen_norm, full_log_probs, has_post_norm, kv_head_index
 from helpers.core.prefix import PrefixCache
 from helpers.core.prefix_runs import prompt_batches, shared_cache
@@ -55,7 +55,6 @@ from helpers.core.unrelated import (
     check_sizes,
     eval_sizes,
     fresh_demo_prompts,
-    run_model_name,
     unrelated_args,
 )
 from helpers.study.claims import Claim, claim
@@ -320,7 +319,7 @@ def towers_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: 
     demonstrations (:func:`helpers.core.unrelated.fresh_demo_prompts`, seed :func:`towers_seed`), per task
     (cache kind ``"heads_towers"``); :func:`two_towers` reads them. Returns ``{task: ValueOutputs}``."""
     check_sizes(sizes, TowersSizes, "two_towers_sizes(profile)")
-    name, K, seed = run_model_name(model, model_name), sizes.k_per_class, towers_seed(sizes)
+    name, K, seed = model_label(model, model_name), sizes.k_per_class, towers_seed(sizes)
     unrelated_args(uts)
 
     def compute(t, seed):
