@@ -19,7 +19,7 @@ import torch
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
-from helpers.experiments.compression import speed_verdict, time_icl_vs_anchor
+from helpers.protocols.compression import speed_verdict, time_icl_vs_anchor
 from helpers.study.paper import TABLE3_SPEEDUP as PAPER
 from helpers.study.profile_table import OFFLINE_TASKS
 from helpers.study.profiles import current_model_name

@@ -11,7 +11,7 @@ Measured in this one process, on the same prompts, one after the other:
     label words isolated in the first 5 layers), with the largest difference
     between the two modes (they must agree);
 (b) Hidden_anchor vs full ICL time per input, per task, with the token-ratio
-    bound (``helpers.experiments.compression.time_icl_vs_anchor``; goal: >= 90% of the bound);
+    bound (``helpers.protocols.compression.time_icl_vs_anchor``; goal: >= 90% of the bound);
 (c) peak resident memory of the process after each stage;
 (d) what ``helpers.core.tl_patches.matmul_layout`` saves: label prediction one input at
     a time and batched, with the weights as TransformerLens stores them
@@ -92,7 +92,7 @@ def measure_isolation(model, tasks, n: int = 16, batch_size: int = 16, k: int = 
 
 def measure_compression(model, tasks, n: int = 16, repeats: int = 3, seed: int = 42) -> list[dict]:
     from helpers.core.prompts import make_icl_set
-    from helpers.experiments.compression import time_icl_vs_anchor
+    from helpers.protocols.compression import time_icl_vs_anchor
 
     rows = []
     for task in tasks:
@@ -320,7 +320,7 @@ def main(argv=None) -> dict:
     import bench_saliency
 
     from helpers.core.models import load_model
-    from helpers.experiments.compression import speed_verdict
+    from helpers.protocols.compression import speed_verdict
     from helpers.study.profiles import current_model_name, get_profile
     from helpers.study.results import model_slug, results_dir
 

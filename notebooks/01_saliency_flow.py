@@ -38,7 +38,7 @@
 # every input gets its **own** demonstrations (one per class, drawn with a per-input seed). We plot the
 # three means per layer relative to their sum, then average over seeds. Every number comes with a 95%
 # interval from a two-level bootstrap: the seeds are resampled, then the inputs within each (task, seed),
-# and the whole curve is recomputed (`helpers.experiments.saliency.flow_intervals`). The three flows of
+# and the whole curve is recomputed (`helpers.protocols.saliency.flow_intervals`). The three flows of
 # an input are resampled together, so the differences between flows are paired.
 #
 # Under `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs: the numbers test
@@ -50,8 +50,9 @@ from IPython.display import display
 from helpers.core.models import load_model
 from helpers.core.tasks import get_task
 from helpers.exercises.saliency import check_attention_patterns, check_pattern_saliency, check_saliency_flows
-from helpers.experiments import saliency as sal
+from helpers.experiments.saliency import saliency_flow, saliency_matrices, saliency_prompts
 from helpers.experiments.saliency_graph import flow_graph
+from helpers.protocols import saliency as sal
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
@@ -179,12 +180,12 @@ def saliency_flows(I: torch.Tensor, prompt: Prompt) -> torch.Tensor:
 # %%
 check_saliency_flows(saliency_flows)
 
-prompts, lids = sal.saliency_prompts(model, profile.tasks[0], seed=sizes.seeds[0], n=1)
+prompts, lids = saliency_prompts(model, profile.tasks[0], seed=sizes.seeds[0], n=1)
 prompt = prompts[0]
 I = pattern_saliency(model, prompt, lids).float().cpu()  # on the CPU, as the helpers return their results
 flows = saliency_flows(I, prompt)
-torch.testing.assert_close(I, sal.saliency_matrices(model, prompts, lids)[0], rtol=1e-3, atol=1e-5 * float(I.max()))
-torch.testing.assert_close(flows, sal.saliency_flow(model, prompts, lids)[0], rtol=1e-3, atol=1e-6)
+torch.testing.assert_close(I, saliency_matrices(model, prompts, lids)[0], rtol=1e-3, atol=1e-5 * float(I.max()))
+torch.testing.assert_close(flows, saliency_flow(model, prompts, lids)[0], rtol=1e-3, atol=1e-6)
 rel = flows / flows.sum(-1, keepdim=True)
 plots.show_saliency_by_hand(get_task(profile.tasks[0]).display, prompt, rel)
 
@@ -236,7 +237,7 @@ _ = plots.flows_by_layer(sal.flow_frame(runs), intervals=ivs, panels=display_nam
 
 # %%
 for t in profile.tasks:
-    (first, *_), ids = sal.saliency_prompts(model, t, seed=sizes.seeds[0], n=1)
+    (first, *_), ids = saliency_prompts(model, t, seed=sizes.seeds[0], n=1)
     plots.show_flow_view(model, flow_graph(model, first, ids), f"01_flow_graph_{t}",
                          title=f"{display_name[t]}: the saliency flows of one prompt on {current_model_name()}")
 
@@ -245,7 +246,7 @@ for t in profile.tasks:
 #
 # The paper reports curves, not numbers. Its claims are stated as checks that were fixed before
 # any run, and each is judged on the 95% intervals of paired contrasts between the flows of each
-# task's seed-averaged relative curve (`helpers.experiments.saliency.saliency_verdict`):
+# task's seed-averaged relative curve (`helpers.protocols.saliency.saliency_verdict`):
 # 1. shallow layers (the first third): the intervals of $S_{wp} - S_{pq}$ and of $S_{wp} - S_{ww}$,
 #    averaged over those layers, both lie above zero;
 # 2. deep layers (the last half): the intervals of $S_{pq} - S_{wp}$ and of $S_{pq} - S_{ww}$ both

@@ -61,7 +61,8 @@ from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids
 from helpers.exercises.isolation import check_block_label_rows, check_isolated_label_logits
-from helpers.experiments import isolation as iso
+from helpers.experiments.isolation import label_token_share, layer_range, run_isolation
+from helpers.protocols import isolation as iso
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
@@ -151,8 +152,8 @@ prompt, lids = one.prompts[0], one.label_ids
 with torch.no_grad():
     moves = {"unmodified": isolated_label_logits(model, prompt, lids, []).float().cpu()}  # the helpers' device
     for where in ("first", "last"):
-        mine = isolated_label_logits(model, prompt, lids, iso.layer_range(model, where, k)).float().cpu()
-        torch.testing.assert_close(mine, iso.run_isolation(model, [prompt], lids, "label", where, k).label_logits[0],
+        mine = isolated_label_logits(model, prompt, lids, layer_range(model, where, k)).float().cpu()
+        torch.testing.assert_close(mine, run_isolation(model, [prompt], lids, "label", where, k).label_logits[0],
                                    rtol=1e-4, atol=1e-4)
         moves[f"label words isolated, {where} {k} layers"] = mine
 plots.show_isolation_by_hand(get_task(profile.tasks[0]), prompt, moves)
@@ -203,7 +204,7 @@ t5_task = "agnews" if "agnews" in profile.tasks else profile.tasks[0]
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", LabelWordWarning)
     t5_lids = label_token_ids(model.tokenizer, t5_task)
-share = {c: float(pd.Series([iso.label_token_share(runs[(t5_task, s)][key], t5_lids) for s in sizes.seeds]).mean())
+share = {c: float(pd.Series([label_token_share(runs[(t5_task, s)][key], t5_lids) for s in sizes.seeds]).mean())
          for c, key in [("without isolation", "base"), (f"label words first {k}", ("label", "first", k)),
                         (f"label words last {k}", ("label", "last", k))]}
 # paper Table 5: a row per input (first seed's first 4), its top-5 tokens without isolation and with the label words
@@ -214,9 +215,9 @@ plots.show_top_tokens(model, runs[(t5_task, sizes.seeds[0])], k, share, get_task
 # ## Paper vs ours
 #
 # The paper gives Fig. 4 as bars. Its claims become checks fixed before the run
-# (`helpers.experiments.isolation.isolation_verdict`, one claim per check in `isolation_claims`), on mean
+# (`helpers.protocols.isolation.isolation_verdict`, one claim per check in `isolation_claims`), on mean
 # label loyalty over tasks and seeds at $k = 5$ with 95% intervals that resample seeds and, within each
-# seed, the test inputs (`helpers.study.stats`):
+# seed, the test inputs (`helpers.core.stats`):
 # 1. label words isolated in the first layers hurt most: for each of the three other conditions,
 #    the interval of its loyalty minus label-first's (paired on the same inputs: for the random
 #    control, its first inputs) lies above zero;

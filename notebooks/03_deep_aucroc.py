@@ -56,7 +56,8 @@ from IPython.display import display
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
 from helpers.exercises.aucroc import check_attention_at_q, check_label_attention
-from helpers.experiments import aucroc as auc
+from helpers.experiments.aucroc import label_attention_reference, mean_curves
+from helpers.protocols import aucroc as auc
 from helpers.study import paper, plots
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
@@ -136,7 +137,7 @@ check_label_attention(label_attention_at_q)
 one = make_icl_set(model, profile.tasks[0], profile.seeds[0], n_test=1)
 prompt = one.prompts[0]
 mine = label_attention_at_q(model, prompt, len(one.label_ids))
-torch.testing.assert_close(mine, auc.label_attention_reference(model, prompt, one.label_ids))
+torch.testing.assert_close(mine, label_attention_reference(model, prompt, one.label_ids))
 plots.show_label_attention_by_hand(one.task, prompt, mine)
 
 # %% [markdown]
@@ -167,7 +168,7 @@ for name in names:
     if m is not model:
         del m
         gc.collect()
-curves = {name: auc.mean_curves(frames[name]) for name in names}
+curves = {name: mean_curves(frames[name]) for name in names}
 _ = plots.aucroc_by_layer({f"{name.split('/')[-1]} (mean over tasks, seeds)": curve for name, curve in curves.items()},
                           x="layer", curves={"auc": "AUCROC$_l$", "r": "$R_l$"}, threshold=0.5, save_as="03_aucroc")
 display(auc.per_task_table(pd.concat(frames.values(), ignore_index=True)))  # peak AUCROC_l, R_l crossing per task
@@ -175,9 +176,9 @@ display(auc.per_task_table(pd.concat(frames.values(), ignore_index=True)))  # pe
 # %% [markdown]
 # ## Paper vs ours
 #
-# Checks fixed before any run (`helpers.experiments.aucroc.aucroc_verdict`), on this run's model, each on the
+# Checks fixed before any run (`helpers.protocols.aucroc.aucroc_verdict`), on this run's model, each on the
 # 95% interval of its statistic (seeds, then test inputs within each task and seed, resampled;
-# `helpers.experiments.aucroc.curve_intervals`):
+# `helpers.protocols.aucroc.curve_intervals`):
 # 1. the peak $\mathrm{AUCROC}_l$ (of each seed's task-averaged curve) is at least 0.75 (the paper: "about
 #    0.8"): the whole interval must be;
 # 2. the peak lies in the deeper half of the layers (layer $\ge \lfloor L/2 \rfloor$, 0-based): the whole

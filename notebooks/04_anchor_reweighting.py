@@ -54,7 +54,7 @@ from IPython.display import display
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
 from helpers.exercises.reweighting import check_reweight_pattern, check_reweighted_label_logits
-from helpers.experiments import reweighting as rw
+from helpers.protocols import reweighting as rw
 from helpers.study import plots
 from helpers.study.claims import quote_claim, report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
@@ -138,6 +138,8 @@ def reweighted_label_logits(model: HookedTransformer, prompt: Prompt, beta: torc
 # the deeper half of the layers, and compare with the helper that Table 1 uses.
 
 # %%
+from helpers.experiments.reweighting import reweighted_label_logits_reference
+
 check_reweighted_label_logits(reweighted_label_logits)
 
 one = make_icl_set(model, profile.tasks[0], sizes.seeds[0], n_test=1)
@@ -147,7 +149,7 @@ target = int(plain.argmin())
 beta = torch.zeros(L, H, prompt.n_demos)
 beta[L // 2:, :, [i for i, c in enumerate(prompt.label_class) if c == target]] = 1.0
 mine = reweighted_label_logits(model, prompt, beta, one.label_ids)
-torch.testing.assert_close(mine, rw.reweighted_label_logits_reference(model, prompt, beta, one.label_ids))
+torch.testing.assert_close(mine, reweighted_label_logits_reference(model, prompt, beta, one.label_ids))
 plots.show_reweighting_by_hand(one.task, target, plain, mine, layers=(L // 2, L - 1))
 
 # %% [markdown]
@@ -164,7 +166,7 @@ plots.show_reweighting_by_hand(one.task, target, plain, mine, layers=(L // 2, L 
 #
 # Every seed of the profile and `sizes.n_test` inputs per (task, seed) (`rw.reweighting_sizes`); each (task, seed) is cached on disk.
 # Each demonstration set (1-shot, 5-shot) runs once and the inputs as suffixes against it (`helpers.core.prefix`).
-# Intervals resample the seeds and, within each seed, the test inputs (`helpers.study.stats.bootstrap_means`).
+# Intervals resample the seeds and, within each seed, the test inputs (`helpers.core.stats.bootstrap_means`).
 #
 # The cell shows the accuracies per (task, seed), then Table 1 (averages over tasks, with intervals), then the
 # learned $\beta$ per demonstration (panel title = the demonstration's class), layer × head, for the first task
@@ -186,7 +188,7 @@ plots.loss_curves({f"{t} s{s}": r.result.epoch_losses for (t, s), r in rows.item
 # %% [markdown]
 # ## Paper vs ours
 #
-# Criteria (fixed before the run, `helpers.experiments.reweighting.table1_verdict`), on the task-averaged gains
+# Criteria (fixed before the run, `helpers.protocols.reweighting.table1_verdict`), on the task-averaged gains
 # paired per input: *replicates* if the 95% intervals of re-weighting minus 1-shot and of re-weighting minus
 # 5-shot both lie above zero; *partly* if only the first does; *does not replicate* if the first lies below zero;
 # *inconclusive* if it contains zero. Each gain is also judged alone (above zero / contains zero / below zero).

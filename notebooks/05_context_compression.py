@@ -57,12 +57,13 @@ from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
+from helpers.core.stats import bootstrap_means, paired_differences
 from helpers.exercises.compression import check_hidden_anchor_logits, check_input_mask
-from helpers.experiments import compression as comp
+from helpers.experiments.compression import METHODS, anchor_keep, compression_set
+from helpers.protocols import compression as comp
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
-from helpers.study.stats import bootstrap_means, paired_differences
 
 profile = get_profile()
 model_name = current_model_name()
@@ -165,14 +166,16 @@ def hidden_anchor_logits(model: HookedTransformer, prompt, keep, label_ids) -> t
 # SST-2 prompt, beside full ICL.
 
 # %%
+from helpers.experiments.compression import hidden_anchor_reference
+
 check_hidden_anchor_logits(hidden_anchor_logits)
 one = make_icl_set(model, "sst2", profile.seeds[0], 1)
-prompt, keep = one.prompts[0], comp.anchor_keep(one.prompts[0])
+prompt, keep = one.prompts[0], anchor_keep(one.prompts[0])
 with torch.inference_mode():
     mine = hidden_anchor_logits(model, prompt, keep, one.label_ids).float().cpu()
     full = model(prompt.tokens[None])[0, prompt.q, list(one.label_ids)].float().cpu()
-torch.testing.assert_close(mine, comp.hidden_anchor_reference(model, prompt, keep, one.label_ids), atol=1e-3, rtol=1e-3)
-plots.show_hidden_anchor_by_hand(model.tokenizer, one, keep, comp.prefix_len(prompt), full, mine)
+torch.testing.assert_close(mine, hidden_anchor_reference(model, prompt, keep, one.label_ids), atol=1e-3, rtol=1e-3)
+plots.show_hidden_anchor_by_hand(model.tokenizer, one, keep, prefix_len(prompt), full, mine)
 
 # %% [markdown]
 # Reading: a few dozen demonstration tokens shrink to the template and label tokens, and the label logits at q
@@ -199,12 +202,12 @@ results = comp.compression_runs(model, profile.tasks, sizes, query_positions=QUE
 long = pd.DataFrame([dict(task=t, seed=s, method=meth, metric=met, value=val)
                      for (t, s), r in results.items() for meth, d in r.metrics.items() for met, val in d.items()])
 avg = (100 * long.groupby(["method", "metric", "task"]).value.mean().groupby(["method", "metric"]).mean()
-       ).unstack("metric").loc[list(comp.METHODS), ["label_loyalty", "word_loyalty", "accuracy"]]
+       ).unstack("metric").loc[list(METHODS), ["label_loyalty", "word_loyalty", "accuracy"]]
 avg.columns = ["LL", "WL", "Acc"]
 per_metric = {"label_loyalty": "label_loyal", "word_loyalty": "word_loyal", "accuracy": "correct"}
-# 95% intervals over seeds and, within each seed, test inputs (helpers.study.stats)
+# 95% intervals over seeds and, within each seed, test inputs (helpers.core.stats)
 ivs = {(m, met): bootstrap_means(comp.method_cells(results, m, col)).scaled(100)
-       for m in comp.METHODS for met, col in per_metric.items()}
+       for m in METHODS for met, col in per_metric.items()}
 means = long.groupby(["method", "metric"], sort=False).value.mean().reset_index()  # columns method, metric, value
 display(plots.compression_table2(avg, model_name))
 plots.compression_bars(means, x="metric", y="value", hue="method", intervals=ivs, save_as="05_table2_bars" + variant,
@@ -220,7 +223,7 @@ plots.compression_bars(means, x="metric", y="value", hue="method", intervals=ivs
 # machine's timing. The sizes: `sizes.timed_inputs` inputs per task, each timed `sizes.timing_repeats` times.
 
 # %%
-speed = pd.DataFrame([comp.time_icl_vs_anchor(model, comp.compression_set(model, task, sizes.seeds[0], sizes.timed_inputs),
+speed = pd.DataFrame([comp.time_icl_vs_anchor(model, compression_set(model, task, sizes.seeds[0], sizes.timed_inputs),
                                               n_inputs=sizes.timed_inputs, repeats=sizes.timing_repeats)
                       for task in profile.tasks])
 display(plots.compression_table3(speed))
@@ -229,7 +232,7 @@ plots.speedup_bars(speed, x="task", bars={"speedup": "measured speed-up", "bound
 
 # %% [markdown]
 # ## Paper vs ours
-# Criteria (fixed before the run, `helpers.experiments.compression.table2_verdict` and `compression_claims`), on
+# Criteria (fixed before the run, `helpers.protocols.compression.table2_verdict` and `compression_claims`), on
 # 95% intervals of Hidden_anchor minus each other compressed method (Text_anchor, Hidden_random,
 # Hidden_random-top), paired per input and averaged over tasks: *replicates* if all six intervals (label and
 # word loyalty) lie above zero; *partly* if the three of one metric do, or the four against the hidden random

@@ -48,7 +48,18 @@ from IPython.display import display
 from helpers.core.models import load_model
 from helpers.core.tasks import get_task
 from helpers.exercises.diagnosis import check_anchor_key_projections, check_query_and_keys
-from helpers.experiments import diagnosis as diag
+from helpers.experiments.diagnosis import (
+    collect_qk,
+    default_layer,
+    diagnose,
+    diagnosis_set,
+    key_distances,
+    key_projections,
+    layer_sweep,
+    rank_correlation,
+    seed_mean,
+)
+from helpers.protocols import diagnosis as diag
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, get_profile
@@ -59,7 +70,7 @@ model_name = current_model_name()
 model = load_model(model_name)
 
 TASK = studies_tasks(["trec"], "the paper's task for §3.3, a multi-class task with its confusion heatmaps")[0]
-LAYER = diag.default_layer(model)  # parameter: any layer in range(model.cfg.n_layers)
+LAYER = default_layer(model)  # parameter: any layer in range(model.cfg.n_layers)
 N_COMPONENTS = 10
 sizes = diag.diagnosis_sizes(profile)  # seeds (the first; all on `paper`), test inputs per seed, batch size
 names = get_task(TASK).label_words
@@ -139,15 +150,15 @@ def anchor_key_projections(model: HookedTransformer, prompt, layer: int, n_class
 
 # %%
 check_anchor_key_projections(anchor_key_projections)
-one = diag.diagnosis_set(model, TASK, sizes.seeds[0], 1)
+one = diagnosis_set(model, TASK, sizes.seeds[0], 1)
 prompt = one.prompts[0]
 with torch.inference_mode():
     mine = anchor_key_projections(model, prompt, LAYER, len(names)).float().cpu()
-ref = diag.key_projections(diag.collect_qk(model, [prompt], one.label_ids, layers=[LAYER]), LAYER, model.cfg.n_heads)[0]
+ref = key_projections(collect_qk(model, [prompt], one.label_ids, layers=[LAYER]), LAYER, model.cfg.n_heads)[0]
 torch.testing.assert_close(mine, ref, atol=1e-3, rtol=1e-3)
 score = mine.sum(0)  # [classes]: the query against each label word's key, all heads
 dist = (score[:, None] - score[None, :]).abs()  # [classes, classes]: how far apart this query sees them
-torch.testing.assert_close(dist, diag.key_distances(ref), atol=1e-3, rtol=1e-3)
+torch.testing.assert_close(dist, key_distances(ref), atol=1e-3, rtol=1e-3)
 a, b = divmod(int(torch.where(torch.eye(len(names), dtype=torch.bool), torch.inf, dist).argmin()), len(names))
 plots.show_query_projections(mine, score, dist, (a, b), names, prompt.gold)
 
@@ -169,10 +180,10 @@ plots.show_seed_accuracies(vecs)  # a line per seed: its inputs and ICL accuracy
 # Predicted and actual confusion side by side, then the class pairs by each measure (lowest = most confused):
 
 # %%
-out = {s: diag.diagnose(v, LAYER, N_COMPONENTS) for s, v in vecs.items()}
-pred = diag.seed_mean([o["predicted"] for o in out.values()])
-act = diag.seed_mean([o["actual"] for o in out.values()], nan=True)
-rho = diag.rank_correlation(pred, act)
+out = {s: diagnose(v, LAYER, N_COMPONENTS) for s, v in vecs.items()}
+pred = seed_mean([o["predicted"] for o in out.values()])
+act = seed_mean([o["actual"] for o in out.values()], nan=True)
+rho = rank_correlation(pred, act)
 plots.confusion_pair(pred, act, classes=names, panels=("predicted: normalised key distance", "actual: AUC-ROC"),
                      title=f"{model_name}, {get_task(TASK).display}, layer {LAYER}: Spearman {rho:.2f}", save_as="06_confusion_pair")
 display(plots.confused_pairs_table(pred, act, names))  # the class pairs, most confused (lowest AUC) first
@@ -181,8 +192,8 @@ display(plots.confused_pairs_table(pred, act, names))  # the class pairs, most c
 # ## Layer sweep of the rank correlation
 
 # %%
-sweeps = {s: diag.layer_sweep(v, N_COMPONENTS) for s, v in vecs.items()}
-sweep = {l: float(diag.seed_mean([sw[l] for sw in sweeps.values()], nan=True)) for l in sweeps[sizes.seeds[0]]}
+sweeps = {s: layer_sweep(v, N_COMPONENTS) for s, v in vecs.items()}
+sweep = {l: float(seed_mean([sw[l] for sw in sweeps.values()], nan=True)) for l in sweeps[sizes.seeds[0]]}
 best = max(sweep, key=lambda l: -np.inf if np.isnan(sweep[l]) else sweep[l])
 print(f"best layer {best}: {sweep[best]:.2f} (shown, not used for the verdict)")
 plots.layer_sweep(sweep, x="layer", y="Spearman(predicted, actual)", chosen=LAYER, title=f"{model_name}, {get_task(TASK).display}",
@@ -190,7 +201,7 @@ plots.layer_sweep(sweep, x="layer", y="Spearman(predicted, actual)", chosen=LAYE
 
 # %% [markdown]
 # ## Paper vs ours
-# Criteria (fixed before the run, `helpers.experiments.diagnosis.diagnosis_verdict`), on the 95% interval of the
+# Criteria (fixed before the run, `helpers.protocols.diagnosis.diagnosis_verdict`), on the 95% interval of the
 # Spearman correlation between predicted and actual confusion over the 15 class pairs at the chosen layer
 # (bootstrap over seeds and test inputs, recomputing both matrices): *replicates* if the interval lies above zero
 # and the correlation is at least 0.5; *partly* if the interval lies above zero; *does not replicate* if it lies

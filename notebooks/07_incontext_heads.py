@@ -45,7 +45,7 @@
 # two towers) and `helpers/experiments/head_biases.py` (bias sizes, reductions); the foo/bar tasks are in
 # `helpers/core/unrelated.py`, the reading of heads at q in `helpers/core/heads.py`, and the overall verdict
 # and the printed lines in `helpers/study/heads_report.py`. Every number
-# carries a 95% interval (bootstrap over seeds, then inputs within each task and seed; `helpers/study/stats.py`).
+# carries a 95% interval (bootstrap over seeds, then inputs within each task and seed; `helpers/core/stats.py`).
 #
 # Under `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs: the numbers test that
 # the code runs; they are not evidence.
@@ -54,7 +54,13 @@
 from IPython.display import display
 
 from helpers.core.models import load_model
-from helpers.experiments import incontext_heads as ih
+from helpers.experiments.incontext_heads import (
+    head_label_drops,
+    incontext_heads,
+    n_incontext_heads,
+    rank_heads_for_label,
+)
+from helpers.protocols import incontext_heads as ih
 from helpers.study import heads_report as hr
 from helpers.study import plots
 from helpers.study.profiles import current_model_name, get_profile
@@ -62,7 +68,7 @@ from helpers.study.profiles import current_model_name, get_profile
 profile, model_name = get_profile(), current_model_name()
 model = load_model(model_name)
 heads_sizes = ih.incontext_heads_sizes(profile)  # the evaluation sizes (n_eval, seeds, k_per_class) + n_attr
-N_IC = ih.n_incontext_heads(model, frac=0.01, min_heads=4)  # how many in-context heads: max(4, 1% of the heads)
+N_IC = n_incontext_heads(model, frac=0.01, min_heads=4)  # how many in-context heads: max(4, 1% of the heads)
 BATCH = max(profile.batch_size, 16)  # one forward costs about the same for 1 or 16 short prompts on CPU
 
 # %% [markdown]
@@ -72,9 +78,11 @@ BATCH = max(profile.batch_size, 16)  # one forward costs about the same for 1 or
 # experiments' sizes each hold the same evaluation sizes, plus their own.
 
 # %%
-from helpers.experiments import head_biases as hb
-from helpers.experiments import mapping_control as mc
-from helpers.experiments import two_towers as tt
+from helpers.experiments.mapping_control import REGIME_PAIRS, clear_regimes, regime_name, swapped_mapping
+from helpers.experiments.two_towers import label_carrying_rate, two_towers, value_outputs
+from helpers.protocols import head_biases as hb
+from helpers.protocols import mapping_control as mc
+from helpers.protocols import two_towers as tt
 
 towers_sizes = tt.two_towers_sizes(profile)  # + n_towers: prompts with their own demonstrations
 bias_sizes = hb.head_biases_sizes(profile)  # + bias_tasks
@@ -183,14 +191,14 @@ check_value_output_logit_minus(value_output_logit_minus)
 ps = eval_set(model, foobar[t0], seed0, heads_sizes)
 prompt, lids, words = ps.prompts[0], ps.label_ids, foobar[t0].task.label_words
 all_heads = [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
-drops = ih.head_label_drops(model, prompt.tokens, all_heads, lids)  # [head, label], every head at once
+drops = head_label_drops(model, prompt.tokens, all_heads, lids)  # [head, label], every head at once
 top = [all_heads[i] for i in drops.abs().amax(1).argsort(descending=True)[:3]]
 with torch.inference_mode():
     mine = torch.stack([head_ablation_drop(model, prompt.tokens, l, h, lids) for l, h in top]).float().cpu()
     _, cache = model.run_with_cache(prompt.tokens[None])
     vo_mine = value_output_logit_minus(model, cache, *top[0], prompt.label_pos, lids).float().cpu()
 torch.testing.assert_close(mine, drops[[all_heads.index(hd) for hd in top]], atol=1e-4, rtol=1e-4)
-torch.testing.assert_close(vo_mine, tt.value_outputs(model, [prompt], lids, [top[0]], shared=False).vo_lm[0, 0],
+torch.testing.assert_close(vo_mine, value_outputs(model, [prompt], lids, [top[0]], shared=False).vo_lm[0, 0],
                            atol=1e-4, rtol=1e-4)
 print(prompt.text, "\n")
 display(plots.by_hand_drop_table(mine, top, words))  # rows: the three heads; columns: drop of log p(word)
@@ -220,7 +228,7 @@ print(hr.by_hand_vo_text(top[0], words, prompt.label_class, vo_mine))
 # word prior).
 
 # %%
-from helpers.study.stats import bootstrap_means
+from helpers.core.stats import bootstrap_means
 
 accuracy = {m: mc.accuracy_runs(model, uts, heads_sizes, batch_size=BATCH, model_name=model_name)
             for m, uts in tasks_by_mapping.items()}
@@ -244,10 +252,10 @@ display(plots.mapping_control_table(swap_control, reading=mc.mapping_interval_pa
 # %%
 scores = ih.attribution_runs(model, foobar, heads_sizes, batch_size=BATCH, model_name=model_name,
                              progress="attribution")
-ic_heads = {t: ih.incontext_heads(scores[t], N_IC) for t in task_names}
-per_word = {t: {foobar[t].task.label_words[c]: ih.rank_heads_for_label(scores[t], c)[:N_IC] for c in (0, 1)}
+ic_heads = {t: incontext_heads(scores[t], N_IC) for t in task_names}
+per_word = {t: {foobar[t].task.label_words[c]: rank_heads_for_label(scores[t], c)[:N_IC] for c in (0, 1)}
             for t in task_names}
-pooled = {t: ih.incontext_heads(scores[t], N_IC, per_label=False) for t in task_names}
+pooled = {t: incontext_heads(scores[t], N_IC, per_label=False) for t in task_names}
 for t in task_names:
     print(hr.incontext_heads_text(title[t], ic_heads[t], per_word[t], pooled[t]))
 # per task: mean gain and mean drop (nats) as layer x head heatmaps, the in-context heads boxed
@@ -261,15 +269,16 @@ plots.show_gain_and_drop_by_layer_and_head(scores, boxed=ic_heads, titles=title)
 # evaluation seed, never overlapping the in-context heads.
 
 # %%
-from helpers.experiments import head_ablation as ha
+from helpers.experiments.head_ablation import ABLATION_CONDITIONS, ALL_POSITIONS
+from helpers.protocols import head_ablation as ha
 
 ablation = ha.ablation_runs(model, foobar, ic_heads, heads_sizes, batch_size=BATCH, model_name=model_name)
 ablation_iv = ha.ablation_intervals(ablation)
 task_iv = ha.task_intervals(ablation, short_name)  # {(task, condition): accuracy's interval}
-display(plots.incontext_ablation_table(ablation, short_name, ha.ABLATION_CONDITIONS))  # task x condition
+display(plots.incontext_ablation_table(ablation, short_name, ABLATION_CONDITIONS))  # task x condition
 # accuracy (y) per task (x) in each condition (colour): plain, in-context or random heads ablated, at q or everywhere
 plots.show_accuracy_by_task_and_condition(ablation, intervals=task_iv, names=short_name,
-                                          conditions=ha.ABLATION_CONDITIONS)
+                                          conditions=ABLATION_CONDITIONS)
 
 # %% [markdown]
 # ### 2.4 · Value-output vectors at the label positions
@@ -283,7 +292,7 @@ plots.show_accuracy_by_task_and_condition(ablation, intervals=task_iv, names=sho
 # every seed: the VO vectors belong to the demonstrations
 vo_all = tt.value_output_runs(model, foobar, ic_heads, towers_sizes, batch_size=BATCH, model_name=model_name)
 vo = {t: vo_all[(t, seed0)] for t in task_names}
-carrying = {t: tt.label_carrying_rate(vo[t]) for t in task_names}
+carrying = {t: label_carrying_rate(vo[t]) for t in task_names}
 carrying_iv = tt.label_carrying_interval(vo_all)
 print(hr.label_carrying_text(carrying_iv, carrying))
 # per task: VO logit minus (y) per in-context head (x), at foo vs at bar label positions (colour)
@@ -310,7 +319,7 @@ plots.head_attention_view(model, prompt, rows, [f"L{l}H{h}" for l, h in ic_heads
 
 # %%
 towers = tt.towers_runs(model, foobar, ic_heads, towers_sizes, batch_size=BATCH, model_name=model_name)
-towers_stats = {t: tt.two_towers(towers[t]) for t in task_names}  # correlations and the per-input d_attn, d_vo
+towers_stats = {t: two_towers(towers[t]) for t in task_names}  # correlations and the per-input d_attn, d_vo
 towers_iv = tt.two_towers_intervals(towers)  # bootstrap over each task's inputs; means over tasks
 display(plots.two_towers_table(towers_stats, title))  # rows: tasks; columns: the correlations and their inputs
 print(hr.two_towers_text(towers_iv))
@@ -364,10 +373,10 @@ plots.show_bias_before_and_after_reduction(bias, bias_iv, names=short_name)
 regime_sizes = mc.regime_sizes(profile)
 regime_tasks = [t for t in task_names if t in regime_sizes.tasks] or task_names[:1]
 regime_uts = {m: {t: tasks_by_mapping[m][t] for t in regime_tasks}
-              for pair in mc.REGIME_PAIRS for m in (pair, mc.swapped_mapping(pair))}
+              for pair in REGIME_PAIRS for m in (pair, swapped_mapping(pair))}
 regimes = mc.regime_runs(model, regime_uts, regime_sizes, batch_size=BATCH, model_name=model_name, progress="regime")
 regime_iv = mc.regime_intervals(regimes)
-clear = mc.clear_regimes(regime_iv)  # the regimes that follow the mapping, highest lower bound first
+clear = clear_regimes(regime_iv)  # the regimes that follow the mapping, highest lower bound first
 confirmation = regime_heads = regime_ablation_iv = None
 if clear:  # confirm the best regime on fresh seeds, then sections 2.2-2.3 again in it, on its own prompts
     best = clear[0]
@@ -377,14 +386,14 @@ if clear:  # confirm the best regime on fresh seeds, then sections 2.2-2.3 again
     in_regime = ih.heads_sizes_at(heads_sizes, regime_sizes.at(k))
     regime_scores = ih.attribution_runs(model, regime_uts[pair], in_regime, batch_size=BATCH, model_name=model_name,
                                         progress="attribution")
-    regime_heads = {t: ih.incontext_heads(regime_scores[t], N_IC) for t in regime_tasks}
+    regime_heads = {t: incontext_heads(regime_scores[t], N_IC) for t in regime_tasks}
     regime_ablation_iv = ha.ablation_intervals(ha.ablation_runs(model, regime_uts[pair], regime_heads, in_regime,
                                                                 batch_size=BATCH, model_name=model_name))
 display(plots.regime_table(regime_iv))  # one row per (label pair, demonstrations per class)
 print(hr.regime_outcome_text(regime_iv, clear, regime_sizes, confirmation, regime_heads))
 if clear:
-    display(plots.regime_ablation_table(regime_ablation_iv, ha.ABLATION_CONDITIONS))
-    print(hr.regime_excess_text(regime_ablation_iv, ha.ALL_POSITIONS))
+    display(plots.regime_ablation_table(regime_ablation_iv, ABLATION_CONDITIONS))
+    print(hr.regime_excess_text(regime_ablation_iv, ALL_POSITIONS))
 # swap-averaged accuracy (y) against demonstrations per class (x), one line per label pair with its swap
 plots.show_swap_averaged_by_demos_per_class(
     regime_iv, title=f"{', '.join(short_name[t] for t in regime_tasks)}: swap-averaged accuracy, "
@@ -432,14 +441,14 @@ def context(tasks):
 
 
 ctx, bias_ctx = context(task_names), context(bias_task_names)
-regime_ctx = mc.regime_context([short_name[t] for t in regime_tasks], mc.REGIME_PAIRS, regime_sizes)
+regime_ctx = mc.regime_context([short_name[t] for t in regime_tasks], REGIME_PAIRS, regime_sizes)
 # the premise: does the model read the mapping from its context? It says whether the claims about heads can be
 # tested, not whether they hold, so it is not part of the overall verdict
 foobar_claim = mc.mapping_claims(swap_control[("foo/bar", "bar/foo")], ctx)
 regime_claim = mc.regime_claims(regime_iv, regime_ctx, confirmation=confirmation)
 # paper B's claims about heads: the overall verdict is theirs
 ablation_claims = ha.ablation_claims(ablation_iv, ctx)
-regime_ablation_claim = ([ha.regime_ablation_claim(regime_ablation_iv, f"{regime_ctx}; {mc.regime_name(clear[0])}")]
+regime_ablation_claim = ([ha.regime_ablation_claim(regime_ablation_iv, f"{regime_ctx}; {regime_name(clear[0])}")]
                          if clear else [])
 towers_claims = tt.two_towers_claims(carrying_iv, towers_iv, ctx)
 bias_claims = hb.head_biases_claims(bias_iv, bias_ctx)

@@ -62,22 +62,28 @@ from IPython.display import display
 from helpers.core.control import CONTROL_PATH, checkpoint_info, control_prompts, control_task
 from helpers.core.models import load_model
 from helpers.core.seeds import stream_seed
+from helpers.core.stats import bootstrap_means
 from helpers.exercises.positive_control import check_circuit_attention, check_negative_prediction
-from helpers.experiments import aucroc as auc
-from helpers.experiments import head_ablation as ha
 from helpers.experiments import incontext_heads as ih
-from helpers.experiments import isolation as iso
-from helpers.experiments import mapping_control as mc
-from helpers.experiments import positive_control as pc
-from helpers.experiments import saliency as sal
-from helpers.experiments import two_towers as tt
+from helpers.experiments.aucroc import label_attention, raw_mean_curves
+from helpers.experiments.head_ablation import ablation_accuracy, ablation_conditions
+from helpers.experiments.isolation import isolation_experiment
+from helpers.experiments.positive_control import circuit_attention, hidden_anchor_accuracy, label_swap
+from helpers.experiments.saliency import saliency_flow
 from helpers.experiments.saliency_graph import flow_graph
+from helpers.experiments.two_towers import value_outputs
+from helpers.protocols import aucroc as auc
+from helpers.protocols import head_ablation as ha
+from helpers.protocols import isolation as iso
+from helpers.protocols import mapping_control as mc
+from helpers.protocols import positive_control as pc
 from helpers.protocols import power
+from helpers.protocols import saliency as sal
+from helpers.protocols import two_towers as tt
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.power_report import power_frame, power_summary
 from helpers.study.profiles import get_profile
-from helpers.study.stats import bootstrap_means
 
 MODEL = "control"  # this notebook studies the model trained here, whatever ICL_MODEL names
 profile = get_profile()
@@ -110,7 +116,7 @@ plots.training_curve(curve, x="training step", y="accuracy", y_right="loss (nats
 #   answer to both and score at most 0.5 swap-averaged; one that reads the mapping moves its answer with it.
 
 # %%
-swapped = {s: pc.label_swap(model, cp) for s, cp in sequences.items()}  # its "correct" is the plain accuracy's input
+swapped = {s: label_swap(model, cp) for s, cp in sequences.items()}  # its "correct" is the plain accuracy's input
 accuracy = bootstrap_means(pc.swap_cells(swapped, "correct"))
 heldout = {s: control_prompts(task, sizes.n, s, classes="heldout") for s in seeds}
 heldout_accuracy = bootstrap_means(pc.accuracy_cells(model, heldout, batch_size))
@@ -184,7 +190,7 @@ def circuit_scores(model, prompt, item_class):
 # %%
 check_circuit_attention(circuit_scores)
 first = sequences[seeds[0]]
-circuit = pc.circuit_attention(model, first, batch_size)  # [sequence, layer, head, 2]
+circuit = circuit_attention(model, first, batch_size)  # [sequence, layer, head, 2]
 with torch.inference_mode():
     mine = torch.stack([circuit_scores(model, p, first.item_class[i]) for i, p in enumerate(first.prompts[:8])])
 torch.testing.assert_close(mine, circuit[:8], atol=1e-5, rtol=1e-4)
@@ -208,7 +214,7 @@ plots.attention_view(model, first.prompts[0], model.cfg.n_layers - 1)
 for name, m in others.items():
     cp_m = control_prompts(control_task(m), sizes.n, seeds[0])
     print(name)
-    display(plots.circuit_table(pc.circuit_attention(m, cp_m, batch_size).mean(0),
+    display(plots.circuit_table(circuit_attention(m, cp_m, batch_size).mean(0),
                                 rows=("(a) label -> its item", "(b) q -> labels of the query's class")))
 negative = others[power.NEGATIVE]
 plots.attention_view(negative, control_prompts(control_task(negative), 1, seeds[0]).prompts[0], negative.cfg.n_layers - 1)
@@ -227,7 +233,7 @@ plots.attention_view(negative, control_prompts(control_task(negative), 1, seeds[
 
 # %%
 flow_prompts = {s: control_prompts(task, sizes.n_saliency, stream_seed("control_saliency", s)).prompts for s in seeds}
-flow_runs = {("control", s): sal.saliency_flow(model, flow_prompts[s], task.label_ids, batch_size=64) for s in seeds}
+flow_runs = {("control", s): saliency_flow(model, flow_prompts[s], task.label_ids, batch_size=64) for s in seeds}
 flow_ivs = sal.flow_intervals(flow_runs)
 display(sal.flow_interval_table(flow_ivs, ["control"]))
 plots.flows_by_layer(sal.flow_frame(flow_runs), intervals=flow_ivs, x="layer", y="relative size",
@@ -241,7 +247,7 @@ plots.flows_by_layer(sal.flow_frame(flow_runs), intervals=flow_ivs, x="layer", y
 # %%
 for name, m in others.items():
     task_m = control_task(m)
-    runs_m = {("control", s): sal.saliency_flow(m, control_prompts(task_m, sizes.n_saliency,
+    runs_m = {("control", s): saliency_flow(m, control_prompts(task_m, sizes.n_saliency,
                                                                    stream_seed("control_saliency", s)).prompts,
                                                  task_m.label_ids, batch_size=64) for s in seeds}
     plots.flows_by_layer(sal.flow_frame(runs_m), intervals=sal.flow_intervals(runs_m), x="layer", y="relative size",
@@ -275,7 +281,7 @@ _ = plots.show_flow_view(model, flow_graph(model, first.prompts[0], task.label_i
 # inputs whose prediction is unchanged.
 
 # %%
-isolated = {("control", s): iso.isolation_experiment(model, cp.prompts, cp.label_ids, ks=(1,), seed=s,
+isolated = {("control", s): isolation_experiment(model, cp.prompts, cp.label_ids, ks=(1,), seed=s,
                                                     batch_size=batch_size, shared=False) for s, cp in sequences.items()}
 loyalty_df = iso.loyalty_frame(isolated)
 loyalty, loyalty_drop = iso.isolation_intervals(loyalty_df, k=1)
@@ -291,11 +297,11 @@ display(plots.loyalty_by_condition(loyalty, loyalty_df, conditions=[("label", "f
 # %%
 attention_runs = {}
 for s, cp in sequences.items():
-    scores, pr = auc.label_attention(model, cp.prompts, cp.label_ids, batch_size=batch_size, top_k=0, shared=False)
+    scores, pr = label_attention(model, cp.prompts, cp.label_ids, batch_size=batch_size, top_k=0, shared=False)
     attention_runs[("control", s)] = {"scores": scores, "pred": pr.pred, "gold": pr.gold}
 auc_ivs = auc.curve_intervals(attention_runs)
 # per layer: AUCROC_l averaged over seeds and R_l from the mean curve (as notebook 03's mean_curves)
-auc_curve = auc.raw_mean_curves(attention_runs)
+auc_curve = raw_mean_curves(attention_runs)
 display(auc_curve.round(3))
 
 # %% [markdown]
@@ -313,10 +319,10 @@ display(auc_curve.round(3))
 attr = control_prompts(task, sizes.n_attr, stream_seed("ranking", seeds[0]))
 head_scores = ih.head_attribution(model, attr.prompts, attr.label_ids, batch_size=batch_size, shared=False)
 icl_heads = ih.incontext_heads(head_scores, 1)
-ablated = {("control", s): ha.ablation_conditions(model, cp.prompts, cp.label_ids, icl_heads, s, batch_size, shared=False)
+ablated = {("control", s): ablation_conditions(model, cp.prompts, cp.label_ids, icl_heads, s, batch_size, shared=False)
            for s, cp in sequences.items()}
 ablation_ivs = ha.ablation_intervals(ablated)
-one_head = [[ha.ablation_accuracy(model, first.prompts, first.label_ids, [(l, h)], batch_size, shared=False, at="all")
+one_head = [[ablation_accuracy(model, first.prompts, first.label_ids, [(l, h)], batch_size, shared=False, at="all")
              for h in range(model.cfg.n_heads)] for l in range(model.cfg.n_layers)]  # [layer][head], first seed
 print(f"in-context head {icl_heads}; random heads per seed {[r['random_heads'] for r in ablated.values()]}")
 display(plots.interval_table(ablation_ivs, column="accuracy [95% CI]"))  # a row per ablation condition
@@ -326,13 +332,13 @@ plots.head_attribution_map(head_scores, boxed=icl_heads, x="head", y="layer", ti
 
 # %%
 two_way = {s: control_prompts(task, sizes.n, stream_seed("two_way", s), n_ways=2) for s in seeds}
-two_way_swapped = {s: pc.label_swap(model, cp, perm=[1, 0]) for s, cp in two_way.items()}
+two_way_swapped = {s: label_swap(model, cp, perm=[1, 0]) for s, cp in two_way.items()}
 mapping = {"swap_averaged": bootstrap_means(pc.swap_cells(two_way_swapped, "swap_averaged")),
            "same_word": bootstrap_means(pc.swap_cells(two_way_swapped, "same"))}
-value_outputs = {("control", s): tt.value_outputs(model, cp.prompts, cp.label_ids, icl_heads, batch_size=batch_size,
-                                                  shared=False) for s, cp in two_way.items()}
-carrying = tt.label_carrying_interval(value_outputs)
-towers = tt.two_towers_intervals({"control": value_outputs[("control", seeds[0])]})
+vo_runs = {("control", s): value_outputs(model, cp.prompts, cp.label_ids, icl_heads, batch_size=batch_size,
+                                            shared=False) for s, cp in two_way.items()}
+carrying = tt.label_carrying_interval(vo_runs)
+towers = tt.two_towers_intervals({"control": vo_runs[("control", seeds[0])]})
 print(plots.control_two_way_text(mapping, carrying, towers))
 
 # %% [markdown]
@@ -346,7 +352,7 @@ print(plots.control_two_way_text(mapping, carrying, towers))
 # demonstration set, and the control's mapping changes with every sequence while its accuracy has no room to grow.
 
 # %%
-anchor_only = {s: pc.hidden_anchor_accuracy(model, cp, seed=s, full=swapped[s]["pred"]) for s, cp in sequences.items()}
+anchor_only = {s: hidden_anchor_accuracy(model, cp, seed=s, full=swapped[s]["pred"]) for s, cp in sequences.items()}
 # a row per condition: full context (icl), Hidden_anchor, Hidden_random (accuracy, and loyalty to the full context)
 display(plots.interval_table({k: bootstrap_means({("control", s): h[k] for s, h in anchor_only.items()})
                               for k in anchor_only[seeds[0]]}))

@@ -56,9 +56,12 @@
 from IPython.display import display
 
 from helpers.core.models import load_model
-from helpers.experiments import head_scores as hs
-from helpers.experiments import isolation_classes as ic
-from helpers.experiments import saliency_classes as sc
+from helpers.experiments.head_scores import overlap
+from helpers.experiments.isolation_classes import class_conditions
+from helpers.experiments.saliency_classes import CHALLENGERS, FLOW_CLASSES, class_flow_scores
+from helpers.protocols import head_scores as hs
+from helpers.protocols import isolation_classes as ic
+from helpers.protocols import saliency_classes as sc
 from helpers.study import plots
 from helpers.study.profiles import current_model_name, get_profile
 
@@ -127,8 +130,8 @@ from helpers.experiments.saliency import saliency_matrices
 
 check_class_flow_to_q(class_flow_to_q)
 sal = saliency_matrices(model, [prompt], one.label_ids)[0]
-reference = sc.class_flow_scores(sal[None], [prompt])[0]  # [layer, into/to_q, class]
-for c, cls in enumerate(sc.FLOW_CLASSES):
+reference = class_flow_scores(sal[None], [prompt])[0]  # [layer, into/to_q, class]
+for c, cls in enumerate(FLOW_CLASSES):
     torch.testing.assert_close(class_flow_to_q(sal, prompt, cls), reference[:, 1, c])
 
 # %% [markdown]
@@ -157,7 +160,7 @@ plots.class_flows_figure(frame, save_as="10_class_flows",
 isolation_runs = ic.class_isolation_runs(model, profile.tasks, isolation_sizes)
 loyalty = ic.class_loyalty_intervals(isolation_runs)
 shown = {key: iv for key, iv in loyalty.items()  # (condition, where): the classes and their controls
-         if len(key) == 2 and key[0] in ic.class_conditions(("label", *sc.CHALLENGERS))}
+         if len(key) == 2 and key[0] in class_conditions(("label", *CHALLENGERS))}
 plots.class_isolation_figure(shown, isolation_sizes.k, save_as="10_class_isolation",
                              title=f"{current_model_name()}: label loyalty with each class isolated")
 
@@ -185,7 +188,7 @@ n_top, names = rankings.n_top, rankings.names
 plots.head_score_panels({names[k]: v for k, v in rankings.scores.items()}, signed=(names["incontext"], names["fv"]),
                         title=f"{current_model_name()}: three head scores; the top {n_top} of each are ablated below",
                         save_as="10_head_scores")
-display(plots.ranking_overlap_table(rankings.top, hs.overlap, model.cfg.n_layers * model.cfg.n_heads))
+display(plots.ranking_overlap_table(rankings.top, overlap, model.cfg.n_layers * model.cfg.n_heads))
 
 # %% [markdown]
 # Each top set is ablated (its heads' outputs set to zero, `helpers.experiments.head_ablation`) against as many
@@ -197,12 +200,13 @@ display(plots.ranking_overlap_table(rankings.top, hs.overlap, model.cfg.n_layers
 # ablated, and random minus top (columns), with 95% intervals.
 
 # %%
-from helpers.experiments import head_ablation as ha
+from helpers.experiments.head_ablation import swap_averaged
+from helpers.protocols import head_ablation as ha
 
 ablated = ha.head_sets_runs(model, profile.tasks, rankings.top, head_sizes.seeds, head_sizes.n_eval, head_sizes.batch_size)
 foobar = ha.head_sets_foobar_runs(model, profile.tasks, rankings.top, head_sizes.foobar_sizes(), head_sizes.batch_size)
 head_ivs = hs.head_set_intervals(ha.sets_cells(ablated))
-foobar_ivs = hs.head_set_intervals(ha.sets_cells(ha.swap_averaged(foobar["foo/bar"], foobar["bar/foo"])))
+foobar_ivs = hs.head_set_intervals(ha.sets_cells(swap_averaged(foobar["foo/bar"], foobar["bar/foo"])))
 display(plots.head_set_table({"ordinary": head_ivs, "foo/bar, swap-averaged": foobar_ivs}, rankings.top, n_top))
 
 # %% [markdown]
@@ -214,14 +218,14 @@ display(plots.head_set_table({"ordinary": head_ivs, "foo/bar, swap-averaged": fo
 # politics", "Sports results", "Business and finance", "Science and technology"), every one of them two or three
 # tokens long, with distinct first tokens, under the three tokenizers used here. On the same prompts, each
 # measurement runs with both anchors: isolation in the first $k$ layers (each anchor against as many content
-# tokens, `helpers.experiments.isolation_classes`), AUCROC$_l$ (`helpers.experiments.aucroc_span`) and
-# Hidden_anchor (`helpers.experiments.compression_span`). The figure: AUCROC$_l$ (y) against the layer (x), a
+# tokens, `helpers.experiments.isolation_classes`), AUCROC$_l$ (`helpers.protocols.aucroc_span`) and
+# Hidden_anchor (`helpers.protocols.compression_span`). The figure: AUCROC$_l$ (y) against the layer (x), a
 # line per anchor (band: seaborn's 95% bootstrap over seeds; 0.5 is chance). The table: each measurement
 # (rows) with the first token, with all tokens, and all minus first (columns), with 95% intervals.
 
 # %%
-from helpers.experiments import aucroc_span as asp
-from helpers.experiments import compression_span as csp
+from helpers.protocols import aucroc_span as asp
+from helpers.protocols import compression_span as csp
 from helpers.study.profiles import label_span_sizes
 
 span_sizes = label_span_sizes(profile)
@@ -257,14 +261,15 @@ display(plots.label_span_table(span_loyalty, span_anchor, span_sizes.k))
 # %%
 from helpers.core.control import control_prompts, control_task
 from helpers.core.seeds import stream_seed
-from helpers.experiments import positive_control as pc
+from helpers.experiments.positive_control import circuit_attention
+from helpers.protocols import positive_control as pc
 from helpers.protocols import power
 from helpers.protocols.rankings import control_head_rankings
 from helpers.study.power_report import CHECKS, NOT_MEASURED, power_frame
 
 wide = load_model(power.POSITIVE)
 c_task, c_sizes = control_task(wide), pc.control_sizes(profile)  # the sequences of notebook 09's first seed
-circuit = pc.circuit_attention(wide, control_prompts(c_task, c_sizes.n, c_sizes.seeds[0])).mean(0)  # [layer, head, 2]
+circuit = circuit_attention(wide, control_prompts(c_task, c_sizes.n, c_sizes.seeds[0])).mean(0)  # [layer, head, 2]
 ranking_prompts = control_prompts(c_task, c_sizes.n_attr, stream_seed("ranking", c_sizes.seeds[0]))
 c_scores = control_head_rankings(wide, ranking_prompts).scores
 panels = {"previous token (known)": circuit[..., 0], "matching (known)": circuit[..., 1],

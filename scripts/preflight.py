@@ -454,8 +454,8 @@ def store_root() -> Path:
 
 def check_depth(model: str, layers: int, profile, notebooks: list[str]) -> str | None:
     """Why ``model`` (``layers`` deep) cannot run the selected notebooks, or None: notebook 02 isolates the first and
-    last k layers (its k and sweep, :func:`helpers.experiments.isolation.isolation_sizes`)."""
-    from helpers.experiments.isolation import isolation_sizes
+    last k layers (its k and sweep, :func:`helpers.protocols.isolation.isolation_sizes`)."""
+    from helpers.protocols.isolation import isolation_sizes
 
     if not layers or not any(nb.startswith("02") for nb in notebooks):
         return None

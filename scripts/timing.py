@@ -116,7 +116,7 @@ def work(profile, notebook: str) -> float:
 
         return float(4 * p.n_test * (len(p.seeds) + 2 * power_sizes(p).replicates))
     if nn == "10":  # its own sizes: seeds and inputs per (task, seed) of the class isolation, as of its other steps
-        from helpers.experiments.isolation_classes import class_isolation_sizes
+        from helpers.protocols.isolation_classes import class_isolation_sizes
 
         b = class_isolation_sizes(p)
         return float(len(b.seeds) * tasks * b.n)

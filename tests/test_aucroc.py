@@ -135,8 +135,9 @@ def test_label_attention_falls_back_without_shared_demos(tiny_model, prefix_runs
 def test_peak_interval_and_interval_verdict(tiny_model):
     import pandas as pd
 
-    from helpers.experiments.aucroc import aucroc_verdict, peak_interval, seed_curve
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
+    from helpers.experiments.aucroc import seed_curve
+    from helpers.protocols.aucroc import aucroc_verdict, peak_interval
 
     model = tiny_model
     s = make_icl_set(model, "sst2", seed=42, n_test=40)
@@ -149,7 +150,7 @@ def test_peak_interval_and_interval_verdict(tiny_model):
     iv = peak_interval(raw, n_boot=30)
     assert iv.estimate == pytest.approx(np.nanmax(seed_curve(raw, 42)))  # both seeds hold the same inputs
     assert iv.low <= iv.estimate <= iv.high and iv.n_seeds == 2
-    from helpers.experiments.aucroc import curve_intervals
+    from helpers.protocols.aucroc import curve_intervals
 
     both = curve_intervals(raw, n_boot=30)
     assert both["peak"] == iv  # same resamples, same seed
@@ -171,8 +172,8 @@ def test_crossing_check_is_judged_on_its_interval():
     a point estimate past the first third no longer suffices when the interval reaches into it."""
     import pandas as pd
 
-    from helpers.experiments.aucroc import aucroc_verdict
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
+    from helpers.protocols.aucroc import aucroc_verdict
 
     L = 12  # first third: layers 0-3; the check needs the crossing at layer >= 4
     curve = pd.DataFrame({"auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})
@@ -197,8 +198,8 @@ def test_peak_layer_check_is_judged_on_its_interval():
     """Check 2 (peak in the deeper half) uses the whole interval of the peak layer when given."""
     import pandas as pd
 
-    from helpers.experiments.aucroc import aucroc_verdict
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
+    from helpers.protocols.aucroc import aucroc_verdict
 
     L = 12
     curve = pd.DataFrame({"auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})
@@ -232,7 +233,7 @@ def test_aucroc_per_layer_equals_roc_auc_score_per_layer(n_classes):
 def test_verdict_refuses_a_curve_that_is_undefined_everywhere():
     import pandas as pd
 
-    from helpers.experiments.aucroc import aucroc_verdict
+    from helpers.protocols.aucroc import aucroc_verdict
 
     nan = pd.DataFrame({"auc": [np.nan] * 6, "r": [np.nan] * 6})
     with pytest.raises(ValueError, match="single class"):
@@ -290,8 +291,8 @@ def test_check_attention_at_q_passes_the_solution_and_names_each_mistake(capsys)
 def test_aucroc_claims_one_per_check_judged_on_intervals():
     import pandas as pd
 
-    from helpers.experiments.aucroc import aucroc_claims
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
+    from helpers.protocols.aucroc import aucroc_claims
 
     L = 12
     curve = pd.DataFrame({"layer": range(L), "auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})
@@ -336,7 +337,7 @@ def test_other_offline_model_is_left_out_when_its_weights_cannot_be_had(monkeypa
     from pathlib import Path
 
     from helpers.core import model_loading, models, offline_models
-    from helpers.experiments.aucroc import other_offline_model
+    from helpers.protocols.aucroc import other_offline_model
 
     def unreachable():
         raise model_loading.MissingWeightsError("Downloading it failed (no registry).")
@@ -358,7 +359,7 @@ def test_claims_of_a_model_that_predicts_one_class_say_so_instead_of_failing():
     import numpy as np
     import pandas as pd
 
-    from helpers.experiments.aucroc import aucroc_claims
+    from helpers.protocols.aucroc import aucroc_claims
 
     curve = pd.DataFrame({"auc": [np.nan] * 4, "r": [np.nan] * 4})
     claims = aucroc_claims(curve, {"peak": None, "crossing": None, "peak_layer": None}, "m")

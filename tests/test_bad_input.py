@@ -44,14 +44,17 @@ from helpers.core.prefix_runs import predict_shared, vanilla_predictions
 from helpers.core.prompts import Demo, PromptError, build_prompt, example_prompt, make_icl_set, sample_test
 from helpers.core.task_data import CorruptDataError
 from helpers.core.tasks import LabelCollisionError, SpecError, TemplateError, UnknownTaskError
-from helpers.experiments.aucroc import auc_roc, aucroc_per_layer, aucroc_runs, label_attention
+from helpers.experiments.aucroc import auc_roc, aucroc_per_layer, label_attention
 from helpers.experiments.diagnosis import collect_qk
 from helpers.experiments.incontext_heads import head_attribution
-from helpers.experiments.isolation import IsolationSizes, isolation_runs
-from helpers.experiments.reweighting import table1_runs, train_reweighting
-from helpers.experiments.saliency import relative_flow, saliency_flow, saliency_matrices, saliency_runs
-from helpers.experiments.setting import vanilla_accuracy
+from helpers.experiments.reweighting import train_reweighting
+from helpers.experiments.saliency import relative_flow, saliency_flow, saliency_matrices
 from helpers.experiments.two_towers import value_outputs
+from helpers.protocols.aucroc import aucroc_runs
+from helpers.protocols.isolation import IsolationSizes, isolation_runs
+from helpers.protocols.reweighting import table1_runs
+from helpers.protocols.saliency import saliency_runs
+from helpers.protocols.setting import vanilla_accuracy
 from helpers.study.profiles import get_profile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -388,7 +391,7 @@ def _with_env(name: str, value: str, fn):
 
 def _bias_runs_with(e, sizes):
     from helpers.core.unrelated import UnrelatedTask, unrelated_task
-    from helpers.experiments.head_biases import bias_runs
+    from helpers.protocols.head_biases import bias_runs
 
     full = unrelated_task("sst2")
     uts = {"sst2": UnrelatedTask(full.task, full.train.select(range(50)), full.test.select(range(10)), "sst2", (0, 1))}
@@ -397,7 +400,7 @@ def _bias_runs_with(e, sizes):
 
 def _bias_runs(e, uts, seeds=(42,)):
     from helpers.core.unrelated import EvalSizes, UnrelatedTask, unrelated_task
-    from helpers.experiments.head_biases import bias_runs
+    from helpers.protocols.head_biases import bias_runs
 
     if uts is None:
         full = unrelated_task("sst2")
@@ -1110,7 +1113,7 @@ def test_report_names_its_tasks_and_keeps_runs_and_claims_in_agreement(tmp_path,
 def test_notebook_00_claims_name_the_tasks_they_average():
     import pandas as pd
 
-    from helpers.experiments.setting import setting_claims
+    from helpers.protocols.setting import setting_claims
 
     def frame(tasks, shots):
         return pd.DataFrame([{"task": t, "seed": 42, "shots": s, "idx": [0, 1, 2], "correct": [1, 0, 1]}

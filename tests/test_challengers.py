@@ -308,8 +308,8 @@ def test_top_heads_and_overlap():
 
 
 def _claim(key, verdict):
+    from helpers.core.stats import Interval
     from helpers.study.claims import claim
-    from helpers.study.stats import Interval
 
     return claim(key, Interval(0.1, 0.0, 0.2, 1, 4), verdict, "test")
 
@@ -338,7 +338,8 @@ def test_account_verdicts_hand_cases():
 
 def test_class_flow_intervals_pair_the_differences():
     """Synthetic flows: a challenger exactly 1 above the label words on every input gives a difference of exactly 1."""
-    from helpers.experiments.saliency_classes import DIRECTIONS, class_flow_intervals
+    from helpers.experiments.saliency_classes import DIRECTIONS
+    from helpers.protocols.saliency_classes import class_flow_intervals
 
     n, L = 6, 6
     x = torch.rand(n, L, len(DIRECTIONS), len(FLOW_CLASSES))
@@ -354,7 +355,7 @@ def test_class_flow_intervals_pair_the_differences():
 
 def test_class_loyalty_intervals_hand_case():
     from helpers.core.predict import Predictions
-    from helpers.experiments.isolation_classes import class_loyalty_intervals
+    from helpers.protocols.isolation_classes import class_loyalty_intervals
 
     def pred(labels):
         logits = torch.nn.functional.one_hot(torch.tensor(labels), 2).float()
@@ -372,8 +373,8 @@ def test_class_loyalty_intervals_hand_case():
 
 
 def test_runs_at_smoke_sizes_on_a_tiny_model(tiny_model, tmp_path, monkeypatch):
-    from helpers.experiments.isolation_classes import ClassIsolationSizes, class_isolation_runs
-    from helpers.experiments.saliency_classes import ClassSaliencySizes, class_saliency_runs
+    from helpers.protocols.isolation_classes import ClassIsolationSizes, class_isolation_runs
+    from helpers.protocols.saliency_classes import ClassSaliencySizes, class_saliency_runs
     from helpers.study.profile_table import PROFILES
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
@@ -387,15 +388,16 @@ def test_runs_at_smoke_sizes_on_a_tiny_model(tiny_model, tmp_path, monkeypatch):
     torch.testing.assert_close(again[("sst2", 42)][("template", "last")].label_logits, r[("template", "last")].label_logits)
     with pytest.raises(TypeError, match="class_isolation_sizes"):
         class_isolation_runs(tiny_model, ["sst2"], {"n": 3})
-    from helpers.experiments.isolation_classes import class_isolation_sizes
-    from helpers.experiments.saliency_classes import class_saliency_sizes
+    from helpers.protocols.isolation_classes import class_isolation_sizes
+    from helpers.protocols.saliency_classes import class_saliency_sizes
 
     assert class_isolation_sizes(PROFILES["default"]).seeds == PROFILES["default"].seeds[:2]
     assert class_saliency_sizes(PROFILES["paper"]).n == PROFILES["paper"].n_saliency
 
 
 def test_fv_runs_score_apart_from_the_ablation_seeds(tiny_model, tmp_path, monkeypatch):
-    from helpers.experiments.head_scores import HeadScoreSizes, fv_runs, head_score_sizes, scoring_seed, top_share
+    from helpers.experiments.head_scores import top_share
+    from helpers.protocols.head_scores import HeadScoreSizes, fv_runs, head_score_sizes, scoring_seed
     from helpers.study.profile_table import PROFILES
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
@@ -409,7 +411,7 @@ def test_fv_runs_score_apart_from_the_ablation_seeds(tiny_model, tmp_path, monke
 
 
 def test_head_set_intervals_and_claims_hand_case():
-    from helpers.experiments.head_scores import head_set_claims, head_set_intervals
+    from helpers.protocols.head_scores import head_set_claims, head_set_intervals
 
     plain = {("sst2", 1): [1, 1, 1, 1]}
     cells = {"fv": {"plain": plain, "set": {("sst2", 1): [0, 0, 0, 0]}, "random": {("sst2", 1): [1, 1, 1, 1]}},
@@ -449,7 +451,7 @@ def test_head_verdicts_from_two_checks():
 
 
 def test_head_set_intervals_at_q():
-    from helpers.experiments.head_scores import head_set_intervals
+    from helpers.protocols.head_scores import head_set_intervals
 
     one, zero = {("t", 1): [1, 1, 1]}, {("t", 1): [0, 0, 0]}
     ivs = head_set_intervals({"fv": {"plain": one, "set": one, "random": one, "set@q": zero, "random@q": one}})
@@ -498,7 +500,8 @@ def test_ablations_at_q_on_the_q_row_equal_whole_suffixes(tiny_sst2_set, monkeyp
 
 
 def test_an_empty_set_changes_nothing_and_sets_cells_lists_every_condition(tiny_sst2_set):
-    from helpers.experiments.head_ablation import SET_CONDITIONS, sets_ablation_conditions, sets_cells
+    from helpers.experiments.head_ablation import SET_CONDITIONS, sets_ablation_conditions
+    from helpers.protocols.head_ablation import sets_cells
 
     model, prompts, label_ids = tiny_sst2_set
     r = sets_ablation_conditions(model, prompts, label_ids, {"none": []}, seed=0, batch_size=4)
@@ -528,7 +531,8 @@ def test_head_sets_runs_are_stored_and_the_foobar_mappings_are_kept_apart(tiny_m
     never the mapping's."""
     from helpers.core.prompts import make_icl_set as icl_set
     from helpers.core.unrelated import EvalSizes, eval_set, unrelated_task
-    from helpers.experiments.head_ablation import head_sets_foobar_runs, head_sets_runs, sets_ablation_conditions
+    from helpers.experiments.head_ablation import sets_ablation_conditions
+    from helpers.protocols.head_ablation import head_sets_foobar_runs, head_sets_runs
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
     sets = {"a": [(0, 0)]}
@@ -553,7 +557,8 @@ def test_a_class_without_a_control_of_as_many_content_tokens_is_not_comparable(t
     """A task of very short texts can hold fewer content tokens than template tokens: no control of as many exists,
     and the claim says so instead of drawing fewer."""
     from helpers.core.predict import Predictions
-    from helpers.experiments.isolation_classes import class_isolation_claims, class_loyalty_intervals, control_possible
+    from helpers.experiments.isolation_classes import control_possible
+    from helpers.protocols.isolation_classes import class_isolation_claims, class_loyalty_intervals
 
     _, prompts, _ = tiny_sst2_set
     assert control_possible(prompts, "label")
@@ -669,14 +674,14 @@ def test_span_runs_match_the_methods_they_extend_and_come_back_from_the_store(ti
 
     from helpers.core.tasks import LabelWordWarning
     from helpers.experiments.aucroc import label_attention
-    from helpers.experiments.aucroc_span import (
+    from helpers.experiments.compression import run_compression
+    from helpers.protocols.aucroc_span import (
         span_aucroc_claim,
         span_aucroc_curves,
         span_aucroc_interval,
         span_aucroc_runs,
     )
-    from helpers.experiments.compression import run_compression
-    from helpers.experiments.compression_span import span_anchor_claim, span_anchor_intervals, span_anchor_runs
+    from helpers.protocols.compression_span import span_anchor_claim, span_anchor_intervals, span_anchor_runs
     from helpers.study.profiles import SPAN_TASK, LabelSpanSizes
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
@@ -705,7 +710,7 @@ def test_span_runs_match_the_methods_they_extend_and_come_back_from_the_store(ti
 
 
 def test_span_aucroc_interval_hand_cases():
-    from helpers.experiments.aucroc_span import span_aucroc_claim, span_aucroc_interval
+    from helpers.protocols.aucroc_span import span_aucroc_claim, span_aucroc_interval
 
     g = torch.Generator().manual_seed(0)
     scores = torch.rand(12, 4, 2, generator=g)
@@ -726,7 +731,7 @@ def test_span_isolation_drop_hand_case():
     """Per input: drop(all) = control loyalty - all-tokens loyalty; drop(first) likewise; the span drop is their
     difference, paired."""
     from helpers.core.predict import Predictions
-    from helpers.experiments.isolation_classes import class_loyalty_intervals, span_isolation_claim
+    from helpers.protocols.isolation_classes import class_loyalty_intervals, span_isolation_claim
 
     def pred(labels):
         logits = torch.nn.functional.one_hot(torch.tensor(labels), 2).float()
@@ -749,7 +754,7 @@ def test_span_isolation_drop_hand_case():
 def test_label_first_reuses_label_only_when_every_label_word_is_one_token(tiny_model, tmp_path, monkeypatch):
     """With one-token label words the label_first conditions are the label ones (same rows, same draws); the
     reuse gives what running them gives. With phrase labels they run on their own and differ in rows."""
-    from helpers.experiments.isolation_classes import ClassIsolationSizes, class_isolation_runs
+    from helpers.protocols.isolation_classes import ClassIsolationSizes, class_isolation_runs
     from helpers.study.profiles import SPAN_TASK
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
@@ -770,9 +775,9 @@ def test_label_first_reuses_label_only_when_every_label_word_is_one_token(tiny_m
 
 
 def _claims_10(verdict: str) -> list:
+    from helpers.core.stats import Interval
     from helpers.study.claims import claim
     from helpers.study.paper import CLAIMS_10
-    from helpers.study.stats import Interval
 
     iv = Interval(0.1, 0.05, 0.2, 1, 4)
     return [claim(k, iv, verdict, "criterion") for k in CLAIMS_10]
@@ -855,12 +860,8 @@ def test_content_flows_hand_values_and_the_label_column_is_unchanged(tiny_sst2_s
 
 
 def test_control_flow_intervals_pair_label_and_content():
-    from helpers.experiments.saliency_classes import (
-        CONTROL_CLASSES,
-        DIRECTIONS,
-        control_flow_claims,
-        control_flow_intervals,
-    )
+    from helpers.experiments.saliency_classes import CONTROL_CLASSES, DIRECTIONS
+    from helpers.protocols.saliency_classes import control_flow_claims, control_flow_intervals
 
     x = torch.rand(5, 2, len(DIRECTIONS), len(CONTROL_CLASSES))
     x[..., 0] = x[..., 1] + 0.5  # the label words 0.5 above content on every input, layer and direction
@@ -876,7 +877,7 @@ def test_control_isolation_runs_are_the_class_isolation_of_each_sequence(control
     """On the control: the label condition is run_class_isolation's, one sequence at a time equals all at once, its
     control isolates as many content tokens (all 8 items: 8 labels, 8 items), and the claim follows the drop."""
     from helpers.core.control import control_prompts, control_task
-    from helpers.experiments.isolation_classes import (
+    from helpers.protocols.isolation_classes import (
         class_loyalty_intervals,
         control_isolation_claim,
         control_isolation_runs,

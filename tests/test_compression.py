@@ -192,7 +192,7 @@ def test_gemma_cache_matches_full_and_masked(gemma):
 def test_timing_helper_runs(tiny_models):
     from helpers.core.prompts import PromptSet
     from helpers.core.tasks import get_task, label_token_ids
-    from helpers.experiments.compression import time_icl_vs_anchor
+    from helpers.protocols.compression import time_icl_vs_anchor
 
     m = tiny_models["rotary"]
     ps = prompts_for(m)
@@ -211,7 +211,7 @@ def test_timing_waits_for_cuda_before_reading_the_clock(tiny_models, monkeypatch
 
     from helpers.core.prompts import PromptSet
     from helpers.core.tasks import get_task, label_token_ids
-    from helpers.experiments import compression
+    from helpers.protocols import compression
 
     m = tiny_models["rotary"]
     ps = prompts_for(m)
@@ -252,8 +252,8 @@ def test_run_compression_end_to_end(tiny_models):
 
 
 def test_table2_interval_verdict():
-    from helpers.experiments.compression import table2_verdict
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
+    from helpers.protocols.compression import table2_verdict
 
     up, zero, down = Interval(5, 1, 9, 5, 320), Interval(0, -3, 3, 5, 320), Interval(-5, -9, -1, 5, 320)
     others = ["Text_anchor", "Hidden_random", "Hidden_random-top"]
@@ -548,8 +548,9 @@ def test_check_input_mask_passes_the_solution_and_names_each_mistake(capsys):
 def test_compression_claims_verdicts():
     import pandas as pd
 
-    from helpers.experiments.compression import METHODS, compression_claims
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
+    from helpers.experiments.compression import METHODS
+    from helpers.protocols.compression import compression_claims
 
     up, zero = Interval(5, 1, 9, 5, 320), Interval(0, -3, 3, 5, 320)
     ivs = {(m, met): Interval(60, 55, 65, 5, 320) for m in METHODS

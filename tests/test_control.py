@@ -19,12 +19,7 @@ from helpers.core.control import (
     relabel,
 )
 from helpers.core.task_data import file_sha256
-from helpers.experiments.positive_control import (
-    SHIFT,
-    circuit_attention,
-    circuit_attention_reference,
-    label_swap,
-)
+from helpers.experiments.positive_control import SHIFT, circuit_attention, circuit_attention_reference, label_swap
 
 TASK = ControlTask()
 
@@ -301,7 +296,8 @@ def test_hidden_anchor_on_the_control(control):
 def test_label_swap_gives_the_plain_run_and_hidden_anchor_reuses_it(control):
     """label_swap's ``pred``/``correct`` are the plain run's (so notebook 09 runs each sequence once for both), and
     hidden_anchor_accuracy given those predictions equals its own full run."""
-    from helpers.experiments.positive_control import accuracy_cells, hidden_anchor_accuracy, label_swap
+    from helpers.experiments.positive_control import hidden_anchor_accuracy, label_swap
+    from helpers.protocols.positive_control import accuracy_cells
 
     cp = control_prompts(TASK, 32, seed=15)
     sw = label_swap(control, cp)

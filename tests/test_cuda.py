@@ -94,7 +94,7 @@ def test_local_folder_loads_onto_cuda_without_a_host_copy(tmp_path):
 
 def test_timing_synchronises_on_cuda(tiny_models, monkeypatch):
     from helpers.core.prompts import make_icl_set
-    from helpers.experiments.compression import time_icl_vs_anchor
+    from helpers.protocols.compression import time_icl_vs_anchor
 
     model = _on_cuda(tiny_models["rotary"])
     s = make_icl_set(model, "sst2", seed=42, n_test=3)

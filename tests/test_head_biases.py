@@ -9,7 +9,15 @@ import torch
 from heads_common import _assert_same_predictions, _set, _shared_vs_full
 
 from helpers.core.predict import predict
-from helpers.experiments import head_biases as HB
+from helpers.experiments.head_biases import (
+    BiasResult,
+    _bias_from,
+    majority_bias,
+    recency_bias,
+    reduction_pct,
+    reweight_hooks,
+)
+from helpers.protocols import head_biases as HB
 from helpers.study import heads_report as HR
 
 
@@ -17,20 +25,20 @@ def test_reweight_with_ones_is_identity(tiny_model, ut):
     ps = _set(tiny_model, ut, n=3, k=2)
     plain = predict(tiny_model, ps.prompts, ps.label_ids, 2)
     same = predict(tiny_model, ps.prompts, ps.label_ids, 2,
-                   hooks=HB.reweight_hooks([(0, 1), (1, 2)], lambda p, head, T: torch.ones(T)))
+                   hooks=reweight_hooks([(0, 1), (1, 2)], lambda p, head, T: torch.ones(T)))
     assert torch.allclose(plain.label_logits, same.label_logits, atol=1e-5)
     double = predict(tiny_model, ps.prompts, ps.label_ids, 2,
-                     hooks=HB.reweight_hooks([(1, 2)], lambda p, head, T: torch.full((T,), 2.0)))
+                     hooks=reweight_hooks([(1, 2)], lambda p, head, T: torch.full((T,), 2.0)))
     assert not torch.allclose(plain.label_logits, double.label_logits)
 
 
 def test_bias_definition_hand_case():
     preds = {0: torch.tensor([0, 0, 1, 1]), 1: torch.tensor([1, 1, 1, 0])}
-    assert HB._bias_from(preds) == pytest.approx(0.125)
-    r = HB.BiasResult("majority", 0.2, 0.15, 0.7, 0.7, {})
+    assert _bias_from(preds) == pytest.approx(0.125)
+    r = BiasResult("majority", 0.2, 0.15, 0.7, 0.7, {})
     assert r.reduction_pct == pytest.approx(25.0)
-    assert HB.reduction_pct(0.1, -0.1) == pytest.approx(0.0)  # overshoot is not a reduction
-    assert np.isnan(HB.BiasResult("recency", 0.0, 0.1, 0, 0, {}).reduction_pct)
+    assert reduction_pct(0.1, -0.1) == pytest.approx(0.0)  # overshoot is not a reduction
+    assert np.isnan(BiasResult("recency", 0.0, 0.1, 0, 0, {}).reduction_pct)
 
 
 def test_bias_runs_on_tiny(ut):
@@ -38,8 +46,8 @@ def test_bias_runs_on_tiny(ut):
 
     tiny_model = make_tiny_model("gqa", seed=0)
     heads = [(1, 0), (2, 1)]
-    maj = HB.majority_bias(tiny_model, ut, heads, seed=1, n_test=3, batch_size=4)
-    rec = HB.recency_bias(tiny_model, ut, heads, seed=1, n_test=3, batch_size=4)
+    maj = majority_bias(tiny_model, ut, heads, seed=1, n_test=3, batch_size=4)
+    rec = recency_bias(tiny_model, ut, heads, seed=1, n_test=3, batch_size=4)
     for r in (maj, rec):
         assert -0.5 <= r.bias_before <= 0.5 and -0.5 <= r.bias_after <= 0.5
         assert set(r.per_direction["pred_before"]) == {0, 1}
@@ -56,7 +64,7 @@ def test_bias_runs_on_tiny(ut):
 def _bias_result(before, after):
     before = {c: torch.tensor(p) for c, p in before.items()}
     after = {c: torch.tensor(p) for c, p in after.items()}
-    return HB.BiasResult("majority", HB._bias_from(before), HB._bias_from(after), 0.5, 0.5,
+    return BiasResult("majority", _bias_from(before), _bias_from(after), 0.5, 0.5,
                         {"pred_before": before, "pred_after": after})
 
 
@@ -81,7 +89,7 @@ def test_bias_cells_and_intervals_hand_case():
 
 
 def test_bias_interval_part():
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)
@@ -119,14 +127,14 @@ def test_shared_reweighting_equals_full_prompts(tiny_model, ut):
 
     plain = predict(tiny_model, ps.prompts, ps.label_ids, 2)
     for w_of in (majority, recency):
-        full, shared = _shared_vs_full(tiny_model, ps, HB.reweight_hooks(heads, w_of))
+        full, shared = _shared_vs_full(tiny_model, ps, reweight_hooks(heads, w_of))
         _assert_same_predictions(full, shared)
         assert not torch.allclose(full.label_logits, plain.label_logits, atol=1e-3)
 
 
 def test_shared_bias_functions_equal_full_prompts(tiny_model, ut):
     heads = [(1, 0), (2, 1)]
-    for fn in (HB.majority_bias, HB.recency_bias):
+    for fn in (majority_bias, recency_bias):
         a = fn(tiny_model, ut, heads, seed=1, n_test=3, batch_size=2)
         b = fn(tiny_model, ut, heads, seed=1, n_test=3, batch_size=2, shared=False)
         assert (a.bias_before, a.bias_after, a.acc_before, a.acc_after) == (b.bias_before, b.bias_after, b.acc_before, b.acc_after)
@@ -137,7 +145,7 @@ def test_shared_bias_functions_equal_full_prompts(tiny_model, ut):
 
 
 def test_head_biases_claims():
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)

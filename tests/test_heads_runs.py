@@ -11,11 +11,15 @@ from helpers.core import heads as CH
 from helpers.core import unrelated as U
 from helpers.core.predict import predict
 from helpers.core.store import cached
-from helpers.experiments import head_ablation as HA
-from helpers.experiments import head_biases as HB
-from helpers.experiments import incontext_heads as IH
-from helpers.experiments import mapping_control as MC
-from helpers.experiments import two_towers as TT
+from helpers.experiments.head_ablation import ALL_POSITIONS, ablation_accuracy, ablation_predictions, random_heads
+from helpers.experiments.head_biases import majority_bias, recency_bias
+from helpers.experiments.incontext_heads import head_attribution
+from helpers.experiments.two_towers import value_outputs
+from helpers.protocols import head_ablation as HA
+from helpers.protocols import head_biases as HB
+from helpers.protocols import incontext_heads as IH
+from helpers.protocols import mapping_control as MC
+from helpers.protocols import two_towers as TT
 
 STEP_MODULES = (G,)  # every module whose steps store results with cached(): the run grid, for them all
 RUN_SIZES = IH.HeadsSizes(n_eval=3, seeds=[1], k_per_class=1, n_attr=2)  # accuracy, attribution, ablation
@@ -102,21 +106,21 @@ def test_runs_equal_direct_calls_and_second_call_is_cached(tiny_gpt2, ut, ut_rea
     ps_r = U.eval_set(tiny_gpt2, ut_real, 1, RUN_SIZES)
     assert first["acc_real"][("sst2", 1)]["acc"] == predict(tiny_gpt2, ps_r.prompts, ps_r.label_ids, 2).accuracy
     attr_ps = U.make_set(tiny_gpt2, ut, 1001, 2, 1)
-    assert _same(first["attr"]["sst2"], IH.head_attribution(tiny_gpt2, attr_ps.prompts, attr_ps.label_ids, batch_size=2))
+    assert _same(first["attr"]["sst2"], head_attribution(tiny_gpt2, attr_ps.prompts, attr_ps.label_ids, batch_size=2))
     abl = first["abl"][("sst2", 1)]
-    assert abl["random_heads"] == HA.random_heads(tiny_gpt2, 2, seed=1, exclude=heads["sst2"])
+    assert abl["random_heads"] == random_heads(tiny_gpt2, 2, seed=1, exclude=heads["sst2"])
     assert abl["plain"] == pr.accuracy
-    assert abl["in-context heads ablated"] == HA.ablation_accuracy(tiny_gpt2, ps.prompts, ps.label_ids, heads["sst2"], 2)
-    assert abl["random heads ablated"] == HA.ablation_accuracy(tiny_gpt2, ps.prompts, ps.label_ids, abl["random_heads"], 2)
+    assert abl["in-context heads ablated"] == ablation_accuracy(tiny_gpt2, ps.prompts, ps.label_ids, heads["sst2"], 2)
+    assert abl["random heads ablated"] == ablation_accuracy(tiny_gpt2, ps.prompts, ps.label_ids, abl["random_heads"], 2)
     for hs, name in ((heads["sst2"], "in-context heads ablated"), (abl["random_heads"], "random heads ablated")):
-        everywhere = HA.ablation_predictions(tiny_gpt2, ps.prompts, ps.label_ids, hs, 2, at="all")
-        assert abl[name + HA.ALL_POSITIONS] == everywhere.accuracy
-        assert abl["correct"][name + HA.ALL_POSITIONS] == (everywhere.pred == everywhere.gold).int().tolist()
-    assert _same(first["vo"][("sst2", 1)], TT.value_outputs(tiny_gpt2, ps.prompts, ps.label_ids, heads["sst2"], 2))
+        everywhere = ablation_predictions(tiny_gpt2, ps.prompts, ps.label_ids, hs, 2, at="all")
+        assert abl[name + ALL_POSITIONS] == everywhere.accuracy
+        assert abl["correct"][name + ALL_POSITIONS] == (everywhere.pred == everywhere.gold).int().tolist()
+    assert _same(first["vo"][("sst2", 1)], value_outputs(tiny_gpt2, ps.prompts, ps.label_ids, heads["sst2"], 2))
     fresh = U.fresh_demo_prompts(tiny_gpt2, ut, 2001, 3, 1)
-    assert _same(first["towers"]["sst2"], TT.value_outputs(tiny_gpt2, fresh, ps.label_ids, heads["sst2"], 2))
-    assert _same(first["bias"][("sst2", 1, "majority")], HB.majority_bias(tiny_gpt2, ut, heads["sst2"], 1, 3, batch_size=2))
-    assert _same(first["bias"][("sst2", 1, "recency")], HB.recency_bias(tiny_gpt2, ut, heads["sst2"], 1, 3, batch_size=2))
+    assert _same(first["towers"]["sst2"], value_outputs(tiny_gpt2, fresh, ps.label_ids, heads["sst2"], 2))
+    assert _same(first["bias"][("sst2", 1, "majority")], majority_bias(tiny_gpt2, ut, heads["sst2"], 1, 3, batch_size=2))
+    assert _same(first["bias"][("sst2", 1, "recency")], recency_bias(tiny_gpt2, ut, heads["sst2"], 1, 3, batch_size=2))
 
     # a second call is served from the cache: nothing is recomputed
     def boom(*a, **k):

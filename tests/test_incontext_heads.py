@@ -13,9 +13,18 @@ from heads_common import ATOL, SHARED_ATOL, _assert_same_predictions, _final_log
 from helpers.core import heads as CH
 from helpers.core.predict import predict
 from helpers.core.tasks import label_token_ids
-from helpers.experiments import head_ablation as HA
 from helpers.experiments import incontext_heads as IH
-from helpers.experiments import mapping_control as MC
+from helpers.experiments.head_ablation import (
+    ABLATION_CONDITIONS,
+    ALL_POSITIONS,
+    ablation_accuracy,
+    ablation_hook_pair,
+    ablation_hooks,
+    random_heads,
+)
+from helpers.experiments.mapping_control import mapping_control
+from helpers.protocols import head_ablation as HA
+from helpers.protocols import mapping_control as MC
 from helpers.study import heads_report as HR
 
 # ------------------------------------------------------------------ attribution
@@ -133,15 +142,15 @@ def test_n_incontext_heads(tiny_model):
 def test_ablating_no_heads_equals_plain_run(tiny_model, ut):
     ps = _set(tiny_model, ut, n=4)
     plain = predict(tiny_model, ps.prompts, ps.label_ids, 2)
-    none = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=HA.ablation_hooks([]))
+    none = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=ablation_hooks([]))
     assert torch.equal(plain.label_logits, none.label_logits)
-    assert HA.ablation_accuracy(tiny_model, ps.prompts, ps.label_ids, []) == plain.accuracy
+    assert ablation_accuracy(tiny_model, ps.prompts, ps.label_ids, []) == plain.accuracy
 
 
 def test_ablation_hooks_match_cached_ablation(tiny_model, ut):
     ps = _set(tiny_model, ut, n=3)
     heads = [(0, 1), (tiny_model.cfg.n_layers - 1, 3)]
-    out = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=HA.ablation_hooks(heads))
+    out = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=ablation_hooks(heads))
     plain = predict(tiny_model, ps.prompts, ps.label_ids, 2)
     assert not torch.allclose(out.label_logits, plain.label_logits)
     L, Hn = tiny_model.cfg.n_layers, tiny_model.cfg.n_heads
@@ -158,23 +167,23 @@ def test_ablation_hooks_match_cached_ablation(tiny_model, ut):
 def test_ablation_all_positions_differs_from_q_only(tiny_model, ut):
     ps = _set(tiny_model, ut, n=2)
     heads = [(0, 0), (0, 1), (0, 2), (0, 3)]
-    q_only = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=HA.ablation_hooks(heads, at="q"))
-    every = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=HA.ablation_hooks(heads, at="all"))
+    q_only = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=ablation_hooks(heads, at="q"))
+    every = predict(tiny_model, ps.prompts, ps.label_ids, 2, hooks=ablation_hooks(heads, at="all"))
     assert not torch.allclose(q_only.label_logits, every.label_logits)
     with pytest.raises(ValueError, match="means"):
-        HA.ablation_hooks(heads, ablation="mean")
+        ablation_hooks(heads, ablation="mean")
 
 
 def test_random_heads_seeded_and_disjoint(tiny_model):
     chosen = [(0, 0), (1, 2), (2, 3)]
-    a = HA.random_heads(tiny_model, 4, seed=7, exclude=chosen)
-    assert a == HA.random_heads(tiny_model, 4, seed=7, exclude=chosen)
+    a = random_heads(tiny_model, 4, seed=7, exclude=chosen)
+    assert a == random_heads(tiny_model, 4, seed=7, exclude=chosen)
     assert len(set(a)) == 4 and not set(a) & set(chosen)
     total = tiny_model.cfg.n_layers * tiny_model.cfg.n_heads
-    assert set(HA.random_heads(tiny_model, total, seed=0, exclude=chosen, allow_overlap=True)) >= set(chosen)
+    assert set(random_heads(tiny_model, total, seed=0, exclude=chosen, allow_overlap=True)) >= set(chosen)
     with pytest.raises(ValueError, match="available"):
-        HA.random_heads(tiny_model, total - 2, seed=0, exclude=chosen)
-    draws = {tuple(HA.random_heads(tiny_model, 3, seed=s, exclude=chosen)) for s in range(10)}
+        random_heads(tiny_model, total - 2, seed=0, exclude=chosen)
+    draws = {tuple(random_heads(tiny_model, 3, seed=s, exclude=chosen)) for s in range(10)}
     assert len(draws) > 1
 
 
@@ -191,7 +200,7 @@ def test_verdict_criteria():
 
 
 def test_ablation_interval_part_and_overall_verdict():
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)
@@ -214,16 +223,16 @@ def test_mapping_control_hand_cases():
     gold = np.array([0, 1, 0, 1])
     prior = {key: {"pred": [0, 0, 0, 0], "correct": (gold == 0).astype(int).tolist()}}  # always the first word
     prior_swapped = {key: {"pred": [1, 1, 1, 1], "correct": (gold == 1).astype(int).tolist()}}  # the same word
-    mc = MC.mapping_control(prior, prior_swapped)
+    mc = mapping_control(prior, prior_swapped)
     assert mc["swap_averaged"][key].tolist() == [0.5] * 4 and mc["same_word"][key].tolist() == [1.0] * 4
     icl = {key: {"pred": gold.tolist(), "correct": [1, 1, 1, 1]}}
-    mc = MC.mapping_control(icl, icl)  # the gold class index is the same under both mappings
+    mc = mapping_control(icl, icl)  # the gold class index is the same under both mappings
     assert mc["swap_averaged"][key].tolist() == [1.0] * 4 and mc["same_word"][key].tolist() == [0.0] * 4
     with pytest.raises(ValueError, match="same inputs"):
-        MC.mapping_control(icl, {key: {"pred": [0], "correct": [1]}})
+        mapping_control(icl, {key: {"pred": [0], "correct": [1]}})
     with pytest.raises(ValueError, match="same"):
-        MC.mapping_control(icl, {("sst2", 2): icl[key]})
-    from helpers.study.stats import Interval
+        mapping_control(icl, {("sst2", 2): icl[key]})
+    from helpers.core.stats import Interval
     assert MC.mapping_interval_part(Interval(0.6, 0.55, 0.65, 5, 320)) == "follows the mapping"
     assert MC.mapping_interval_part(Interval(0.5, 0.45, 0.55, 5, 320)) == "at chance"
     assert MC.mapping_interval_part(Interval(0.4, 0.35, 0.45, 5, 320)) == "against the mapping"
@@ -241,7 +250,7 @@ def test_shared_ablation_equals_full_prompts(tiny_model, ut, at, ablation):
     L, Hn = tiny_model.cfg.n_layers, tiny_model.cfg.n_heads
     heads = [(0, 1), (0, 2), (L - 2, 0), (L - 1, 3)]
     means = torch.randn(L, Hn, tiny_model.cfg.d_head, generator=torch.Generator().manual_seed(0)) if ablation == "mean" else None
-    prefix_hooks, factory = HA.ablation_hook_pair(heads, ablation, means, at)
+    prefix_hooks, factory = ablation_hook_pair(heads, ablation, means, at)
     assert (len(prefix_hooks) > 0) == (at == "all")
     full, shared = _shared_vs_full(tiny_model, ps, factory, prefix_hooks)
     _assert_same_predictions(full, shared)
@@ -252,8 +261,8 @@ def test_shared_ablation_equals_full_prompts(tiny_model, ut, at, ablation):
         assert not torch.allclose(partial.label_logits, full.label_logits, atol=1e-3)
     kw = {"ablation": ablation, "means": means, "at": at}
     assert CH.shared_cache(tiny_model, ps.prompts) is not None  # the shared path is the one taken
-    assert HA.ablation_accuracy(tiny_model, ps.prompts, ps.label_ids, heads, 2, **kw) == \
-        HA.ablation_accuracy(tiny_model, ps.prompts, ps.label_ids, heads, 2, shared=False, **kw) == full.accuracy
+    assert ablation_accuracy(tiny_model, ps.prompts, ps.label_ids, heads, 2, **kw) == \
+        ablation_accuracy(tiny_model, ps.prompts, ps.label_ids, heads, 2, shared=False, **kw) == full.accuracy
 
 
 @pytest.mark.parametrize("ablation", ["zero", "mean"])
@@ -339,16 +348,16 @@ def test_check_head_ablation_passes_the_solution_and_fails_wrong_ones(capsys):
 
 
 def test_mapping_and_ablation_claims():
+    from helpers.core.stats import Interval
     from helpers.study.claims import VERDICTS
-    from helpers.study.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)
 
     mapping = {"swap_averaged": iv(0.49, 0.51), "same_word": iv(0.9, 1.0)}
-    ablation = {c: iv(0.45, 0.55) for c in HA.ABLATION_CONDITIONS}
-    ablation.update({"drop": iv(0.3, 0.5), "excess": iv(0.2, 0.4), "drop" + HA.ALL_POSITIONS: iv(-0.02, 0.04),
-                     "excess" + HA.ALL_POSITIONS: iv(-0.03, 0.05)})
+    ablation = {c: iv(0.45, 0.55) for c in ABLATION_CONDITIONS}
+    ablation.update({"drop": iv(0.3, 0.5), "excess": iv(0.2, 0.4), "drop" + ALL_POSITIONS: iv(-0.02, 0.04),
+                     "excess" + ALL_POSITIONS: iv(-0.03, 0.05)})
     claims = MC.mapping_claims(mapping, context="probe") + HA.ablation_claims(ablation, context="probe")
     assert [c.key for c in claims] == ["07.foobar_icl", "07.ablation_at_q", "07.ablation_all"]
     assert [c.verdict for c in claims] == ["inconclusive", "replicates", "inconclusive"]
@@ -366,7 +375,7 @@ def test_cached_runs_hash_the_weights_once_per_call(tiny_models, ut, tmp_path, m
     per (task, seed), or per size as regime_runs does, hashes them once per call, not once per step."""
     from helpers.core import accounting
     from helpers.core.store import FINGERPRINT_STEP
-    from helpers.experiments.mapping_control import RegimeSizes, accuracy_runs, regime_runs
+    from helpers.protocols.mapping_control import RegimeSizes, accuracy_runs, regime_runs
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
     model = tiny_models["gpt2"]

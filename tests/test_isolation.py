@@ -211,8 +211,8 @@ def test_random_control_batching_and_subsets(tiny_sst2_set):
 
 @pytest.mark.parametrize("draw", ["authors", "set"])
 def test_random_subset_pairs_with_full_label_runs(tiny_sst2_set, draw):
-    from helpers.experiments.isolation import condition_cells, condition_ids, loyalty_frame
-    from helpers.study.stats import bootstrap_means, paired_differences
+    from helpers.core.stats import bootstrap_means, paired_differences
+    from helpers.protocols.isolation import condition_cells, condition_ids, loyalty_frame
 
     model, prompts, lids = tiny_sst2_set
     full = isolation_experiment(model, prompts, lids, ks=(1,), seed=2, batch_size=4, random_draw=draw)
@@ -238,7 +238,7 @@ def test_random_subset_pairs_with_full_label_runs(tiny_sst2_set, draw):
 
 
 def test_budget_runs_the_random_control_on_every_input_but_in_smoke():
-    from helpers.experiments.isolation import isolation_sizes
+    from helpers.protocols.isolation import isolation_sizes
     from helpers.study.profiles import get_profile
 
     for name in ("smoke", "default", "paper"):
@@ -326,8 +326,8 @@ def test_real_models_last_layer_conditions_together_equal_full_prompts(which, re
 
 
 def test_isolation_interval_verdict():
-    from helpers.experiments.isolation import isolation_verdict
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
+    from helpers.protocols.isolation import isolation_verdict
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)
@@ -354,7 +354,7 @@ def test_loyalty_rows_carry_per_input_values(tiny_sst2_set):
 
 
 def test_condition_cells(tiny_sst2_set):
-    from helpers.experiments.isolation import condition_cells, loyalty_frame
+    from helpers.protocols.isolation import condition_cells, loyalty_frame
 
     model, prompts, lids = tiny_sst2_set
     df = loyalty_frame({("sst2", 42): isolation_experiment(model, prompts, lids, ks=(1,), seed=0, batch_size=4)})
@@ -505,8 +505,8 @@ def test_a_failed_check_shows_its_message_only_in_jupyter():
 
 
 def test_isolation_claims_one_per_check():
-    from helpers.experiments.isolation import isolation_claims
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
+    from helpers.protocols.isolation import isolation_claims
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)
@@ -542,8 +542,9 @@ def test_random_control_in_the_last_layers_shares_the_lower_ones(tiny_model):
 
 def test_isolation_claims_state_the_layers_they_isolated():
     """The control isolates its first and last layer (k=1): its claims say "layer", not the paper's "5 layers"."""
-    from helpers.experiments.isolation import MAIN_CONDITIONS, isolation_claims
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
+    from helpers.experiments.isolation import MAIN_CONDITIONS
+    from helpers.protocols.isolation import isolation_claims
 
     iv = Interval(0.9, 0.85, 0.95, 5, 320)
     loyalty = {(*cw, "label_loyal"): iv for cw in MAIN_CONDITIONS}

@@ -2,12 +2,13 @@
 
 - ``helpers.core``: models, tasks, prompts, forward passes and their hooks, the shared-prefix cache, the
   content-addressed result store. It imports nothing from the other layers.
-- ``helpers.study``: profiles, results folders, intervals, claims, run records, report, plots. It imports only
-  ``core``.
-- ``helpers.experiments``: one module per paper idea, the method only. Each imports ``core`` and ``study``, never
-  another experiment module, so a reader can open one file and find the whole method.
-- ``helpers.protocols``: what runs several methods together under one protocol (the checks' power on the controls,
-  :mod:`helpers.protocols.power`). It imports ``core``, ``study`` and ``experiments``.
+- ``helpers.experiments``: one module per paper idea, the method only: tensors and prompts in, tensors out, with
+  no run sizes, intervals, verdicts or claims. Each imports only ``core`` (and the modules of its own method), so a
+  reader can open one file and find the whole method.
+- ``helpers.study``: profiles, results folders, claims, run records, report, plots. It imports only ``core``.
+- ``helpers.protocols``: one module per method with its protocol (run sizes, the runs over tasks x seeds, intervals,
+  criteria written before any run, claims), and what runs several methods together (the checks' power on the
+  controls, :mod:`helpers.protocols.power`). It imports ``core``, ``experiments`` and ``study``.
 - ``helpers.exercises``: the notebooks' exercises, one module per method (its ``check_*`` functions and the typical
   mistakes they name), beside ``grading`` and ``tiny`` (the one definition of the tiny random models). It imports
   any lower layer; nothing imports it, and no exercise module imports another method's.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +39,7 @@ def _layer_files(layer: str) -> list[Path]:
     return sorted((HELPERS / layer).rglob("*.py"))
 
 
-LAYERS = ("core", "study", "experiments", "protocols", "exercises")  # bottom to top
+LAYERS = ("core", "experiments", "study", "protocols", "exercises")  # bottom to top
 
 
 def test_every_module_is_in_a_layer():
@@ -69,7 +71,7 @@ def _same_method(a: str, b: str, modules: set[str]) -> bool:
 def test_no_experiment_imports_another():
     """A method's modules may import each other (``isolation`` runs the hooks of ``isolation_rows``; a module
     belongs to the method whose module name, plus ``_``, starts its own); one method
-    never imports another's: what two methods share lives in helpers/core or helpers/study."""
+    never imports another's: what two methods share lives in helpers/core."""
     mods = {p.stem for p in _layer_files("experiments") if p.stem != "__init__"}
     bad = {}
     for p in _layer_files("experiments"):
@@ -78,6 +80,26 @@ def test_no_experiment_imports_another():
         if other:
             bad[p.stem] = sorted(other)
     assert not bad, f"experiment modules importing other methods' modules: {bad}"
+
+
+PROTOCOL_NAMES = re.compile(r"(Sizes|_sizes|_runs|_intervals?|_verdict|_claims?)$")
+
+
+def test_methods_hold_no_protocol():
+    """Run sizes, the runs over tasks x seeds, intervals, verdicts and claims live in helpers/protocols, beside
+    the method they run; a method module defines none of them at its top level."""
+    bad = [f"{p.relative_to(ROOT)}: {node.name}" for p in _layer_files("experiments")
+           for node in ast.parse(p.read_text()).body
+           if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and PROTOCOL_NAMES.search(node.name)]
+    assert not bad, f"protocol code in method modules (move it to helpers/protocols): {bad}"
+    methods = {p.stem for p in _layer_files("experiments")} - {"__init__"}
+    protocols = {p.stem for p in _layer_files("protocols")} - {"__init__"}
+    assert PROTOCOL_NAMES.search("saliency_runs") and PROTOCOL_NAMES.search("SaliencySizes")
+    assert not PROTOCOL_NAMES.search("run_isolation") and not PROTOCOL_NAMES.search("aucroc_per_layer")
+    for p in _layer_files("protocols"):  # a protocol named after a method runs that method
+        if p.stem in methods:
+            assert f"helpers.experiments.{p.stem}" in _imports(p), p.stem
+    assert {"saliency", "isolation", "aucroc", "reweighting", "compression", "diagnosis"} <= protocols
 
 
 def test_same_method_is_a_name_prefix():

@@ -291,7 +291,7 @@ def test_editing_a_spec_recomputes_instead_of_serving_the_old_result(tmp_path, m
 
 
 def test_a_spec_task_runs_through_the_run_helpers(tmp_path, tiny_models, monkeypatch):
-    from helpers.experiments.setting import vanilla_accuracy
+    from helpers.protocols.setting import vanilla_accuracy
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path / "cache"))
     rows = {"train": [(f"good {i}", 1) for i in range(5)] + [(f"bad {i}", 0) for i in range(5)],
@@ -337,7 +337,7 @@ def test_aucroc_intervals_when_the_model_predicts_one_class():
     """One task with few inputs (notebook 08's smoke run): a single predicted class gives no interval, no crash."""
     import torch
 
-    from helpers.experiments.aucroc import curve_intervals
+    from helpers.protocols.aucroc import curve_intervals
 
     g = torch.Generator().manual_seed(0)
     raw = {("t", 42): {"scores": torch.rand(6, 4, 2, generator=g), "pred": torch.zeros(6, dtype=torch.long),

@@ -12,8 +12,8 @@ import pytest
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from helpers.core.stats import Interval  # noqa: E402
 from helpers.study import plots  # noqa: E402
-from helpers.study.stats import Interval  # noqa: E402
 
 
 def iv(est: float, lo: float, hi: float) -> Interval:
@@ -21,7 +21,7 @@ def iv(est: float, lo: float, hi: float) -> Interval:
 
 
 def test_setup_text_prints_profile_sizes_training_and_one_sequence():
-    from helpers.experiments.positive_control import control_sizes
+    from helpers.protocols.positive_control import control_sizes
     from helpers.study.profile_table import PROFILES
 
     prompt = SimpleNamespace(text="x1.0 L2 x1.1", gold=2)

@@ -14,13 +14,14 @@ import torch
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from helpers.experiments import head_ablation as ha  # noqa: E402
-from helpers.experiments import head_biases as hb  # noqa: E402
-from helpers.experiments import mapping_control as mc  # noqa: E402
-from helpers.experiments import two_towers as tt  # noqa: E402
+from helpers.core.stats import Interval  # noqa: E402
+from helpers.experiments import head_ablation as ha
+from helpers.experiments import two_towers as tt
+from helpers.experiments.mapping_control import REGIME_PAIRS
+from helpers.protocols import head_biases as hb
+from helpers.protocols import mapping_control as mc
 from helpers.study import heads_report as hr  # noqa: E402
 from helpers.study import plots  # noqa: E402
-from helpers.study.stats import Interval  # noqa: E402
 
 TASKS = ("sst2", "agnews")
 TITLES = {"sst2": "SST-2 (foo/bar)", "agnews": "AGNews (foo/bar)"}
@@ -189,7 +190,7 @@ def test_regime_table_and_context():
         "swap-averaged accuracy": "0.560 [0.510, 0.620]", "same-word rate": "0.900 [0.800, 1.000]",
         "accuracy (pair)": "0.600 [0.500, 0.700]", "accuracy (swap)": "0.400 [0.300, 0.500]", "dropped": "2/64",
         "reading": "follows the mapping"}
-    assert mc.regime_context(["SST-2", "AGNews"], mc.REGIME_PAIRS, RS) == \
+    assert mc.regime_context(["SST-2", "AGNews"], REGIME_PAIRS, RS) == \
         "SST-2, AGNews with foo/bar and A/B, 2 seed(s) x 32 queries per size"
 
 

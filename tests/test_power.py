@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from helpers.core.stats import Interval
 from helpers.study.claims import claim
 from helpers.study.paper import CLAIMS
 from helpers.study.power_report import (
@@ -24,7 +25,6 @@ from helpers.study.power_report import (
     power_rows,
     reading,
 )
-from helpers.study.stats import Interval
 
 IV = Interval(0.1, 0.05, 0.2, 1, 4)
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers.core.stats import Interval
 from helpers.study import record as rec
 from helpers.study import report
 from helpers.study.claims import report_claims
 from helpers.study.report import record_run
-from helpers.study.stats import Interval
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -12,11 +12,14 @@ import torch
 from helpers.core import heads as CH
 from helpers.core import unrelated as U
 from helpers.core.predict import predict
-from helpers.experiments import head_ablation as HA
-from helpers.experiments import incontext_heads as IH
-from helpers.experiments import mapping_control as MC
+from helpers.core.stats import Interval
+from helpers.experiments.head_ablation import ABLATION_CONDITIONS, ablation_accuracy
+from helpers.experiments.incontext_heads import incontext_heads
+from helpers.experiments.mapping_control import REGIME_KS, REGIME_PAIRS, clear_regimes, regime_name, swapped_mapping
+from helpers.protocols import head_ablation as HA
+from helpers.protocols import incontext_heads as IH
+from helpers.protocols import mapping_control as MC
 from helpers.study.profile_table import PROFILES
-from helpers.study.stats import Interval
 
 KS = (1, 2, 8)
 # 16 per class can pass the tiny models' 512 tokens
@@ -40,15 +43,15 @@ def uts(ut):
 
 def test_regime_sizes_and_names():
     smoke, default, paper = (MC.regime_sizes(PROFILES[n]) for n in ("smoke", "default", "paper"))
-    assert default.ks == paper.ks == MC.REGIME_KS == (1, 2, 4, 8, 16)
+    assert default.ks == paper.ks == REGIME_KS == (1, 2, 4, 8, 16)
     assert default.n_eval * len(default.seeds) >= 64 and set(default.tasks) == {"sst2", "agnews"}
     assert len(smoke.ks) <= 2 and smoke.n_eval <= 4 and len(smoke.seeds) == 1
     assert paper.n_eval == PROFILES["paper"].n_test and paper.seeds == PROFILES["paper"].seeds
     assert default.at(4) == U.EvalSizes(n_eval=default.n_eval, seeds=default.seeds, k_per_class=4)
-    assert len(MC.REGIME_PAIRS) >= 2 and "foo/bar" in MC.REGIME_PAIRS
-    assert MC.swapped_mapping("foo/bar") == "bar/foo" and MC.swapped_mapping("A/B") == "B/A"
+    assert len(REGIME_PAIRS) >= 2 and "foo/bar" in REGIME_PAIRS
+    assert swapped_mapping("foo/bar") == "bar/foo" and swapped_mapping("A/B") == "B/A"
     with pytest.raises(ValueError, match="word0/word1"):
-        MC.swapped_mapping("foo")
+        swapped_mapping("foo")
 
 
 def test_regime_runs_swap_share_demos_and_equal_full_prompts(tiny_model, ut, uts):
@@ -115,12 +118,12 @@ def test_clear_regimes_and_claims():
     from helpers.study.claims import VERDICTS
 
     chance = {("foo/bar", 1): _row(0.45, 0.55), ("A/B", 1): _row(0.48, 0.56)}
-    assert MC.clear_regimes(chance) == []
+    assert clear_regimes(chance) == []
     claims = MC.regime_claims(chance, context="probe")
     assert [c.key for c in claims] == ["07.unrelated_regime"] and claims[0].verdict == "inconclusive"
     assert claims[0].ours.low == 0.48 and "A/B at 1 per class" in claims[0].note  # the highest lower bound
     both = {**chance, ("foo/bar", 8): _row(0.51, 0.6), ("A/B", 16): _row(0.55, 0.7)}
-    assert MC.clear_regimes(both) == [("A/B", 16), ("foo/bar", 8)]
+    assert clear_regimes(both) == [("A/B", 16), ("foo/bar", 8)]
     unconfirmed = MC.regime_claims(both, context="probe")
     assert unconfirmed[0].verdict == "inconclusive" and "Not yet run on fresh seeds" in unconfirmed[0].note
     failed = MC.regime_claims(both, context="probe", confirmation=_row(0.45, 0.6))
@@ -128,8 +131,8 @@ def test_clear_regimes_and_claims():
     claims = MC.regime_claims(both, context="probe", confirmation=_row(0.52, 0.7))
     assert [c.key for c in claims] == ["07.unrelated_regime"] and claims[0].verdict == "replicates"
     assert "On fresh seeds: " in claims[0].note
-    abl = {c: _iv(0.5, 0.6) for c in HA.ABLATION_CONDITIONS} | {"drop": _iv(0.1, 0.3), "excess": _iv(0.05, 0.2)}
-    ablated = HA.regime_ablation_claim(abl, f"probe; {MC.regime_name(('A/B', 16))}")
+    abl = {c: _iv(0.5, 0.6) for c in ABLATION_CONDITIONS} | {"drop": _iv(0.1, 0.3), "excess": _iv(0.05, 0.2)}
+    ablated = HA.regime_ablation_claim(abl, f"probe; {regime_name(('A/B', 16))}")
     assert ablated.key == "07.regime_ablation" and ablated.verdict == "partly" and ablated.verdict in VERDICTS
     assert "A/B at 16 per class" in ablated.context
     with pytest.raises(ValueError, match="no regime"):
@@ -152,18 +155,18 @@ def test_regime_confirmation_runs_the_regime_on_fresh_seeds(tiny_model, uts):
 
 def test_the_ablation_in_a_regime_uses_its_sizes(tiny_model, ut):
     """Notebook 07's sections 2.2-2.3 in a regime: attribution and ablation at the regime's sizes
-    (:func:`helpers.experiments.incontext_heads.heads_sizes_at`), with the attribution prompts of the heads' sizes."""
+    (:func:`helpers.protocols.incontext_heads.heads_sizes_at`), with the attribution prompts of the heads' sizes."""
     heads_sizes = IH.HeadsSizes(n_eval=8, seeds=(42,), k_per_class=2, n_attr=12)
     in_regime = IH.heads_sizes_at(heads_sizes, replace(SIZES, seeds=(1,)).at(2))
     assert in_regime == IH.HeadsSizes(n_eval=3, seeds=(1,), k_per_class=2, n_attr=12)
     scores = IH.attribution_runs(tiny_model, {"sst2": ut}, in_regime, batch_size=2)
-    heads = {"sst2": IH.incontext_heads(scores["sst2"], 2)}
+    heads = {"sst2": incontext_heads(scores["sst2"], 2)}
     runs = HA.ablation_runs(tiny_model, {"sst2": ut}, heads, in_regime, batch_size=2)
     iv = HA.ablation_intervals(runs)
     assert len(heads["sst2"]) == 2 and list(runs) == [("sst2", 1)]
     ps = U.eval_set(tiny_model, ut, 1, in_regime)
     assert runs[("sst2", 1)]["plain"] == predict(tiny_model, ps.prompts, ps.label_ids, 2).accuracy
-    assert runs[("sst2", 1)]["in-context heads ablated"] == HA.ablation_accuracy(tiny_model, ps.prompts, ps.label_ids,
+    assert runs[("sst2", 1)]["in-context heads ablated"] == ablation_accuracy(tiny_model, ps.prompts, ps.label_ids,
                                                                                   heads["sst2"], 2)
     assert {"drop", "excess"} <= set(iv) and all(isinstance(v, Interval) for v in iv.values())
 
@@ -177,7 +180,7 @@ def test_plot_regime_draws_a_band_per_pair():
 
     from helpers.study.plots import plot_regime
 
-    iv = {(p, k): _row(0.4, 0.6) for p in ("foo/bar", "A/B") for k in MC.REGIME_KS}
+    iv = {(p, k): _row(0.4, 0.6) for p in ("foo/bar", "A/B") for k in REGIME_KS}
     fig = plot_regime(iv)
     ax = fig.axes[0]
     assert len([c for c in ax.collections if isinstance(c, PolyCollection)]) == 2

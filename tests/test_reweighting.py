@@ -121,8 +121,8 @@ def test_fast_training_equals_full_run(tiny_model):
 
 
 def test_table1_interval_verdict():
-    from helpers.experiments.reweighting import table1_verdict
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
+    from helpers.protocols.reweighting import table1_verdict
 
     up, down, zero = Interval(5, 1, 9, 5, 320), Interval(-5, -9, -1, 5, 320), Interval(1, -2, 4, 5, 320)
     assert table1_verdict(up, up) == "replicates"
@@ -219,7 +219,7 @@ def _fake_rows():
 
 
 def test_table1_intervals_frame_and_claims():
-    from helpers.experiments.reweighting import table1_claims, table1_frame, table1_intervals
+    from helpers.protocols.reweighting import table1_claims, table1_frame, table1_intervals
 
     accuracy, gains = table1_intervals(_fake_rows())
     assert accuracy["vanilla 1-shot"]["Average"].estimate == pytest.approx(37.5)
@@ -279,7 +279,8 @@ def test_table1_runs_train_missing_seeds_together_and_store_each(tiny_model, tmp
     """table1_runs trains the seeds it has to compute in one lockstep run and stores each (task, seed): the rows
     equal run_table1's one by one, and a second call reads all of them back."""
     from helpers.core import accounting
-    from helpers.experiments.reweighting import run_table1, table1_runs
+    from helpers.experiments.reweighting import run_table1
+    from helpers.protocols.reweighting import table1_runs
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
     with accounting.recording() as led:

@@ -159,7 +159,7 @@ def test_layer_ranges():
 
 
 def test_flow_statistics_hand_computed():
-    from helpers.experiments.saliency import CROSSING, flow_statistics
+    from helpers.protocols.saliency import CROSSING, flow_statistics
 
     rel = relative_flow(torch.tensor([_RAW]))
     st = flow_statistics(rel)
@@ -177,11 +177,7 @@ def test_flow_statistics_hand_computed():
 
 
 def test_flow_intervals_identical_inputs_give_points_and_the_verdict_agrees():
-    from helpers.experiments.saliency import (
-        MEAN_OVER_TASKS,
-        flow_intervals,
-        saliency_verdict,
-    )
+    from helpers.protocols.saliency import MEAN_OVER_TASKS, flow_intervals, saliency_verdict
 
     runs = {(t, s): torch.tensor([_RAW] * 4) for t in ("a", "b") for s in (1, 2)}
     ivs = flow_intervals(runs, n_boot=50)
@@ -201,7 +197,7 @@ def test_flow_intervals_identical_inputs_give_points_and_the_verdict_agrees():
 
 def test_flow_intervals_estimate_is_the_plotted_curve():
     """A seed's curve is a ratio of means over inputs (relative_flow), then the seeds are averaged."""
-    from helpers.experiments.saliency import flow_intervals
+    from helpers.protocols.saliency import flow_intervals
 
     a = [[1.0, 0.0, 1.0]]  # relative [.5, 0, .5]
     b = [[3.0, 2.0, 3.0]]  # relative [.375, .25, .375]; their mean flows [2, 1, 2] -> [.4, .2, .4]
@@ -224,7 +220,7 @@ def test_flow_intervals_estimate_is_the_plotted_curve():
     {1: torch.ones(2, 3, 3)},  # key is not (task, seed)
 ])
 def test_flow_intervals_refuses_bad_input(bad):
-    from helpers.experiments.saliency import flow_intervals
+    from helpers.protocols.saliency import flow_intervals
 
     with pytest.raises(ValueError):
         flow_intervals(bad, n_boot=10)
@@ -232,8 +228,9 @@ def test_flow_intervals_refuses_bad_input(bad):
 
 def _contrasts(tasks, by_check):
     """Intervals for every contrast: ``by_check[check]`` is (low, high) or a list of one (low, high) per contrast."""
-    from helpers.experiments.saliency import FLOW_CHECKS, contrast_name
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
+    from helpers.experiments.saliency import contrast_name
+    from helpers.protocols.saliency import FLOW_CHECKS
 
     out = {}
     for t in tasks:
@@ -246,7 +243,7 @@ def _contrasts(tasks, by_check):
 
 
 def test_saliency_interval_verdict():
-    from helpers.experiments.saliency import FLOW_CHECKS, saliency_verdict
+    from helpers.protocols.saliency import FLOW_CHECKS, saliency_verdict
 
     names = list(FLOW_CHECKS)
     above, below, straddle = (0.05, 0.15), (-0.15, -0.05), (-0.05, 0.05)
@@ -278,7 +275,7 @@ def test_saliency_interval_verdict():
 
 
 def test_flow_interval_table_formats_intervals():
-    from helpers.experiments.saliency import CROSSING, MEAN_OVER_TASKS, flow_interval_table, flow_intervals
+    from helpers.protocols.saliency import CROSSING, MEAN_OVER_TASKS, flow_interval_table, flow_intervals
 
     runs = {(t, 1): torch.tensor([_RAW] * 2) for t in ("a", "b")}
     table = flow_interval_table(flow_intervals(runs, n_boot=20), ["a", "b"], labels={"a": "A"})
@@ -394,7 +391,7 @@ def test_check_saliency_flows_passes_on_the_solution_and_names_each_mistake(caps
 
 
 def test_saliency_claims_follow_the_per_task_checks():
-    from helpers.experiments.saliency import FLOW_CHECKS, saliency_claims
+    from helpers.protocols.saliency import FLOW_CHECKS, saliency_claims
 
     names = list(FLOW_CHECKS)
     above, below, straddle = (0.05, 0.15), (-0.15, -0.05), (-0.05, 0.05)

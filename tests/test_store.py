@@ -49,10 +49,10 @@ def test_fingerprint_sees_edits_through_data_and_inside_same_weights():
 
 def _run_all(model):
     """Every run helper that stores results of a model, on a tiny model and a handful of inputs."""
-    from helpers.experiments.aucroc import aucroc_runs
-    from helpers.experiments.isolation import IsolationSizes, isolation_runs
-    from helpers.experiments.saliency import saliency_runs
-    from helpers.experiments.setting import vanilla_accuracy
+    from helpers.protocols.aucroc import aucroc_runs
+    from helpers.protocols.isolation import IsolationSizes, isolation_runs
+    from helpers.protocols.saliency import saliency_runs
+    from helpers.protocols.setting import vanilla_accuracy
 
     acc = vanilla_accuracy(model, ["sst2"], [42], n_test=3, progress=False)
     sal = saliency_runs(model, ["sst2"], [42], n=2, progress=False)

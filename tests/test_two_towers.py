@@ -12,7 +12,15 @@ from helpers.core import heads as CH
 from helpers.core import unrelated as U
 from helpers.core.prompts import pad_batch
 from helpers.core.tasks import label_token_ids
-from helpers.experiments import two_towers as TT
+from helpers.experiments.two_towers import (
+    ValueOutputs,
+    label_carrying_rate,
+    label_carrying_rows,
+    two_towers,
+    value_output_vectors,
+    value_outputs,
+)
+from helpers.protocols import two_towers as TT
 from helpers.study import heads_report as HR
 
 # ------------------------------------------------------------------ value-output vectors
@@ -28,7 +36,7 @@ def test_value_output_vectors_sum_to_head_output(tiny_model, ut):
         ar = torch.arange(len(q))
         for l in range(L):
             assert st["v"][l].shape[2] == (tiny_model.cfg.n_key_value_heads or tiny_model.cfg.n_heads)
-            vo = TT.value_output_vectors(tiny_model, st["pattern"][l], st["v"][l], l)  # [b, h, seq, d]
+            vo = value_output_vectors(tiny_model, st["pattern"][l], st["v"][l], l)  # [b, h, seq, d]
             per_head = vo.sum(2)
             want = torch.einsum("bhe,hed->bhd", st["z"][l], tiny_model.W_O[l])
             assert torch.allclose(per_head, want, atol=ATOL)
@@ -36,14 +44,14 @@ def test_value_output_vectors_sum_to_head_output(tiny_model, ut):
             total = per_head.sum(1) + tiny_model.b_O[l]
             assert torch.allclose(total, cache[f"blocks.{l}.hook_attn_out"][ar, q], atol=ATOL)
             # a subset of heads gives the same rows
-            sub = TT.value_output_vectors(tiny_model, st["pattern"][l], st["v"][l], l, [3, 1])
+            sub = value_output_vectors(tiny_model, st["pattern"][l], st["v"][l], l, [3, 1])
             assert torch.allclose(sub, vo[:, [3, 1]], atol=1e-6)
 
 
 def test_value_outputs_logit_minus_hand_computed(tiny_model, ut):
     ps = _set(tiny_model, ut, n=2, k=2)
     heads = [(1, 2), (0, 3)]
-    vo = TT.value_outputs(tiny_model, ps.prompts, ps.label_ids, heads)
+    vo = value_outputs(tiny_model, ps.prompts, ps.label_ids, heads)
     assert vo.attn.shape == vo.vo_lm.shape == (2, 2, 4)
     p, (l, h) = ps.prompts[1], heads[0]
     kv = h // (tiny_model.cfg.n_heads // (tiny_model.cfg.n_key_value_heads or tiny_model.cfg.n_heads))
@@ -60,24 +68,24 @@ def test_value_outputs_logit_minus_hand_computed(tiny_model, ut):
     assert torch.allclose(vo.attn[1, 0, 2], att, atol=1e-6)
     assert torch.allclose(vo.out_lm[1], lp[ps.label_ids[0]] - lp[ps.label_ids[1]], atol=ATOL)
     assert torch.allclose(vo.wvo_lm, vo.attn * vo.vo_lm)
-    r = TT.label_carrying_rate(vo)
+    r = label_carrying_rate(vo)
     assert 0.0 <= r <= 1.0
-    t = TT.two_towers(vo)
+    t = two_towers(vo)
     assert t["d_attn"].shape == (2,) and -1 <= abs(t["corr_attn_logit_minus"]) <= 1
 
 
 def test_label_carrying_rate_hand_case():
     lc = torch.tensor([[0, 1]])
-    vo = TT.ValueOutputs([(0, 0)], torch.ones(1, 1, 2), torch.tensor([[[2.0, -1.0]]]), torch.zeros(1, 1, 2), lc,
+    vo = ValueOutputs([(0, 0)], torch.ones(1, 1, 2), torch.tensor([[[2.0, -1.0]]]), torch.zeros(1, 1, 2), lc,
                         torch.tensor([[3, 7]]), torch.zeros(1), torch.zeros(1, dtype=torch.long))
-    assert TT.label_carrying_rate(vo) == 1.0
+    assert label_carrying_rate(vo) == 1.0
     vo.vo_lm = torch.tensor([[[2.0, 1.0]]])
-    assert TT.label_carrying_rate(vo) == 0.5
-    np.testing.assert_allclose(TT.label_carrying_rows(vo), [0.5])
+    assert label_carrying_rate(vo) == 0.5
+    np.testing.assert_allclose(label_carrying_rows(vo), [0.5])
 
 
 def test_value_output_interval_part():
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 1, 64)
@@ -96,8 +104,8 @@ def test_value_output_interval_part():
 def test_two_towers_intervals_match_point_values(tiny_model, ut):
     fresh = U.fresh_demo_prompts(tiny_model, ut, 7, 6, 1)
     lids = label_token_ids(tiny_model.tokenizer, ut.task)
-    vo = TT.value_outputs(tiny_model, fresh, lids, [(0, 0), (1, 1)], 4)
-    tt = TT.two_towers(vo)
+    vo = value_outputs(tiny_model, fresh, lids, [(0, 0), (1, 1)], 4)
+    tt = two_towers(vo)
     iv = TT.two_towers_intervals({"sst2": vo, "other": vo}, n_boot=200)
     if np.isnan(tt["corr_attn_logit_minus"]) or np.isnan(tt["corr_vo_logit_minus"]):
         pytest.skip("no variation on this tiny model")
@@ -108,7 +116,7 @@ def test_two_towers_intervals_match_point_values(tiny_model, ut):
 
 
 def test_two_towers_interval_part():
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 1, 32)
@@ -127,8 +135,8 @@ def test_shared_value_outputs_equal_full_prompts(tiny_model, ut):
     ps = _set(tiny_model, ut, n=4, k=2)
     heads = [(1, 2), (0, 3), (tiny_model.cfg.n_layers - 1, 1)]
     assert CH.shared_cache(tiny_model, ps.prompts) is not None  # the shared path is the one taken
-    a = TT.value_outputs(tiny_model, ps.prompts, ps.label_ids, heads, batch_size=3)
-    b = TT.value_outputs(tiny_model, ps.prompts, ps.label_ids, heads, batch_size=3, shared=False)
+    a = value_outputs(tiny_model, ps.prompts, ps.label_ids, heads, batch_size=3)
+    b = value_outputs(tiny_model, ps.prompts, ps.label_ids, heads, batch_size=3, shared=False)
     for f in ("attn", "vo_lm", "wvo_lm", "out_lm"):
         x, y = getattr(a, f), getattr(b, f)
         assert torch.allclose(x, y, atol=SHARED_ATOL), (f, (x - y).abs().max())
@@ -137,8 +145,8 @@ def test_shared_value_outputs_equal_full_prompts(tiny_model, ut):
     # prompts with their own demonstrations (two towers) fall back to the full prompts
     fresh = U.fresh_demo_prompts(tiny_model, ut, 5, 3, 1)
     assert CH.shared_cache(tiny_model, fresh) is None
-    assert _same(TT.value_outputs(tiny_model, fresh, ps.label_ids, heads, 2),
-                 TT.value_outputs(tiny_model, fresh, ps.label_ids, heads, 2, shared=False))
+    assert _same(value_outputs(tiny_model, fresh, ps.label_ids, heads, 2),
+                 value_outputs(tiny_model, fresh, ps.label_ids, heads, 2, shared=False))
 
 
 # ------------------------------------------------------------------ the by-hand check and the claims
@@ -189,7 +197,7 @@ def test_check_value_output_logit_minus_passes_the_solution_and_fails_wrong_ones
 
 
 def test_two_towers_claims():
-    from helpers.study.stats import Interval
+    from helpers.core.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 1, 64)

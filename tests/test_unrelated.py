@@ -8,9 +8,9 @@ import pytest
 from heads_common import _set
 
 from helpers.core import unrelated as U
-from helpers.experiments import head_biases as HB
-from helpers.experiments import incontext_heads as IH
-from helpers.experiments import two_towers as TT
+from helpers.protocols import head_biases as HB
+from helpers.protocols import incontext_heads as IH
+from helpers.protocols import two_towers as TT
 from helpers.study.heads_report import notebook_sizes
 from helpers.study.profile_table import PROFILES
 

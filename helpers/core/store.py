@@ -13,7 +13,7 @@ for the step (and those defining the function that computes it) and every ``help
 top or inside a function, transitively (:func:`dependencies`), except
 the modules that only present results (:data:`PRESENTATION`: figures, claims and the papers' statements,
 reports, records), which no computation reads. Stored results therefore hold no claims: a step that grades
-keeps the verdicts, whose criteria live in the method's module. Writes are atomic, so an interrupted run resumes; ``ICL_RECOMPUTE=1`` forces
+keeps the verdicts, whose criteria live in its protocol's module (helpers.protocols). Writes are atomic, so an interrupted run resumes; ``ICL_RECOMPUTE=1`` forces
 recomputation. The store is ``$ICL_RESULTS_CACHE`` or ``cache_dir()/results`` (``make test`` points it
 at a fresh folder so tests never pass on old results).
 """

@@ -48,33 +48,10 @@ from helpers.core.predict import length_batches, logits_at, predictions_from_res
 from helpers.core.prefix import run_prefix, shared_prefix_or_none, suffix_batches, suffix_forward
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
 from helpers.core.sizing import sizing
+from helpers.core.stats import rank_auc
 from helpers.core.store import result_types
-from helpers.study.claims import claim
-from helpers.study.profiles import RunSizes
-from helpers.study.stats import bootstrap_statistic, rank_auc
 
-__all__ = [
-    "QKVectors",
-    "collect_qk",
-    "predicted_confusion",
-    "actual_confusion",
-    "rank_correlation",
-    "seed_averaged_spearman",
-    "spearman_interval",
-    "diagnosis_verdict",
-    "diagnose",
-    "layer_sweep",
-    "default_layer",
-    "DiagnosisSizes",
-    "diagnosis_sizes",
-    "diagnosis_set",
-    "qk_runs",
-    "seed_mean",
-    "key_projections",
-    "key_distances",
-    "most_confused",
-    "diagnosis_claims",
-]
+__all__ = ["QKVectors", "collect_qk", "predicted_confusion", "actual_confusion", "rank_correlation", "seed_averaged_spearman", "diagnose", "layer_sweep", "default_layer", "diagnosis_set", "seed_mean", "key_projections", "key_distances", "most_confused"]
 
 
 @result_types
@@ -304,7 +281,7 @@ def _subset(v: QKVectors, idx) -> QKVectors:
 def seed_averaged_spearman(vecs: dict, layer: int, n_components: int = 10, sample=None) -> float:
     """Spearman of the predicted and actual confusion, each averaged over seeds (``vecs``: ``{seed: QKVectors}``).
 
-    ``sample``: ``[(seed, input indices), ...]`` (:func:`helpers.study.stats.bootstrap_statistic`); default all inputs.
+    ``sample``: ``[(seed, input indices), ...]`` (:func:`helpers.core.stats.bootstrap_statistic`); default all inputs.
     """
     sample = sample if sample is not None else [(s, np.arange(len(v.gold))) for s, v in vecs.items()]
     outs = [diagnose(_subset(vecs[s], idx), layer, n_components) for s, idx in sample]
@@ -315,47 +292,9 @@ def seed_averaged_spearman(vecs: dict, layer: int, n_components: int = 10, sampl
     return rank_correlation(pred, act)
 
 
-def spearman_interval(vecs: dict, layer: int, n_components: int = 10, n_boot: int = 1000, seed: int = 0):
-    """:func:`seed_averaged_spearman` with its 95% two-level bootstrap interval (seeds, then inputs)."""
-    from threadpoolctl import threadpool_limits  # lazy: only while a thread limit is set
-
-    # one BLAS thread: each resample refits a PCA on a ~100 x 1000 matrix, which two threads do twice as slowly
-    with threadpool_limits(1):
-        return bootstrap_statistic({s: len(v.gold) for s, v in vecs.items()},
-                                   lambda sample: seed_averaged_spearman(vecs, layer, n_components, sample), n_boot,
-                                   seed=seed)
-
-
-def diagnosis_verdict(iv, strong: float = 0.5) -> str:
-    """Verdict on §3.3 from the 95% interval of the rank correlation (criteria fixed before the run):
-    "replicates" if the interval lies above zero and the estimate is at least ``strong``; "partly" if it lies
-    above zero; "does not replicate" if it lies below zero; "inconclusive" if it contains zero."""
-    if iv.low > 0:
-        return "replicates" if iv.estimate >= strong else "partly"
-    if iv.high < 0:
-        return "does not replicate"
-    return "inconclusive"
-
-
 def default_layer(model: HookedTransformer) -> int:
     """The paper's depth ratio: GPT2-XL layer 32 of 48 -> round(2/3 * n_layers)."""
     return int(round(model.cfg.n_layers * 32 / 48))
-
-
-@dataclass(frozen=True)
-class DiagnosisSizes(RunSizes):
-    """Run sizes of notebook 06 (:func:`diagnosis_sizes`)."""
-
-    seeds: tuple[int, ...]
-    n: int  # test inputs per seed
-    batch_size: int
-
-
-def diagnosis_sizes(profile) -> DiagnosisSizes:
-    """Run size of notebook 06: ``profile.n_diagnosis`` test inputs of the profile's first seed (every seed on
-    ``paper``)."""
-    seeds = tuple(profile.seeds if profile.name == "paper" else profile.seeds[:1])
-    return DiagnosisSizes(seeds=seeds, n=profile.n_diagnosis, batch_size=profile.batch_size)
 
 
 def diagnosis_set(model, task: str, seed: int, n_test: int):
@@ -368,19 +307,6 @@ def diagnosis_set(model, task: str, seed: int, n_test: int):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LabelWordWarning)
         return make_icl_set(model, task, seed, n_test)
-
-
-def qk_runs(model, task: str, sizes: DiagnosisSizes, model_name: str) -> dict[int, QKVectors]:
-    """``{seed: QKVectors}``: :func:`collect_qk` at every layer on ``sizes.n`` inputs of ``task`` for every seed of
-    ``sizes`` (:func:`diagnosis_sizes`), each cached on disk (``diagnosis_qk``: model, task, seed, n)."""
-    from helpers.core.grid import run_grid
-
-    def run(task, seed):
-        icl = diagnosis_set(model, task, seed, sizes.n)
-        return collect_qk(model, icl.prompts, icl.label_ids, batch_size=sizes.batch_size)
-
-    runs = run_grid("diagnosis_qk", model, [task], list(sizes.seeds), run, {"n": sizes.n}, model_name=model_name)
-    return {seed: out for (_, seed), out in runs.items()}
 
 
 # ---- one prompt's keys as its query sees them (notebook 06) and the claims ----
@@ -412,14 +338,3 @@ def most_confused(matrix: np.ndarray, names: Sequence[str]) -> str:
     vals = np.asarray(matrix, dtype=float)[iu]
     i = int(np.nanargmin(vals))
     return f"{names[iu[0][i]]}–{names[iu[1][i]]}"
-
-
-def diagnosis_claims(rho_iv, predicted: np.ndarray, actual: np.ndarray, names: Sequence[str], layer: int,
-                     n_layers: int, context: str = "") -> list:
-    """Notebook 06's claim: the Spearman interval at the preset layer with :func:`diagnosis_verdict`, and the most
-    confused pair by each measure in the note."""
-    crit = ("95% interval of the Spearman correlation (bootstrap over seeds and inputs): replicates if above 0 and "
-            "the estimate is at least 0.5; partly if above 0; does not replicate if below 0; else inconclusive")
-    note = (f"Layer {layer} of {n_layers}. Most confused pair, actual: {most_confused(actual, names)}; "
-            f"predicted: {most_confused(predicted, names)}.")
-    return [claim("06.confusion_agreement", rho_iv, diagnosis_verdict(rho_iv), crit, context=context, note=note)]

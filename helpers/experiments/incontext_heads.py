@@ -30,7 +30,7 @@ Definitions (fixed before any result was looked at):
   ranking on the predicted label (:func:`rank_heads`) is the option ``per_label=False``: with a model that
   predicts one word most of the time it finds only that word's heads.
 
-Cached step of notebook 07: :func:`attribution_runs` (sizes: :func:`incontext_heads_sizes`). By hand:
+Cached step of notebook 07: :func:`~helpers.protocols.incontext_heads.attribution_runs` (sizes: :func:`~helpers.protocols.incontext_heads.incontext_heads_sizes`). By hand:
 :func:`helpers.exercises.incontext_heads.check_head_ablation` compares a reader's one-head ablation with :func:`head_label_drops`.
 """
 
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -46,39 +46,20 @@ from einops import rearrange
 from jaxtyping import Float, Int
 from tqdm.auto import tqdm
 
-from helpers.core.grid import model_label, run_grid
 from helpers.core.heads import Head, ablated_last_logprobs, collect_at_q, full_log_probs, head_contributions
 from helpers.core.prefix import PrefixCache
 from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
 from helpers.core.seeds import stream_seed
-from helpers.core.store import pins_weights, result_types
+from helpers.core.store import result_types
 from helpers.core.unrelated import (
     EvalSizes,
-    UnrelatedTask,
-    check_sizes,
-    eval_sizes,
-    make_set,
-    unrelated_args,
 )
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
-__all__ = [
-    "HeadScores",
-    "head_attribution",
-    "head_label_drops",
-    "n_incontext_heads",
-    "rank_heads",
-    "rank_heads_for_label",
-    "incontext_heads",
-    "HeadsSizes",
-    "incontext_heads_sizes",
-    "heads_sizes_at",
-    "attribution_seed",
-    "attribution_runs",
-]
+__all__ = ["HeadScores", "head_attribution", "head_label_drops", "n_incontext_heads", "rank_heads", "rank_heads_for_label", "incontext_heads", "attribution_seed"]
 
 # ------------------------------------------------------------------ head attribution
 
@@ -238,48 +219,6 @@ def incontext_heads(scores: HeadScores, n: int, per_label: bool = True, by: str 
 # ------------------------------------------------------------------ sizes and the cached step (notebook 07)
 
 
-@dataclass(frozen=True)
-class HeadsSizes(EvalSizes):
-    """The evaluation sizes (:class:`helpers.core.unrelated.EvalSizes`) and ``n_attr``, the prompts head attribution
-    scores (each label word is ranked on the prompts whose gold label it is, about half of them)."""
-
-    n_attr: int
-
-
-def incontext_heads_sizes(profile) -> HeadsSizes:
-    """Run sizes of the attribution step of notebook 07 (and of its accuracy and ablation steps, which read the
-    evaluation sizes): :func:`helpers.core.unrelated.eval_sizes` and ``n_attr``."""
-    n_attr = {"smoke": 6, "default": 16}.get(profile.name, 64)
-    return HeadsSizes(**asdict(eval_sizes(profile)), n_attr=n_attr)
-
-
-def heads_sizes_at(sizes: HeadsSizes, evaluation: EvalSizes) -> HeadsSizes:
-    """``sizes``' attribution prompts (``n_attr``) with the queries, seeds and demonstrations per class of
-    ``evaluation`` (e.g. one regime of :func:`helpers.experiments.mapping_control.regime_sizes`)."""
-    check_sizes(sizes, HeadsSizes, "incontext_heads_sizes(profile)")
-    check_sizes(evaluation)
-    return HeadsSizes(n_eval=evaluation.n_eval, seeds=evaluation.seeds, k_per_class=evaluation.k_per_class,
-                      n_attr=sizes.n_attr)
-
-
 def attribution_seed(sizes: EvalSizes) -> int:
     """Seed of the head-attribution prompts: the first seed + 1000 (never the evaluation prompts)."""
     return stream_seed("ranking", sizes.seeds[0])
-
-
-@pins_weights
-def attribution_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes: HeadsSizes, batch_size: int = 16,
-                     model_name: str | None = None, progress: bool | str = False) -> dict[str, HeadScores]:
-    """:func:`head_attribution` (zero ablation) per task on ``sizes.n_attr`` prompts of
-    :func:`attribution_seed` (cache kind ``"heads_attr"``). Returns ``{task: HeadScores}``."""
-    check_sizes(sizes, HeadsSizes, "incontext_heads_sizes(profile)")
-    name, K, seed = model_label(model, model_name), sizes.k_per_class, attribution_seed(sizes)
-    unrelated_args(uts)
-
-    def compute(t, seed):
-        ps = make_set(model, uts[t], seed, sizes.n_attr, K)
-        return head_attribution(model, ps.prompts, ps.label_ids, batch_size=batch_size, progress=progress)
-
-    runs = run_grid("heads_attr", model, list(uts), [seed], compute,
-                    {"k": K, "n": sizes.n_attr, "def": "final-resid-v2-per-label"}, model_name=name)
-    return {t: runs[(t, seed)] for t in uts}

@@ -24,7 +24,6 @@ isolation, AUCROC_l, head attribution, ablation, value-output vectors, two tower
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -36,54 +35,8 @@ from helpers.core.prefix import run_prefix
 from helpers.core.prefix_runs import predict_shared
 from helpers.core.prompts import Prompt
 from helpers.core.sizing import sizing
-from helpers.study.claims import Claim, claim
-from helpers.study.profiles import RunSizes
-from helpers.study.stats import Interval
 
-__all__ = [
-    "ControlSizes",
-    "control_sizes",
-    "accuracy_cells",
-    "label_swap",
-    "swap_cells",
-    "circuit_attention",
-    "circuit_attention_reference",
-    "hidden_anchor_accuracy",
-    "text_anchor_prompts",
-    "text_anchor_loyalty",
-    "control_claims",
-    "controls_claims",
-    "premise_intervals",
-    "SHIFT",
-]
-
-
-@dataclass(frozen=True)
-class ControlSizes(RunSizes):
-    """Run sizes of notebook 09 (:func:`control_sizes`)."""
-
-    seeds: tuple[int, ...]
-    n: int  # evaluation sequences per seed
-    n_attr: int  # sequences for head attribution (one draw, seed + 1000)
-    n_saliency: int  # sequences per seed for saliency (a backward pass each)
-    batch_size: int
-
-
-def control_sizes(profile) -> ControlSizes:
-    """Run size of notebook 09: the profile's seeds, and per seed ``4 * n_test`` evaluation sequences (the control
-    costs about a thousandth of the offline models per input), ``2 * n_test`` for head attribution (seed + 1000)
-    and ``n_saliency * 4`` for saliency (a backward pass each)."""
-    return ControlSizes(seeds=tuple(profile.seeds), n=4 * profile.n_test, n_attr=2 * profile.n_test,
-                        n_saliency=4 * profile.n_saliency, batch_size=256)
-
-
-def accuracy_cells(model, cps: dict[int, ControlPrompts], batch_size: int = 256) -> dict[tuple[str, int], np.ndarray]:
-    """Per input 0/1 correctness, ``{("control", seed): [...]}`` (the input of ``bootstrap_means``)."""
-    out = {}
-    for seed, cp in cps.items():
-        pred = predict(model, cp.prompts, cp.label_ids, batch_size=batch_size, top_k=0).pred
-        out[("control", seed)] = (pred == cp.gold).numpy().astype(float)
-    return out
+__all__ = ["circuit_attention_reference", "label_swap", "circuit_attention", "hidden_anchor_accuracy", "text_anchor_prompts", "text_anchor_loyalty", "SHIFT"]
 
 
 def SHIFT(n_labels: int) -> list[int]:
@@ -97,7 +50,7 @@ def label_swap(model, cp: ControlPrompts, perm: Sequence[int] | None = None, bat
     Returns per input: ``pred`` (the class predicted before the swap), ``correct``, ``correct_swapped``,
     ``swap_averaged`` (their mean), ``follows`` (1 where the answer after the swap is ``perm`` of the answer
     before) and ``same`` (1 where the answer is the same label). ``correct`` is the plain in-context accuracy's
-    input (:func:`swap_cells`), so the sequences need not run a second time for it."""
+    input (:func:`~helpers.protocols.positive_control.swap_cells`), so the sequences need not run a second time for it."""
     perm = list(perm) if perm is not None else SHIFT(len(cp.label_ids))
     sw = relabel(cp, perm)
     a = predict(model, cp.prompts, cp.label_ids, batch_size=batch_size, top_k=0).pred
@@ -105,10 +58,6 @@ def label_swap(model, cp: ControlPrompts, perm: Sequence[int] | None = None, bat
     ca, cb = (a == cp.gold).numpy().astype(float), (b == sw.gold).numpy().astype(float)
     return {"pred": a, "correct": ca, "correct_swapped": cb, "swap_averaged": (ca + cb) / 2,
             "follows": (b == torch.tensor(perm)[a]).numpy().astype(float), "same": (a == b).numpy().astype(float)}
-
-
-def swap_cells(runs: dict[int, dict], key: str) -> dict[tuple[str, int], np.ndarray]:
-    return {("control", seed): r[key] for seed, r in runs.items()}
 
 
 # ----------------------------------------------------------------- the circuit in the attention
@@ -138,12 +87,6 @@ def circuit_attention(model, cp: ControlPrompts, batch_size: int = 256) -> Float
             out[s: s + len(tokens), l, :, 0] = pat[:, :, pos, pos - 1].mean(-1)
             out[s: s + len(tokens), l, :, 1] = (pat[:, :, q][:, :, pos] * at_match).sum(-1)
     return out
-
-
-def circuit_attention_reference(model, prompt: Prompt, item_class: np.ndarray) -> torch.Tensor:
-    """:func:`circuit_attention` for one prompt (``item_class``: its items' classes, query last): ``[layer, head, 2]``."""
-    cp = ControlPrompts([prompt], np.asarray(item_class)[None], [], "", 0, 0)
-    return circuit_attention(model, cp)[0]
 
 
 # ----------------------------------------------------------------- Hidden_anchor, one sequence at a time
@@ -202,65 +145,7 @@ def text_anchor_loyalty(model, cp: ControlPrompts, full: torch.Tensor | None = N
 # ----------------------------------------------------------------- claims (criteria fixed before the run)
 
 
-def _above(iv: Interval, value: float) -> str:
-    if iv.low >= value:
-        return "replicates"
-    return "does not replicate" if iv.high < value else "inconclusive"
-
-
-def control_claims(acc: Interval, heldout: Interval, swap: Interval, follows: Interval, context: str = "") -> list[Claim]:
-    """The control's own premise, graded before the run: in-context accuracy on fresh sequences at or above 0.90
-    (training classes; and classes never seen in training), and the label-swap control's swap-averaged accuracy at
-    or above 0.90 (a model that ignores the context's labels scores at most 0.5)."""
-    return [
-        claim("09.icl_accuracy", acc, _above(acc, 0.90), "whole 95% interval at or above 0.90 (chance 0.25)",
-              context=context),
-        claim("09.heldout_accuracy", heldout, _above(heldout, 0.90),
-              "whole 95% interval at or above 0.90 on classes never seen in training (chance 0.25)", context=context),
-        claim("09.label_swap", swap, _above(swap, 0.90),
-              "swap-averaged accuracy's whole 95% interval at or above 0.90 (ignoring the labels scores at most 0.5)",
-              context=context, note=f"Answers that move with the labels: {follows:.3f}."),
-    ]
-
-
-def premise_intervals(model, seeds, n: int) -> dict[str, dict[str, Interval]]:
-    """A control's premises on ``n`` of its own sequences per seed, for training and held-out classes
-    (``{"train" | "heldout": {key: Interval}}``): :func:`label_swap`'s ``correct``, ``swap_averaged``, ``follows``
-    and ``same``, each bootstrapped over seeds and sequences."""
-    from helpers.core.control import control_prompts, control_task
-    from helpers.study.stats import bootstrap_means
-
-    out = {}
-    for classes in ("train", "heldout"):
-        runs = {s: label_swap(model, control_prompts(control_task(model), n, s, classes=classes)) for s in seeds}
-        out[classes] = {k: bootstrap_means(swap_cells(runs, k)) for k in ("correct", "swap_averaged", "follows",
-                                                                          "same")}
-    return out
-
-
-def _at_most(iv: Interval, value: float) -> str:
-    if iv.high <= value:
-        return "replicates"
-    return "does not replicate" if iv.low > value else "inconclusive"
-
-
-def controls_claims(wide_swap: Interval, neg_acc: Interval, neg_follows: Interval, neg_heldout: Interval,
-                    context: str = "") -> list[Claim]:
-    """The premises of the two controls every check's power rests on, graded before the run: the wide positive
-    control's swap-averaged accuracy at or above 0.90 (it reads the mapping); the negative control's accuracy with
-    its training mapping at or above 0.90, its share of answers that move with a swapped mapping at or below 0.10
-    (it does not read the mapping), and its accuracy on classes never seen in training at or below 0.40 (chance
-    0.25: its weights know no label for them)."""
-    return [
-        claim("09.wide_label_swap", wide_swap, _above(wide_swap, 0.90),
-              "swap-averaged accuracy's whole 95% interval at or above 0.90", context=context),
-        claim("09.negative_accuracy", neg_acc, _above(neg_acc, 0.90),
-              "whole 95% interval at or above 0.90 (chance 0.25)", context=context),
-        claim("09.negative_ignores_swap", neg_follows, _at_most(neg_follows, 0.10),
-              "whole 95% interval of the share of answers that move with the labels at or below 0.10 (a model that "
-              "reads the mapping: near 1)", context=context),
-        claim("09.negative_heldout", neg_heldout, _at_most(neg_heldout, 0.40),
-              "whole 95% interval at or below 0.40 (chance 0.25; reading the context would give near 1)",
-              context=context),
-    ]
-
+def circuit_attention_reference(model, prompt: Prompt, item_class: np.ndarray) -> torch.Tensor:
+    """:func:`circuit_attention` for one prompt (``item_class``: its items' classes, query last): ``[layer, head, 2]``."""
+    cp = ControlPrompts([prompt], np.asarray(item_class)[None], [], "", 0, 0)
+    return circuit_attention(model, cp)[0]

@@ -40,24 +40,30 @@ from helpers.core.control import (
     relabel,
 )
 from helpers.core.seeds import stream_seed
+from helpers.core.stats import bootstrap_means
 from helpers.core.store import cached, same_weights
-from helpers.experiments import aucroc as auc
-from helpers.experiments import compression as comp
-from helpers.experiments import head_ablation as ha
-from helpers.experiments import head_scores as hs
 from helpers.experiments import incontext_heads as ih
-from helpers.experiments import isolation as iso
-from helpers.experiments import isolation_classes as ic
-from helpers.experiments import mapping_control as mc
-from helpers.experiments import positive_control as pc
-from helpers.experiments import saliency as sal
-from helpers.experiments import saliency_classes as sc
-from helpers.experiments import two_towers as tt
+from helpers.experiments.aucroc import label_attention, raw_mean_curves
+from helpers.experiments.head_ablation import ablation_conditions, sets_ablation_conditions, swap_averaged
+from helpers.experiments.isolation import isolation_experiment
+from helpers.experiments.positive_control import hidden_anchor_accuracy, label_swap, text_anchor_loyalty
+from helpers.experiments.saliency import saliency_flow
+from helpers.experiments.two_towers import value_outputs
+from helpers.protocols import aucroc as auc
+from helpers.protocols import compression as comp
+from helpers.protocols import head_ablation as ha
+from helpers.protocols import head_scores as hs
+from helpers.protocols import isolation as iso
+from helpers.protocols import isolation_classes as ic
+from helpers.protocols import mapping_control as mc
+from helpers.protocols import positive_control as pc
+from helpers.protocols import saliency as sal
+from helpers.protocols import saliency_classes as sc
+from helpers.protocols import two_towers as tt
 from helpers.protocols.rankings import control_head_rankings
 from helpers.study.claims import Claim, claim
 from helpers.study.power_report import NEGATIVE, POSITIVE, Power, power_rows
 from helpers.study.profiles import RunSizes
-from helpers.study.stats import bootstrap_means
 
 __all__ = ["REPLICATE_SEED", "PowerSizes", "power_sizes", "GROUPS", "replicate_claims", "replicate_verdicts",
            "power_runs", "power_study"]
@@ -80,7 +86,7 @@ class PowerSizes(RunSizes):
 
 
 def power_sizes(profile) -> PowerSizes:
-    """Per replicate notebook 09's per-seed sizes (:func:`helpers.experiments.positive_control.control_sizes`);
+    """Per replicate notebook 09's per-seed sizes (:func:`helpers.protocols.positive_control.control_sizes`);
     16 replicates at ``default`` (16 "replicates" in 16 give a sensitivity interval of [0.79, 1], none in 16
     [0, 0.21]; both controls' 16 replicates of every check take about 8 minutes on 2 CPU cores), 32 at ``paper``,
     2 at ``smoke`` (the code runs; not evidence)."""
@@ -99,8 +105,8 @@ def _compression_05(model, cp: ControlPrompts, seed: int, context: str, full) ->
     notebook 05's criterion (interval above 0); Hidden_anchor's own verdict is notebook 05's rule on the label
     metric (replicates when both gaps lie above 0, does not replicate when one lies below, else inconclusive).
     ``full``: the predictions with the full context (the AUCROC run's, so the sequences run once for both)."""
-    h = pc.hidden_anchor_accuracy(model, cp, seed=seed, full=full)
-    text = pc.text_anchor_loyalty(model, cp, full=full)
+    h = hidden_anchor_accuracy(model, cp, seed=seed, full=full)
+    text = text_anchor_loyalty(model, cp, full=full)
     key = ("control", seed)
     gaps = {"Hidden_random": bootstrap_means({key: 100 * (h["hidden_anchor_loyal"] - h["hidden_random_loyal"])}),
             "Text_anchor": bootstrap_means({key: 100 * (h["hidden_anchor_loyal"] - text)})}
@@ -123,24 +129,24 @@ def _group_09(model, seed: int, sizes: PowerSizes) -> list[Claim]:
     cp = control_prompts(task, sizes.n, seed)
     key = ("control", seed)
     flow_prompts = control_prompts(task, sizes.n_saliency, stream_seed("control_saliency", seed)).prompts
-    flows = {key: sal.saliency_flow(model, flow_prompts, task.label_ids, batch_size=64)}
+    flows = {key: saliency_flow(model, flow_prompts, task.label_ids, batch_size=64)}
     out = sal.saliency_claims(sal.flow_intervals(flows), ["control"], ctx)
-    isolated = {key: iso.isolation_experiment(model, cp.prompts, cp.label_ids, ks=(1,), seed=seed, batch_size=bs,
+    isolated = {key: isolation_experiment(model, cp.prompts, cp.label_ids, ks=(1,), seed=seed, batch_size=bs,
                                               shared=False)}
     out += iso.isolation_claims(*iso.isolation_intervals(iso.loyalty_frame(isolated), k=1), k=1, context=ctx)
-    scores, pr = auc.label_attention(model, cp.prompts, cp.label_ids, batch_size=bs, top_k=0, shared=False)
+    scores, pr = label_attention(model, cp.prompts, cp.label_ids, batch_size=bs, top_k=0, shared=False)
     runs = {key: {"scores": scores, "pred": pr.pred, "gold": pr.gold}}
-    out += auc.aucroc_claims(auc.raw_mean_curves(runs), auc.curve_intervals(runs), name, context=ctx)
+    out += auc.aucroc_claims(raw_mean_curves(runs), auc.curve_intervals(runs), name, context=ctx)
     out += _compression_05(model, cp, seed, ctx, pr.pred)
     attr = control_prompts(task, sizes.n_attr, stream_seed("ranking", seed))
     heads = ih.incontext_heads(ih.head_attribution(model, attr.prompts, attr.label_ids, batch_size=bs, shared=False), 1)
-    out += ha.ablation_claims(ha.ablation_intervals({key: ha.ablation_conditions(model, cp.prompts, cp.label_ids, heads,
+    out += ha.ablation_claims(ha.ablation_intervals({key: ablation_conditions(model, cp.prompts, cp.label_ids, heads,
                                                                                  seed, bs, shared=False)}), ctx)
     two = control_prompts(task, sizes.n, stream_seed("two_way", seed), n_ways=2)
-    swapped = pc.label_swap(model, two, perm=[1, 0])
+    swapped = label_swap(model, two, perm=[1, 0])
     out += mc.mapping_claims({"swap_averaged": bootstrap_means({key: swapped["swap_averaged"]}),
                               "same_word": bootstrap_means({key: swapped["same"]})}, ctx)
-    vo = tt.value_outputs(model, two.prompts, two.label_ids, heads, batch_size=bs, shared=False)
+    vo = value_outputs(model, two.prompts, two.label_ids, heads, batch_size=bs, shared=False)
     out += tt.two_towers_claims(tt.label_carrying_interval({key: vo}), tt.two_towers_intervals({"control": vo}), ctx)
     return out
 
@@ -156,12 +162,12 @@ def _group_10(model, seed: int, sizes: PowerSizes) -> list[Claim]:
     flows = sc.control_flow_intervals(sc.control_flow_runs(model, {seed: flow_prompts}), model.cfg.n_layers)
     top = control_head_rankings(model, control_prompts(task, sizes.n_attr, stream_seed("ranking", seed))).top
     key = ("control", seed)
-    plain = hs.head_set_intervals(ha.sets_cells({key: ha.sets_ablation_conditions(model, cp.prompts, cp.label_ids, top,
+    plain = hs.head_set_intervals(ha.sets_cells({key: sets_ablation_conditions(model, cp.prompts, cp.label_ids, top,
                                                                                   seed, bs, shared=False)}))
     two = control_prompts(task, sizes.n, stream_seed("two_way", seed), n_ways=2)
-    both = [{key: ha.sets_ablation_conditions(model, c.prompts, c.label_ids, top, seed, bs, shared=False)}
+    both = [{key: sets_ablation_conditions(model, c.prompts, c.label_ids, top, seed, bs, shared=False)}
             for c in (two, relabel(two, [1, 0]))]
-    foobar = hs.head_set_intervals(ha.sets_cells(ha.swap_averaged(*both)))
+    foobar = hs.head_set_intervals(ha.sets_cells(swap_averaged(*both)))
     return ([ic.control_isolation_claim(loyalty, 1, ctx)] + sc.control_flow_claims(flows, ctx)
             + [c for c in hs.head_set_claims(plain, 1, ctx, foobar=foobar) if c.key != "10.fv_over_induction"])
 

@@ -16,8 +16,9 @@ import torch
 
 from helpers.core.control import ControlPrompts, shuffled_labels
 from helpers.core.heads import Head
-from helpers.experiments import head_scores as hs
 from helpers.experiments import incontext_heads as ih
+from helpers.experiments.head_scores import SETS, fv_scores, induction_scores, top_heads, top_share
+from helpers.protocols import head_scores as hs
 
 __all__ = ["RANKINGS", "HeadRankings", "head_rankings", "control_head_rankings"]
 
@@ -37,28 +38,28 @@ class HeadRankings:
     @property
     def names(self) -> dict[str, str]:
         """A short name per ranking, for figure panels and table rows ("in-context heads", ...)."""
-        return {k: hs.SETS[k].split(" (")[0] for k in self.scores}
+        return {k: SETS[k].split(" (")[0] for k in self.scores}
 
 
 def _rankings(pooled: ih.HeadScores, induction: torch.Tensor, fv: torch.Tensor, n_top: int) -> HeadRankings:
     return HeadRankings(scores={"incontext": (pooled.mean_gain + pooled.mean_drop) / 2, "induction": induction,
                                 "fv": fv},
-                        top={"incontext": ih.rank_heads(pooled)[:n_top], "induction": hs.top_heads(induction, n_top),
-                             "fv": hs.top_heads(fv, n_top)},
+                        top={"incontext": ih.rank_heads(pooled)[:n_top], "induction": top_heads(induction, n_top),
+                             "fv": top_heads(fv, n_top)},
                         n_top=n_top)
 
 
 def head_rankings(model, tasks: Sequence[str], sizes: hs.HeadScoreSizes) -> HeadRankings:
     """The three rankings on a language model: attribution pooled over every task's scoring prompts
-    (:func:`helpers.experiments.head_scores.scoring_set`), the induction score on repeated random tokens, and the
-    function-vector score averaged over the tasks (stored per task, :func:`helpers.experiments.head_scores.fv_runs`);
+    (:func:`helpers.protocols.head_scores.scoring_set`), the induction score on repeated random tokens, and the
+    function-vector score averaged over the tasks (stored per task, :func:`helpers.protocols.head_scores.fv_runs`);
     the top :func:`helpers.experiments.head_scores.top_share` heads of each."""
     attribution = [ih.head_attribution(model, s.prompts, s.label_ids, batch_size=sizes.batch_size)
                    for s in (hs.scoring_set(model, t, sizes) for t in tasks)]
     pooled = ih.HeadScores(*(torch.cat([getattr(a, f) for a in attribution]) for f in ("gain", "drop", "pred")),
                            attribution[0].ablation)
     fv = torch.stack(list(hs.fv_runs(model, tasks, sizes).values())).mean(0)
-    return _rankings(pooled, hs.induction_scores(model), fv, hs.top_share(model, sizes.frac))
+    return _rankings(pooled, induction_scores(model), fv, top_share(model, sizes.frac))
 
 
 def control_head_rankings(model, attr: ControlPrompts, n_top: int = 1) -> HeadRankings:
@@ -66,5 +67,5 @@ def control_head_rankings(model, attr: ControlPrompts, n_top: int = 1) -> HeadRa
     length, the function-vector score against each sequence's labels shuffled among its demonstrations, and the
     top ``n_top`` heads of each (one, as notebook 09 fixed before its first run)."""
     pooled = ih.head_attribution(model, attr.prompts, attr.label_ids, shared=False)
-    fv = hs.fv_scores(model, attr.prompts, shuffled_labels(attr, attr.seed).prompts, attr.label_ids, shared=False)
-    return _rankings(pooled, hs.induction_scores(model, length=(model.cfg.n_ctx - 1) // 2), fv.mean(0), n_top)
+    fv = fv_scores(model, attr.prompts, shuffled_labels(attr, attr.seed).prompts, attr.label_ids, shared=False)
+    return _rankings(pooled, induction_scores(model, length=(model.cfg.n_ctx - 1) // 2), fv.mean(0), n_top)

@@ -44,8 +44,8 @@ def heads_verdict(acc_before: float, acc_ablated: float, acc_random: float, carr
       partly if > 0; else does not replicate.
     Overall: "replicates" if every measurable claim replicates, "does not replicate" if none does even
     partly, else "partly". ``ablation``: the ablation part already graded from intervals
-    (:func:`helpers.experiments.head_ablation.ablation_interval_part`), and ``value_output``
-    (:func:`helpers.experiments.two_towers.value_output_interval_part`), used instead of the point rules;
+    (:func:`helpers.protocols.head_ablation.ablation_interval_part`), and ``value_output``
+    (:func:`helpers.protocols.two_towers.value_output_interval_part`), used instead of the point rules;
     ``**graded``: any other part graded from intervals (``two_towers``, ``majority``, ``recency``, or an extra
     part such as ``ablation_all``), used as given. Overall "inconclusive" when no part replicates even partly
     and some part is inconclusive.
@@ -171,7 +171,7 @@ def heads_overall_text(overall: str, n_incontext: int, cfg) -> str:
 def heads_report_metrics(overall: str, heads: dict, acc_iv: dict, ab_iv: dict, regime_iv: dict, sizes: dict) -> dict:
     """The metrics notebook 07 saves beside its claims (``report_claims(..., metrics=...)``): the overall verdict,
     the in-context heads per task, the accuracy [95% CI] per mapping, the A/B swap-averaged accuracy (``ab_iv``:
-    :func:`~helpers.experiments.mapping_control.mapping_intervals` of A/B with B/A), the run sizes
+    :func:`~helpers.protocols.mapping_control.mapping_intervals` of A/B with B/A), the run sizes
     (:func:`notebook_sizes`) and each regime's swap-averaged accuracy, intervals written with 3 digits."""
     return {"overall": overall, "incontext_heads": heads, "accuracy": {m: f"{iv:.3f}" for m, iv in acc_iv.items()},
             "swap_averaged_A/B": f"{ab_iv['swap_averaged']:.3f}", "sizes": sizes,

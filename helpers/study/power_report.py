@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from helpers.study.stats import Interval
+from helpers.core.stats import Interval
 
 __all__ = ["POSITIVE", "NEGATIVE", "CHECKS", "NOT_MEASURED", "NOTEBOOKS", "checked_keys", "clopper_pearson", "Power",
            "power_rows", "reading", "annotate", "power_frame", "power_by_key", "account_power", "power_markdown",

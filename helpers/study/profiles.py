@@ -30,7 +30,7 @@ __all__ = ["get_profile", "current_model_name", "cell_timeout", "RunSizes", "Own
 @dataclass(frozen=True)
 class RunSizes:
     """The run sizes of one notebook, derived from a :class:`Profile` by its experiment module's ``*_sizes(profile)``
-    (e.g. :func:`helpers.experiments.isolation.isolation_sizes`): one typed field per size, read as ``sizes.seeds``."""
+    (e.g. :func:`helpers.protocols.isolation.isolation_sizes`): one typed field per size, read as ``sizes.seeds``."""
 
     def as_dict(self) -> dict:
         """The sizes as a plain dict in field order (what a notebook records beside its claims)."""
@@ -132,8 +132,8 @@ def label_span_runs(kind: str, model, sizes: LabelSpanSizes, compute) -> dict[in
     """``{seed: compute(prompt_set)}`` on ``sizes.n`` inputs of one demonstration set per seed of ``sizes.task``
     (:func:`helpers.core.prompts.make_icl_set`; its multi-token label words are the point, so their
     :class:`~helpers.core.tasks.LabelWordWarning` is silenced), each stored on disk under ``kind`` by model, task,
-    seed and n: the loop of notebook 10's label-span runs (:mod:`helpers.experiments.aucroc_span`,
-    :mod:`helpers.experiments.compression_span`)."""
+    seed and n: the loop of notebook 10's label-span runs (:mod:`helpers.protocols.aucroc_span`,
+    :mod:`helpers.protocols.compression_span`)."""
     if not isinstance(sizes, LabelSpanSizes):
         raise TypeError(f"sizes must be the LabelSpanSizes of label_span_sizes(profile), got {type(sizes).__name__}")
     (task,), seeds = run_args([sizes.task], sizes.seeds, n=sizes.n)

@@ -37,8 +37,8 @@ def plot_flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None =
     ``curves``: the flows drawn, in legend order; ``x`` and ``y`` label the axes.
 
     ``df`` columns: task, seed, layer, flow (S_wp/S_pq/S_ww), value (relative size).
-    ``intervals[(task, "curve", layer, flow)]``: :class:`helpers.study.stats.Interval` of the seed-averaged curve
-    (:func:`helpers.experiments.saliency.flow_intervals`, task named as in ``df``), drawn as the line and a shaded 95%
+    ``intervals[(task, "curve", layer, flow)]``: :class:`helpers.core.stats.Interval` of the seed-averaged curve
+    (:func:`helpers.protocols.saliency.flow_intervals`, task named as in ``df``), drawn as the line and a shaded 95%
     band; without it the bands are the sd over seeds. ``labels`` (task -> panel name) renames the tasks of both
     (a task not in it keeps its name).
     """
@@ -111,7 +111,7 @@ def plot_loyalty_bars(df: pd.DataFrame, k: int = 5, title: str = "", intervals: 
 
     ``df`` columns: task, seed, condition, where, k, label_loyalty, word_loyalty (fractions).
     ``intervals[(condition, where, "label_loyal" | "word_loyal")]``: the loyalties' intervals as fractions
-    (:func:`helpers.experiments.isolation.isolation_intervals`), drawn in % as the error bars (otherwise the std
+    (:func:`helpers.protocols.isolation.isolation_intervals`), drawn in % as the error bars (otherwise the std
     over tasks and seeds).
     """
     d = df[df.k == k].copy()
@@ -241,8 +241,8 @@ def flows_by_layer(flows: pd.DataFrame, *, intervals: dict, x: str, y: str, curv
     """Show (and save as figure ``save_as``) the relative saliency flows ``curves`` against the layer, one panel per
     task, each curve with its 95% band (paper Fig 3; :func:`plot_flow_curves`).
 
-    ``flows``: :func:`helpers.experiments.saliency.flow_frame`; ``intervals``:
-    :func:`helpers.experiments.saliency.flow_intervals`; both keyed by task id, the panels titled by ``panels``
+    ``flows``: :func:`helpers.protocols.saliency.flow_frame`; ``intervals``:
+    :func:`helpers.protocols.saliency.flow_intervals`; both keyed by task id, the panels titled by ``panels``
     (task -> display name; a key not in it, e.g. the mean over tasks, keeps its name). ``x`` and ``y`` label the
     axes. Returns the figure (closed).
     """
@@ -275,7 +275,7 @@ def show_isolation_by_hand(task, prompt, moves: dict) -> None:
 
 def isolation_inputs_table(df: pd.DataFrame, k: int) -> pd.DataFrame:
     """Inputs per (task, seed) of every condition at ``k`` isolated layers: one row per condition, one column
-    per task (``df``: :func:`helpers.experiments.isolation.loyalty_frame`, column ``n``)."""
+    per task (``df``: :func:`helpers.protocols.isolation.loyalty_frame`, column ``n``)."""
     return df[df.k == k].groupby(["condition", "task"])["n"].first().unstack()
 
 
@@ -292,9 +292,9 @@ def loyalty_bars(loyalty: pd.DataFrame, *, k: int, conditions: Sequence[tuple[st
     ``(condition, where)`` of ``conditions`` at ``k`` layers, with their 95% intervals (paper Fig 4;
     :func:`plot_loyalty_bars`, ``y`` labelling the axis).
 
-    ``loyalty``: :func:`helpers.experiments.isolation.loyalty_frame`; ``intervals[(condition, where, metric)]``:
+    ``loyalty``: :func:`helpers.protocols.isolation.loyalty_frame`; ``intervals[(condition, where, metric)]``:
     the loyalties' intervals as fractions (``metric`` ``label_loyal`` or ``word_loyal``,
-    :func:`helpers.experiments.isolation.isolation_intervals`).
+    :func:`helpers.protocols.isolation.isolation_intervals`).
     """
     fig = plot_loyalty_bars(loyalty, k=k, title=title, intervals=intervals, conditions=conditions, bars=bars, y=y)
     show_figure(fig, save_as, model_name=model_name)
@@ -315,7 +315,7 @@ def label_word_share_line(task: str, share: dict) -> str:
 
 def show_top_tokens(model, run: dict, k: int, share: dict, task: str, n: int = 4) -> None:
     """Paper Table 5: display :func:`topk_table` for the first ``n`` inputs of ``run`` (one (task, seed) of
-    :func:`helpers.experiments.isolation.isolation_runs`: ``"base"`` without isolation, ``("label", "first", k)``
+    :func:`helpers.protocols.isolation.isolation_runs`: ``"base"`` without isolation, ``("label", "first", k)``
     with the label words isolated in the first ``k`` layers), then print :func:`label_word_share_line`."""
     display(topk_table(model, run["base"], run[("label", "first", k)], n=n))
     print(label_word_share_line(task, share))

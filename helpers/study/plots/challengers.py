@@ -2,7 +2,7 @@
 
 Each function builds one table or figure from values the notebook computed; none computes anything a claim rests
 on. The intervals come keyed as their experiment modules return them (``(set, condition)`` for the head sets,
-:func:`helpers.experiments.head_scores.head_set_intervals`; ``(measure, ...)`` for the label spans), so the
+:func:`helpers.protocols.head_scores.head_set_intervals`; ``(measure, ...)`` for the label spans), so the
 notebook reads named rows and columns instead of those keys.
 """
 
@@ -32,7 +32,7 @@ def head_set_table(intervals_by_labels: Mapping[str, Mapping], rankings: Sequenc
     """Rows: labels (e.g. "ordinary"), ranking, and where the heads are ablated (every position, at q); columns:
     accuracy with nothing ablated, with the ranking's top ``n_top`` heads ablated, with as many random heads
     ablated, and random minus top, each a 95% interval. ``intervals_by_labels[labels]`` is
-    :func:`helpers.experiments.head_scores.head_set_intervals`' dict."""
+    :func:`helpers.protocols.head_scores.head_set_intervals`' dict."""
     rows = []
     for labels, ivs in intervals_by_labels.items():
         for name in rankings:
@@ -58,8 +58,8 @@ def label_span_table(loyalty: Mapping, anchor: Mapping, k: int) -> pd.DataFrame:
     """Rows: isolation in the first ``k`` layers (loyalty drop against as many content tokens), Hidden_anchor's
     accuracy and its label loyalty to full ICL; columns: with the label word's first token, with all of it, and
     all minus first, each a 95% interval. ``loyalty`` is
-    :func:`helpers.experiments.isolation_classes.class_loyalty_intervals`' dict, ``anchor``
-    :func:`helpers.experiments.compression_span.span_anchor_intervals`'."""
+    :func:`helpers.protocols.isolation_classes.class_loyalty_intervals`' dict, ``anchor``
+    :func:`helpers.protocols.compression_span.span_anchor_intervals`'."""
     return pd.DataFrame({
         f"isolation, first {k} layers: loyalty drop vs content tokens": {
             "first token": f"{loyalty[('drop', 'label_first', 'first')]:.3f}",

@@ -42,7 +42,7 @@ def plot_training_curve(curve: pd.DataFrame, chance: float, title: str = "", x: 
 
 
 def control_setup_text(profile_name: str, sizes, training: Mapping, prompt) -> str:
-    """Two lines: the profile, the run sizes (``helpers.experiments.positive_control.control_sizes``) and the
+    """Two lines: the profile, the run sizes (``helpers.protocols.positive_control.control_sizes``) and the
     checkpoint's training record; one sequence (``prompt.text``) and its gold label ``L{prompt.gold}``."""
     return (f"{profile_name} {sizes} | training: {training}\n"
             f"one sequence: {prompt.text} -> gold L{prompt.gold}")
@@ -57,7 +57,7 @@ def training_curve(curve: pd.DataFrame, *, x: str, y: str, y_right: str, chance:
 
 
 def interval_table(rows: Mapping, column: str = "[95% CI]") -> pd.DataFrame:
-    """One column ``column``, one row per entry of ``rows`` (row name -> :class:`helpers.study.stats.Interval`),
+    """One column ``column``, one row per entry of ``rows`` (row name -> :class:`helpers.core.stats.Interval`),
     each formatted "estimate [low, high]" to 3 decimals."""
     return pd.DataFrame({column: {name: f"{iv:.3f}" for name, iv in rows.items()}})
 
@@ -85,7 +85,7 @@ def loyalty_by_condition(loyalty: Mapping, frame: pd.DataFrame, *, conditions: S
                          ) -> pd.DataFrame:
     """Columns ``{condition} words, {where} layer`` for each ``(condition, where)`` of ``conditions``; rows: label
     loyalty (``loyalty[(condition, where, "label_loyal")]``, an interval) and the mean accuracy of the rows of
-    ``frame`` (columns condition, where, accuracy; ``helpers.experiments.isolation.loyalty_frame``) of that
+    ``frame`` (columns condition, where, accuracy; ``helpers.protocols.isolation.loyalty_frame``) of that
     condition, to 3 decimals."""
     return pd.DataFrame({f"{c} words, {w} layer": {
         "label loyalty": f"{loyalty[(c, w, 'label_loyal')]:.3f}",

@@ -15,13 +15,24 @@ import numpy as np
 import pandas as pd
 import torch
 
+from helpers.core.stats import Interval, bootstrap_statistic
 from helpers.core.store import pins_weights
 from helpers.experiments.aucroc import aucroc_per_layer, label_attention
 from helpers.study.claims import claim
 from helpers.study.profiles import LabelSpanSizes, label_span_runs
-from helpers.study.stats import Interval, bootstrap_statistic
 
-__all__ = ["span_aucroc_runs", "span_aucroc_curves", "span_aucroc_interval", "span_aucroc_claim"]
+__all__ = ["span_aucroc_curves", "span_aucroc_runs", "span_aucroc_interval", "span_aucroc_claim"]
+
+
+def span_aucroc_curves(runs: dict[int, dict]) -> pd.DataFrame:
+    """Columns layer, span, seed, AUCROC: ``AUCROC_l`` per layer for each anchor and seed (NaN where a seed's
+    inputs are all predicted as one class)."""
+    rows = []
+    for seed, r in runs.items():
+        for span in ("first", "all"):
+            for layer, auc in enumerate(aucroc_per_layer(r[span], r["pred"])):
+                rows.append({"layer": layer, "span": span, "seed": seed, "AUCROC": float(auc)})
+    return pd.DataFrame(rows)
 
 
 @pins_weights
@@ -35,17 +46,6 @@ def span_aucroc_runs(model, sizes: LabelSpanSizes) -> dict[int, dict]:
         return {"first": first, "all": every, "pred": pred.pred}
 
     return label_span_runs("span_aucroc", model, sizes, run)
-
-
-def span_aucroc_curves(runs: dict[int, dict]) -> pd.DataFrame:
-    """Columns layer, span, seed, AUCROC: ``AUCROC_l`` per layer for each anchor and seed (NaN where a seed's
-    inputs are all predicted as one class)."""
-    rows = []
-    for seed, r in runs.items():
-        for span in ("first", "all"):
-            for layer, auc in enumerate(aucroc_per_layer(r[span], r["pred"])):
-                rows.append({"layer": layer, "span": span, "seed": seed, "AUCROC": float(auc)})
-    return pd.DataFrame(rows)
 
 
 def span_aucroc_interval(runs: dict[int, dict], n_boot: int = 1000) -> Interval | None:

@@ -1,0 +1,113 @@
+"""The protocol of the analyses of the positive control, a model that certainly learns in context (notebook 09): its run
+sizes, its runs over tasks x seeds (each stored by content), its intervals, the criteria written before any run, and
+its claims. The method it runs (a model and prompts in, tensors out) is :mod:`helpers.experiments.positive_control`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers.core.control import ControlPrompts
+from helpers.core.predict import predict
+from helpers.core.stats import Interval
+from helpers.experiments.positive_control import label_swap
+from helpers.study.claims import Claim, claim
+from helpers.study.profiles import RunSizes
+
+__all__ = ["ControlSizes", "control_sizes", "accuracy_cells", "swap_cells", "control_claims", "controls_claims", "premise_intervals"]
+
+
+@dataclass(frozen=True)
+class ControlSizes(RunSizes):
+    """Run sizes of notebook 09 (:func:`control_sizes`)."""
+
+    seeds: tuple[int, ...]
+    n: int  # evaluation sequences per seed
+    n_attr: int  # sequences for head attribution (one draw, seed + 1000)
+    n_saliency: int  # sequences per seed for saliency (a backward pass each)
+    batch_size: int
+
+
+def control_sizes(profile) -> ControlSizes:
+    """Run size of notebook 09: the profile's seeds, and per seed ``4 * n_test`` evaluation sequences (the control
+    costs about a thousandth of the offline models per input), ``2 * n_test`` for head attribution (seed + 1000)
+    and ``n_saliency * 4`` for saliency (a backward pass each)."""
+    return ControlSizes(seeds=tuple(profile.seeds), n=4 * profile.n_test, n_attr=2 * profile.n_test,
+                        n_saliency=4 * profile.n_saliency, batch_size=256)
+
+
+def accuracy_cells(model, cps: dict[int, ControlPrompts], batch_size: int = 256) -> dict[tuple[str, int], np.ndarray]:
+    """Per input 0/1 correctness, ``{("control", seed): [...]}`` (the input of ``bootstrap_means``)."""
+    out = {}
+    for seed, cp in cps.items():
+        pred = predict(model, cp.prompts, cp.label_ids, batch_size=batch_size, top_k=0).pred
+        out[("control", seed)] = (pred == cp.gold).numpy().astype(float)
+    return out
+
+
+def swap_cells(runs: dict[int, dict], key: str) -> dict[tuple[str, int], np.ndarray]:
+    return {("control", seed): r[key] for seed, r in runs.items()}
+
+
+def _above(iv: Interval, value: float) -> str:
+    if iv.low >= value:
+        return "replicates"
+    return "does not replicate" if iv.high < value else "inconclusive"
+
+
+def control_claims(acc: Interval, heldout: Interval, swap: Interval, follows: Interval, context: str = "") -> list[Claim]:
+    """The control's own premise, graded before the run: in-context accuracy on fresh sequences at or above 0.90
+    (training classes; and classes never seen in training), and the label-swap control's swap-averaged accuracy at
+    or above 0.90 (a model that ignores the context's labels scores at most 0.5)."""
+    return [
+        claim("09.icl_accuracy", acc, _above(acc, 0.90), "whole 95% interval at or above 0.90 (chance 0.25)",
+              context=context),
+        claim("09.heldout_accuracy", heldout, _above(heldout, 0.90),
+              "whole 95% interval at or above 0.90 on classes never seen in training (chance 0.25)", context=context),
+        claim("09.label_swap", swap, _above(swap, 0.90),
+              "swap-averaged accuracy's whole 95% interval at or above 0.90 (ignoring the labels scores at most 0.5)",
+              context=context, note=f"Answers that move with the labels: {follows:.3f}."),
+    ]
+
+
+def premise_intervals(model, seeds, n: int) -> dict[str, dict[str, Interval]]:
+    """A control's premises on ``n`` of its own sequences per seed, for training and held-out classes
+    (``{"train" | "heldout": {key: Interval}}``): :func:`label_swap`'s ``correct``, ``swap_averaged``, ``follows``
+    and ``same``, each bootstrapped over seeds and sequences."""
+    from helpers.core.control import control_prompts, control_task
+    from helpers.core.stats import bootstrap_means
+
+    out = {}
+    for classes in ("train", "heldout"):
+        runs = {s: label_swap(model, control_prompts(control_task(model), n, s, classes=classes)) for s in seeds}
+        out[classes] = {k: bootstrap_means(swap_cells(runs, k)) for k in ("correct", "swap_averaged", "follows",
+                                                                          "same")}
+    return out
+
+
+def _at_most(iv: Interval, value: float) -> str:
+    if iv.high <= value:
+        return "replicates"
+    return "does not replicate" if iv.low > value else "inconclusive"
+
+
+def controls_claims(wide_swap: Interval, neg_acc: Interval, neg_follows: Interval, neg_heldout: Interval,
+                    context: str = "") -> list[Claim]:
+    """The premises of the two controls every check's power rests on, graded before the run: the wide positive
+    control's swap-averaged accuracy at or above 0.90 (it reads the mapping); the negative control's accuracy with
+    its training mapping at or above 0.90, its share of answers that move with a swapped mapping at or below 0.10
+    (it does not read the mapping), and its accuracy on classes never seen in training at or below 0.40 (chance
+    0.25: its weights know no label for them)."""
+    return [
+        claim("09.wide_label_swap", wide_swap, _above(wide_swap, 0.90),
+              "swap-averaged accuracy's whole 95% interval at or above 0.90", context=context),
+        claim("09.negative_accuracy", neg_acc, _above(neg_acc, 0.90),
+              "whole 95% interval at or above 0.90 (chance 0.25)", context=context),
+        claim("09.negative_ignores_swap", neg_follows, _at_most(neg_follows, 0.10),
+              "whole 95% interval of the share of answers that move with the labels at or below 0.10 (a model that "
+              "reads the mapping: near 1)", context=context),
+        claim("09.negative_heldout", neg_heldout, _at_most(neg_heldout, 0.40),
+              "whole 95% interval at or below 0.40 (chance 0.25; reading the context would give near 1)",
+              context=context),
+    ]
