@@ -26,7 +26,9 @@ from helpers.experiments.aucroc import auc_roc
 from helpers.experiments.saliency import relative_flow
 from helpers.study.config import check_environment
 
-settings.register_profile("bounded", max_examples=25, deadline=None,
+# make test: the same 25 examples on every run (derandomize), so a run's outcome and time do not depend on which
+# inputs a fresh clone happens to draw; make fuzz draws 1000 new ones each time
+settings.register_profile("bounded", max_examples=25, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 settings.register_profile("long", max_examples=1000, deadline=None,
                           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -115,6 +115,39 @@ def test_over_long_inputs_are_dropped_and_counted(tiny_model):
     assert dropped == 1 and [p.query.text for p in kept] == ["tiny", "small"]
 
 
+def test_demonstrations_longer_than_the_context_drop_every_prompt_after_building_one(tiny_model, monkeypatch):
+    """Demonstrations that alone pass the context make every prompt over-long: all are counted as dropped, the
+    same as building each one finds, but only the first is built (a huge k_per_class is refused at once)."""
+    demos = [Demo("word " * 40, 0), Demo("word " * 40, 1)]
+    queries = [Demo(f"query {i}", i % 2) for i in range(30)]
+    built = []
+    real = prompts.build_prompt
+    monkeypatch.setattr(prompts, "build_prompt", lambda *a, **k: built.append(1) or real(*a, **k))
+    kept, dropped = prompts.build_prompts(tiny_model, "sst2", demos, queries, max_len=60)
+    assert (kept, dropped) == ([], 30) and len(built) == 1
+    assert all(len(real(tiny_model, "sst2", demos, q)) > 60 for q in queries)  # what building each would say
+    built.clear()
+    kept, dropped = prompts.build_prompts(tiny_model, "sst2", demos, queries, max_len=200)  # they fit: all built
+    assert dropped == 0 and len(kept) == len(built) == 30
+    with pytest.raises(prompts.PromptError, match="all 3 prompts are longer than"):
+        prompts.make_icl_set(tiny_model, "sst2", 0, 3, k_per_class=2000)
+
+
+def test_label_and_text_spans_of_many_demonstrations_match_a_by_hand_scan(tiny_model):
+    """The spans come from one pass over the tokens (linear in the prompt); a scan per demonstration agrees."""
+    demos = [Demo(f"text number {i}", i % 2) for i in range(40)]
+    p = build_prompt(tiny_model, "sst2", demos, Demo("the query", 0))
+    shift = 1 if p.bos else 0
+    kinds = p.kinds[shift:]
+    assert len(p.label_pos) == 40
+    for k in range(40):
+        a, b = p.label_spans[k]
+        assert p.label_pos[k] == a and all(kinds[i - shift] == prompts.LABEL for i in range(a, b))
+        t0, t1 = p.text_spans[k]
+        assert all(kinds[i - shift] == prompts.TEXT for i in range(t0, t1)) and t0 < t1 < a
+    assert p.label_pos == sorted(p.label_pos) and p.text_spans[-1][1] <= p.demo_end <= p.query_span[0]
+
+
 def test_pad_batch_right_pads():
     tok = gpt2_tokenizer()
     ps = [build_prompt(tok, "sst2", [Demo("good", 1)], q, bos=False) for q in ("bad", "a much longer review text")]

@@ -290,9 +290,12 @@ def build_prompt(model_or_tokenizer, task: str | Task, demos: Sequence[Demo], qu
     shift = 1 if bos else 0
     demo_tok = [i for i, o in enumerate(owner) if o >= 0 and kinds[i] != QUERY_TEXT]
     demo_end = (demo_tok[-1] + 1 + shift) if demo_tok else shift
+    tokens_of: dict[tuple[str, int], list[int]] = {}  # (kind, demonstration) -> its token indices, in one pass
+    for i, key in enumerate(zip(kinds, owner)):
+        tokens_of.setdefault(key, []).append(i)
     label_pos, label_class, label_spans, text_spans = [], [], [], []
     for k, d in enumerate(demos):
-        lab = [i for i, (kd, o) in enumerate(zip(kinds, owner)) if kd == LABEL and o == k]
+        lab = tokens_of.get((LABEL, k), [])
         if not lab:
             raise PromptError(f"demonstration {k}: its label word was merged into another token; "
                               f"prompt text: {text[:120]!r}")
@@ -306,7 +309,7 @@ def build_prompt(model_or_tokenizer, task: str | Task, demos: Sequence[Demo], qu
         label_pos.append(first + shift)
         label_class.append(d.label)
         label_spans.append((first + shift, lab[-1] + 1 + shift))
-        tx = [i for i, (kd, o) in enumerate(zip(kinds, owner)) if kd == TEXT and o == k]
+        tx = tokens_of.get((TEXT, k), [])
         text_spans.append((tx[0] + shift, tx[-1] + 1 + shift) if tx else (label_pos[-1], label_pos[-1]))
     qx = [i + shift for i, kd in enumerate(kinds) if kd == QUERY_TEXT]
     format_pos = [i + shift for i, kd in enumerate(kinds) if kd == FORMAT]
@@ -328,15 +331,22 @@ def build_prompt(model_or_tokenizer, task: str | Task, demos: Sequence[Demo], qu
 def build_prompts(model: HookedTransformer, task, demos, queries: Sequence[Demo], max_len: int | None = None):
     """Prompts for every query with the same demonstrations; over-long ones dropped and counted.
 
-    Returns ``(prompts, n_dropped)``; ``max_len`` defaults to the model's context ``n_ctx``.
+    Returns ``(prompts, n_dropped)``; ``max_len`` defaults to the model's context ``n_ctx``. Every prompt holds the
+    same demonstrations' tokens (:func:`helpers.core.prefix.shared_prefix_len`'s premise; a tokenizer may split at most
+    the token at the seam with the query differently), and its query adds at least one token. So when the
+    demonstrations of one prompt alone pass ``max_len`` (``demo_end > max_len``), every prompt is over-long, and the
+    rest are counted as dropped without being built: a demonstration set far too long for the model is refused in
+    the time of one prompt, not of every test row.
     """
     task = get_task(task)
     tok = model.tokenizer
     lids = label_token_ids(tok, task)
     max_len = max_len or model.cfg.n_ctx
     prompts, dropped = [], 0
-    for qd in queries:
+    for n, qd in enumerate(queries):
         p = build_prompt(model, task, demos, qd, label_ids=lids)
+        if p.demo_end > max_len:  # the demonstrations alone pass the context, and every prompt holds them
+            return prompts, dropped + len(queries) - n
         if len(p) > max_len:
             dropped += 1
             continue
