@@ -50,8 +50,6 @@ from IPython.display import display
 from helpers.core.models import load_model
 from helpers.core.tasks import get_task
 from helpers.exercises.saliency import check_attention_patterns, check_pattern_saliency, check_saliency_flows
-from helpers.experiments.saliency import saliency_flow, saliency_matrices, saliency_prompts
-from helpers.experiments.saliency_graph import flow_graph
 from helpers.protocols import saliency as sal
 from helpers.study import plots
 from helpers.study.claims import report_claims, show_reading
@@ -178,6 +176,8 @@ def saliency_flows(I: torch.Tensor, prompt: Prompt) -> torch.Tensor:
 # your functions on one real prompt, against the helpers the rest of the notebook uses.
 
 # %%
+from helpers.experiments.saliency import saliency_flow, saliency_matrices, saliency_prompts
+
 check_saliency_flows(saliency_flows)
 
 prompts, lids = saliency_prompts(model, profile.tasks[0], seed=sizes.seeds[0], n=1)
@@ -236,6 +236,8 @@ _ = plots.flows_by_layer(sal.flow_frame(runs), intervals=ivs, panels=display_nam
 # graph is saved as the figure `01_flow_graph_<task>.png` in the results folder.
 
 # %%
+from helpers.experiments.saliency_graph import flow_graph
+
 for t in profile.tasks:
     (first, *_), ids = saliency_prompts(model, t, seed=sizes.seeds[0], n=1)
     plots.show_flow_view(model, flow_graph(model, first, ids), f"01_flow_graph_{t}",

@@ -54,12 +54,7 @@
 from IPython.display import display
 
 from helpers.core.models import load_model
-from helpers.experiments.incontext_heads import (
-    head_label_drops,
-    incontext_heads,
-    n_incontext_heads,
-    rank_heads_for_label,
-)
+from helpers.experiments.incontext_heads import n_incontext_heads
 from helpers.protocols import incontext_heads as ih
 from helpers.study import heads_report as hr
 from helpers.study import plots
@@ -185,6 +180,7 @@ import torch
 from helpers.core.unrelated import eval_set
 from helpers.exercises.incontext_heads import check_head_ablation
 from helpers.exercises.two_towers import check_value_output_logit_minus
+from helpers.experiments.incontext_heads import head_label_drops
 
 check_head_ablation(head_ablation_drop)
 check_value_output_logit_minus(value_output_logit_minus)
@@ -250,6 +246,8 @@ display(plots.mapping_control_table(swap_control, reading=mc.mapping_interval_pa
 # predicted label finds only the heads of the word the model favours; it is printed for comparison.
 
 # %%
+from helpers.experiments.incontext_heads import incontext_heads, rank_heads_for_label
+
 scores = ih.attribution_runs(model, foobar, heads_sizes, batch_size=BATCH, model_name=model_name,
                              progress="attribution")
 ic_heads = {t: incontext_heads(scores[t], N_IC) for t in task_names}

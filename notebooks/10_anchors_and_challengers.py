@@ -56,9 +56,6 @@
 from IPython.display import display
 
 from helpers.core.models import load_model
-from helpers.experiments.head_scores import overlap
-from helpers.experiments.isolation_classes import class_conditions
-from helpers.experiments.saliency_classes import CHALLENGERS, FLOW_CLASSES, class_flow_scores
 from helpers.protocols import head_scores as hs
 from helpers.protocols import isolation_classes as ic
 from helpers.protocols import saliency_classes as sc
@@ -127,6 +124,7 @@ def class_flow_to_q(sal: torch.Tensor, prompt: Prompt, cls: str) -> torch.Tensor
 # %%
 from helpers.exercises.saliency_classes import check_class_flow_to_q
 from helpers.experiments.saliency import saliency_matrices
+from helpers.experiments.saliency_classes import FLOW_CLASSES, class_flow_scores
 
 check_class_flow_to_q(class_flow_to_q)
 sal = saliency_matrices(model, [prompt], one.label_ids)[0]
@@ -157,6 +155,9 @@ plots.class_flows_figure(frame, save_as="10_class_flows",
 # control (bars), isolated in the first or the last $k$ layers (x), with 95% intervals.
 
 # %%
+from helpers.experiments.isolation_classes import class_conditions
+from helpers.experiments.saliency_classes import CHALLENGERS
+
 isolation_runs = ic.class_isolation_runs(model, profile.tasks, isolation_sizes)
 loyalty = ic.class_loyalty_intervals(isolation_runs)
 shown = {key: iv for key, iv in loyalty.items()  # (condition, where): the classes and their controls
@@ -181,6 +182,7 @@ plots.class_isolation_figure(shown, isolation_sizes.k, save_as="10_class_isolati
 # the top heads each pair of rankings shares, beside what two random sets of that size share on average.
 
 # %%
+from helpers.experiments.head_scores import overlap
 from helpers.protocols.rankings import head_rankings
 
 rankings = head_rankings(model, profile.tasks, head_sizes)  # scores per head and each ranking's top heads

@@ -153,7 +153,7 @@ def pytest_collection_modifyitems(config, items):
 # leaves a core idle to the end. So the items are reordered, the same way in every worker: the longest first, each
 # dealt to the share with the least work so far (longest processing time first), the short ones filling each share
 # to its size, by the seconds of an earlier run (tests/durations.json; refreshed with
-# ICL_DURATIONS_OUT=tests/durations.json make test). Only the order changes, never which tests run; an item the file
+# TEST_DURATIONS_OUT=tests/durations.json make test). Only the order changes, never which tests run; an item the file
 # does not know counts as short.
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
 LONG_SECONDS = 5.0  # items at least this long are dealt out; shorter ones fill the shares in collection order
@@ -215,9 +215,9 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_sessionfinish(session):
-    """ICL_DURATIONS_OUT=<file>: each item's seconds (setup, call and teardown) of this run, as JSON (on the
+    """TEST_DURATIONS_OUT=<file>: each item's seconds (setup, call and teardown) of this run, as JSON (on the
     controller, which sees every worker's reports)."""
-    out = os.environ.get("ICL_DURATIONS_OUT")
+    out = os.environ.get("TEST_DURATIONS_OUT")
     if out and not hasattr(session.config, "workerinput"):
         import json
 

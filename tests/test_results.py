@@ -30,13 +30,13 @@ def test_code_digest_covers_the_helpers_source():
 
 
 def test_a_step_depends_on_its_methods_imports_and_core_not_on_presentation():
-    deps = R.dependencies(frozenset({"helpers.experiments.saliency"}))
-    assert "helpers.experiments.saliency" in deps and "helpers.core.stats" in deps  # imported by the method
+    deps = R.dependencies(frozenset({"helpers.protocols.saliency"}))  # a protocol asks the store for its runs
+    assert {"helpers.protocols.saliency", "helpers.experiments.saliency", "helpers.core.stats"} <= set(deps)
     assert "helpers.core.tl_patches" in deps and "helpers.core.store" in deps  # the engine, always
     assert not any(d.startswith(("helpers.study.plots", "helpers.study.claims", "helpers.study.paper",
                                  "helpers.study.report", "helpers.study.record")) for d in deps)
-    assert "helpers.experiments.isolation" not in deps  # another method
-    assert "helpers.study.claims" in R.module_imports("helpers.experiments.saliency")  # imported, yet not followed
+    assert not any(d.endswith(".isolation") for d in deps)  # another method
+    assert "helpers.study.claims" in R.module_imports("helpers.protocols.saliency")  # imported, yet not followed
     assert R.step_modules() == frozenset()  # called from a test: no helpers module asked
     from helpers.study.profiles import label_span_runs
 
@@ -83,7 +83,8 @@ def test_a_run_grid_cell_is_keyed_by_the_method_it_runs(tmp_path, monkeypatch):
             f.cache_clear()
 
 
-PROBE = R.HELPERS / "experiments" / "_probe_method.py"
+# a protocol module (it may import a method and a figure); its own files: the tests may run side by side
+PROBE = R.HELPERS / "protocols" / "_probe_method.py"
 PROBE_DEP = R.HELPERS / "experiments" / "_probe_dep.py"
 PROBE_FIG = R.HELPERS / "study" / "plots" / "_probe_fig.py"
 PROBE_GRID = R.HELPERS / "experiments" / "_probe_grid.py"  # its own file: the tests may run side by side
@@ -109,7 +110,7 @@ def test_editing_a_figure_keeps_a_stored_step_and_editing_the_method_or_its_impo
     def run():
         for f in (R.module_imports, R.dependencies, R.code_digest):
             f.cache_clear()
-        return importlib.import_module("helpers.experiments._probe_method").run(compute)
+        return importlib.import_module("helpers.protocols._probe_method").run(compute)
 
     try:
         PROBE_DEP.write_text("VALUE = 1\n")

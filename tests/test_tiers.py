@@ -73,3 +73,12 @@ def test_the_order_deals_long_items_to_both_workers_and_keeps_every_item():
     load = [sum(seconds.get(it.nodeid, 0) for it in s) for s in (first, second)]
     assert abs(load[0] - load[1]) <= 100  # longest first, each to the lighter share
     assert balanced_order(items, seconds, 1) == items and balanced_order(items, {}, 2) == items
+
+
+def test_the_durations_file_setting_is_not_refused_as_a_project_setting():
+    """`TEST_DURATIONS_OUT=<file> make test` rewrites tests/durations.json; every process of the run sees it, and
+    the project refuses any ICL_* name it does not know, so the test setting must not be one."""
+    from helpers.study.config import check_environment
+
+    assert not check_environment({"TEST_DURATIONS_OUT": "tests/durations.json"})
+    assert check_environment({"ICL_DURATIONS_OUT": "x"})  # what it was called once: every notebook refused it
