@@ -19,7 +19,7 @@ import torch
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
-from helpers.protocols.compression import speed_verdict, time_icl_vs_anchor
+from helpers.protocols.compression import engine_goal, time_icl_vs_anchor
 from helpers.study.paper import TABLE3_SPEEDUP as PAPER
 from helpers.study.profile_table import OFFLINE_TASKS
 from helpers.study.profiles import current_model_name
@@ -51,7 +51,7 @@ def main(argv=None):
     df = pd.DataFrame(rows)[["task", "L_demo", "L_x", "L_anchor", "bound", "speedup", "speedup_over_bound",
                              "t_full", "t_anchor", "t_build", "n_inputs"]]
     print(df.round(3).to_string(index=False))
-    verdict = speed_verdict(dict(zip(df.task, df.speedup)), dict(zip(df.task, df.bound)))
+    verdict = engine_goal(dict(zip(df.task, df.speedup)), dict(zip(df.task, df.bound)))
     print(f"threads={torch.get_num_threads()} label_only={args.label_only}  "
           f"verdict (goal: speed-up >= 90% of the bound on every task): {verdict}")
     name = "bench_compression" + ("_label_only" if args.label_only else "")

@@ -320,7 +320,7 @@ def main(argv=None) -> dict:
     import bench_saliency
 
     from helpers.core.models import load_model
-    from helpers.protocols.compression import speed_verdict
+    from helpers.protocols.compression import engine_goal
     from helpers.study.profiles import current_model_name, get_profile
     from helpers.study.results import model_slug, results_dir
 
@@ -366,7 +366,7 @@ def main(argv=None) -> dict:
     if "b" in want:
         print("(b) Hidden_anchor vs full ICL", flush=True)
         res["compression"] = measure_compression(model, a.tasks, a.n, a.repeats)
-        res["compression_verdict"] = speed_verdict({r["task"]: r["speedup"] for r in res["compression"]},
+        res["compression_verdict"] = engine_goal({r["task"]: r["speedup"] for r in res["compression"]},
                                                    {r["task"]: r["bound"] for r in res["compression"]})
         mem["compression"] = peak_rss_mb()
     if "d" in want:

@@ -220,15 +220,19 @@ plots.compression_bars(means, x="metric", y="value", hue="method", intervals=ivs
 # (L_context + L_x) / (L_anchor + L_x); L_demo is the mean length of one demonstration. Each input's time is its
 # median over the repeats; the speed-up is the ratio of the mean times, with a 95% bootstrap interval over the
 # timed inputs (paired). That interval covers the inputs' lengths and the timing noise of this run, not another
-# machine's timing. The sizes: `sizes.timed_inputs` inputs per task, each timed `sizes.timing_repeats` times.
+# machine's timing. Beside it, the FLOP speed-up: the same ratio in FLOPs counted from the shapes of the two
+# passes (`helpers.experiments.compression.path_flops`), which no machine or load changes. The figure: per task
+# (x), the measured speed-up with its interval, the FLOP speed-up and the token-ratio bound (y, times; 1 = no
+# speed-up). The sizes: `sizes.timed_inputs` inputs per task, each timed `sizes.timing_repeats` times.
 
 # %%
 speed = pd.DataFrame([comp.time_icl_vs_anchor(model, compression_set(model, task, sizes.seeds[0], sizes.timed_inputs),
                                               n_inputs=sizes.timed_inputs, repeats=sizes.timing_repeats)
                       for task in profile.tasks])
 display(plots.compression_table3(speed))
-plots.speedup_bars(speed, x="task", bars={"speedup": "measured speed-up", "bound": "token-ratio bound"},
-                   title=f"{model_name}: Hidden_anchor speed-up vs token-ratio bound", save_as="05_speedup")
+plots.speedup_bars(speed, x="task", bars={"speedup": "measured speed-up", "flop_speedup": "FLOP speed-up",
+                                          "bound": "token-ratio bound"},
+                   title=f"{model_name}: Hidden_anchor speed-up, measured and counted", save_as="05_speedup")
 
 # %% [markdown]
 # ## Paper vs ours
@@ -238,8 +242,11 @@ plots.speedup_bars(speed, x="task", bars={"speedup": "measured speed-up", "bound
 # word loyalty) lie above zero; *partly* if the three of one metric do, or the four against the hidden random
 # baselines do; *does not replicate* if on both metrics some method lies clearly above Hidden_anchor; else
 # *inconclusive*. The Table 2 values carry that verdict; each gap its own (above zero, below zero, or neither).
-# Speed, per task (`speed_verdict`): *replicates* (meets the goal) if it reaches 90% of its token-ratio bound,
-# *partly* if it is faster than full ICL.
+# Speed, per task (`speed_verdict`): *replicates* if the measured speed-up's interval lies above 1 (Hidden_anchor
+# is faster than full ICL, the paper's claim), *does not replicate* if it lies below 1, else *inconclusive*. How
+# close the measured speed-up comes to the FLOP one depends on the machine and its load (each call has a cost
+# that does not shrink with the tokens), so the claim's note gives both and the bound, and no verdict rests on
+# them.
 
 # %%
 gaps = {(o, met): bootstrap_means(paired_differences(comp.method_cells(results, "Hidden_anchor", per_metric[met]),

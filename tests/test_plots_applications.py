@@ -204,8 +204,23 @@ def test_speedup_bars(results, shown):
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["measured speed-up", "token-ratio bound"]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["sst2", "tweet_emotion"]
     assert results() == ["05_speedup"]
-    with pytest.raises(ValueError, match="two side by side"):
+    with pytest.raises(ValueError, match="two or three side by side"):
         plots.plot_speedup(_speed(), bars={"speedup": "measured speed-up"})
+
+
+def test_speedup_bars_with_the_flop_count_and_the_measured_interval(shown):
+    speed = _speed().assign(flop_speedup=[3.0, 4.0])
+    plots.speedup_bars(speed, x="task", bars={"speedup": "measured speed-up", "flop_speedup": "FLOP speed-up",
+                                              "bound": "token-ratio bound"}, title="t", save_as="05_speedup")
+    (fig,) = shown
+    ax = fig.axes[0]
+    assert [p.get_height() for p in ax.patches] == [1.456, 2.0, 3.0, 4.0, 1.9, 3.5]
+    (bars,) = [c for c in ax.containers if getattr(c, "errorbar", None) is not None and c.errorbar is not None]
+    low, high = zip(*[sorted(seg[:, 1]) for seg in bars.errorbar.lines[2][0].get_segments()])
+    assert [round(v, 6) for v in low] == [1.2, 1.8] and [round(v, 6) for v in high] == [1.7, 2.3]
+    t = plots.compression_table3(speed)
+    assert list(t.columns[:8]) == ["task", "L_demo", "L_x", "L_anchor", "bound", "flop_speedup", "speedup",
+                                   "speedup_low"]
 
 
 # ------------------------------------------------------------------------------------------------- notebook 06

@@ -44,6 +44,7 @@ import torch
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
+from helpers.core.accounting import forward_flops
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from helpers.core.predict import Predictions
 from helpers.core.prefix import (
@@ -58,7 +59,7 @@ from helpers.core.prompts import Demo, Prompt, build_prompts, label_span_arg
 from helpers.core.seeds import stream_seed
 from helpers.core.store import pins_weights, result_types
 
-__all__ = ["hidden_anchor_reference", "compression_set", "prefix_len", "anchor_keep", "random_keep", "QUERY_POSITIONS", "query_positions_arg", "build_cache", "predict_cached", "text_anchor_demos", "text_anchor_prompts", "token_counts", "CompressionResult", "run_compression", "cached_compression", "METHODS"]
+__all__ = ["path_flops", "hidden_anchor_reference", "compression_set", "prefix_len", "anchor_keep", "random_keep", "QUERY_POSITIONS", "query_positions_arg", "build_cache", "predict_cached", "text_anchor_demos", "text_anchor_prompts", "token_counts", "CompressionResult", "run_compression", "cached_compression", "METHODS"]
 
 prefix_len = demo_prefix_len  # P0: one past the newline that ends the last demonstration
 
@@ -150,6 +151,19 @@ def token_counts(prompts: Sequence[Prompt], cache: PrefixCache) -> dict:
     lx = float(np.mean([len(p) - p0 for p in prompts]))
     return dict(L_demo=(p0 - bos) / n_demos, L_context=p0, L_x=lx, L_anchor=len(cache),
                 bound=(p0 + lx) / (len(cache) + lx))
+
+
+def path_flops(cfg, prompts: Sequence[Prompt], cache: PrefixCache, columns: int) -> tuple[np.ndarray, np.ndarray]:
+    """FLOPs of each prompt's two paths, counted from the shapes (:func:`helpers.core.accounting.forward_flops`):
+    full ICL (every token of the prompt) and Hidden_anchor (the query's tokens after the ``len(cache)`` kept
+    positions), each with the unembedding of q onto ``columns`` vocabulary entries. Their ratio is the speed-up
+    the pruning buys in work, the same on any hardware; a measured time adds what does not scale with tokens
+    (calls, memory traffic, the machine's load)."""
+    unembed = 2.0 * cfg.d_model * columns
+    p0 = cache.prefix_len
+    full = np.array([forward_flops(cfg, 1, len(p), unembed=False) + unembed for p in prompts])
+    anchor = np.array([forward_flops(cfg, 1, len(p) - p0, past=len(cache), unembed=False) + unembed for p in prompts])
+    return full, anchor
 
 
 @result_types

@@ -22,6 +22,7 @@ from helpers.experiments.compression import (
     build_cache,
     cached_compression,
     compression_set,
+    path_flops,
     token_counts,
 )
 from helpers.study import paper as PA
@@ -29,7 +30,7 @@ from helpers.study.claims import claim
 from helpers.study.profiles import RunSizes
 
 __all__ = ["CompressionSizes", "compression_sizes", "compression_runs", "table2_verdict", "method_cells",
-           "speed_verdict", "time_icl_vs_anchor", "gap_verdict", "compression_claims"]
+           "speed_verdict", "engine_goal", "time_icl_vs_anchor", "gap_verdict", "compression_claims"]
 
 
 def compression_runs(model, tasks: Sequence[str], sizes: CompressionSizes, query_positions: str = "original") -> dict:
@@ -73,14 +74,28 @@ def table2_verdict(gaps: dict) -> tuple[str, dict]:
     return "inconclusive", checks
 
 
-def speed_verdict(speedups: dict, bounds: dict, frac: float = 0.9) -> str:
-    """Speed-up criterion: "meets the goal" if every task reaches ``frac`` of its token-ratio bound,
-    "speeds up" if every task is faster than full ICL, else "no speed-up"."""
+def engine_goal(speedups: dict, bounds: dict, frac: float = 0.9) -> str:
+    """The shared-prefix engine's goal in ``make bench`` (an engineering target, not a claim of the paper):
+    "meets the goal" if every task reaches ``frac`` of its token-ratio bound, "speeds up" if every task is
+    faster than full ICL, else "no speed-up"."""
     if all(speedups[t] >= frac * bounds[t] for t in speedups):
         return "meets the goal"
     if all(speedups[t] > 1 for t in speedups):
         return "speeds up"
     return "no speed-up"
+
+
+def speed_verdict(iv: Interval) -> str:
+    """Speed-up criterion (fixed before the run), on the 95% interval of the measured speed-up over the timed
+    inputs: "faster" if it lies above 1, "slower" if below 1, else "cannot tell". The paper's claim is that
+    Hidden_anchor speeds up inference (Table 3: 1.1x to 2.9x, each below its token-ratio bound); how close a
+    measured speed-up comes to the bound depends on the machine and on what else runs on it (the fixed cost of
+    each call does not shrink with the tokens), so the bound is reported beside the verdict, not in it."""
+    if iv.low > 1:
+        return "faster"
+    if iv.high < 1:
+        return "slower"
+    return "cannot tell"
 
 
 def _on_cuda(model) -> bool:
@@ -136,7 +151,9 @@ def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, war
     as in the paper). Inputs alternate between the two paths so machine load
     affects both alike; the time per path is the mean over ``n_inputs`` inputs of
     each input's median over ``repeats``. ``speedup_low``/``speedup_high``: the 95% bootstrap interval of the
-    speed-up over the timed inputs (paired). On CUDA every clock reading waits for the GPU first.
+    speed-up over the timed inputs (paired). ``flop_speedup``: the same ratio in FLOPs counted from the shapes
+    (:func:`helpers.experiments.compression.path_flops`), which no machine or load changes. On CUDA every clock
+    reading waits for the GPU first.
     """
     clock = _clock(model)
     prompts = icl_set.prompts[:n_inputs]
@@ -168,6 +185,8 @@ def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, war
                 anchor(i)
                 per_a[r, i] = clock() - t
     out = token_counts(prompts, cache)
+    flops_full, flops_anchor = path_flops(model.cfg, prompts, cache, model.cfg.d_vocab if ids is None else len(ids))
+    out["flop_speedup"] = float(flops_full.sum() / flops_anchor.sum())
     med_f, med_a = np.median(per_f, 0), np.median(per_a, 0)  # each input's median over the repeats
     t_full, t_anchor = float(med_f.mean()), float(med_a.mean())
     # 95% interval of the speed-up over the timed inputs: the ratio of the two mean times, bootstrapped with the
@@ -182,7 +201,7 @@ def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, war
     return out
 
 
-_SPEED_VERDICT = {"meets the goal": "replicates", "speeds up": "partly", "no speed-up": "does not replicate"}
+_SPEED_VERDICT = {"faster": "replicates", "cannot tell": "inconclusive", "slower": "does not replicate"}
 
 
 def gap_verdict(iv: Interval) -> str:
@@ -198,7 +217,8 @@ def compression_claims(ivs: dict, gaps: dict, speed, context: str = "") -> list:
     ``other`` in points (paired, :func:`table2_verdict`); ``speed``: the rows of :func:`time_icl_vs_anchor`
     (a DataFrame or a list of dicts). The Table 2 values carry the overall :func:`table2_verdict`; each gap its
     own interval's (above 0: replicates, below: does not replicate, else inconclusive); each task's speed-up
-    :func:`speed_verdict` on that task (meets the goal: replicates, speeds up: partly).
+    :func:`speed_verdict` on that task's interval (faster: replicates, slower: does not replicate, else
+    inconclusive).
     """
     verdict, _ = table2_verdict(gaps)
     crit2 = ("Hidden_anchor minus each other compressed method (paired, task-averaged): replicates if all six "
@@ -212,12 +232,14 @@ def compression_claims(ivs: dict, gaps: dict, speed, context: str = "") -> list:
     rows = speed.to_dict(orient="records") if hasattr(speed, "to_dict") else list(speed)
     for r in rows:
         iv = Interval(r["speedup"], r["speedup_low"], r["speedup_high"], 1, int(r["n_inputs"]))
-        v = _SPEED_VERDICT[speed_verdict({r["task"]: r["speedup"]}, {r["task"]: r["bound"]})]
+        v = _SPEED_VERDICT[speed_verdict(iv)]
         own = PA.paper_column(r["task"]) is None  # a task the paper did not study: no paper column to stand beside
+        flops = f"FLOP speed-up {r['flop_speedup']:.2f}x, " if "flop_speedup" in r else ""
         out.append(claim("05.speedup_own" if own else f"05.speedup_{r['task']}", iv, v,
-                         "replicates if it reaches 90% of the token-ratio bound (L_context + L_x) / (L_anchor + L_x); "
-                         "partly if faster than full ICL", unit="x", context=context,
-                         note=f"Token-ratio bound here {r['bound']:.2f}x; timed on a shared CPU, one input at a time.",
+                         "replicates if the interval lies above 1 (faster than full ICL), does not replicate if "
+                         "below 1, else inconclusive", unit="x", context=context,
+                         note=f"{flops}token-ratio bound (L_context + L_x) / (L_anchor + L_x) {r['bound']:.2f}x; "
+                              "timed one input at a time, both paths interleaved.",
                          **({"as_key": f"05.speedup_{r['task']}", "paper": PA.NOT_IN_PAPER,
                              "statement": f"Hidden_anchor speed-up over full ICL, {get_task(r['task']).display} (x)"}
                             if own else {})))

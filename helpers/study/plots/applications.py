@@ -115,13 +115,21 @@ def plot_compression_bars(df, title: str = "", intervals: dict | None = None, x:
 
 def plot_speedup(df, title: str = "", x: str = "task",
                  bars: Mapping[str, str] = {"speedup": "measured speed-up", "bound": "token-ratio bound"}):  # noqa: B006
-    """Two bars per value of column ``x`` of ``df``: the columns named by ``bars`` (column -> legend label)."""
-    if len(bars) != 2:
-        raise ValueError(f"bars names {len(bars)} columns; the figure sets two side by side (speed-up, bound)")
-    fig, ax = plt.subplots(figsize=(6, 3.2))
+    """Bars side by side per value of column ``x`` of ``df``: the columns named by ``bars`` (column -> legend
+    label), two or three (measured, FLOP-count and token-ratio speed-ups); a ``speedup`` bar carries its 95%
+    interval (``speedup_low``, ``speedup_high``) where ``df`` has it."""
+    if len(bars) not in (2, 3):
+        raise ValueError(f"bars names {len(bars)} columns; the figure sets two or three side by side "
+                         "(measured speed-up, FLOP speed-up, bound)")
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
     at = np.arange(len(df))
-    for offset, (column, label) in zip((-0.2, 0.2), bars.items()):
-        ax.bar(at + offset, df[column], 0.4, label=label)
+    width = 0.8 / len(bars)
+    for i, (column, label) in enumerate(bars.items()):
+        offset = (i - (len(bars) - 1) / 2) * width
+        err = None
+        if column == "speedup" and {"speedup_low", "speedup_high"} <= set(df.columns):
+            err = np.vstack([df[column] - df["speedup_low"], df["speedup_high"] - df[column]])
+        ax.bar(at + offset, df[column], width, label=label, yerr=err, capsize=3 if err is not None else 0)
     ax.set_xticks(at, df[x])
     ax.axhline(1, c="k", lw=0.5)
     ax.legend(fontsize=8)
@@ -210,10 +218,13 @@ def compression_bars(means: pd.DataFrame, *, x: str, y: str, hue: str, intervals
 
 
 def compression_table3(speed: pd.DataFrame) -> pd.DataFrame:
-    """Table 3 beside the paper's: the lengths, token-ratio bound and speed-up with its interval per task of
+    """Table 3 beside the paper's: the lengths, token-ratio bound, FLOP-count speed-up (where ``speed`` has it) and
+    measured speed-up with its interval per task of
     ``speed`` (rounded to 2 decimals), then the paper's speed-ups (GPT2-XL, GPT-J) and its L_demo / L_x (for a task
     the paper did not study, :data:`helpers.study.paper.NOT_IN_PAPER`)."""
-    table3 = speed[["task", "L_demo", "L_x", "L_anchor", "bound", "speedup", "speedup_low", "speedup_high"]].round(2)
+    columns = ["task", "L_demo", "L_x", "L_anchor", "bound", *(["flop_speedup"] if "flop_speedup" in speed else []),
+               "speedup", "speedup_low", "speedup_high"]
+    table3 = speed[columns].round(2)
     cols = [PA.paper_column(t) for t in table3.task]  # None: a task the paper did not study
     for m in ("GPT2-XL", "GPT-J"):
         table3[f"paper {m}"] = [PA.TABLE3_SPEEDUP[m][c] if c else PA.NOT_IN_PAPER for c in cols]
@@ -223,8 +234,9 @@ def compression_table3(speed: pd.DataFrame) -> pd.DataFrame:
 
 
 def speedup_bars(speed: pd.DataFrame, *, x: str, bars: Mapping[str, str], title: str, save_as: str) -> None:
-    """Show (and save as figure ``save_as``) two bars per value of column ``x`` of ``speed``: the columns of ``bars``
-    (column -> legend label: the measured speed-up and its token-ratio bound) (:func:`plot_speedup`)."""
+    """Show (and save as figure ``save_as``) bars per value of column ``x`` of ``speed``: the columns of ``bars``
+    (column -> legend label: the measured speed-up with its interval, the FLOP-count one, the token-ratio bound)
+    (:func:`plot_speedup`)."""
     show_figure(plot_speedup(speed, title=title, x=x, bars=bars), save_as)
 
 
