@@ -303,7 +303,7 @@ class Progress:
     def __init__(self, tag: str, estimates: dict[str, tuple[float, str]], every: float):
         self.tag, self.est, self.every = tag, estimates, every
         self.total = len(estimates)
-        self.done = self.failed = 0
+        self.done = self.failed = self.ok = self.stopped = 0  # done: notebooks that ended, whatever their status
         self.t0 = time.monotonic()
         self.nb: str | None = None
         self.nb_t0 = 0.0
@@ -381,6 +381,8 @@ class Progress:
     def finished(self, stem: str, status: str, seconds: float) -> None:
         with self.lock:
             self.done += 1
+            self.ok += status == "ok"
+            self.stopped += status.startswith("stopped")
             self.failed += status != "ok" and not status.startswith("stopped")
             self.nb = None
             self._say(f"{stem}: {status} ({seconds:.0f}s) | {self._left()}")
@@ -389,8 +391,16 @@ class Progress:
         self.stop.set()
         if self.ticker.is_alive():
             self.ticker.join(timeout=5)
-        self._say(f"finished: {self.done}/{self.total} notebooks, {self.failed} failed, "
-                  f"in {timing.fmt_duration(time.monotonic() - self.t0)}")
+        self._say(f"finished: {self.summary()}, in {timing.fmt_duration(time.monotonic() - self.t0)}")
+
+    def summary(self) -> str:
+        """What became of every notebook: ok, failed, stopped, not run (these add up to the total)."""
+        parts = [f"{self.ok} of {self.total} notebooks ok", f"{self.failed} failed"]
+        if self.stopped:
+            parts.append(f"{self.stopped} stopped")
+        if self.total - self.done:
+            parts.append(f"{self.total - self.done} not run")
+        return ", ".join(parts)
 
     def _tick(self) -> None:
         while not self.stop.wait(min(1.0, self.every / 4)):

@@ -122,7 +122,7 @@ def test_run_all_prints_progress_and_names_a_failure_at_once(tmp_path):
         nxt = next(i for i, line in enumerate(mine) if "02_quick: started" in line)
         assert fail < nxt
         assert any(re.match(re.escape(tag) + r" 02_quick: ok \(\d+s\) \| 3/3 notebooks done", line) for line in mine)
-        assert any("finished: 3/3 notebooks, 1 failed" in line for line in mine), text
+        assert any("finished: 2 of 3 notebooks ok, 1 failed, in" in line for line in mine), text
         # durations of the notebooks that succeeded, for the next run's estimate
         rec = json.loads((out / slug / "smoke" / "durations.json").read_text())
         assert set(next(iter(rec.values()))) == {"00_slow", "02_quick"}
@@ -317,3 +317,19 @@ def test_a_killed_parent_takes_the_run_with_it(tmp_path):
             break
         time.sleep(0.1)
     assert marker.exists(), "the run went on after its parent was killed"
+
+
+def test_the_last_progress_line_counts_what_finished(monkeypatch, capsys):
+    """The closing line adds up to the total: notebooks ok, failed, stopped and not run, never a notebook that
+    ended in failure or was never started counted as finished (e.g. after the run's parent was killed)."""
+    run_all = _run_all_module(monkeypatch)
+    est = {stem: (1.0, "measured") for stem in ("00_a", "01_b", "02_c", "03_d")}
+    p = run_all.Progress("[m/smoke]", est, 0)
+    p.finished("00_a", "ok", 1.0)
+    p.finished("01_b", "FAILED: DeadKernelError: Kernel died", 1.0)
+    assert p.summary() == "1 of 4 notebooks ok, 1 failed, 2 not run"
+    p.finished("02_c", "stopped (SIGTERM)", 1.0)
+    assert p.summary() == "1 of 4 notebooks ok, 1 failed, 1 stopped, 1 not run"
+    p.finished("03_d", "ok", 1.0)
+    p.close()
+    assert "[m/smoke] finished: 2 of 4 notebooks ok, 1 failed, 1 stopped, in " in capsys.readouterr().out
