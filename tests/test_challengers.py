@@ -900,3 +900,37 @@ def test_control_isolation_runs_are_the_class_isolation_of_each_sequence(control
     ivs = class_loyalty_intervals(runs)
     c = control_isolation_claim(ivs, 1, "hand")
     assert c.key == "10.control_label_isolation" and c.ours.estimate == pytest.approx(ivs[("drop", "label", "first")].estimate)
+
+
+def test_an_own_task_report_labels_claims_from_other_tasks_and_says_where_06_and_07_went(tmp_path, monkeypatch):
+    """A run on tasks of its own: notebook 10's label-span claims (on SPAN_TASK, whatever the run selects) say
+    they are not on the run's tasks, in the summary and under notebook 10; a notebook that studies fixed tasks
+    and ran ok names the results folder its claims went to instead of standing in the Runs table without them."""
+    import json
+
+    from helpers.core.stats import Interval
+    from helpers.protocols.aucroc_span import span_aucroc_claim
+    from helpers.study.claims import Claim, report_claims
+    from helpers.study.profiles import SPAN_TASK
+    from helpers.study.report import build_report, other_tasks
+    from helpers.study.results import run_key
+
+    span = span_aucroc_claim(Interval(0.02, -0.01, 0.05, 1, 4), context="tiny")
+    assert span.tasks == (SPAN_TASK,) and Claim.from_json(span.to_json()).tasks == (SPAN_TASK,)
+    assert other_tasks((SPAN_TASK,), ("sst2",)).startswith(" (on AGNews") and other_tasks((), ("sst2",)) == ""
+    assert other_tasks(("sst2",), ("sst2", "trec")) == "" and other_tasks((SPAN_TASK,), None) == ""
+    model = "google/gemma-3-270m"
+    for name, value in (("ICL_RESULTS_DIR", str(tmp_path)), ("ICL_TASKS", "sst2"), ("ICL_OWN_TASK", "sst2")):
+        monkeypatch.setenv(name, value)
+    report_claims("10_anchors_and_challengers", [span], show=False, model_name=model, profile="smoke")
+    elsewhere = tmp_path / "gemma-3-270m" / run_key("smoke", ("trec",), "sst2") / "metrics"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "06_error_diagnosis.json").write_text(json.dumps({"claims": []}))
+    runs = {model: {"06_error_diagnosis": {"status": "ok", "seconds": 3.0},
+                    "10_anchors_and_challengers": {"status": "ok", "seconds": 9.0}}}
+    md = build_report(tmp_path, "smoke", [model], runs=runs, tasks=("sst2",), own_task="sst2").read_text()
+    label = other_tasks((SPAN_TASK,), ("sst2",))
+    assert md.count(label) == 2, md  # the summary row and the claim's sentence under notebook 10
+    assert f"its results are under {run_key('smoke', ('trec',), 'sst2')}, the run of the tasks it studies" in md
+    assert (tmp_path / "gemma-3-270m" / run_key("smoke", ("sst2",), "sst2") / "metrics" /
+            "10_anchors_and_challengers.json").exists()

@@ -19,7 +19,7 @@ from helpers.core.stats import Interval, bootstrap_statistic
 from helpers.core.store import pins_weights
 from helpers.experiments.aucroc import aucroc_per_layer, label_attention
 from helpers.study.claims import claim
-from helpers.study.profiles import LabelSpanSizes, label_span_runs
+from helpers.study.profiles import SPAN_TASK, LabelSpanSizes, label_span_runs
 
 __all__ = ["span_aucroc_curves", "span_aucroc_runs", "span_aucroc_interval", "span_aucroc_claim"]
 
@@ -71,7 +71,7 @@ def span_aucroc_claim(iv: Interval | None, context: str = ""):
     criterion = ("95% interval of the mean over the deep layers (last half) of AUCROC_l with all of the label word's "
                  "tokens minus with its first token, above 0")
     if iv is None:
-        return claim("10.span_aucroc", None, "inconclusive", criterion, context=context,
+        return claim("10.span_aucroc", None, "inconclusive", criterion, context=context, tasks=(SPAN_TASK,),
                      missing="no AUCROC on these inputs: the model predicted one class for all of them")
     verdict = "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
-    return claim("10.span_aucroc", iv, verdict, criterion, context=context)
+    return claim("10.span_aucroc", iv, verdict, criterion, context=context, tasks=(SPAN_TASK,))

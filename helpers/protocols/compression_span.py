@@ -18,7 +18,7 @@ from helpers.core.stats import bootstrap_means, paired_differences
 from helpers.core.store import pins_weights
 from helpers.experiments.compression import anchor_keep, build_cache, predict_cached, prefix_len
 from helpers.study.claims import claim
-from helpers.study.profiles import LabelSpanSizes, label_span_runs
+from helpers.study.profiles import SPAN_TASK, LabelSpanSizes, label_span_runs
 
 __all__ = ["span_anchor_runs", "span_anchor_intervals", "span_anchor_claim"]
 
@@ -64,4 +64,5 @@ def span_anchor_claim(ivs: dict, context: str = ""):
     note = (f"accuracy: ICL {ivs[('accuracy', 'ICL')]:.3f}, Hidden_anchor with all label tokens "
             f"{ivs[('accuracy', 'all')]:.3f}, with the first ones {ivs[('accuracy', 'first')]:.3f}")
     return claim("10.span_hidden_anchor", iv, verdict, "95% interval of Hidden_anchor's accuracy with all of the "
-                 "label words' tokens kept minus with their first tokens kept, above 0", context=context, note=note)
+                 "label words' tokens kept minus with their first tokens kept, above 0", context=context,
+                 tasks=(SPAN_TASK,), note=note)

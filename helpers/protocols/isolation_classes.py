@@ -27,7 +27,7 @@ from helpers.experiments.isolation_classes import (
     run_class_isolation,
 )
 from helpers.study.claims import claim
-from helpers.study.profiles import LabelSpanSizes, RunSizes
+from helpers.study.profiles import SPAN_TASK, LabelSpanSizes, RunSizes
 
 __all__ = ["ClassIsolationSizes", "class_isolation_sizes", "class_isolation_runs", "class_loyalty_intervals",
            "class_isolation_claims", "span_isolation_runs", "span_isolation_claim", "control_isolation_runs",
@@ -192,13 +192,13 @@ def span_isolation_claim(intervals: dict, k: int, context: str = ""):
     criterion = (f"95% interval of the loyalty drop with all of each label word's tokens isolated minus with its "
                  f"first token isolated (each against as many content tokens), first {k} layers, above 0")
     if ("span drop", "first") not in intervals:
-        return claim("10.span_isolation", None, "not comparable", criterion, context=context,
+        return claim("10.span_isolation", None, "not comparable", criterion, context=context, tasks=(SPAN_TASK,),
                      missing="the demonstrations hold fewer content tokens than label tokens: no random control")
     iv: Interval = intervals[("span drop", "first")]
     verdict = "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
     note = (f"loyalty drop: all tokens {intervals[('drop', 'label', 'first')]:.3f}, first token "
             f"{intervals[('drop', 'label_first', 'first')]:.3f}; last {k} layers: {intervals[('span drop', 'last')]:.3f}")
-    return claim("10.span_isolation", iv, verdict, criterion, context=context, note=note)
+    return claim("10.span_isolation", iv, verdict, criterion, context=context, tasks=(SPAN_TASK,), note=note)
 
 
 def control_isolation_claim(intervals: dict, k: int, context: str = ""):

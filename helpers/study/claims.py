@@ -47,7 +47,9 @@ class Claim:
     run. ``ours``: an :class:`~helpers.core.stats.Interval` in ``unit`` (or ``None`` when the model gives no
     value, e.g. an undefined ratio). ``context``: what the number rests on (model, profile, sizes).
     ``missing``: what a missing ``ours`` means, in words (e.g. "no bias measured, so none to reduce"); shown in
-    its place.
+    its place. ``tasks``: the tasks it was measured on when the notebook fixes them rather than the run's
+    selection (notebook 10's label spans run on :data:`helpers.study.profiles.SPAN_TASK`); a run's report labels
+    such a claim when those are not the run's tasks. Empty: the run's tasks.
     """
 
     key: str
@@ -62,6 +64,7 @@ class Claim:
     note: str = ""
     extra: dict = field(default_factory=dict)
     missing: str = ""
+    tasks: tuple[str, ...] = ()  # the tasks it was measured on when the notebook fixes them, whatever the run selects
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -75,6 +78,7 @@ class Claim:
         """The claim :meth:`to_json` saved (its ``sentence`` is derived, so dropped)."""
         fields = {k: v for k, v in d.items() if k != "sentence"}
         fields["ours"] = None if d.get("ours") is None else Interval(**d["ours"])
+        fields["tasks"] = tuple(d.get("tasks") or ())
         return cls(**fields)
 
     @property
@@ -114,12 +118,13 @@ class Claim:
 
 def claim(key: str, ours: Interval | None, verdict: str, criterion: str, unit: str = "", context: str = "",
           note: str = "", paper: str | None = None, statement: str | None = None, missing: str = "",
-          as_key: str | None = None, **extra) -> Claim:
+          as_key: str | None = None, tasks=(), **extra) -> Claim:
     """A :class:`Claim` whose statement, source and paper value come from :data:`helpers.study.paper.CLAIMS`.
 
     ``paper`` overrides the stored value (e.g. the paper's number for the task at hand); ``statement`` the
     stored statement (e.g. one that names the tasks a mean is over); ``as_key`` the key it is reported under
-    (e.g. ``05.speedup_<your task>`` from the template ``05.speedup_own``, for a task the paper did not study).
+    (e.g. ``05.speedup_<your task>`` from the template ``05.speedup_own``, for a task the paper did not study);
+    ``tasks`` the tasks it was measured on when the notebook fixes them (:class:`Claim`).
     """
     if key not in CLAIMS:
         raise KeyError(f"no paper claim {key!r}; add its statement, source and value to helpers.study.paper.CLAIMS "
@@ -128,7 +133,7 @@ def claim(key: str, ours: Interval | None, verdict: str, criterion: str, unit: s
     return Claim(key=as_key or key, statement=spec["statement"] if statement is None else statement,
                  source=spec["source"],
                  paper=spec["paper"] if paper is None else paper, criterion=criterion, ours=ours, verdict=verdict,
-                 unit=unit, context=context, note=note, extra=extra, missing=missing)
+                 unit=unit, context=context, note=note, extra=extra, missing=missing, tasks=tuple(tasks))
 
 
 def claims_frame(claims: Sequence[Claim], digits: int = 1):
@@ -165,7 +170,7 @@ def report_claims(section: str, claims: Sequence[Claim], metrics: dict | None = 
         for c in claims:
             print("-", c.sentence(digits))
     summary = [{"claim": f"{section[:2]} {c.statement}", "key": c.key, "paper": c.paper, "ours": c.ours_text(digits),
-                "verdict": c.verdict} for c in claims]
+                "verdict": c.verdict, **({"tasks": list(c.tasks)} if c.tasks else {})} for c in claims]
     save_metrics(section, {"model": model_name, "profile": profile, "claims": [c.to_json(digits) for c in claims],
                            "summary": summary, "table": [c.row(digits) for c in claims],
                            "metrics": metrics or {}}, model_name=model_name, profile=profile)

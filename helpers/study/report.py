@@ -47,21 +47,39 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def summary_rows(sections: dict, models: list[str], power: dict[str, Power] | None = None) -> list[dict]:
+def other_tasks(tasks, run_tasks) -> str:
+    """`` (on <tasks>, not this run's tasks)`` for a claim measured on ``tasks`` (:attr:`Claim.tasks`) when they
+    are not among ``run_tasks``; empty otherwise (and when ``run_tasks`` is None: no run to compare with)."""
+    if not tasks or run_tasks is None or set(tasks) <= set(run_tasks):
+        return ""
+
+    def shown(t: str) -> str:
+        try:
+            return get_task(t).display
+        except Exception:  # a spec that is gone since: its name
+            return t
+
+    return f" (on {', '.join(shown(t) for t in tasks)}, not this run's tasks)"
+
+
+def summary_rows(sections: dict, models: list[str], power: dict[str, Power] | None = None,
+                 run_tasks: tuple[str, ...] | None = None) -> list[dict]:
     """Merge the notebooks' ``summary`` rows across models: one row per (section, claim); with ``power`` (the
     checks' power by claim key, notebook 09's), a last column says what each check of notebooks 01-03, 05, 07 and
     10 is worth on the controls (:func:`helpers.study.power_report.annotate`).
 
     A claim that one notebook reports with another notebook's key (notebook 09 grades the positive control with
     01-03's and 07's claims) joins that notebook's row when it is in the report, so the control's number stands
-    beside the offline models' under the same claim."""
+    beside the offline models' under the same claim. With ``run_tasks``, a claim measured on other tasks (its
+    ``tasks``) says so after its statement (:func:`other_tasks`)."""
     by_number = {sec[:2]: sec for sec in sections}
     rows: dict[tuple[str, str], dict] = {}
     for sec in sorted(sections):
         for m in models:
             for r in sections[sec].get(m, {}).get("summary", []) or []:
                 home = by_number.get(str(r.get("key", ""))[:2], sec)
-                claim = f"{home[:2]} {r['claim'][3:]}" if home != sec else r["claim"]
+                claim = (f"{home[:2]} {r['claim'][3:]}" if home != sec else r["claim"]) + other_tasks(
+                    r.get("tasks"), run_tasks)
                 row = rows.setdefault((home, claim), {"section": home, "claim": claim, "paper": r.get("paper", "")})
                 row[f"{model_slug(m)}"] = r.get("ours", "")
                 row[f"verdict ({model_slug(m)})"] = r.get("verdict", "")
@@ -128,6 +146,14 @@ def _task_line(tasks: tuple[str, ...], own_task: str | None) -> str:
     return line + ".\n"
 
 
+def filed_elsewhere(results_root: Path, model: str, key: str, notebook: str) -> str | None:
+    """The run key under which ``notebook``'s latest metrics for ``model`` were saved, when not ``key`` (a notebook
+    that studies fixed tasks, :func:`helpers.study.results.studies_tasks`); None when it saved none."""
+    found = [f for f in (Path(results_root) / model_slug(model)).glob(f"*/metrics/{notebook}.json")
+             if f.parent.parent.name != key]
+    return max(found, key=lambda f: f.stat().st_mtime).parent.parent.name if found else None
+
+
 def build_report(results_root: Path, profile: str, models: list[str], runs: dict | None = None,
                  note: str = "", tasks: tuple[str, ...] | None = None, own_task: str | None = None) -> Path:
     """Write ``results_root/RESULTS-<run key>.md`` and ``.html``; returns the markdown path.
@@ -163,12 +189,16 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
         shown = set()
         for nb in sorted(set(now) | set(earlier)):
             info = now.get(nb) or earlier[nb]
-            if nb not in now and not any(sec[:2] == nb[:2] for sec in metrics):
+            here = any(sec[:2] == nb[:2] for sec in metrics)
+            if nb not in now and not here:
                 continue  # an earlier run whose results are not in this report
             shown.add(nb[:2])
+            run = "this run" if nb in now else f"earlier ({info.get('finished', 'time unknown')})"
+            elsewhere = None if here or info.get("status") != "ok" else filed_elsewhere(results_root, m, key, nb)
+            if elsewhere:  # a notebook that studies fixed tasks files its results under their run (studies_tasks)
+                run += f"; its results are under {elsewhere}, the run of the tasks it studies"
             table.append({"model": m, "notebook": nb, "status": info.get("status", ""),
-                          "seconds": info.get("seconds", ""),
-                          "run": "this run" if nb in now else f"earlier ({info.get('finished', 'time unknown')})"})
+                          "seconds": info.get("seconds", ""), "run": run})
         for sec in metrics:
             if sec[:2] not in shown:
                 table.append({"model": m, "notebook": sec, "status": "metrics only", "seconds": "",
@@ -182,7 +212,7 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
     power = power_by_key(Power.from_json(p) for sec in sections.values() for met in sec.values()
                          for p in (met.get("metrics") or {}).get("power") or [])  # notebook 09's, on the controls
     lines.append("## Summary: paper vs ours, models side by side\n")
-    lines.append(markdown_table(summary_rows(sections, models, power)))
+    lines.append(markdown_table(summary_rows(sections, models, power, run_tasks=tuple(tasks))))
     for sec in sorted(sections):
         lines.append(f"## {sec}\n")
         for m, met in sections[sec].items():
@@ -190,7 +220,7 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
             if isinstance(met.get("table"), list):
                 lines.append(markdown_table(met["table"]))
             for c in met.get("claims") or []:
-                lines.append(f"- {c['sentence']}\n")
+                lines.append(f"- {c['sentence']}{other_tasks(c.get('tasks'), tasks)}\n")
             if sec.startswith("10_") and met.get("claims"):  # notebook 10: a verdict per account
                 ten = [Claim.from_json(c) for c in met["claims"]]
                 found = verdicts(ten)
