@@ -12,6 +12,7 @@ import pandas as pd
 from transformer_lens import HookedTransformer
 
 from helpers.core import accounting
+from helpers.core.grid import model_label
 from helpers.core.stats import bootstrap_means, paired_differences
 from helpers.core.store import cached, pins_weights, stored
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, run_args
@@ -52,7 +53,7 @@ def table1_runs(model: HookedTransformer, tasks: Sequence[str], seeds: Sequence[
                 per_class: int = 4, eval_batch_size: int = 16, lr: float = 0.01) -> dict:
     """:func:`run_table1` for every (task, seed), each cached on disk: ``{(task, seed): Table1Row}``."""
     tasks, seeds = run_args(tasks, seeds, n_test=n_test, per_class=per_class)
-    name = getattr(model.cfg, "icl_model_name", model.cfg.model_name)
+    name = model_label(model)
     rows = {}
     for task in tasks:
         params = {seed: dict(model=name, task=task, seed=seed, n_test=n_test, epochs=epochs, per_class=per_class,
