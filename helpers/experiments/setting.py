@@ -1,7 +1,7 @@
-"""The in-context-learning setting (notebook 00; arXiv 2305.14160 §2 and Table 1's vanilla rows): vanilla ICL
-accuracy for every (task, seed), cached on disk; the label-restricted prediction of one prompt (the reference
-notebook 00's exercise is checked against, :mod:`helpers.exercises.setting`); the claims of notebooks 00 and 08
-(08 runs notebooks 00-03 on a user's own task)."""
+"""The in-context-learning setting (notebook 00; arXiv 2305.14160 §2 and Table 1's vanilla rows): the
+label-restricted prediction of one prompt, the reference notebook 00's exercise is checked against
+(:mod:`helpers.exercises.setting`). The method itself is :func:`helpers.core.predict.predict`; its runs over tasks
+and seeds and the claims of notebooks 00 and 08 are :mod:`helpers.protocols.setting`."""
 
 from __future__ import annotations
 
@@ -11,16 +11,10 @@ import torch
 from jaxtyping import Float
 from transformer_lens import HookedTransformer
 
-from helpers.core.predict import predict, shots_for
+from helpers.core.predict import predict
 from helpers.core.prompts import Prompt
 
-__all__ = ["label_logits_reference", "shots_for"]
-
-
-# ------------------------------------------------------------------ the prediction of one prompt (the exercises' reference)
-
-
-# ------------------------------------------------------------------ claims
+__all__ = ["label_logits_reference"]
 
 
 def label_logits_reference(model: HookedTransformer, prompt: Prompt,
