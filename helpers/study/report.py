@@ -47,19 +47,21 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def task_display(t: str) -> str:
+    """A task's display name; its name for a spec that is gone since."""
+    try:
+        return get_task(t).display
+    except Exception:  # a spec that is gone since: its name
+        return t
+
+
 def other_tasks(tasks, run_tasks) -> str:
     """`` (on <tasks>, not this run's tasks)`` for a claim measured on ``tasks`` (:attr:`Claim.tasks`) when they
     are not among ``run_tasks``; empty otherwise (and when ``run_tasks`` is None: no run to compare with)."""
     if not tasks or run_tasks is None or set(tasks) <= set(run_tasks):
         return ""
 
-    def shown(t: str) -> str:
-        try:
-            return get_task(t).display
-        except Exception:  # a spec that is gone since: its name
-            return t
-
-    return f" (on {', '.join(shown(t) for t in tasks)}, not this run's tasks)"
+    return f" (on {', '.join(task_display(t) for t in tasks)}, not this run's tasks)"
 
 
 def summary_rows(sections: dict, models: list[str], power: dict[str, Power] | None = None,
@@ -133,16 +135,10 @@ def recorded_runs(folder: Path) -> dict[str, dict]:
 
 
 def _task_line(tasks: tuple[str, ...], own_task: str | None) -> str:
-    def shown(t: str) -> str:
-        try:
-            return get_task(t).display
-        except Exception:  # a spec that is gone since: its name
-            return t
-
-    line = (f"Tasks: {', '.join(shown(t) for t in tasks)} ({len(tasks)} task{'s' * (len(tasks) != 1)}; every "
+    line = (f"Tasks: {', '.join(task_display(t) for t in tasks)} ({len(tasks)} task{'s' * (len(tasks) != 1)}; every "
             "mean over tasks below is over these)")
     if own_task:
-        line += f"; notebook 08 studies {shown(own_task)}"
+        line += f"; notebook 08 studies {task_display(own_task)}"
     return line + ".\n"
 
 
