@@ -49,8 +49,8 @@
 # control. The criteria were written in the helpers before any run (`helpers.experiments.saliency_classes`,
 # `helpers.experiments.isolation_classes`, `helpers.study.challengers_report`).
 #
-# Under `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs: the numbers test that the
-# code runs; they are not evidence.
+# Under `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs, and the studies below run on
+# two of the tasks (`challenger_tasks`): the numbers test that the code runs; they are not evidence.
 
 # %%
 from IPython.display import display
@@ -60,14 +60,15 @@ from helpers.protocols import head_scores as hs
 from helpers.protocols import isolation_classes as ic
 from helpers.protocols import saliency_classes as sc
 from helpers.study import plots
-from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.profiles import challenger_tasks, current_model_name, get_profile
 
 profile = get_profile()
 model = load_model(current_model_name())
+tasks = challenger_tasks(profile)  # the profile's tasks (smoke: its first two)
 flow_sizes = sc.class_saliency_sizes(profile)  # seeds, inputs per (task, seed), batch size
 isolation_sizes = ic.class_isolation_sizes(profile)  # seeds, inputs, the random controls' inputs, k
 head_sizes = hs.head_score_sizes(profile)  # ablation seeds and inputs, scoring prompts, the top share of heads
-print(profile.name, current_model_name(), flow_sizes, isolation_sizes, head_sizes, sep="\n")
+print(profile.name, current_model_name(), tasks, flow_sizes, isolation_sizes, head_sizes, sep="\n")
 
 # %% [markdown]
 # ## One prompt's positions, by class
@@ -83,7 +84,7 @@ import pandas as pd
 from helpers.core.positions import CLASSES, position_classes
 from helpers.core.prompts import make_icl_set
 
-one = make_icl_set(model, profile.tasks[0], profile.seeds[0], n_test=1)
+one = make_icl_set(model, tasks[0], profile.seeds[0], n_test=1)
 prompt = one.prompts[0]
 classes = position_classes(prompt)
 cls_of = {i: c for c in CLASSES for i in classes[c]}
@@ -141,7 +142,7 @@ for c, cls in enumerate(FLOW_CLASSES):
 # (band: seaborn's 95% bootstrap over the (task, seed) means).
 
 # %%
-flow_runs = sc.class_saliency_runs(model, profile.tasks, flow_sizes)
+flow_runs = sc.class_saliency_runs(model, tasks, flow_sizes)
 frame = sc.class_flow_frame(flow_runs)
 plots.class_flows_figure(frame, save_as="10_class_flows",
                          title=f"{current_model_name()}: flows into each class (left) and from each class into q (right)")
@@ -158,7 +159,7 @@ plots.class_flows_figure(frame, save_as="10_class_flows",
 from helpers.experiments.isolation_classes import class_conditions
 from helpers.experiments.saliency_classes import CHALLENGERS
 
-isolation_runs = ic.class_isolation_runs(model, profile.tasks, isolation_sizes)
+isolation_runs = ic.class_isolation_runs(model, tasks, isolation_sizes)
 loyalty = ic.class_loyalty_intervals(isolation_runs)
 shown = {key: iv for key, iv in loyalty.items()  # (condition, where): the classes and their controls
          if len(key) == 2 and key[0] in class_conditions(("label", *CHALLENGERS))}
@@ -185,7 +186,7 @@ plots.class_isolation_figure(shown, isolation_sizes.k, save_as="10_class_isolati
 from helpers.experiments.head_scores import overlap
 from helpers.protocols.rankings import head_rankings
 
-rankings = head_rankings(model, profile.tasks, head_sizes)  # scores per head and each ranking's top heads
+rankings = head_rankings(model, tasks, head_sizes)  # scores per head and each ranking's top heads
 n_top, names = rankings.n_top, rankings.names
 plots.head_score_panels({names[k]: v for k, v in rankings.scores.items()}, signed=(names["incontext"], names["fv"]),
                         title=f"{current_model_name()}: three head scores; the top {n_top} of each are ablated below",
@@ -205,8 +206,8 @@ display(plots.ranking_overlap_table(rankings.top, overlap, model.cfg.n_layers * 
 from helpers.experiments.head_ablation import swap_averaged
 from helpers.protocols import head_ablation as ha
 
-ablated = ha.head_sets_runs(model, profile.tasks, rankings.top, head_sizes.seeds, head_sizes.n_eval, head_sizes.batch_size)
-foobar = ha.head_sets_foobar_runs(model, profile.tasks, rankings.top, head_sizes.foobar_sizes(), head_sizes.batch_size)
+ablated = ha.head_sets_runs(model, tasks, rankings.top, head_sizes.seeds, head_sizes.n_eval, head_sizes.batch_size)
+foobar = ha.head_sets_foobar_runs(model, tasks, rankings.top, head_sizes.foobar_sizes(), head_sizes.batch_size)
 head_ivs = hs.head_set_intervals(ha.sets_cells(ablated))
 foobar_ivs = hs.head_set_intervals(ha.sets_cells(swap_averaged(foobar["foo/bar"], foobar["bar/foo"])))
 display(plots.head_set_table({"ordinary": head_ivs, "foo/bar, swap-averaged": foobar_ivs}, rankings.top, n_top))
@@ -312,7 +313,7 @@ c_power, _ = power.power_study(power.power_sizes(profile), groups=("10",), keys=
 
 # %%
 from helpers.study.challengers_report import account_table, heads_table
-from helpers.study.claims import report_claims, show_reading
+from helpers.study.claims import measured_on, report_claims, show_reading
 
 context = f"{current_model_name()}, {len(flow_sizes.seeds)} seed(s)"
 flow_ivs = sc.class_flow_intervals(flow_runs, model.cfg.n_layers)
@@ -321,6 +322,7 @@ claims = (sc.class_saliency_claims(flow_ivs, context) + ic.class_isolation_claim
           + [ic.span_isolation_claim(span_loyalty, span_sizes.k, context),
              asp.span_aucroc_claim(asp.span_aucroc_interval(span_auc), context),
              csp.span_anchor_claim(span_anchor, context)])
+claims = measured_on(claims, tasks, profile.tasks)  # under smoke, the claims name the tasks they ran on
 report_claims("10_anchors_and_challengers", claims, digits=3,
               metrics={"flow_sizes": flow_sizes.as_dict(), "isolation_sizes": isolation_sizes.as_dict(),
                        "head_sizes": head_sizes.as_dict(), "span_sizes": span_sizes.as_dict(), "top_heads": rankings.top})

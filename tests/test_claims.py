@@ -144,3 +144,21 @@ def test_an_interval_that_would_read_as_zeros_gets_two_significant_figures():
     c = claim("10.forerunner_gathers", small, "does not replicate", "above 0")
     assert cell(c) == "-0.00027 [-0.00035, -0.00018]: **does not replicate**"
     assert c.ours_text(3).startswith("-0.00027 [-0.00035, -0.00018] (95% CI")
+
+
+def test_claims_measured_on_fewer_tasks_name_them_and_smoke_studies_two():
+    """Notebook 10 under smoke runs its class and head studies on two tasks (challenger_tasks); its claims then name
+    them, a claim with tasks of its own keeps them, and at the run's own tasks nothing changes."""
+    from helpers.study.claims import measured_on
+    from helpers.study.profile_table import PROFILES
+    from helpers.study.profiles import challenger_tasks
+
+    smoke, default = PROFILES["smoke"], PROFILES["default"]
+    assert challenger_tasks(smoke) == smoke.tasks[:2] == ("sst2", "trec")
+    assert challenger_tasks(default) == default.tasks and challenger_tasks(default.with_(tasks=("sst2",))) == ("sst2",)
+    assert challenger_tasks(smoke.with_(tasks=("mine",))) == ("mine",)
+    plain, own = _claim(), _claim(key="99.span", tasks=("agnews_phrases",))
+    assert measured_on([plain, own], default.tasks, default.tasks) == [plain, own]
+    fewer = measured_on([plain, own], ("sst2", "trec"), smoke.tasks)
+    assert [c.tasks for c in fewer] == [("sst2", "trec"), ("agnews_phrases",)]
+    assert fewer[0] == Claim(**{**plain.__dict__, "tasks": ("sst2", "trec")})

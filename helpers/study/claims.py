@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from helpers.core.stats import Interval
 from helpers.study.paper import CLAIMS
 from helpers.study.profiles import current_model_name, get_profile
 from helpers.study.results import load_metrics, save_metrics
 
-__all__ = ["Claim", "VERDICTS", "shown_digits", "claim", "claims_frame", "report_claims", "reported_claim", "quote_claim",
+__all__ = ["Claim", "VERDICTS", "shown_digits", "claim", "measured_on", "claims_frame", "report_claims", "reported_claim", "quote_claim",
            "reported_claims", "reading_markdown", "show_reading"]
 
 VERDICTS = ("replicates", "partly", "does not replicate", "inconclusive", "not comparable")
@@ -134,6 +134,15 @@ def claim(key: str, ours: Interval | None, verdict: str, criterion: str, unit: s
                  source=spec["source"],
                  paper=spec["paper"] if paper is None else paper, criterion=criterion, ours=ours, verdict=verdict,
                  unit=unit, context=context, note=note, extra=extra, missing=missing, tasks=tuple(tasks))
+
+
+def measured_on(claims: Sequence[Claim], tasks: Sequence[str], run_tasks: Sequence[str]) -> list[Claim]:
+    """``claims`` measured on ``tasks`` rather than on all of the run's ``run_tasks`` (notebook 10 under ``smoke``,
+    :func:`helpers.study.profiles.challenger_tasks`): each claim without tasks of its own names them
+    (:attr:`Claim.tasks`). Unchanged when ``tasks`` are the run's."""
+    if tuple(tasks) == tuple(run_tasks):
+        return list(claims)
+    return [c if c.tasks else replace(c, tasks=tuple(tasks)) for c in claims]
 
 
 def claims_frame(claims: Sequence[Claim], digits: int = 1):
