@@ -47,8 +47,8 @@
 # and the printed lines in `helpers/study/heads_report.py`. Every number
 # carries a 95% interval (bootstrap over seeds, then inputs within each task and seed; `helpers/core/stats.py`).
 #
-# Under `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs: the numbers test that
-# the code runs; they are not evidence.
+# Under `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs, on SST-2 alone (the binary
+# task among the first two, `study_tasks`): the numbers test that the code runs; they are not evidence.
 
 # %%
 from IPython.display import display
@@ -58,7 +58,7 @@ from helpers.experiments.incontext_heads import n_incontext_heads
 from helpers.protocols import incontext_heads as ih
 from helpers.study import heads_report as hr
 from helpers.study import plots
-from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.profiles import current_model_name, get_profile, study_tasks
 
 profile, model_name = get_profile(), current_model_name()
 model = load_model(model_name)
@@ -81,7 +81,7 @@ from helpers.protocols import two_towers as tt
 
 towers_sizes = tt.two_towers_sizes(profile)  # + n_towers: prompts with their own demonstrations
 bias_sizes = hb.head_biases_sizes(profile)  # + bias_tasks
-tasks_by_mapping = mc.mapping_tasks(profile.tasks)  # {mapping: {task: UnrelatedTask}}
+tasks_by_mapping = mc.mapping_tasks(study_tasks(profile))  # {mapping: {task: UnrelatedTask}} (smoke: SST-2)
 foobar = tasks_by_mapping["foo/bar"]  # the paper's setting
 task_names, seed0 = list(foobar), heads_sizes.seeds[0]
 t0 = task_names[0]

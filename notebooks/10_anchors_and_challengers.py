@@ -50,7 +50,7 @@
 # `helpers.experiments.isolation_classes`, `helpers.study.challengers_report`).
 #
 # Under `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs, and the studies below run on
-# two of the tasks (`challenger_tasks`): the numbers test that the code runs; they are not evidence.
+# two of the tasks (`study_tasks`): the numbers test that the code runs; they are not evidence.
 
 # %%
 from IPython.display import display
@@ -60,11 +60,10 @@ from helpers.protocols import head_scores as hs
 from helpers.protocols import isolation_classes as ic
 from helpers.protocols import saliency_classes as sc
 from helpers.study import plots
-from helpers.study.profiles import challenger_tasks, current_model_name, get_profile
+from helpers.study.profiles import current_model_name, get_profile, study_tasks
 
-profile = get_profile()
-model = load_model(current_model_name())
-tasks = challenger_tasks(profile)  # the profile's tasks (smoke: its first two)
+profile, model = get_profile(), load_model(current_model_name())
+tasks = study_tasks(profile)  # the profile's tasks (smoke: its first two)
 flow_sizes = sc.class_saliency_sizes(profile)  # seeds, inputs per (task, seed), batch size
 isolation_sizes = ic.class_isolation_sizes(profile)  # seeds, inputs, the random controls' inputs, k
 head_sizes = hs.head_score_sizes(profile)  # ablation seeds and inputs, scoring prompts, the top share of heads

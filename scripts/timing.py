@@ -5,9 +5,12 @@
 apart per set of tasks). The progress lines of ``make run`` and the estimate of
 ``make preflight`` read them back; a notebook without a record gets the built-in
 figure: measured in a default run of Gemma 3 270M on an idle 2-core CPU (one
-worker of two torch threads), scaled to other profiles and task subsets by how
+worker of two torch threads), scaled to the paper profile and task subsets by how
 much work each notebook does (:func:`work`) and to one thread per worker by a
-measured factor (:data:`ONE_THREAD_FACTOR`). For other models or devices the
+measured factor (:data:`ONE_THREAD_FACTOR`). The smoke profile has figures of its
+own (:data:`MEASURED_SMOKE`): at its handful of inputs a notebook's time is mostly
+what does not scale with inputs (a demonstrations' prefix per task and condition,
+kernel, imports), so scaling the default's figures down by inputs undercounts it. For other models or devices the
 built-in figures are a rough guide until a first run records real ones.
 A rerun that finds its results in the on-disk cache (``helpers.core.store.cached``)
 is faster than either.
@@ -31,7 +34,7 @@ if str(ROOT) not in sys.path:
 
 from helpers.study.profile_table import OFFLINE_TASKS, PROFILES  # noqa: E402
 
-__all__ = ["DURATIONS_FILE", "MEASURED_DEFAULT", "OVERHEAD_SECONDS", "work", "torch_threads", "builtin_seconds",
+__all__ = ["DURATIONS_FILE", "MEASURED_DEFAULT", "MEASURED_SMOKE", "OVERHEAD_SECONDS", "work", "torch_threads", "builtin_seconds",
            "durations_path", "recorded_durations", "record_duration", "notebook_estimates", "worker_threads",
            "parallel_jobs", "wall_seconds", "fmt_duration", "first_load_seconds", "FIRST_LOAD_SECONDS"]
 
@@ -53,6 +56,26 @@ MEASURED_DEFAULT: dict[str, dict[str, float]] = {
         "10_anchors_and_challengers": 757.6,
     },
 }
+# Seconds per notebook, smoke profile, the four shipped tasks: both offline models side by side, one worker of one torch
+# thread each, on an idle 2-core CPU with the weights cached (`make run PROFILE=smoke` from a fresh clone at 14e01a5,
+# its durations.json; 09 ran alone, after both); notebooks 07 and 10 again, the same way, once their studies ran
+# on study_tasks (`--notebooks 07 10`, after e564df3). Used as they are for smoke runs (scaled by tasks, :func:`work`); other models get the larger
+# of the two per notebook.
+MEASURED_SMOKE: dict[str, dict[str, float]] = {
+    "google/gemma-3-270m": {
+        "00_icl_setting": 94.1, "01_saliency_flow": 132.5, "02_shallow_isolation": 78.1, "03_deep_aucroc": 36.1,
+        "04_anchor_reweighting": 68.1, "05_context_compression": 92.1, "06_error_diagnosis": 47.1,
+        "07_incontext_heads": 115.4, "08_your_own_task": 55.1, "09_a_model_that_learns_in_context": 40.2,
+        "10_anchors_and_challengers": 212.2,
+    },
+    "HuggingFaceTB/SmolLM2-135M-Instruct": {
+        "00_icl_setting": 91.1, "01_saliency_flow": 125.5, "02_shallow_isolation": 71.1, "03_deep_aucroc": 36.1,
+        "04_anchor_reweighting": 71.1, "05_context_compression": 86.1, "06_error_diagnosis": 38.1,
+        "07_incontext_heads": 104.4, "08_your_own_task": 40.1, "09_a_model_that_learns_in_context": 40.2,
+        "10_anchors_and_challengers": 205.2,
+    },
+}
+SMOKE_THREADS = 1  # torch threads of each worker that measured them
 MEASURED_AT = PROFILES["default"]  # the sizes the figures were measured at: other profiles scale by work against them
 MEASURED_THREADS = 2  # torch threads of the worker that measured them
 # How much longer a notebook takes with one torch thread than with two (what `make run` gives each of two workers on
@@ -115,11 +138,12 @@ def work(profile, notebook: str) -> float:
         from helpers.protocols.power import power_sizes
 
         return float(4 * p.n_test * (len(p.seeds) + 2 * power_sizes(p).replicates))
-    if nn == "10":  # its own sizes: seeds and inputs per (task, seed) of the class isolation, as of its other steps
-        from helpers.protocols.isolation_classes import class_isolation_sizes
+    if nn == "10":  # its own sizes: seeds and inputs per (task, seed) of the class isolation, as of its other steps,
+        from helpers.protocols.isolation_classes import class_isolation_sizes  # on its tasks (smoke: the first two)
+        from helpers.study.profiles import study_tasks
 
         b = class_isolation_sizes(p)
-        return float(len(b.seeds) * tasks * b.n)
+        return float(len(b.seeds) * len(study_tasks(p)) * b.n)
     return float(seeds * tasks * per_seed.get(nn, p.n_test))
 
 
@@ -138,24 +162,27 @@ def builtin_seconds(model: str, profile: str, notebook: str, tasks: tuple[str, .
     :func:`torch_threads`).
 
     ``model`` picks its own measurements if it has them, else the largest measured figure per notebook. A notebook
-    without a measurement (e.g. a new one) gets the median of the measured ones. Measurements scale by the
-    notebook's work under ``profile`` against the sizes they were measured at (:data:`MEASURED_AT`), and by
-    :data:`ONE_THREAD_FACTOR` for a single thread; more threads than :data:`MEASURED_THREADS` are not counted
-    as faster (unmeasured: a first run records what they give).
+    without a measurement (e.g. a new one) gets the median of the measured ones. The smoke profile reads
+    :data:`MEASURED_SMOKE` (one thread), every other profile :data:`MEASURED_DEFAULT` (two threads). Measurements
+    scale by the notebook's work under ``profile`` against the sizes they were measured at, and by
+    :data:`ONE_THREAD_FACTOR` for fewer threads than they were measured with; more threads are not counted as
+    faster (unmeasured: a first run records what they give).
     """
-    measured = MEASURED_DEFAULT.get(model)
+    table, at, at_threads = ((MEASURED_SMOKE, PROFILES["smoke"], SMOKE_THREADS) if profile == "smoke"
+                             else (MEASURED_DEFAULT, MEASURED_AT, MEASURED_THREADS))
+    measured = table.get(model)
     if measured is not None and notebook in measured:
         base = measured[notebook]
     else:
-        per_nb = [m[notebook] for m in MEASURED_DEFAULT.values() if notebook in m]
+        per_nb = [m[notebook] for m in table.values() if notebook in m]
         if per_nb:
             base = max(per_nb)
         else:
-            every = sorted(s for m in MEASURED_DEFAULT.values() for s in m.values())
+            every = sorted(s for m in table.values() for s in m.values())
             base = every[len(every) // 2]
     prof = PROFILES[profile].with_(tasks=tuple(tasks) if tasks else PROFILES[profile].tasks)
-    scale = work(prof, notebook) / work(MEASURED_AT, notebook)
-    slower = ONE_THREAD_FACTOR if (threads or torch_threads()) < MEASURED_THREADS else 1.0
+    scale = work(prof, notebook) / work(at, notebook)
+    slower = ONE_THREAD_FACTOR if (threads or torch_threads()) < at_threads else 1.0
     return OVERHEAD_SECONDS + max(base - OVERHEAD_SECONDS, 0.0) * scale * slower
 
 

@@ -147,16 +147,16 @@ def test_an_interval_that_would_read_as_zeros_gets_two_significant_figures():
 
 
 def test_claims_measured_on_fewer_tasks_name_them_and_smoke_studies_two():
-    """Notebook 10 under smoke runs its class and head studies on two tasks (challenger_tasks); its claims then name
+    """Notebook 10 under smoke runs its class and head studies on two tasks (study_tasks); its claims then name
     them, a claim with tasks of its own keeps them, and at the run's own tasks nothing changes."""
     from helpers.study.claims import measured_on
     from helpers.study.profile_table import PROFILES
-    from helpers.study.profiles import challenger_tasks
+    from helpers.study.profiles import study_tasks
 
     smoke, default = PROFILES["smoke"], PROFILES["default"]
-    assert challenger_tasks(smoke) == smoke.tasks[:2] == ("sst2", "trec")
-    assert challenger_tasks(default) == default.tasks and challenger_tasks(default.with_(tasks=("sst2",))) == ("sst2",)
-    assert challenger_tasks(smoke.with_(tasks=("mine",))) == ("mine",)
+    assert study_tasks(smoke) == smoke.tasks[:2] == ("sst2", "trec")
+    assert study_tasks(default) == default.tasks and study_tasks(default.with_(tasks=("sst2",))) == ("sst2",)
+    assert study_tasks(smoke.with_(tasks=("mine",))) == ("mine",)
     plain, own = _claim(), _claim(key="99.span", tasks=("agnews_phrases",))
     assert measured_on([plain, own], default.tasks, default.tasks) == [plain, own]
     fewer = measured_on([plain, own], ("sst2", "trec"), smoke.tasks)

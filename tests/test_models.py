@@ -145,15 +145,9 @@ def test_cached_hub_model_loads_when_the_hub_is_silent(silent_hub, tmp_path):
     assert float(out.stdout.split()[1]) < 2 + _max_backoff_sleep()
 
 
-@pytest.mark.slow
-def test_silent_hub_fails_within_30_s_by_default(silent_hub, tmp_path):
-    endpoint, _ = silent_hub
-    out = _load_from_hub(endpoint, tmp_path)
-    assert "NONET" in out.stdout, out.stderr[-2000:]
-    assert float(out.stdout.split()[1]) < 30, out.stdout
-
-
 def test_default_hub_bound_is_at_most_30_s(monkeypatch):
+    """With test_silent_hub_fails_within_the_bound (a silent hub fails within the bound plus one back-off sleep,
+    there at 2 s), a silent hub fails within 30 s by default, without a test that waits those 30 s."""
     monkeypatch.delenv("ICL_HUB_TIMEOUT", raising=False)
     assert hub.hub_timeout() == hub.HUB_TIMEOUT_DEFAULT
     assert hub.hub_timeout() + _max_backoff_sleep() <= 30  # worst case: the bound and one back-off sleep

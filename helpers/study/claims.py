@@ -138,7 +138,7 @@ def claim(key: str, ours: Interval | None, verdict: str, criterion: str, unit: s
 
 def measured_on(claims: Sequence[Claim], tasks: Sequence[str], run_tasks: Sequence[str]) -> list[Claim]:
     """``claims`` measured on ``tasks`` rather than on all of the run's ``run_tasks`` (notebook 10 under ``smoke``,
-    :func:`helpers.study.profiles.challenger_tasks`): each claim without tasks of its own names them
+    :func:`helpers.study.profiles.study_tasks`): each claim without tasks of its own names them
     (:attr:`Claim.tasks`). Unchanged when ``tasks`` are the run's."""
     if tuple(tasks) == tuple(run_tasks):
         return list(claims)

@@ -25,7 +25,7 @@ from helpers.study.config import check_environment
 from helpers.study.profile_table import PROFILES, Profile, current_tasks
 
 __all__ = ["get_profile", "current_model_name", "cell_timeout", "RunSizes", "OwnTaskSizes", "own_task_sizes", "current_own_task", "OWN_TASK_EXAMPLE",
-           "SPAN_TASK", "LabelSpanSizes", "label_span_sizes", "label_span_runs", "challenger_tasks"]
+           "SPAN_TASK", "LabelSpanSizes", "label_span_sizes", "label_span_runs", "study_tasks"]
 
 @dataclass(frozen=True)
 class RunSizes:
@@ -100,13 +100,13 @@ def own_task_sizes(profile: Profile) -> OwnTaskSizes:
                         batch_size=profile.batch_size)
 
 
-def challenger_tasks(profile: Profile) -> tuple[str, ...]:
-    """The tasks notebook 10's studies of every class of position and of the head rankings run on: the profile's
-    tasks; under ``smoke`` its first two (SST-2 and TREC of the shipped four: two classes and six, one-token and
-    multi-token label words, every code path of those studies). Each of them runs a demonstrations' prefix per
-    (task, condition), so a smoke run's cost grows with its tasks, not with its handful of inputs; its numbers test
-    that the code runs and are not evidence. Claims made on fewer tasks than the run's name them
-    (:attr:`helpers.study.claims.Claim.tasks`)."""
+def study_tasks(profile: Profile) -> tuple[str, ...]:
+    """The tasks of the per-task studies of notebooks 07 (paper B's, on the binary ones among them) and 10 (every
+    class of position, the head rankings): the profile's tasks; under ``smoke`` its first two (SST-2 and TREC of
+    the shipped four: two classes and six, one-token and multi-token label words, every code path of those
+    studies). Each study runs a demonstrations' prefix per (task, condition), so a smoke run's cost grows with its
+    tasks, not with its handful of inputs; its numbers test that the code runs and are not evidence. Claims made on
+    fewer tasks than the run's name them (:func:`helpers.study.claims.measured_on`)."""
     return tuple(profile.tasks[:2]) if profile.name == "smoke" else tuple(profile.tasks)
 
 
