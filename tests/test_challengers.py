@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.core.heads import ablated_last_logprobs
+from helpers.core.heads import ablated_last_logprobs, repeated_random_tokens
 from helpers.core.positions import CLASSES, class_positions, position_classes
 from helpers.core.predict import predict
 from helpers.core.prompts import make_icl_set
@@ -17,7 +17,6 @@ from helpers.experiments.head_scores import (
     induction_scores,
     mean_z_at_q,
     overlap,
-    repeated_random_tokens,
     shuffled_demos,
     shuffled_label_set,
     top_heads,

@@ -32,6 +32,7 @@ import torch
 from einops import einsum, repeat
 from jaxtyping import Float, Int
 
+from helpers.core.checks import positive_int, seed_arg
 from helpers.core.predict import predictions_from_resid
 from helpers.core.prefix import PrefixCache, PrefixError, extend_prefix, suffix_forward
 from helpers.core.prefix_runs import (  # noqa: F401  (shared_cache, predict_with_cache, prompt_batches: re-exported)
@@ -60,6 +61,8 @@ __all__ = [
     "ablated_last_logprobs",
     "label_attention_at_q",
     "attention_rows_at_q",
+    "repeated_random_tokens",
+    "mean_attention",
 ]
 
 Head = tuple[int, int]  # (layer, head)
@@ -261,3 +264,35 @@ def attention_rows_at_q(model: HookedTransformer, prompt: Prompt, heads: Sequenc
     with torch.inference_mode():
         st = collect_at_q(model, prompt.tokens[None].to(model.cfg.device), torch.tensor([prompt.q]), layers)
     return torch.stack([st["pattern"][l][0, h] for l, h in heads]).float().cpu()
+
+
+# ------------------------------------------------------------------ attention on random tokens (head scores)
+
+
+def repeated_random_tokens(model: HookedTransformer, length: int, n: int, seed: int) -> torch.Tensor:
+    """``[n, (BOS) + 2 * length]`` tokens: ``n`` sequences of ``length`` random tokens, each repeated once, drawn
+    with ``torch.Generator`` seeded ``seed`` from the vocabulary's upper part (ids ``d_vocab // 4`` and up, past
+    the special and byte tokens), BOS first when the model uses one."""
+    length, n, seed = positive_int("length", length), positive_int("n", n), seed_arg(seed)
+    g = torch.Generator().manual_seed(seed)
+    lo = model.cfg.d_vocab // 4
+    r = torch.randint(lo, model.cfg.d_vocab, (n, length), generator=g)
+    toks = torch.cat([r, r], dim=1)
+    if model.cfg.default_prepend_bos and model.tokenizer is not None and model.tokenizer.bos_token_id is not None:
+        toks = torch.cat([torch.full((n, 1), model.tokenizer.bos_token_id), toks], dim=1)
+    return toks
+
+
+def mean_attention(model: HookedTransformer, toks: Int[torch.Tensor, "n seq"], rows: torch.Tensor, cols: torch.Tensor,
+                   batch_size: int = 8) -> Float[torch.Tensor, "layer head"]:
+    """Each head's attention from query position ``rows[i]`` to key position ``cols[i]``, averaged over ``i`` and
+    the ``n`` sequences of ``toks`` (``batch_size`` at a time): the induction and previous-token scores."""
+    out = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)
+    names = lambda name: name.endswith("hook_pattern")  # noqa: E731
+    with torch.inference_mode():
+        for lo in range(0, len(toks), batch_size):
+            _, cache = model.run_with_cache(toks[lo:lo + batch_size].to(model.cfg.device), names_filter=names)
+            for l in range(model.cfg.n_layers):
+                pat = cache[f"blocks.{l}.attn.hook_pattern"]  # [batch, head, query, key]
+                out[l] += pat[:, :, rows, cols].float().sum(dim=(0, 2)).cpu()
+    return out / (len(toks) * len(rows))

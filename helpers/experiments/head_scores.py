@@ -29,28 +29,14 @@ import torch
 from jaxtyping import Float
 
 from helpers.core.checks import positive_int, seed_arg
-from helpers.core.heads import Head, ablated_last_logprobs, collect_at_q
+from helpers.core.heads import Head, ablated_last_logprobs, collect_at_q, mean_attention, repeated_random_tokens
 from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Demo, PromptSet, check_prompts, make_icl_set
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
-__all__ = ["repeated_random_tokens", "induction_scores", "shuffled_demos", "shuffled_label_set", "mean_z_at_q", "fv_scores", "top_heads", "overlap", "top_share", "SETS"]
-
-
-def repeated_random_tokens(model: HookedTransformer, length: int, n: int, seed: int) -> torch.Tensor:
-    """``[n, (BOS) + 2 * length]`` tokens: ``n`` sequences of ``length`` random tokens, each repeated once, drawn
-    with ``torch.Generator`` seeded ``seed`` from the vocabulary's upper part (ids ``d_vocab // 4`` and up, past
-    the special and byte tokens), BOS first when the model uses one."""
-    length, n, seed = positive_int("length", length), positive_int("n", n), seed_arg(seed)
-    g = torch.Generator().manual_seed(seed)
-    lo = model.cfg.d_vocab // 4
-    r = torch.randint(lo, model.cfg.d_vocab, (n, length), generator=g)
-    toks = torch.cat([r, r], dim=1)
-    if model.cfg.default_prepend_bos and model.tokenizer is not None and model.tokenizer.bos_token_id is not None:
-        toks = torch.cat([torch.full((n, 1), model.tokenizer.bos_token_id), toks], dim=1)
-    return toks
+__all__ = ["induction_scores", "shuffled_demos", "shuffled_label_set", "mean_z_at_q", "fv_scores", "top_heads", "overlap", "top_share", "SETS"]
 
 
 def induction_scores(model: HookedTransformer, length: int = 32, n: int = 16, seed: int = 0, batch_size: int = 8
@@ -60,16 +46,7 @@ def induction_scores(model: HookedTransformer, length: int = 32, n: int = 16, se
     toks = repeated_random_tokens(model, length, n, seed)
     off = toks.shape[1] - 2 * length  # 1 with BOS
     rows = torch.arange(off + length, off + 2 * length - 1)  # the second copy of r_0 .. r_{L-2}
-    cols = rows - length + 1  # r_1 .. r_{L-1} of the first copy
-    out = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)
-    names = lambda name: name.endswith("hook_pattern")
-    with torch.inference_mode():
-        for lo in range(0, n, batch_size):
-            _, cache = model.run_with_cache(toks[lo:lo + batch_size].to(model.cfg.device), names_filter=names)
-            for l in range(model.cfg.n_layers):
-                pat = cache[f"blocks.{l}.attn.hook_pattern"]  # [batch, head, query, key]
-                out[l] += pat[:, :, rows, cols].float().sum(dim=(0, 2)).cpu()
-    return out / (n * len(rows))
+    return mean_attention(model, toks, rows, rows - length + 1, batch_size)  # to r_1 .. r_{L-1} of the first copy
 
 
 def shuffled_demos(demos: Sequence[Demo], seed: int) -> list[Demo]:

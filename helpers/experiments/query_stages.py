@@ -1,0 +1,105 @@
+"""Two stages of the query (Yang, Cho, Zhong and Inoue, arXiv 2505.18752): first the query's hidden state comes to
+separate the classes, then it turns towards the label words' output directions.
+
+Per layer, two curves over the query position q's residual stream:
+
+- **separability** (:func:`probe_correct`): a linear probe (scikit-learn's logistic regression on standardised
+  states) predicts each input's gold class from its state at q, scored on held-out folds (stratified
+  cross-validation), so a layer scores what a linear read-out can find, not what it memorises;
+- **alignment with the label words** (:func:`label_readout`): the state read through the final norm and the
+  label words' unembedding columns alone (the logit lens restricted to the label words); its top class against
+  the gold class. At the last layer this is the model's own prediction among the label words.
+
+The paper ties the first stage to previous-token heads and the second to induction heads; ablating each ranking's
+top heads (:func:`previous_token_scores` beside :func:`helpers.experiments.head_scores.induction_scores`) asks
+which stage each breaks. Method only: states and labels in, per-input correctness out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from jaxtyping import Float
+
+from helpers.core.checks import positive_int, seed_arg
+from helpers.core.heads import collect_at_q, mean_attention, repeated_random_tokens
+from helpers.core.prefix_runs import prompt_batches, shared_cache
+from helpers.core.prompts import Prompt, check_prompts
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer
+
+__all__ = ["query_states", "probe_correct", "label_readout", "previous_token_scores"]
+
+
+def query_states(model: HookedTransformer, prompts: Sequence[Prompt], batch_size: int = 8, shared: bool = True
+                 ) -> Float[torch.Tensor, "n stage d_model"]:
+    """The residual stream at each prompt's q before every layer and after the last: ``[n, n_layers + 1, d_model]``
+    (stage ``l`` < n_layers is ``blocks.l.hook_resid_pre``, the last is the final residual before ln_final), in
+    float32 on the CPU. Prompts sharing their demonstrations run them once (``shared``)."""
+    check_prompts(model, prompts, "query_states")
+    L = model.cfg.n_layers
+    out = torch.empty(len(prompts), L + 1, model.cfg.d_model)
+    cache = shared_cache(model, prompts, shared)
+    with torch.inference_mode():
+        for idx, tokens, q in prompt_batches(model, prompts, batch_size, cache):
+            st = collect_at_q(model, tokens.to(model.cfg.device), q, cache=cache)
+            layers = [st["resid_pre"][l] for l in range(L)] + [st["resid_final"]]
+            out[idx] = torch.stack(layers, 1).float().cpu()
+    return out
+
+
+def probe_correct(states: Float[torch.Tensor, "n stage d"], gold: Sequence[int], folds: int = 5, seed: int = 0,
+                  c: float = 1.0) -> np.ndarray:
+    """``[n, stage]`` 1 where a linear probe trained on the other folds predicts input ``i``'s gold class from its
+    state at that stage, 0 where not: scikit-learn's ``LogisticRegression(C=c)`` after a ``StandardScaler``, with
+    ``StratifiedKFold(folds, shuffle=True, random_state=seed)`` and ``cross_val_predict``. Needs at least ``folds``
+    inputs of every class present."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x = torch.as_tensor(states).float().cpu().numpy()
+    y = np.asarray(gold, dtype=int)
+    if x.ndim != 3 or x.shape[0] != len(y):
+        raise ValueError(f"states must be [n, stage, d] with n = len(gold) = {len(y)}, got {tuple(x.shape)}")
+    folds, seed = positive_int("folds", folds), seed_arg(seed)
+    classes, counts = np.unique(y, return_counts=True)
+    if len(classes) < 2 or counts.min() < folds:
+        raise ValueError(f"a {folds}-fold probe needs two classes or more with at least {folds} inputs each; the gold "
+                         f"classes count {dict(zip(classes.tolist(), counts.tolist()))}: use more inputs or fewer folds")
+    split = StratifiedKFold(folds, shuffle=True, random_state=seed)
+    out = np.zeros((len(y), x.shape[1]), dtype=int)
+    for s in range(x.shape[1]):
+        probe = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=2000))
+        out[:, s] = cross_val_predict(probe, x[:, s], y, cv=split) == y
+    return out
+
+
+def label_readout(model: HookedTransformer, states: Float[torch.Tensor, "n stage d_model"],
+                  label_ids: Sequence[int]) -> torch.Tensor:
+    """``[n, stage]`` the class whose label word scores highest when each state is read as the last one: the final
+    norm (ln_final, recomputed on that state), then the label words' unembedding columns and biases. At the last
+    stage this is the model's prediction among the label words."""
+    ids = torch.as_tensor(list(label_ids), dtype=torch.long)
+    x = torch.as_tensor(states).to(model.cfg.device, model.cfg.dtype)
+    n, s, d = x.shape
+    with torch.inference_mode():
+        normed = model.ln_final(x.reshape(n * s, 1, d))[:, 0]
+        ids = ids.to(normed.device)
+        logits = normed @ model.unembed.W_U[:, ids] + model.unembed.b_U[ids]
+    return logits.float().argmax(-1).reshape(n, s).cpu()
+
+
+def previous_token_scores(model: HookedTransformer, length: int = 32, n: int = 16, seed: int = 0, batch_size: int = 8
+                          ) -> Float[torch.Tensor, "layer head"]:
+    """Each head's mean attention from every position to the one before it, over the random tokens of
+    :func:`helpers.core.heads.repeated_random_tokens` (first copy and second, past the first token):
+    1 for a head that always attends to the previous token."""
+    toks = repeated_random_tokens(model, positive_int("length", length), positive_int("n", n), seed)
+    rows = torch.arange(1, toks.shape[1])
+    return mean_attention(model, toks, rows, rows - 1, batch_size)
