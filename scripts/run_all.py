@@ -52,9 +52,6 @@ import threading
 import time
 from pathlib import Path
 
-import nbformat
-from nbclient import NotebookClient
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -72,10 +69,7 @@ def say(line: str) -> None:
 
 
 def main(argv=None) -> int:
-    from helpers.core.model_loading import ModelLoadError
-    from helpers.core.models import resolve_name
     from helpers.study.config import check_environment, option
-    from helpers.study.report import build_report
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", help="run size (default: $ICL_PROFILE, else default)")
@@ -113,6 +107,12 @@ def main(argv=None) -> int:
     ap.add_argument("--runs-json", type=Path, help=argparse.SUPPRESS)  # worker mode: write runs, no report
     a = ap.parse_args(argv)
     _check_executor_args(ap, a)
+    # the arguments are checked first: what loads models and writes reports imports torch, seconds a refusal need
+    # not wait for
+    from helpers.core.model_loading import ModelLoadError
+    from helpers.core.models import resolve_name
+    from helpers.study.report import build_report
+
     a.profile, profile_note = option(a.profile, "ICL_PROFILE", "default", "--profile")
     a.models, models_note = option(a.models, "ICL_MODEL", ["google/gemma-3-270m"], "--models")
     a.out, _ = option(a.out, "ICL_RESULTS_DIR", ROOT / "results", "--out")
@@ -871,6 +871,9 @@ def _execute(a, nb_path: Path, outdir: Path, progress: Progress, folder: Path | 
     would take them over in the main thread, shut the kernel down and report a failed cell, and the run would
     go on with the next notebook). Stopped, the kernel is shut down here and the status is ``stopped (SIGTERM)``.
     """
+    import nbformat  # here, not at the top: importing it takes 2 s, which a refused command need not wait for
+    from nbclient import NotebookClient
+
     if folder is not None:
         _clear_old_results(folder, nb_path.stem)
     nb = nbformat.read(nb_path, as_version=4)
@@ -948,6 +951,8 @@ def sign_notebook(path: Path, notary=None) -> None:
     JupyterLab reads). ``notary`` (an ``nbformat.sign.NotebookNotary``) defaults to :func:`default_notary`, the one
     JupyterLab checks.
     """
+    import nbformat
+
     nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
     (notary or default_notary()).sign(nb)
 

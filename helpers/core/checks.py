@@ -16,7 +16,9 @@ import numbers
 from collections.abc import Mapping, Sequence
 
 __all__ = ["ArgumentError", "seed_arg", "model_arg",
-           "positive_int", "seed_list", "sizes_per_task"]
+           "positive_int", "seed_list", "sizes_per_task", "DTYPE_NAMES"]
+
+DTYPE_NAMES = ("float32", "bfloat16", "float16")  # the dtypes a model loads in (helpers.core.models.DTYPES)
 
 
 class ArgumentError(TypeError, ValueError):

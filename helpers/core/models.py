@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from helpers.core.checks import DTYPE_NAMES
 from helpers.core.control import CONTROLS, load_control
 from helpers.core.hub import hub_offline, load_hub
 from helpers.core.model_loading import (
@@ -92,7 +93,7 @@ ALIASES = {
 
 # ---------------------------------------------------------------------- dtype
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}  # name -> torch dtype
 
 
 def resolve_dtype(dtype: torch.dtype | str | None = None) -> torch.dtype:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.core.models import DTYPES
+from helpers.core.checks import DTYPE_NAMES
 from helpers.core.tasks import get_task
 from helpers.study.profile_table import PROFILES, current_tasks
 
@@ -90,8 +90,8 @@ def _profile(raw: str) -> None:
 
 
 def _dtype(raw: str) -> None:
-    if raw.strip().lower().removeprefix("torch.") not in DTYPES:
-        raise ValueError(f"not a supported dtype; choose one of {', '.join(DTYPES)} (default float32)")
+    if raw.strip().lower().removeprefix("torch.") not in DTYPE_NAMES:
+        raise ValueError(f"not a supported dtype; choose one of {', '.join(DTYPE_NAMES)} (default float32)")
 
 
 def _tasks(raw: str) -> None:
