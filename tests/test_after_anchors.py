@@ -158,3 +158,109 @@ def test_previous_token_scores_by_hand(tiny_model):
     toks_len = 16 + (1 if m.cfg.default_prepend_bos else 0)
     want = float(np.mean([1 / (i + 1) for i in range(1, toks_len)]))
     torch.testing.assert_close(uni, torch.full_like(uni, want), atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------ contextualise, then aggregate
+
+
+def _trec(model, n=3):
+    import warnings
+
+    from helpers.core.prompts import make_icl_set
+    from helpers.core.tasks import LabelWordWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LabelWordWarning)
+        return make_icl_set(model, "trec", seed=42, n_test=n)  # six demonstrations, multi-token label words
+
+
+def _pairs_by_hand(p, links):
+    """The knockout's pairs written out by loops, apart from the helper under test."""
+    out = set()
+    start = 1 if p.bos else 0
+    for k in range(1, p.n_demos):
+        if links == "all":
+            keys = range(start, p.label_spans[k - 1][1])
+        else:
+            spans = p.label_spans[:k] if links == "label" else p.text_spans[:k]
+            keys = [j for a, b in spans for j in range(a, b)]
+        out |= {(p.label_pos[k], j) for j in keys}
+    return out
+
+
+def test_earlier_demo_pairs_by_hand(tiny_model):
+    from helpers.core.positions import LINKS, earlier_demo_pairs
+
+    p = _trec(tiny_model).prompts[0]
+    got = {links: {tuple(ij) for ij in earlier_demo_pairs(p, None, links).nonzero().tolist()} for links in LINKS}
+    for links in LINKS:
+        assert got[links] == _pairs_by_hand(p, links), links
+        assert all(j < i for i, j in got[links])  # only earlier keys: no row loses its diagonal
+    assert got["label"] | got["text"] < got["all"]  # the earlier demonstrations' format tokens are in "all" only
+    assert not any(i == p.label_pos[0] for i, _ in got["all"])  # the first demonstration has no earlier one
+    padded = earlier_demo_pairs(p, len(p) + 5)
+    assert padded.shape == (len(p) + 5,) * 2 and not padded[len(p):].any() and not padded[:, len(p):].any()
+    with pytest.raises(ValueError, match="links"):
+        earlier_demo_pairs(p, None, "labels")
+
+
+def test_context_knockout_equals_a_masked_forward_by_hand(tiny_model):
+    from helpers.experiments.isolation_context import run_context_knockout
+
+    s = _trec(tiny_model)
+    layers = [0, 1]
+    for links in ("all", "text"):
+        want = []
+        for p in s.prompts:
+            pairs = _pairs_by_hand(p, links)
+            rows = torch.tensor([i for i, _ in pairs], dtype=torch.long)
+            cols = torch.tensor([j for _, j in pairs], dtype=torch.long)
+
+            def blank(scores, hook, rows=rows, cols=cols):
+                scores[:, :, rows, cols] = float("-inf")
+                return scores
+
+            with torch.inference_mode():
+                logits = tiny_model.run_with_hooks(p.tokens[None], fwd_hooks=[
+                    (f"blocks.{l}.attn.hook_attn_scores", blank) for l in layers])
+            want.append(logits[0, p.q, s.label_ids].float())
+        want = torch.stack(want)
+        for shared in (True, False):
+            got = run_context_knockout(tiny_model, s.prompts, s.label_ids, layers, links=links, shared=shared)
+            torch.testing.assert_close(got.label_logits.float(), want, atol=1e-4, rtol=1e-4)
+
+
+def test_context_knockout_identity_cases(tiny_sst2_set):
+    from helpers.core.prompts import Demo, build_prompt
+    from helpers.experiments.isolation_context import run_context_knockout
+
+    model, prompts, lids = tiny_sst2_set
+    plain = predict(model, prompts, lids, batch_size=4)
+    none = run_context_knockout(model, prompts, lids, [])  # no layer: nothing blocked
+    torch.testing.assert_close(none.label_logits, plain.label_logits, atol=1e-5, rtol=1e-4)
+    one = [build_prompt(model, "sst2", [Demo("a fine film", 1)], Demo(t, 0)) for t in ("dull", "bad")]
+    torch.testing.assert_close(run_context_knockout(model, one, lids, [0, 1, 2]).label_logits,
+                               predict(model, one, lids, batch_size=2).label_logits, atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="layers"):
+        run_context_knockout(model, prompts, lids, [model.cfg.n_layers])
+
+
+def test_context_flows_are_the_saliency_means_over_the_knockout_pairs(tiny_model):
+    from helpers.experiments.saliency import saliency_matrices
+    from helpers.experiments.saliency_context import CONTEXT_FLOWS, context_flow_scores, context_flows
+
+    s = _trec(tiny_model, n=2)
+    flows = context_flows(tiny_model, s.prompts, s.label_ids)
+    assert flows.shape == (2, tiny_model.cfg.n_layers, len(CONTEXT_FLOWS))
+    mats = saliency_matrices(tiny_model, s.prompts, s.label_ids)
+    for b, (p, m) in enumerate(zip(s.prompts, mats)):
+        for f, links in enumerate(CONTEXT_FLOWS.values()):
+            pairs = sorted(_pairs_by_hand(p, links))
+            want = torch.stack([m[:, i, j] for i, j in pairs]).mean(0)
+            torch.testing.assert_close(flows[b, :, f], want)
+    # a prompt with one demonstration has no earlier one: NaN, never 0
+    from helpers.core.prompts import Demo, build_prompt
+
+    one = build_prompt(tiny_model, "sst2", [Demo("a fine film", 1)], Demo("dull", 0))
+    sal = torch.ones(1, 2, len(one), len(one))
+    assert torch.isnan(context_flow_scores(sal, [one])).all()

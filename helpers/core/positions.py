@@ -22,9 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch
+from jaxtyping import Bool
+
 from helpers.core.prompts import Prompt
 
-__all__ = ["CLASSES", "position_classes", "class_positions", "demo_end"]
+__all__ = ["CLASSES", "position_classes", "class_positions", "demo_end", "LINKS", "earlier_demo_pairs"]
 
 CLASSES = ("label", "forerunner", "template", "content")
 
@@ -64,3 +67,31 @@ def class_positions(prompts: Sequence[Prompt], cls: str) -> list[list[int]]:
     if cls not in (*CLASSES, "label_first"):
         raise ValueError(f"cls must be one of {(*CLASSES, 'label_first')}, got {cls!r}")
     return [position_classes(p)[cls] for p in prompts]
+
+
+LINKS = ("all", "label", "text")  # what of the earlier demonstrations a label word reads (earlier_demo_pairs)
+
+
+def earlier_demo_pairs(prompt: Prompt, seq: int | None = None, links: str = "all") -> Bool[torch.Tensor, "seq seq"]:
+    """``[row, key]`` True for each demonstration's first label token (row) and positions of the demonstrations
+    before its own (key), padded to ``seq``: ``all`` of them (from the first token after BOS to the end of the
+    previous label word), their label words' tokens (``label``) or their input texts' (``text``). The first
+    demonstration has no earlier one. The pairs of the knockout and the flows of arXiv 2504.00132
+    (:mod:`helpers.experiments.isolation_context`, :mod:`helpers.experiments.saliency_context`)."""
+    if links not in LINKS:
+        raise ValueError(f"links must be one of {LINKS}, got {links!r}")
+    n = len(prompt)
+    seq = seq or n
+    if seq < n:
+        raise ValueError(f"seq={seq} is shorter than the prompt ({n} tokens)")
+    out = torch.zeros(seq, seq, dtype=torch.bool)
+    start = 1 if prompt.bos else 0
+    for k in range(1, prompt.n_demos):
+        row = prompt.label_pos[k]
+        if links == "all":
+            out[row, start: prompt.label_spans[k - 1][1]] = True
+        else:
+            spans = prompt.label_spans[:k] if links == "label" else prompt.text_spans[:k]
+            for a, b in spans:
+                out[row, a:b] = True
+    return out

@@ -1,0 +1,73 @@
+"""Contextualise, then aggregate (Bakalova et al., arXiv 2504.00132): is a label word built from the earlier
+demonstrations as well as from its own?
+
+§2.2's isolation (:mod:`helpers.experiments.isolation`) blocks every earlier key of a label word in the first
+``k`` layers, so it cannot tell the label's own demonstration from the ones before it. This knockout blocks only
+the links from each demonstration's label word (its first token, as §2.2 reads it) to the earlier
+demonstrations, in ``layers``, and keeps the rest of its row (BOS, its own demonstration, itself):
+
+- ``all``: every position of the earlier demonstrations, from the first after BOS to the end of the previous
+  label word;
+- ``label``: the earlier demonstrations' label words (every token of each);
+- ``text``: the earlier demonstrations' input texts.
+
+The first demonstration's label word has no earlier demonstration: a one-demonstration prompt is unchanged.
+Every blocked row lies in the demonstrations, so prompts that share them run the knocked-out prefix once
+(:func:`helpers.core.prefix_runs.shared_cache` with prefix hooks), as §2.2's label isolation does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+from jaxtyping import Bool, Float
+
+from helpers.core.positions import earlier_demo_pairs
+from helpers.core.predict import Predictions, predict
+from helpers.core.prefix import shared_prefix_or_none
+from helpers.core.prefix_runs import predict_with_cache, shared_cache
+from helpers.core.prompts import Prompt, check_prompts
+
+__all__ = ["block_pairs", "pair_hooks", "run_context_knockout"]
+
+
+def block_pairs(scores: Float[torch.Tensor, "batch head qpos kpos"], pairs: Bool[torch.Tensor, "batch qpos kpos"]
+                ) -> Float[torch.Tensor, "batch head qpos kpos"]:
+    """``scores`` with the marked (query, key) pairs set to ``-inf``; a marked pair is always an earlier key, so no
+    row loses its diagonal."""
+    q, k = scores.shape[-2:]
+    return scores.masked_fill(pairs[:, None, :q, :k].to(scores.device), float("-inf"))
+
+
+def pair_hooks(layers: Iterable[int], pairs: Bool[torch.Tensor, "batch seq seq"]) -> list:
+    """``(hook_name, fn)`` pairs blocking ``pairs`` in the attention scores of ``layers``."""
+    def fn(scores, hook):
+        return block_pairs(scores, pairs)
+
+    return [(f"blocks.{l}.attn.hook_attn_scores", fn) for l in layers]
+
+
+def run_context_knockout(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int],
+                         links: str = "all", batch_size: int = 16, shared: bool = True, top_k: int = 5
+                         ) -> Predictions:
+    """Predictions with each label word's links to the earlier demonstrations (``links``) blocked in ``layers``.
+    Prompts that share their demonstrations run the knocked-out prefix once (``shared``); otherwise, or when they
+    do not share it, every prompt runs whole with its own pairs blocked (the reference the shared path is tested
+    against)."""
+    check_prompts(model, prompts, "run_context_knockout", label_ids)
+    layers = [int(l) for l in layers]
+    if any(not 0 <= l < model.cfg.n_layers for l in layers):
+        raise ValueError(f"layers must lie in 0..{model.cfg.n_layers - 1}, got {layers}")
+    p0 = shared_prefix_or_none(model, prompts, shared)
+    if p0 is not None and max(prompts[0].label_pos) < p0:
+        pre = pair_hooks(layers, earlier_demo_pairs(prompts[0], None, links)[None, :p0, :p0])
+        cache = shared_cache(model, prompts, shared, pre)
+        return predict_with_cache(model, prompts, label_ids, batch_size, cache=cache, top_k=top_k)
+
+    def factory(batch, tokens, offset=0):
+        if offset:
+            raise ValueError("the knockout's rows lie in the demonstrations: run whole prompts")
+        return pair_hooks(layers, torch.stack([earlier_demo_pairs(p, tokens.shape[1], links) for p in batch]))
+
+    return predict(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, hooks=factory)
