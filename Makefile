@@ -85,11 +85,14 @@ $(TORCH_STAMP):
 	printf '%s\n' '$(TORCH)' > $@
 
 $(VENV)/.setup-done: pyproject.toml $(LOCK) | $(TORCH_STAMP)
-	$(PY) -m pip install --quiet -r $(LOCK)
+	$(PY) -m pip install --quiet --no-compile -r $(LOCK)
 	# setuptools tells every editable install of a flat layout to beware of same-named folders (a UserWarning of
 	# the build backend); helpers/ is the package itself, so it is silenced here
 	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet --no-deps -e ".[dev,lab]"
 	$(PY) -m pip check
+	# the bytecode pip would write one file at a time (--no-compile above), on every core at once; as pip does, a
+	# file that does not compile under this Python (a newer Python's test file inside torch) is skipped
+	$(PY) -m compileall -qq -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" || true
 	touch $@
 
 # After a change of pyproject.toml, or `pip install -U <package>` in .venv: resolve the project in .venv, then
