@@ -10,8 +10,8 @@ much work each notebook does (:func:`work`) and to one thread per worker by a
 measured factor (:data:`ONE_THREAD_FACTOR`). The smoke profile has figures of its
 own (:data:`MEASURED_SMOKE`): at its handful of inputs a notebook's time is mostly
 what does not scale with inputs (a demonstrations' prefix per task and condition,
-kernel, imports), so scaling the default's figures down by inputs undercounts it. For other models or devices the
-built-in figures are a rough guide until a first run records real ones.
+kernel, imports), so scaling the default's figures down by inputs undercounts it.
+For other models or devices the built-in figures are a rough guide until a first run records real ones.
 A rerun that finds its results in the on-disk cache (``helpers.core.store.cached``)
 is faster than either.
 
@@ -59,8 +59,8 @@ MEASURED_DEFAULT: dict[str, dict[str, float]] = {
 # Seconds per notebook, smoke profile, the four shipped tasks: both offline models side by side, one worker of one torch
 # thread each, on an idle 2-core CPU with the weights cached (`make run PROFILE=smoke` from a fresh clone at 14e01a5,
 # its durations.json; 09 ran alone, after both); notebooks 07 and 10 again, the same way, once their studies ran
-# on study_tasks (`--notebooks 07 10`, after e564df3). Used as they are for smoke runs (scaled by tasks, :func:`work`); other models get the larger
-# of the two per notebook.
+# on study_tasks (`--notebooks 07 10`, after e564df3). Used as they are for smoke runs (scaled by tasks,
+# :func:`work`); other models get the larger of the two per notebook.
 MEASURED_SMOKE: dict[str, dict[str, float]] = {
     "google/gemma-3-270m": {
         "00_icl_setting": 94.1, "01_saliency_flow": 132.5, "02_shallow_isolation": 78.1, "03_deep_aucroc": 36.1,

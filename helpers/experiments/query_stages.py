@@ -26,6 +26,7 @@ from jaxtyping import Float
 
 from helpers.core.checks import positive_int, seed_arg
 from helpers.core.heads import collect_at_q, mean_attention, repeated_random_tokens
+from helpers.core.predict import unembed_rows
 from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
 
@@ -83,15 +84,12 @@ def probe_correct(states: Float[torch.Tensor, "n stage d"], gold: Sequence[int],
 def label_readout(model: HookedTransformer, states: Float[torch.Tensor, "n stage d_model"],
                   label_ids: Sequence[int]) -> torch.Tensor:
     """``[n, stage]`` the class whose label word scores highest when each state is read as the last one: the final
-    norm (ln_final, recomputed on that state), then the label words' unembedding columns and biases. At the last
-    stage this is the model's prediction among the label words."""
-    ids = torch.as_tensor(list(label_ids), dtype=torch.long)
+    norm (ln_final, recomputed on that state), then only the label words' unembedding columns
+    (:func:`helpers.core.predict.unembed_rows`). At the last stage this is the model's prediction among them."""
     x = torch.as_tensor(states).to(model.cfg.device, model.cfg.dtype)
     n, s, d = x.shape
     with torch.inference_mode():
-        normed = model.ln_final(x.reshape(n * s, 1, d))[:, 0]
-        ids = ids.to(normed.device)
-        logits = normed @ model.unembed.W_U[:, ids] + model.unembed.b_U[ids]
+        logits = unembed_rows(model, x.reshape(n * s, d), torch.as_tensor(list(label_ids), dtype=torch.long))
     return logits.float().argmax(-1).reshape(n, s).cpu()
 
 
@@ -100,6 +98,6 @@ def previous_token_scores(model: HookedTransformer, length: int = 32, n: int = 1
     """Each head's mean attention from every position to the one before it, over the random tokens of
     :func:`helpers.core.heads.repeated_random_tokens` (first copy and second, past the first token):
     1 for a head that always attends to the previous token."""
-    toks = repeated_random_tokens(model, positive_int("length", length), positive_int("n", n), seed)
+    toks = repeated_random_tokens(model, length, n, seed)
     rows = torch.arange(1, toks.shape[1])
     return mean_attention(model, toks, rows, rows - 1, batch_size)

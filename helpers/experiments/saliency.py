@@ -53,7 +53,7 @@ from helpers.core.sizing import sizing
 from helpers.core.tasks import get_task, label_token_ids, load_split
 from helpers.core.tl_patches import frozen_params
 
-__all__ = ["FLOWS", "frozen_params", "saliency_batch", "saliency_matrices", "flow_masks", "flow_scores", "saliency_flow", "relative_flow", "first_layer_pq_exceeds_wp", "saliency_prompts", "layer_ranges", "contrast_name"]
+__all__ = ["FLOWS", "frozen_params", "saliency_batch", "saliency_matrices", "flow_masks", "flow_scores", "pair_means", "saliency_flow", "relative_flow", "first_layer_pq_exceeds_wp", "saliency_prompts", "layer_ranges", "contrast_name"]
 
 FLOWS = ("S_wp", "S_pq", "S_ww")
 
@@ -160,10 +160,17 @@ def flow_scores(sal: Float[torch.Tensor, "batch layer seq seq"], prompts: Sequen
     """``(S_wp, S_pq, S_ww)`` per prompt and layer from (padded) saliency matrices."""
     if sal.shape[0] != len(prompts):
         raise ValueError(f"{sal.shape[0]} saliency rows but {len(prompts)} prompts")
-    masks = torch.stack([flow_masks(p, sal.shape[-1]) for p in prompts]).to(sal.dtype)  # [batch, 3, seq, seq]
+    return pair_means(sal, torch.stack([flow_masks(p, sal.shape[-1]) for p in prompts]))  # masks [batch, 3, seq, seq]
+
+
+def pair_means(sal: Float[torch.Tensor, "batch layer seq seq"], masks: Bool[torch.Tensor, "batch flow seq seq"]
+               ) -> Float[torch.Tensor, "batch layer flow"]:
+    """The mean of ``sal`` over each mask's (row, column) pairs, per prompt and layer; NaN where a mask holds no
+    pair, never 0 (:func:`flow_scores` and the flows of :mod:`helpers.experiments.saliency_classes` and
+    :mod:`helpers.experiments.saliency_context`)."""
+    masks = masks.to(sal.dtype)
     sums = torch.einsum("blij,bfij->blf", sal, masks)
-    counts = masks.sum(dim=(-1, -2))  # [batch, 3]
-    counts = counts[:, None, :].expand_as(sums)
+    counts = masks.sum(dim=(-1, -2))[:, None].expand_as(sums)
     return torch.where(counts > 0, sums / counts.clamp(min=1), torch.full_like(sums, torch.nan))
 
 

@@ -26,7 +26,7 @@ from jaxtyping import Bool, Float
 
 from helpers.core.positions import CLASSES, position_classes
 from helpers.core.prompts import Prompt
-from helpers.experiments.saliency import saliency_matrices
+from helpers.experiments.saliency import pair_means, saliency_matrices
 
 __all__ = ["FLOW_CLASSES", "DIRECTIONS", "CHALLENGERS", "class_flow_masks", "class_flow_scores", "class_flows", "layer_mean", "CONTROL_CLASSES"]
 
@@ -65,10 +65,9 @@ def class_flow_scores(sal: Float[torch.Tensor, "batch layer seq seq"], prompts: 
     if sal.ndim != 4 or sal.shape[0] != len(prompts):
         raise ValueError(f"sal must be [batch, layer, seq, seq] with one row per prompt ({len(prompts)}), got "
                          f"{tuple(sal.shape)}")
-    masks = torch.stack([class_flow_masks(p, sal.shape[-1], classes) for p in prompts]).to(sal.dtype)  # [b, 2, c, s, s]
-    sums = torch.einsum("blij,bdcij->bldc", sal, masks)
-    counts = masks.sum(dim=(-1, -2))[:, None].expand_as(sums)
-    return torch.where(counts > 0, sums / counts.clamp(min=1), torch.full_like(sums, torch.nan))
+    masks = torch.stack([class_flow_masks(p, sal.shape[-1], classes) for p in prompts])  # [b, 2, c, s, s]
+    b, d, c, s, _ = masks.shape
+    return pair_means(sal, masks.reshape(b, d * c, s, s)).reshape(b, -1, d, c)
 
 
 def class_flows(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 8,

@@ -23,7 +23,7 @@ from jaxtyping import Bool, Float
 
 from helpers.core.positions import earlier_demo_pairs
 from helpers.core.prompts import Prompt
-from helpers.experiments.saliency import saliency_matrices
+from helpers.experiments.saliency import pair_means, saliency_matrices
 
 __all__ = ["CONTEXT_FLOWS", "context_flow_masks", "context_flow_scores", "context_flows"]
 
@@ -42,10 +42,7 @@ def context_flow_scores(sal: Float[torch.Tensor, "batch layer seq seq"], prompts
     if sal.ndim != 4 or sal.shape[0] != len(prompts):
         raise ValueError(f"sal must be [batch, layer, seq, seq] with one row per prompt ({len(prompts)}), got "
                          f"{tuple(sal.shape)}")
-    masks = torch.stack([context_flow_masks(p, sal.shape[-1]) for p in prompts]).to(sal.dtype)  # [b, f, s, s]
-    sums = torch.einsum("blij,bfij->blf", sal, masks)
-    counts = masks.sum(dim=(-1, -2))[:, None].expand_as(sums)
-    return torch.where(counts > 0, sums / counts.clamp(min=1), torch.full_like(sums, torch.nan))
+    return pair_means(sal, torch.stack([context_flow_masks(p, sal.shape[-1]) for p in prompts]))
 
 
 def context_flows(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 8,
