@@ -441,10 +441,10 @@ def test_head_set_intervals_and_claims_hand_case():
 
 
 def test_head_verdicts_from_two_checks():
-    from helpers.study.challengers_report import _heads_verdict
+    from helpers.study.challengers_report import checks_verdict
 
     r, n, i = "replicates", "does not replicate", "inconclusive"
-    assert [_heads_verdict(c) for c in ([r, r], [r, i], [r, n], [n, n], [n, i], [i, i], [r], [n], [i])] == [
+    assert [checks_verdict(c) for c in ([r, r], [r, i], [r, n], [n, n], [n, i], [i, i], [r], [n], [i])] == [
         "supported", "partly", "partly", "not supported", "inconclusive", "inconclusive", "supported",
         "not supported", "inconclusive"]
 

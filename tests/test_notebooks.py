@@ -49,7 +49,7 @@ def test_reads_profile_and_model_from_environment(src):
     assert "get_profile()" in text and "current_model_name()" in text
 
 
-SHORT_SETUP = ("01", "07", "10")  # notebooks whose setup cell holds only the imports, the model and the run sizes
+SHORT_SETUP = ("01", "07", "10", "11")  # notebooks whose setup cell holds only the imports, the model and the run sizes
 SETUP_LINES = 15
 
 

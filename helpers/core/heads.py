@@ -120,11 +120,13 @@ def kv_head_index(model: HookedTransformer) -> Int[torch.Tensor, "head"]:
 
 
 def collect_at_q(model: HookedTransformer, tokens: Int[torch.Tensor, "batch seq"], q: Int[torch.Tensor, "batch"],
-                 want_pattern_layers: Sequence[int] = (), cache: PrefixCache | None = None) -> dict:
+                 want_pattern_layers: Sequence[int] = (), cache: PrefixCache | None = None,
+                 hooks: Sequence = ()) -> dict:
     """One forward pass storing, at each row's q: ``resid_pre`` and ``z`` of every layer, the post-attention
     norm's scale (``post_scale``, post-norm models), the final residual (``resid_final``) and ln_final's scale
     (``final_scale``); for ``want_pattern_layers`` also the attention row at q (``pattern[l]``: [batch, head,
-    key]) and all values (``v[l]``: [batch, key, kv_head, d_head]).
+    key]) and all values (``v[l]``: [batch, key, kv_head, d_head]). ``hooks``: TransformerLens ``(name, fn)``
+    hooks that change the pass (an ablation); they run before the ones that store, so what is stored is changed.
 
     With ``cache`` (a keep-everything prefix cache) ``tokens`` are suffixes run after it and ``q`` indexes
     the suffix; the attention row at q and the values then cover every prompt position (the prefix's values
@@ -145,7 +147,7 @@ def collect_at_q(model: HookedTransformer, tokens: Int[torch.Tensor, "batch seq"
             store[kind][layer] = act.detach()
         return fn
 
-    hooks = []
+    hooks = list(hooks)
     for l in range(model.cfg.n_layers):
         hooks += [(f"blocks.{l}.hook_resid_pre", at_q("resid_pre", l)), (f"blocks.{l}.attn.hook_z", at_q("z", l))]
         if has_post_norm(model):
@@ -291,7 +293,8 @@ def mean_attention(model: HookedTransformer, toks: Int[torch.Tensor, "n seq"], r
     names = lambda name: name.endswith("hook_pattern")  # noqa: E731
     with torch.inference_mode():
         for lo in range(0, len(toks), batch_size):
-            _, cache = model.run_with_cache(toks[lo:lo + batch_size].to(model.cfg.device), names_filter=names)
+            _, cache = model.run_with_cache(toks[lo:lo + batch_size].to(model.cfg.device), names_filter=names,
+                                            stop_at_layer=model.cfg.n_layers)  # no unembedding: patterns only
             for l in range(model.cfg.n_layers):
                 pat = cache[f"blocks.{l}.attn.hook_pattern"]  # [batch, head, query, key]
                 out[l] += pat[:, :, rows, cols].float().sum(dim=(0, 2)).cpu()

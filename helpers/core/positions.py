@@ -72,14 +72,25 @@ def class_positions(prompts: Sequence[Prompt], cls: str) -> list[list[int]]:
 LINKS = ("all", "label", "text")  # what of the earlier demonstrations a label word reads (earlier_demo_pairs)
 
 
-def earlier_demo_pairs(prompt: Prompt, seq: int | None = None, links: str = "all") -> Bool[torch.Tensor, "seq seq"]:
+def earlier_demo_pairs(prompt: Prompt, seq: int | None = None, links: str = "all",
+                       rows: Sequence[int] | None = None) -> Bool[torch.Tensor, "seq seq"]:
     """``[row, key]`` True for each demonstration's first label token (row) and positions of the demonstrations
     before its own (key), padded to ``seq``: ``all`` of them (from the first token after BOS to the end of the
     previous label word), their label words' tokens (``label``) or their input texts' (``text``). The first
     demonstration has no earlier one. The pairs of the knockout and the flows of arXiv 2504.00132
-    (:mod:`helpers.experiments.isolation_context`, :mod:`helpers.experiments.saliency_context`)."""
+    (:mod:`helpers.experiments.isolation_context`, :mod:`helpers.experiments.saliency_context`). ``rows``: one
+    position per demonstration to take the label word's place as the row (a control; entry 0 is unused), each
+    inside its own demonstration, so its keys are still the earlier demonstrations."""
     if links not in LINKS:
         raise ValueError(f"links must be one of {LINKS}, got {links!r}")
+    if rows is not None:
+        rows = [int(r) for r in rows]
+        ends = [prompt.label_spans[k - 1][1] if k else (1 if prompt.bos else 0) for k in range(prompt.n_demos)]
+        bad = [k for k in range(1, prompt.n_demos) if len(rows) != prompt.n_demos
+               or not ends[k] <= rows[k] <= prompt.label_pos[k]]
+        if bad:
+            raise ValueError(f"rows must hold one position per demonstration ({prompt.n_demos}), each within its own "
+                             f"demonstration; demonstrations {bad[:4]} are not")
     n = len(prompt)
     seq = seq or n
     if seq < n:
@@ -87,7 +98,7 @@ def earlier_demo_pairs(prompt: Prompt, seq: int | None = None, links: str = "all
     out = torch.zeros(seq, seq, dtype=torch.bool)
     start = 1 if prompt.bos else 0
     for k in range(1, prompt.n_demos):
-        row = prompt.label_pos[k]
+        row = prompt.label_pos[k] if rows is None else rows[k]
         if links == "all":
             out[row, start: prompt.label_spans[k - 1][1]] = True
         else:

@@ -12,6 +12,10 @@ demonstrations, in ``layers``, and keeps the rest of its row (BOS, its own demon
 - ``text``: the earlier demonstrations' input texts.
 
 The first demonstration's label word has no earlier demonstration: a one-demonstration prompt is unchanged.
+
+The control (:func:`content_rows`) blocks the same links for as many rows taken from the demonstrations' text:
+one token of each demonstration's input, drawn at random, in place of its label word. A label word that is built
+from the earlier demonstrations loses more than a text token does.
 Every blocked row lies in the demonstrations, so prompts that share them run the knocked-out prefix once
 (:func:`helpers.core.prefix_runs.shared_cache` with prefix hooks), as §2.2's label isolation does.
 """
@@ -20,16 +24,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import numpy as np
 import torch
 from jaxtyping import Bool, Float
 
+from helpers.core.checks import seed_arg
 from helpers.core.positions import earlier_demo_pairs
 from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prefix_runs import predict_with_cache, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
 
-__all__ = ["block_pairs", "pair_hooks", "run_context_knockout"]
+__all__ = ["block_pairs", "pair_hooks", "content_rows", "run_context_knockout"]
+
+
+def content_rows(prompt: Prompt, seed: int) -> list[int]:
+    """One position per demonstration, drawn with ``seed`` from its input text (entry 0, the first demonstration,
+    is its first text token and is never used): the control's rows for :func:`run_context_knockout`. Prompts with
+    the same demonstrations get the same rows."""
+    rng = np.random.default_rng(seed_arg(seed))
+    empty = [k for k, (a, b) in enumerate(prompt.text_spans) if b <= a]
+    if empty:
+        raise ValueError(f"demonstrations {empty[:4]} have no text token to draw a control row from")
+    return [int(rng.integers(a, b)) for a, b in prompt.text_spans]
 
 
 def block_pairs(scores: Float[torch.Tensor, "batch head qpos kpos"], pairs: Bool[torch.Tensor, "batch qpos kpos"]
@@ -49,9 +66,10 @@ def pair_hooks(layers: Iterable[int], pairs: Bool[torch.Tensor, "batch seq seq"]
 
 
 def run_context_knockout(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int],
-                         links: str = "all", batch_size: int = 16, shared: bool = True, top_k: int = 5
-                         ) -> Predictions:
-    """Predictions with each label word's links to the earlier demonstrations (``links``) blocked in ``layers``.
+                         links: str = "all", batch_size: int = 16, shared: bool = True, top_k: int = 5,
+                         control_seed: int | None = None) -> Predictions:
+    """Predictions with each label word's links to the earlier demonstrations (``links``) blocked in ``layers``;
+    with ``control_seed``, the same links blocked for the rows of :func:`content_rows` instead (the control).
     Prompts that share their demonstrations run the knocked-out prefix once (``shared``); otherwise, or when they
     do not share it, every prompt runs whole with its own pairs blocked (the reference the shared path is tested
     against)."""
@@ -59,15 +77,19 @@ def run_context_knockout(model, prompts: Sequence[Prompt], label_ids: Sequence[i
     layers = [int(l) for l in layers]
     if any(not 0 <= l < model.cfg.n_layers for l in layers):
         raise ValueError(f"layers must lie in 0..{model.cfg.n_layers - 1}, got {layers}")
+    def pairs(p, seq=None):
+        rows = None if control_seed is None else content_rows(p, control_seed)
+        return earlier_demo_pairs(p, seq, links, rows)
+
     p0 = shared_prefix_or_none(model, prompts, shared)
     if p0 is not None and max(prompts[0].label_pos) < p0:
-        pre = pair_hooks(layers, earlier_demo_pairs(prompts[0], None, links)[None, :p0, :p0])
+        pre = pair_hooks(layers, pairs(prompts[0])[None, :p0, :p0])
         cache = shared_cache(model, prompts, shared, pre)
         return predict_with_cache(model, prompts, label_ids, batch_size, cache=cache, top_k=top_k)
 
     def factory(batch, tokens, offset=0):
         if offset:
             raise ValueError("the knockout's rows lie in the demonstrations: run whole prompts")
-        return pair_hooks(layers, torch.stack([earlier_demo_pairs(p, tokens.shape[1], links) for p in batch]))
+        return pair_hooks(layers, torch.stack([pairs(p, tokens.shape[1]) for p in batch]))
 
     return predict(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, hooks=factory)

@@ -36,18 +36,24 @@ if TYPE_CHECKING:
 __all__ = ["query_states", "probe_correct", "label_readout", "previous_token_scores"]
 
 
-def query_states(model: HookedTransformer, prompts: Sequence[Prompt], batch_size: int = 8, shared: bool = True
-                 ) -> Float[torch.Tensor, "n stage d_model"]:
+def query_states(model: HookedTransformer, prompts: Sequence[Prompt], batch_size: int = 8, shared: bool = True,
+                 hooks: tuple | None = None) -> Float[torch.Tensor, "n stage d_model"]:
     """The residual stream at each prompt's q before every layer and after the last: ``[n, n_layers + 1, d_model]``
     (stage ``l`` < n_layers is ``blocks.l.hook_resid_pre``, the last is the final residual before ln_final), in
-    float32 on the CPU. Prompts sharing their demonstrations run them once (``shared``)."""
+    float32 on the CPU. Prompts sharing their demonstrations run them once (``shared``). ``hooks``: a
+    ``(prefix_hooks, factory)`` pair changing the pass (an ablation, e.g.
+    :func:`helpers.experiments.head_ablation.ablation_hook_pair`): the prefix hooks run in the shared prefix,
+    ``factory(batch, tokens, offset)`` gives the hooks of each batch (``offset``: where its tokens start)."""
     check_prompts(model, prompts, "query_states")
     L = model.cfg.n_layers
     out = torch.empty(len(prompts), L + 1, model.cfg.d_model)
-    cache = shared_cache(model, prompts, shared)
+    prefix_hooks, factory = hooks if hooks is not None else ((), None)
+    cache = shared_cache(model, prompts, shared, prefix_hooks)
+    offset = 0 if cache is None else cache.length
     with torch.inference_mode():
         for idx, tokens, q in prompt_batches(model, prompts, batch_size, cache):
-            st = collect_at_q(model, tokens.to(model.cfg.device), q, cache=cache)
+            extra = factory([prompts[i] for i in idx], tokens, offset) if factory is not None else ()
+            st = collect_at_q(model, tokens.to(model.cfg.device), q, cache=cache, hooks=extra)
             layers = [st["resid_pre"][l] for l in range(L)] + [st["resid_final"]]
             out[idx] = torch.stack(layers, 1).float().cpu()
     return out

@@ -14,11 +14,11 @@ import torch
 from helpers.core.grid import run_grid
 from helpers.core.prompts import PromptSet, make_icl_set
 from helpers.core.seeds import stream_seed
-from helpers.core.stats import Interval, bootstrap_means, paired_differences
+from helpers.core.stats import bootstrap_means, paired_differences
 from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning
 from helpers.core.unrelated import EvalSizes
-from helpers.study.claims import claim
+from helpers.study.claims import above_zero, claim
 from helpers.study.profiles import RunSizes
 
 if TYPE_CHECKING:
@@ -107,10 +107,6 @@ def head_set_intervals(cells: dict[str, dict[str, dict]]) -> dict:
     return out
 
 
-def _above_zero(iv: Interval) -> str:
-    return "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
-
-
 def head_set_claims(intervals: dict, n_top: int, context: str = "", foobar: dict | None = None) -> list:
     """Per ranking: ablating its top ``n_top`` heads at every position costs more accuracy than ablating as many
     random heads (the 95% interval of random minus set above 0: "replicates"; below 0: "does not replicate";
@@ -126,7 +122,7 @@ def head_set_claims(intervals: dict, n_top: int, context: str = "", foobar: dict
         iv = intervals[(name, "excess")]
         note = (f"accuracy: plain {intervals[(name, 'plain')]:.3f}, top {n_top} ablated {intervals[(name, 'set')]:.3f}, "
                 f"{n_top} random heads ablated {intervals[(name, 'random')]:.3f}")
-        out.append(claim(f"10.{name}_heads_ablation", iv, _above_zero(iv), f"95% interval of the accuracy with {n_top} "
+        out.append(claim(f"10.{name}_heads_ablation", iv, above_zero(iv), f"95% interval of the accuracy with {n_top} "
                          "random heads ablated minus with the set ablated (every position) above 0", context=context,
                          note=note))
     for name in SETS:
@@ -136,11 +132,11 @@ def head_set_claims(intervals: dict, n_top: int, context: str = "", foobar: dict
         note = (f"swap-averaged foo/bar accuracy (0.5: a fixed word preference): plain {foobar[(name, 'plain')]:.3f}, "
                 f"top {n_top} ablated {foobar[(name, 'set')]:.3f}, {n_top} random heads ablated "
                 f"{foobar[(name, 'random')]:.3f}")
-        out.append(claim(f"10.{name}_heads_foobar", iv, _above_zero(iv), f"95% interval of the swap-averaged foo/bar "
+        out.append(claim(f"10.{name}_heads_foobar", iv, above_zero(iv), f"95% interval of the swap-averaged foo/bar "
                          f"accuracy with {n_top} random heads ablated minus with the set ablated (every position) "
                          "above 0", context=context, note=note))
     if ("fv - induction", "excess") in intervals:
         iv = intervals[("fv - induction", "excess")]
-        out.append(claim("10.fv_over_induction", iv, _above_zero(iv), "95% interval of the accuracy with the induction "
+        out.append(claim("10.fv_over_induction", iv, above_zero(iv), "95% interval of the accuracy with the induction "
                          "set ablated minus with the function-vector set ablated above 0", context=context))
     return out

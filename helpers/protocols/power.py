@@ -1,4 +1,4 @@
-"""Checks whose power is known: every check of notebooks 01, 02, 03, 05, 07 and 10, run many times on two
+"""Checks whose power is known: every check of notebooks 01, 02, 03, 05, 07, 10 and 11, run many times on two
 controls whose answer is known both ways.
 
 A verdict on a language model is worth the power of the check behind it. "Inconclusive" can mean that the model
@@ -51,12 +51,14 @@ from helpers.experiments.saliency import saliency_flow
 from helpers.experiments.two_towers import value_outputs
 from helpers.protocols import aucroc as auc
 from helpers.protocols import compression as comp
+from helpers.protocols import flipped_labels as fl
 from helpers.protocols import head_ablation as ha
 from helpers.protocols import head_scores as hs
 from helpers.protocols import isolation as iso
 from helpers.protocols import isolation_classes as ic
 from helpers.protocols import mapping_control as mc
 from helpers.protocols import positive_control as pc
+from helpers.protocols import query_stages as qs
 from helpers.protocols import saliency as sal
 from helpers.protocols import saliency_classes as sc
 from helpers.protocols import two_towers as tt
@@ -172,6 +174,17 @@ def _group_10(model, seed: int, sizes: PowerSizes) -> list[Claim]:
             + [c for c in hs.head_set_claims(plain, 1, ctx, foobar=foobar) if c.key != "10.fv_over_induction"])
 
 
+def _group_11(model, seed: int, sizes: PowerSizes) -> list[Claim]:
+    """Notebook 11's checks on one replicate: the flipped-label checks on the sequences with their label tokens
+    permuted, and the query's two stages with the top previous-token and induction heads against a random one.
+    The knockout and the flows from the earlier demonstrations have no control (power_report.NOT_MEASURED)."""
+    task, name, bs = _prompt_task(model), model.cfg.icl_model_name, sizes.batch_size
+    ctx = f"{name}, replicate seed {seed}, {sizes.n} sequences"
+    cp = control_prompts(task, sizes.n, seed)
+    return (fl.control_flipped_claims(model, task, cp, seed, sizes.n_saliency, bs, ctx)
+            + qs.control_stage_claims(model, cp.prompts, cp.label_ids, seed, bs, ctx))
+
+
 def _prompt_task(model) -> ControlTask:
     """The task whose prompts both controls run: the negative control's (one fixed class -> label mapping, shown
     in every context). Both controls were trained on the same items (same sizes and seed), so the same token is the
@@ -187,7 +200,7 @@ def _prompt_task(model) -> ControlTask:
     return task
 
 
-GROUPS: dict[str, Callable] = {"09": _group_09, "10": _group_10}  # the checks each notebook's run measures
+GROUPS: dict[str, Callable] = {"09": _group_09, "10": _group_10, "11": _group_11}  # the checks each notebook's run measures
 
 
 def replicate_claims(model, seed: int, sizes: PowerSizes, group: str) -> list[Claim]:

@@ -39,7 +39,7 @@ from helpers.study.claims import Claim
 from helpers.study.power_report import Power, account_power, power_by_key
 
 __all__ = ["ACCOUNTS", "CHALLENGERS", "HEAD_ACCOUNTS", "ACCOUNT_CLAIMS", "account_checks", "account_table",
-           "heads_table", "verdicts"]
+           "heads_table", "verdicts", "checks_verdict"]
 
 ACCOUNTS = {"label": "label words (arXiv 2305.14160)", "forerunner": "forerunner tokens (arXiv 2410.04468)",
             "template": "template tokens (arXiv 2401.11323)"}
@@ -119,8 +119,10 @@ def account_table(claims: Sequence[Claim], power: Sequence[Power] | None = None)
     return _with_power(pd.DataFrame(rows).set_index("account"), power)
 
 
-def _heads_verdict(checks: Sequence[str]) -> str:
-    """The verdict of a head account from its checks' verdicts (module docstring)."""
+def checks_verdict(checks: Sequence[str]) -> str:
+    """An account's verdict from its checks' verdicts: "supported" when every one replicates, "partly" when some
+    do, "not supported" when every one does not replicate, else "inconclusive" (the head accounts', and notebook
+    11's, :mod:`helpers.study.after_report`)."""
     held = sum(c == "replicates" for c in checks)
     if held == len(checks):
         return "supported"
@@ -141,12 +143,12 @@ def heads_table(claims: Sequence[Claim], power: Sequence[Power] | None = None) -
         checks = [v[f"10.{k}_heads_ablation"]] + ([v[f"10.{k}_heads_foobar"]] if f"10.{k}_heads_foobar" in v else [])
         rows.append({"account": name, "ordinary labels: vs as many random heads": checks[0],
                      "foo/bar, swap-averaged: vs as many random heads": checks[1] if len(checks) > 1 else "not run",
-                     "verdict": _heads_verdict(checks)})
+                     "verdict": checks_verdict(checks)})
     if "10.fv_over_induction" in v:
         rows.append({"account": FV_OVER_INDUCTION,
                      "ordinary labels: vs as many random heads": f"FV set costs more: {v['10.fv_over_induction']}",
                      "foo/bar, swap-averaged: vs as many random heads": "",
-                     "verdict": _heads_verdict([v["10.fv_over_induction"]])})
+                     "verdict": checks_verdict([v["10.fv_over_induction"]])})
     columns = ["account", "ordinary labels: vs as many random heads", "foo/bar, swap-averaged: vs as many random heads",
                "verdict"]
     return _with_power(pd.DataFrame(rows, columns=columns).set_index("account"), power)

@@ -25,10 +25,16 @@ from helpers.study.paper import CLAIMS
 from helpers.study.profiles import current_model_name, get_profile
 from helpers.study.results import load_metrics, save_metrics
 
-__all__ = ["Claim", "VERDICTS", "shown_digits", "claim", "measured_on", "claims_frame", "report_claims", "reported_claim", "quote_claim",
+__all__ = ["Claim", "VERDICTS", "above_zero", "shown_digits", "claim", "measured_on", "claims_frame", "report_claims", "reported_claim", "quote_claim",
            "reported_claims", "reading_markdown", "show_reading"]
 
 VERDICTS = ("replicates", "partly", "does not replicate", "inconclusive", "not comparable")
+
+
+def above_zero(iv: Interval) -> str:
+    """The verdict of a contrast whose claim is "above 0": the 95% interval above 0 "replicates", below 0 "does not
+    replicate", containing 0 "inconclusive"."""
+    return "replicates" if iv.low > 0 else "does not replicate" if iv.high < 0 else "inconclusive"
 
 
 def shown_digits(iv: Interval, digits: int) -> int:

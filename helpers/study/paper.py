@@ -441,5 +441,58 @@ CLAIMS_10: dict[str, dict] = {
 }
 # end of notebook 10
 
+# notebook 11: the accounts after the anchors
+_FLIP = "arXiv 2511.21038 (flipped labels)"
+CLAIMS_11: dict[str, dict] = {
+    "11.semantic_anchors": {
+        "statement": "With the demonstrations' label words flipped, the prediction follows the words' meaning, not "
+                     "the flipped mapping (agreement with the query's class minus with its flipped class)",
+        "source": "arXiv 2511.21038, semantic override rate",
+        "paper": "semantic override rate 0 on every model (1-12B)"},
+    "11.control_override": {
+        "statement": "With the label tokens permuted, the control's prediction follows the context's mapping "
+                     "(agreement with the permuted class minus with the query's class)",
+        "source": "arXiv 2511.21038's measure on notebook 09's controls",
+        "paper": "the positive control reads its context: it follows any mapping; the negative one does not"},
+    **{f"11.flipped_{k[3:]}": {**CLAIMS_01[k], "statement": "On flipped labels: " + CLAIMS_01[k]["statement"],
+                               "source": f"{_FLIP}, with {CLAIMS_01[k]['source']}"} for k in CLAIMS_01},
+    "11.flipped_label_isolation": {
+        "statement": "On flipped labels, isolating the label words in the first layers moves the prediction more "
+                     "than isolating as many random words",
+        "source": f"{_FLIP}, with arXiv 2305.14160 §2.2",
+        "paper": "label words still aggregate the demonstrations (2511.21038); loyalty far lower (2305.14160 Fig. 4)"},
+    "11.label_reads_earlier_labels": {
+        "statement": "In shallow layers, a label word reads the earlier demonstrations' label words (saliency per "
+                     "pair) more than other words read each other (S_ww)",
+        "source": "arXiv 2504.00132 (contextualise, then aggregate), with arXiv 2305.14160 §2.1",
+        "paper": "label words are contextualised by the earlier demonstrations before q aggregates them"},
+    "11.label_reads_earlier_text": {
+        "statement": "In shallow layers, a label word reads the earlier demonstrations' input texts (saliency per "
+                     "pair) more than other words read each other (S_ww)",
+        "source": "arXiv 2504.00132, with arXiv 2305.14160 §2.1",
+        "paper": "label words are contextualised by the earlier demonstrations before q aggregates them"},
+    "11.context_knockout": {
+        "statement": "Blocking each label word's links to the earlier demonstrations in the first layers moves the "
+                     "prediction more than blocking the same links for a text token of each demonstration",
+        "source": "arXiv 2504.00132, knockout in the style of arXiv 2305.14160 §2.2",
+        "paper": "contextualisation by earlier demonstrations is needed (larger models, ambiguous demonstrations)"},
+    "11.two_stages": {
+        "statement": "The query's state separates the classes (a linear probe) layers before it aligns with the "
+                     "label words' unembedding (half-rise layer of alignment minus of separability)",
+        "source": "arXiv 2505.18752 (two stages of the query)",
+        "paper": "separability rises in the early-middle layers, alignment in the later ones"},
+    "11.previous_token_heads_separability": {
+        "statement": "Ablating the top previous-token heads lowers the query's separability (probe accuracy at the "
+                     "middle layer) more than ablating as many random heads",
+        "source": "arXiv 2505.18752",
+        "paper": "previous-token heads drive separability"},
+    "11.induction_heads_alignment": {
+        "statement": "Ablating the top induction heads lowers the query's alignment with the label words (readout "
+                     "accuracy after the last layer) more than ablating as many random heads",
+        "source": "arXiv 2505.18752",
+        "paper": "induction heads drive alignment"},
+}
+# end of notebook 11
+
 CLAIMS = {**CLAIMS_00, **CLAIMS_01, **CLAIMS_02, **CLAIMS_03, **CLAIMS_04, **CLAIMS_05, **CLAIMS_06, **CLAIMS_07,
-          **CLAIMS_08, **CLAIMS_09, **CLAIMS_10}
+          **CLAIMS_08, **CLAIMS_09, **CLAIMS_10, **CLAIMS_11}

@@ -1,6 +1,6 @@
 """What a check's verdict is worth: its power on two controls whose answer is known, as rows a record keeps.
 
-A check of notebooks 01, 02, 03, 05, 07 and 10 runs many times (replicates) on the wide positive control, where
+A check of notebooks 01, 02, 03, 05, 07, 10 and 11 runs many times (replicates) on the wide positive control, where
 the mechanism it looks for is there, and on the negative control, where it is absent (the runs:
 :mod:`helpers.protocols.power`). **Sensitivity** is the share of the positive control's replicates whose verdict
 is "replicates"; **specificity** the share of the negative control's whose verdict is anything else. Each carries
@@ -56,6 +56,14 @@ CHECKS: dict[str, str] = {
     **{f"10.{c}_isolation": "10.control_label_isolation" for c in ("label", "forerunner", "template")},
     **{f"10.{c}_gathers": "10.control_label_gathers" for c in ("forerunner", "template")},
     **{f"10.{c}_is_read": "10.control_label_is_read" for c in ("forerunner", "template")},
+    # notebook 11: the flipped-label checks run on the controls' sequences with their label tokens permuted. The
+    # override is measured the other way round: the control claim says "replicates" when the prediction follows the
+    # permuted mapping, which the positive control does (it reads any mapping from its context) and the negative
+    # one does not; a measure that tells the two apart gives weight to both of its answers on a language model
+    "11.semantic_anchors": "11.control_override",
+    **{k: k for k in ("11.flipped_shallow_wp_dominant", "11.flipped_deep_pq_dominant",
+                      "11.flipped_label_flows_above_ww", "11.flipped_label_isolation", "11.two_stages",
+                      "11.previous_token_heads_separability", "11.induction_heads_alignment")},
 }
 _WORDS = ("the controls can only say one of their four labels, so word loyalty (the overlap of the top-5 words) "
           "is label loyalty's ranking of four labels, not a measure of its own")
@@ -79,14 +87,17 @@ NOT_MEASURED: dict[str, str] = {
     "10.span_isolation": "the controls' labels are one token each: there are no later tokens of a label",
     "10.span_aucroc": "the controls' labels are one token each: there are no later tokens of a label",
     "10.span_hidden_anchor": "the controls' labels are one token each: there are no later tokens of a label",
+    **{k: "neither control builds its label words from the earlier demonstrations (the positive one copies each "
+          "item into the label after it): the mechanism is absent from both, so no sensitivity can be measured"
+       for k in ("11.label_reads_earlier_labels", "11.label_reads_earlier_text", "11.context_knockout")},
 }
-NOTEBOOKS = ("01", "02", "03", "05", "07", "10")  # the notebooks whose every check has a row
+NOTEBOOKS = ("01", "02", "03", "05", "07", "10", "11")  # the notebooks whose every check has a row
 
 
 def checked_keys(keys: Iterable[str]) -> list[str]:
     """The claim keys among ``keys`` that belong to the power table (notebooks :data:`NOTEBOOKS`; notebook 10's
-    own control claims are the measurements, not checks of a model)."""
-    return [k for k in keys if k[:2] in NOTEBOOKS and not k.startswith("10.control_")]
+    and 11's own control claims are the measurements, not checks of a model)."""
+    return [k for k in keys if k[:2] in NOTEBOOKS and not k.startswith(("10.control_", "11.control_"))]
 
 
 # ----------------------------------------------------------------- the power rows

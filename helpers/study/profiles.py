@@ -25,7 +25,8 @@ from helpers.study.config import check_environment
 from helpers.study.profile_table import PROFILES, Profile, current_tasks
 
 __all__ = ["get_profile", "current_model_name", "cell_timeout", "RunSizes", "OwnTaskSizes", "own_task_sizes", "current_own_task", "OWN_TASK_EXAMPLE",
-           "SPAN_TASK", "LabelSpanSizes", "label_span_sizes", "label_span_runs", "study_tasks"]
+           "SPAN_TASK", "LabelSpanSizes", "label_span_sizes", "label_span_runs", "study_tasks",
+           "AfterSizes", "after_sizes"]
 
 @dataclass(frozen=True)
 class RunSizes:
@@ -154,6 +155,33 @@ def label_span_runs(kind: str, model, sizes: LabelSpanSizes, compute) -> dict[in
             return compute(make_icl_set(model, task, seed, sizes.n))
 
     return {seed: out for (_, seed), out in run_grid(kind, model, [task], seeds, run, {"n": sizes.n}).items()}
+
+
+@dataclass(frozen=True)
+class AfterSizes(RunSizes):
+    """Run sizes of notebook 11, the accounts after the anchors (:func:`after_sizes`)."""
+
+    seeds: tuple[int, ...]  # one demonstration set per (task, seed)
+    n: int  # inputs per (task, seed): natural, flipped and zero-shot predictions, the knockout, the query's states
+    n_flow: int  # the first this many inputs also get the saliency flows, natural and flipped
+    random_n: int  # isolation's random control runs on the first this many inputs
+    k: int  # layers isolated or knocked out (the first k)
+    folds: int  # the probe's cross-validation folds (fewer where a class has fewer inputs)
+    frac: float  # the share of all heads in each ablated set (at least 4 heads)
+    batch_size: int
+
+
+def after_sizes(profile: Profile) -> AfterSizes:
+    """``paper``: every seed, ``n_test`` inputs (the saliency on ``n_saliency``, the random control on
+    ``n_random_control``); ``default``: the first two seeds, 64 inputs (so that a 6-class task has inputs of every
+    class in most folds), the saliency on the first 8, the random control on 16; ``smoke``: one seed, 12 inputs, 2,
+    2. k = 5 as in notebook 02 (smoke: 1); a 5-fold probe (smoke: 2); the top 2% of heads, as notebook 10."""
+    if profile.name == "paper":
+        return AfterSizes(tuple(profile.seeds), profile.n_test, min(profile.n_saliency, profile.n_test),
+                          profile.n_random_control, 5, 5, 0.02, profile.batch_size)
+    if profile.name == "default":
+        return AfterSizes(tuple(profile.seeds[:2]), 64, 8, 16, 5, 5, 0.02, profile.batch_size)
+    return AfterSizes(tuple(profile.seeds[:1]), 12, 2, 2, 1, 2, 0.02, profile.batch_size)
 
 
 def current_model_name(default: str | None = None) -> str:

@@ -301,16 +301,19 @@ def runs_line(records: Sequence[Record]) -> str:
 
 
 def recorded_power(records: Sequence[Record]) -> tuple[dict[str, Power], Record | None]:
-    """The checks' power (``{claim key: Power}``) of the first record that holds it, and that record."""
+    """The checks' power (``{claim key: Power}``) the records hold (notebook 09's record holds every check's but
+    notebook 11's, whose run measures its own; for a key in several, the first record's), and the first record
+    that holds any."""
+    out: dict[str, Power] = {}
     for r in records:
-        if r.power:
-            return power_by_key(r.power), r
-    return {}, None
+        for k, p in power_by_key(r.power).items():
+            out.setdefault(k, p)
+    return out, next((r for r in records if r.power), None)
 
 
 def _power_cell(key: str, power: dict[str, Power]) -> str:
     if not checked_keys([key]):
-        return "not a check of notebooks 01-03, 05, 07 or 10"
+        return "not a check of notebooks 01-03, 05, 07, 10 or 11"
     return annotate(power.get(key)) if power else "not recorded yet"
 
 
@@ -417,6 +420,27 @@ def verdict_table(records: Sequence[Record]) -> str:
     return out
 
 
+def after_verdict_table(records: Sequence[Record]) -> str:
+    """Notebook 11's verdict per account (:func:`helpers.study.after_report.after_verdicts`), one column per
+    recorded model that ran it, and what the checks behind each verdict are worth on the controls."""
+    from helpers.study.after_report import AFTER_ACCOUNTS, after_verdicts  # lazy: pandas, only for the tables
+    from helpers.study.power_report import account_power
+
+    ran = [(r, after_verdicts([c for c in r.claims if c.key.startswith("11.")])) for r in records]
+    ran = [(r, v) for r, v in ran if v]
+    if not ran:
+        return ("No run of notebook 11 is recorded yet at the default profile: `make run`, then `make record` and "
+                "`make tables` add its verdicts here.\n")
+    power, _ = recorded_power(records)
+    lines = ["| account (notebook 11) | " + " | ".join(model_label(r) for r, _ in ran)
+             + " | its checks on the controls |", "|---|" + "---|" * len(ran) + "---|"]
+    for a, keys in AFTER_ACCOUNTS.items():
+        said = account_power(keys, power) if power else "not recorded yet"
+        lines.append(f"| {_esc(a)} | " + " | ".join(f"**{v[a]}**" if a in v else "" for _, v in ran)
+                     + f" | {_esc(said)} |")
+    return "\n".join(lines) + "\n\n" + runs_line([r for r, _ in ran]) + "\n"
+
+
 def power_table(records: Sequence[Record]) -> str:
     """Every check's sensitivity on the wide positive control and specificity on the negative one, with their
     intervals and reading (:func:`helpers.study.power_report.power_markdown`), from the record that holds them."""
@@ -432,7 +456,7 @@ def power_table(records: Sequence[Record]) -> str:
 
 
 RENDERERS = {"front": front_table, "control": control_table, "full": full_table, "times": run_times,
-             "verdicts": verdict_table, "power": power_table}
+             "verdicts": verdict_table, "after": after_verdict_table, "power": power_table}
 TABLE_PROFILE = "default"  # the result tables show the records of this profile; the run times show every record
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from helpers.core.accounting import read_ledgers, summarise
 from helpers.core.tasks import get_task
+from helpers.study.after_report import AFTER_ACCOUNTS, after_verdicts
 from helpers.study.challengers_report import ACCOUNT_CLAIMS, verdicts
 from helpers.study.claims import Claim
 from helpers.study.power_report import Power, account_power, annotate, checked_keys, power_by_key, power_markdown
@@ -225,7 +226,14 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
                                  "worth on the controls (notebook 09; 'not recorded' before it has run):\n")
                     lines.append(markdown_table([{"account": a, "verdict": v, "its checks on the controls": account_power(
                         ACCOUNT_CLAIMS.get(a, ()), power) if power else "not recorded"} for a, v in found.items()]))
-            if (met.get("metrics") or {}).get("power"):  # notebook 09: every check's power on the controls
+            if sec.startswith("11_") and met.get("claims"):  # notebook 11: a verdict per account
+                found = after_verdicts([Claim.from_json(c) for c in met["claims"]])
+                if found:
+                    lines.append("Verdict per account (helpers.study.after_report), and what its checks are worth on "
+                                 "the controls:\n")
+                    lines.append(markdown_table([{"account": a, "verdict": v, "its checks on the controls": account_power(
+                        AFTER_ACCOUNTS[a], power) if power else "not recorded"} for a, v in found.items()]))
+            if (met.get("metrics") or {}).get("power") and sec.startswith("09_"):  # every check's power on the controls
                 lines.append("Every check's power on the controls (helpers.study.power_report):\n")
                 lines.append(power_markdown([Power.from_json(p) for p in met["metrics"]["power"]]))
             if met.get("verdict"):

@@ -6,6 +6,7 @@ notebooks write ``from helpers.study import plots`` and call ``plots.<name>``.
 
 import pandas as _pd
 
+from .after import *  # noqa: F401,F403  notebook 11
 from .analysis import *  # noqa: F401,F403  notebooks 01-03
 from .applications import *  # noqa: F401,F403  notebooks 04-06
 from .challengers import *  # noqa: F401,F403  notebook 10

@@ -1,0 +1,198 @@
+"""The protocol of flipped labels (notebook 11, arXiv 2511.21038): its runs over tasks x seeds (each stored by
+content), its intervals, the criteria written before any run, its claims, and the same checks on notebook 09's
+controls. The method (flipped prompts, agreements) is :mod:`helpers.experiments.flipped_labels`; the flows and the
+isolation are §2.1's and §2.2's own methods, run on the flipped prompts and, beside them, on the natural ones.
+
+One run per (task, seed) computes, on one demonstration set and its flipped twin (the same inputs):
+
+- the predictions with the natural and the flipped demonstrations and without demonstrations (the prior);
+- on the first ``n_flow`` inputs of each, one saliency pass: §2.1's flows and the context flows of arXiv
+  2504.00132 (:func:`helpers.protocols.saliency_context.flows_and_context`);
+- §2.2's isolation of the label words and of as many random words in the first ``k`` layers.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from helpers.core.control import ControlPrompts, ControlTask, control_prompts, relabel
+from helpers.core.grid import run_grid
+from helpers.core.loyalty import label_loyalty_rows
+from helpers.core.predict import predict
+from helpers.core.prefix_runs import vanilla_predictions
+from helpers.core.seeds import stream_seed
+from helpers.core.stats import Interval, bootstrap_means, paired_differences
+from helpers.core.store import pins_weights
+from helpers.core.tasks import LabelWordWarning, get_task, run_args
+from helpers.experiments.flipped_labels import (
+    ALIGNMENTS,
+    agreements,
+    flip_permutation,
+    flipped_icl_set,
+    zero_shot_prompts,
+)
+from helpers.experiments.isolation import isolation_experiment
+from helpers.experiments.saliency import FLOWS, saliency_flow
+from helpers.experiments.saliency_context import CONTEXT_FLOWS
+from helpers.protocols import isolation_classes as ic
+from helpers.protocols import saliency as sal
+from helpers.protocols.saliency_context import flows_and_context
+from helpers.study.claims import Claim, above_zero, claim
+from helpers.study.profiles import AfterSizes
+
+__all__ = ["flipped_runs", "after_flow_frame", "override_intervals", "semantic_anchor_claim", "flipped_flow_claims",
+           "flipped_isolation_intervals", "flipped_isolation_claim", "control_flipped_claims"]
+
+PROMPTS = ("natural", "flipped")
+
+
+def _labels(pred) -> torch.Tensor:
+    return pred.label_logits.argmax(-1)
+
+
+@pins_weights
+def flipped_runs(model, tasks: Sequence[str], sizes: AfterSizes, progress: bool = True) -> dict:
+    """``{(task, seed): {"gold", "perm", "pred": {natural, flipped, prior}, "flows": {natural, flipped},
+    "context": {natural, flipped}, "loyal": {natural, flipped: {"label", "random"}}}}`` (module docstring), stored
+    on disk per (task, seed)."""
+    if not isinstance(sizes, AfterSizes):
+        raise TypeError(f"sizes must be the AfterSizes of after_sizes(profile), got {type(sizes).__name__}")
+    tasks, seeds = run_args(tasks, sizes.seeds, n=sizes.n)
+    bs, k = sizes.batch_size, sizes.k
+
+    def run(task, seed):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LabelWordWarning)  # multi-token label words: read at their first token
+            sets = dict(zip(PROMPTS, flipped_icl_set(model, task, seed, sizes.n)))
+        lids, m = sets["natural"].label_ids, min(sizes.n_flow, len(sets["natural"].prompts))
+        pred = {name: _labels(vanilla_predictions(model, s.prompts, lids, batch_size=bs, top_k=0))
+                for name, s in sets.items()}
+        pred["prior"] = _labels(predict(model, zero_shot_prompts(model, sets["natural"]), lids, batch_size=bs, top_k=0))
+        out = {"gold": torch.tensor([p.gold for p in sets["natural"].prompts]),
+               "perm": torch.tensor(flip_permutation(get_task(task).n_classes)), "pred": pred,
+               "flows": {}, "context": {}, "loyal": {}}
+        for name, s in sets.items():
+            out["flows"][name], out["context"][name] = flows_and_context(model, s.prompts[:m], lids, batch_size=bs)
+            iso = isolation_experiment(model, s.prompts, lids, ks=(k,), wheres=("first",), seed=seed, batch_size=bs,
+                                       top_k=0, random_n=sizes.random_n)
+            out["loyal"][name] = {c: torch.as_tensor(label_loyalty_rows(
+                _labels(iso[(c, "first", k)]), _labels(iso["base"])[: len(iso[(c, "first", k)].gold)]))
+                for c in ("label", "random")}
+        return out
+
+    return run_grid("flipped_labels", model, tasks, seeds, run,
+                    {"n": sizes.n, "n_flow": sizes.n_flow, "random_n": sizes.random_n, "k": k},
+                    progress=progress and "flipped labels")
+
+
+def after_flow_frame(runs: dict):
+    """A ``pandas.DataFrame``, a row per (task, seed, prompts, layer, flow): the mean over the inputs of §2.1's
+    flows (``S_wp``, ``S_pq``, ``S_ww``) and of the context flows (``from_label``, ``from_text``), each a mean
+    saliency per pair, on the natural and the flipped prompts."""
+    import pandas as pd  # lazy
+
+    names = (*FLOWS, *CONTEXT_FLOWS)
+    rows = []
+    for (task, seed), r in runs.items():
+        for kind in PROMPTS:
+            both = torch.cat([r["flows"][kind], r["context"][kind]], -1).double().nanmean(0)  # [layer, 5]
+            rows += [{"task": task, "seed": seed, "prompts": kind, "layer": l, "flow": f, "value": float(both[l, j])}
+                     for l in range(both.shape[0]) for j, f in enumerate(names)]
+    return pd.DataFrame(rows)
+
+
+def override_intervals(runs: dict) -> dict[str, Interval]:
+    """95% intervals (seeds, then inputs; mean over tasks) of each agreement of the flipped prompts' predictions
+    (:data:`~helpers.experiments.flipped_labels.ALIGNMENTS`: ``prompt`` is the semantic override rate), of
+    ``truth - prompt`` per input, of the natural prompts' accuracy and of ``same``: the share of inputs whose
+    prediction the flip leaves unchanged."""
+    agree = {cell: agreements(r["pred"]["flipped"], r["gold"], r["perm"], r["pred"]["prior"])
+             for cell, r in runs.items()}
+    out = {k: bootstrap_means({c: a[k] for c, a in agree.items()}) for k in ALIGNMENTS}
+    out["truth - prompt"] = bootstrap_means({c: a["truth"] - a["prompt"] for c, a in agree.items()})
+    out["natural accuracy"] = bootstrap_means({c: (r["pred"]["natural"] == r["gold"]).numpy().astype(float)
+                                               for c, r in runs.items()})
+    out["same"] = bootstrap_means({c: (r["pred"]["natural"] == r["pred"]["flipped"]).numpy().astype(float)
+                                   for c, r in runs.items()})
+    return out
+
+
+def semantic_anchor_claim(ivs: dict[str, Interval], context: str = "") -> Claim:
+    """``11.semantic_anchors``: on flipped prompts, the share of predictions that are the query's own class minus
+    the share that are its flipped class (the semantic override rate): above 0 "replicates" (the words' meaning
+    wins, as the paper's override rate of 0 says), below 0 "does not replicate" (the context's mapping wins),
+    containing 0 "inconclusive"."""
+    iv = ivs["truth - prompt"]
+    note = (f"semantic override rate {ivs['prompt']:.3f} (paper: 0); the query's own class {ivs['truth']:.3f}; "
+            f"as without demonstrations {ivs['prior']:.3f}; unchanged by the flip {ivs['same']:.3f}; accuracy with "
+            f"the natural labels {ivs['natural accuracy']:.3f}")
+    return claim("11.semantic_anchors", iv, above_zero(iv), "95% interval of the share of flipped prompts predicting "
+                 "the query's own class minus the share predicting its flipped class, above 0", context=context,
+                 note=note)
+
+
+def _renamed(claims: Sequence[Claim], context: str, notes: Sequence[str] = ()) -> list[Claim]:
+    """Notebook 01's flow claims as ``11.flipped_*`` (same interval, verdict and criterion)."""
+    notes = list(notes) or [""] * len(claims)
+    return [claim(f"11.flipped_{c.key[3:]}", c.ours, c.verdict, c.criterion, context=context,
+                  note=" ".join(x for x in (c.note, n) if x)) for c, n in zip(claims, notes)]
+
+
+def flipped_flow_claims(runs: dict, tasks: Sequence[str], context: str = "") -> list[Claim]:
+    """§2.1's three claims (notebook 01's criteria, :func:`helpers.protocols.saliency.saliency_claims`) on the
+    flipped prompts, as ``11.flipped_*``; each note gives the same claim on the natural prompts (same inputs)."""
+    got = {name: sal.saliency_claims(sal.flow_intervals({cell: r["flows"][name] for cell, r in runs.items()}),
+                                     tasks, context) for name in PROMPTS}
+    notes = [f"Natural labels, same inputs: {n.verdict}" + ("" if n.ours is None else f", {n.ours:+.3f}") + "."
+             for n in got["natural"]]
+    return _renamed(got["flipped"], context, notes)
+
+
+def flipped_isolation_intervals(runs: dict) -> dict:
+    """Per prompt kind (natural, flipped): ``kind`` the 95% interval of the loyalty with as many random words
+    isolated minus with the label words isolated (first ``k`` layers, paired on the inputs both ran), and ``(kind,
+    condition)`` each loyalty."""
+    out = {}
+    for name in PROMPTS:
+        rnd = {c: r["loyal"][name]["random"].numpy() for c, r in runs.items()}
+        lab = {c: r["loyal"][name]["label"].numpy() for c, r in runs.items()}
+        out[name] = bootstrap_means(paired_differences(rnd, {c: v[: len(rnd[c])] for c, v in lab.items()}))
+        out[(name, "label")], out[(name, "random")] = bootstrap_means(lab), bootstrap_means(rnd)
+    return out
+
+
+def flipped_isolation_claim(iv: Interval, k: int, context: str = "", note: str = "") -> Claim:
+    """``11.flipped_label_isolation``: on flipped prompts, the loyalty with as many random words isolated minus with
+    the label words isolated, first ``k`` layers: above 0 "replicates", below 0 "does not replicate", containing 0
+    "inconclusive"."""
+    return claim("11.flipped_label_isolation", iv, above_zero(iv), "95% interval of the loyalty with as many random "
+                 f"words isolated minus with the label words isolated, first {k} layer(s), flipped prompts, above 0",
+                 context=context, note=note)
+
+
+def control_flipped_claims(model, task: ControlTask, cp: ControlPrompts, seed: int, n_saliency: int, batch_size: int,
+                           context: str = "") -> list[Claim]:
+    """The checks of this protocol on a control (:mod:`helpers.protocols.power`): ``cp``, sequences of ``task``
+    drawn with ``seed``, with every label
+    token moved by :func:`~helpers.experiments.flipped_labels.flip_permutation` (the right answer under the
+    context's mapping moves with it). ``11.control_override``: the share following the permuted mapping minus the
+    share giving the sequence's own class, above 0 "replicates" (the check sees a model that reads the mapping in
+    its context); and, on the permuted sequences, the flows (notebook 01's criteria, ``n_saliency`` sequences) and
+    the isolation of the label words against as many items, first layer (``11.flipped_*``)."""
+    perm = flip_permutation(len(cp.label_ids))
+    flipped, key = relabel(cp, perm), ("control", seed)
+    pred = _labels(predict(model, flipped.prompts, cp.label_ids, batch_size=batch_size, top_k=0))
+    a = agreements(pred, cp.gold, perm)
+    iv = bootstrap_means({key: a["prompt"] - a["truth"]})
+    out = [claim("11.control_override", iv, above_zero(iv), "95% interval of the share following the permuted mapping "
+                 "minus the share giving the sequence's own class, above 0", context=context,
+                 note=f"follows the permuted mapping {np.mean(a['prompt']):.3f}, its own class {np.mean(a['truth']):.3f}")]
+    flow_cp = relabel(control_prompts(task, n_saliency, stream_seed("control_saliency", seed)), perm)
+    flows = {key: saliency_flow(model, flow_cp.prompts, flow_cp.label_ids, batch_size=64)}
+    out += _renamed(sal.saliency_claims(sal.flow_intervals(flows), ["control"], context), context)
+    loyalty = ic.class_loyalty_intervals(ic.control_isolation_runs(model, {seed: flipped}, k=1, batch_size=batch_size))
+    return out + [flipped_isolation_claim(loyalty[("drop", "label", "first")], 1, context)]

@@ -1,0 +1,59 @@
+"""Notebook 11's verdict table: the three accounts that came after the anchors, each judged from its claims.
+
+- **Semantic anchors** (Krishna Kumar, arXiv 2511.21038): with flipped labels the prediction follows the label
+  words' meaning (``11.semantic_anchors``), and the label words still carry the demonstrations: §2.1's flows
+  (``11.flipped_shallow_wp_dominant``, ``11.flipped_deep_pq_dominant``) and §2.2's isolation
+  (``11.flipped_label_isolation``) hold on the flipped prompts.
+- **Contextualise, then aggregate** (Bakalova et al., arXiv 2504.00132): the label words read the earlier
+  demonstrations' label words and texts (``11.label_reads_earlier_labels``, ``11.label_reads_earlier_text``), and
+  blocking those links moves the prediction (``11.context_knockout``).
+- **Two stages of the query** (Yang et al., arXiv 2505.18752): separability comes before alignment
+  (``11.two_stages``), previous-token heads carry the first (``11.previous_token_heads_separability``), induction
+  heads the second (``11.induction_heads_alignment``).
+
+Each account, by the rule fixed before any run (:func:`helpers.study.challengers_report.checks_verdict`):
+**supported** when every check replicates, **partly** when some do, **not supported** when every one does not
+replicate, **inconclusive** otherwise. Beside each verdict, what its checks are worth on the controls (the power
+rows, :mod:`helpers.study.power_report`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from helpers.study.challengers_report import checks_verdict
+from helpers.study.claims import Claim
+from helpers.study.power_report import Power, account_power, power_by_key
+
+__all__ = ["AFTER_ACCOUNTS", "after_verdicts", "after_table"]
+
+AFTER_ACCOUNTS: dict[str, tuple[str, ...]] = {
+    "semantic anchors (arXiv 2511.21038)": ("11.semantic_anchors", "11.flipped_shallow_wp_dominant",
+                                            "11.flipped_deep_pq_dominant", "11.flipped_label_isolation"),
+    "contextualise, then aggregate (arXiv 2504.00132)": ("11.label_reads_earlier_labels",
+                                                         "11.label_reads_earlier_text", "11.context_knockout"),
+    "two stages of the query (arXiv 2505.18752)": ("11.two_stages", "11.previous_token_heads_separability",
+                                                   "11.induction_heads_alignment"),
+}
+
+
+def after_verdicts(claims: Sequence[Claim]) -> dict[str, str]:
+    """``{account: verdict}`` for every account of :data:`AFTER_ACCOUNTS` whose claims are all in ``claims``."""
+    v = {c.key: c.verdict for c in claims}
+    return {a: checks_verdict([v[k] for k in keys]) for a, keys in AFTER_ACCOUNTS.items() if all(k in v for k in keys)}
+
+
+def after_table(claims: Sequence[Claim], power: Sequence[Power] | None = None) -> pd.DataFrame:
+    """A row per account: each of its checks' verdicts, the account's verdict and, with ``power``, what its checks
+    are worth on the controls."""
+    v = {c.key: c.verdict for c in claims}
+    verdicts = after_verdicts(claims)
+    rows = [{"account": a, "checks": "; ".join(f"{k[3:]}: {v[k]}" for k in keys), "verdict": verdicts[a]}
+            for a, keys in AFTER_ACCOUNTS.items() if a in verdicts]
+    table = pd.DataFrame(rows, columns=["account", "checks", "verdict"]).set_index("account")
+    if power is not None:
+        by = power_by_key(power)
+        table["its checks on the controls"] = [account_power(AFTER_ACCOUNTS[a], by) for a in table.index]
+    return table
