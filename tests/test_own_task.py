@@ -390,7 +390,7 @@ def test_every_notebook_runs_on_a_task_and_model_of_your_own(tmp_path):
                        text=True, timeout=1500)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-4000:]
-    assert "finished: 10 of 10 notebooks ok, 0 failed, in" in out and "finished: 1 of 1 notebooks ok, 0 failed, in" in out, out[-3000:]
+    assert "finished: 11 of 11 notebooks ok, 0 failed, in" in out and "finished: 1 of 1 notebooks ok, 0 failed, in" in out, out[-3000:]
     d = tasks.get_task(spec).digest[:8]  # a spec's task is named with its digest
     folders = {p.parent.parent.name for p in (tmp_path / "results").glob("*/*/metrics/*.json")}
     assert {f"smoke-tasks-three_way.{d}-own-three_way.{d}", f"smoke-tasks-trec-own-three_way.{d}",

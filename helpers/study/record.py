@@ -391,30 +391,38 @@ def run_times(records: Sequence[Record]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _accounts_table(records: Sequence[Record], nn: str, verdicts_of, account_claims: dict) -> tuple[str, bool]:
+    """A notebook's verdict per account (``verdicts_of(claims)``: ``{account: verdict}``), one column per recorded
+    model that ran notebook ``nn``, and what the checks behind each verdict (``account_claims[account]``) are worth
+    on the controls; and whether any record ran it."""
+    from helpers.study.power_report import account_power  # lazy: only for the tables
+
+    ran = [(r, verdicts_of([c for c in r.claims if c.key.startswith(f"{nn}.")])) for r in records]
+    ran = [(r, v) for r, v in ran if v]
+    if not ran:
+        return (f"No run of notebook {nn} is recorded yet at the default profile: `make run`, then `make record` and "
+                "`make tables` add its verdicts here.\n"), False
+    power, _ = recorded_power(records)
+    accounts = list(dict.fromkeys(a for _, v in ran for a in v))
+    lines = [f"| account (notebook {nn}) | " + " | ".join(model_label(r) for r, _ in ran)
+             + " | its checks on the controls |", "|---|" + "---|" * len(ran) + "---|"]
+    for a in accounts:
+        said = account_power(account_claims.get(a, ()), power) if power else "not recorded yet"
+        lines.append(f"| {_esc(a)} | " + " | ".join(f"**{v[a]}**" if a in v else "" for _, v in ran)
+                     + f" | {_esc(said)} |")
+    return "\n".join(lines) + "\n\n" + runs_line([r for r, _ in ran]) + "\n", True
+
+
 def verdict_table(records: Sequence[Record]) -> str:
     """Notebook 10's verdict per account (label words, forerunner and template tokens; in-context, induction and
     function-vector heads; :func:`helpers.study.challengers_report.verdicts`), one column per recorded model that
     ran it, and what the checks behind each verdict are worth on the controls
     (:func:`helpers.study.power_report.account_power`)."""
     from helpers.study.challengers_report import ACCOUNT_CLAIMS, verdicts  # lazy: pandas, only for the tables
-    from helpers.study.power_report import account_power
 
-    ran = [(r, verdicts([c for c in r.claims if c.key.startswith("10.")])) for r in records]
-    ran = [(r, v) for r, v in ran if v]
-    if not ran:
-        return ("No run of notebook 10 is recorded yet at the default profile: `make run`, then `make record` and "
-                "`make tables` add its verdicts here.\n")
-    power, source = recorded_power(records)
-    accounts = list(dict.fromkeys(a for _, v in ran for a in v))
-    lines = ["| account (notebook 10) | " + " | ".join(model_label(r) for r, _ in ran)
-             + " | its checks on the controls |",
-             "|---|" + "---|" * len(ran) + "---|"]
-    for a in accounts:
-        said = account_power(ACCOUNT_CLAIMS.get(a, ()), power) if power else "not recorded yet"
-        lines.append(f"| {_esc(a)} | " + " | ".join(f"**{v[a]}**" if a in v else "" for _, v in ran)
-                     + f" | {_esc(said)} |")
-    out = "\n".join(lines) + "\n\n" + runs_line([r for r, _ in ran]) + "\n"
-    if source is not None:
+    out, ran = _accounts_table(records, "10", verdicts, ACCOUNT_CLAIMS)
+    _, source = recorded_power(records)
+    if ran and source is not None:
         out += (f"\nThe checks' power comes from the run of {model_label(source)} (record `docs/record/{source.file_name}`"
                 "): the table under 'The checks' power' has each check's sensitivity and specificity.\n")
     return out
@@ -422,23 +430,11 @@ def verdict_table(records: Sequence[Record]) -> str:
 
 def after_verdict_table(records: Sequence[Record]) -> str:
     """Notebook 11's verdict per account (:func:`helpers.study.after_report.after_verdicts`), one column per
-    recorded model that ran it, and what the checks behind each verdict are worth on the controls."""
+    recorded model that ran it, and what the checks behind each verdict are worth on the controls (notebook 11
+    measures them itself, power group "11")."""
     from helpers.study.after_report import AFTER_ACCOUNTS, after_verdicts  # lazy: pandas, only for the tables
-    from helpers.study.power_report import account_power
 
-    ran = [(r, after_verdicts([c for c in r.claims if c.key.startswith("11.")])) for r in records]
-    ran = [(r, v) for r, v in ran if v]
-    if not ran:
-        return ("No run of notebook 11 is recorded yet at the default profile: `make run`, then `make record` and "
-                "`make tables` add its verdicts here.\n")
-    power, _ = recorded_power(records)
-    lines = ["| account (notebook 11) | " + " | ".join(model_label(r) for r, _ in ran)
-             + " | its checks on the controls |", "|---|" + "---|" * len(ran) + "---|"]
-    for a, keys in AFTER_ACCOUNTS.items():
-        said = account_power(keys, power) if power else "not recorded yet"
-        lines.append(f"| {_esc(a)} | " + " | ".join(f"**{v[a]}**" if a in v else "" for _, v in ran)
-                     + f" | {_esc(said)} |")
-    return "\n".join(lines) + "\n\n" + runs_line([r for r, _ in ran]) + "\n"
+    return _accounts_table(records, "11", after_verdicts, AFTER_ACCOUNTS)[0]
 
 
 def power_table(records: Sequence[Record]) -> str:
