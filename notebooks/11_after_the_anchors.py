@@ -45,8 +45,8 @@
 # `helpers.protocols.isolation_context`, `helpers.protocols.query_stages`, `helpers.study.after_report`). The same
 # checks run on notebook 09's two controls, whose answers are known, to say what each check is worth.
 #
-# Under `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs of two tasks
-# (`study_tasks`): the numbers test that the code runs; they are not evidence.
+# Under `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs of one task (`after_tasks`):
+# the numbers test that the code runs; they are not evidence.
 
 # %%
 from IPython.display import display
@@ -57,10 +57,10 @@ from helpers.protocols import isolation_context as ik
 from helpers.protocols import query_stages as qs
 from helpers.protocols import saliency_context as sx
 from helpers.study import plots
-from helpers.study.profiles import after_sizes, current_model_name, get_profile, study_tasks
+from helpers.study.profiles import after_sizes, after_tasks, current_model_name, get_profile
 
 profile, model = get_profile(), load_model(current_model_name())
-tasks = study_tasks(profile)  # the profile's tasks (smoke: its first two)
+tasks = after_tasks(profile)  # the profile's tasks (smoke: its first)
 sizes = after_sizes(profile)  # seeds, inputs per (task, seed), saliency inputs, random-control inputs, k, folds
 print(profile.name, current_model_name(), tasks, sizes, sep="\n")
 

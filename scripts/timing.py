@@ -144,11 +144,11 @@ def work(profile, notebook: str) -> float:
 
         b = class_isolation_sizes(p)
         return float(len(b.seeds) * len(study_tasks(p)) * b.n)
-    if nn == "11":  # its own sizes (helpers.study.profiles.after_sizes) on its tasks (smoke: the first two)
-        from helpers.study.profiles import after_sizes, study_tasks
+    if nn == "11":  # its own sizes (helpers.study.profiles.after_sizes) on its tasks (smoke: the first)
+        from helpers.study.profiles import after_sizes, after_tasks
 
         b = after_sizes(p)
-        return float(len(b.seeds) * len(study_tasks(p)) * b.n)
+        return float(len(b.seeds) * len(after_tasks(p)) * b.n)
     return float(seeds * tasks * per_seed.get(nn, p.n_test))
 
 

@@ -117,9 +117,12 @@ def test_mean_attention_needs_no_unembedding(tiny_model):
 
 
 @pytest.mark.filterwarnings("ignore::helpers.core.tasks.LabelWordWarning")
-def test_flipped_runs_pair_their_inputs_and_are_stored(tiny_model, tmp_path, monkeypatch):
+def test_flipped_runs_pair_their_inputs_and_are_stored(tmp_path, monkeypatch):
+    """On one architecture: the protocol's bookkeeping (the methods it runs are tested on all three)."""
+    from helpers.exercises.tiny import tiny_model as shared_tiny
     from helpers.protocols import flipped_labels as fl
 
+    tiny_model = shared_tiny("gpt2")
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
     runs = fl.flipped_runs(tiny_model, ["sst2", "trec"], TINY_SIZES, progress=False)
     L = tiny_model.cfg.n_layers
@@ -233,6 +236,7 @@ def test_context_flow_intervals_are_the_ratio_to_s_ww_by_hand():
     context[:, 2:] = 100.0  # deep layers do not count
     ivs = context_flow_intervals({("t", 1): flows}, {("t", 1): context})
     assert ivs["from_label"].estimate == pytest.approx(1.0) and ivs["from_text"].estimate == pytest.approx(-0.5)
+    assert ivs["S_wp"].estimate == pytest.approx(-0.5)  # S_wp = 1 against S_ww = 2, for scale
     context[0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match="earlier demonstration"):
         context_flow_intervals({("t", 1): flows}, {("t", 1): context})

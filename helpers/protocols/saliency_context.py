@@ -36,14 +36,16 @@ def context_flow_intervals(flows: dict, context: dict) -> dict[str, Interval]:
     """Per context flow, the 95% interval of its excess over S_ww: per input, its mean over the shallow layers (the
     first third) divided by S_ww's over the same layers, minus 1 (both are means per pair; a ratio, since raw
     saliency has no scale of its own). ``flows``, ``context``: ``{(task, seed): [n, layer, 3]}`` and ``{(task,
-    seed): [n, layer, 2]}`` on the same inputs."""
+    seed): [n, layer, 2]}`` on the same inputs. ``S_wp``: the same for §2.1's S_wp (every earlier token into the
+    label words), for scale."""
     out = {}
-    for j, name in enumerate(CONTEXT_FLOWS):
+    for j, name in enumerate((*CONTEXT_FLOWS, "S_wp")):
         diffs = {}
         for cell, f in flows.items():
             shallow = layer_ranges(f.shape[1])["shallow"]
             ww = f[:, shallow, FLOWS.index("S_ww")].double().mean(1)
-            diffs[cell] = (context[cell][:, shallow, j].double().mean(1) / ww - 1).numpy()
+            into = f[:, shallow, FLOWS.index("S_wp")] if name == "S_wp" else context[cell][:, shallow, j]
+            diffs[cell] = (into.double().mean(1) / ww - 1).numpy()
             if np.isnan(diffs[cell]).any():
                 raise ValueError(f"cell {cell}: a prompt without an earlier demonstration has no context flow")
         out[name] = bootstrap_means(diffs)
@@ -55,8 +57,10 @@ def context_flow_claims(intervals: dict[str, Interval], context: str = "") -> li
     words from the earlier demonstrations' label words (their texts) over S_ww, minus 1, in the shallow layers
     (the first third): above 0 "replicates", below 0 "does not replicate", containing 0 "inconclusive"."""
     what = {"from_label": "label words", "from_text": "input texts"}
-    return [claim(CONTEXT_KEYS[name], iv, above_zero(iv),
+    scale = intervals.get("S_wp")
+    note = "" if scale is None else f"for scale, S_wp (every earlier token into the label words) the same way: {scale:.3f}"
+    return [claim(CONTEXT_KEYS[name], intervals[name], above_zero(intervals[name]),
                   f"95% interval of the saliency per pair from the earlier demonstrations' {what[name]} into each "
                   "label word over S_ww, minus 1 (means over the shallow layers, the first third), above 0",
-                  context=context)
-            for name, iv in intervals.items()]
+                  context=context, note=note)
+            for name in CONTEXT_FLOWS]

@@ -26,7 +26,7 @@ from helpers.study.profile_table import PROFILES, Profile, current_tasks
 
 __all__ = ["get_profile", "current_model_name", "cell_timeout", "RunSizes", "OwnTaskSizes", "own_task_sizes", "current_own_task", "OWN_TASK_EXAMPLE",
            "SPAN_TASK", "LabelSpanSizes", "label_span_sizes", "label_span_runs", "study_tasks",
-           "AfterSizes", "after_sizes"]
+           "AfterSizes", "after_sizes", "after_tasks"]
 
 @dataclass(frozen=True)
 class RunSizes:
@@ -182,6 +182,14 @@ def after_sizes(profile: Profile) -> AfterSizes:
     if profile.name == "default":
         return AfterSizes(tuple(profile.seeds[:2]), 64, 8, 16, 5, 5, 0.02, profile.batch_size)
     return AfterSizes(tuple(profile.seeds[:1]), 12, 2, 2, 1, 2, 0.02, profile.batch_size)
+
+
+def after_tasks(profile: Profile) -> tuple[str, ...]:
+    """The tasks of notebook 11: the profile's; under ``smoke`` its first (SST-2 of the shipped four), since every
+    step runs its own demonstration sets per task and a smoke run only tests that the code runs (the six-class
+    paths, a flip that is a cycle and the probe's folds, are tested on the tiny models). Claims made on fewer tasks
+    than the run's name them (:func:`helpers.study.claims.measured_on`)."""
+    return tuple(profile.tasks[:1]) if profile.name == "smoke" else tuple(profile.tasks)
 
 
 def current_model_name(default: str | None = None) -> str:
