@@ -54,6 +54,9 @@ MEASURED_DEFAULT: dict[str, dict[str, float]] = {
         "09_a_model_that_learns_in_context": 516.4,
         # its own run (make run JOBS=1 NOTEBOOKS=10 on the idle 2-core CPU, record gemma-3-270m-default-nb10.json)
         "10_anchors_and_challengers": 757.6,
+        # its own run (make run JOBS=1 NOTEBOOKS=11 with an empty results store on the idle 2-core CPU, at 25e2569;
+        # record gemma-3-270m-default-nb11.json; SmolLM2 took 1014.6 s)
+        "11_after_the_anchors": 914.8,
     },
 }
 # Seconds per notebook, smoke profile, the four shipped tasks: both offline models side by side, one worker of one torch

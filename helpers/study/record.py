@@ -300,15 +300,18 @@ def runs_line(records: Sequence[Record]) -> str:
     return "Runs: " + "; ".join(parts) + "." if parts else "No run has been recorded yet (`make record`)."
 
 
-def recorded_power(records: Sequence[Record]) -> tuple[dict[str, Power], Record | None]:
+def recorded_power(records: Sequence[Record]) -> tuple[dict[str, Power], list[Record]]:
     """The checks' power (``{claim key: Power}``) the records hold (notebook 09's record holds every check's but
-    notebook 11's, whose run measures its own; for a key in several, the first record's), and the first record
-    that holds any."""
+    notebook 11's, whose run measures its own; for a key in several, the first record's), and the records it came
+    from, in order."""
     out: dict[str, Power] = {}
+    sources = []
     for r in records:
-        for k, p in power_by_key(r.power).items():
-            out.setdefault(k, p)
-    return out, next((r for r in records if r.power), None)
+        new = {k: p for k, p in power_by_key(r.power).items() if k not in out}
+        if new:
+            out.update(new)
+            sources.append(r)
+    return out, sources
 
 
 def _power_cell(key: str, power: dict[str, Power]) -> str:
@@ -421,10 +424,12 @@ def verdict_table(records: Sequence[Record]) -> str:
     from helpers.study.challengers_report import ACCOUNT_CLAIMS, verdicts  # lazy: pandas, only for the tables
 
     out, ran = _accounts_table(records, "10", verdicts, ACCOUNT_CLAIMS)
-    _, source = recorded_power(records)
-    if ran and source is not None:
-        out += (f"\nThe checks' power comes from the run of {model_label(source)} (record `docs/record/{source.file_name}`"
-                "): the table under 'The checks' power' has each check's sensitivity and specificity.\n")
+    keys = {k for ks in ACCOUNT_CLAIMS.values() for k in ks}
+    sources = [r for r in recorded_power(records)[1] if keys & set(power_by_key(r.power))]  # those its rows come from
+    if ran and sources:
+        runs = ", ".join(f"{model_label(r)} (record `docs/record/{r.file_name}`)" for r in sources)
+        out += (f"\nThe checks' power comes from the run{'s' if len(sources) > 1 else ''} of {runs}: the table under "
+                "'The checks' power' has each check's sensitivity and specificity.\n")
     return out
 
 
@@ -439,16 +444,16 @@ def after_verdict_table(records: Sequence[Record]) -> str:
 
 def power_table(records: Sequence[Record]) -> str:
     """Every check's sensitivity on the wide positive control and specificity on the negative one, with their
-    intervals and reading (:func:`helpers.study.power_report.power_markdown`), from the record that holds them."""
+    intervals and reading (:func:`helpers.study.power_report.power_markdown`), from the records that hold them."""
     from helpers.study.paper import CLAIMS  # lazy: the claims' statements, only for the tables
 
-    power, source = recorded_power(records)
-    if source is None:
+    power, sources = recorded_power(records)
+    if not sources:
         return ("The checks' power has not been recorded yet: `make run` (notebook 09 measures it on the controls), "
                 "then `make record` and `make tables`.\n")
     rows = list(power.values())
     said = power_markdown(rows, {k: CLAIMS[k]["statement"] for k in power if k in CLAIMS})
-    return said + "\n" + runs_line([source]) + "\n"
+    return said + "\n" + runs_line(sources) + "\n"
 
 
 RENDERERS = {"front": front_table, "control": control_table, "full": full_table, "times": run_times,
