@@ -115,7 +115,8 @@ check_override_rate(semantic_override_rate)
 # ### At scale: what the flipped prompts predict
 #
 # One demonstration set per (task, seed) and its flipped twin, on the same inputs, each cached on disk
-# (`flipped_runs`); the first inputs of each also get one saliency pass and §2.2's isolation. The figure: on the
+# (`flipped_runs`); every input of each also gets §2.2's isolation of the label words (its random control on the
+# first inputs), and the first few one saliency pass. The figure: on the
 # flipped prompts, the share of predictions that are the query's own class (the words' meaning), its flipped class
 # (the override) and the class predicted without demonstrations (the prior); beside them, the accuracy with the
 # natural labels; 95% intervals over seeds and inputs, averaged over tasks.
