@@ -39,12 +39,14 @@ from pathlib import Path
 
 import torch
 
+from helpers.core.backend import bridge_from_hf, backend, is_bridge
 from helpers.core.checks import DTYPE_NAMES
 from helpers.core.control import CONTROLS, load_control
 from helpers.core.hub import hub_offline, load_hub
 from helpers.core.model_loading import (
     LocalModelError,
     ModelLoadError,
+    load_hf,
     UnknownModelError,
     hooked_from_state,
     quiet_loading,
@@ -52,6 +54,7 @@ from helpers.core.model_loading import (
 )
 from helpers.core.offline_models import (
     GEMMA,
+    OFFLINE_HF_DIRS,
     OFFLINE_MODELS,
     SMOLLM2,
     dequantised_hf_dir,
@@ -371,6 +374,32 @@ def _load_local(path: Path, device: str, dtype: torch.dtype):
     return model, hf
 
 
+def _load_bridge(canonical: str, local: Path | None, device: str, dtype: torch.dtype):
+    """``canonical`` as a TransformerLens 4 bridge: the offline models and local folders from the same
+    transformers model 3.9 converts, hub names through TransformerLens' own loader."""
+    if canonical in OFFLINE_MODELS or local is not None:
+        path = OFFLINE_HF_DIRS[canonical]() if canonical in OFFLINE_MODELS else local
+        config = local_config(path) if local is not None else json.loads((path / "config.json").read_text())
+        hf, tok = load_hf(path, device, dtype)
+        if canonical in OFFLINE_MODELS:  # as their 3.9 loaders set it (helpers.core.offline_models)
+            bos = canonical == GEMMA
+        else:  # as _load_local decides it: from the tokenizer as saved, before BOS is added for TransformerLens
+            from transformers import AutoTokenizer
+
+            with quiet_loading():
+                plain = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            bos = config.get("model_type") not in _NO_BOS_MODEL_TYPES and _tokenizer_adds_bos(plain)
+        with hub_offline():
+            model = bridge_from_hf(hf, tok, str(path), device, dtype)
+        model.cfg.default_prepend_bos = bos
+        return model, hf
+    from transformer_lens import TransformerBridge  # lazy: TransformerLens takes seconds to import
+
+    model = TransformerBridge.boot_transformers(canonical, device=device, dtype=dtype)
+    model.enable_compatibility_mode(disable_warnings=True, no_processing=True)
+    return model, None
+
+
 def load_model(
     name: str = DEFAULT_MODEL,
     device: str | None = None,
@@ -416,15 +445,18 @@ def load_model(
     t0 = time.perf_counter()
     hf = None
     local = None if canonical in OFFLINE_MODELS else local_dir(canonical)
-    if canonical in OFFLINE_MODELS:
+    if backend() == "bridge":  # TransformerLens 4 (helpers.core.backend)
+        model, hf = _load_bridge(canonical, local, device, dtype)
+    elif canonical in OFFLINE_MODELS:
         model, hf = OFFLINE_MODELS[canonical](device, dtype)
     elif local is not None:
         model, hf = _load_local(local, device, dtype)
     else:
         model = load_hub(canonical, device, dtype)
     model.eval()
-    matmul_layout(model)
-    fast_attention(model)
+    if not is_bridge(model):  # 3.9's attention, re-laid out (helpers.core.tl_patches)
+        matmul_layout(model)
+        fast_attention(model)
     apply_matmul_precision(model)  # ICL_TF32=1 on CUDA (helpers.core.precision)
     model.cfg.icl_model_name = model_identity(canonical, dtype)  # the name experiments record
     if verbose:

@@ -42,7 +42,7 @@ from helpers.core.model_loading import MissingWeightsError, hooked_from_state, l
 from helpers.core.paths import cache_dir
 
 __all__ = ["GEMMA", "SMOLLM2", "OFFLINE_MODELS", "SMOLLM2_WHEEL", "SMOLLM2_GGUF", "gguf_file",
-           "dequantised_cache_key", "dequantised_cached", "gpt2_tokenizer"]
+           "dequantised_cache_key", "dequantised_cached", "gpt2_tokenizer", "OFFLINE_HF_DIRS"]
 
 GEMMA = "google/gemma-3-270m"
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -264,6 +264,9 @@ def _load_smollm2(device: str, dtype: torch.dtype):
 
 
 OFFLINE_MODELS: dict[str, Callable] = {GEMMA: _load_gemma, SMOLLM2: _load_smollm2}
+# the transformers folders those loaders convert (TransformerLens 4's bridge wraps them as they are)
+OFFLINE_HF_DIRS: dict[str, Callable[[], Path]] = {GEMMA: lambda: dequantised_hf_dir(GEMMA, _gemma_gguf),
+                                                  SMOLLM2: lambda: dequantised_hf_dir(SMOLLM2, _smollm2_gguf)}
 
 
 def gguf_file(name: str) -> Path:
