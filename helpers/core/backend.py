@@ -24,7 +24,7 @@ from importlib.metadata import PackageNotFoundError, version
 import torch
 
 __all__ = ["BACKENDS", "BackendError", "tl_version", "backend", "is_bridge", "bridge_from_hf", "require_hooked",
-           "kv_heads_ungrouped"]
+           "kv_heads_ungrouped", "stop_before_final_norm"]
 
 BACKENDS = ("hooked", "bridge")
 
@@ -79,7 +79,39 @@ def bridge_from_hf(hf, tokenizer, name: str, device: str | None = None, dtype: t
                                                     device=device)
         model.enable_compatibility_mode(disable_warnings=True, no_processing=True)
     model.eval()
+    stop_before_final_norm(model)
     return model
+
+
+def stop_before_final_norm(model) -> None:
+    """Make ``model(x, stop_at_layer=n_layers)`` return the final residual stream, as HookedTransformer does.
+
+    The bridge stops *before* block ``stop_at_layer``; no block has the index ``n_layers``, so it would run to the
+    end and return logits. Here that one case raises the bridge's own stop at the final norm's input instead, so
+    the unembedding (262k columns for Gemma) is never computed."""
+    from transformer_lens.model_bridge.exceptions import StopAtLayerException
+
+    forward = model.forward
+    n = model.cfg.n_layers
+
+    def stop(module, args):
+        raise StopAtLayerException(args[0])
+
+    def forward_to_final_norm(*args, stop_at_layer=None, **kwargs):
+        if "past_kv_cache" in kwargs:  # the bridge would pass it on to transformers, which ignores it
+            raise BackendError("past_kv_cache (a HookedTransformer key/value cache) is not read by a TransformerLens "
+                               "4 bridge; run whole prompts there (helpers.core.backend)")
+        if stop_at_layer is None or stop_at_layer != n:
+            return forward(*args, stop_at_layer=stop_at_layer, **kwargs)
+        handle = model.ln_final.register_forward_pre_hook(stop)
+        try:
+            return forward(*args, **kwargs)
+        except StopAtLayerException as e:  # raised outside the bridge's own stop handling
+            return e.layer_output
+        finally:
+            handle.remove()
+
+    model.forward = forward_to_final_norm
 
 
 def require_hooked(model, what: str) -> None:

@@ -32,6 +32,7 @@ import torch
 from einops import einsum, repeat
 from jaxtyping import Float, Int
 
+from helpers.core.backend import is_bridge
 from helpers.core.checks import positive_int, seed_arg
 from helpers.core.predict import predictions_from_resid
 from helpers.core.prefix import PrefixCache, PrefixError, extend_prefix, suffix_forward
@@ -180,15 +181,15 @@ def head_contributions(model: HookedTransformer, store: dict, layer: int) -> Flo
 
 
 def z_mask_hooks(model: HookedTransformer, masks: Float[torch.Tensor, "rows layer head"],
-                 fill: Float[torch.Tensor, "layer head d_head"] | None) -> list:
-    """hook_z hooks for a one-token run of ``rows`` copies: row r's heads with ``masks[r] == 1`` get ``fill``
-    (zero if None)."""
+                 fill: Float[torch.Tensor, "layer head d_head"] | None, at: int = 0) -> list:
+    """hook_z hooks for a run of ``rows`` copies: at position ``at`` (the one token of a cached run; -1: the
+    last of whole prompts), row r's heads with ``masks[r] == 1`` get ``fill`` (zero if None)."""
     def hook_for(l):
-        def fn(z, hook):  # z [R, 1, head, d_head]
+        def fn(z, hook):  # z [R, pos, head, d_head]
             m = masks[:, l, :, None].to(z)  # masks and fill may be on the CPU, z on the model's device
-            repl = torch.zeros_like(z[:, 0]) if fill is None else fill[l].to(z)[None].expand_as(z[:, 0])
+            repl = torch.zeros_like(z[:, at]) if fill is None else fill[l].to(z)[None].expand_as(z[:, at])
             z = z.clone()
-            z[:, 0] = z[:, 0] * (1 - m) + repl * m
+            z[:, at] = z[:, at] * (1 - m) + repl * m
             return z
         return fn
 
@@ -205,6 +206,11 @@ def ablated_last_logprobs(model: HookedTransformer, tokens: Int[torch.Tensor, "s
     R = masks.shape[0]
     dev = model.cfg.device
     masks = masks.to(dev)
+    if is_bridge(model):  # no key/value cache to extend on TL 4 (helpers.core.backend): R whole prompts
+        whole = tokens[None].to(dev).expand(R, -1)
+        with model.hooks(fwd_hooks=z_mask_hooks(model, masks, fill, at=-1)):
+            resid = model(whole, stop_at_layer=model.cfg.n_layers)
+        return full_log_probs(model, resid[:, -1])
     hooks = z_mask_hooks(model, masks, fill)
     last = tokens[-1:].to(dev)[None].expand(R, 1)
     if cache is not None:

@@ -39,16 +39,16 @@ from pathlib import Path
 
 import torch
 
-from helpers.core.backend import bridge_from_hf, backend, is_bridge
+from helpers.core.backend import backend, bridge_from_hf, is_bridge
 from helpers.core.checks import DTYPE_NAMES
 from helpers.core.control import CONTROLS, load_control
 from helpers.core.hub import hub_offline, load_hub
 from helpers.core.model_loading import (
     LocalModelError,
     ModelLoadError,
-    load_hf,
     UnknownModelError,
     hooked_from_state,
+    load_hf,
     quiet_loading,
     uses_bos,
 )

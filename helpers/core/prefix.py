@@ -76,6 +76,7 @@ from typing import TYPE_CHECKING
 import torch
 from jaxtyping import Float, Int
 
+from helpers.core.backend import is_bridge, require_hooked
 from helpers.core.predict import length_batches, predictions_from_resid, unembed_at
 from helpers.core.prompts import Prompt
 from helpers.core.sizing import suffix_sizing
@@ -185,6 +186,8 @@ def shared_prefix_or_none(model: HookedTransformer, prompts: Sequence[Prompt], s
     """P0 when the shared-prefix path applies (``shared``, one demonstration set, rotary or learned
     positions), else None: the caller then runs the full prompts."""
     if not shared or not prompts or model.cfg.positional_embedding_type not in ("rotary", "standard"):
+        return None
+    if is_bridge(model):  # the shared-prefix cache is HookedTransformer 3.9's (helpers.core.backend)
         return None
     try:
         return shared_prefix_len(prompts)
@@ -339,6 +342,7 @@ def run_prefix(model: HookedTransformer, tokens: Int[torch.Tensor, "prefix"], ke
     Kept rows keep their original positions. ``hooks`` act on the prefix rows
     only (e.g. isolation of label words). No gradient flows into the cache.
     """
+    require_hooked(model, "a shared-prefix cache (helpers.core.prefix)")
     _check_pos_type(model)
     _install(model)
     tokens = torch.as_tensor(tokens).reshape(-1)

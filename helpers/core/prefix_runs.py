@@ -20,6 +20,7 @@ import torch
 from jaxtyping import Int
 from tqdm.auto import tqdm
 
+from helpers.core.backend import is_bridge
 from helpers.core.checks import positive_int
 from helpers.core.predict import HookFactory, Predictions, length_batches, predict, predictions_from_resid
 from helpers.core.prefix import (
@@ -70,6 +71,8 @@ def predict_shared(model: HookedTransformer, prompts: Sequence[Prompt], label_id
     check_prompts(model, prompts, "predict", label_ids)
     if len(set(label_ids)) != len(label_ids):
         raise ValueError("label_ids must be distinct (see tasks.label_token_ids)")
+    if cache is None and not prefix_hooks and is_bridge(model):  # no shared-prefix cache on TL 4: full prompts
+        return predict(model, prompts, label_ids, batch_size, top_k=top_k, hooks=hooks, progress=progress)
     if cache is None:
         p0 = shared_prefix_len(prompts)
         cache = run_prefix(model, prompts[0].tokens[:p0], hooks=prefix_hooks)

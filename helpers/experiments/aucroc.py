@@ -22,19 +22,22 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from sklearn.metrics import roc_auc_score
-from transformer_lens import HookedTransformer
 
 from helpers.core.predict import Predictions
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prefix_runs import label_attention_reader, predict_with_cache, shared_cache, vanilla_run
 from helpers.core.prompts import Prompt, check_prompts, label_span_arg
 from helpers.core.stats import rank_auc
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer  # the type of 3.9's models; a 4.x bridge takes its place
 
 __all__ = ["label_attention_reference", "label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "mean_curves", "raw_mean_curves"]
 

@@ -38,11 +38,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformer_lens import HookedTransformer
 
 from helpers.core.accounting import forward_flops
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
@@ -58,6 +58,9 @@ from helpers.core.prefix_runs import predict_shared, predict_with_cache, shared_
 from helpers.core.prompts import Demo, Prompt, build_prompts, label_span_arg
 from helpers.core.seeds import stream_seed
 from helpers.core.store import pins_weights, result_types
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer  # the type of 3.9's models; a 4.x bridge takes its place
 
 __all__ = ["path_flops", "hidden_anchor_reference", "compression_set", "prefix_len", "anchor_keep", "random_keep", "QUERY_POSITIONS", "query_positions_arg", "build_cache", "predict_cached", "text_anchor_demos", "text_anchor_prompts", "token_counts", "CompressionResult", "run_compression", "cached_compression", "METHODS"]
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -42,7 +43,6 @@ from jaxtyping import Float
 from scipy.stats import spearmanr
 from sklearn.decomposition import PCA
 from tqdm.auto import tqdm
-from transformer_lens import HookedTransformer
 
 from helpers.core.predict import length_batches, logits_at, predictions_from_resid
 from helpers.core.prefix import run_prefix, shared_prefix_or_none, suffix_batches, suffix_forward
@@ -50,6 +50,9 @@ from helpers.core.prompts import Prompt, check_prompts, pad_batch
 from helpers.core.sizing import sizing
 from helpers.core.stats import rank_auc
 from helpers.core.store import result_types
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer  # the type of 3.9's models; a 4.x bridge takes its place
 
 __all__ = ["QKVectors", "collect_qk", "predicted_confusion", "actual_confusion", "rank_correlation", "seed_averaged_spearman", "diagnose", "layer_sweep", "default_layer", "diagnosis_set", "seed_mean", "key_projections", "key_distances", "most_confused"]
 

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 import torch
 from tqdm.auto import tqdm
 
+from helpers.core.backend import is_bridge
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
 from helpers.core.predict import HookFactory, Predictions, predict
 from helpers.core.prefix import predict_shared_split, run_prefix, shared_prefix_len, shared_prefix_or_none
@@ -110,6 +111,7 @@ def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], co
     """
     if random_draw not in RANDOM_DRAWS:
         raise ValueError(f"random_draw must be one of {RANDOM_DRAWS}, got {random_draw!r}")
+    shared = shared and not is_bridge(model)  # no shared-prefix cache on TL 4: whole prompts, same predictions
     layers = layer_range(model, where, k)
     if condition not in CONDITIONS:
         raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")

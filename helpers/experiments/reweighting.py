@@ -21,13 +21,13 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from jaxtyping import Float
 from tqdm.auto import tqdm
-from transformer_lens import HookedTransformer
 
 from helpers.core.predict import logits_at, predict, unembed_at
 from helpers.core.prefix import (
@@ -52,6 +52,9 @@ from helpers.core.prompts import (
 from helpers.core.store import result_types
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
 from helpers.core.tl_patches import frozen_params
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer  # the type of 3.9's models; a 4.x bridge takes its place
 
 __all__ = ["reweighted_label_logits_reference", "ReweightResult", "reweight_hooks", "reweight_factory", "train_reweighting", "train_reweighting_many", "table1_train_prompts", "reweight_train_demos", "vanilla_5shot_demos", "Table1Row", "run_table1", "FIVE_SHOT_PER_CLASS", "SETTINGS"]
 

@@ -6,13 +6,16 @@ and seeds and the claims of notebooks 00 and 08 are :mod:`helpers.protocols.sett
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float
-from transformer_lens import HookedTransformer
 
 from helpers.core.predict import predict
 from helpers.core.prompts import Prompt
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer  # the type of 3.9's models; a 4.x bridge takes its place
 
 __all__ = ["label_logits_reference"]
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
-from transformer_lens import HookedTransformer
 
 from helpers.core import accounting
 from helpers.core.grid import model_label
@@ -25,6 +25,9 @@ from helpers.experiments.reweighting import (
 from helpers.study.claims import claim
 from helpers.study.paper import OURS_FOR, TABLE1_GPT2XL, TASK_ORDER
 from helpers.study.profiles import RunSizes
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer  # the type of 3.9's models; a 4.x bridge takes its place
 
 __all__ = ["table1_verdict", "table1_claims", "ReweightingSizes",
            "reweighting_sizes", "table1_runs", "table1_intervals", "table1_frame"]

@@ -7,8 +7,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from transformer_lens import HookedTransformer
+from typing import TYPE_CHECKING
 
 from helpers.core.checks import positive_int
 from helpers.core.grid import run_grid
@@ -21,6 +20,9 @@ from helpers.core.tasks import LabelWordWarning, Task, get_task, run_args
 from helpers.study.claims import Claim, claim
 from helpers.study.paper import FIG5_PEAK_AUCROC
 from helpers.study.profiles import RunSizes
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer  # the type of 3.9's models; a 4.x bridge takes its place
 
 __all__ = ["SettingSizes", "setting_sizes", "vanilla_accuracy", "vanilla_interval_metrics",
            "setting_claims", "own_task_claims"]
