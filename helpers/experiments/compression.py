@@ -45,8 +45,9 @@ import torch
 from tqdm.auto import tqdm
 
 from helpers.core.accounting import forward_flops
+from helpers.core.backend import is_bridge
 from helpers.core.loyalty import label_loyalty, label_loyalty_rows, word_loyalty, word_loyalty_rows
-from helpers.core.predict import Predictions
+from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import (
     PrefixCache,
     demo_prefix_len,
@@ -275,7 +276,23 @@ def compression_set(model, task: str, seed: int, n_test: int):
 def hidden_anchor_reference(model: HookedTransformer, prompt: Prompt, keep: Sequence[int],
                             label_ids: Sequence[int]) -> torch.Tensor:
     """The helper's Hidden_anchor label logits at q for one prompt: :func:`build_cache` keeping ``keep``, then
-    the input run as a suffix against it (:func:`predict_cached`). ``[classes]``, float32 on the CPU."""
+    the input run as a suffix against it (:func:`predict_cached`). ``[classes]``, float32 on the CPU.
+
+    On a TransformerLens 4 bridge (no key/value cache to prune, :mod:`helpers.core.backend`) the whole prompt
+    runs with the rows from P0 on blocked from the demonstrations' positions outside ``keep``: the same
+    numbers, since the kept rows' keys and values come from the full demonstrations either way."""
+    if is_bridge(model):
+        p0, dropped = prefix_len(prompt), sorted(set(range(prefix_len(prompt))) - set(keep))
+
+        def block(scores, hook):  # [batch, head, query, key]
+            scores = scores.clone()
+            scores[:, :, p0:, dropped] = float("-inf")
+            return scores
+
+        hooks = [(f"blocks.{l}.attn.hook_attn_scores", block) for l in range(model.cfg.n_layers)]
+        with torch.inference_mode():
+            return predict(model, [prompt], label_ids, batch_size=1, top_k=0,
+                           hooks=lambda batch, tokens, offset=0: hooks).label_logits[0].float().cpu()
     cache = build_cache(model, prompt, keep=keep)
     with torch.inference_mode():
         return predict_cached(model, cache, [prompt], label_ids, batch_size=1).label_logits[0].float().cpu()

@@ -201,6 +201,7 @@ def isolation_experiment(model, prompts: Sequence[Prompt], label_ids: Sequence[i
     """
     if random_n is not None and random_n < 1:
         raise ValueError(f"random_n must be >= 1 or None, got {random_n}")
+    shared = shared and not is_bridge(model)  # no shared-prefix cache on TL 4 (helpers.core.backend)
     base = (vanilla_predictions if shared else predict)(model, prompts, label_ids, batch_size=batch_size, top_k=top_k)
     out: dict = {"base": base}
     combos = [(c, w, k) for k in ks for c in conditions for w in wheres]
