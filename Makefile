@@ -6,6 +6,7 @@
 #   make preflight  check models, profile, tasks, device, RAM and disk, and print the estimated run time
 #   make test   set up, then run the unit tests and every notebook (smoke profile) under nbmake
 #   make test-unit, test-models, test-notebooks, test-infra  one tier of make test each (docs/contributing.md)
+#   make test-bridge  the same numbers under TransformerLens 4.3's bridge (installs it; docs/transformerlens4.md)
 #   make fuzz   the property-based tests with many more examples than make test runs
 #   make bench  performance figures on the default model (run it on an idle machine)
 #   make exercises  write exercises/NN_*.ipynb from the notebooks' solution cells
@@ -23,6 +24,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # CPU build; on a CUDA machine: make setup TORCH=torch
 TORCH ?= torch==2.13.0
+# TransformerLens: 3 is the lock's 3.9 (HookedTransformer, the default); 4 installs transformer-lens 4.3.0 in its
+# place (TransformerBridge, docs/transformerlens4.md). A stamp per value, as for TORCH: `make setup` brings 3.9 back.
+TL ?= 3
+TL_PIN = $(if $(filter 4,$(TL)),transformer-lens==4.3.0,$(shell grep -i '^transformer-lens==' $(LOCK)))
+TL_STAMP = $(VENV)/.tl-$(TL)
 # the same settings as the notebooks and scripts (docs/your-own.md, 'Settings'): ICL_PROFILE and ICL_MODEL are the defaults
 PROFILE ?= $(or $(ICL_PROFILE),default)
 MODELS ?= $(or $(ICL_MODEL),google/gemma-3-270m HuggingFaceTB/SmolLM2-135M-Instruct)
@@ -65,7 +71,7 @@ LOCK := requirements.lock
 CONTROL_SEED ?= 0
 CONTROL ?= control
 
-.PHONY: setup lock preflight test test-unit test-models test-notebooks test-infra test-fast fuzz run bench figures lab data clean exercises control site site-check record tables
+.PHONY: setup lock preflight test test-unit test-models test-notebooks test-infra test-bridge bridge-reference test-fast fuzz run bench figures lab data clean exercises control site site-check record tables
 
 # torch is installed first and on its own. Its stamp's name carries a checksum of TORCH, so
 # `make setup TORCH=...` with another value reinstalls torch (and only torch): the build that was
@@ -74,7 +80,7 @@ CONTROL ?= control
 # without resolving anything (--no-deps): pip freeze --all gives the lock plus torch and pip.
 TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s' '$(TORCH)' | cksum | cut -d' ' -f1)
 
-setup: $(VENV)/.setup-done $(TORCH_STAMP)
+setup: $(VENV)/.setup-done $(TORCH_STAMP) $(TL_STAMP)
 
 $(TORCH_STAMP):
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -93,6 +99,14 @@ $(VENV)/.setup-done: pyproject.toml $(LOCK) | $(TORCH_STAMP)
 	# the bytecode pip would write one file at a time (--no-compile above), on every core at once; as pip does, a
 	# file that does not compile under this Python (a newer Python's test file inside torch) is skipped
 	$(PY) -m compileall -qq -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" || true
+	rm -f $(VENV)/.tl-*  # the lock's TransformerLens is installed now: the TL stamp is made again
+	touch $@
+
+# the TransformerLens of TL, without touching anything else (4.3 needs nothing the lock lacks)
+$(TL_STAMP): $(VENV)/.setup-done
+	$(PY) -m pip install --quiet --no-deps "$(TL_PIN)"
+	$(PY) -m pip check
+	rm -f $(VENV)/.tl-*
 	touch $@
 
 # After a change of pyproject.toml, or `pip install -U <package>` in .venv: resolve the project in .venv, then
@@ -122,6 +136,25 @@ test: setup
 test-unit test-models test-infra: test-%: setup
 	rm -rf .cache/test-results .cache/test-results-cache
 	$(TEST_ENV) $(PY) -m pytest tests -m $* $(XDIST) -q $(PYTEST_ARGS)
+
+# TransformerLens 4's bridge against 3.9 (docs/transformerlens4.md): installs 4.3 (make setup TL=4), compares the
+# committed 3.9 reference (tests/data/bridge/reference.pt; `make bridge-reference` under 3.9 writes it) into
+# docs/bridge-parity.json (`make tables` renders it), runs notebooks 00-03 at the smoke profile on BRIDGE_MODEL,
+# then 00-01 on a tiny random Phi-3 folder, which 3.9 cannot load. `make setup` afterwards brings 3.9 back.
+BRIDGE_MODEL ?= HuggingFaceTB/SmolLM2-135M-Instruct
+BRIDGE_NOTEBOOKS = notebooks/00_icl_setting.ipynb notebooks/01_saliency_flow.ipynb
+test-bridge:
+	$(MAKE) --no-print-directory setup TL=4
+	rm -rf .cache/test-results .cache/test-results-cache
+	$(TEST_ENV) ICL_MODEL=$(BRIDGE_MODEL) $(PY) -m pytest tests/test_bridge.py $(BRIDGE_NOTEBOOKS) \
+		notebooks/02_shallow_isolation.ipynb notebooks/03_deep_aucroc.ipynb \
+		--nbmake --nbmake-timeout=1800 -p no:cacheprovider $(XDIST) -q $(PYTEST_ARGS)
+	rm -rf .cache/test-results .cache/test-results-cache
+	$(TEST_ENV) ICL_MODEL="$$($(PY) scripts/bridge_parity.py folder --kind phi3)" $(PY) -m pytest $(BRIDGE_NOTEBOOKS) \
+		--nbmake --nbmake-timeout=1800 -p no:cacheprovider $(XDIST) -q $(PYTEST_ARGS)
+
+bridge-reference: setup
+	$(PY) scripts/bridge_parity.py reference
 
 test-notebooks: setup
 	rm -rf .cache/test-results .cache/test-results-cache

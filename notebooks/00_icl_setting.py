@@ -125,12 +125,11 @@ plots.anchor_tokens_view(model, examples[profile.tasks[0]])
 # </details>
 
 # %% tags=["solution"]
-from transformer_lens import HookedTransformer
-
+from helpers.core.backend import Model  # HookedTransformer (TransformerLens 3.9) or TransformerBridge (4.x)
 from helpers.core.prompts import Prompt
 
 
-def label_logits(model: HookedTransformer, prompt: Prompt, label_ids: list[int]) -> torch.Tensor:
+def label_logits(model: Model, prompt: Prompt, label_ids: list[int]) -> torch.Tensor:
     """The label-restricted scores of one prompt: a tensor ``[classes]``.
 
     Run the model once on ``prompt.tokens`` (as a batch of one; BOS is already in the tokens), take the

@@ -79,10 +79,11 @@ print(profile.name, current_model_name(), sizes)
 
 # %% tags=["solution"]
 import torch
-from transformer_lens import HookedTransformer
+
+from helpers.core.backend import Model  # HookedTransformer (TransformerLens 3.9) or TransformerBridge (4.x)
 
 
-def attention_patterns(model: HookedTransformer, tokens: torch.Tensor) -> torch.Tensor:
+def attention_patterns(model: Model, tokens: torch.Tensor) -> torch.Tensor:
     """Every layer's attention pattern for one sequence ``tokens`` (``[seq]``): ``[layer, head, query, key]``."""
     _, cache = model.run_with_cache(tokens[None])
     return torch.stack([cache["pattern", l][0] for l in range(model.cfg.n_layers)])
@@ -115,7 +116,7 @@ import torch.nn.functional as F
 from helpers.core.prompts import Prompt
 
 
-def pattern_saliency(model: HookedTransformer, prompt: Prompt, label_ids: list[int]) -> torch.Tensor:
+def pattern_saliency(model: Model, prompt: Prompt, label_ids: list[int]) -> torch.Tensor:
     """The saliency matrices of one prompt: ``I[l, i, j] = |sum_h A[l, h, i, j] * dL/dA[l, h, i, j]|``.
 
     ``A`` is layer l's attention pattern (``blocks.{l}.attn.hook_pattern``) on ``prompt.tokens``; ``L`` the

@@ -121,12 +121,11 @@ check_block_label_rows(block_label_rows)
 # </details>
 
 # %% tags=["solution"]
-from transformer_lens import HookedTransformer
-
+from helpers.core.backend import Model  # HookedTransformer (TransformerLens 3.9) or TransformerBridge (4.x)
 from helpers.core.prompts import Prompt
 
 
-def isolated_label_logits(model: HookedTransformer, prompt: Prompt, label_ids: list[int],
+def isolated_label_logits(model: Model, prompt: Prompt, label_ids: list[int],
                           layers: list[int]) -> torch.Tensor:
     """The logits at ``prompt.q`` restricted to ``label_ids`` (``[n_labels]``), with the label words isolated
     in ``layers``: each of those layers' ``hook_attn_scores`` goes through :func:`block_label_rows` with

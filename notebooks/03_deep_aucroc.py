@@ -92,12 +92,12 @@ print(profile.name, current_model_name(), sizes)
 
 # %% tags=["solution"]
 import einops
-from transformer_lens import HookedTransformer
 
+from helpers.core.backend import Model  # HookedTransformer (TransformerLens 3.9) or TransformerBridge (4.x)
 from helpers.core.prompts import Prompt
 
 
-def attention_at_q(model: HookedTransformer, prompt: Prompt) -> torch.Tensor:
+def attention_at_q(model: Model, prompt: Prompt) -> torch.Tensor:
     """``[n_layers, seq]``: layer l's attention from ``prompt.q`` to every key position, summed over heads (from
     one ``run_with_cache`` of ``prompt.tokens``)."""
     with torch.inference_mode():
@@ -116,7 +116,7 @@ check_attention_at_q(attention_at_q)
 # add up into one column of the result.
 
 # %% tags=["solution"]
-def label_attention_at_q(model: HookedTransformer, prompt: Prompt, n_classes: int) -> torch.Tensor:
+def label_attention_at_q(model: Model, prompt: Prompt, n_classes: int) -> torch.Tensor:
     """``[n_layers, n_classes]``: for every layer l and class c, the attention from q (``prompt.q``) to the label
     positions of class c (the ``prompt.label_pos[i]`` with ``prompt.label_class[i] == c``), summed over heads
     and over those positions (from :func:`attention_at_q`)."""

@@ -112,12 +112,11 @@ check_reweight_pattern(reweight_pattern)
 # </details>
 
 # %% tags=["solution"]
-from transformer_lens import HookedTransformer
-
+from helpers.core.backend import Model  # HookedTransformer (TransformerLens 3.9) or TransformerBridge (4.x)
 from helpers.core.prompts import Prompt
 
 
-def reweighted_label_logits(model: HookedTransformer, prompt: Prompt, beta: torch.Tensor,
+def reweighted_label_logits(model: Model, prompt: Prompt, beta: torch.Tensor,
                             label_ids: list[int]) -> torch.Tensor:
     """``[n_classes]``: the logits of the label words (``label_ids``) at ``prompt.q`` when every layer l's
     ``hook_pattern`` goes through :func:`reweight_pattern` with ``beta[l]``. ``beta``: ``[n_layers, n_heads,

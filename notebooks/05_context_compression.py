@@ -122,12 +122,11 @@ check_input_mask(input_mask)
 # </details>
 
 # %% tags=["solution"]
-from transformer_lens import HookedTransformer
-
+from helpers.core.backend import Model  # HookedTransformer (TransformerLens 3.9) or TransformerBridge (4.x)
 from helpers.experiments.compression import prefix_len
 
 
-def hidden_anchor_logits(model: HookedTransformer, prompt, keep, label_ids) -> torch.Tensor:
+def hidden_anchor_logits(model: Model, prompt, keep, label_ids) -> torch.Tensor:
     """Label logits at q when the input sees the demonstrations only through their keys/values at ``keep``.
 
     1. ``p0 = prefix_len(prompt)``: the demonstrations are ``prompt.tokens[:p0]``, the input the rest.

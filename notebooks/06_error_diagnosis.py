@@ -100,10 +100,11 @@ plots.show_diagnosis_setting(profile, model.cfg, LAYER)
 
 # %% tags=["solution"]
 from einops import einsum
-from transformer_lens import HookedTransformer
+
+from helpers.core.backend import Model  # HookedTransformer (TransformerLens 3.9) or TransformerBridge (4.x)
 
 
-def query_and_keys(model: HookedTransformer, prompt, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+def query_and_keys(model: Model, prompt, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Layer ``layer``'s query at ``prompt.q`` (``[head, d_head]``) and keys at every position (``[pos, head,
     d_head]``, each key/value head repeated for its query heads), from ``hook_q``/``hook_k`` (before rotary),
     through ``attn.q_norm``/``attn.k_norm`` when ``model.cfg.use_qk_norm``."""
@@ -132,7 +133,7 @@ check_query_and_keys(query_and_keys)
 # </details>
 
 # %% tags=["solution"]
-def anchor_key_projections(model: HookedTransformer, prompt, layer: int, n_classes: int) -> torch.Tensor:
+def anchor_key_projections(model: Model, prompt, layer: int, n_classes: int) -> torch.Tensor:
     """Per query head h and class c, ``q_h . k_{c,h}`` at ``layer``: shape ``[head, classes]``, from
     :func:`query_and_keys`; class c's key is the mean of the keys at the positions in ``prompt.label_pos`` whose
     ``prompt.label_class`` is c."""

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -42,6 +44,7 @@ RESULTS = ROOT / "docs" / "bridge-parity.json"
 COLUMNS = 1000
 TOLERANCE = 1e-4  # the largest absolute difference called agreement
 TINY = ("gpt2", "llama", "llama-gqa")
+BRIDGE_ONLY = "phi3"  # a tiny Phi-3: notebooks 00-01 run on it under the bridge (make test-bridge)
 REAL = ("HuggingFaceTB/SmolLM2-135M-Instruct",)
 QUANTITIES = ("logits_at_q", "hook_pattern", "saliency", "isolation", "aucroc_inputs", "hidden_anchor",
               "reweighting", "head_scores")
@@ -53,7 +56,7 @@ CODE = ("helpers.core.predict", "helpers.experiments.saliency", "helpers.experim
 
 def tiny_folder(kind: str, root: Path) -> Path:
     """A tiny random transformers model of ``kind`` saved under ``root`` (built once; seed 0)."""
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Phi3Config, Phi3ForCausalLM
 
     from helpers.core.offline_models import gpt2_tokenizer
 
@@ -70,8 +73,12 @@ def tiny_folder(kind: str, root: Path) -> Path:
         model = LlamaForCausalLM(LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
                                              num_attention_heads=4, num_key_value_heads=4 if kind == "llama" else 2,
                                              **common))
+    elif kind == BRIDGE_ONLY:  # TransformerLens 3.9 cannot convert it; the bridge runs it
+        model = Phi3ForCausalLM(Phi3Config(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                                           num_attention_heads=4, num_key_value_heads=4, pad_token_id=tok.eos_token_id,
+                                           **common))
     else:
-        raise ValueError(f"unknown tiny kind {kind!r}: one of {TINY}")
+        raise ValueError(f"unknown tiny kind {kind!r}: one of {TINY + (BRIDGE_ONLY,)}")
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
@@ -84,8 +91,9 @@ def code_digest() -> str:
     return store.code_digest(store.dependencies(frozenset(CODE)))
 
 
-def quantities(model, n: int = 3) -> dict[str, torch.Tensor]:
-    """Every quantity of the module docstring on ``model``, as float32 CPU tensors keyed ``quantity/part``."""
+def quantities(model, n: int = 3, seconds: dict | None = None) -> dict[str, torch.Tensor]:
+    """Every quantity of the module docstring on ``model``, as float32 CPU tensors keyed ``quantity/part``;
+    ``seconds`` (if given) gets the wall time of each quantity. Nothing is read from the results store."""
     from helpers.core.predict import logits_at
     from helpers.core.prompts import make_icl_set, pad_batch
     from helpers.core.tasks import LabelWordWarning
@@ -103,28 +111,54 @@ def quantities(model, n: int = 3) -> dict[str, torch.Tensor]:
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
     tokens, q = pad_batch(P, pad)
     out: dict[str, torch.Tensor] = {}
-    with torch.inference_mode():
+    seconds = {} if seconds is None else seconds
+    clock = Clock(seconds)
+    with torch.inference_mode(), clock("logits_at_q"):
         cols = torch.randperm(model.cfg.d_vocab, generator=torch.Generator().manual_seed(0))[:COLUMNS]
         cols = torch.cat([torch.tensor(list(L)), cols[~torch.isin(cols, torch.tensor(list(L)))]])
         out["logits_at_q/columns"] = logits_at(model, tokens.to(model.cfg.device), q)[:, cols]
+    with torch.inference_mode(), clock("hook_pattern"):
         _, cache = model.run_with_cache(P[0].tokens[None].to(model.cfg.device),
                                         names_filter=lambda name: name.endswith("hook_pattern"))
         pat = torch.stack([cache[f"blocks.{l}.attn.hook_pattern"][0] for l in range(model.cfg.n_layers)])
-        out["hook_pattern/" + ("query_row" if big else "all")] = pat[:, :, P[0].q] if big else pat
+        out["hook_pattern/first_prompt"] = pat[:, :, P[0].q] if big else pat  # a real model: its query rows
+    with torch.inference_mode(), clock("isolation"):
         for where in ("first", "last"):
             out[f"isolation/label_{where}_1"] = run_isolation(model, P, L, "label", where, 1, top_k=0).label_logits
+    with torch.inference_mode(), clock("aucroc_inputs"):
         att = label_attention(model, P, L)
         out["aucroc_inputs/label_attention"] = att if isinstance(att, torch.Tensor) else att[0]
+    with torch.inference_mode(), clock("hidden_anchor"):
         out["hidden_anchor/label_logits"] = hidden_anchor_reference(model, P[0], anchor_keep(P[0]), L)
+    with torch.inference_mode(), clock("reweighting"):
         g = torch.Generator().manual_seed(0)
         beta = 0.5 * torch.randn(model.cfg.n_layers, model.cfg.n_heads, len(P[0].label_pos), generator=g)
         out["reweighting/label_logits"] = reweighted_label_logits_reference(model, P[0], beta, L)
+    with torch.inference_mode(), clock("head_scores"):
         scores = head_attribution(model, P, L)
         out["head_scores/gain"], out["head_scores/drop"] = scores.gain, scores.drop
-    sal = saliency_batch(model, P[:2], L)  # [batch, layer, seq, seq]
-    out["saliency/I_l_query_row"] = torch.stack([sal[b, :, P[b].q] for b in range(2)])
-    out["saliency/flows"] = saliency_flow(model, P, L)
+    with clock("saliency"):
+        sal = saliency_batch(model, P[:2], L)  # [batch, layer, seq, seq]
+        out["saliency/I_l_query_row"] = torch.stack([sal[b, :, P[b].q] for b in range(2)])
+        out["saliency/flows"] = saliency_flow(model, P, L)
     return {k: v.detach().float().cpu().contiguous() for k, v in out.items()}
+
+
+class Clock:
+    """``with clock(name):`` adds the block's wall time to ``seconds[name]``."""
+
+    def __init__(self, seconds: dict):
+        self.seconds, self.name = seconds, None
+
+    def __call__(self, name: str):
+        self.name = name
+        return self
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.seconds[self.name] = self.seconds.get(self.name, 0.0) + time.perf_counter() - self.t0
 
 
 def load(name: str, root: Path):
@@ -144,9 +178,10 @@ def reference(models, root: Path) -> dict:
 
     if backend() != "hooked":
         raise SystemExit("bridge_parity reference: run it under TransformerLens 3.9 (`make setup`)")
-    ref = {"versions": versions(), "code": code_digest(), "models": {}}
+    ref = {"versions": versions(), "code": code_digest(), "models": {}, "seconds": {}}
     for name in models:
-        ref["models"][name] = quantities(load(name, root))
+        ref["seconds"][name] = {}
+        ref["models"][name] = quantities(load(name, root), seconds=ref["seconds"][name])
         print(f"reference: {name}: {len(ref['models'][name])} tensors")
     return ref
 
@@ -155,7 +190,8 @@ def compare(ref: dict, models, root: Path) -> list[dict]:
     """One row per model and quantity part: the largest absolute and relative differences."""
     rows = []
     for name in models:
-        got = quantities(load(name, root))
+        seconds: dict[str, float] = {}
+        got = quantities(load(name, root), seconds=seconds)
         for key, want in ref["models"][name].items():
             have = got[key]
             if have.shape != want.shape:
@@ -171,15 +207,68 @@ def compare(ref: dict, models, root: Path) -> list[dict]:
             rows.append(dict(model=name, quantity=key, shape=list(want.shape), max_abs=max_abs,
                              max_rel=max_abs / scale if scale else 0.0, agrees=max_abs <= TOLERANCE and same_inf,
                              note="" if same_inf else "infinite entries differ"))
+        for r in rows:
+            if r["model"] == name:
+                part = r["quantity"].split("/")[0]
+                r["seconds_hooked"] = ref["seconds"][name][part]
+                r["seconds_bridge"] = seconds[part]
     return rows
+
+
+def table(results: dict | None = None) -> str:
+    """The parity table of docs/transformerlens4.md (its ``record:bridge`` block) from ``docs/bridge-parity.json``
+    (written by ``compare``): per model, each quantity's largest absolute difference, and the versions compared."""
+    if results is None:
+        if not RESULTS.exists():
+            return "No comparison has been run yet: `make test-bridge` writes it.\n"
+        results = json.loads(RESULTS.read_text())
+    ref, br = results["reference"]["versions"], results["bridge"]["versions"]
+    models = list(dict.fromkeys(r["model"] for r in results["rows"]))
+    quantities = list(dict.fromkeys(r["quantity"] for r in results["rows"]))
+    cell = {(r["model"], r["quantity"]): r for r in results["rows"]}
+
+    def fmt(r) -> str:
+        if r is None:
+            return "not compared"
+        if r["max_abs"] is None:
+            return f"**differs** ({r['note']})"
+        text = "0" if r["max_abs"] == 0 else f"{r['max_abs']:.1e}"
+        return text if r["agrees"] else f"**{text}** ({r['note'] or 'over the tolerance'})"
+
+    short = {m: m.split("/")[-1] if "/" in m else f"tiny {m}" for m in models}
+    lines = [f"Largest absolute difference between TransformerLens {br['transformer_lens']} (bridge) and "
+             f"{ref['transformer_lens']} (HookedTransformer) on the same weights and inputs (transformers "
+             f"{br['transformers']}, torch {br['torch']}); agreement means at most {results['tolerance']:g}. "
+             f"{sum(r['agrees'] for r in results['rows'])} of {len(results['rows'])} agree.",
+             "", "| quantity | " + " | ".join(short[m] for m in models) + " |",
+             "|---|" + "---:|" * len(models)]
+    lines += [f"| `{q}` | " + " | ".join(fmt(cell.get((m, q))) for m in models) + " |" for q in quantities]
+    timed = [r for r in results["rows"] if "seconds_bridge" in r]
+    if timed:  # each quantity's time once per model (its parts share it)
+        per = {m: {r["quantity"].split("/")[0]: (r["seconds_hooked"], r["seconds_bridge"]) for r in timed
+                   if r["model"] == m} for m in models}
+        lines += ["", f"Seconds for all {len(QUANTITIES)} quantities, each model on its own (the reference run "
+                  "under 3.9 and the comparison under 4.3, on the machine and threads that made this file): "
+                  "the bridge runs whole prompts where 3.9 runs the shared demonstrations once.", "",
+                  "| model | HookedTransformer 3.9 | bridge 4.3 | bridge / 3.9 |", "|---|---:|---:|---:|"]
+        for m in models:
+            h, b = sum(v[0] for v in per[m].values()), sum(v[1] for v in per[m].values())
+            lines.append(f"| {short[m]} | {h:.1f} | {b:.1f} | {b / h:.1f}x |")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("cmd", choices=("reference", "compare"))
+    ap.add_argument("cmd", choices=("reference", "compare", "folder"),
+                    help="folder: build the tiny model --kind and print its path")
+    ap.add_argument("--kind", default=BRIDGE_ONLY)
     ap.add_argument("--models", nargs="*", default=list(TINY + REAL))
     ap.add_argument("--root", type=Path, default=ROOT / ".cache" / "bridge-models")
     a = ap.parse_args(argv)
+    os.environ["ICL_RECOMPUTE"] = "1"  # every quantity computed here, none read from the results store
+    if a.cmd == "folder":
+        print(tiny_folder(a.kind, a.root))
+        return 0
     if a.cmd == "reference":
         ref = reference(a.models, a.root)
         REFERENCE.parent.mkdir(parents=True, exist_ok=True)

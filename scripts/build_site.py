@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-DOC_PAGES = ("start", "results", "your-own", "gpu", "performance", "contributing")
+DOC_PAGES = ("start", "results", "your-own", "gpu", "transformerlens4", "performance", "contributing")
 CONTROL = "control"
 SUMMARY_PAGE = "summary"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"

@@ -59,12 +59,16 @@ def how_long(records) -> str:
 
 
 def blocks(records) -> dict[str, str]:
-    """Every record block of README.md and docs/: the tables (helpers.study.record), the run-time sentence and the
-    architectures a local model folder may have (helpers.core.models.architectures_text)."""
+    """Every record block of README.md and docs/: the tables (helpers.study.record), the run-time sentence, the
+    architectures a local model folder may have (helpers.core.models.architectures_text) and TransformerLens 4's
+    parity table (scripts/bridge_parity.py, from docs/bridge-parity.json)."""
+    import bridge_parity  # scripts/bridge_parity.py: TransformerLens 4 against 3.9
+
     from helpers.core.models import architectures_text
     from helpers.study.record import render_blocks
 
-    return render_blocks(records, {"howlong": how_long, "architectures": lambda _: architectures_text()})
+    return render_blocks(records, {"howlong": how_long, "architectures": lambda _: architectures_text(),
+                                   "bridge": lambda _: bridge_parity.table()})
 
 
 def main(argv: list[str] | None = None) -> int:

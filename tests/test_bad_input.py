@@ -766,7 +766,7 @@ MODEL_FOLDERS = [  # (how the folder is broken, message)
     ("a file", "is a file, not a model directory."),
     ("no config", "has no config.json, so it is not a Hugging Face model directory."),
     ("bad config", "config.json' is not valid JSON"),
-    ("unsupported", "is a BertForMaskedLM, which TransformerLens cannot load as a HookedTransformer here. "
+    ("unsupported", "is a BertForMaskedLM, which TransformerLens 3.9.0 cannot load as a HookedTransformer here. "
                     "Supported architectures:"),
     ("no architecture", "names no architecture ('architectures' is missing)"),
     ("no weights", "has no weights (model.safetensors, model.safetensors.index.json, pytorch_model.bin, "

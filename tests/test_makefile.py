@@ -66,7 +66,8 @@ def test_setup_reinstalls_torch_when_TORCH_changes(project):
     first = project("setup")
     assert any(" -m venv " in c for c in first)
     installs = _pip_installs(first)
-    assert any("torch==2.13.0" in c for c in installs) and installs[-1].endswith('-e .[dev,lab]'), first
+    assert any("torch==2.13.0" in c for c in installs) and installs[-2].endswith('-e .[dev,lab]'), first
+    assert installs[-1].endswith("--no-deps transformer-lens==3.9.0"), first  # the TL stamp, last
     assert not [c for c in project("setup", dry=True) if "pip" in c]  # up to date: nothing to do
 
     second = project("setup", "TORCH=torch")
@@ -96,9 +97,25 @@ def test_setup_installs_torch_then_the_lock_then_the_project_without_resolving(p
     assert "-c requirements.lock" in installs[torch_i]
     lock_i = next(i for i, c in enumerate(installs) if c.endswith("-r requirements.lock"))
     project_i = next(i for i, c in enumerate(installs) if c.endswith("-e .[dev,lab]"))
-    assert torch_i < lock_i < project_i == len(installs) - 1
+    assert torch_i < lock_i < project_i == len(installs) - 2  # then the TransformerLens of TL (its own test)
     assert "--no-deps" in installs[project_i].split()
     assert not [c for c in project("setup", dry=True) if "pip" in c]  # done: nothing to do
+
+
+def test_setup_TL_4_swaps_transformerlens_only_and_setup_brings_3_9_back(project):
+    """`make setup TL=4` installs transformer-lens 4.3.0 without dependencies and nothing else; `make setup` then
+    installs the lock's 3.9.0 again; a reinstalled lock (pyproject.toml changed) makes the TL stamp again."""
+    project("setup")
+    four = _pip_installs(project("setup", "TL=4"))
+    assert four == [c for c in four if c.endswith("--no-deps transformer-lens==4.3.0")] and len(four) == 1, four
+    assert project("setup", "TL=4") == []  # done: nothing to do
+    back = _pip_installs(project("setup"))
+    assert len(back) == 1 and back[0].endswith("--no-deps transformer-lens==3.9.0"), back
+    project("setup", "TL=4")
+    later = time.time() + 5
+    os.utime(project.dir / "pyproject.toml", (later, later))
+    again = _pip_installs(project("setup", "TL=4"))
+    assert again[0].endswith("-r requirements.lock") and again[-1].endswith("transformer-lens==4.3.0"), again
 
 
 def test_lock_resolves_the_project_then_writes_the_lock(project):

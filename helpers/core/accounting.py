@@ -39,6 +39,8 @@ from pathlib import Path
 
 import torch
 
+from helpers.core.backend import backend
+
 __all__ = ["ENV", "Ledger", "recording", "active", "step", "hit", "count_unembed", "forward_flops", "matmul_peak",
            "write", "read_ledgers", "summarise", "OUTSIDE"]
 
@@ -237,6 +239,8 @@ _INSTALLED: dict = {}
 def _install() -> None:
     """Wrap ``HookedTransformer.forward`` once per process (a no-op while no ledger is active)."""
     if _INSTALLED:
+        return
+    if backend() == "bridge":  # TransformerLens 4: its forwards are not counted (docs/transformerlens4.md)
         return
     from transformer_lens import HookedTransformer  # lazy: TransformerLens takes seconds to import
 

@@ -23,7 +23,9 @@ from importlib.metadata import PackageNotFoundError, version
 
 import torch
 
-__all__ = ["BACKENDS", "BackendError", "tl_version", "backend", "is_bridge", "bridge_from_hf", "require_hooked",
+from helpers.core.model_loading import quiet_loading
+
+__all__ = ["bridge_architectures", "BACKENDS", "BackendError", "tl_version", "backend", "is_bridge", "bridge_from_hf", "require_hooked",
            "kv_heads_ungrouped", "stop_before_final_norm"]
 
 BACKENDS = ("hooked", "bridge")
@@ -72,8 +74,6 @@ def bridge_from_hf(hf, tokenizer, name: str, device: str | None = None, dtype: t
     processing: the hook names and config fields of HookedTransformer, the transformers model's own numbers."""
     from transformer_lens import TransformerBridge  # lazy: TransformerLens takes seconds to import
 
-    from helpers.core.model_loading import quiet_loading
-
     with quiet_loading():
         model = TransformerBridge.boot_transformers(name, hf_model=hf, tokenizer=tokenizer, dtype=dtype,
                                                     device=device)
@@ -114,6 +114,13 @@ def stop_before_final_norm(model) -> None:
     model.forward = forward_to_final_norm
 
 
+def bridge_architectures() -> tuple[str, ...]:
+    """The causal language-model classes (``config.json``'s ``architectures``) TransformerLens 4 bridges."""
+    from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
+
+    return tuple(sorted(a for a in SUPPORTED_ARCHITECTURES if a.endswith(("ForCausalLM", "LMHeadModel"))))
+
+
 def require_hooked(model, what: str) -> None:
     """Refuse ``what`` on a bridge, with what to do instead."""
     if is_bridge(model):
@@ -131,3 +138,17 @@ def kv_heads_ungrouped(model, w: torch.Tensor) -> torch.Tensor:
     if n % g:
         raise BackendError(f"{g} key-value heads do not divide {n} query heads")
     return w.repeat_interleave(n // g, dim=0)
+
+
+def __getattr__(name: str):
+    """``Model``: TransformerLens' model class of this session (:func:`backend`), ``HookedTransformer`` under 3.9,
+    ``TransformerBridge`` under 4.x: what the notebooks' functions take (imported on first use: seconds)."""
+    if name == "Model":
+        if backend() == "hooked":
+            from transformer_lens import HookedTransformer
+
+            return HookedTransformer
+        from transformer_lens import TransformerBridge
+
+        return TransformerBridge
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numbers
 from collections.abc import Mapping, Sequence
 
+from helpers.core import backend
+
 __all__ = ["ArgumentError", "seed_arg", "model_arg",
            "positive_int", "seed_list", "sizes_per_task", "DTYPE_NAMES"]
 
@@ -53,15 +55,14 @@ def seed_arg(seed, name: str = "seed") -> int:
 
 
 def model_arg(model, name: str = "model"):
-    """``model`` if it is a loaded HookedTransformer, else an :class:`ArgumentError` that says how to load one."""
-    from transformer_lens import HookedTransformer  # lazy: TransformerLens takes seconds to import
-
-    if isinstance(model, HookedTransformer):
+    """``model`` if it is a loaded model (a HookedTransformer, or under TransformerLens 4 a TransformerBridge:
+    :mod:`helpers.core.backend`), else an :class:`ArgumentError` that says how to load one."""
+    if isinstance(model, backend.Model):  # TransformerLens is imported here, on first use
         return model
     if isinstance(model, str):
         raise ArgumentError(f"{name} must be a loaded model, got the name {model!r}: load it first, "
                             f"model = load_model({model!r}) (helpers.core.models)")
-    raise ArgumentError(f"{name} must be a HookedTransformer (helpers.core.models.load_model(name)), got "
+    raise ArgumentError(f"{name} must be a {backend.Model.__name__} (helpers.core.models.load_model(name)), got "
                         f"{type(model).__name__}")
 
 

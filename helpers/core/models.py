@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from helpers.core.backend import backend, bridge_from_hf, is_bridge
+from helpers.core.backend import BackendError, backend, bridge_architectures, bridge_from_hf, is_bridge, tl_version
 from helpers.core.checks import DTYPE_NAMES
 from helpers.core.control import CONTROLS, load_control
 from helpers.core.hub import hub_offline, load_hub
@@ -205,14 +205,17 @@ def local_config(path: Path) -> dict:
     except ValueError as e:
         raise LocalModelError(f"{str(path / 'config.json')!r} is not valid JSON ({e}). {_SAVE_HINT}") from e
     archs = config.get("architectures") or []
-    supported = sorted(LOCAL_ARCHITECTURES + LOCAL_GEMMA_ARCHITECTURES)
+    bridge = backend() == "bridge"  # TransformerLens 4 bridges many more (helpers.core.backend)
+    supported = list(bridge_architectures()) if bridge else sorted(LOCAL_ARCHITECTURES + LOCAL_GEMMA_ARCHITECTURES)
     if not archs:
         raise LocalModelError(f"{str(path / 'config.json')!r} names no architecture ('architectures' is missing). "
                               f"Save the model from a *ForCausalLM class, e.g. AutoModelForCausalLM; supported: "
                               f"{supported}.")
     if archs[0] not in supported:
-        raise LocalModelError(f"{str(path)!r} is a {archs[0]}, which TransformerLens cannot load as a "
-                              f"HookedTransformer here. Supported architectures: {supported}.")
+        raise LocalModelError(f"{str(path)!r} is a {archs[0]}, which TransformerLens {tl_version()} cannot load as "
+                              f"a {'TransformerBridge' if bridge else 'HookedTransformer'} here. Supported "
+                              f"architectures: {supported}." + ("" if bridge else " TransformerLens 4 bridges more "
+                                                                "(`make setup TL=4`, docs/transformerlens4.md)."))
     if not any((path / f).is_file() for f in _TOKENIZER_FILES):  # transformers would make an empty tokenizer
         raise LocalModelError(f"{str(path)!r} has no tokenizer files ({', '.join(_TOKENIZER_FILES)}). Save the "
                               "model's tokenizer there with `tokenizer.save_pretrained(d)`.")
@@ -424,6 +427,10 @@ def load_model(
         cross-checks of log-probabilities.
     """
     if name in CONTROLS:  # the controls trained in this repository (helpers/core/control.py)
+        if backend() == "bridge":
+            raise BackendError(f"{name!r} is a HookedTransformer checkpoint trained here (helpers.core.control), "
+                               f"which TransformerLens {tl_version()} cannot build: run notebook 09 and the "
+                               "controls' checks under TransformerLens 3.9 (`make setup`)")
         t0 = time.perf_counter()
         model = load_control(name)
         if verbose:

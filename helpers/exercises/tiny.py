@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from helpers.core.backend import backend, bridge_from_hf
+from helpers.core.hub import hub_offline
 from helpers.core.model_loading import quiet_loading
 from helpers.core.offline_models import gpt2_tokenizer
 from helpers.core.tl_patches import fast_attention, matmul_layout
@@ -41,10 +43,12 @@ def make_tiny_model(kind: str = "gpt2", seed: int = 0, n_layers: int = 3, n_head
     (rotary, RMSNorm, gated MLP, BOS) or ``"gqa"`` (rotary + grouped-query
     attention with 2 key/value heads, BOS).
     """
-    from transformer_lens import HookedTransformer, HookedTransformerConfig
-
     if kind not in TINY_KINDS:
         raise ValueError(f"kind must be one of {TINY_KINDS}, got {kind!r}")
+    if backend() == "bridge":
+        return _tiny_bridge(kind, seed, n_layers, n_heads, d_head)
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
     common = dict(
         n_layers=n_layers, d_model=n_heads * d_head, d_head=d_head, n_heads=n_heads, n_ctx=512,
         d_vocab=50257, act_fn="gelu", seed=seed, dtype=torch.float32, device="cpu",
@@ -66,6 +70,31 @@ def make_tiny_model(kind: str = "gpt2", seed: int = 0, n_layers: int = 3, n_head
     model.eval()
     matmul_layout(model)
     fast_attention(model)
+    return model
+
+
+def _tiny_bridge(kind: str, seed: int, n_layers: int, n_heads: int, d_head: int):
+    """The same three kinds as transformers models of the same sizes, in a TransformerLens 4 bridge (random
+    weights drawn by transformers from ``seed``, so not the HookedTransformer's)."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    tok = gpt2_tokenizer()
+    d = n_heads * d_head
+    torch.manual_seed(seed)
+    if kind == "gpt2":
+        hf = GPT2LMHeadModel(GPT2Config(vocab_size=50257, n_positions=512, n_embd=d, n_layer=n_layers, n_head=n_heads,
+                                        activation_function="gelu", initializer_range=0.2))
+    else:
+        hf = LlamaForCausalLM(LlamaConfig(
+            vocab_size=50257, hidden_size=d, intermediate_size=2 * d, num_hidden_layers=n_layers,
+            num_attention_heads=n_heads, num_key_value_heads=2 if kind == "gqa" else n_heads, hidden_act="gelu",
+            max_position_embeddings=512, initializer_range=0.2, bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id))
+    hf.eval()
+    with hub_offline():
+        model = bridge_from_hf(hf, tok, f"tiny-{kind}")
+    model.cfg.default_prepend_bos = kind != "gpt2"
+    model.cfg.icl_model_name = f"tiny-{kind}"
     return model
 
 

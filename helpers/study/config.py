@@ -41,6 +41,9 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              "notebooks; run_all, preflight and make as their `--models` / `MODELS`"),
     Variable("ICL_DTYPE", "`float32`, `bfloat16`, `float16`; part of the results folder's name when not float32",
              "`float32`", "notebooks, run_all, preflight"),
+    Variable("ICL_BACKEND", "`hooked` (TransformerLens 3.9's HookedTransformer) or `bridge` (TransformerLens 4's "
+             "TransformerBridge); refused when the installed TransformerLens is the other (see "
+             "[TransformerLens 4](transformerlens4.md))", "the installed version's", "notebooks (helpers.core.backend)"),
     Variable("ICL_TF32", "`1`: float32 matmuls on CUDA use TF32 tensor cores (faster, less exact; a CPU ignores it; "
              "see [GPU](gpu.md#precision))", "`0`", "notebooks (helpers.core.precision)"),
     Variable("ICL_PROFILE", "`smoke` (CI, 1 seed, 8 inputs), `default` (a laptop CPU: 5 seeds and 64 inputs per task "
@@ -157,13 +160,18 @@ def _data_folder(raw: str) -> None:
         raise ValueError("no such folder; point it at a data folder like data/ (with checksums.json)")
 
 
+def _backend(raw: str) -> None:
+    if raw.strip().lower() not in ("hooked", "bridge"):
+        raise ValueError("give hooked (TransformerLens 3.9) or bridge (TransformerLens 4), or unset it")
+
+
 def _model(raw: str) -> None:
     if not raw.strip():
         raise ValueError("empty; give a model name or a local model folder, or unset it")
 
 
 CHECKS: dict[str, Callable[[str], None]] = {
-    "ICL_PROFILE": _profile, "ICL_MODEL": _model, "ICL_DTYPE": _dtype, "ICL_TF32": _tf32, "ICL_TASKS": _tasks,
+    "ICL_PROFILE": _profile, "ICL_MODEL": _model, "ICL_BACKEND": _backend, "ICL_DTYPE": _dtype, "ICL_TF32": _tf32, "ICL_TASKS": _tasks,
     "ICL_OWN_TASK": _own_task, "ICL_RESULTS_DIR": _folder, "ICL_RESULTS_CACHE": _folder,
     "ICL_ANCHORS_CACHE": _folder, "ICL_ANCHORS_DATA": _data_folder, "ICL_RECOMPUTE": _switch,
     "ICL_ACCOUNT": _file, "ICL_BATCH_TOKENS": _whole(0), "ICL_CELL_TIMEOUT": _whole(1), "ICL_HUB_TIMEOUT": _seconds,
@@ -173,7 +181,7 @@ CHECKS: dict[str, Callable[[str], None]] = {
 def check_variable(name: str, raw: str) -> str | None:
     """The problem with ``name=raw`` as one sentence, or None if it can be honoured."""
     if name not in VARIABLES:
-        near = difflib.get_close_matches(name, VARIABLES, n=1)
+        near = difflib.get_close_matches(name, VARIABLES, n=1, cutoff=0.75)  # a misspelling, not any ICL_ name
         hint = f" (did you mean {near[0]}?)" if near else ""
         return (f"{name} is not a setting of this project{hint}; unset it. Settings: {', '.join(VARIABLES)} "
                 "(docs/your-own.md, 'Settings').")
