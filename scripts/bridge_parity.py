@@ -9,8 +9,9 @@ TransformerLens 3.9 and 4.3 cannot share one environment, so the comparison has 
   ``docs/bridge-parity.json`` and rendered into docs/transformerlens4.md (``make tables``).
 
 Models: three tiny random transformers models saved here (GPT-2 with learned positions, Llama with rotary
-positions, Llama with grouped-query attention; seed 0, the real GPT-2 tokenizer) and SmolLM2-135M, the offline
-model of the collection with grouped-query attention. Quantities, on a few SST-2 prompts of seed 42:
+positions, Llama with grouped-query attention; seed 0, the real GPT-2 tokenizer) and the collection's two offline
+models, SmolLM2-135M and Gemma 3 270M (both with grouped-query attention; Gemma with local attention layers and a
+final logit soft cap). Quantities, on a few SST-2 prompts of seed 42:
 
 - ``logits_at_q``: the logits at the query position (:func:`helpers.core.predict.logits_at`) of the label words
   and of 1000 vocabulary entries drawn with seed 0 (all of them would make the reference file megabytes);
@@ -45,7 +46,7 @@ COLUMNS = 1000
 TOLERANCE = 1e-4  # the largest absolute difference called agreement
 TINY = ("gpt2", "llama", "llama-gqa")
 BRIDGE_ONLY = "phi3"  # a tiny Phi-3: notebooks 00-01 run on it under the bridge (make test-bridge)
-REAL = ("HuggingFaceTB/SmolLM2-135M-Instruct",)
+REAL = ("HuggingFaceTB/SmolLM2-135M-Instruct", "google/gemma-3-270m")
 QUANTITIES = ("logits_at_q", "hook_pattern", "saliency", "isolation", "aucroc_inputs", "hidden_anchor",
               "reweighting", "head_scores")
 # the modules whose code computes the quantities: the reference is stale once one of them changes

@@ -73,12 +73,19 @@ Head = tuple[int, int]  # (layer, head)
 
 
 def has_post_norm(model: HookedTransformer) -> bool:
-    """True for models with a norm after attention (Gemma's ``ln1_post``)."""
+    """True for models with a norm after attention (Gemma's ``ln1_post``; on a TransformerLens 4 bridge the
+    config does not say so, the block's component does)."""
+    if is_bridge(model):
+        return getattr(model.blocks[0], "ln1_post", None) is not None
     return bool(getattr(model.cfg, "use_normalization_before_and_after", False))
 
 
 def frozen_norm(norm, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """The linear part of a LayerNorm/RMSNorm applied to a component ``x`` with the norm's scale frozen."""
+    if hasattr(norm, "uses_weight_offset"):  # a TransformerLens 4 bridge's norm: transformers' own weights
+        if not norm.uses_rms_norm:
+            x = x - x.mean(-1, keepdim=True)
+        return x / scale * ((1.0 + norm.weight) if norm.uses_weight_offset else norm.weight)
     kind = type(norm).__name__
     if kind.startswith("LayerNorm"):
         x = x - x.mean(-1, keepdim=True)
