@@ -25,8 +25,8 @@ import torch
 
 from helpers.core.model_loading import quiet_loading
 
-__all__ = ["bridge_architectures", "BACKENDS", "BackendError", "tl_version", "backend", "is_bridge", "bridge_from_hf", "require_hooked",
-           "kv_heads_ungrouped", "stop_before_final_norm"]
+__all__ = ["BACKENDS", "BackendError", "tl_version", "backend", "is_bridge", "bridge_from_hf", "bridge_from_hub",
+           "bridge_architectures", "require_hooked", "kv_heads_ungrouped", "stop_before_final_norm"]
 
 BACKENDS = ("hooked", "bridge")
 
@@ -78,6 +78,17 @@ def bridge_from_hf(hf, tokenizer, name: str, device: str | None = None, dtype: t
         model = TransformerBridge.boot_transformers(name, hf_model=hf, tokenizer=tokenizer, dtype=dtype,
                                                     device=device)
         model.enable_compatibility_mode(disable_warnings=True, no_processing=True)
+    model.eval()
+    stop_before_final_norm(model)
+    return model
+
+
+def bridge_from_hub(name: str, device: str | None = None, dtype: torch.dtype = torch.float32):
+    """A hub model through TransformerLens 4's own loader, set up as :func:`bridge_from_hf` sets one up."""
+    from transformer_lens import TransformerBridge  # lazy: TransformerLens takes seconds to import
+
+    model = TransformerBridge.boot_transformers(name, device=device, dtype=dtype)
+    model.enable_compatibility_mode(disable_warnings=True, no_processing=True)
     model.eval()
     stop_before_final_norm(model)
     return model

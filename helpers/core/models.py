@@ -39,7 +39,15 @@ from pathlib import Path
 
 import torch
 
-from helpers.core.backend import BackendError, backend, bridge_architectures, bridge_from_hf, is_bridge, tl_version
+from helpers.core.backend import (
+    BackendError,
+    backend,
+    bridge_architectures,
+    bridge_from_hf,
+    bridge_from_hub,
+    is_bridge,
+    tl_version,
+)
 from helpers.core.checks import DTYPE_NAMES
 from helpers.core.control import CONTROLS, load_control
 from helpers.core.hub import hub_offline, load_hub
@@ -396,11 +404,7 @@ def _load_bridge(canonical: str, local: Path | None, device: str, dtype: torch.d
             model = bridge_from_hf(hf, tok, str(path), device, dtype)
         model.cfg.default_prepend_bos = bos
         return model, hf
-    from transformer_lens import TransformerBridge  # lazy: TransformerLens takes seconds to import
-
-    model = TransformerBridge.boot_transformers(canonical, device=device, dtype=dtype)
-    model.enable_compatibility_mode(disable_warnings=True, no_processing=True)
-    return model, None
+    return bridge_from_hub(canonical, device, dtype), None
 
 
 def load_model(
