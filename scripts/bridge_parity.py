@@ -56,14 +56,36 @@ CODE = ("helpers.core.predict", "helpers.experiments.saliency", "helpers.experim
 
 
 def tiny_folder(kind: str, root: Path) -> Path:
-    """A tiny random transformers model of ``kind`` saved under ``root`` (built once; seed 0)."""
+    """A tiny random transformers model of ``kind`` saved under ``root`` (seed 0), in a folder named by a digest of
+    its config, so a changed definition never reuses a folder built from another."""
+    import hashlib
+
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Phi3Config, Phi3ForCausalLM
 
     from helpers.core.offline_models import gpt2_tokenizer
 
-    out = root / kind
+    tok = gpt2_tokenizer()
+    common = dict(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    if kind == "gpt2":
+        cls, cfg = GPT2LMHeadModel, GPT2Config(vocab_size=len(tok), n_positions=256, n_embd=64, n_layer=3, n_head=4)
+    elif kind in ("llama", "llama-gqa"):
+        cls, cfg = LlamaForCausalLM, LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                                                 num_attention_heads=4, max_position_embeddings=256,
+                                                 num_key_value_heads=4 if kind == "llama" else 2, **common)
+    elif kind == BRIDGE_ONLY:  # TransformerLens 3.9 cannot convert it; the bridge runs it (notebooks' prompts fit)
+        cls, cfg = Phi3ForCausalLM, Phi3Config(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                                               num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=2048,
+                                               pad_token_id=tok.eos_token_id, **common)
+    else:
+        raise ValueError(f"unknown tiny kind {kind!r}: one of {TINY + (BRIDGE_ONLY,)}")
+    out = root / f"{kind}-{hashlib.sha256(cfg.to_json_string().encode()).hexdigest()[:8]}"
     if (out / "config.json").exists():
         return out
+    torch.manual_seed(0)
+    model = cls(cfg)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
     tok = gpt2_tokenizer()
     common = dict(vocab_size=len(tok), max_position_embeddings=256, bos_token_id=tok.bos_token_id,
                   eos_token_id=tok.eos_token_id)
