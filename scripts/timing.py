@@ -62,20 +62,21 @@ MEASURED_DEFAULT: dict[str, dict[str, float]] = {
 # Seconds per notebook, smoke profile, the four shipped tasks: both offline models side by side, one worker of one torch
 # thread each, on an idle 2-core CPU with the weights cached (`make run PROFILE=smoke` from a fresh clone at 14e01a5,
 # its durations.json; 09 ran alone, after both); notebooks 07 and 10 again, the same way, once their studies ran
-# on study_tasks (`--notebooks 07 10`, after e564df3). Used as they are for smoke runs (scaled by tasks,
+# on study_tasks (`--notebooks 07 10`, after e564df3); notebook 11 from `make run PROFILE=smoke` from a fresh clone
+# at 5a41bdf (record *-smoke.json; it ran late in the run, after the CPU was shared at its start). Used as they are for smoke runs (scaled by tasks,
 # :func:`work`); other models get the larger of the two per notebook.
 MEASURED_SMOKE: dict[str, dict[str, float]] = {
     "google/gemma-3-270m": {
         "00_icl_setting": 94.1, "01_saliency_flow": 132.5, "02_shallow_isolation": 78.1, "03_deep_aucroc": 36.1,
         "04_anchor_reweighting": 68.1, "05_context_compression": 92.1, "06_error_diagnosis": 47.1,
         "07_incontext_heads": 115.4, "08_your_own_task": 55.1, "09_a_model_that_learns_in_context": 40.2,
-        "10_anchors_and_challengers": 212.2,
+        "10_anchors_and_challengers": 212.2, "11_after_the_anchors": 70.1,
     },
     "HuggingFaceTB/SmolLM2-135M-Instruct": {
         "00_icl_setting": 91.1, "01_saliency_flow": 125.5, "02_shallow_isolation": 71.1, "03_deep_aucroc": 36.1,
         "04_anchor_reweighting": 71.1, "05_context_compression": 86.1, "06_error_diagnosis": 38.1,
         "07_incontext_heads": 104.4, "08_your_own_task": 40.1, "09_a_model_that_learns_in_context": 40.2,
-        "10_anchors_and_challengers": 205.2,
+        "10_anchors_and_challengers": 205.2, "11_after_the_anchors": 68.1,
     },
 }
 SMOKE_THREADS = 1  # torch threads of each worker that measured them
