@@ -91,6 +91,7 @@ def test_the_committed_reference_is_what_3_9_computes_today(kind, tmp_path):
             "`make test-bridge` (4.3) and `make tables`")
 
 
+@needs_hooked  # under 4.x the comparison rewrites the file this reads (make test-bridge; then make tables)
 def test_the_parity_table_is_rendered_from_the_comparison():
     results = json.loads(bridge_parity.RESULTS.read_text())
     page = (ROOT / "docs" / "transformerlens4.md").read_text()
