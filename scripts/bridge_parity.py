@@ -139,7 +139,7 @@ def quantities(model, n: int = 3, seconds: dict | None = None) -> dict[str, torc
     with torch.inference_mode(), clock("logits_at_q"):
         cols = torch.randperm(model.cfg.d_vocab, generator=torch.Generator().manual_seed(0))[:COLUMNS]
         cols = torch.cat([torch.tensor(list(L)), cols[~torch.isin(cols, torch.tensor(list(L)))]])
-        out["logits_at_q/columns"] = logits_at(model, tokens.to(model.cfg.device), q)[:, cols]
+        out["logits_at_q/columns"] = logits_at(model, tokens.to(model.cfg.device), q, vocab=cols)  # those only
     with torch.inference_mode(), clock("hook_pattern"):
         _, cache = model.run_with_cache(P[0].tokens[None].to(model.cfg.device),
                                         names_filter=lambda name: name.endswith("hook_pattern"))
