@@ -91,7 +91,8 @@ $(TORCH_STAMP):
 	printf '%s\n' '$(TORCH)' > $@
 
 $(VENV)/.setup-done: pyproject.toml $(LOCK) | $(TORCH_STAMP)
-	$(PY) -m pip install --quiet --no-compile -r $(LOCK)
+	# the lock is complete (scripts/lock.py): --no-deps installs exactly it, nothing it leaves out on purpose
+	$(PY) -m pip install --quiet --no-compile --no-deps -r $(LOCK)
 	# setuptools tells every editable install of a flat layout to beware of same-named folders (a UserWarning of
 	# the build backend); helpers/ is the package itself, so it is silenced here
 	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet --no-deps -e ".[dev,lab]"
@@ -99,8 +100,9 @@ $(VENV)/.setup-done: pyproject.toml $(LOCK) | $(TORCH_STAMP)
 	# the bytecode pip would write one file at a time (--no-compile above), on every core at once; as pip does, a
 	# file that does not compile under this Python (a newer Python's test file inside torch) is skipped
 	$(PY) -m compileall -qq -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" || true
-	rm -f $(VENV)/.tl-*  # the lock's TransformerLens is installed now: the TL stamp is made again
+	rm -f $(VENV)/.tl-*  # the lock's TransformerLens is installed now: its stamp is .tl-3, any other is made again
 	touch $@
+	touch $(VENV)/.tl-3
 
 # the TransformerLens of TL, without touching anything else (4.3 needs nothing the lock lacks)
 $(TL_STAMP): $(VENV)/.setup-done
