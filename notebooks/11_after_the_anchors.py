@@ -158,7 +158,10 @@ plots.interval_bars({kind: {"label words isolated": isolated[(kind, "label")],
 # §2.1's $S_{wp}$ pools every earlier token of a label word: its own demonstration's and the earlier ones'. The
 # pairs of arXiv 2504.00132 keep only the earlier demonstrations: each label word (from the second demonstration
 # on, at its first token) as the row, the earlier demonstrations' label words (`links="label"`) or input texts
-# (`"text"`) as the columns. One prompt's pairs, by row:
+# (`"text"`) as the columns. The paper traces this on five generative tasks in Gemma-2 2B and finds that how much
+# the step matters differs between tasks, and that it "may become more important in the presence of ambiguous
+# examples" (its abstract). Its finding does not rest on ambiguous demonstrations, so the prompts here are notebook
+# 02's, none chosen for ambiguity. One prompt's pairs, by row:
 
 # %%
 from helpers.core.positions import earlier_demo_pairs
@@ -402,8 +405,9 @@ _ = show_reading("11_after_the_anchors", digits=3, says={
 # Read the verdict table above as the answer of these tests on this model. What they cannot establish: a flipped
 # prompt that follows the words' meaning may do so because the model barely reads its context at all (compare the
 # share that matches the prediction without demonstrations); the flows are gradients times attention, a correlate,
-# and a flow from the earlier demonstrations into a label word is read on prompts whose demonstrations are
-# unambiguous (the paper's strongest effects come from ambiguous ones, which these tasks do not build); the
+# and a flow from the earlier demonstrations into a label word is read on prompts whose demonstrations were not
+# chosen to be ambiguous (the paper's abstract expects contextualisation to matter more with ambiguous examples,
+# and to matter differently across tasks: a small flow here does not speak for its ambiguous case); the
 # knockout blocks attention in the first $k$ layers only, and what a label word reads later is not tested. The
 # probe measures what a linear read-out can find in a few dozen inputs, with the folds a six-class task allows;
 # the head sets are ranked on random tokens, far from the prompts. Two small models are weak few-shot learners: an
