@@ -28,6 +28,7 @@ final logit soft cap). Quantities, on a few SST-2 prompts of seed 42:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -135,7 +136,7 @@ def quantities(model, n: int = 3, seconds: dict | None = None) -> dict[str, torc
     tokens, q = pad_batch(P, pad)
     out: dict[str, torch.Tensor] = {}
     seconds = {} if seconds is None else seconds
-    clock = Clock(seconds)
+    clock = timed(seconds)
     with torch.inference_mode(), clock("logits_at_q"):
         cols = torch.randperm(model.cfg.d_vocab, generator=torch.Generator().manual_seed(0))[:COLUMNS]
         cols = torch.cat([torch.tensor(list(L)), cols[~torch.isin(cols, torch.tensor(list(L)))]])
@@ -167,21 +168,18 @@ def quantities(model, n: int = 3, seconds: dict | None = None) -> dict[str, torc
     return {k: v.detach().float().cpu().contiguous() for k, v in out.items()}
 
 
-class Clock:
-    """``with clock(name):`` adds the block's wall time to ``seconds[name]``."""
+def timed(seconds: dict):
+    """``clock = timed(seconds)``; ``with clock(name):`` adds the block's wall time to ``seconds[name]``."""
 
-    def __init__(self, seconds: dict):
-        self.seconds, self.name = seconds, None
+    @contextlib.contextmanager
+    def clock(name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - t0
 
-    def __call__(self, name: str):
-        self.name = name
-        return self
-
-    def __enter__(self):
-        self.t0 = time.perf_counter()
-
-    def __exit__(self, *exc):
-        self.seconds[self.name] = self.seconds.get(self.name, 0.0) + time.perf_counter() - self.t0
+    return clock
 
 
 def load(name: str, root: Path):
