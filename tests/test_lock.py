@@ -64,6 +64,30 @@ def test_every_project_dependency_is_pinned_within_its_range():
             f"requirements.lock pins {name}=={pins[name]}, outside pyproject.toml's {req} (run `make lock`)"
 
 
+def test_what_the_lock_leaves_out_is_optional_and_absent():
+    """scripts/lock.py's LEFT_OUT: each has its reason, none is pinned, none is a requirement without an extra of an
+    installed package (pip check would fail without it), and jsonschema, which can use it, imports without it."""
+    import importlib.metadata as md
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from lock import LEFT_OUT
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    pins = read_lock(LOCK.read_text())
+    for name, why in LEFT_OUT.items():
+        assert why and canonicalize_name(name) not in pins, name
+        for dist in md.distributions():
+            for line in dist.requires or []:
+                req = Requirement(line)
+                if canonicalize_name(req.name) == canonicalize_name(name):
+                    assert req.marker is not None and not req.marker.evaluate({"extra": ""}), (dist.metadata["Name"], line)
+    r = subprocess.run([sys.executable, "-c", "import jsonschema, nbformat; nbformat.validate(nbformat.v4.new_notebook())"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 def test_lock_says_how_it_was_made():
     head = LOCK.read_text().split("\n", 6)[:5]
     assert any("make lock" in line for line in head) and all(line.startswith("#") for line in head)
