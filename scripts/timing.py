@@ -40,15 +40,17 @@ __all__ = ["DURATIONS_FILE", "MEASURED_DEFAULT", "MEASURED_SMOKE", "OVERHEAD_SEC
 
 DURATIONS_FILE = "durations.json"
 
-# Seconds per notebook, default profile (the paper's sizes, docs/results.md 'Run sizes'), all four tasks: `make run
-# JOBS=1 MODELS=google/gemma-3-270m ACCOUNT=1` on an idle 2-core CPU, one worker of two torch threads (its durations.json;
-# 09 is the control's). The other offline model and models without figures get these too: SmolLM2 135M took about
-# as long per notebook as Gemma (0.7-1.2x; 81.3 min for 00-08 against 78.8, its own default run at these sizes).
+# Seconds per notebook, default profile (the paper's sizes, docs/results.md 'Run sizes'), all four tasks, one worker of
+# two torch threads on an idle 2-core CPU: 00-02 and 04-08 from `make run JOBS=1 MODELS=google/gemma-3-270m
+# NOTEBOOKS="00 01 02 03 04 05 06 07 08"` at 04da694 (record gemma-3-270m-default.json); 03 from an earlier run with an
+# empty results store (the 04da694 run read 03's AUCROC steps from the store). The other offline model and models
+# without figures get these too: SmolLM2 135M took 0.8-1.4x as long on the notebooks it ran on an idle CPU (02, 04,
+# 06-08; record smollm2-135m-instruct-default-nb00+01+02+03+04+06+07+08.json).
 MEASURED_DEFAULT: dict[str, dict[str, float]] = {
     "google/gemma-3-270m": {
-        "00_icl_setting": 224.0, "01_saliency_flow": 620.5, "02_shallow_isolation": 906.4, "03_deep_aucroc": 125.1,
-        "04_anchor_reweighting": 251.9, "05_context_compression": 1562.6, "06_error_diagnosis": 42.0,
-        "07_incontext_heads": 980.4, "08_your_own_task": 71.0,
+        "00_icl_setting": 194.2, "01_saliency_flow": 649.4, "02_shallow_isolation": 1036.5, "03_deep_aucroc": 125.1,
+        "04_anchor_reweighting": 375.2, "05_context_compression": 2285.2, "06_error_diagnosis": 63.1,
+        "07_incontext_heads": 1502.0, "08_your_own_task": 108.1,
         # the controls with their checks' power (make run JOBS=1 NOTEBOOKS=09 from a fresh clone at 7c7e78e on the
         # idle 2-core CPU, record control-default.json)
         "09_a_model_that_learns_in_context": 516.4,
