@@ -157,6 +157,8 @@ def test_a_part_record_holds_its_notebooks_only_and_the_tables_merge_it_into_the
     assert blocks["front"].count("| Gemma 3 270M |") == 1 and "0.76 [0.73, 0.80]: **partly**" in blocks["front"]
     assert "at commit `abc1234`" in blocks["front"] and "at commit `fff0000`" in blocks["front"]
     assert f"`docs/record/{slug}-{key}-nb03.json`" in blocks["front"]
+    assert "`make run PROFILE=default NOTEBOOKS=03`" in rec.runs_line([r03])  # the run line, as a shell takes it
+    assert '`make run PROFILE=default NOTEBOOKS="02 03"`' in rec.runs_line([dataclasses.replace(r03, part="02+03")])
     assert "| 03_deep_aucroc | 2.0 |" in blocks["times"] and "| all | 17.0 |" in blocks["times"]
     with pytest.raises(rec.RecordError, match="no finished run"):
         rec.make_record(results, "google/gemma-3-270m", key, out_dir=tmp_path / "record", notebooks=["02", "05"])

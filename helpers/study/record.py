@@ -293,7 +293,8 @@ def runs_line(records: Sequence[Record]) -> str:
     notebooks computed with has changed since (:func:`code_note`)."""
     parts = []
     for r in records:
-        only = f" NOTEBOOKS={r.part.replace('+', ' ')}" if r.part else ""
+        nbs = r.part.replace("+", " ")
+        only = "" if not r.part else f' NOTEBOOKS="{nbs}"' if " " in nbs else f" NOTEBOOKS={nbs}"  # as a shell takes it
         parts.append(f"{model_label(r)}: `make run PROFILE={r.profile}{only}` at commit `{r.commit[:7]}`, finished "
                      f"{r.date}, {minutes(r):.1f} min of notebooks{f' ({r.note})' if r.note else ''} (record "
                      f"`docs/record/{r.file_name}`; {code_note(r)})")
