@@ -211,3 +211,27 @@ def test_method_digests_follow_the_code_not_the_prose_and_say_when_a_run_is_stal
     assert R.run_methods(["01_probe"], "abc1234") == {}  # its method changed after the run: no digest credited
     monkeypatch.setattr(R, "_changed_since", lambda commit: None)
     assert R.run_methods(["01_probe"], "abc1234") == {}
+
+
+def test_a_record_saved_between_runs_leaves_the_next_run_at_its_commit(tmp_path):
+    """``make record`` writes docs/record/ after a run; a run started after it is still at the commit (no notebook
+    reads a record), while any other uncommitted change to a tracked file marks the run ``-dirty``."""
+    import subprocess
+
+    from helpers.study.report import git_commit
+
+    def git(*a):
+        subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
+
+    (tmp_path / "docs" / "record").mkdir(parents=True)
+    (tmp_path / "docs" / "record" / "m-default.json").write_text("{}\n")
+    (tmp_path / "Makefile").write_text("all:\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    sha = git_commit(tmp_path)
+    assert len(sha) == 40
+    (tmp_path / "docs" / "record" / "m-default.json").write_text('{"a": 1}\n')
+    assert git_commit(tmp_path) == sha
+    (tmp_path / "Makefile").write_text("all: x\n")
+    assert git_commit(tmp_path) == sha + "-dirty"

@@ -97,11 +97,13 @@ def summary_rows(sections: dict, models: list[str], power: dict[str, Power] | No
 
 def git_commit(root: Path = ROOT) -> str:
     """The commit checked out at ``root`` (``<sha>-dirty`` with uncommitted changes to tracked files; ``unknown``
-    outside git)."""
+    outside git). The run records (``docs/record/``, what ``make record`` writes after a run) do not count: no
+    notebook reads them, so a record saved between two runs leaves the second at the commit."""
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--",
+                                ".", ":(exclude)docs/record"],
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
