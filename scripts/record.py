@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         make_record,
         stale_methods,
         stray_results,
+        supersede,
     )
     from helpers.study.results import run_key
 
@@ -105,7 +106,10 @@ def main(argv: list[str] | None = None) -> int:
             for m in models:
                 if a.notebooks and m == CONTROL and not any(n.zfill(2) in timing.OWN_MODEL for n in a.notebooks):
                     continue  # the control's own notebook was not asked for
-                print(f"record: {make_record(a.results, m, key, a.commit, note=a.note, notebooks=a.notebooks).relative_to(ROOT)}")
+                path = make_record(a.results, m, key, a.commit, note=a.note, notebooks=a.notebooks)
+                print(f"record: {path.relative_to(ROOT)}")
+                for line in supersede(path):
+                    print(f"record: {line}")
             print("record: now `make tables` rewrites README.md and docs/ from the records")
             return 0
         records = load_records()

@@ -166,6 +166,36 @@ def test_a_part_record_holds_its_notebooks_only_and_the_tables_merge_it_into_the
         rec.merged([r03, dataclasses.replace(r03, part="x")])
 
 
+def test_a_rerun_notebook_supersedes_its_older_record(tmp_path, monkeypatch):
+    """``make record NOTEBOOKS=02`` after notebook 02 ran again: the model's older record gives up notebook 02 (its
+    claims, time and digest) and keeps the others as a part; a record left with nothing is removed; another model's
+    or profile's record is untouched; the tables then merge without two records holding one claim."""
+    results, folder, key, slug = _run(tmp_path, monkeypatch)
+    out = tmp_path / "record"
+    old = rec.make_record(results, "google/gemma-3-270m", key, out_dir=out)
+    other = out / f"smollm2-135m-instruct-{key}.json"
+    other.write_text(old.read_text().replace("google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct")
+                     .replace(f'"slug": "{slug}"', '"slug": "smollm2-135m-instruct"'))
+    before = other.read_text()
+    record_run(folder, "02_shallow_isolation", {"status": "ok", "seconds": 950.0, "commit": "fff0000aaa"})
+    new = rec.make_record(results, "google/gemma-3-270m", key, out_dir=out, notebooks=["02"])
+    assert rec.supersede(new) == [f"{slug}-{key}.json -> {slug}-{key}-nb03.json: notebooks 02 taken out "
+                                  f"({new.name} holds them now)"]
+    assert not old.exists() and other.read_text() == before
+    gemma = {r.part: r for r in rec.load_records(out) if r.slug == slug}
+    assert set(gemma) == {"02", "03"} and gemma["03"].commit == "abc1234def"
+    assert list(gemma["03"].seconds) == ["03_deep_aucroc"] and set(gemma["03"].methods) <= {"03_deep_aucroc"}
+    assert [c.key for c in gemma["03"].claims] == ["03.peak_aucroc", "03.r_crossing"]
+    assert gemma["02"].commit == "fff0000aaa" and gemma["02"].seconds == {"02_shallow_isolation": 950.0}
+    assert rec.merged(rec.load_records(out))  # one record per claim again
+    record_run(folder, "03_deep_aucroc", {"status": "ok", "seconds": 100.0, "commit": "fff0000aaa"})
+    both = rec.make_record(results, "google/gemma-3-270m", key, out_dir=out, notebooks=["02", "03"])
+    assert sorted(rec.supersede(both)) == sorted([f"{slug}-{key}-nb02.json: removed, {both.name} holds all its "
+                                                  "notebooks", f"{slug}-{key}-nb03.json: removed, {both.name} holds "
+                                                  "all its notebooks"])
+    assert sorted(p.name for p in out.glob("*.json")) == sorted([both.name, other.name])
+
+
 def test_tables_rewrite_only_the_blocks_and_check_names_what_differs():
     blocks = {"front": "| a | b |\n", "control": "none\n"}
     text = "intro\n<!-- record:front -->\nold 0.1 [0.0, 0.2]\n<!-- /record:front -->\nend\n"

@@ -27,7 +27,8 @@ from helpers.study.power_report import Power, annotate, checked_keys, power_by_k
 from helpers.study.report import recorded_runs
 from helpers.study.results import model_slug
 
-__all__ = ["RECORD_DIR", "Record", "minutes", "model_label", "RecordError", "make_record", "load_records", "merged",
+__all__ = ["RECORD_DIR", "Record", "minutes", "model_label", "RecordError", "make_record", "supersede", "load_records",
+           "merged",
            "render_blocks", "apply_blocks",
            "check_blocks", "stray_results", "README_CLAIMS"]
 
@@ -209,6 +210,35 @@ def make_record(results: Path, model: str, key: str, commit: str | None = None, 
     path = out_dir / Record.from_json(rec).file_name
     path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
     return path
+
+
+def supersede(new: Path) -> list[str]:
+    """Take the notebooks of the record ``new`` out of the same model's other records of the same run key beside it
+    (``make record NOTEBOOKS=02`` after a rerun of notebook 02: the newer run replaces the older one's claims, digest
+    and time of those notebooks). A record that keeps other notebooks becomes a part holding them (its file renamed;
+    its commit, date and note are its run's, as before); one left with none is deleted. Returns a line per change."""
+    got = json.loads(new.read_text())
+    taken = {sec[:2] for sec in (*got["notebooks"], *got["seconds"])}
+    said = []
+    for path in sorted(new.parent.glob("*.json")):
+        d = json.loads(path.read_text())
+        if path == new or (d["model"], d["run_key"]) != (got["model"], got["run_key"]):
+            continue
+        gone = sorted({sec[:2] for part in ("notebooks", "seconds", "methods") for sec in d.get(part, {})} & taken)
+        if not gone:
+            continue
+        for part in ("notebooks", "seconds", "methods"):
+            d[part] = {sec: v for sec, v in d.get(part, {}).items() if sec[:2] not in taken}
+        left = sorted({sec[:2] for sec in (*d["notebooks"], *d["seconds"])})
+        path.unlink()
+        if not left:
+            said.append(f"{path.name}: removed, {new.name} holds all its notebooks")
+            continue
+        d["part"] = "+".join(left)
+        out = path.parent / Record.from_json(d).file_name
+        out.write_text(json.dumps(d, indent=1, ensure_ascii=False) + "\n")
+        said.append(f"{path.name} -> {out.name}: notebooks {', '.join(gone)} taken out ({new.name} holds them now)")
+    return said
 
 
 def load_records(record_dir: Path = RECORD_DIR) -> list[Record]:
