@@ -116,13 +116,15 @@ check_override_rate(semantic_override_rate)
 #
 # One demonstration set per (task, seed) and its flipped twin, on the same inputs, each cached on disk
 # (`flipped_runs`); every input of each also gets §2.2's isolation of the label words (its random control on the
-# first inputs), and the first few one saliency pass. The figure: on the
+# first inputs), and the first few one saliency pass. On the natural prompts the isolation is notebook 02's own
+# run where the store holds it for the same inputs (passing `profile` lets it look), so it is not run twice. The
+# figure: on the
 # flipped prompts, the share of predictions that are the query's own class (the words' meaning), its flipped class
 # (the override) and the class predicted without demonstrations (the prior); beside them, the accuracy with the
 # natural labels; 95% intervals over seeds and inputs, averaged over tasks.
 
 # %%
-runs = fl.flipped_runs(model, tasks, sizes)
+runs = fl.flipped_runs(model, tasks, sizes, profile=profile)
 override = fl.override_intervals(runs)
 plots.interval_bars({"flipped prompts": {"the query's own class": override["truth"],
                                          "its flipped class (override)": override["prompt"],

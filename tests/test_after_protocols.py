@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from helpers.core.stats import Interval
+from helpers.exercises.tiny import TINY_KINDS
 from helpers.study.profiles import AfterSizes
 
 TINY_SIZES = AfterSizes(seeds=(42,), n=8, n_flow=2, random_n=2, k=1, folds=2, frac=0.02, batch_size=4)
@@ -146,6 +147,51 @@ def test_flipped_runs_pair_their_inputs_and_are_stored(tmp_path, monkeypatch):
     assert set(frame["flow"]) == {"S_wp", "S_pq", "S_ww", "from_label", "from_text"} and len(frame) == 2 * 2 * L * 5
     with pytest.raises(TypeError, match="AfterSizes"):
         fl.flipped_runs(tiny_model, ["sst2"], object())
+
+
+@pytest.mark.filterwarnings("ignore::helpers.core.tasks.LabelWordWarning")
+@pytest.mark.parametrize("kind", TINY_KINDS)
+def test_flipped_runs_read_notebook_02s_isolation_of_the_same_natural_prompts(kind, tmp_path, monkeypatch):
+    """Where notebook 02's isolation of the same inputs is stored, the natural prompts' loyalty is read from it, equal
+    to computing it; where it is not stored, or ran other inputs, nothing of notebook 02 is computed or read."""
+    from helpers.exercises.tiny import make_tiny_model
+    from helpers.protocols import flipped_labels as fl
+    from helpers.protocols import isolation as iso
+    from helpers.study.profile_table import PROFILES
+
+    model = make_tiny_model(kind, n_layers=8)  # notebook 02 isolates 5 layers, its sweep up to 7
+    sizes = AfterSizes(seeds=(42,), n=6, n_flow=1, random_n=2, k=5, folds=2, frac=0.02, batch_size=4)
+    profile = PROFILES["default"].with_(seeds=(42,), n_test=6, n_random_control=3, tasks=("sst2",), batch_size=4)
+    calls = []
+    real = fl.isolation_experiment
+    monkeypatch.setattr(fl, "isolation_experiment", lambda *a, **kw: calls.append(len(a[1])) or real(*a, **kw))
+
+    def flipped(store, prof):
+        monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path / store))
+        calls.clear()
+        return fl.flipped_runs(model, ["sst2"], sizes, progress=False, profile=prof)[("sst2", 42)]
+
+    def same_loyalty(a, b):
+        return all(torch.equal(a["loyal"][name][c], b["loyal"][name][c]) for name in fl.PROMPTS
+                   for c in ("label", "random"))
+
+    own = flipped("own", None)
+    assert len(calls) == 2  # natural and flipped prompts
+    assert same_loyalty(flipped("empty", profile), own)
+    assert len(calls) == 2  # nothing stored: computed, and notebook 02's run is not
+    assert iso.stored_isolation(model, "sst2", 42, iso.isolation_sizes(profile), profile="default") is None
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path / "nb02"))
+    iso.isolation_runs(model, ["sst2"], iso.isolation_sizes(profile), profile="default", progress=False)
+    ran, cell = iso.stored_isolation(model, "sst2", 42, iso.isolation_sizes(profile), profile="default")
+    assert len(ran.prompts) == 6 and len(cell[("random", "first", 5)]) == 3
+    assert same_loyalty(flipped("nb02", profile), own)
+    assert len(calls) == 1  # the flipped prompts only
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path / "other"))  # notebook 02 ran fewer inputs: not read
+    iso.isolation_runs(model, ["sst2"], iso.isolation_sizes(profile.with_(n_test=4)), profile="default",
+                       progress=False)
+    assert same_loyalty(flipped("other", profile.with_(n_test=4)), own) and len(calls) == 2
+    with pytest.raises(TypeError, match="Profile"):
+        fl.flipped_runs(model, ["sst2"], sizes, profile="default")
 
 
 @pytest.mark.filterwarnings("ignore::helpers.core.tasks.LabelWordWarning")

@@ -26,7 +26,7 @@ from helpers.core.predict import predict
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.seeds import stream_seed
 from helpers.core.stats import Interval, bootstrap_means, paired_differences
-from helpers.core.store import pins_weights
+from helpers.core.store import pins_weights, prompts_digest
 from helpers.core.tasks import LabelWordWarning, get_task, run_args
 from helpers.experiments.flipped_labels import (
     ALIGNMENTS,
@@ -38,10 +38,12 @@ from helpers.experiments.flipped_labels import (
 from helpers.experiments.isolation import isolation_experiment
 from helpers.experiments.saliency import FLOWS, saliency_flow
 from helpers.experiments.saliency_context import CONTEXT_FLOWS
+from helpers.protocols import isolation as iso_protocol
 from helpers.protocols import isolation_classes as ic
 from helpers.protocols import saliency as sal
 from helpers.protocols.saliency_context import flows_and_context
 from helpers.study.claims import Claim, above_zero, claim
+from helpers.study.profile_table import Profile
 from helpers.study.profiles import AfterSizes
 
 __all__ = ["flipped_runs", "after_flow_frame", "override_intervals", "semantic_anchor_claim", "flipped_flow_claims",
@@ -50,17 +52,51 @@ __all__ = ["flipped_runs", "after_flow_frame", "override_intervals", "semantic_a
 PROMPTS = ("natural", "flipped")
 
 
-def _labels(pred) -> torch.Tensor:
-    return pred.label_logits.argmax(-1)
+def _loyalty(iso: dict, k: int, n: int, random_n: int) -> dict[str, torch.Tensor]:
+    """Per input, 1 where the prediction with the label words (``label``) or as many random words (``random``)
+    isolated in the first ``k`` layers equals the unisolated one: the first ``n`` inputs of ``iso``
+    (:func:`~helpers.experiments.isolation.isolation_experiment`'s runs), the random ones on the first ``random_n``."""
+    base = iso["base"].pred
+    return {c: torch.as_tensor(label_loyalty_rows(iso[(c, "first", k)].pred[:m], base[:m]))
+            for c, m in (("label", n), ("random", min(n, random_n)))}
+
+
+def _notebook02_loyalty(model, task: str, seed: int, natural, sizes: AfterSizes,
+                        profile: Profile | None) -> dict | None:
+    """:func:`_loyalty` of the natural prompts read from notebook 02's stored isolation of ``(task, seed)`` (run
+    with ``profile``), where it ran these very prompts first (same tokens, order and label words: the random words'
+    draw of an input depends on its place only) at ``sizes.k`` with enough inputs; else None."""
+    if profile is None:
+        return None
+    iso_sizes = iso_protocol.isolation_sizes(profile)
+    if seed not in iso_sizes.seeds or task not in profile.tasks:
+        return None
+    got = iso_protocol.stored_isolation(model, task, seed, iso_sizes, profile=profile.name)
+    if got is None:
+        return None
+    ran, runs = got
+    n, rn = len(natural.prompts), min(len(natural.prompts), sizes.random_n)
+    keys = [("label", "first", sizes.k), ("random", "first", sizes.k)]
+    same = (len(ran.prompts) >= n and list(ran.label_ids) == list(natural.label_ids)
+            and prompts_digest(ran.prompts[:n]) == prompts_digest(natural.prompts))
+    if not same or not all(key in runs for key in keys) or len(runs[keys[0]]) < n or len(runs[keys[1]]) < rn:
+        return None
+    return _loyalty(runs, sizes.k, n, rn)
 
 
 @pins_weights
-def flipped_runs(model, tasks: Sequence[str], sizes: AfterSizes, progress: bool = True) -> dict:
+def flipped_runs(model, tasks: Sequence[str], sizes: AfterSizes, progress: bool = True,
+                 profile: Profile | None = None) -> dict:
     """``{(task, seed): {"gold", "perm", "pred": {natural, flipped, prior}, "flows": {natural, flipped},
     "context": {natural, flipped}, "loyal": {natural, flipped: {"label", "random"}}}}`` (module docstring), stored
-    on disk per (task, seed)."""
+    on disk per (task, seed). ``profile``: the profile notebook 02 ran with (its
+    :func:`~helpers.protocols.isolation.isolation_sizes`); where the store holds its isolation of the same natural
+    prompts, their loyalty is read from it (the same numbers, :func:`_notebook02_loyalty`) instead of computed again.
+    Notebook 01's stored flows are not read: one saliency pass gives the flows and the context flows together."""
     if not isinstance(sizes, AfterSizes):
         raise TypeError(f"sizes must be the AfterSizes of after_sizes(profile), got {type(sizes).__name__}")
+    if profile is not None and not isinstance(profile, Profile):
+        raise TypeError(f"profile must be a Profile (get_profile()) or None, got {type(profile).__name__}")
     tasks, seeds = run_args(tasks, sizes.seeds, n=sizes.n)
     bs, k = sizes.batch_size, sizes.k
 
@@ -69,19 +105,18 @@ def flipped_runs(model, tasks: Sequence[str], sizes: AfterSizes, progress: bool 
             warnings.simplefilter("ignore", LabelWordWarning)  # multi-token label words: read at their first token
             sets = dict(zip(PROMPTS, flipped_icl_set(model, task, seed, sizes.n)))
         lids, m = sets["natural"].label_ids, min(sizes.n_flow, len(sets["natural"].prompts))
-        pred = {name: _labels(vanilla_predictions(model, s.prompts, lids, batch_size=bs, top_k=0))
+        pred = {name: vanilla_predictions(model, s.prompts, lids, batch_size=bs, top_k=0).pred
                 for name, s in sets.items()}
-        pred["prior"] = _labels(predict(model, zero_shot_prompts(model, sets["natural"]), lids, batch_size=bs, top_k=0))
+        pred["prior"] = predict(model, zero_shot_prompts(model, sets["natural"]), lids, batch_size=bs, top_k=0).pred
         out = {"gold": torch.tensor([p.gold for p in sets["natural"].prompts]),
                "perm": torch.tensor(flip_permutation(get_task(task).n_classes)), "pred": pred,
                "flows": {}, "context": {}, "loyal": {}}
         for name, s in sets.items():
             out["flows"][name], out["context"][name] = flows_and_context(model, s.prompts[:m], lids, batch_size=bs)
-            iso = isolation_experiment(model, s.prompts, lids, ks=(k,), wheres=("first",), seed=seed, batch_size=bs,
-                                       top_k=0, random_n=sizes.random_n)
-            out["loyal"][name] = {c: torch.as_tensor(label_loyalty_rows(
-                _labels(iso[(c, "first", k)]), _labels(iso["base"])[: len(iso[(c, "first", k)].gold)]))
-                for c in ("label", "random")}
+            read = _notebook02_loyalty(model, task, seed, s, sizes, profile) if name == "natural" else None
+            out["loyal"][name] = read or _loyalty(isolation_experiment(
+                model, s.prompts, lids, ks=(k,), wheres=("first",), seed=seed, batch_size=bs, top_k=0,
+                random_n=sizes.random_n), k, len(s.prompts), sizes.random_n)
         return out
 
     return run_grid("flipped_labels", model, tasks, seeds, run,
@@ -185,7 +220,7 @@ def control_flipped_claims(model, task: ControlTask, cp: ControlPrompts, seed: i
     the isolation of the label words against as many items, first layer (``11.flipped_*``)."""
     perm = flip_permutation(len(cp.label_ids))
     flipped, key = relabel(cp, perm), ("control", seed)
-    pred = _labels(predict(model, flipped.prompts, cp.label_ids, batch_size=batch_size, top_k=0))
+    pred = predict(model, flipped.prompts, cp.label_ids, batch_size=batch_size, top_k=0).pred
     a = agreements(pred, cp.gold, perm)
     iv = bootstrap_means({key: a["prompt"] - a["truth"]})
     out = [claim("11.control_override", iv, above_zero(iv), "95% interval of the share following the permuted mapping "

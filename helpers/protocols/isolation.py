@@ -4,19 +4,22 @@ and its claims. The method it runs (a model and prompts in, tensors out) is :mod
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from helpers.core.grid import model_label, run_grid
+from helpers.core.prompts import PromptSet, make_icl_set
 from helpers.core.stats import bootstrap_means, paired_differences
-from helpers.core.store import pins_weights
-from helpers.core.tasks import run_args
+from helpers.core.store import pins_weights, stored
+from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.isolation import MAIN_CONDITIONS, isolation_experiment, loyalty_rows
 from helpers.study.claims import claim
 from helpers.study.paper import CLAIMS
 from helpers.study.profiles import RunSizes
 
-__all__ = ["IsolationSizes", "isolation_sizes", "isolation_runs", "loyalty_frame", "isolation_verdict",
-           "isolation_intervals", "isolation_claims", "condition_cells", "condition_ids"]
+__all__ = ["IsolationSizes", "isolation_sizes", "isolation_runs", "stored_isolation", "loyalty_frame",
+           "isolation_verdict", "isolation_intervals", "isolation_claims", "condition_cells", "condition_ids"]
 
 
 def condition_cells(df, condition: str, where: str, k: int, metric: str = "label_loyal") -> dict:
@@ -98,34 +101,52 @@ def isolation_runs(model, tasks: Sequence[str], sizes: IsolationSizes, top_k: in
 
         raise ArgumentError(f"sizes must be an IsolationSizes (isolation_sizes(profile), or IsolationSizes(seeds=..., "
                             f"n=..., ...)), got {type(sizes).__name__}")
-    n, k_main, k_sweep, sweep_seeds = sizes.n, sizes.k_main, sizes.k_sweep, sizes.sweep_seeds
-    sweep_n, random_draw, random_n, batch_size = sizes.sweep_n, sizes.random_draw, sizes.random_n, sizes.batch_size
-    tasks, seeds = run_args(tasks, sizes.seeds, n=n, k_main=k_main)
-    import warnings
-
-    from helpers.core.grid import run_grid
-    from helpers.core.prompts import make_icl_set
-    from helpers.core.tasks import LabelWordWarning
-
-    def count(task):
-        return n[task] if isinstance(n, Mapping) else int(n)
-
-    def layer_counts(seed):
-        return sorted({k_main, *(k_sweep if seed in sweep_seeds else ())})
+    tasks, seeds = run_args(tasks, sizes.seeds, n=sizes.n, k_main=sizes.k_main)
 
     def run(task, seed):
-        ks = layer_counts(seed)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", LabelWordWarning)
-            s = make_icl_set(model, task, seed, count(task))
-        sub = {k: sweep_n for k in ks if k != k_main} if sweep_n else None
-        return isolation_experiment(model, s.prompts, s.label_ids, ks=ks, seed=seed, batch_size=batch_size,
-                                    top_k=top_k, random_draw=random_draw, sub_n=sub, random_n=random_n)
+        ks, s = _layer_counts(sizes, seed), _prompt_set(model, task, seed, sizes)
+        sub = {k: sizes.sweep_n for k in ks if k != sizes.k_main} if sizes.sweep_n else None
+        return isolation_experiment(model, s.prompts, s.label_ids, ks=ks, seed=seed, batch_size=sizes.batch_size,
+                                    top_k=top_k, random_draw=sizes.random_draw, sub_n=sub, random_n=sizes.random_n)
 
     return run_grid("isolation", model, tasks, seeds, run,
-                    lambda task, seed: {"n": count(task), "ks": layer_counts(seed), "top_k": top_k, "profile": profile,
-                                        "sweep_n": sweep_n, "random_draw": random_draw, "random_n": random_n},
-                    progress=progress and "isolation")
+                    lambda task, seed: _cell_params(sizes, task, seed, top_k, profile), progress=progress and "isolation")
+
+
+def _count(sizes: IsolationSizes, task: str) -> int:
+    return sizes.n[task] if isinstance(sizes.n, Mapping) else int(sizes.n)
+
+
+def _layer_counts(sizes: IsolationSizes, seed: int) -> list[int]:
+    return sorted({sizes.k_main, *(sizes.k_sweep if seed in sizes.sweep_seeds else ())})
+
+
+def _prompt_set(model, task: str, seed: int, sizes: IsolationSizes):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LabelWordWarning)  # multi-token label words: read at their first token
+        return make_icl_set(model, task, seed, _count(sizes, task))
+
+
+def _cell_params(sizes: IsolationSizes, task: str, seed: int, top_k: int, profile: str) -> dict:
+    """What identifies one stored cell of :func:`isolation_runs`, beside the model, the task and the seed."""
+    return {"n": _count(sizes, task), "ks": _layer_counts(sizes, seed), "top_k": top_k, "profile": profile,
+            "sweep_n": sizes.sweep_n, "random_draw": sizes.random_draw, "random_n": sizes.random_n}
+
+
+def stored_isolation(model, task: str, seed: int, sizes: IsolationSizes, top_k: int = 5,
+                     profile: str = "") -> tuple[PromptSet, dict] | None:
+    """Notebook 02's run of one (task, seed) (:func:`isolation_runs` at ``sizes``, ``top_k``, ``profile``) and the
+    prompt set it ran on, read from the store; None when the store does not hold it: nothing is computed. For a
+    protocol that runs §2.2's isolation on the same prompts (notebook 11's natural prompts) and need not run it
+    again where notebook 02 already has."""
+    run_args([task], sizes.seeds, n=sizes.n, k_main=sizes.k_main)  # the same checks as a run
+    params = {"model": model_label(model), "task": task, "seed": seed, **_cell_params(sizes, task, seed, top_k,
+                                                                                       profile)}
+    if not stored("isolation", params, model=model):
+        return None
+    one = replace(sizes, seeds=(seed,))
+    return _prompt_set(model, task, seed, one), isolation_runs(model, [task], one, top_k, profile, progress=False)[
+        (task, seed)]
 
 
 def loyalty_frame(runs: dict, k_words: int = 5):
