@@ -16,7 +16,8 @@
 #   make control    retrain a control from CONTROL_SEED (CONTROL=control, control-wide or control-negative; notebook
 #               09's models): each well under 10 min on 2 cores
 #   make record the claims of a finished `make run` (same PROFILE, MODELS) as docs/record/<model>-<profile>.json
-#               (NOTEBOOKS="10": those notebooks only, as <model>-<profile>-nb10.json beside the model's other record)
+#               (NOTEBOOKS="10": those notebooks only, as <model>-<profile>-nb10.json beside the model's other record,
+#               which gives up the notebooks recorded again)
 #   make tables rewrite README.md's and docs/'s result tables from docs/record/ (no result is typed by hand)
 #   make lock   refresh requirements.lock (the exact versions setup installs) from the working .venv
 PYTHON ?= python3

@@ -4,7 +4,8 @@
     python scripts/record.py tables [--check]
 
 ``save`` (``make record``) writes ``docs/record/<model>-<run key>.json`` for each model (and the positive
-control, when the run has it) from a finished ``make run``. ``tables`` (``make tables``) rewrites every
+control, when the run has it) from a finished ``make run``; with ``--notebooks``, those notebooks only, taken out of
+the model's older records (:func:`helpers.study.record.supersede`). ``tables`` (``make tables``) rewrites every
 ``<!-- record:... -->`` block of README.md and docs/*.md from the records; ``--check`` only says which blocks
 differ and which results are typed outside a block (exit 1), as ``tests/test_record.py`` does.
 """
