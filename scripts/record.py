@@ -48,11 +48,15 @@ def how_long(records) -> str:
 
     measured = [f"{took(r)} at the `{r.profile}` profile (measured, commit `{r.commit[:7]}`"
                 f"{'; ' + r.note if r.note else ''})" for r in records if r.profile == "default" and r.slug != "control"]
-    smoke = [r for r in records if r.profile == "smoke"]
-    each = ", ".join(f"{minutes(r):.1f} min for {model_label(r)}" for r in smoke)
+    smoke: dict[str, list] = {}  # a model's smoke records (its parts too) by model
+    for r in records:
+        if r.profile == "smoke":
+            smoke.setdefault(model_label(r), []).append(r)
+    each = ", ".join(f"{sum(minutes(r) for r in rs):.1f} min for {m}" for m, rs in smoke.items())
+    commits = list(dict.fromkeys(r.commit[:7] for rs in smoke.values() for r in sorted(rs, key=lambda r: r.date)))
     quick = (f"`make run PROFILE=smoke` (every notebook on a handful of inputs: for trying the collection, not "
-             f"for evidence) ran its notebooks in {each} (measured, commit `{smoke[0].commit[:7]}`; the models run "
-             f"side by side)" if smoke else
+             f"for evidence) ran its notebooks in {each} (measured, commit{'s' if len(commits) > 1 else ''} "
+             f"{', '.join(f'`{c}`' for c in commits)})" if smoke else
              "`make run PROFILE=smoke` runs every notebook on a handful of inputs, for trying the collection")
     return (f"On 2 CPU cores {'; '.join(measured) or 'no default run is recorded yet'}. Both offline models take "
             f"about {derived(2)} on 2 cores and about {derived(8)} on an 8-core laptop (derived by "

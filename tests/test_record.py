@@ -196,6 +196,17 @@ def test_a_rerun_notebook_supersedes_its_older_record(tmp_path, monkeypatch):
     assert sorted(p.name for p in out.glob("*.json")) == sorted([both.name, other.name])
 
 
+def test_the_smoke_sentence_sums_a_models_parts_and_names_their_commits(tmp_path, monkeypatch):
+    import dataclasses
+
+    results, folder, key, slug = _run(tmp_path, monkeypatch, profile="smoke")
+    r = rec.load_records(rec.make_record(results, "google/gemma-3-270m", key, out_dir=tmp_path / "record").parent)[0]
+    later = dataclasses.replace(r, part="04", commit="fff0000aaa", date="2099-01-01 00:00 UTC",
+                                seconds={"04_anchor_reweighting": 60.0})
+    said = record_script.how_long([r, later])
+    assert "ran its notebooks in 18.0 min for Gemma 3 270M (measured, commits `abc1234`, `fff0000`)" in said
+
+
 def test_tables_rewrite_only_the_blocks_and_check_names_what_differs():
     blocks = {"front": "| a | b |\n", "control": "none\n"}
     text = "intro\n<!-- record:front -->\nold 0.1 [0.0, 0.2]\n<!-- /record:front -->\nend\n"
