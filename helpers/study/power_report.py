@@ -197,19 +197,20 @@ def reading(p: Power) -> dict[str, str]:
 
 
 def annotate(p: Power | None) -> str:
-    """What a verdict on a language model is worth, in words: ``"check sees it on the positive control (20/20),
-    silent on the negative (20/20)"``; ``"uninformative: ..."`` before a check that misses it or fires."""
+    """What a verdict on a language model is worth, in words: ``"check sees it on the positive control (seen in
+    20/20), silent on the negative (silent in 20/20)"``; ``"uninformative: ..."`` before a check that misses it or
+    fires (``"fires on the negative (silent in 0/16)"``: the count is always of the replicates seen, or silent)."""
     if p is None:
         return "no power row"
     if p.why:
         return f"power not measured: {p.why}"
     r = reading(p)
 
-    def count(iv):
-        return "not run" if iv is None else f"{round(iv.estimate * iv.n_inputs)}/{iv.n_inputs}"
+    def count(iv, what):  # the count of replicates that did `what`, whatever the reading: never "fires (0/16)"
+        return "not run" if iv is None else f"{what} in {round(iv.estimate * iv.n_inputs)}/{iv.n_inputs}"
 
-    text = (f"check {r['positive']} on the positive control ({count(p.sensitivity)}), {r['negative']} on the "
-            f"negative ({count(p.specificity)})")
+    text = (f"check {r['positive']} on the positive control ({count(p.sensitivity, 'seen')}), {r['negative']} on "
+            f"the negative ({count(p.specificity, 'silent')})")
     return f"uninformative: {text}" if r["power"] == "uninformative" else text
 
 
