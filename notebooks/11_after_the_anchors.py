@@ -118,10 +118,9 @@ check_override_rate(semantic_override_rate)
 # (`flipped_runs`); every input of each also gets §2.2's isolation of the label words (its random control on the
 # first inputs), and the first few one saliency pass. On the natural prompts the isolation is notebook 02's own
 # run where the store holds it for the same inputs (passing `profile` lets it look), so it is not run twice. The
-# figure: on the
-# flipped prompts, the share of predictions that are the query's own class (the words' meaning), its flipped class
-# (the override) and the class predicted without demonstrations (the prior); beside them, the accuracy with the
-# natural labels; 95% intervals over seeds and inputs, averaged over tasks.
+# figure: on the flipped prompts, the share of predictions that are the query's own class (the words' meaning),
+# its flipped class (the override) and the class predicted without demonstrations (the prior); beside them, the
+# accuracy with the natural labels; 95% intervals over seeds and inputs, averaged over tasks.
 
 # %%
 runs = fl.flipped_runs(model, tasks, sizes, profile=profile)
