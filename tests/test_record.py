@@ -276,3 +276,16 @@ def test_a_record_saved_between_runs_leaves_the_next_run_at_its_commit(tmp_path)
     assert git_commit(tmp_path) == sha
     (tmp_path / "Makefile").write_text("all: x\n")
     assert git_commit(tmp_path) == sha + "-dirty"
+
+
+
+def test_every_papers_statement_is_a_claim_some_committed_record_holds():
+    """helpers/study/paper.py's statements are what the tables print beside a claim: each is a claim of a committed
+    record, a control claim that measures a check's power (power_report.CHECKS) or a template for your own task
+    (``*_own``). One that is none of these is the statement of a check that no longer exists, and would sit unread."""
+    from helpers.study.paper import CLAIMS
+    from helpers.study.power_report import CHECKS
+
+    held = {c.key for r in rec.load_records() for c in r.claims} | set(CHECKS.values())
+    unread = sorted(k for k in set(CLAIMS) - held if not k.endswith("_own"))
+    assert not unread, f"statements no committed record holds and no power row uses: {unread}"

@@ -423,21 +423,6 @@ CLAIMS_10: dict[str, dict] = {
                      "exceeds the flow from the content tokens",
         "source": "arXiv 2305.14160 §2.1's flows by class, on this project's positive control (notebook 09)",
         "paper": "the check's premise: q reads the label words in deep layers (§2.1)"},
-    "10.control_incontext_heads": {
-        "statement": "On the positive control, ablating the in-context ranking's top head costs more accuracy than "
-                     "ablating a random other head",
-        "source": "arXiv 2402.02872's in-context score, on this project's positive control (notebook 09)",
-        "paper": "the check's premise: a few in-context heads carry ICL"},
-    "10.control_induction_heads": {
-        "statement": "On the positive control, ablating the induction ranking's top head costs more accuracy than "
-                     "ablating a random other head",
-        "source": "the induction score (Olsson et al. 2022; arXiv 2407.07011), on this project's positive control",
-        "paper": "the check's premise: ablating induction heads removes few-shot ICL"},
-    "10.control_fv_heads": {
-        "statement": "On the positive control, ablating the function-vector ranking's top head costs more accuracy "
-                     "than ablating a random other head",
-        "source": "the FV score (arXiv 2310.15213), on this project's positive control (notebook 09)",
-        "paper": "the check's premise: FV heads carry few-shot ICL (arXiv 2502.14010)"},
 }
 # end of notebook 10
 
