@@ -151,3 +151,16 @@ def test_an_entry_edited_on_disk_is_detected_and_recomputed(results):
     path.with_suffix(".proof.json").unlink()
     with pytest.warns(store.StoreMismatch, match="no proof"):
         cached("probe", {"task": "sst2", "n": 8}, lambda: first)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known: a control's cfg.icl_control_info is its checkpoint's metadata as safetensors returns it, a dict whose key "
+    "order varies from one read to the next, and model_fingerprint hashes the dict's str: every load of a control "
+    "gets another fingerprint, so its stored steps (notebook 09's, the power replicates) are recomputed on every run. "
+    "Never a wrong result, a missed one. The fix (a canonical order) edits helpers/core, which every record's method "
+    "digest covers, so it waits for the reruns that follow it"))
+def test_a_control_loaded_again_has_the_same_fingerprint():
+    from helpers.core.control import load_control
+
+    prints = {model_fingerprint(load_control("control-negative")) for _ in range(5)}
+    assert len(prints) == 1, prints
