@@ -278,7 +278,6 @@ def test_a_record_saved_between_runs_leaves_the_next_run_at_its_commit(tmp_path)
     assert git_commit(tmp_path) == sha + "-dirty"
 
 
-
 def test_every_papers_statement_is_a_claim_some_committed_record_holds():
     """helpers/study/paper.py's statements are what the tables print beside a claim: each is a claim of a committed
     record, a control claim that measures a check's power (power_report.CHECKS) or a template for your own task
