@@ -46,8 +46,9 @@ DURATIONS_FILE = "durations.json"
 # earlier run with an empty results store (the 04da694 run read 03's AUCROC steps from the store); 02, 08 and 11 from
 # `NOTEBOOKS="02 08 11"` at e6feb75 (record gemma-3-270m-default-nb02+08+11.json). Notebook 11 from its own run
 # with an empty store at 25e2569 (914.8 s): run after notebook 02 it reads 02's isolation from the store and took
-# 543.3 s in that e6feb75 run, but a reader may open it first (its exercise notebook quotes this figure). The other offline model and models without figures get these too: SmolLM2 135M took 0.8-1.4x as long
-# on the notebooks it ran on an idle CPU (records smollm2-135m-instruct-default-*.json).
+# 543.3 s in that e6feb75 run, but a reader may open it first (its exercise notebook quotes this figure). The other
+# offline model and models without figures get these too: SmolLM2 135M took 0.8-1.4x as long on the notebooks it ran
+# on an idle CPU (records smollm2-135m-instruct-default-*.json).
 MEASURED_DEFAULT: dict[str, dict[str, float]] = {
     "google/gemma-3-270m": {
         "00_icl_setting": 194.2, "01_saliency_flow": 649.4, "02_shallow_isolation": 872.5, "03_deep_aucroc": 125.1,
