@@ -29,6 +29,35 @@ def _close_figures():
         sys.modules["matplotlib.pyplot"].close("all")
 
 
+@pytest.fixture
+def helpers_mirror(tmp_path, monkeypatch):
+    """A stand-in for helpers/ that a test may add modules to: every file a link to the real one, the store's
+    ``HELPERS`` pointed at it, and each package's import path extended to it. Tests that walk the real tree (ruff,
+    the import graph, the layers) run beside such a test in other workers, so nothing is ever written into it."""
+    import importlib
+
+    import helpers.core.store as store
+
+    root = tmp_path / "helpers"
+    for f in store.HELPERS.rglob("*.py"):
+        (root / f.relative_to(store.HELPERS)).parent.mkdir(parents=True, exist_ok=True)
+        (root / f.relative_to(store.HELPERS)).symlink_to(f)
+    before = set(sys.modules)
+    for init in root.rglob("__init__.py"):
+        pkg = importlib.import_module(".".join(("helpers", *init.parent.relative_to(root).parts)))
+        monkeypatch.setattr(pkg, "__path__", [*pkg.__path__, str(init.parent)])
+    monkeypatch.setattr(store, "HELPERS", root)
+    caches = (store.module_imports, store.dependencies, store.code_digest)
+    for f in caches:
+        f.cache_clear()
+    yield root
+    for f in caches:
+        f.cache_clear()
+    for name in set(sys.modules) - before:  # the probe modules, imported from the stand-in
+        if name.startswith("helpers.") and "_probe" in name:
+            del sys.modules[name]
+
+
 @pytest.fixture(scope="session", params=TINY_KINDS)
 def tiny_model(request):
     """A tiny random model: learned positions (gpt2), rotary, and grouped-query rotary."""

@@ -51,7 +51,7 @@ def test_a_step_depends_on_its_methods_imports_and_core_not_on_presentation():
     assert R.step_modules(lambda: cell("sst2", 42)) == {"helpers.study.profiles"}  # followed to any depth
 
 
-def test_a_run_grid_cell_is_keyed_by_the_method_it_runs(tmp_path, monkeypatch):
+def test_a_run_grid_cell_is_keyed_by_the_method_it_runs(tmp_path, monkeypatch, helpers_mirror):
     """run_grid asks the store from helpers/core; a cell's key still holds the method module whose function the
     cell calls, so editing that module recomputes the cell, and the cells are those of a by-hand loop."""
     import importlib
@@ -59,9 +59,10 @@ def test_a_run_grid_cell_is_keyed_by_the_method_it_runs(tmp_path, monkeypatch):
     from helpers.core.grid import run_grid
     from helpers.exercises.tiny import make_tiny_model
 
-    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path / "store"))
     monkeypatch.delenv("ICL_RECOMPUTE", raising=False)
     model = make_tiny_model("gpt2", seed=0)
+    probe = helpers_mirror / "experiments" / "_probe_grid.py"
     method = "CALLS = []\n\n\ndef compute(task, seed):\n    CALLS.append(seed)\n    return len(task) * 1000 + seed\n"
 
     def grid():
@@ -70,34 +71,26 @@ def test_a_run_grid_cell_is_keyed_by_the_method_it_runs(tmp_path, monkeypatch):
         mod = importlib.reload(importlib.import_module("helpers.experiments._probe_grid"))
         return run_grid("probe_grid", model, ["ab", "abc"], [1, 2], mod.compute, {"n": 4}), mod.CALLS
 
-    try:
-        PROBE_GRID.write_text(method)
-        out, calls = grid()
-        assert out == {("ab", 1): 2001, ("ab", 2): 2002, ("abc", 1): 3001, ("abc", 2): 3002} and len(calls) == 4
-        assert grid()[1] == []  # all four served
-        PROBE_GRID.write_text(method + "# the method changes\n")
-        assert len(grid()[1]) == 4  # recomputed
-    finally:
-        PROBE_GRID.unlink(missing_ok=True)
-        for f in (R.module_imports, R.dependencies, R.code_digest):
-            f.cache_clear()
+    probe.write_text(method)
+    out, calls = grid()
+    assert out == {("ab", 1): 2001, ("ab", 2): 2002, ("abc", 1): 3001, ("abc", 2): 3002} and len(calls) == 4
+    assert grid()[1] == []  # all four served
+    probe.write_text(method + "# the method changes\n")
+    assert len(grid()[1]) == 4  # recomputed
 
 
-# a protocol module (it may import a method and a figure); its own files: the tests may run side by side
-PROBE = R.HELPERS / "protocols" / "_probe_method.py"
-PROBE_DEP = R.HELPERS / "experiments" / "_probe_dep.py"
-PROBE_FIG = R.HELPERS / "study" / "plots" / "_probe_fig.py"
-PROBE_GRID = R.HELPERS / "experiments" / "_probe_grid.py"  # its own file: the tests may run side by side
-
-
-def test_editing_a_figure_keeps_a_stored_step_and_editing_the_method_or_its_imports_misses(tmp_path, monkeypatch):
+def test_editing_a_figure_keeps_a_stored_step_and_editing_the_method_or_its_imports_misses(tmp_path, monkeypatch,
+                                                                                            helpers_mirror):
     """A method module (asking the store from inside, as every method does) that imports a helper module and a
     figure module: the stored step is served after the figure's module changes, recomputed after the method's or
     its helper's changes."""
     import importlib
 
-    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path / "store"))
     monkeypatch.delenv("ICL_RECOMPUTE", raising=False)
+    probe = helpers_mirror / "protocols" / "_probe_method.py"  # a protocol module, a method and a figure
+    probe_dep = helpers_mirror / "experiments" / "_probe_dep.py"
+    probe_fig = helpers_mirror / "study" / "plots" / "_probe_fig.py"
     method = ("from helpers.core.store import cached\nfrom helpers.experiments import _probe_dep\n"
               "from helpers.study.plots import _probe_fig\n\n\ndef run(compute):\n"
               "    return cached('probe_deps', {'seed': 1}, compute)\n")
@@ -112,22 +105,16 @@ def test_editing_a_figure_keeps_a_stored_step_and_editing_the_method_or_its_impo
             f.cache_clear()
         return importlib.import_module("helpers.protocols._probe_method").run(compute)
 
-    try:
-        PROBE_DEP.write_text("VALUE = 1\n")
-        PROBE_FIG.write_text("COLOUR = 'red'\n")
-        PROBE.write_text(method)
-        assert run() == 1 and run() == 1  # computed, then served
-        PROBE_FIG.write_text("COLOUR = 'blue'\n")  # a figure changes: the step is served
-        assert run() == 1
-        PROBE_DEP.write_text("VALUE = 2\n")  # what the method imports changes: recomputed
-        assert run() == 2 and run() == 2
-        PROBE.write_text(method + "# a comment in the method\n")  # the method changes: recomputed
-        assert run() == 3
-    finally:
-        for f in (PROBE, PROBE_DEP, PROBE_FIG):
-            f.unlink(missing_ok=True)
-        for f in (R.module_imports, R.dependencies, R.code_digest):
-            f.cache_clear()
+    probe_dep.write_text("VALUE = 1\n")
+    probe_fig.write_text("COLOUR = 'red'\n")
+    probe.write_text(method)
+    assert run() == 1 and run() == 1  # computed, then served
+    probe_fig.write_text("COLOUR = 'blue'\n")  # a figure changes: the step is served
+    assert run() == 1
+    probe_dep.write_text("VALUE = 2\n")  # what the method imports changes: recomputed
+    assert run() == 2 and run() == 2
+    probe.write_text(method + "# a comment in the method\n")  # the method changes: recomputed
+    assert run() == 3
 
 
 def test_cached_recomputes_for_other_weights_under_the_same_name(tmp_path, monkeypatch):
