@@ -21,6 +21,18 @@ def test_cached_recomputes_for_other_params_and_other_code(tmp_path, monkeypatch
     assert R.cached("probe", {"seed": 1}, compute) == {"value": 3}  # other code: recomputed, not served
 
 
+def test_code_text_keeps_code_and_drops_comments_and_docstrings():
+    """What a stored step's key reads of a module: rewording a docstring or a comment keeps it; any change to the code
+    (a constant, a string that is not a docstring) does not."""
+    src = '''"""Module."""\n\nX = 1  # one\n\n\ndef f(a):\n    """Doc."""\n    return "text" + a\n\n\nclass C:\n    """C."""\n'''
+    same = src.replace("Module.", "Reworded.").replace("# one", "# a note").replace("Doc.", "Other.")
+    same = same.replace('"""C."""', '"""A class."""')
+    assert R.code_text(src) == R.code_text(same)
+    for changed in (src.replace("X = 1", "X = 2"), src.replace('"text"', '"other"'), src.replace("return", "print(a)\n    return")):
+        assert R.code_text(changed) != R.code_text(src)
+    assert R.code_text('''def f():\n    """Only a docstring."""\n''') == R.code_text("def f():\n    pass\n")
+
+
 def test_code_digest_covers_the_helpers_source():
     R.code_digest.cache_clear()
     d = R.code_digest()
@@ -75,8 +87,10 @@ def test_a_run_grid_cell_is_keyed_by_the_method_it_runs(tmp_path, monkeypatch, h
     out, calls = grid()
     assert out == {("ab", 1): 2001, ("ab", 2): 2002, ("abc", 1): 3001, ("abc", 2): 3002} and len(calls) == 4
     assert grid()[1] == []  # all four served
-    probe.write_text(method + "# the method changes\n")
-    assert len(grid()[1]) == 4  # recomputed
+    probe.write_text(method + "# a comment\n")
+    assert grid()[1] == []  # a comment: still served
+    probe.write_text(method.replace("1000", "1001"))
+    assert len(grid()[1]) == 4  # the method changes: recomputed
 
 
 def test_editing_a_figure_keeps_a_stored_step_and_editing_the_method_or_its_imports_misses(tmp_path, monkeypatch,
@@ -113,7 +127,9 @@ def test_editing_a_figure_keeps_a_stored_step_and_editing_the_method_or_its_impo
     assert run() == 1
     probe_dep.write_text("VALUE = 2\n")  # what the method imports changes: recomputed
     assert run() == 2 and run() == 2
-    probe.write_text(method + "# a comment in the method\n")  # the method changes: recomputed
+    probe.write_text('"""A docstring."""\n' + method + "# a comment in the method\n")  # prose: still served
+    assert run() == 2
+    probe.write_text(method.replace("'seed': 1", "'seed': 1, 'n': 2"))  # the method's code changes: recomputed
     assert run() == 3
 
 

@@ -153,14 +153,22 @@ def test_an_entry_edited_on_disk_is_detected_and_recomputed(results):
         cached("probe", {"task": "sst2", "n": 8}, lambda: first)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known: a control's cfg.icl_control_info is its checkpoint's metadata as safetensors returns it, a dict whose key "
-    "order varies from one read to the next, and model_fingerprint hashes the dict's str: every load of a control "
-    "gets another fingerprint, so its stored steps (notebook 09's, the power replicates) are recomputed on every run. "
-    "Never a wrong result, a missed one. The fix (a canonical order) edits helpers/core, which every record's method "
-    "digest covers, so it waits for the reruns that follow it"))
 def test_a_control_loaded_again_has_the_same_fingerprint():
+    """A control's config holds its checkpoint's metadata, a dict that safetensors returns in another key order on
+    each read: the fingerprint reads the config in a canonical order, so every load of the same checkpoint finds the
+    steps stored by the last."""
     from helpers.core.control import load_control
 
     prints = {model_fingerprint(load_control("control-negative")) for _ in range(5)}
     assert len(prints) == 1, prints
+
+
+def test_the_fingerprint_reads_a_dict_in_the_config_by_content_not_order():
+    from helpers.exercises.tiny import make_tiny_model
+
+    model = make_tiny_model("gpt2", seed=0)
+    prints = []
+    for info in ({"a": 1, "b": {"c": 2, "d": 3}}, {"b": {"d": 3, "c": 2}, "a": 1}, {"a": 1, "b": {"c": 2, "d": 4}}):
+        model.cfg.icl_control_info = info
+        prints.append(model_fingerprint(model))
+    assert prints[0] == prints[1] != prints[2]

@@ -5,7 +5,8 @@ parameters), a digest of the code the result depends on (:func:`code_digest` of 
 the data (:func:`data_digest`) and, when given the model, of its weights (:func:`model_fingerprint`). A task
 loaded from a spec file adds its digest (:func:`task_identity`: template, label words, separator, data
 checksums). So any change to the code that computed a result, e.g. a protocol fix, recomputes it instead
-of serving the old one; a change to code that cannot touch it (a figure, a claim's wording, a report) keeps it.
+of serving the old one; a change to code that cannot touch it (a figure, a claim's wording, a report), or to a
+comment or docstring anywhere (:func:`code_text`), keeps it.
 
 **The code a stored step depends on** (:func:`step_modules`): every module of ``helpers/core`` (the engine
 every computation runs through: models, patches, prompts, forward passes), plus the ``helpers`` module that asks
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
 __all__ = ["cached", "stored", "CACHE_VERSION", "model_fingerprint", "same_weights", "pins_weights", "prompts_digest",
-           "code_digest", "data_digest", "task_identity", "result_types", "StoreError", "StoreMismatch",
+           "code_digest", "code_text", "data_digest", "task_identity", "result_types", "StoreError", "StoreMismatch",
            "PRESENTATION", "module_file", "module_imports", "file_imports", "dependencies", "step_modules"]
 
 class StoreError(TypeError):
@@ -196,15 +197,30 @@ def step_modules(compute: Callable | None = None) -> frozenset[str]:
     return frozenset(out)
 
 
+def code_text(source: str) -> str:
+    """What of a module's source can change a result: its syntax tree without comments and docstrings (the string
+    that opens a module, class or function), so that rewording either keeps every stored step."""
+    import ast  # lazy: only when a digest is first made
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
 @functools.cache
 def code_digest(modules: tuple[str, ...] | None = None) -> str:
-    """Digest of the files of ``modules`` (paths and contents; :func:`dependencies` gives them), or of every
+    """Digest of the files of ``modules`` (paths and :func:`code_text`; :func:`dependencies` gives them), or of every
     ``helpers/**/*.py`` file when None: part of every :func:`cached` key."""
     files = sorted(HELPERS.rglob("*.py")) if modules is None else [module_file(m) for m in modules]
     h = hashlib.sha256()
     for f in files:
         h.update(str(f.relative_to(HELPERS)).encode())
-        h.update(f.read_bytes())
+        h.update(code_text(f.read_text()).encode())
     return h.hexdigest()[:16]
 
 
@@ -299,7 +315,9 @@ def model_fingerprint(model: HookedTransformer) -> str:
         return pinned[1]
     h = hashlib.sha256()
     h.update(str(getattr(model.cfg, "icl_model_name", model.cfg.model_name)).encode())
-    h.update(repr(sorted((k, str(v)) for k, v in model.cfg.to_dict().items())).encode())
+    # the config in a canonical form: a dict held in it (a control's checkpoint metadata) may come back from each
+    # read in another key order, and the same weights must keep one fingerprint
+    h.update(json.dumps(model.cfg.to_dict(), sort_keys=True, default=str).encode())
     with torch.no_grad(), accounting.step(FINGERPRINT_STEP):
         for name, p in model.named_parameters():
             h.update(f"|{name}{tuple(p.shape)}{p.dtype}|".encode())
