@@ -166,6 +166,13 @@ def main(argv=None) -> int:
         runs, failed = _serial(a, models)
     if a.runs_json is not None:
         a.runs_json.write_text(json.dumps({"runs": runs, "failed": failed, "stopped": STOP["signal"]}))
+        if STOP["signal"]:
+            # stopped: leave at once. The kernel is already shut down (_stop_kernel), and the interpreter's exit
+            # handlers (nbclient's kernel cleanup, the kernel channels' sockets) could hold this worker past the
+            # parent's 60 s wait for it
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(_exit_code(failed))
         return _exit_code(failed)
     total = time.perf_counter() - t_start
     own = [m for m in models if m in OWN_MODEL.values()]
