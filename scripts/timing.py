@@ -41,21 +41,21 @@ __all__ = ["DURATIONS_FILE", "MEASURED_DEFAULT", "MEASURED_SMOKE", "OVERHEAD_SEC
 DURATIONS_FILE = "durations.json"
 
 # Seconds per notebook, default profile (the paper's sizes, docs/results.md 'Run sizes'), all four tasks, one worker of
-# two torch threads on an idle 2-core CPU: 00-01 and 04-07 from `make run JOBS=1 MODELS=google/gemma-3-270m
-# NOTEBOOKS="00 01 03 04 05 06 07"` at 04da694 (record gemma-3-270m-default-nb00+01+03+04+05+06+07.json); 03 from an
-# earlier run with an empty results store (the 04da694 run read 03's AUCROC steps from the store); 02, 08 and 11 from
-# `NOTEBOOKS="02 08 11"` at e6feb75 (record gemma-3-270m-default-nb02+08+11.json). Notebook 11 from its own run
-# with an empty store at 25e2569 (914.8 s): run after notebook 02 it reads 02's isolation from the store and took
-# 543.3 s in that e6feb75 run, but a reader may open it first (its exercise notebook quotes this figure). The other
-# offline model and models without figures get these too: SmolLM2 135M took 0.8-1.4x as long on the notebooks it ran
-# on an idle CPU (records smollm2-135m-instruct-default-*.json).
+# two torch threads on an idle 2-core CPU. 03, 04, 06 and 08 from `make run JOBS=1 NOTEBOOKS="00 01 02 03 04 06 08 11"`
+# at 1298286 with an empty store (its record, gemma-3-270m-default-nb00+01+02+03+04+06+08+11.json, also holds 00-02,
+# which ran beside a test run and are kept from the earlier idle runs below). 00, 01, 05 and 07 from `NOTEBOOKS="00 01
+# 03 04 05 06 07"` at 04da694; 02 from `NOTEBOOKS="02 08 11"` at e6feb75 (the git history holds both records).
+# Notebook 11 from its own run with an empty store at 25e2569 (914.8 s): run after notebook 02 it reads 02's
+# isolation from the store (502.2 s at 1298286), but a reader may open it first (its exercise notebook quotes this
+# figure). The other offline model and models without figures get these too: SmolLM2 135M took 0.8-1.4x as long on
+# the notebooks it ran on an idle CPU (records smollm2-135m-instruct-default-*.json).
 MEASURED_DEFAULT: dict[str, dict[str, float]] = {
     "google/gemma-3-270m": {
-        "00_icl_setting": 194.2, "01_saliency_flow": 649.4, "02_shallow_isolation": 872.5, "03_deep_aucroc": 125.1,
-        "04_anchor_reweighting": 375.2, "05_context_compression": 2285.2, "06_error_diagnosis": 63.1,
-        "07_incontext_heads": 1502.0, "08_your_own_task": 92.1,
+        "00_icl_setting": 194.2, "01_saliency_flow": 649.4, "02_shallow_isolation": 872.5, "03_deep_aucroc": 148.1,
+        "04_anchor_reweighting": 304.2, "05_context_compression": 2285.2, "06_error_diagnosis": 43.0,
+        "07_incontext_heads": 1502.0, "08_your_own_task": 90.1,
         # the controls with their checks' power (make run JOBS=1 NOTEBOOKS=09 from a clone at e6feb75 on the idle
-        # 2-core CPU, record control-default.json)
+        # 2-core CPU; its rerun at 1298286, 388.3 s, shared the CPU for part of it)
         "09_a_model_that_learns_in_context": 323.2,
         # its own run, with nothing of it stored (make run JOBS=1 NOTEBOOKS=10 from a clone at f917464 on the idle
         # 2-core CPU, record gemma-3-270m-default-nb10.json; SmolLM2 took 1485.0 s)
