@@ -306,9 +306,12 @@ c_power, _ = power.power_study(power.power_sizes(profile), groups=("10",), keys=
 #    uninformative, and the verdicts that rest on it say so.
 #
 # The verdict table below puts the position classes together per account (`helpers.study.challengers_report`):
-# supported when the isolation check and the flow check both hold, partly when one does; per head account the
-# same with its two ablation checks (ordinary labels, foo/bar); beside each verdict, what its checks are worth on the
-# controls. The last table has each check's sensitivity and specificity.
+# by the paper's checks, supported when the isolation check and the flow check both hold, partly when one does;
+# per head account the same with its two ablation checks (ordinary labels, foo/bar). The account's verdict
+# applies that rule to its **informative checks only** (those that see the mechanism on the positive control and
+# stay silent on the negative one), and reads "no informative check" when none is; the table shows both, how many
+# checks count, and what each is worth on the controls. The last table has each check's sensitivity and
+# specificity.
 
 # %%
 from helpers.study.challengers_report import account_table, heads_table

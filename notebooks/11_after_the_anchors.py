@@ -311,9 +311,11 @@ display(power_frame(c_power))
 #    stage with random heads ablated minus with the previous-token heads, above 0; the read-out's accuracy after
 #    the last layer with random heads ablated minus with the induction heads, above 0.
 #
-# Each: above 0 "replicates", below 0 "does not replicate", containing 0 "inconclusive". An account is supported
-# when all its checks replicate, partly when some do, not supported when all do not replicate
-# (`helpers.study.after_report`); beside each verdict, what its checks are worth on the controls.
+# Each: above 0 "replicates", below 0 "does not replicate", containing 0 "inconclusive". By the paper's checks an
+# account is supported when all its checks replicate, partly when some do, not supported when all do not
+# replicate; the account's verdict applies that rule to its **informative checks only**, and reads "no
+# informative check" when none is (`helpers.study.after_report`). The table shows both, how many checks count,
+# and what each is worth on the controls.
 
 # %%
 from helpers.study.after_report import after_table

@@ -308,12 +308,14 @@ def test_after_verdicts_follow_the_rule():
 
     keys = [k for ks in AFTER_ACCOUNTS.values() for k in ks]
     semantic, context, stages = AFTER_ACCOUNTS
-    got = after_verdicts(claims({k: "replicates" for k in keys}))
+    got = after_verdicts(claims({k: "replicates" for k in keys}), which="checks")  # the paper's checks' verdict
     assert set(got.values()) == {"supported"}
+    assert set(after_verdicts(claims({k: "replicates" for k in keys})).values()) == {"power not recorded"}
     mixed = {k: "replicates" for k in keys} | {AFTER_ACCOUNTS[context][0]: "inconclusive"}
     mixed |= {k: "does not replicate" for k in AFTER_ACCOUNTS[stages]}
     mixed |= {AFTER_ACCOUNTS[semantic][0]: "does not replicate"}
-    got = after_verdicts(claims(mixed))
+    got = after_verdicts(claims(mixed), which="checks")
     assert got == {semantic: "partly", context: "partly", stages: "not supported"}
-    assert after_verdicts(claims({k: "inconclusive" for k in AFTER_ACCOUNTS[stages]})) == {stages: "inconclusive"}
+    assert after_verdicts(claims({k: "inconclusive" for k in AFTER_ACCOUNTS[stages]}),
+                          which="checks") == {stages: "inconclusive"}
     assert list(after_table(claims(mixed)).index) == list(AFTER_ACCOUNTS)

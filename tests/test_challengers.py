@@ -322,15 +322,17 @@ def test_account_verdicts_hand_cases():
 
     label_wins = {(c, d): "does not replicate" for c in ("forerunner", "template") for d in ("gathers", "is_read")}
     got = run({"label": "replicates", "forerunner": "inconclusive", "template": "does not replicate"}, label_wins)
-    assert got["label"] == {"isolation": "replicates", "flows": "holds", "account": "supported"}
-    assert got["forerunner"]["flows"] == "fails" and got["forerunner"]["account"] == "inconclusive"
-    assert got["template"]["account"] == "not supported"
+    assert got["label"] == {"isolation": "replicates", "flows": "holds", "checks": "supported",
+                            "account": "power not recorded", "counted": "0 of 2"}
+    assert got["forerunner"]["flows"] == "fails" and got["forerunner"]["checks"] == "inconclusive"
+    assert got["template"]["checks"] == "not supported"
     mixed = {**label_wins, ("template", "gathers"): "replicates", ("template", "is_read"): "replicates"}
     got = run({"label": "replicates", "forerunner": "replicates", "template": "replicates"}, mixed)
-    assert got["label"]["flows"] == "fails" and got["label"]["account"] == "partly"
-    assert got["template"]["account"] == "supported" and got["forerunner"]["account"] == "partly"
-    assert list(account_table([_claim(f"10.{c}_isolation", "replicates") for c in ("label", "forerunner", "template")]
-                              + [_claim(f"10.{c}_{d}", v) for (c, d), v in mixed.items()]).columns)[-1] == "verdict"
+    assert got["label"]["flows"] == "fails" and got["label"]["checks"] == "partly"
+    assert got["template"]["checks"] == "supported" and got["forerunner"]["checks"] == "partly"
+    columns = list(account_table([_claim(f"10.{c}_isolation", "replicates") for c in ("label", "forerunner", "template")]
+                                 + [_claim(f"10.{c}_{d}", v) for (c, d), v in mixed.items()]).columns)
+    assert columns[-3:] == ["the paper's checks' verdict", "informative checks", "verdict (informative checks only)"]
     with pytest.raises(ValueError, match="lack"):
         account_checks([_claim("10.label_isolation", "replicates")])
 
@@ -425,7 +427,7 @@ def test_head_set_intervals_and_claims_hand_case():
     from helpers.study.challengers_report import heads_table
 
     table = heads_table(claims)
-    assert list(table["verdict"]) == ["inconclusive", "supported", "supported"]  # induction, FV, FV over induction
+    assert list(table["the paper's checks' verdict"]) == ["inconclusive", "supported", "supported"]  # induction, FV, FV over induction
     assert table.index[0].startswith("induction") and table.index[1].startswith("function-vector heads")
     # the foo/bar check, swap-averaged: FV's excess is 0.5 there (half credit per input), induction's below 0
     half = {("sst2", 1): [0.5, 0.5, 0.5, 0.5]}
@@ -436,7 +438,7 @@ def test_head_set_intervals_and_claims_hand_case():
     got = {c.key: c.verdict for c in claims}
     assert got["10.fv_heads_foobar"] == "replicates" and got["10.induction_heads_foobar"] == "does not replicate"
     table = heads_table(claims)
-    assert list(table["verdict"]) == ["inconclusive", "supported", "supported"]  # induction: inconclusive + fails
+    assert list(table["the paper's checks' verdict"]) == ["inconclusive", "supported", "supported"]  # induction: inconclusive + fails
     assert table.loc[table.index[0], "foo/bar, swap-averaged: vs as many random heads"] == "does not replicate"
 
 
@@ -791,15 +793,19 @@ def test_verdicts_reach_results_and_the_readme_table(tmp_path):
     from helpers.study.record import Record, verdict_table
     from helpers.study.report import build_report
 
-    found = verdicts(_claims_10("replicates"))
+    found = verdicts(_claims_10("replicates"), which="checks")  # the paper's checks' verdict
     assert set(ACCOUNTS.values()) <= set(found) and set(HEAD_ACCOUNTS.values()) <= set(found)
     assert found[ACCOUNTS["template"]] == "supported" and found[HEAD_ACCOUNTS["fv"]] == "supported"
     assert found[ACCOUNTS["label"]] == "partly"  # its flows check needs both challengers to fail
+    assert set(verdicts(_claims_10("replicates")).values()) == {"power not recorded"}  # no power, no verdict
     assert verdicts([]) == {}
+    with pytest.raises(ValueError, match="which must be"):
+        verdicts([], which="bogus")
     rec = Record("google/gemma-3-270m", "gemma-3-270m", "default", "default", "abc1234", "2026-11-27", {},
                  tuple(_claims_10("does not replicate")))
     table = verdict_table([rec])
-    assert "| account (notebook 10) | Gemma 3 270M |" in table and "**not supported**" in table
+    assert "| account (notebook 10) | Gemma 3 270M |" in table
+    assert "**power not recorded** (0 of 2 checks informative; the paper's checks: not supported)" in table
     assert "No run of notebook 10" in verdict_table([])
     from helpers.study.results import run_key
 
@@ -808,7 +814,7 @@ def test_verdicts_reach_results_and_the_readme_table(tmp_path):
     (folder / "10_anchors_and_challengers.json").write_text(json.dumps(
         {"claims": [c.to_json(3) for c in _claims_10("replicates")]}))
     md = build_report(tmp_path, "smoke", ["google/gemma-3-270m"], tasks=("sst2",), own_task="sst2").read_text()
-    assert "Verdict per account" in md and f"| {HEAD_ACCOUNTS['induction']} | supported |" in md
+    assert "Verdict per account" in md and f"| {HEAD_ACCOUNTS['induction']} | power not recorded | supported |" in md
     assert "its checks on the controls" in md and "| not recorded |" in md  # notebook 09 has not run here
 
 

@@ -177,11 +177,19 @@ def test_records_carry_the_power_and_the_tables_show_it(tmp_path):
                 (claim("02.label_first_hurts_most", IV, "inconclusive", "hand"),
                  claim("00.more_demos_no_help", IV, "inconclusive", "hand")))
     front = front_table([lm, ctrl])
-    assert "| the check on the controls |" in front.splitlines()[0]
+    assert front.startswith("**What the informative checks show.**")
+    assert "| the check on the controls |" in front.splitlines()[2]
     line = next(x for x in front.splitlines() if x.startswith("| Isolating the label words"))
     assert line.endswith("| check sees it on the positive control (seen in 16/16), silent on the negative (silent in 16/16) |")
-    assert "not a check of notebooks" in next(x for x in front.splitlines() if "More demonstrations" in x)
-    assert "not recorded yet" in next(x for x in front_table([lm]).splitlines() if x.startswith("| Isolating the label"))
+    assert "**inconclusive** (informative check)" in line
+    demos = next(x for x in front.splitlines() if "More demonstrations" in x)
+    assert "not a check of notebooks" in demos and "**inconclusive** (premise)" in demos
+    # the informative check leads, the premise follows under its own heading
+    assert front.index("| Isolating the label") < front.index("**Premises and outcomes.**") < front.index(demos)
+    alone = front_table([lm])
+    assert "No check of this table is informative on the controls (their power has not been recorded yet)." in alone
+    assert "not recorded yet" in next(x for x in alone.splitlines() if x.startswith("| Isolating the label"))
+    assert alone.index("**Checks the controls cannot vouch for.**") < alone.index("| Isolating the label")
     block = power_table([lm, ctrl])
     assert "`02.label_first_hurts_most`" in block and "1.00 [0.79, 1.00] (16/16), sees it" in block
     assert "**informative**" in block and "Not measured on the controls:" in block and "`10.span_aucroc`" in block
@@ -201,7 +209,15 @@ def test_records_carry_the_power_and_the_tables_show_it(tmp_path):
                   tuple(ten), part="10")
     table = verdict_table([lm10, ctrl])
     row = next(x for x in table.splitlines() if x.startswith(f"| {ACCOUNTS['label']}"))
-    assert "**supported**" in row and "control_label_gathers: uninformative (fires on the negative)" in row
+    # the flows check rests on a claim that fires on the negative: only the isolation counts
+    assert "**supported** (1 of 2 checks informative; the paper's checks: supported)" in row
+    assert "control_label_gathers: uninformative (fires on the negative)" in row
+    # with the isolation firing too, nothing informative is left: the paper's checks' "supported" does not carry
+    neg["10.control_label_isolation"] = ["replicates"] * 16
+    fired = power_rows(_runs(pos, neg), [p.key for p in rows])
+    table = verdict_table([lm10, _record(tmp_path, [p.to_json() for p in fired])])
+    row = next(x for x in table.splitlines() if x.startswith(f"| {ACCOUNTS['label']}"))
+    assert "**no informative check** (0 of 2 checks informative; the paper's checks: supported)" in row
     assert power_markdown([]).startswith("| check (claim)")
 
 
@@ -236,3 +252,101 @@ def test_results_summary_carries_each_checks_power():
     assert rows[0]["the check on the controls"] == "" and rows[1]["the check on the controls"].startswith(
         "uninformative: check sees it on the positive control (seen in 16/16), fires on the negative (silent in 0/16)")
     assert "the check on the controls" not in summary_rows({"00_icl_setting": {"m": {"summary": summary[1:]}}}, ["m"])[0]
+
+
+def test_every_claim_has_a_kind():
+    """The paper's table of claims and every record's claims: each is a detector, a reference, a premise or an
+    outcome; a reference names a detector it is read against; a key without a kind is refused by name."""
+    from helpers.study.power_report import KIND_NAMES, KINDS, REFERENCE_FOR, claim_kind
+    from helpers.study.record import load_records
+
+    keys = set(CLAIMS) | {c.key for r in load_records() for c in r.claims}
+    missing = sorted(k for k in keys if k not in KINDS)
+    assert not missing, f"claims without a kind: {missing} (helpers/study/power_report.py)"
+    assert set(KINDS.values()) <= set(KIND_NAMES) and not set(KINDS) - set(CLAIMS)
+    assert all(KINDS[target] == "detector" for target in REFERENCE_FOR.values())
+    assert claim_kind("02.random_first_barely_matters") == "reference"
+    assert claim_kind("01.deep_pq_dominant") == "detector" and claim_kind("07.foobar_icl") == "premise"
+    with pytest.raises(KeyError, match="has no kind: add it"):
+        claim_kind("02.no_such_claim")
+
+
+def _row(key: str, pos: list[str], neg: list[str]) -> Power:
+    return power_rows({POSITIVE: [{CHECKS[key]: v} for v in pos], NEGATIVE: [{CHECKS[key]: v} for v in neg]},
+                      [key])[0]
+
+
+def test_power_word_reads_each_kind():
+    from helpers.study.power_report import power_word
+
+    good = _row("02.label_first_hurts_most", ["replicates"] * 16, ["inconclusive"] * 16)
+    fires = _row("01.deep_pq_dominant", ["replicates"] * 16, ["replicates"] * 16)
+    unsure = _row("03.peak_aucroc", ["replicates"] * 2 + ["inconclusive"], ["inconclusive"] * 3)
+    power = {p.key: p for p in (good, fires, unsure)} | {
+        "10.span_aucroc": Power("10.span_aucroc", why="no later tokens"),
+        "02.random_first_barely_matters": _row("02.random_first_barely_matters", ["replicates"] * 16,
+                                               ["replicates"] * 16)}
+    assert power_word("02.label_first_hurts_most", power) == "informative check"
+    assert power_word("01.deep_pq_dominant", power) == "uninformative check"
+    assert power_word("03.peak_aucroc", power) == "check's power unsure"
+    assert power_word("10.span_aucroc", power) == "power not measured"
+    assert power_word("03.r_crossing", power) == "power not recorded"
+    assert power_word("03.r_crossing", None) == "power not recorded"
+    # a reference is never "uninformative", though it holds on the negative control too
+    assert power_word("02.random_first_barely_matters", power) == "reference for 02.label_first_hurts_most"
+    assert annotate(power["02.random_first_barely_matters"]).startswith("reference for 02.label_first_hurts_most")
+    table = power_markdown(list(power.values()))
+    ref = next(x for x in table.splitlines() if "`02.random_first_barely_matters`" in x)
+    assert ref.endswith("| reference for `02.label_first_hurts_most` |") and "uninformative" not in ref
+    assert power_word("04.gain_over_1shot", power) == "outcome" and power_word("00.vanilla_1shot", power) == "premise"
+
+
+def test_an_account_reads_only_its_informative_checks():
+    """Every combination of three checks' verdicts and power (synthetic): "supported" and "partly" need an informative
+    check that replicates; with no informative check the account says so, whatever the checks say; and the verdict
+    on the informative checks is the paper's rule applied to them alone."""
+    import itertools
+
+    from helpers.study.challengers_report import checks_verdict
+    from helpers.study.power_report import NO_INFORMATIVE, account_reading, account_verdict
+
+    words = ("replicates", "does not replicate", "inconclusive")
+    for vs in itertools.product(words, repeat=3):
+        for ok in itertools.product((True, False), repeat=3):
+            got = account_verdict(list(zip(vs, ok)))
+            counted = [v for v, o in zip(vs, ok) if o]
+            if not counted:
+                assert got == NO_INFORMATIVE
+                continue
+            assert got == checks_verdict(counted)
+            if got in ("supported", "partly"):
+                assert any(v == "replicates" and o for v, o in zip(vs, ok))
+    assert account_verdict([("holds", True), ("fails", False)]) == "supported"
+    assert account_verdict([("fails", True)]) == "not supported"
+    # from the power rows: a check counts when every claim it rests on is informative
+    good = _row("02.label_first_hurts_most", ["replicates"] * 16, ["inconclusive"] * 16)
+    fires = _row("01.deep_pq_dominant", ["replicates"] * 16, ["replicates"] * 16)
+    power = {good.key: good, fires.key: fires}
+    assert account_reading([("replicates", ("01.deep_pq_dominant",))], power) == NO_INFORMATIVE
+    assert account_reading([("replicates", ("02.label_first_hurts_most", "01.deep_pq_dominant"))], power) == NO_INFORMATIVE
+    assert account_reading([("replicates", ("02.label_first_hurts_most",)),
+                            ("does not replicate", ("01.deep_pq_dominant",))], power) == "supported"
+    assert account_reading([("replicates", ("02.label_first_hurts_most",))], None) == "power not recorded"
+
+
+def test_notebook_11s_accounts_count_only_informative_checks():
+    from helpers.study.after_report import AFTER_ACCOUNTS, after_table, after_verdicts
+
+    keys = [k for ks in AFTER_ACCOUNTS.values() for k in ks]
+    claims = [claim(k, IV, "replicates" if k == "11.two_stages" else "inconclusive", "hand") for k in keys]
+    stages = "two stages of the query (arXiv 2505.18752)"
+    missed = [_row("11.two_stages", ["inconclusive"] * 16, ["inconclusive"] * 16)]  # misses it on the positive
+    assert after_verdicts(claims, which="checks")[stages] == "partly"
+    assert after_verdicts(claims, missed)[stages] == "no informative check"
+    seen = [_row("11.two_stages", ["replicates"] * 16, ["inconclusive"] * 16)]
+    assert after_verdicts(claims, seen)[stages] == "supported"
+    table = after_table(claims, missed)
+    assert table.loc[stages, "the paper's checks' verdict"] == "partly"
+    assert table.loc[stages, "verdict (informative checks only)"] == "no informative check"
+    with pytest.raises(ValueError, match="which must be"):
+        after_verdicts(claims, which="bogus")

@@ -11,9 +11,12 @@
   (``11.two_stages``), previous-token heads carry the first (``11.previous_token_heads_separability``), induction
   heads the second (``11.induction_heads_alignment``).
 
-Each account, by the rule fixed before any run (:func:`helpers.study.challengers_report.checks_verdict`):
-**supported** when every check replicates, **partly** when some do, **not supported** when every one does not
-replicate, **inconclusive** otherwise. Beside each verdict, what its checks are worth on the controls (the power
+Each account, by the rule fixed before any run: **supported** when every check replicates, **partly** when some do,
+**not supported** when every one does not replicate, **inconclusive** otherwise, counting **only the informative
+checks**, those that see the mechanism on the wide positive control and stay silent on the negative one
+(:func:`helpers.study.power_report.account_reading`); an account none of whose checks is informative reads "no
+informative check". The table shows beside it the paper's checks' verdict (every check counted,
+:func:`helpers.study.challengers_report.checks_verdict`) and what each check is worth on the controls (the power
 rows, :mod:`helpers.study.power_report`).
 """
 
@@ -25,7 +28,7 @@ import pandas as pd
 
 from helpers.study.challengers_report import checks_verdict
 from helpers.study.claims import Claim
-from helpers.study.power_report import Power, account_power, power_by_key
+from helpers.study.power_report import Power, account_power, account_reading, informative_count, power_by_key
 
 __all__ = ["AFTER_ACCOUNTS", "after_verdicts", "after_table"]
 
@@ -39,20 +42,32 @@ AFTER_ACCOUNTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def after_verdicts(claims: Sequence[Claim]) -> dict[str, str]:
-    """``{account: verdict}`` for every account of :data:`AFTER_ACCOUNTS` whose claims are all in ``claims``."""
+def after_verdicts(claims: Sequence[Claim], power: dict[str, Power] | Sequence[Power] | None = None,
+                   which: str = "account") -> dict[str, str]:
+    """``{account: verdict}`` for every account of :data:`AFTER_ACCOUNTS` whose claims are all in ``claims``:
+    ``which`` "account" counts only the checks ``power`` finds informative (module docstring), "checks" every
+    check (the paper's checks' verdict), "counted" says how many checks are informative ("1 of 3")."""
+    read = {"checks": lambda keys: checks_verdict([v[k] for k in keys]),
+            "account": lambda keys: account_reading([(v[k], (k,)) for k in keys], power),
+            "counted": lambda keys: informative_count([(v[k], (k,)) for k in keys], power)}
+    if which not in read:
+        raise ValueError(f"which must be 'account', 'checks' or 'counted', got {which!r}")
     v = {c.key: c.verdict for c in claims}
-    return {a: checks_verdict([v[k] for k in keys]) for a, keys in AFTER_ACCOUNTS.items() if all(k in v for k in keys)}
+    return {a: read[which](keys) for a, keys in AFTER_ACCOUNTS.items() if all(k in v for k in keys)}
 
 
 def after_table(claims: Sequence[Claim], power: Sequence[Power] | None = None) -> pd.DataFrame:
-    """A row per account: each of its checks' verdicts, the account's verdict and, with ``power``, what its checks
-    are worth on the controls."""
+    """A row per account: each of its checks' verdicts, the paper's checks' verdict, the verdict on the informative
+    checks only and, with ``power``, what its checks are worth on the controls."""
     v = {c.key: c.verdict for c in claims}
-    verdicts = after_verdicts(claims)
-    rows = [{"account": a, "checks": "; ".join(f"{k[3:]}: {v[k]}" for k in keys), "verdict": verdicts[a]}
-            for a, keys in AFTER_ACCOUNTS.items() if a in verdicts]
-    table = pd.DataFrame(rows, columns=["account", "checks", "verdict"]).set_index("account")
+    everything, counted = after_verdicts(claims, which="checks"), after_verdicts(claims, power)
+    n = after_verdicts(claims, power, which="counted")
+    rows = [{"account": a, "checks": "; ".join(f"{k[3:]}: {v[k]}" for k in keys),
+             "the paper's checks' verdict": everything[a], "informative checks": n[a],
+             "verdict (informative checks only)": counted[a]}
+            for a, keys in AFTER_ACCOUNTS.items() if a in counted]
+    table = pd.DataFrame(rows, columns=["account", "checks", "the paper's checks' verdict", "informative checks",
+                                        "verdict (informative checks only)"]).set_index("account")
     if power is not None:
         by = power_by_key(power)
         table["its checks on the controls"] = [account_power(AFTER_ACCOUNTS[a], by) for a in table.index]

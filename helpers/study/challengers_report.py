@@ -23,10 +23,12 @@ the position classes: **supported** when both replicate, **partly** when one doe
 not replicate, **inconclusive** otherwise (one check alone, when the claims hold only it: its verdict).
 :func:`heads_table` adds Yin & Steinhardt's comparison, ``10.fv_over_induction``.
 
-**What each verdict is worth**: the tables take the checks' power on the controls (notebook 09;
-:mod:`helpers.study.power_report`) and show, beside each verdict, what the checks it rests on
-(:data:`ACCOUNT_CLAIMS`) are worth: informative (they see the mechanism on the wide positive control and stay
-silent on the negative one), uninformative (they miss it there, or fire where it is absent) or unsure.
+**Only informative checks count** (:func:`helpers.study.power_report.account_reading`, fixed before any run): the
+verdict above is the *paper's checks' verdict*, which every table shows beside the account's verdict; the
+account's verdict applies the same rule to its informative checks only, those that see the mechanism on the wide
+positive control and stay silent on the negative one (notebook 09; :mod:`helpers.study.power_report`). A check
+counts when every claim it rests on (:data:`ACCOUNT_CLAIMS`) is informative; an account none of whose checks is
+informative reads "no informative check", whatever its checks say.
 """
 
 from __future__ import annotations
@@ -36,10 +38,12 @@ from collections.abc import Sequence
 import pandas as pd
 
 from helpers.study.claims import Claim
-from helpers.study.power_report import Power, account_power, power_by_key
+from helpers.study.power_report import Power, account_power, account_reading, informative_count, power_by_key
 
 __all__ = ["ACCOUNTS", "CHALLENGERS", "HEAD_ACCOUNTS", "ACCOUNT_CLAIMS", "account_checks", "account_table",
            "heads_table", "verdicts", "checks_verdict"]
+
+PowerRows = dict[str, Power] | Sequence[Power] | None
 
 ACCOUNTS = {"label": "label words (arXiv 2305.14160)", "forerunner": "forerunner tokens (arXiv 2410.04468)",
             "template": "template tokens (arXiv 2401.11323)"}
@@ -76,9 +80,17 @@ def _flows(cls: str, v: dict[str, str]) -> str:
     return "fails" if any(g == "does not replicate" for g in got) else "inconclusive"
 
 
-def account_checks(claims: Sequence[Claim]) -> dict[str, dict[str, str]]:
-    """``{class: {"isolation": verdict, "flows": holds/fails/inconclusive, "account": verdict}}`` (module
-    docstring) from notebook 10's claims."""
+def _flows_keys(cls: str) -> tuple[str, ...]:
+    """The claims the flows check of ``cls``'s account rests on."""
+    if cls == "label":
+        return tuple(f"10.{c}_{d}" for c in CHALLENGERS for d in ("gathers", "is_read"))
+    return tuple(f"10.{cls}_{d}" for d in ("gathers", "is_read"))
+
+
+def account_checks(claims: Sequence[Claim], power: PowerRows = None) -> dict[str, dict[str, str]]:
+    """``{class: {"isolation": verdict, "flows": holds/fails/inconclusive, "checks": the paper's checks' verdict,
+    "account": the verdict on the informative checks only}}`` (module docstring) from notebook 10's claims and the
+    checks' power rows (``power``; without them the account reads "power not recorded")."""
     v = _verdicts(claims)
     missing = [f"10.{c}_isolation" for c in ACCOUNTS if f"10.{c}_isolation" not in v]
     missing += [f"10.{c}_{d}" for c in CHALLENGERS for d in ("gathers", "is_read") if f"10.{c}_{d}" not in v]
@@ -98,24 +110,27 @@ def account_checks(claims: Sequence[Claim]) -> dict[str, dict[str, str]]:
             account = "not supported"
         else:
             account = "inconclusive"
-        out[cls] = {"isolation": iso, "flows": flows, "account": account}
+        checks = [(iso, (f"10.{cls}_isolation",)), (flows, _flows_keys(cls))]
+        out[cls] = {"isolation": iso, "flows": flows, "checks": account, "account": account_reading(checks, power),
+                    "counted": informative_count(checks, power)}
     return out
 
 
-def _with_power(table: pd.DataFrame, power: Sequence[Power] | None) -> pd.DataFrame:
+def _with_power(table: pd.DataFrame, power: PowerRows) -> pd.DataFrame:
     """``table`` (a row per account) with a column saying what each verdict's checks are worth on the controls."""
     if power is not None:
-        by = power_by_key(power)
+        by = power if isinstance(power, dict) else power_by_key(power)
         table["its checks on the controls"] = [account_power(ACCOUNT_CLAIMS.get(a, ()), by) for a in table.index]
     return table
 
 
-def account_table(claims: Sequence[Claim], power: Sequence[Power] | None = None) -> pd.DataFrame:
+def account_table(claims: Sequence[Claim], power: PowerRows = None) -> pd.DataFrame:
     """:func:`account_checks` as a table, a row per account; with ``power`` (the checks' power rows,
     :func:`helpers.study.power_report.power_rows`), what each verdict's checks are worth on the controls."""
     rows = [{"account": ACCOUNTS[c], "isolation (first layers) vs content tokens": r["isolation"],
-             "flows vs the other classes": r["flows"], "verdict": r["account"]}
-            for c, r in account_checks(claims).items()]
+             "flows vs the other classes": r["flows"], "the paper's checks' verdict": r["checks"],
+             "informative checks": r["counted"], "verdict (informative checks only)": r["account"]}
+            for c, r in account_checks(claims, power).items()]
     return _with_power(pd.DataFrame(rows).set_index("account"), power)
 
 
@@ -131,37 +146,50 @@ def checks_verdict(checks: Sequence[str]) -> str:
     return "not supported" if all(c == "does not replicate" for c in checks) else "inconclusive"
 
 
-def heads_table(claims: Sequence[Claim], power: Sequence[Power] | None = None) -> pd.DataFrame:
-    """A row per head account present in ``claims``: its two ablation checks and the verdict (module docstring),
-    and a row for the function-vector heads against the induction heads when that claim is there; with ``power``,
-    what each verdict's checks are worth on the controls."""
+def heads_table(claims: Sequence[Claim], power: PowerRows = None) -> pd.DataFrame:
+    """A row per head account present in ``claims``: its two ablation checks, the paper's checks' verdict and the
+    verdict on the informative checks only (module docstring), and a row for the function-vector heads against the
+    induction heads when that claim is there; with ``power``, what each verdict's checks are worth on the
+    controls."""
     v = _verdicts(claims)
     rows = []
     for k, name in HEAD_ACCOUNTS.items():
         if f"10.{k}_heads_ablation" not in v:
             continue
-        checks = [v[f"10.{k}_heads_ablation"]] + ([v[f"10.{k}_heads_foobar"]] if f"10.{k}_heads_foobar" in v else [])
+        keys = [f"10.{k}_heads_ablation"] + ([f"10.{k}_heads_foobar"] if f"10.{k}_heads_foobar" in v else [])
+        checks = [v[key] for key in keys]
         rows.append({"account": name, "ordinary labels: vs as many random heads": checks[0],
                      "foo/bar, swap-averaged: vs as many random heads": checks[1] if len(checks) > 1 else "not run",
-                     "verdict": checks_verdict(checks)})
+                     "the paper's checks' verdict": checks_verdict(checks),
+                     "informative checks": informative_count([(v[key], (key,)) for key in keys], power),
+                     "verdict (informative checks only)": account_reading([(v[key], (key,)) for key in keys], power)})
     if "10.fv_over_induction" in v:
+        fv = v["10.fv_over_induction"]
         rows.append({"account": FV_OVER_INDUCTION,
-                     "ordinary labels: vs as many random heads": f"FV set costs more: {v['10.fv_over_induction']}",
+                     "ordinary labels: vs as many random heads": f"FV set costs more: {fv}",
                      "foo/bar, swap-averaged: vs as many random heads": "",
-                     "verdict": checks_verdict([v["10.fv_over_induction"]])})
+                     "the paper's checks' verdict": checks_verdict([fv]),
+                     "informative checks": informative_count([(fv, ("10.fv_over_induction",))], power),
+                     "verdict (informative checks only)": account_reading([(fv, ("10.fv_over_induction",))], power)})
     columns = ["account", "ordinary labels: vs as many random heads", "foo/bar, swap-averaged: vs as many random heads",
-               "verdict"]
+               "the paper's checks' verdict", "informative checks", "verdict (informative checks only)"]
     return _with_power(pd.DataFrame(rows, columns=columns).set_index("account"), power)
 
 
-def verdicts(claims: Sequence[Claim]) -> dict[str, str]:
+def verdicts(claims: Sequence[Claim], power: PowerRows = None, which: str = "account") -> dict[str, str]:
     """``{account: verdict}`` for every account notebook 10's claims judge: the position classes
     (:func:`account_checks`, when all their claims are there) and the head rankings (:func:`heads_table`), in the
-    tables' order; what RESULTS and the README's verdict table show."""
+    tables' order; what RESULTS and the README's verdict table show. ``which``: "account" the verdict on the
+    informative checks only (by ``power``), "checks" the paper's checks' verdict, "counted" how many checks are
+    informative ("1 of 2")."""
+    if which not in ("account", "checks", "counted"):
+        raise ValueError(f"which must be 'account', 'checks' or 'counted', got {which!r}")
     out = {}
     try:
-        out.update({ACCOUNTS[c]: r["account"] for c, r in account_checks(claims).items()})
+        out.update({ACCOUNTS[c]: r[which] for c, r in account_checks(claims, power).items()})
     except ValueError:
         pass  # a run without the position classes' claims: the heads only
-    table = heads_table(claims)
-    return out | (dict(zip(table.index, table["verdict"])) if len(table) else {})
+    table = heads_table(claims, power)
+    column = {"account": "verdict (informative checks only)", "checks": "the paper's checks' verdict",
+              "counted": "informative checks"}[which]
+    return out | (dict(zip(table.index, table[column])) if len(table) else {})

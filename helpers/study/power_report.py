@@ -20,6 +20,22 @@ forerunner or template tokens, but the check is the same), its head rankings by 
 (the ranking's top head against as many random heads, with the controls' four labels and swap-averaged on their
 two-way sequences). Checks the controls cannot measure say why (:data:`NOT_MEASURED`); ``tests/test_power.py``
 holds every claim of those notebooks to one of the two.
+
+**Every claim has a kind** (:data:`KINDS`, :func:`claim_kind`), and the kind decides how power reads it:
+
+- a *detector* claims that a mechanism is present; its check's power reads as above;
+- a *reference* is a baseline another check is read against (the "barely matters" rows of notebook 02, true on any
+  model that ignores the isolated positions): it shows "reference for <check>", never "uninformative";
+- a *premise* is a fact about a model (an accuracy, the mapping control), which the mechanism's checks presuppose;
+- an *outcome* is an application's measured effect (an accuracy gain, a speed-up, a bias reduction), read on its own
+  interval: it is not a check for a mechanism.
+
+**Verdicts read power** (:func:`power_word`, :func:`account_verdict`), by rules fixed before any run: a claim's
+verdict is shown with its check's power in a few words ("replicates (uninformative check)"), and an account's verdict
+(notebooks 10 and 11) counts only its informative checks: "supported" when every informative check holds, "partly"
+when some do, "not supported" when every one fails, "inconclusive" otherwise, and "no informative check" when none
+of its checks is informative (whatever they say). So "supported" and "partly" always rest on at least one check
+that sees the mechanism on the positive control and stays silent on the negative one.
 """
 
 from __future__ import annotations
@@ -32,7 +48,8 @@ from helpers.core.stats import Interval
 
 __all__ = ["POSITIVE", "NEGATIVE", "CHECKS", "NOT_MEASURED", "NOTEBOOKS", "checked_keys", "clopper_pearson", "Power",
            "power_rows", "reading", "annotate", "power_frame", "power_by_key", "account_power", "power_markdown",
-           "power_summary"]
+           "power_summary", "KIND_NAMES", "KINDS", "REFERENCE_FOR", "claim_kind", "power_word", "informative",
+           "account_verdict", "account_reading", "informative_count", "NO_INFORMATIVE", "NOT_RECORDED"]
 
 POSITIVE, NEGATIVE = "control-wide", "control-negative"  # the controls every power measurement uses
 
@@ -42,7 +59,7 @@ POSITIVE, NEGATIVE = "control-wide", "control-negative"  # the controls every po
 CHECKS: dict[str, str] = {
     **{k: k for k in ("01.shallow_wp_dominant", "01.deep_pq_dominant", "01.label_flows_above_ww",
                       "02.label_first_hurts_most", "02.label_last_barely_matters", "02.random_first_barely_matters",
-                      "02.random_last_barely_matters", "03.peak_aucroc", "03.peak_layer", "03.r_crossing",
+                      "02.random_last_barely_matters", "03.peak_aucroc",
                       "05.hidden_anchor_label_loyalty", "05.anchor_minus_Text_anchor_label_loyalty",
                       "05.anchor_minus_Hidden_random_label_loyalty", "07.foobar_icl", "07.ablation_at_q",
                       "07.ablation_all", "07.value_output", "07.two_towers",
@@ -56,18 +73,23 @@ CHECKS: dict[str, str] = {
     **{f"10.{c}_isolation": "10.control_label_isolation" for c in ("label", "forerunner", "template")},
     **{f"10.{c}_gathers": "10.control_label_gathers" for c in ("forerunner", "template")},
     **{f"10.{c}_is_read": "10.control_label_is_read" for c in ("forerunner", "template")},
-    # notebook 11: the flipped-label checks run on the controls' sequences with their label tokens permuted. The
-    # override is measured the other way round: the control claim says "replicates" when the prediction follows the
-    # permuted mapping, which the positive control does (it reads any mapping from its context) and the negative
-    # one does not; a measure that tells the two apart gives weight to both of its answers on a language model
-    "11.semantic_anchors": "11.control_override",
+    # notebook 11: the flipped-label checks run on the controls' sequences with their label tokens permuted (the
+    # semantic-anchors claim itself is not measured: NOT_MEASURED says why)
     **{k: k for k in ("11.flipped_shallow_wp_dominant", "11.flipped_deep_pq_dominant",
                       "11.flipped_label_flows_above_ww", "11.flipped_label_isolation", "11.two_stages",
                       "11.previous_token_heads_separability", "11.induction_heads_alignment")},
 }
 _WORDS = ("the controls can only say one of their four labels, so word loyalty (the overlap of the top-5 words) "
           "is label loyalty's ranking of four labels, not a measure of its own")
+_DEPTH = ("the controls have 2 layers, where a depth criterion is vacuous: \"at or above layer L // 3\" is layer 0, "
+          "which any crossing passes, and \"the deep half\" is the last layer alone, so the peak layer echoes the "
+          "peak AUCROC; a control of 4 or more layers would measure it")
 NOT_MEASURED: dict[str, str] = {
+    "03.peak_layer": _DEPTH, "03.r_crossing": _DEPTH,
+    "11.semantic_anchors": "a model that reads no mapping passes its criterion: the negative control keeps its own "
+                           "answer under a permuted mapping (notebook 09; 11.control_override on the controls), so "
+                           "it predicts its own class more than the flipped one, and no control has semantic "
+                           "anchors to see",
     "05.hidden_anchor_word_loyalty": _WORDS, "05.anchor_minus_Text_anchor_word_loyalty": _WORDS,
     "05.anchor_minus_Hidden_random_word_loyalty": _WORDS, "05.anchor_minus_Hidden_random-top_word_loyalty": _WORDS,
     "05.hidden_anchor_accuracy": "Hidden_anchor's accuracy is the premise's accuracy times its loyalty; its check is "
@@ -92,6 +114,117 @@ NOT_MEASURED: dict[str, str] = {
        for k in ("11.label_reads_earlier_labels", "11.label_reads_earlier_text", "11.context_knockout")},
 }
 NOTEBOOKS = ("01", "02", "03", "05", "07", "10", "11")  # the notebooks whose every check has a row
+
+
+# ----------------------------------------------------------------- what kind of claim each is (module docstring)
+
+KIND_NAMES = ("detector", "reference", "premise", "outcome")
+# {reference claim: the check it is a baseline for}
+REFERENCE_FOR: dict[str, str] = {
+    "02.label_last_barely_matters": "02.label_first_hurts_most",
+    "02.random_first_barely_matters": "02.label_first_hurts_most",
+    "02.random_last_barely_matters": "02.label_first_hurts_most",
+}
+_PREMISES = ("00.vanilla_1shot", "00.vanilla_5shot", "00.more_demos_no_help", "04.accuracy_1shot",
+             "04.accuracy_5shot", "04.accuracy_reweighting", "07.foobar_icl", "07.unrelated_regime",
+             "08.accuracy_above_chance", "09.icl_accuracy", "09.heldout_accuracy", "09.label_swap",
+             "09.wide_label_swap", "09.negative_accuracy", "09.negative_ignores_swap", "09.negative_heldout")
+_OUTCOMES = ("04.gain_over_1shot", "04.gain_over_5shot", "05.hidden_anchor_accuracy",
+             *(f"05.speedup_{t}" for t in ("sst2", "trec", "agnews", "tweet_emotion", "own")),
+             "06.confusion_agreement", "07.majority_reduction", "07.recency_reduction")
+_DETECTORS = ("01.shallow_wp_dominant", "01.deep_pq_dominant", "01.label_flows_above_ww",
+              "02.label_first_hurts_most", "03.peak_aucroc", "03.peak_layer", "03.r_crossing",
+              *(f"05.{m}_{w}_loyalty" for m in ("hidden_anchor", "anchor_minus_Text_anchor",
+                                                 "anchor_minus_Hidden_random", "anchor_minus_Hidden_random-top")
+                for w in ("label", "word")),
+              "07.ablation_at_q", "07.ablation_all", "07.value_output", "07.two_towers", "07.regime_ablation",
+              "08.saliency_two_stages", "08.isolation_first_hurts", "08.aucroc_deep",
+              *(f"10.{c}_{d}" for c in ("forerunner", "template") for d in ("gathers", "is_read")),
+              *(f"10.{c}_isolation" for c in ("label", "forerunner", "template")),
+              *(f"10.{h}_heads_{a}" for h in ("incontext", "induction", "fv") for a in ("ablation", "foobar")),
+              "10.fv_over_induction", "10.span_isolation", "10.span_aucroc", "10.span_hidden_anchor",
+              "10.control_label_isolation", "10.control_label_gathers", "10.control_label_is_read",
+              "11.semantic_anchors", "11.control_override", "11.flipped_shallow_wp_dominant",
+              "11.flipped_deep_pq_dominant", "11.flipped_label_flows_above_ww", "11.flipped_label_isolation",
+              "11.label_reads_earlier_labels", "11.label_reads_earlier_text", "11.context_knockout",
+              "11.two_stages", "11.previous_token_heads_separability", "11.induction_heads_alignment")
+KINDS: dict[str, str] = {**{k: "detector" for k in _DETECTORS}, **{k: "reference" for k in REFERENCE_FOR},
+                         **{k: "premise" for k in _PREMISES}, **{k: "outcome" for k in _OUTCOMES}}
+
+
+def claim_kind(key: str) -> str:
+    """The kind of the claim ``key`` (:data:`KIND_NAMES`; module docstring)."""
+    try:
+        return KINDS[key]
+    except KeyError:
+        raise KeyError(f"claim {key!r} has no kind: add it to the detectors, references (REFERENCE_FOR), premises "
+                       "or outcomes in helpers/study/power_report.py") from None
+
+
+NO_INFORMATIVE = "no informative check"
+
+
+def informative(key: str, power: dict[str, Power] | None) -> bool:
+    """Whether the check of the detector ``key`` sees the mechanism on the positive control and stays silent on the
+    negative one, by its power row in ``power`` (``{claim key: Power}``); False for any other kind, and for a check
+    without a row or not measured."""
+    p = (power or {}).get(key)
+    return claim_kind(key) == "detector" and p is not None and not p.why and reading(p)["power"] == "informative"
+
+
+def power_word(key: str, power: dict[str, Power] | None) -> str:
+    """What the verdict of claim ``key`` is worth, in a few words to stand beside it: for a detector "informative
+    check", "uninformative check", "check's power unsure", "power not measured" or "power not recorded" (no row,
+    or no power at all); "reference for <check>"; "premise"; "outcome"."""
+    kind = claim_kind(key)
+    if kind == "reference":
+        return f"reference for {REFERENCE_FOR[key]}"
+    if kind != "detector":
+        return kind
+    p = (power or {}).get(key)
+    if p is None:
+        return "power not recorded"
+    if p.why:
+        return "power not measured"
+    return {"informative": "informative check", "uninformative": "uninformative check"}.get(
+        reading(p)["power"], "check's power unsure")
+
+
+NOT_RECORDED = "power not recorded"
+
+
+def account_reading(checks: Sequence[tuple[str, Sequence[str]]], power: dict[str, Power] | Sequence[Power] | None
+                    ) -> str:
+    """An account's verdict (:func:`account_verdict`) from its checks, ``[(verdict, the claim keys the check rests
+    on)]``, and the power rows: a check counts when every claim it rests on is :func:`informative`. Without any
+    power row, :data:`NOT_RECORDED` (no verdict can be read)."""
+    by = power if isinstance(power, dict) else power_by_key(power or ())
+    if not by:
+        return NOT_RECORDED
+    return account_verdict([(v, bool(keys) and all(informative(k, by) for k in keys)) for v, keys in checks])
+
+
+def informative_count(checks: Sequence[tuple[str, Sequence[str]]], power: dict[str, Power] | Sequence[Power] | None
+                      ) -> str:
+    """How many of an account's checks (as :func:`account_reading` takes them) count: ``"1 of 2"``."""
+    by = power if isinstance(power, dict) else power_by_key(power or ())
+    n = sum(bool(keys) and all(informative(k, by) for k in keys) for _, keys in checks)
+    return f"{n} of {len(checks)}"
+
+
+def account_verdict(checks: Sequence[tuple[str, bool]]) -> str:
+    """An account's verdict from its checks, ``[(verdict, informative?)]`` (module docstring): only the informative
+    checks count. Each verdict is the check's own: "replicates" (or "holds") when it holds, "does not replicate"
+    (or "fails") when it fails the other way, anything else inconclusive."""
+    counted = [v for v, ok in checks if ok]
+    if not counted:
+        return NO_INFORMATIVE
+    held = sum(v in ("replicates", "holds") for v in counted)
+    if held == len(counted):
+        return "supported"
+    if held:
+        return "partly"
+    return "not supported" if all(v in ("does not replicate", "fails") for v in counted) else "inconclusive"
 
 
 def checked_keys(keys: Iterable[str]) -> list[str]:
@@ -202,6 +335,9 @@ def annotate(p: Power | None) -> str:
     fires (``"fires on the negative (silent in 0/16)"``: the count is always of the replicates seen, or silent)."""
     if p is None:
         return "no power row"
+    if KINDS.get(p.key) == "reference":
+        return (f"reference for {REFERENCE_FOR[p.key]}: a baseline that check is read against, true on any model "
+                "that ignores the isolated positions, so it is not graded on the controls")
     if p.why:
         return f"power not measured: {p.why}"
     r = reading(p)
@@ -212,6 +348,14 @@ def annotate(p: Power | None) -> str:
     text = (f"check {r['positive']} on the positive control ({count(p.sensitivity, 'seen')}), {r['negative']} on "
             f"the negative ({count(p.specificity, 'silent')})")
     return f"uninformative: {text}" if r["power"] == "uninformative" else text
+
+
+def _power_reading(p: Power) -> str:
+    """The power column's word: the reading, "not measured: <why>", or for a reference row (module docstring)
+    "reference for <check>" (a baseline is not graded as a detector)."""
+    if KINDS.get(p.key) == "reference":
+        return f"reference for {REFERENCE_FOR[p.key]}"
+    return reading(p)["power"] if not p.why else f"not measured: {p.why}"
 
 
 def power_frame(rows: Sequence[Power], digits: int = 2):
@@ -228,7 +372,7 @@ def power_frame(rows: Sequence[Power], digits: int = 2):
     out = [{"check (claim)": p.key, "measured on the controls by": p.measured_by or "not measured",
             "sensitivity [95% CI]": iv(p.sensitivity), "specificity [95% CI]": iv(p.specificity),
             "positive control's verdicts": counts(p.positive), "negative control's verdicts": counts(p.negative),
-            "power": reading(p)["power"] if not p.why else f"not measured: {p.why}"} for p in rows]
+            "power": _power_reading(p)} for p in rows]
     return pd.DataFrame(out).set_index("check (claim)")
 
 
@@ -272,8 +416,10 @@ def power_markdown(rows: Sequence[Power], statements: dict[str, str] | None = No
     for p in measured:
         name = statements.get(p.key, "")
         r = reading(p)
+        said = (f"reference for `{REFERENCE_FOR[p.key]}`" if KINDS.get(p.key) == "reference"
+                else f"**{r['power']}**")
         lines.append(f"| `{p.key}`{f' {name}' if name else ''} | `{p.measured_by}` | {cell(p.sensitivity)}, "
-                     f"{r['positive']} | {cell(p.specificity)}, {r['negative']} | **{r['power']}** |")
+                     f"{r['positive']} | {cell(p.specificity)}, {r['negative']} | {said} |")
     out = "\n".join(lines) + "\n"
     reasons: dict[str, list[str]] = {}
     for p in rows:
@@ -290,12 +436,16 @@ def power_summary(rows: Sequence[Power]) -> str:
     typed): the checks by reading, each with its sensitivity and specificity counts."""
     groups: dict[str, list[str]] = {}
     for p in rows:
-        if not p.why:
+        if KINDS.get(p.key) == "reference":
+            groups.setdefault("reference", []).append(f"{p.key} (for {REFERENCE_FOR[p.key]})")
+        elif not p.why:
             said = annotate(p).removeprefix("uninformative: ")
             groups.setdefault(reading(p)["power"], []).append(f"{p.key} ({said})")
     heads = {"informative": "Informative: sees the mechanism where it is there and stays silent where it is absent",
              "uninformative": "Uninformative: misses the mechanism where it is there, or fires where it is absent; "
                               "its verdicts on the language models say nothing about the mechanism",
-             "unsure": "Unsure at this run size"}
+             "unsure": "Unsure at this run size",
+             "reference": "References: baselines another check is read against, true on any model that ignores the "
+                          "isolated positions, so not graded as detectors"}
     out = [f"{heads[k]}:\n" + "\n".join(f"  - {x}" for x in groups[k]) for k in heads if k in groups]
     return "\n".join(out) if out else "No check was measured on the controls."

@@ -23,7 +23,16 @@ from pathlib import Path
 
 from helpers.core.store import code_digest, dependencies, file_imports, module_file
 from helpers.study.claims import VERDICTS, Claim, shown_digits
-from helpers.study.power_report import Power, annotate, checked_keys, power_by_key, power_markdown
+from helpers.study.power_report import (
+    Power,
+    annotate,
+    checked_keys,
+    claim_kind,
+    informative,
+    power_by_key,
+    power_markdown,
+    power_word,
+)
 from helpers.study.report import recorded_runs
 from helpers.study.results import model_slug
 
@@ -275,10 +284,14 @@ def _digits(c: Claim) -> int:
     return 3 if c.key.startswith("01.") else 2
 
 
-def cell(c: Claim | None) -> str:
-    """``"0.76 [0.73, 0.80]: **partly**"`` (a missing value in words); "not run" when the record has no such claim."""
+def cell(c: Claim | None, power: dict[str, Power] | None = None) -> str:
+    """``"0.76 [0.73, 0.80]: **partly**"`` (a missing value in words); "not run" when the record has no such claim.
+    With ``power`` (the recorded power rows by claim key, possibly empty), the verdict says what it is worth in a few
+    words (:func:`helpers.study.power_report.power_word`): ``"0.886 [0.880, 0.890]: **replicates** (uninformative
+    check)"``."""
     if c is None:
         return "not run"
+    worth = "" if power is None else f" ({power_word(c.key, power)})"
     d = _digits(c)
     if c.ours is None or c.extra.get("part") == "no measurable bias":
         ours = c.ours_text()
@@ -286,7 +299,7 @@ def cell(c: Claim | None) -> str:
         iv, unit = c.ours, {"%": "%", "x": "x"}.get(c.unit, "")
         d = shown_digits(iv, d)
         ours = f"{iv.estimate:.{d}f}{unit} [{iv.low:.{d}f}, {iv.high:.{d}f}]"
-    return f"{ours}: **{c.verdict}**"
+    return f"{ours}: **{c.verdict}**{worth}"
 
 
 def _esc(text: str) -> str:
@@ -334,11 +347,15 @@ def runs_line(records: Sequence[Record]) -> str:
 def recorded_power(records: Sequence[Record]) -> tuple[dict[str, Power], list[Record]]:
     """The checks' power (``{claim key: Power}``) the records hold (notebook 09's record holds every check's but
     notebook 11's, whose run measures its own; for a key in several, the first record's), and the records it came
-    from, in order."""
+    from, in order. A check the code now says the controls cannot measure
+    (:data:`helpers.study.power_report.NOT_MEASURED`) reads so, whatever an older record measured for it."""
+    from helpers.study.power_report import NOT_MEASURED  # lazy: only for the tables
+
     out: dict[str, Power] = {}
     sources = []
     for r in records:
-        new = {k: p for k, p in power_by_key(r.power).items() if k not in out}
+        new = {k: Power(k, why=NOT_MEASURED[k]) if k in NOT_MEASURED else p
+               for k, p in power_by_key(r.power).items() if k not in out}
         if new:
             out.update(new)
             sources.append(r)
@@ -351,29 +368,62 @@ def _power_cell(key: str, power: dict[str, Power]) -> str:
     return annotate(power.get(key)) if power else "not recorded yet"
 
 
+FRONT_GROUPS = (
+    ("informative", "**What the informative checks show.** Each of these checks sees its mechanism on the wide "
+                    "positive control and stays silent on the negative one (notebook 09), so its verdict on a "
+                    "model is evidence about that mechanism:"),
+    ("premise", "**Premises and outcomes.** Facts about the models that the checks presuppose (accuracies, the "
+                "mapping control), and the applications' measured effects, each read on its own interval:"),
+    ("other", "**Checks the controls cannot vouch for.** The paper's checks whose power on the controls is "
+              "uninformative (they fire on a model that reads no mapping, or miss the mechanism where it is "
+              "there), unsure or not measured, and the references other checks are read against: a "
+              "\"replicates\" here is not evidence for the mechanism:"),
+)
+
+
+def _front_group(key: str, power: dict[str, Power]) -> str:
+    """Which part of the front table the claim ``key`` belongs to (:data:`FRONT_GROUPS`)."""
+    kind = claim_kind(key)
+    if kind in ("premise", "outcome"):
+        return "premise"
+    return "informative" if informative(key, power) else "other"
+
+
 def front_table(records: Sequence[Record], keys: Sequence[str] = README_CLAIMS) -> str:
     """The README's table: the claims of ``keys`` (those no record has are left out), one column per offline
-    model, and what the check behind each is worth on the controls (:mod:`helpers.study.power_report`)."""
+    model, and what the check behind each is worth on the controls (:mod:`helpers.study.power_report`). It leads
+    with the claims whose check is informative, then the premises and outcomes, then the checks the controls cannot
+    vouch for and the references (:data:`FRONT_GROUPS`); each verdict carries its power in a few words."""
     cols = [m for m in merged([r for r in records if r.slug != CONTROL]) if set(m[1]) & set(keys)]
     if not cols:
         return "No run of an offline model has been recorded yet: `make run`, then `make record` and `make tables`.\n"
     models = [r for r, _, _ in cols]
     by = [b for _, b, _ in cols]
     power, _ = recorded_power(records)
-    lines = ["| paper claim (section) | paper | " + " | ".join(model_label(r) for r in models)
-             + " | the check on the controls |", "|---|---|" + "---|" * len(models) + "---|"]
+    head = ["| paper claim (section) | paper | " + " | ".join(model_label(r) for r in models)
+            + " | the check on the controls |", "|---|---|" + "---|" * len(models) + "---|"]
+    groups: dict[str, list[str]] = {}
     for k in keys:
         cs = [b.get(k) for b in by]
         first = next((c for c in cs if c is not None), None)
         if first is None:
             continue
-        lines.append(f"| {_esc(first.statement)} ({_esc(first.source)}) | {_esc(first.paper)} | "
-                     + " | ".join(_esc(cell(c)) for c in cs) + f" | {_esc(_power_cell(k, power))} |")
+        groups.setdefault(_front_group(k, power), []).append(
+            f"| {_esc(first.statement)} ({_esc(first.source)}) | {_esc(first.paper)} | "
+            + " | ".join(_esc(cell(c, power)) for c in cs) + f" | {_esc(_power_cell(k, power))} |")
+    parts = []
+    for name, said in FRONT_GROUPS:
+        rows = groups.get(name)
+        if name == "informative" and not rows:
+            parts.append(said.split(".**")[0] + ".** No check of this table is informative on the controls" + (
+                "" if power else " (their power has not been recorded yet)") + ".")
+        elif rows:
+            parts.append(said + "\n\n" + "\n".join(head + rows))
     missing = [LABELS[m] for m in OFFLINE if m not in {r.model for r in models}]
     gap = (f" No {TABLE_PROFILE}-profile run of {', '.join(missing)} is recorded yet: its notebooks run in `make "
            f"run`, and `make record` after that run adds its column." if missing else "")
     shown = [g for _, _, group in cols for g in group if set(g.by_key()) & set(keys)]  # the runs the table quotes
-    return "\n".join(lines) + "\n\n" + runs_line(shown) + gap + "\n"
+    return "\n\n".join(parts) + "\n\n" + runs_line(shown) + gap + "\n"
 
 
 def control_table(records: Sequence[Record]) -> str:
@@ -396,13 +446,14 @@ def full_table(records: Sequence[Record]) -> str:
     models = [r for r, _, _ in cols]
     keys = list(dict.fromkeys(c.key for _, _, group in cols for r in group for c in r.claims))
     by = [b for _, b, _ in cols]
+    power, _ = recorded_power(records)
     lines = ["| notebook | claim | paper | " + " | ".join(model_label(r) for r in models) + " |",
              "|---|---|---|" + "---|" * len(models)]
     for k in keys:
         cs = [b.get(k) for b in by]
         first = next(c for c in cs if c is not None)
         lines.append(f"| {k[:2]} | {_esc(first.statement)} | {_esc(first.paper)} | "
-                     + " | ".join(_esc(cell(c)) for c in cs) + " |")
+                     + " | ".join(_esc(cell(c, power)) for c in cs) + " |")
     return "\n".join(lines) + "\n\n" + runs_line([g for _, _, group in cols for g in group]) + "\n"
 
 
@@ -431,20 +482,27 @@ def _accounts_table(records: Sequence[Record], nn: str, verdicts_of, account_cla
     on the controls; and whether any record ran it."""
     from helpers.study.power_report import account_power  # lazy: only for the tables
 
-    ran = [(r, verdicts_of([c for c in r.claims if c.key.startswith(f"{nn}.")])) for r in records]
-    ran = [(r, v) for r, v in ran if v]
+    power, _ = recorded_power(records)
+    ran = [(r, verdicts_of(cs, power), {a: (w, n) for (a, w), n in zip(verdicts_of(cs, power, which="checks").items(),
+                                                                       verdicts_of(cs, power, which="counted").values())})
+           for r in records for cs in [[c for c in r.claims if c.key.startswith(f"{nn}.")]]]
+    ran = [x for x in ran if x[1]]
     if not ran:
         return (f"No run of notebook {nn} is recorded yet at the default profile: `make run`, then `make record` and "
                 "`make tables` add its verdicts here.\n"), False
-    power, _ = recorded_power(records)
-    accounts = list(dict.fromkeys(a for _, v in ran for a in v))
-    lines = [f"| account (notebook {nn}) | " + " | ".join(model_label(r) for r, _ in ran)
+    accounts = list(dict.fromkeys(a for _, v, _ in ran for a in v))
+    lines = [f"| account (notebook {nn}) | " + " | ".join(model_label(r) for r, _, _ in ran)
              + " | its checks on the controls |", "|---|" + "---|" * len(ran) + "---|"]
     for a in accounts:
         said = account_power(account_claims.get(a, ()), power) if power else "not recorded yet"
-        lines.append(f"| {_esc(a)} | " + " | ".join(f"**{v[a]}**" if a in v else "" for _, v in ran)
-                     + f" | {_esc(said)} |")
-    return "\n".join(lines) + "\n\n" + runs_line([r for r, _ in ran]) + "\n", True
+        lines.append(f"| {_esc(a)} | " + " | ".join(
+            f"**{v[a]}** ({w[a][1]} checks informative; the paper's checks: {w[a][0]})" if a in v else ""
+            for _, v, w in ran) + f" | {_esc(said)} |")
+    rule = ("Each account's verdict counts only its informative checks (they see the mechanism on the wide positive "
+            "control and stay silent on the negative one): \"no informative check\" when none of its checks is; "
+            "beside it, how many of its checks are informative, and the verdict of the paper's checks with every "
+            "check counted.")
+    return "\n".join(lines) + "\n\n" + rule + "\n\n" + runs_line([r for r, _, _ in ran]) + "\n", True
 
 
 def verdict_table(records: Sequence[Record]) -> str:

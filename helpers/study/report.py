@@ -21,7 +21,16 @@ from helpers.core.tasks import get_task
 from helpers.study.after_report import AFTER_ACCOUNTS, after_verdicts
 from helpers.study.challengers_report import ACCOUNT_CLAIMS, verdicts
 from helpers.study.claims import Claim
-from helpers.study.power_report import Power, account_power, annotate, checked_keys, power_by_key, power_markdown
+from helpers.study.power_report import (
+    KINDS,
+    Power,
+    account_power,
+    annotate,
+    checked_keys,
+    power_by_key,
+    power_markdown,
+    power_word,
+)
 from helpers.study.results import model_slug, run_key, run_tasks
 
 __all__ = ["build_report", "markdown_table", "replace_block", "record_run", "recorded_runs", "RUNS_FILE", "write_accounting",
@@ -85,7 +94,9 @@ def summary_rows(sections: dict, models: list[str], power: dict[str, Power] | No
                     r.get("tasks"), run_tasks)
                 row = rows.setdefault((home, claim), {"section": home, "claim": claim, "paper": r.get("paper", "")})
                 row[f"{model_slug(m)}"] = r.get("ours", "")
-                row[f"verdict ({model_slug(m)})"] = r.get("verdict", "")
+                key = str(r.get("key", ""))
+                worth = f" ({power_word(key, power)})" if power and key in KINDS and r.get("verdict") else ""
+                row[f"verdict ({model_slug(m)})"] = r.get("verdict", "") + worth
                 if power and checked_keys([str(r.get("key", ""))]) and sec[:2] != "09":
                     row["the check on the controls"] = annotate(power.get(r["key"]))
     out = sorted(rows.values(), key=lambda row: row["section"])
@@ -222,18 +233,24 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
                 lines.append(f"- {c['sentence']}{other_tasks(c.get('tasks'), tasks)}\n")
             if sec.startswith("10_") and met.get("claims"):  # notebook 10: a verdict per account
                 ten = [Claim.from_json(c) for c in met["claims"]]
-                found = verdicts(ten)
+                found, every = verdicts(ten, power), verdicts(ten, power, which="checks")
                 if found:
-                    lines.append("Verdict per account (helpers.study.challengers_report), and what its checks are "
-                                 "worth on the controls (notebook 09; 'not recorded' before it has run):\n")
-                    lines.append(markdown_table([{"account": a, "verdict": v, "its checks on the controls": account_power(
+                    lines.append("Verdict per account on its informative checks only (helpers.study.challengers_report"
+                                 "), the paper's checks' verdict, and what its checks are worth on the controls "
+                                 "(notebook 09; 'not recorded' before it has run):\n")
+                    lines.append(markdown_table([{"account": a, "verdict (informative checks only)": v,
+                                                  "the paper's checks' verdict": every[a],
+                                                  "its checks on the controls": account_power(
                         ACCOUNT_CLAIMS.get(a, ()), power) if power else "not recorded"} for a, v in found.items()]))
             if sec.startswith("11_") and met.get("claims"):  # notebook 11: a verdict per account
-                found = after_verdicts([Claim.from_json(c) for c in met["claims"]])
+                eleven = [Claim.from_json(c) for c in met["claims"]]
+                found, every = after_verdicts(eleven, power), after_verdicts(eleven, which="checks")
                 if found:
-                    lines.append("Verdict per account (helpers.study.after_report), and what its checks are worth on "
-                                 "the controls:\n")
-                    lines.append(markdown_table([{"account": a, "verdict": v, "its checks on the controls": account_power(
+                    lines.append("Verdict per account on its informative checks only (helpers.study.after_report), "
+                                 "the paper's checks' verdict, and what its checks are worth on the controls:\n")
+                    lines.append(markdown_table([{"account": a, "verdict (informative checks only)": v,
+                                                  "the paper's checks' verdict": every[a],
+                                                  "its checks on the controls": account_power(
                         AFTER_ACCOUNTS[a], power) if power else "not recorded"} for a, v in found.items()]))
             if (met.get("metrics") or {}).get("power") and sec.startswith("09_"):  # every check's power on the controls
                 lines.append("Every check's power on the controls (helpers.study.power_report):\n")
