@@ -19,6 +19,7 @@
 #               (NOTEBOOKS="10": those notebooks only, as <model>-<profile>-nb10.json beside the model's other record,
 #               which gives up the notebooks recorded again)
 #   make tables rewrite README.md's and docs/'s result tables from docs/record/ (no result is typed by hand)
+#   make tables-check   only check them: blocks that differ, stale or broken records (exit 1)
 #   make lock   refresh requirements.lock (the exact versions setup installs) from the working .venv
 PYTHON ?= python3
 VENV ?= .venv
@@ -72,7 +73,7 @@ LOCK := requirements.lock
 CONTROL_SEED ?= 0
 CONTROL ?= control
 
-.PHONY: setup lock preflight test test-unit test-models test-notebooks test-infra test-bridge bridge-reference test-fast fuzz run bench figures lab data clean exercises control site site-check record tables
+.PHONY: setup lock preflight test test-unit test-models test-notebooks test-infra test-bridge bridge-reference test-fast fuzz run bench figures lab data clean exercises control site site-check record tables tables-check
 
 # torch is installed first and on its own. Its stamp's name carries a checksum of TORCH, so
 # `make setup TORCH=...` with another value reinstalls torch (and only torch): the build that was
@@ -195,6 +196,11 @@ record: setup
 
 tables: setup
 	$(PY) scripts/record.py tables
+
+# only says which blocks differ from the records, which records are stale or broken (exit 1); rewrites nothing
+# (`make tables --check` would not do this: make reads --check as its own option)
+tables-check: setup
+	$(PY) scripts/record.py tables --check
 
 # copy the results page's figures (docs/results.md) from a finished default run into docs/figures
 figures:

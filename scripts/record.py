@@ -1,7 +1,7 @@
 """The run record and the result tables generated from it (helpers.study.record).
 
     python scripts/record.py save --profile default --models M ... [--results results] [--commit SHA]
-    python scripts/record.py tables [--check]
+    python scripts/record.py tables [--check]     (make tables, make tables-check)
 
 ``save`` (``make record``) writes ``docs/record/<model>-<run key>.json`` for each model (and the positive
 control, when the run has it) from a finished ``make run``; with ``--notebooks``, those notebooks only, taken out of
@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         check_blocks,
         load_records,
         make_record,
+        missing_records,
         stale_methods,
         stray_results,
         supersede,
@@ -117,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"record: {line}")
             print("record: now `make tables` rewrites README.md and docs/ from the records")
             return 0
+        gone = missing_records()
+        if gone:
+            raise RecordError(f"{', '.join(gone)}: tracked by git but missing, so its cells would read 'not run'; "
+                              "restore it (`git checkout -- <file>`) or commit its removal (`git rm <file>`) first")
         records = load_records()
         for r in records:  # said, not failed: the tables say it too, beside each run (record.code_note)
             stale = stale_methods(r)

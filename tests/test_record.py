@@ -148,7 +148,10 @@ def test_a_part_record_holds_its_notebooks_only_and_the_tables_merge_it_into_the
     part = rec.make_record(results, "google/gemma-3-270m", key, out_dir=tmp_path / "record", notebooks=["3"])
     assert part.name == f"{slug}-{key}-nb03.json"
     main = rec.make_record(results, "google/gemma-3-270m", key, out_dir=tmp_path / "record", notebooks=["02"])
-    main.rename(tmp_path / "record" / f"{slug}-{key}.json")  # as if 02 were the model's record of the others
+    d = json.loads(main.read_text())  # as if 02 were the model's record of the others
+    d.pop("part")
+    (tmp_path / "record" / f"{slug}-{key}.json").write_text(json.dumps(d))
+    main.unlink()
     r02, r03 = rec.load_records(tmp_path / "record")
     r02 = dataclasses.replace(r02, part="")
     assert (r03.part, r03.commit, list(r03.seconds)) == ("03", "fff0000aaa", ["03_deep_aucroc"])
@@ -289,3 +292,72 @@ def test_every_papers_statement_is_a_claim_some_committed_record_holds():
     held |= {k for k in CLAIMS if any(k in why for why in NOT_MEASURED.values())}  # a measurement a reason quotes
     unread = sorted(k for k in set(CLAIMS) - held if not k.endswith("_own"))
     assert not unread, f"statements no committed record holds and no power row uses: {unread}"
+
+
+def test_a_broken_record_stops_the_tables_with_its_file_and_what_is_wrong(tmp_path, monkeypatch):
+    """A hand-edited, truncated, empty, commit-less or copied record is refused by name (never rendered, never a raw
+    JSONDecodeError or KeyError); an own-task run or a model named by its short name is not recorded."""
+    results, folder, key, slug = _run(tmp_path, monkeypatch)
+    out = tmp_path / "record"
+    path = rec.make_record(results, "google/gemma-3-270m", key, out_dir=out)
+    good = json.loads(path.read_text())
+    assert rec.record_problems(good) == []
+
+    def refused(d, match, name=path.name):
+        (out / name).write_text(d if isinstance(d, str) else json.dumps(d))
+        with pytest.raises(rec.RecordError, match=match) as e:
+            rec.load_records(out)
+        assert name in str(e.value)
+        path.write_text(json.dumps(good))
+
+    bad = json.loads(json.dumps(good))
+    bad["notebooks"]["02_shallow_isolation"]["claims"][0]["ours"].update(estimate=150.0, low=95.0, high=89.7)
+    refused(bad, "low <= estimate <= high broken")
+    bad = json.loads(json.dumps(good))
+    bad["notebooks"]["03_deep_aucroc"]["claims"][0]["verdict"] = "replicates!"
+    refused(bad, "is not one of")
+    bad = json.loads(json.dumps(good))
+    bad["notebooks"]["03_deep_aucroc"]["claims"][0]["ours"]["estimate"] = float("nan")
+    refused(bad, "finite numbers")
+    refused(path.read_text()[:100], "cannot be read as a record")
+    refused("", "cannot be read as a record")
+    refused({k: v for k, v in good.items() if k != "commit"}, "field 'commit' is missing")
+    refused({**good, "commit": "abc1234-dirty"}, "not a clean commit sha")
+    refused({**good, "run_key": "default-own-fp"}, "not the profile")
+    refused([1, 2], "a JSON object")
+    (out / "copy.json").write_text(json.dumps(good))
+    with pytest.raises(rec.RecordError, match="copy.json: its content is the record"):
+        rec.load_records(out)
+    (out / "copy.json").unlink()
+    # make record: a run on own tasks, and a model's short name
+    with pytest.raises(rec.RecordError, match="not recorded into the shipped records"):
+        rec.make_record(results, "google/gemma-3-270m", "default-own-fp", out_dir=out)
+    with pytest.raises(rec.RecordError, match="MODELS takes a model's full name.*gemma-3-270m ran the default"):
+        rec.make_record(results, "gemma", key, out_dir=out)
+
+
+def test_an_unclosed_block_is_refused_and_a_deleted_record_is_named(tmp_path):
+    import subprocess
+
+    blocks = {"front": "| a | b |\n"}
+    text = "intro\n<!-- record:front -->\nold\nend\n"
+    with pytest.raises(rec.RecordError, match="has no `<!-- /record:front -->` after it"):
+        rec.apply_blocks(text, blocks, "README.md")
+    assert rec.check_blocks(text, blocks, "README.md")[0].startswith("README.md: `<!-- record:front -->` has no")
+    assert "closes no block" in rec.unclosed_blocks("x\n<!-- /record:front -->\n")[0]
+    assert rec.unclosed_blocks("<!-- record:front -->\nx<!-- /record:front -->") == []
+    # a record git tracks, deleted from the working tree
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "a.json").write_text("{}")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "a.json"], check=True)
+    assert rec.missing_records(tmp_path) == []
+    (tmp_path / "a.json").unlink()
+    assert rec.missing_records(tmp_path) == ["a.json"]
+
+
+def test_tables_check_is_a_target_of_its_own():
+    """`make tables --check` is read by make as its own option (--check-symlink-times) and rewrites the tables; the
+    check is `make tables-check`, and no page quotes the other form."""
+    assert "\ntables-check: setup\n\t$(PY) scripts/record.py tables --check\n" in (ROOT / "Makefile").read_text()
+    for page in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
+        assert "make tables --check" not in page.read_text(), page

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers.core.store import code_digest, dependencies, file_imports, module_file
@@ -33,17 +32,26 @@ from helpers.study.power_report import (
     power_markdown,
     power_word,
 )
+from helpers.study.record_file import (
+    CONTROL,
+    RECORD_DIR,
+    Record,
+    RecordError,
+    load_records,
+    missing_records,
+    read_record,
+    record_problems,
+)
 from helpers.study.report import recorded_runs
 from helpers.study.results import model_slug
 
 __all__ = ["RECORD_DIR", "Record", "minutes", "model_label", "RecordError", "make_record", "supersede", "load_records",
+           "read_record", "record_problems", "unclosed_blocks", "missing_records",
            "merged",
            "render_blocks", "apply_blocks",
            "check_blocks", "stray_results", "README_CLAIMS"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-RECORD_DIR = ROOT / "docs" / "record"
-CONTROL = "control"
 
 # The claims the README's front table shows, in order (docs/results.md shows every claim of every notebook).
 README_CLAIMS = ("00.more_demos_no_help", "01.shallow_wp_dominant", "01.deep_pq_dominant",
@@ -59,44 +67,6 @@ _BLOCK = re.compile(r"<!-- record:(?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- /recor
 _NUM = r"[−+-]?\d+(?:\.\d+)?%?"
 INTERVAL = re.compile(rf"{_NUM}\s*\[{_NUM},\s*{_NUM}\]")
 BOLD_VERDICT = re.compile(r"\*\*(" + "|".join(re.escape(v) for v in VERDICTS) + r")\*\*", re.I)
-
-
-class RecordError(RuntimeError):
-    """A record that cannot be made or read as asked; the message says what to do."""
-
-
-@dataclass(frozen=True)
-class Record:
-    """One model's run: ``claims`` in the order the notebooks reported them (notebook 09's under the control)."""
-
-    model: str
-    slug: str
-    profile: str
-    run_key: str
-    commit: str
-    date: str
-    seconds: dict
-    claims: tuple[Claim, ...]
-    note: str = ""  # what a reader should know about the run (e.g. the machine was shared), given to make record
-    part: str = ""  # the notebooks of a run recorded on its own ("10"), beside the model's record of the others
-    power: tuple[Power, ...] = ()  # the checks' power on the controls, where the run measured it (notebook 09)
-    methods: dict = field(default_factory=dict)  # {notebook: method_digest} of the code the run computed with
-
-    def by_key(self) -> dict[str, Claim]:
-        return {c.key: c for c in self.claims}
-
-    @property
-    def file_name(self) -> str:
-        """``<slug>-<run key>.json``; a part: ``<slug>-<run key>-nb<part>.json``."""
-        return f"{self.slug}-{self.run_key}{f'-nb{self.part}' if self.part else ''}.json"
-
-    @classmethod
-    def from_json(cls, d: dict) -> Record:
-        return cls(model=d["model"], slug=d["slug"], profile=d["profile"], run_key=d["run_key"], commit=d["commit"],
-                   date=d["date"], seconds=d.get("seconds", {}), note=d.get("note", ""), part=d.get("part", ""),
-                   claims=tuple(Claim.from_json(c) for sec in d["notebooks"].values() for c in sec["claims"]),
-                   power=tuple(Power.from_json(p) for sec in d["notebooks"].values() for p in sec.get("power", [])),
-                   methods=d.get("methods", {}))
 
 
 NOTEBOOKS_DIR = ROOT / "notebooks"
@@ -179,6 +149,17 @@ def make_record(results: Path, model: str, key: str, commit: str | None = None, 
     commit: the tables show a model's records as one column (:func:`merged`), each run named with its commit."""
     slug = CONTROL if model == CONTROL else model_slug(model)
     folder = Path(results) / slug / key
+    profile = key.split("-")[0]
+    if key != profile:
+        raise RecordError(f"{folder}: a run on other or own tasks (run key {key!r}) is not recorded into the shipped "
+                          f"records, which hold the {profile} profile's tasks; its report is "
+                          f"{Path(results) / f'RESULTS-{key}.md'}. Unset ICL_TASKS and ICL_OWN_TASK to record the "
+                          "profile's own run")
+    if not folder.is_dir():
+        found = sorted(p.parent.name for p in Path(results).glob(f"*/{key}") if p.is_dir())
+        raise RecordError(f"no run of {model!r} at {folder}: MODELS takes a model's full name, as `make run` does "
+                          f"({', '.join(found) or 'no model'} ran the {key} profile under {results}); run "
+                          f"`make run PROFILE={profile}` first")
     wanted = [str(n).zfill(2) for n in notebooks]
     metrics = [p for p in sorted((folder / "metrics").glob("*.json")) if not wanted or p.stem[:2] in wanted]
     if not metrics:
@@ -248,12 +229,6 @@ def supersede(new: Path) -> list[str]:
         out.write_text(json.dumps(d, indent=1, ensure_ascii=False) + "\n")
         said.append(f"{path.name} -> {out.name}: notebooks {', '.join(gone)} taken out ({new.name} holds them now)")
     return said
-
-
-def load_records(record_dir: Path = RECORD_DIR) -> list[Record]:
-    """Every record under ``record_dir``: the offline models in name order, the control last."""
-    recs = [Record.from_json(json.loads(p.read_text())) for p in sorted(Path(record_dir).glob("*.json"))]
-    return sorted(recs, key=lambda r: (r.slug == CONTROL, r.slug, r.part))
 
 
 def merged(records: Sequence[Record]) -> list[tuple[Record, dict[str, Claim], list[Record]]]:
@@ -558,8 +533,28 @@ def render_blocks(records: Sequence[Record], extra: dict | None = None) -> dict[
     return out | {name: fn(records) for name, fn in (extra or {}).items()}
 
 
+_OPEN = re.compile(r"<!-- record:(?P<name>[\w-]+) -->")
+_CLOSE = re.compile(r"<!-- /record:(?P<name>[\w-]+) -->")
+
+
+def unclosed_blocks(text: str, where: str = "text") -> list[str]:
+    """Record markers without their pair (an opening ``<!-- record:name -->`` with no closing one after it, or the
+    other way round): the block would be left out of every rewrite and check."""
+    paired = {m.start("name") for m in _BLOCK.finditer(text)}
+    out = [f"{where}: `<!-- record:{m.group('name')} -->` has no `<!-- /record:{m.group('name')} -->` after it"
+           for m in _OPEN.finditer(text) if m.start("name") not in paired]
+    closed = {m.end() for m in _BLOCK.finditer(text)}
+    out += [f"{where}: `<!-- /record:{m.group('name')} -->` closes no block" for m in _CLOSE.finditer(text)
+            if m.end() not in closed]
+    return out
+
+
 def apply_blocks(text: str, blocks: dict[str, str], where: str = "text") -> str:
-    """``text`` with the body of every ``<!-- record:name -->`` block replaced by ``blocks[name]``."""
+    """``text`` with the body of every ``<!-- record:name -->`` block replaced by ``blocks[name]``; a marker without
+    its pair is a :class:`RecordError`."""
+    bad = unclosed_blocks(text, where)
+    if bad:
+        raise RecordError("; ".join(bad) + ": close the block, or remove the marker")
     def rep(m: re.Match) -> str:
         name = m.group("name")
         if name not in blocks:
@@ -570,9 +565,11 @@ def apply_blocks(text: str, blocks: dict[str, str], where: str = "text") -> str:
 
 
 def check_blocks(text: str, blocks: dict[str, str], where: str = "text") -> list[str]:
-    """The blocks of ``text`` whose body differs from what the records give (empty: all agree)."""
-    return [f"{where}: block {m.group('name')!r} differs from the records (run `make tables`)"
-            for m in _BLOCK.finditer(text) if blocks.get(m.group("name")) != m.group("body")]
+    """The blocks of ``text`` whose body differs from what the records give, and markers without their pair (empty:
+    all agree)."""
+    return unclosed_blocks(text, where) + [
+        f"{where}: block {m.group('name')!r} differs from the records (run `make tables`)"
+        for m in _BLOCK.finditer(text) if blocks.get(m.group("name")) != m.group("body")]
 
 
 def stray_results(text: str, where: str = "text") -> list[str]:
