@@ -61,8 +61,11 @@ def find_notebooks(results: Path, key: str, folders: list[str]) -> tuple[str, di
             break
     else:
         tried = ", ".join(str(results / f / key / "notebooks") for f in folders)
-        raise SiteError(f"no executed notebooks in {tried}: run `make run` first (with the same PROFILE and MODELS), "
-                        f"or pass --results/--profile/--models of a finished run")
+        others = sorted({p.parent.parent.name for f in folders for p in results.glob(f"{f}/*/notebooks/*.ipynb")})
+        hint = (f"; a finished run is there at run key {', '.join(others)}: `make site PROFILE={others[0].split('-')[0]}`"
+                f" builds {'it' if len(others) == 1 else 'the first'}" if others else "")
+        raise SiteError(f"no executed notebooks in {tried}{hint}; or run `make run` first (with the same PROFILE and "
+                        f"MODELS), or pass --results/--profile/--models of a finished run")
     control = results / CONTROL / key / "notebooks"
     for p in sorted(control.glob("*.ipynb")):
         found.setdefault(p.stem, p)

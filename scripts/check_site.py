@@ -54,7 +54,11 @@ const paths = (text.match(/(?:^|[\s'"(=:])(\/(?:home|root|Users|tmp|work|private
   .map(s => s.trim()).slice(0, 3);
 const cells = Array.from(document.querySelectorAll('td, th')).map(c => c.innerText.trim());
 const cut = cells.filter(t => /\.\.\.$/.test(t)).map(t => t.slice(-40)).slice(0, 3);
-const missing = cells.filter(t => /(^|\W)(undefined|NaN|nan|None)(\W|$)/.test(t)).map(t => t.slice(0, 40)).slice(0, 3);
+// a missing value where a value stands: the whole cell, or beside an interval's brackets, a comma or a colon
+// ("nan [nan, nan]", "0.5 [None, 0.7]", "None: **inconclusive**"); a sentence that says why a value is missing
+// ("the stage was undefined in too many resamples") is honest prose, not a hole
+const missing = cells.filter(t => /(^|[\[(,=]\s*)(undefined|NaN|nan|None)(\s*([\]),:%]|\[|$))/.test(t))
+  .map(t => t.slice(0, 40)).slice(0, 3);
 const scrolls = el => { for (let a = el; a && a !== document.body; a = a.parentElement) {
   const o = getComputedStyle(a).overflowX; if (o === 'auto' || o === 'scroll') return true; } return false; };
 const wide = Array.from(document.querySelectorAll('table')).filter(t => {

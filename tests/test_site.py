@@ -139,6 +139,11 @@ def test_summary_page_shows_its_figures(tmp_path):
 def test_no_run_to_show_says_what_to_do(tmp_path):
     with pytest.raises(build_site.SiteError, match="run `make run` first"):
         build_site.find_notebooks(tmp_path, "default", ["gemma-3-270m"])
+    # `make site` (default profile) after `make run PROFILE=smoke`: it names the profile to pass
+    (tmp_path / "gemma-3-270m" / "smoke" / "notebooks").mkdir(parents=True)
+    (tmp_path / "gemma-3-270m" / "smoke" / "notebooks" / "00_icl_setting.ipynb").write_text("{}")
+    with pytest.raises(build_site.SiteError, match="finished run is there at run key smoke: `make site PROFILE=smoke`"):
+        build_site.find_notebooks(tmp_path, "default", ["gemma-3-270m"])
 
 
 # ------------------------------------------------------------------------------------------------ in the browser
@@ -241,6 +246,10 @@ def test_check_site_reports_what_a_reader_would_miss(tmp_path):
         "cut.html": "<table><tr><td>(95% CI; 1 seed(s), 16 in...</td></tr></table>",
         "undefined.html": "<table><tr><th>ours</th></tr><tr><td>undefined</td></tr></table>",
         "nan.html": "<table><tr><td>NaN</td></tr></table>",
+        "naninterval.html": "<table><tr><td>0.52 [nan, 0.61]: <b>inconclusive</b></td></tr></table>",
+        # notebook 11's smoke row: a sentence that says why there is no value is not a missing value
+        "why.html": "<table><tr><td>no task had inputs of every class in two folds or more (a probe), or the "
+                    "half-rise stage was undefined in too many resamples: <b>not comparable</b></td></tr></table>",
         "wide.html": '<div style="width:300px"><table><tr><td style="white-space:nowrap">'
                      + "a wide cell " * 60 + "</td></tr></table></div>",
         "scrolls.html": '<div style="width:300px;overflow-x:auto"><table><tr><td style="white-space:nowrap">'
@@ -269,6 +278,7 @@ def test_check_site_reports_what_a_reader_would_miss(tmp_path):
     assert any("progress bar" in p for p in res["bar.html"])
     assert any("cut with '...'" in p for p in res["cut.html"])
     assert any("undefined/NaN" in p for p in res["undefined.html"]) and any("undefined/NaN" in p for p in res["nan.html"])
+    assert any("undefined/NaN" in p for p in res["naninterval.html"]) and res["why.html"] == []
     assert any("wider than their column" in p for p in res["wide.html"]) and res["scrolls.html"] == []
     assert any("local absolute path" in p and "/work/main/helpers" in p for p in res["path.html"])
     assert any("1 of 1 flow views did not render" in p for p in res["flowblank.html"])

@@ -473,11 +473,7 @@ def _accounts_table(records: Sequence[Record], nn: str, verdicts_of, account_cla
         lines.append(f"| {_esc(a)} | " + " | ".join(
             f"**{v[a]}** ({w[a][1]} checks informative; the paper's checks: {w[a][0]})" if a in v else ""
             for _, v, w in ran) + f" | {_esc(said)} |")
-    rule = ("Each account's verdict counts only its informative checks (they see the mechanism on the wide positive "
-            "control and stay silent on the negative one): \"no informative check\" when none of its checks is; "
-            "beside it, how many of its checks are informative, and the verdict of the paper's checks with every "
-            "check counted.")
-    return "\n".join(lines) + "\n\n" + rule + "\n\n" + runs_line([r for r, _, _ in ran]) + "\n", True
+    return "\n".join(lines) + "\n\n" + runs_line([r for r, _, _ in ran]) + "\n", True
 
 
 def verdict_table(records: Sequence[Record]) -> str:
