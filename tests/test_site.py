@@ -201,8 +201,22 @@ def sample_site(tmp_path_factory):
     ax.plot([0, 1])
     f.savefig(fig)
     plt.close(f)
-    (base / "results" / "RESULTS-smoke.md").write_text("# Results (smoke profile)\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
-                                                       "![00_line](tiny/smoke/figures/00_line.png)\n")
+    # the summary as `make run PROFILE=smoke` writes it, with notebook 11's smoke row, whose missing value is said in
+    # words ("not comparable"), beside a claim with a value
+    from helpers.core.stats import Interval
+    from helpers.protocols.query_stages import query_stage_claims
+    from helpers.study.claims import claim
+    from helpers.study.profiles import OWN_TASK_EXAMPLE, PROFILES
+    from helpers.study.report import build_report
+
+    claims = [claim("02.label_first_hurts_most", Interval(62.0, 55.8, 68.1, 1, 16), "replicates", "above 0", unit="%")]
+    claims += query_stage_claims((None, {}), {}, 4, 2)
+    metrics = base / "results" / "tiny" / "smoke" / "metrics"
+    metrics.mkdir(parents=True)
+    (metrics / "11_after_the_anchors.json").write_text(json.dumps({"claims": [c.to_json(3) for c in claims]}))
+    md = build_report(base / "results", "smoke", ["tiny"], tasks=PROFILES["smoke"].tasks, own_task=OWN_TASK_EXAMPLE)
+    assert md.name == "RESULTS-smoke.md" and "not comparable" in md.read_text()
+    md.write_text(md.read_text() + "\n![00_line](tiny/smoke/figures/00_line.png)\n")
     info = build_site.build(base / "results", "smoke", ["tiny"], base / "site")
     return info, Path(info["out"])
 
