@@ -71,19 +71,45 @@ def _report_content(path: Path) -> list[str]:
     return lines
 
 
-@pytest.mark.slow
-def test_slurm_executor_runs_each_notebook_as_its_own_job_and_reports_as_the_local_run(tmp_path):
-    """Two notebooks, two submitit jobs (separate processes, neither of them run_all), and the same report, runs
-    and metrics as the local executor gives for the same notebooks."""
-    nb_dir = tmp_path / "nbs"
+SPAN = """
+import os, time
+with open(os.environ["SIDE_FILE"], "a") as f:
+    f.write(f"start {time.time()}\\n")
+time.sleep(1.5)
+with open(os.environ["SIDE_FILE"], "a") as f:
+    f.write(f"end {time.time()}\\n")
+"""
+
+
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """One local run and one run of submitit jobs (``--cluster local --jobs 1``) of the same two notebooks, both with
+    ``--account``: each notebook saves its metrics, spans a short sleep and counts one stored step. Three tests read
+    these two runs (each run starts a kernel per notebook, the slow part)."""
+    from test_run_all import ACCOUNTED
+
+    tmp = tmp_path_factory.mktemp("cluster")
+    nb_dir = tmp / "nbs"
     nb_dir.mkdir()
     for name in ("00_first", "01_second"):
-        _probe(nb_dir, name)
-    base = ["--profile", "smoke", "--models", "gemma", "--notebooks-dir", str(nb_dir), "--progress-every", "2"]
-    rc, text, local_pid = _run_all([*base, "--out", str(tmp_path / "local")], _env(tmp_path))
+        _write_nb(nb_dir / f"{name}.ipynb", [PROBE.format(name=name), SPAN, ACCOUNTED])
+    base = ["--profile", "smoke", "--models", "gemma", "--notebooks-dir", str(nb_dir), "--progress-every", "2",
+            "--account"]
+    local = _run_all([*base, "--out", str(tmp / "local")], _env(tmp, SIDE_FILE=str(tmp / "local.txt")))
+    jobs = _run_all([*base, "--out", str(tmp / "jobs"), "--executor", "slurm", "--cluster", "local", "--jobs", "1"],
+                    _env(tmp, SIDE_FILE=str(tmp / "jobs.txt")))
+    return tmp, local, jobs
+
+
+@pytest.mark.slow
+def test_slurm_executor_runs_each_notebook_as_its_own_job_and_reports_as_the_local_run(two_runs):
+    """Two notebooks, two submitit jobs (separate processes, neither of them run_all), and the same report, runs
+    and metrics as the local executor gives for the same notebooks."""
+    tmp_path, (rc, text, local_pid), (rc_jobs, text_jobs, parent) = two_runs
     assert rc == 0, text
-    rc, text, parent = _run_all([*base, "--out", str(tmp_path / "jobs"), "--executor", "slurm", "--cluster", "local"],
-                                _env(tmp_path))
+    rc, text = rc_jobs, text_jobs
     assert rc == 0, text
     assert "2 job(s) as local processes, at most" in text and "2/2 jobs done (0 failed)" in text, text
     assert re.search(r"\[gemma-3-270m/smoke\] 00_first: ok \(\d+s, job \d+\)", text), text
@@ -274,53 +300,29 @@ def test_make_run_passes_the_executor_flags_only_when_set(tmp_path):
 
 
 @pytest.mark.slow
-def test_account_under_slurm_counts_each_job_and_writes_one_table(tmp_path):
+def test_account_under_slurm_counts_each_job_and_writes_one_table(two_runs):
     """--account with --executor slurm: each job counts its own notebook into its ledger, and run_all writes the
     accounting table of the model once every job has ended, as the local run does."""
-    from test_run_all import ACCOUNTED
-
-    nb_dir = tmp_path / "nbs"
-    nb_dir.mkdir()
-    for name in ("00_counted", "01_counted"):
-        _write_nb(nb_dir / f"{name}.ipynb", [ACCOUNTED])
-    rc, text, _ = _run_all(["--profile", "smoke", "--models", "gemma", "--notebooks-dir", str(nb_dir), "--out",
-                            str(tmp_path / "r"), "--executor", "slurm", "--cluster", "local", "--account"],
-                           _env(tmp_path))
+    tmp_path, _, (rc, text, _) = two_runs
     assert rc == 0, text
-    folder = tmp_path / "r" / "gemma-3-270m" / "smoke"
+    folder = tmp_path / "jobs" / "gemma-3-270m" / "smoke"
     assert "accounting: " in text and (folder / "accounting.md").exists(), text
     rows = json.loads((folder / "accounting.json").read_text())
-    for nb in ("00_counted", "01_counted"):
+    for nb in ("00_first", "01_second"):
         assert any(r["notebook"] == nb and r["step"] == "probe_step" and r["positions"] == 18 for r in rows), rows
         assert next(r for r in rows if r["notebook"] == nb and r["step"] == "total")["wall_s"] > 0
 
 
-SPAN = """
-import os, time
-with open(os.environ["SIDE_FILE"], "a") as f:
-    f.write(f"start {time.time()}\\n")
-time.sleep(1.5)
-with open(os.environ["SIDE_FILE"], "a") as f:
-    f.write(f"end {time.time()}\\n")
-"""
-
-
 @pytest.mark.slow
-def test_local_cluster_runs_at_most_jobs_processes_at_once(tmp_path):
-    """--cluster local starts jobs as slots free, --jobs at a time (default one per core): with --jobs 1 three
+def test_local_cluster_runs_at_most_jobs_processes_at_once(two_runs):
+    """--cluster local starts jobs as slots free, --jobs at a time (default one per core): with --jobs 1 the
     notebooks never overlap (each would load a model; all at once could exhaust this machine's memory)."""
-    nb_dir = tmp_path / "nbs"
-    nb_dir.mkdir()
-    for name in ("00_a", "01_b", "02_c"):
-        _write_nb(nb_dir / f"{name}.ipynb", [SPAN])
-    side = tmp_path / "spans.txt"
-    rc, text, _ = _run_all(["--profile", "smoke", "--models", "gemma", "--notebooks-dir", str(nb_dir), "--out",
-                            str(tmp_path / "jobs"), "--executor", "slurm", "--cluster", "local", "--jobs", "1",
-                            "--progress-every", "0"], _env(tmp_path, SIDE_FILE=str(side)))
+    tmp_path, _, (rc, text, _) = two_runs
     assert rc == 0 and "at most 1 at once" in text, text
-    events = [(float(t), kind) for kind, t in (line.split() for line in side.read_text().splitlines())]
+    events = [(float(t), kind) for kind, t in (line.split() for line in (tmp_path / "jobs.txt").read_text().splitlines()
+                                               if line.startswith(("start ", "end ")))]
     running = peak = 0
     for _, kind in sorted(events):
         running += 1 if kind == "start" else -1
         peak = max(peak, running)
-    assert peak == 1 and len(events) == 6
+    assert peak == 1 and len(events) == 4
