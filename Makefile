@@ -29,6 +29,9 @@ TORCH ?= torch==2.13.0
 # TransformerLens: 3 is the lock's 3.9 (HookedTransformer, the default); 4 installs transformer-lens 4.3.0 in its
 # place (TransformerBridge, docs/transformerlens4.md). A stamp per value, as for TORCH: `make setup` brings 3.9 back.
 TL ?= 3
+ifeq ($(filter $(TL),3 4),)
+$(error TL=$(TL): use TL=3 (TransformerLens 3.9, the default) or TL=4 (4.3's TransformerBridge))
+endif
 TL_PIN = $(if $(filter 4,$(TL)),transformer-lens==4.3.0,$(shell grep -i '^transformer-lens==' $(LOCK)))
 TL_STAMP = $(VENV)/.tl-$(TL)
 # the same settings as the notebooks and scripts (docs/your-own.md, 'Settings'): ICL_PROFILE and ICL_MODEL are the defaults

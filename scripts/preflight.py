@@ -590,6 +590,21 @@ def estimate(out: Path, models: list[str], profile: str, notebooks: list[str], j
 
 # ------------------------------------------------------------------------------------------------------- main
 
+def check_notebooks(asked: list[str] | None, notebooks_dir: Path) -> str | None:
+    """Why ``NOTEBOOKS`` (``asked``: two-digit numbers) cannot be run, or None: each must be the number of a notebook
+    of ``notebooks_dir``, as ``make run`` takes them (``00``-``11``), so a typo never runs nothing and passes."""
+    if asked is None:
+        return None
+    have = sorted({p.name[:2] for p in notebooks_dir.glob("[0-9][0-9]_*.ipynb")})
+    if not asked:
+        return f"NOTEBOOKS names no notebook; leave it unset for all of them, or name some of {' '.join(have)}"
+    bad = [n for n in asked if n not in have]
+    if bad:
+        return (f"NOTEBOOKS={' '.join(asked)}: {', '.join(repr(n) for n in bad)} is not a notebook here; use the "
+                f"two-digit numbers {' '.join(have)} (e.g. NOTEBOOKS=\"01 03\")")
+    return None
+
+
 def main(argv=None) -> int:
     from helpers.study.config import check_environment, option
 
@@ -646,6 +661,15 @@ def main(argv=None) -> int:
         fail("profile", str(e))
     nbs = sorted(p.stem for p in a.notebooks_dir.glob("[0-9][0-9]_*.ipynb")
                  if not a.notebooks or p.name[:2] in a.notebooks)
+    unknown = check_notebooks(a.notebooks, a.notebooks_dir)
+    if unknown:
+        fail("notebooks", unknown)
+    try:
+        from helpers.core.backend import BackendError, backend, tl_version
+
+        ok("backend", f"{backend()} (TransformerLens {tl_version()})")
+    except BackendError as e:
+        fail("backend", str(e))
     own = None
     if profile is not None:
         try:

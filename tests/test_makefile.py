@@ -118,6 +118,14 @@ def test_setup_TL_4_swaps_transformerlens_only_and_setup_brings_3_9_back(project
     assert again[0].endswith("-r requirements.lock") and again[-1].endswith("transformer-lens==4.3.0"), again
 
 
+def test_setup_refuses_a_TransformerLens_it_does_not_know(project):
+    """`make setup TL=5` stops before installing anything (it used to install 3.9 and stamp `.tl-5`)."""
+    r = subprocess.run(["make", "--no-print-directory", "setup", "TL=5"], cwd=project.dir, capture_output=True,
+                       text=True, timeout=60, env={**os.environ, "FAKE_LOG": str(project.dir / "calls.log")})
+    assert r.returncode != 0 and "TL=5: use TL=3" in r.stderr and "TL=4" in r.stderr, r.stderr
+    assert (project.dir / "calls.log").read_text() == "" and not (project.dir / ".venv").exists()
+
+
 def test_lock_resolves_the_project_then_writes_the_lock(project):
     """`make lock`: pip install -e .[dev,lab] with its dependencies in .venv, then scripts/lock.py into the lock."""
     project("setup")

@@ -47,6 +47,27 @@ def test_unknown_profile(pf, tmp_path):
     assert rc == 1 and "FAIL  profile: Unknown profile 'fast'" in out and "nothing was run" in out, out
 
 
+def test_notebooks_that_do_not_exist_and_a_backend_the_install_lacks(pf, tmp_path):
+    """NOTEBOOKS=12, 1, abc or an empty list fail with the numbers that exist (they used to pass and run nothing);
+    ICL_BACKEND=bridge under TransformerLens 3.9 fails before any notebook starts, naming `make setup TL=4`."""
+    nbs = ROOT / "notebooks"
+    assert pf.check_notebooks(None, nbs) is None and pf.check_notebooks(["00", "11"], nbs) is None
+    for bad in (["12"], ["1"], ["abc"], ["0"], ["03", "99"]):
+        said = pf.check_notebooks(bad, nbs)
+        assert said and "is not a notebook here" in said and "00 01 02" in said, (bad, said)
+    assert "names no notebook" in pf.check_notebooks([], nbs)
+    rc, out, _ = _preflight(["--profile", "smoke", "--models", "gemma", "--out", str(tmp_path), "--notebooks", "12",
+                             "--ignore-resources"])
+    assert rc == 1 and "FAIL  notebooks: NOTEBOOKS=12: '12' is not a notebook here" in out, out
+    from helpers.core.backend import tl_version
+
+    if tl_version().startswith("3."):
+        rc, out, _ = _preflight(["--profile", "smoke", "--models", "gemma", "--out", str(tmp_path),
+                                 "--ignore-resources"], ICL_BACKEND="bridge")
+        assert rc == 1 and "FAIL  backend: ICL_BACKEND='bridge' needs TransformerLens 4.x" in out, out
+        assert "make setup TL=4" in out
+
+
 def test_unknown_task(pf, tmp_path, monkeypatch):
     prof = pf.check_profile("smoke")
     assert pf.check_tasks(prof, "sst2, trec") == ("sst2", "trec")
