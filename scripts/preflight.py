@@ -606,17 +606,14 @@ def check_notebooks(asked: list[str] | None, notebooks_dir: Path) -> str | None:
 
 
 def main(argv=None) -> int:
+    from run_common import add_run_arguments  # scripts/run_common.py: the arguments run_all.py takes too
+
     from helpers.study.config import check_environment, option
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", help="run size (default: $ICL_PROFILE, else default)")
-    ap.add_argument("--models", nargs="+", help="models (default: $ICL_MODEL, else google/gemma-3-270m)")
-    ap.add_argument("--notebooks", nargs="*", help="subset, e.g. 00 03")
-    ap.add_argument("--out", type=Path, help="results folder (default: $ICL_RESULTS_DIR, else results/)")
-    ap.add_argument("--jobs", type=timing.jobs_arg, default=0, help="as for run_all.py (0: one per model, at most one per core)")
+    add_run_arguments(ap)  # --profile, --models, --notebooks, --out, --jobs: as run_all.py takes them
     ap.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the Hugging Face hub")
     ap.add_argument("--ignore-resources", action="store_true", help="RAM and disk shortfalls only warn")
-    ap.add_argument("--notebooks-dir", type=Path, default=ROOT / "notebooks", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     a.profile, profile_note = option(a.profile, "ICL_PROFILE", "default", "--profile")
     a.models, models_note = option(a.models, "ICL_MODEL", ["google/gemma-3-270m"], "--models")

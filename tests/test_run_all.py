@@ -246,12 +246,12 @@ def test_a_notebook_with_its_own_model_runs_once_as_that_model(tmp_path):
         (tmp_path / name).write_text("{}")
     a = argparse.Namespace(notebooks=None, notebooks_dir=tmp_path)
     names = lambda nbs: [p.name[:2] for p in nbs]
-    assert names(run_all._notebooks(a)) == ["00", "07", "09"]
-    assert names(run_all._notebooks(a, "google/gemma-3-270m")) == ["00", "07"]
-    assert names(run_all._notebooks(a, "control")) == ["09"]
-    assert run_all._with_own_models(a, ["google/gemma-3-270m", "smollm2"]) == ["google/gemma-3-270m", "smollm2", "control"]
+    assert names(run_all.selected_notebooks(a)) == ["00", "07", "09"]
+    assert names(run_all.selected_notebooks(a, "google/gemma-3-270m")) == ["00", "07"]
+    assert names(run_all.selected_notebooks(a, "control")) == ["09"]
+    assert run_all.with_own_models(a, ["google/gemma-3-270m", "smollm2"]) == ["google/gemma-3-270m", "smollm2", "control"]
     a.notebooks = ["00", "07"]  # notebook 09 not selected: no control run
-    assert run_all._with_own_models(a, ["google/gemma-3-270m"]) == ["google/gemma-3-270m"]
+    assert run_all.with_own_models(a, ["google/gemma-3-270m"]) == ["google/gemma-3-270m"]
 
 
 ACCOUNTED = """
@@ -303,7 +303,7 @@ def test_a_killed_parent_takes_the_run_with_it(tmp_path):
     marker, ready = tmp_path / "stopped", tmp_path / "ready"
     child = (f"import signal, sys, time; sys.path.insert(0, {str(ROOT / 'scripts')!r}); import run_all\n"
              f"signal.signal(signal.SIGTERM, lambda *a: (open({str(marker)!r}, 'w').write('x'), sys.exit(0)))\n"
-             f"run_all._stop_with_parent()\nopen({str(ready)!r}, 'w').write('x')\ntime.sleep(60)\n")
+             f"run_all.stop_with_parent()\nopen({str(ready)!r}, 'w').write('x')\ntime.sleep(60)\n")
     parent = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(120)")
     proc = subprocess.Popen([sys.executable, "-c", parent])
     for _ in range(600):  # until the child has imported run_all and asked for the signal
