@@ -832,7 +832,7 @@ def test_an_unwritable_results_folder_is_named_not_a_traceback(tmp_path, monkeyp
 
 
 def test_model_folder_passes_with_its_size(pf, tiny_folder, monkeypatch):
-    monkeypatch.setattr(pf, "hub_reachable", lambda timeout=5.0: pytest.fail("a folder never asks the hub"))
+    monkeypatch.setattr(sys.modules["preflight_models"], "hub_reachable", lambda timeout=5.0: pytest.fail("a folder never asks the hub"))
     canon, where = pf.check_model(str(tiny_folder))
     assert canon == str(tiny_folder.resolve())
     assert where.startswith("local model folder (GPT2LMHeadModel, ") and "tokenizer of 50257 tokens" in where

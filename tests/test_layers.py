@@ -390,6 +390,15 @@ def test_no_module_is_longer_than_the_limit():
     assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by idea): {long}"
 
 
+MAX_SCRIPT_LINES = 500  # a script that grows past this is split by job (run_all: run_common, run_local, run_slurm ...)
+
+
+def test_no_script_is_longer_than_the_limit():
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "scripts").glob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_SCRIPT_LINES}
+    assert not long, f"scripts over {MAX_SCRIPT_LINES} lines (split them by job): {long}"
+
+
 PRODUCT = ("helpers", "scripts", "notebooks", "benchmarks")  # the code whose module walls hold (tests may reach in)
 
 

