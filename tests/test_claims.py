@@ -130,6 +130,37 @@ def test_show_reading_reads_what_the_notebook_reported(tmp_path, monkeypatch):
     assert "61.0% [55.5, 66.0]" in md and md.rstrip().endswith("Holds.") and "profile `smoke`" in md
 
 
+def test_the_reading_carries_each_checks_power_from_this_results_folder(tmp_path, monkeypatch):
+    """show_reading puts beside each verdict what its check is worth on the controls, from notebook 09's power rows
+    in the same results folder (and the notebook's own): "(uninformative check)" for one that fires on the negative
+    control, "(premise)" for a fact about the model; before notebook 09 has run it says so."""
+    from helpers.study.claims import reading_markdown, run_power, show_reading
+    from helpers.study.power_report import CHECKS, NEGATIVE, POSITIVE, power_rows
+
+    monkeypatch.setenv("ICL_RESULTS_DIR", str(tmp_path))
+    deep = claim("01.deep_pq_dominant", Interval(0.9, 0.85, 0.95, 1, 16), "replicates", "above 0")
+    first = claim("02.label_first_hurts_most", Interval(62.0, 55.8, 68.1, 1, 16), "replicates", "above 0", unit="%")
+    demos = claim("00.more_demos_no_help", Interval(-5.0, -9.0, -1.0, 1, 16), "inconclusive", "below 0", unit="points")
+    report_claims("01_probe", [deep, first, demos], show=False, model_name="m", profile="smoke")
+    md = show_reading("01_probe", model_name="m", profile="smoke")
+    assert "run notebook 09" in md and "Verdict: *replicates* (power not recorded)." in md
+    runs = {POSITIVE: [{CHECKS["01.deep_pq_dominant"]: "replicates", CHECKS["02.label_first_hurts_most"]: "replicates"}] * 16,
+            NEGATIVE: [{CHECKS["01.deep_pq_dominant"]: "replicates", CHECKS["02.label_first_hurts_most"]: "inconclusive"}] * 16}
+    rows = power_rows(runs, ["01.deep_pq_dominant", "02.label_first_hurts_most", "03.r_crossing"])
+    report_claims("09_a_model_that_learns_in_context", [claim("09.icl_accuracy", Interval(0.99, 0.98, 1.0, 1, 16),
+                                                             "replicates", "above 0.9")],
+                  show=False, model_name="control", profile="smoke", metrics={"power": [p.to_json() for p in rows]})
+    got = run_power("01_probe", "m", "smoke")
+    assert set(got) == {"01.deep_pq_dominant", "02.label_first_hurts_most", "03.r_crossing"} and got["03.r_crossing"].why
+    md = show_reading("01_probe", model_name="m", profile="smoke")
+    lines = md.splitlines()
+    assert next(x for x in lines if "S_pq" in x).count("Verdict: *replicates* (uninformative check).") == 1
+    assert "Verdict: *replicates* (informative check)." in next(x for x in lines if "Isolating" in x)
+    assert "Verdict: *inconclusive* (premise)." in next(x for x in lines if "More demonstrations" in x)
+    assert "(notebook 09)" in lines[0]
+    assert "Verdict: *replicates*." in reading_markdown([deep], {})  # without power: the verdict alone
+
+
 def test_an_interval_that_would_read_as_zeros_gets_two_significant_figures():
     """A flow difference of a few 1e-4 reads -0.00027 [-0.00035, -0.00018], not -0.00 [-0.00, -0.00]; intervals
     that read at the given decimals keep them."""

@@ -26,7 +26,7 @@ from helpers.study.profiles import current_model_name, get_profile
 from helpers.study.results import load_metrics, save_metrics
 
 __all__ = ["Claim", "VERDICTS", "above_zero", "shown_digits", "claim", "measured_on", "claims_frame", "report_claims", "reported_claim", "quote_claim",
-           "reported_claims", "reading_markdown", "show_reading"]
+           "reported_claims", "reading_markdown", "show_reading", "run_power"]
 
 VERDICTS = ("replicates", "partly", "does not replicate", "inconclusive", "not comparable")
 
@@ -223,13 +223,32 @@ def reported_claims(section: str, model_name: str | None = None, profile: str | 
     return [Claim.from_json(d) for d in (load_metrics(section, model_name, profile) or {}).get("claims", [])]
 
 
-def reading_markdown(claims: Sequence[Claim], says: dict | None = None, digits: int = 1, heading: str = "") -> str:
+def run_power(section: str, model_name: str | None = None, profile: str | None = None) -> dict:
+    """``{claim key: Power}``: the checks' power this results folder holds for ``section``'s reading: the rows
+    notebook 09 measured on the controls at this profile, then those the notebook measured itself (notebook 11
+    measures its own), read as the code reads them now (:func:`helpers.study.power_report.current_power`); empty
+    when neither has run here."""
+    from helpers.study.power_report import Power, current_power  # lazy: power_report is read only here
+
+    rows = []
+    for sec, model in (("09_a_model_that_learns_in_context", "control"), (section, model_name)):
+        met = load_metrics(sec, model, profile) or {}
+        rows += [Power.from_json(p) for p in (met.get("metrics") or {}).get("power") or []]
+    return current_power(rows)
+
+
+def reading_markdown(claims: Sequence[Claim], says: dict | None = None, digits: int = 1, heading: str = "",
+                     power: dict | None = None) -> str:
     """The numbers and verdicts of a notebook's reading, from the claims its run reported, as markdown.
 
     One item per claim: what it states, the paper's value, ours with its 95% interval, the verdict, and, where
     ``says`` (``{claim key: {verdict: sentence}}``) has a sentence for the verdict this run computed, that
     sentence (``"*"`` answers any verdict without its own). The interpretation a notebook writes is therefore
-    chosen by the run's verdict, never typed beside a number that a rerun can change."""
+    chosen by the run's verdict, never typed beside a number that a rerun can change. With ``power`` (``{claim
+    key: Power}``, :func:`run_power`), each verdict says what its check is worth on the controls, in a few words
+    (:func:`helpers.study.power_report.power_word`): "replicates (uninformative check)"."""
+    from helpers.study.power_report import KINDS, power_word  # lazy: power_report is read only here
+
     says = says or {}
     unknown = set(says) - {c.key for c in claims}
     if unknown:
@@ -239,8 +258,9 @@ def reading_markdown(claims: Sequence[Claim], says: dict | None = None, digits: 
     for c in claims:
         text = says.get(c.key, {})
         then = text.get(c.verdict, text.get("*", ""))
+        worth = f" ({power_word(c.key, power)})" if power is not None and c.key in KINDS else ""
         lines.append(f"- **{c.statement}** ({c.source}). Paper: {c.paper}. Ours: {c.ours_text(digits)}. "
-                     f"Verdict: *{c.verdict}*." + (f" {then}" if then else ""))
+                     f"Verdict: *{c.verdict}*{worth}." + (f" {then}" if then else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -258,7 +278,11 @@ def show_reading(section: str, says: dict | None = None, digits: int = 1, model_
         md = (f"Notebook {section} has not reported its claims for {model_name} (profile `{profile}`) yet: run the "
               f"claims cell above first.")
     else:
+        power = run_power(section, model_name, profile)
+        said = ("beside each, what its check is worth on the controls (notebook 09)" if power else
+                "what each check is worth on the controls is not recorded in this results folder: run notebook 09")
         md = reading_markdown(claims, says, digits, heading=f"**What this run found** ({model_name}, profile "
-                              f"`{profile}`; 95% intervals; verdicts by the criteria in the claims table):\n")
+                              f"`{profile}`; 95% intervals; verdicts by the criteria in the claims table; {said}):\n",
+                              power=power)
     display(Markdown(md))
     return md

@@ -48,7 +48,7 @@ from helpers.core.stats import Interval
 
 __all__ = ["POSITIVE", "NEGATIVE", "CHECKS", "NOT_MEASURED", "NOTEBOOKS", "checked_keys", "clopper_pearson", "Power",
            "power_rows", "reading", "annotate", "power_frame", "power_by_key", "account_power", "power_markdown",
-           "power_summary", "KIND_NAMES", "KINDS", "REFERENCE_FOR", "claim_kind", "power_word", "informative",
+           "power_summary", "current_power", "KIND_NAMES", "KINDS", "REFERENCE_FOR", "claim_kind", "power_word", "informative",
            "account_verdict", "account_reading", "informative_count", "NO_INFORMATIVE", "NOT_RECORDED"]
 
 POSITIVE, NEGATIVE = "control-wide", "control-negative"  # the controls every power measurement uses
@@ -379,6 +379,17 @@ def power_frame(rows: Sequence[Power], digits: int = 2):
 
 def power_by_key(rows: Iterable[Power]) -> dict[str, Power]:
     return {p.key: p for p in rows}
+
+
+def current_power(rows: Iterable[Power]) -> dict[str, Power]:
+    """``{claim key: Power}`` of ``rows`` (the first row of a key wins) as the code reads them now: a check that
+    :data:`NOT_MEASURED` says the controls cannot measure reads so, whatever a run measured for it before that was
+    known."""
+    out: dict[str, Power] = {}
+    for p in rows:
+        if p.key not in out:
+            out[p.key] = Power(p.key, why=NOT_MEASURED[p.key]) if p.key in NOT_MEASURED else p
+    return out
 
 
 def account_power(keys: Sequence[str], rows: dict[str, Power]) -> str:

@@ -323,14 +323,14 @@ def recorded_power(records: Sequence[Record]) -> tuple[dict[str, Power], list[Re
     """The checks' power (``{claim key: Power}``) the records hold (notebook 09's record holds every check's but
     notebook 11's, whose run measures its own; for a key in several, the first record's), and the records it came
     from, in order. A check the code now says the controls cannot measure
-    (:data:`helpers.study.power_report.NOT_MEASURED`) reads so, whatever an older record measured for it."""
-    from helpers.study.power_report import NOT_MEASURED  # lazy: only for the tables
+    (:data:`helpers.study.power_report.NOT_MEASURED`) reads so, whatever an older record measured for it
+    (:func:`helpers.study.power_report.current_power`)."""
+    from helpers.study.power_report import current_power  # lazy: only for the tables
 
     out: dict[str, Power] = {}
     sources = []
     for r in records:
-        new = {k: Power(k, why=NOT_MEASURED[k]) if k in NOT_MEASURED else p
-               for k, p in power_by_key(r.power).items() if k not in out}
+        new = {k: p for k, p in current_power(r.power).items() if k not in out}
         if new:
             out.update(new)
             sources.append(r)
