@@ -14,7 +14,7 @@
 #
 # **Learning objectives.** After this notebook you can
 # - flip the label words of the demonstrations and measure whether a model follows the words' meaning or the
-#   context's mapping (the semantic override rate), and rerun §2.1's flows and §2.2's isolation on such prompts;
+#   context's mapping (prompt alignment), and rerun §2.1's flows and §2.2's isolation on such prompts;
 # - split the flow into a label word into what comes from earlier demonstrations, and knock those links out;
 # - follow the query's hidden state layer by layer with a cross-validated probe and a label read-out, and ask which
 #   heads each stage needs;
@@ -29,9 +29,10 @@
 # layers. Three later accounts refine the picture, each with a prediction this collection's methods can test:
 #
 # - **Semantic anchors** (Krishna Kumar, [arXiv 2511.21038](https://arxiv.org/abs/2511.21038)): with every
-#   demonstration's label word flipped (a negative review labelled "positive"), 1-12B models still predict by the
-#   words' meaning: the *semantic override rate*, the share of predictions that follow the flipped mapping, is 0.
-#   The label words are anchors because of what they mean, and they still gather the demonstrations.
+#   demonstration's label word flipped (a negative review labelled "positive"), 1-12B models do not learn the
+#   flipped classifier: the paper's *semantic override rate*, correctness under flipped semantics, stays exactly 0,
+#   while *prompt alignment* (agreement with the label the flipped demonstrations indicate) rises only as accuracy
+#   falls. The label words are anchors because of what they mean, and they still gather the demonstrations.
 # - **Contextualise, then aggregate** (Bakalova et al., [arXiv 2504.00132](https://arxiv.org/abs/2504.00132)): a
 #   label word is built from the demonstrations before its own (their labels and inputs) as well as from its own
 #   text, and only then read at $q$.
@@ -85,7 +86,7 @@ display(pd.DataFrame({"input (start)": [d.text[:60] for d in natural.demos],
 print("permutation (class -> the class whose word it carries):", flip_permutation(natural.task.n_classes))
 
 # %% [markdown]
-# **Exercise 11.1 · the semantic override rate** · difficulty ★☆☆ · importance ★★☆ · about 5 min
+# **Exercise 11.1 · prompt alignment under flipped labels** · difficulty ★☆☆ · importance ★★☆ · about 5 min
 #
 # Given each flipped prompt's predicted class `pred`, its query's gold class `gold` and the permutation `perm`
 # the demonstrations' labels were moved by (all 1-d integer tensors), return the share of inputs whose prediction
@@ -119,8 +120,15 @@ check_override_rate(semantic_override_rate)
 # first inputs), and the first few one saliency pass. On the natural prompts the isolation is notebook 02's own
 # run where the store holds it for the same inputs (passing `profile` lets it look), so it is not run twice. The
 # figure: on the flipped prompts, the share of predictions that are the query's own class (the words' meaning),
-# its flipped class (the override) and the class predicted without demonstrations (the prior); beside them, the
-# accuracy with the natural labels; 95% intervals over seeds and inputs, averaged over tasks.
+# its flipped class (prompt alignment, labelled "override" in the figure and in the claim's note) and the class
+# predicted without demonstrations (the prior); beside them, the accuracy with the natural labels; 95% intervals
+# over seeds and inputs, averaged over tasks.
+#
+# **What differs from the paper.** The paper's semantic override rate is correctness under flipped semantics, a
+# quantity that stays at 0 while the share following the flipped mapping moves; what this notebook measures and
+# calls the override is that share, prompt alignment. Its criterion (the query's own class more often than its
+# flipped class) is also met by a model that ignores its context, as the negative control does (notebook 09): the
+# power table below says so, and the account's verdict does not count this check.
 
 # %%
 runs = fl.flipped_runs(model, tasks, sizes, profile=profile)
@@ -417,3 +425,18 @@ _ = show_reading("11_after_the_anchors", digits=3, says={
 # account that needs strong in-context learning may fail here for that reason alone. The controls weigh the checks,
 # not the accounts: a check that sees the known mechanism there and stays silent on the negative control gives
 # weight to its verdict here; one that misses it or fires leaves its verdict here without weight.
+#
+# **What each paper claims, what this notebook measures, and where they differ.**
+# - *Semantic anchors* (arXiv 2511.21038) reports truth, prior and prompt alignment and a semantic override rate
+#   (correctness under flipped semantics) that stays at 0 while prompt alignment rises. This notebook measures
+#   the three alignments on flipped prompts and grades the own class against the flipped class; it does not
+#   measure the paper's override rate, and its criterion is met by a model that reads no context.
+# - *Contextualise, then aggregate* (arXiv 2504.00132) claims a causal, layered process: lower layers build each
+#   demonstration's representation from the earlier ones, higher layers aggregate them at the query. This
+#   notebook measures two saliency ratios against $S_{ww}$, which label words pass almost by construction, and
+#   one knockout of all links to the earlier demonstrations in the first $k$ layers; the aggregation step and the
+#   lower-then-higher order are not tested, and no control has the mechanism, so no check is informative.
+# - *Two stages of the query* (arXiv 2505.18752) claims a double dissociation: previous-token heads drive
+#   separability, induction heads alignment. This notebook ablates a small top share of each ranking (2% of the
+#   heads, fewer than the paper's sets) against as many random heads, one measure per head set; the cross effects
+#   are not graded, and its stage-order check sets a trained probe against a fixed read-out.
