@@ -350,3 +350,24 @@ def test_notebook_11s_accounts_count_only_informative_checks():
     assert table.loc[stages, "verdict (informative checks only)"] == "no informative check"
     with pytest.raises(ValueError, match="which must be"):
         after_verdicts(claims, which="bogus")
+
+
+def test_on_the_power_runs_prompts_the_negative_control_keeps_its_answer_under_a_swap():
+    """The negative control's premise, on the exact sequences every power replicate draws (the default profile's 16
+    replicate seeds, the negative control's task, which both controls run): with the context's labels swapped it
+    keeps its answer on at least 90% of them in every replicate, where the wide positive control, which reads the
+    mapping, keeps it on at most 10%. A negative control that merely moved away from the swapped labels would fail
+    the first; "follows a swapped mapping <= 0.10" alone would pass it."""
+    from helpers.core.control import control_prompts, control_spec
+    from helpers.core.models import load_model
+    from helpers.experiments.positive_control import label_swap
+    from helpers.protocols.power import REPLICATE_SEED, power_sizes
+    from helpers.study.profile_table import PROFILES
+
+    sizes = power_sizes(PROFILES["default"])
+    task = control_spec(NEGATIVE).task
+    for name, keeps in ((NEGATIVE, lambda s: s >= 0.9), (POSITIVE, lambda s: s <= 0.1)):
+        model = load_model(name)
+        same = [float(label_swap(model, control_prompts(task, sizes.n, REPLICATE_SEED + r))["same"].mean())
+                for r in range(sizes.replicates)]
+        assert all(keeps(s) for s in same), (name, same)
