@@ -38,12 +38,11 @@ from collections.abc import Sequence
 import pandas as pd
 
 from helpers.study.claims import Claim
-from helpers.study.power_report import Power, account_power, account_reading, informative_count, power_by_key
+from helpers.study.power_report import PowerRows, account_power, account_reading, as_power_map, informative_count
 
 __all__ = ["ACCOUNTS", "CHALLENGERS", "HEAD_ACCOUNTS", "ACCOUNT_CLAIMS", "account_checks", "account_table",
            "heads_table", "verdicts", "checks_verdict"]
 
-PowerRows = dict[str, Power] | Sequence[Power] | None
 
 ACCOUNTS = {"label": "label words (arXiv 2305.14160)", "forerunner": "forerunner tokens (arXiv 2410.04468)",
             "template": "template tokens (arXiv 2401.11323)"}
@@ -119,7 +118,7 @@ def account_checks(claims: Sequence[Claim], power: PowerRows = None) -> dict[str
 def _with_power(table: pd.DataFrame, power: PowerRows) -> pd.DataFrame:
     """``table`` (a row per account) with a column saying what each verdict's checks are worth on the controls."""
     if power is not None:
-        by = power if isinstance(power, dict) else power_by_key(power)
+        by = as_power_map(power)
         table["its checks on the controls"] = [account_power(ACCOUNT_CLAIMS.get(a, ()), by) for a in table.index]
     return table
 

@@ -228,13 +228,13 @@ def run_power(section: str, model_name: str | None = None, profile: str | None =
     notebook 09 measured on the controls at this profile, then those the notebook measured itself (notebook 11
     measures its own), read as the code reads them now (:func:`helpers.study.power_report.current_power`); empty
     when neither has run here."""
-    from helpers.study.power_report import Power, current_power  # lazy: power_report is read only here
+    from helpers.study.power_report import Power, as_power_map  # lazy: power_report is read only here
 
     rows = []
     for sec, model in (("09_a_model_that_learns_in_context", "control"), (section, model_name)):
         met = load_metrics(sec, model, profile) or {}
         rows += [Power.from_json(p) for p in (met.get("metrics") or {}).get("power") or []]
-    return current_power(rows)
+    return as_power_map(rows)
 
 
 def reading_markdown(claims: Sequence[Claim], says: dict | None = None, digits: int = 1, heading: str = "",

@@ -48,7 +48,7 @@ from helpers.core.stats import Interval
 
 __all__ = ["POSITIVE", "NEGATIVE", "CHECKS", "NOT_MEASURED", "NOTEBOOKS", "checked_keys", "clopper_pearson", "Power",
            "power_rows", "reading", "annotate", "power_frame", "power_by_key", "account_power", "power_markdown",
-           "power_summary", "current_power", "KIND_NAMES", "KINDS", "REFERENCE_FOR", "claim_kind", "power_word", "informative",
+           "power_summary", "current_power", "as_power_map", "PowerRows", "KIND_NAMES", "KINDS", "REFERENCE_FOR", "claim_kind", "power_word", "informative",
            "account_verdict", "account_reading", "informative_count", "NO_INFORMATIVE", "NOT_RECORDED"]
 
 POSITIVE, NEGATIVE = "control-wide", "control-negative"  # the controls every power measurement uses
@@ -193,23 +193,28 @@ def power_word(key: str, power: dict[str, Power] | None) -> str:
 NOT_RECORDED = "power not recorded"
 
 
-def account_reading(checks: Sequence[tuple[str, Sequence[str]]], power: dict[str, Power] | Sequence[Power] | None
-                    ) -> str:
+def as_power_map(power: PowerRows) -> dict[str, Power]:
+    """``power`` as ``{claim key: Power}`` read as the code reads it now (:func:`current_power`): the one place the
+    tables and verdicts turn what they are given (a record's rows, a run's, or such a map) into a lookup."""
+    return current_power((power or {}).values() if isinstance(power, dict) else (power or ()))
+
+
+def _counts(checks: Sequence[tuple[str, Sequence[str]]], by: dict[str, Power]) -> list[tuple[str, bool]]:
+    """``[(verdict, informative?)]``: a check counts when every claim it rests on is :func:`informative`."""
+    return [(v, bool(keys) and all(informative(k, by) for k in keys)) for v, keys in checks]
+
+
+def account_reading(checks: Sequence[tuple[str, Sequence[str]]], power: PowerRows) -> str:
     """An account's verdict (:func:`account_verdict`) from its checks, ``[(verdict, the claim keys the check rests
     on)]``, and the power rows: a check counts when every claim it rests on is :func:`informative`. Without any
     power row, :data:`NOT_RECORDED` (no verdict can be read)."""
-    by = power if isinstance(power, dict) else power_by_key(power or ())
-    if not by:
-        return NOT_RECORDED
-    return account_verdict([(v, bool(keys) and all(informative(k, by) for k in keys)) for v, keys in checks])
+    by = as_power_map(power)
+    return account_verdict(_counts(checks, by)) if by else NOT_RECORDED
 
 
-def informative_count(checks: Sequence[tuple[str, Sequence[str]]], power: dict[str, Power] | Sequence[Power] | None
-                      ) -> str:
+def informative_count(checks: Sequence[tuple[str, Sequence[str]]], power: PowerRows) -> str:
     """How many of an account's checks (as :func:`account_reading` takes them) count: ``"1 of 2"``."""
-    by = power if isinstance(power, dict) else power_by_key(power or ())
-    n = sum(bool(keys) and all(informative(k, by) for k in keys) for _, keys in checks)
-    return f"{n} of {len(checks)}"
+    return f"{sum(ok for _, ok in _counts(checks, as_power_map(power)))} of {len(checks)}"
 
 
 def account_verdict(checks: Sequence[tuple[str, bool]]) -> str:
@@ -283,6 +288,9 @@ class Power:
     def from_json(cls, d: dict) -> Power:
         return cls(**{**d, **{k: None if d.get(k) is None else Interval(**d[k]) for k in ("sensitivity",
                                                                                          "specificity")}})
+
+
+PowerRows = dict[str, Power] | Iterable[Power] | None  # power rows by claim key, or as a run reports them
 
 
 def power_rows(runs: dict[str, list[dict[str, str]]], keys: Iterable[str] | None = None) -> list[Power]:

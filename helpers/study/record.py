@@ -325,12 +325,12 @@ def recorded_power(records: Sequence[Record]) -> tuple[dict[str, Power], list[Re
     from, in order. A check the code now says the controls cannot measure
     (:data:`helpers.study.power_report.NOT_MEASURED`) reads so, whatever an older record measured for it
     (:func:`helpers.study.power_report.current_power`)."""
-    from helpers.study.power_report import current_power  # lazy: only for the tables
+    from helpers.study.power_report import as_power_map  # lazy: only for the tables
 
     out: dict[str, Power] = {}
     sources = []
     for r in records:
-        new = {k: p for k, p in current_power(r.power).items() if k not in out}
+        new = {k: p for k, p in as_power_map(r.power).items() if k not in out}
         if new:
             out.update(new)
             sources.append(r)

@@ -26,8 +26,8 @@ from helpers.study.power_report import (
     Power,
     account_power,
     annotate,
+    as_power_map,
     checked_keys,
-    power_by_key,
     power_markdown,
     power_word,
 )
@@ -219,7 +219,7 @@ def build_report(results_root: Path, profile: str, models: list[str], runs: dict
         lines.append(markdown_table(table))
     if note:
         lines.append(f"Run: {note}.\n")
-    power = power_by_key(Power.from_json(p) for sec in sections.values() for met in sec.values()
+    power = as_power_map(Power.from_json(p) for sec in sections.values() for met in sec.values()
                          for p in (met.get("metrics") or {}).get("power") or [])  # notebook 09's, on the controls
     lines.append("## Summary: paper vs ours, models side by side\n")
     lines.append(markdown_table(summary_rows(sections, models, power, run_tasks=tuple(tasks))))
