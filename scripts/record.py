@@ -2,12 +2,15 @@
 
     python scripts/record.py save --profile default --models M ... [--results results] [--commit SHA]
     python scripts/record.py tables [--check]     (make tables, make tables-check)
+    python scripts/record.py restamp
 
 ``save`` (``make record``) writes ``docs/record/<model>-<run key>.json`` for each model (and the positive
 control, when the run has it) from a finished ``make run``; with ``--notebooks``, those notebooks only, taken out of
 the model's older records (:func:`helpers.study.record.supersede`). ``tables`` (``make tables``) rewrites every
 ``<!-- record:... -->`` block of README.md and docs/*.md from the records; ``--check`` only says which blocks
-differ and which results are typed outside a block (exit 1), as ``tests/test_record.py`` does.
+differ and which results are typed outside a block (exit 1), as ``tests/test_record.py`` does. ``restamp``
+rewrites the records' code digests when the rule that makes them changes but the code does not: only for the
+notebooks whose files are the same as at the run's commit (:func:`helpers.study.record.restamp`).
 """
 
 from __future__ import annotations
@@ -85,10 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         load_records,
         make_record,
         missing_records,
-        stale_methods,
         stray_results,
         supersede,
     )
+    from helpers.study.record_code import restamp, stale_methods
     from helpers.study.results import run_key
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -103,8 +106,15 @@ def main(argv: list[str] | None = None) -> int:
                     "beside the model's record of the others")
     tb = sub.add_parser("tables", help="rewrite the record blocks of README.md and docs/")
     tb.add_argument("--check", action="store_true", help="only report blocks that differ and stray results")
+    sub.add_parser("restamp", help="rewrite code digests for notebooks whose code is unchanged since their run")
     a = ap.parse_args(argv)
     try:
+        if a.cmd == "restamp":
+            for path in sorted((ROOT / "docs" / "record").glob("*.json")):
+                done = restamp(path)
+                print(f"record: {path.name}: " + (f"restamped {', '.join(s[:2] for s in done)}" if done else
+                                                 "nothing restamped"))
+            return 0
         if a.cmd == "save":
             key = run_key(a.profile)
             models = list(dict.fromkeys(list(a.models) + ([CONTROL] if (a.results / CONTROL / key / "metrics").is_dir()

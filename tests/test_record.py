@@ -233,28 +233,38 @@ def test_method_digests_follow_the_code_not_the_prose_and_say_when_a_run_is_stal
     markdown or comments; a record whose digest differs from today's says so beside its run, one without digests
     says that it cannot tell, and a notebook whose files changed since the run gets no digest at all."""
     import helpers.study.record as R
+    import helpers.study.record_code as RC
 
     nb = tmp_path / "01_probe.py"
     nb.write_text("# %% [markdown]\n# The claim.\n\n# %%\nfrom helpers.experiments import saliency as sal\nx = 1\n")
-    monkeypatch.setattr(R, "NOTEBOOKS_DIR", tmp_path)
-    first = R.method_digest("01_probe")
+    monkeypatch.setattr(RC, "NOTEBOOKS_DIR", tmp_path)
+    first = RC.method_digest("01_probe")
     nb.write_text(nb.read_text().replace("# The claim.", "# The claim, reworded.") + "# a comment\n")
-    assert R.method_digest("01_probe") == first  # prose and comments do not count
-    files = {str(f.relative_to(R.ROOT)) for f in R.method_files("01_probe")[1:]}
-    assert "helpers/experiments/saliency.py" in files and "helpers/core/store.py" in files
+    assert RC.method_digest("01_probe") == first  # prose and comments do not count
+    files = {str(f.relative_to(RC.ROOT)) for f in RC.method_files("01_probe")[1:]}
+    assert "helpers/experiments/saliency.py" in files and "helpers/core/tl_patches.py" in files
+    assert "helpers/core/store.py" not in files and "helpers/core/control_training.py" not in files
     assert not any(f.startswith("helpers/study/plots") or f == "helpers/study/claims.py" for f in files)
     run = R.Record("m", "m", "default", "default", "abc1234", "d", {}, (), methods={"01_probe": first})
-    assert R.stale_methods(run) == [] and R.code_note(run) == "its notebooks' code is unchanged since"
+    assert RC.stale_methods(run) == [] and R.code_note(run) == "its notebooks' code is unchanged since"
     nb.write_text(nb.read_text().replace("x = 1", "x = 2"))
-    assert R.stale_methods(run) == ["01_probe"] and "notebook(s) 01 has changed since this run" in R.code_note(run)
+    assert RC.stale_methods(run) == ["01_probe"] and "notebook(s) 01 has changed since this run" in R.code_note(run)
     assert "not recorded" in R.code_note(R.Record("m", "m", "default", "default", "abc1234", "d", {}, ()))
     assert "not recorded" in R.runs_line([R.Record("m", "m", "default", "default", "abc1234", "d", {}, ())])
-    monkeypatch.setattr(R, "_changed_since", lambda commit: set())
-    assert R.run_methods(["01_probe"], "abc1234") == {"01_probe": R.method_digest("01_probe")}
-    monkeypatch.setattr(R, "_changed_since", lambda commit: {"helpers/experiments/saliency.py"})
-    assert R.run_methods(["01_probe"], "abc1234") == {}  # its method changed after the run: no digest credited
-    monkeypatch.setattr(R, "_changed_since", lambda commit: None)
-    assert R.run_methods(["01_probe"], "abc1234") == {}
+    monkeypatch.setattr(RC, "_changed_since", lambda commit: set())
+    assert RC.run_methods(["01_probe"], "abc1234") == {"01_probe": RC.method_digest("01_probe")}
+    monkeypatch.setattr(RC, "_changed_since", lambda commit: {"helpers/experiments/saliency.py"})
+    assert RC.run_methods(["01_probe"], "abc1234") == {}  # its method changed after the run: no digest credited
+    monkeypatch.setattr(RC, "_changed_since", lambda commit: None)
+    assert RC.run_methods(["01_probe"], "abc1234") == {}
+    # restamp: a new digest for a notebook whose code is the run's, the old one kept (so still stale) otherwise
+    rec = tmp_path / "m-default.json"
+    rec.write_text('{"commit": "abc1234", "methods": {"01_probe": "old", "02_probe": "old"}}')
+    monkeypatch.setattr(RC, "method_digest", lambda sec: "new-" + sec[:2])
+    monkeypatch.setattr(RC, "_same_code_since", lambda sec, commit: sec == "01_probe")
+    assert RC.restamp(rec) == ["01_probe"]
+    assert '"01_probe": "new-01"' in rec.read_text() and '"02_probe": "old"' in rec.read_text()
+    assert RC.restamp(rec) == []  # already stamped
 
 
 def test_a_record_saved_between_runs_leaves_the_next_run_at_its_commit(tmp_path):

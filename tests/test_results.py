@@ -41,15 +41,18 @@ def test_code_digest_covers_the_helpers_source():
     assert R.HELPERS / "core" / "prefix.py" in files and R.HELPERS / "study" / "results.py" in files
 
 
-def test_a_step_depends_on_its_methods_imports_and_core_not_on_presentation():
+def test_a_step_depends_on_its_methods_imports_and_the_engine_not_on_presentation():
     deps = R.dependencies(frozenset({"helpers.protocols.saliency"}))  # a protocol asks the store for its runs
     assert {"helpers.protocols.saliency", "helpers.experiments.saliency", "helpers.core.stats"} <= set(deps)
-    assert "helpers.core.tl_patches" in deps and "helpers.core.store" in deps  # the engine, always
+    assert set(R.ENGINE) <= set(deps)  # how a loaded model computes, always
+    assert not set(R.KEEPING) & set(deps)  # the store itself keeps results, it computes none
     assert not any(d.startswith(("helpers.study.plots", "helpers.study.claims", "helpers.study.paper",
                                  "helpers.study.report", "helpers.study.record")) for d in deps)
     assert not any(d.endswith(".isolation") for d in deps)  # another method
     assert "helpers.study.claims" in R.module_imports("helpers.protocols.saliency")  # imported, yet not followed
     assert R.step_modules() == frozenset()  # called from a test: no helpers module asked
+    core = {f"helpers.core.{f.stem}" for f in (R.HELPERS / "core").glob("*.py") if f.stem != "__init__"}
+    assert set(R.dependencies(frozenset())) >= core - set(R.KEEPING)  # then every core module keys the step
     from helpers.study.profiles import label_span_runs
 
     def run():  # a closure over a function of another module, as label_span_runs builds
@@ -61,6 +64,29 @@ def test_a_step_depends_on_its_methods_imports_and_core_not_on_presentation():
         return run()
 
     assert R.step_modules(lambda: cell("sst2", 42)) == {"helpers.study.profiles"}  # followed to any depth
+
+
+def _step_roots() -> list[str]:
+    """Every module that may ask the store for a step (protocols, methods, study modules that compute)."""
+    out = []
+    for pkg in ("protocols", "experiments", "study"):
+        out += [f"helpers.{pkg}.{f.stem}" for f in sorted((R.HELPERS / pkg).glob("*.py")) if f.stem != "__init__"]
+    return [m for m in out if not R._skipped(m)]
+
+
+def test_a_step_is_keyed_by_what_it_imports_not_by_all_of_core():
+    """Editing the controls' training, the store or a figure keeps every stored step; editing the batched
+    prediction misses every step whose method predicts; a language-model step does not hold the power study."""
+    roots = _step_roots()
+    assert len(roots) > 30
+    deps = {m: set(R.dependencies(frozenset({m}))) for m in roots}
+    for never in ("helpers.core.control_training", "helpers.core.store", "helpers.core.accounting",
+                  "helpers.study.plots", "helpers.study.claims"):
+        assert not [m for m in roots if never in deps[m]], never
+    for m in ("helpers.protocols.saliency", "helpers.protocols.isolation", "helpers.protocols.compression",
+              "helpers.experiments.incontext_heads"):
+        assert "helpers.core.predict" in deps[m] and "helpers.protocols.power" not in deps[m]
+    assert sum("helpers.core.predict" in d for d in deps.values()) < len(roots)  # some steps never predict
 
 
 def test_a_run_grid_cell_is_keyed_by_the_method_it_runs(tmp_path, monkeypatch, helpers_mirror):

@@ -8,11 +8,14 @@ checksums). So any change to the code that computed a result, e.g. a protocol fi
 of serving the old one; a change to code that cannot touch it (a figure, a claim's wording, a report), or to a
 comment or docstring anywhere (:func:`code_text`), keeps it.
 
-**The code a stored step depends on** (:func:`step_modules`): every module of ``helpers/core`` (the engine
-every computation runs through: models, patches, prompts, forward passes), plus the ``helpers`` module that asks
-for the step (and those defining the function that computes it) and every ``helpers`` module those import, at the
-top or inside a function, transitively (:func:`dependencies`), except
-the modules that only present results (:data:`PRESENTATION`: figures, claims and the papers' statements,
+**The code a stored step depends on** (:func:`step_modules`): the ``helpers`` module that asks for the step (and
+those defining the function that computes it) and every ``helpers`` module those import, at the top or inside a
+function, transitively (:func:`dependencies`), plus the modules that change how a loaded model computes
+(:data:`ENGINE`: the patched attention, the matmul precision, the TransformerLens in use), and nothing else. A
+step's key holds the code it really runs: editing a controls' training keeps every language-model step, editing
+:mod:`helpers.core.predict` misses every step that predicts. Left out, with their own imports:
+the modules that keep results (:data:`KEEPING`) and those that only present them (:data:`PRESENTATION`: figures,
+claims and the papers' statements,
 reports, records), which no computation reads. Stored results therefore hold no claims: a step that grades
 keeps the verdicts, whose criteria live in its protocol's module (helpers.protocols). Writes are atomic, so an interrupted run resumes; ``ICL_RECOMPUTE=1`` forces
 recomputation. The store is ``$ICL_RESULTS_CACHE`` or ``cache_dir()/results`` (``make test`` points it
@@ -47,7 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["cached", "stored", "CACHE_VERSION", "model_fingerprint", "same_weights", "pins_weights", "prompts_digest",
            "code_digest", "code_text", "data_digest", "task_identity", "result_types", "StoreError", "StoreMismatch",
-           "PRESENTATION", "module_file", "module_imports", "file_imports", "dependencies", "step_modules"]
+           "PRESENTATION", "KEEPING", "ENGINE", "module_file", "module_imports", "file_imports", "dependencies", "step_modules"]
 
 class StoreError(TypeError):
     """A result that the store could not read back safely (a type that is not a registered result type)."""
@@ -103,8 +106,16 @@ CACHE_VERSION = 3
 HELPERS = Path(__file__).resolve().parent.parent
 # modules that only present results: no stored step reads them, so editing them keeps every stored step
 PRESENTATION = ("helpers.study.plots", "helpers.study.claims", "helpers.study.paper", "helpers.study.report",
-                "helpers.study.record", "helpers.study.challengers_report", "helpers.study.heads_report",
+                "helpers.study.record", "helpers.study.record_code", "helpers.study.record_file",
+                "helpers.study.challengers_report", "helpers.study.heads_report",
                 "helpers.study.power_report", "helpers.exercises")
+# modules that keep results and time them but compute none: this module (a change to how keys or files are made
+# bumps CACHE_VERSION) and the accounting of where time goes
+KEEPING = ("helpers.core.store", "helpers.core.accounting")
+# modules that change how a loaded model computes, applied when it loads rather than imported by the step that runs
+# it (TransformerLens' patched attention, the matmul precision, which TransformerLens runs the model): every step's
+# key holds them, as the weights fingerprint holds the weights
+ENGINE = ("helpers.core.tl_patches", "helpers.core.precision", "helpers.core.backend")
 
 
 def module_file(name: str) -> Path | None:
@@ -150,18 +161,29 @@ def _presentation(name: str) -> bool:
     return any(name == p or name.startswith(p + ".") for p in PRESENTATION)
 
 
+def _skipped(name: str) -> bool:
+    return _presentation(name) or name in KEEPING
+
+
+def _core() -> set[str]:
+    return {f"helpers.core.{f.stem}" for f in (HELPERS / "core").glob("*.py") if f.stem != "__init__"}
+
+
 @functools.cache
 def dependencies(modules: frozenset[str]) -> tuple[str, ...]:
-    """``modules`` and every ``helpers`` module they import, transitively, without :data:`PRESENTATION`'s (whose own
-    imports are not followed either), plus every module of ``helpers/core``; sorted."""
-    core = {f"helpers.core.{f.stem}" for f in (HELPERS / "core").glob("*.py") if f.stem != "__init__"}
-    seen, todo = set(), [m for m in set(modules) | core if not _presentation(m)]
+    """``modules`` and every ``helpers`` module they import, transitively, without :data:`PRESENTATION`'s and
+    :data:`KEEPING`'s (whose own imports are not followed either), plus :data:`ENGINE` and what it imports; sorted.
+    Nothing else: editing a module that none of them imports (a control's training, a figure) keeps the step. With
+    no ``modules`` (no ``helpers`` module asked: a notebook or a test calling the store itself), every module of
+    ``helpers/core`` stands in for them."""
+    roots = set(modules) if modules else _core()
+    seen, todo = set(), [m for m in roots | set(ENGINE) if not _skipped(m)]
     while todo:
         m = todo.pop()
         if m in seen:
             continue
         seen.add(m)
-        todo.extend(d for d in module_imports(m) if d not in seen and not _presentation(d))
+        todo.extend(d for d in module_imports(m) if d not in seen and not _skipped(d))
     return tuple(sorted(seen))
 
 
@@ -170,7 +192,7 @@ def step_modules(compute: Callable | None = None) -> frozenset[str]:
     nearest caller outside this module), and the ``helpers`` modules that define ``compute`` and the functions its
     closure holds, and theirs, to any depth (a step computed by a function passed in from another module, e.g.
     :func:`helpers.study.profiles.label_span_runs`, or a method's cell of :func:`helpers.core.grid.run_grid`). Empty when no ``helpers`` module asks (a notebook, a test):
-    then helpers/core alone keys the step. A step that several notebooks share (vanilla predictions) is asked for
+    then every module of helpers/core keys the step. A step that several notebooks share (vanilla predictions) is asked for
     by the same module whoever calls it, so it keeps one key."""
     import sys  # lazy: only to read the stack
 
@@ -273,7 +295,7 @@ def task_identity(task) -> str | None:
 
 def _key(kind: str, params: dict, modules: frozenset[str] = frozenset()) -> str:
     """The key of a stored step: ``kind``, ``params``, the data, and the code of ``modules``' dependencies
-    (:func:`dependencies`; helpers/core alone when no ``helpers`` module asked)."""
+    (:func:`dependencies`; every module of helpers/core when no ``helpers`` module asked)."""
     params = dict(params)
     tid = task_identity(params.get("task"))
     if tid is not None:  # a user's task: its spec and data, not only its name
@@ -389,10 +411,12 @@ def _proof_path(path: Path) -> Path:
     return path.with_suffix(".proof.json")
 
 
-def _proof(kind: str, params: dict, key: str, data: bytes) -> dict:
+def _proof(kind: str, params: dict, key: str, data: bytes, modules: frozenset[str] = frozenset()) -> dict:
     """What an entry carries beside it: the digest of its bytes and of everything that produced it (the key: kind,
-    store version, code, data and the call's arguments after validation, shown in full under ``params``)."""
-    return {"kind": kind, "key": key, "sha256": hashlib.sha256(data).hexdigest(), "params": jsonable(params)}
+    store version, code, data and the call's arguments after validation, shown in full under ``params``; the
+    modules whose code the key holds, under ``code``)."""
+    return {"kind": kind, "key": key, "sha256": hashlib.sha256(data).hexdigest(), "params": jsonable(params),
+            "code": list(dependencies(modules))}
 
 
 def _verified(path: Path, kind: str, key: str) -> bytes | None:
@@ -421,7 +445,7 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
 
     ``params`` must name everything the result depends on (model, task, seed,
     profile, sizes...). The key also holds a digest of the code the step depends on (:func:`step_modules` of the
-    module asking and of ``compute``, their :func:`dependencies` and helpers/core: :func:`code_digest`), of the data (:func:`data_digest`: the checksums every data file is verified
+    module asking and of ``compute`` and their :func:`dependencies`: :func:`code_digest`), of the data (:func:`data_digest`: the checksums every data file is verified
     against) and, with ``model``, of the model's weights (:func:`model_fingerprint`), so a changed
     protocol, data file or checkpoint under the same name is recomputed, never served. Each entry carries a proof
     beside it (``<key>.proof.json``: the digest of its bytes, its key and the arguments that produced it), checked
@@ -432,7 +456,8 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
     ``cache=False`` recomputes (and refreshes the stored copy).
     """
     full = {**params, "weights": model_fingerprint(model)} if model is not None else params
-    path = _path(kind, full, modules=step_modules(compute))
+    modules = step_modules(compute)
+    path = _path(kind, full, modules=modules)
     key = path.stem
     force = _forced()
     if cache and not force and path.exists():
@@ -450,7 +475,7 @@ def cached(kind: str, params: dict, compute: Callable[[], Any], cache: bool = Tr
         data = _dump(out, kind)
         try:
             atomic_write_bytes(path, data)
-            atomic_write_bytes(_proof_path(path), json.dumps(_proof(kind, full, key, data), sort_keys=True,
+            atomic_write_bytes(_proof_path(path), json.dumps(_proof(kind, full, key, data, modules), sort_keys=True,
                                                               default=str).encode())
         except OSError as e:
             raise StoreError(f"cannot write the result store at {path.parent.parent} ({e.strerror or e}): point "

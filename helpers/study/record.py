@@ -20,7 +20,6 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from helpers.core.store import code_digest, dependencies, file_imports, module_file
 from helpers.study.claims import VERDICTS, Claim, shown_digits
 from helpers.study.power_report import (
     Power,
@@ -32,6 +31,7 @@ from helpers.study.power_report import (
     power_markdown,
     power_word,
 )
+from helpers.study.record_code import run_methods, stale_methods
 from helpers.study.record_file import (
     CONTROL,
     RECORD_DIR,
@@ -67,72 +67,6 @@ _BLOCK = re.compile(r"<!-- record:(?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- /recor
 _NUM = r"[−+-]?\d+(?:\.\d+)?%?"
 INTERVAL = re.compile(rf"{_NUM}\s*\[{_NUM},\s*{_NUM}\]")
 BOLD_VERDICT = re.compile(r"\*\*(" + "|".join(re.escape(v) for v in VERDICTS) + r")\*\*", re.I)
-
-
-NOTEBOOKS_DIR = ROOT / "notebooks"
-
-
-def notebook_file(section: str) -> Path | None:
-    """The source of the notebook a metrics section belongs to (``08_your_own_task_rotten_tomatoes`` -> notebook
-    08's ``.py``); None when there is none."""
-    found = sorted(NOTEBOOKS_DIR.glob(f"{section[:2]}_*.py"))
-    return found[0] if found else None
-
-
-def method_files(section: str) -> list[Path]:
-    """The files notebook ``section`` computes with: its source, and every ``helpers`` module it imports and theirs,
-    with helpers/core, without the modules that only present results (:func:`helpers.core.store.dependencies`)."""
-    path = notebook_file(section)
-    if path is None:
-        return []
-    return [path] + [module_file(m) for m in dependencies(file_imports(path))]
-
-
-def method_digest(section: str) -> str:
-    """A digest of what notebook ``section`` computes with: its code cells (their syntax tree, so its prose and
-    comments do not count) and :func:`method_files`' helpers modules (:func:`helpers.core.store.code_digest`)."""
-    import ast
-    import hashlib
-
-    path = notebook_file(section)
-    if path is None:
-        return "no notebook"
-    tree = ast.dump(ast.parse(path.read_text()))
-    return hashlib.sha256((tree + code_digest(dependencies(file_imports(path)))).encode()).hexdigest()[:16]
-
-
-def _changed_since(commit: str) -> set[str] | None:
-    """Repository paths that differ between ``commit`` and the working tree under helpers/ and notebooks/; None
-    when git cannot say."""
-    import subprocess
-
-    try:
-        out = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", commit, "--", "helpers", "notebooks"],
-                             capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return {line.strip() for line in out.splitlines() if line.strip()}
-
-
-def run_methods(sections: Sequence[str], commit: str) -> dict[str, str]:
-    """``{section: method_digest}`` of the notebooks a run at ``commit`` computed with, for each notebook whose
-    :func:`method_files` are the same in the working tree as at ``commit`` (the digest is made from the working
-    tree); a notebook whose code changed since is left out, so no digest is ever credited to a run that did not use
-    that code."""
-    changed = _changed_since(commit)
-    if changed is None:
-        return {}
-    out = {}
-    for sec in sections:
-        files = {str(f.relative_to(ROOT)) if f.is_relative_to(ROOT) else str(f) for f in method_files(sec)}
-        if files and not files & changed:
-            out[sec] = method_digest(sec)
-    return out
-
-
-def stale_methods(r: Record) -> list[str]:
-    """The notebooks of ``r`` whose code (:func:`method_digest`) has changed since its run."""
-    return sorted(sec for sec, d in r.methods.items() if method_digest(sec) != d)
 
 
 def make_record(results: Path, model: str, key: str, commit: str | None = None, out_dir: Path = RECORD_DIR,
