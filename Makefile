@@ -13,8 +13,9 @@
 #   make site   the executed notebooks of a finished `make run` (same PROFILE, MODELS) as a static site in
 #               site/html (offline; README, 'Read it without running'), then its browser check (make site-check;
 #               skipped with a note where no Chromium is installed, required under REQUIRE_BROWSER=1 as in CI)
-#   make control    retrain a control from CONTROL_SEED (CONTROL=control, control-wide or control-negative; notebook
-#               09's models): each well under 10 min on 2 cores
+#   make control    retrain every control population of notebook 09's power (5 seeds x 4 recipes, 2 processes)
+#               and say whether each equals the shipped checkpoint; CONTROL=control, control-wide or control-negative
+#               retrains that one control from CONTROL_SEED instead (each well under 10 min on 2 cores)
 #   make record the claims of a finished `make run` (same PROFILE, MODELS) as docs/record/<model>-<profile>.json
 #               (NOTEBOOKS="10": those notebooks only, as <model>-<profile>-nb10.json beside the model's other record,
 #               which gives up the notebooks recorded again)
@@ -72,9 +73,10 @@ RUN_ARGS = $(if $(RUN_FLAGS),$(empty) $(RUN_FLAGS))
 # the jobs' RAM and disk are not this machine's (a login node's): preflight only warns about them
 PREFLIGHT_CLUSTER = $(if $(filter slurm,$(EXECUTOR)),$(empty) --ignore-resources)
 LOCK := requirements.lock
-# seed of `make control` (the shipped checkpoints under data/control/ were trained with 0) and which control it trains
+# seed of `make control CONTROL=...` (the shipped named checkpoints under data/control/ were trained with 0) and
+# which control it trains; empty: every population (helpers/core/control_population.py)
 CONTROL_SEED ?= 0
-CONTROL ?= control
+CONTROL ?=
 
 .PHONY: setup lock preflight test test-unit test-models test-notebooks test-infra test-bridge bridge-reference test-fast fuzz run bench figures lab data clean exercises control site site-check record tables tables-check
 
@@ -186,9 +188,10 @@ run: setup preflight
 exercises: setup
 	$(PY) scripts/make_exercises.py
 
-# writes .cache/control/<CONTROL>.safetensors (+ .sha256, _curve.csv); load it with load_control(path)
+# writes .cache/control/<CONTROL>.safetensors (+ .sha256, _curve.csv; load it with load_control(path)), or every
+# population's checkpoints under .cache/control/population/
 control: setup
-	$(PY) scripts/train_control.py --control $(CONTROL) --seed $(CONTROL_SEED)
+	$(PY) scripts/train_control.py $(if $(CONTROL),--control $(CONTROL) --seed $(CONTROL_SEED),--populations)
 
 bench: setup
 	$(PY) benchmarks/run_benchmarks.py --model $(word 1,$(MODELS))

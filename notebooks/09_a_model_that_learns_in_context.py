@@ -80,7 +80,7 @@ from helpers.protocols import positive_control as pc
 from helpers.protocols import power
 from helpers.protocols import saliency as sal
 from helpers.protocols import two_towers as tt
-from helpers.study import plots
+from helpers.study import plots, power_report
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.power_report import power_frame, power_summary
 from helpers.study.profiles import get_profile
@@ -358,14 +358,20 @@ display(plots.interval_table({k: bootstrap_means({("control", s): h[k] for s, h 
                               for k in anchor_only[seeds[0]]}))
 
 # %% [markdown]
-# ## 4 · What each check can see: its power on the two controls
+# ## 4 · What each check can see: its power on populations of controls
 #
-# Every check of notebooks 01, 02, 03, 05, 07 and 10 runs again and again (replicates: each at this notebook's size
-# per seed, on sequences of its own seed) on the wide positive control, where the mechanism it looks for is there,
-# and on the negative control, where it is absent; both controls see the same items with the same labels. Each
-# replicate is graded by the check's own notebook function and criterion, unchanged. **Sensitivity** is the share
-# of the positive control's replicates that say "replicates"; **specificity** the share of the negative control's
-# that say anything else; each with its exact 95% binomial interval. The reading was fixed before any run
+# One checkpoint says how a check behaves on that checkpoint. Whether it sees a mechanism that a training recipe
+# produces is a question about the recipe, so each control here is a **population**: five checkpoints trained from
+# five seeds (`helpers/core/control_population.py`), on 2 layers x 8 heads and on 4 layers x 8 heads (where
+# "shallow", "deep" and "middle" name different layers), the negative ones trained as long as the positive ones
+# train on average. Every check of notebooks 01, 02, 03, 05, 07, 10 and 11 runs once per checkpoint (a replicate: this notebook's
+# size per seed, on sequences of the replicate's own seed) on the positive controls, where the mechanism it looks
+# for is there, and on the negative controls, where it is absent; checkpoint r of every population sees the same
+# items with the same labels. Each replicate is graded by the check's own notebook function and criterion,
+# unchanged. **Sensitivity** is the share of the positive checkpoints that say "replicates" (both depths pooled;
+# the depth checks of notebook 03 on the 4-layer ones alone); **specificity** the share of the negative checkpoints
+# that say anything else; each with its exact 95% binomial interval, whose unit is a training run. The reading was
+# fixed before any run
 # (`helpers/study/power_report.py`): an interval at or above 0.5 says yes, one below 0.5 says no; a check that
 # sees it and stays silent is *informative*; one that misses it or fires on the negative is *uninformative*, and
 # its verdicts on the language models (README, notebook 10) say so.
@@ -392,14 +398,29 @@ def predict_on_negative():
 
 
 # %% [markdown]
-# The runs (stored on disk per control, replicate and group of checks, so a rerun reads them back), the table, and
-# your prediction beside what the negative control's replicates said. The table: a row per check of the language
-# models, the control claim that measures it, sensitivity and specificity with their intervals, the verdicts of the
+# First the premises every power row rests on, on the exact sequences the replicates run: each positive checkpoint
+# answers in context; each negative one answers with its training mapping, **keeps its answer** when every label of
+# the context moves (a model that moved away from the swapped labels without reading them would pass "does not
+# follow the swap", not this), and is near chance on classes never seen in training (classes as the unit). The
+# table: per premise and population, the mean with its 95% interval over checkpoints and sequences.
+
+# %%
+psizes = power.power_sizes(profile)  # one replicate per checkpoint, and per replicate the sequences of one seed
+populations = power.population_models(psizes)  # {population: [checkpoint per replicate]}, sha256 checked
+pop_premises = power.population_premises(populations, psizes)
+display(plots.interval_table({f"{name}: {field}": bootstrap_means({(name, r): rep[field] for r, rep in enumerate(reps)})
+                              for name, reps in pop_premises.items()
+                              for field in ("correct", "same", "follows", "heldout_by_class")}))
+
+# %% [markdown]
+# The runs (stored on disk per checkpoint, replicate and group of checks, so a rerun reads them back), the table,
+# and your prediction beside what the negative controls said. The table: a row per check of the language models,
+# the control claim that measures it, sensitivity and specificity with their intervals, the verdicts of the
 # replicates, and the reading; the last rows name the checks the controls cannot measure, and why.
 
 # %%
-psizes = power.power_sizes(profile)  # replicates, and per replicate the sequences of one seed
-power_rows, power_runs = power.power_study(psizes)
+power_runs = power.power_runs(populations, psizes)
+power_rows = power_report.power_rows(power_runs)
 display(power_frame(power_rows))
 check_negative_prediction(predict_on_negative, power_rows)
 print(power_summary(power_rows))
@@ -423,6 +444,8 @@ claims = (pc.control_claims(accuracy, heldout_accuracy, swap["swap_averaged"], s
                                premises[power.NEGATIVE]["train"]["correct"], premises[power.NEGATIVE]["train"]["follows"],
                                premises[power.NEGATIVE]["heldout"]["correct"],
                                f"the wide and negative controls, {len(seeds)} seed(s) x {sizes.n} sequences")
+          + pc.population_claims(pop_premises, f"the control populations, {psizes.replicates} checkpoint(s) each x "
+                                               f"{psizes.n} sequences")
           + sal.saliency_claims(flow_ivs, ["control"], ctx)
           + iso.isolation_claims(loyalty, loyalty_drop, k=1, context=ctx)
           + auc.aucroc_claims(auc_curve, auc_ivs, MODEL, context=ctx)

@@ -166,6 +166,28 @@ plots.class_isolation_figure(shown, isolation_sizes.k, save_as="10_class_isolati
                              title=f"{current_model_name()}: label loyalty with each class isolated")
 
 # %% [markdown]
+# ## A discriminating check: does q read the mapping from the label words?
+#
+# The flows into $q$ favour the label words on any model: a label token's value feeds the label logits directly,
+# so attention x gradient is large there whether or not the mapping is read, and the check fires on the negative
+# control (notebook 09). The causal form asks the question itself. Every demonstration's label moves one place
+# (positive -> negative, negative -> positive: the donor prompt); then the prompt runs with the keys and values of
+# its label positions in the deep half of the layers taken from the donor. A model that reads the mapping there
+# answers with the moved label; one that answers from its weights does not move. The baseline patches as many
+# demonstration-text positions. Prompts whose donor has other positions (a label word of another length) are left
+# out. The figure: the share of answers that move to the moved label (y), with the label positions or as many
+# content positions patched (the two bars), with 95% intervals; its title gives the share of inputs aligned.
+
+# %%
+from helpers.protocols import label_reading as lr
+
+reading_runs = lr.reading_runs(model, tasks, isolation_sizes)
+plots.interval_bars({"deep keys and values patched at": lr.reading_shares(reading_runs)},
+                    ylabel="answers that move with the labels", save_as="10_label_reading",
+                    title=f"{current_model_name()}: the label positions against as many content positions "
+                          f"({lr.kept_share(reading_runs):.0%} of the inputs aligned)")
+
+# %% [markdown]
 # ## At scale: which heads? Three rankings, and ablating each one's top heads
 #
 # The same question for attention heads. Three scores rank every head (`helpers.experiments.head_scores`,
@@ -321,7 +343,8 @@ context = f"{current_model_name()}, {len(flow_sizes.seeds)} seed(s)"
 flow_ivs = sc.class_flow_intervals(flow_runs, model.cfg.n_layers)
 claims = (sc.class_saliency_claims(flow_ivs, context) + ic.class_isolation_claims(loyalty, isolation_sizes.k, context)
           + hs.head_set_claims(head_ivs, n_top, context, foobar=foobar_ivs)
-          + [ic.span_isolation_claim(span_loyalty, span_sizes.k, context),
+          + [lr.reading_claim(lr.reading_interval(reading_runs), context=context),
+             ic.span_isolation_claim(span_loyalty, span_sizes.k, context),
              asp.span_aucroc_claim(asp.span_aucroc_interval(span_auc), context),
              csp.span_anchor_claim(span_anchor, context)])
 claims = measured_on(claims, tasks, profile.tasks)  # under smoke, the claims name the tasks they ran on

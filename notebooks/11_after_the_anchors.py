@@ -287,15 +287,17 @@ plots.stage_curves_figure(every, L, hue="ablated", col="measure", save_as="11_qu
 # %% [markdown]
 # ## The same checks on models whose answer is known
 #
-# Notebook 09's two controls (2 layers; the wide positive control reads a mapping drawn afresh for every sequence
-# from its context; the negative control answers from its weights and does not read its context) run the checks
-# above many times (`helpers/protocols/power.py`, group "11"), with their criteria unchanged, on their sequences
-# with the label tokens permuted as above. The override is measured the other way round there: a check that
-# sees the positive control follow the permuted mapping and the negative one keep its own is able to tell the two
-# answers apart. The knockout and the flows from the earlier demonstrations have no control: neither builds its
-# label words from the earlier demonstrations (the positive one copies each item into the label after it), so
-# their power cannot be measured. The table: per check, its sensitivity on the positive control and its
-# specificity on the negative one, with exact 95% intervals, and the reading fixed before the run.
+# Notebook 09's control populations (five checkpoints per recipe, on 2 and on 4 layers; the positive controls read
+# a mapping drawn afresh for every sequence from their context; the negative controls answer from their weights and
+# do not read it) run the checks above once per checkpoint (`helpers/protocols/power.py`, group "11"), with their
+# criteria unchanged, on their sequences with the label tokens permuted as above. The override is measured the other
+# way round there: a check that sees the positive controls follow the permuted mapping and the negative ones keep
+# their own is able to tell the two answers apart. The knockout and the flows from the earlier demonstrations have
+# no positive control: no control builds its label words from the earlier demonstrations (the positive ones copy
+# each item into the label after it), so every checkpoint is a negative for them. Their specificity is measured on
+# all of them; their sensitivity cannot be, so they can never count as informative. The table: per check, its
+# sensitivity on the positive checkpoints and its
+# specificity on the negative ones, with exact 95% intervals, and the reading fixed before the run.
 
 # %%
 from helpers.protocols import power

@@ -1,4 +1,5 @@
-"""Retrain a control (helpers/core/control.py) from a seed: `make control [CONTROL=control] [CONTROL_SEED=0]`.
+"""Retrain a control (helpers/core/control.py) from a seed: `make control [CONTROL=control] [CONTROL_SEED=0]`, or
+every control population (helpers/core/control_population.py): `make control` / `--populations`.
 
 --control names one of the controls (control, control-wide, control-negative; helpers.core.control.CONTROLS).
 Writes the checkpoint, its .sha256 and the training curve (accuracy on fresh sequences of the training
@@ -6,6 +7,11 @@ distribution over steps) to --out (default .cache/control/<name>.safetensors; th
 data/control/<name>.safetensors, trained with seed 0), then prints the training time, the steps to 50/90/99% and
 the baked token model's accuracy on training classes and on classes never seen in training, with the
 context's mapping as trained and with every label moved (the label-swap control).
+
+--populations [NAME ...] trains every checkpoint of the named populations (all by default) that is not a named
+control's own, from each seed, in --jobs processes of one thread each, into --out-dir (default
+.cache/control/population); then prints each one's training time, steps and sha256, and whether it equals the
+checkpoint shipped under data/control/population/ (--ship copies them there).
 """
 
 from __future__ import annotations
@@ -19,13 +25,71 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+def _train_member(job: tuple[str, int, str]) -> dict:
+    """Train one population member (a worker process: one torch thread); its sha256, steps and seconds."""
+    import torch
+
+    torch.set_num_threads(1)
+    from helpers.core.control_population import population
+    from helpers.core.control_training import save_control, train_control
+
+    name, seed, out = job
+    pop = population(name)
+    result = train_control(seed=seed, task=pop.task, shape=pop.shape, progress=False, **pop.train)
+    sha = save_control(result, out, name=pop.carries)
+    return {"population": name, "seed": seed, "path": out, "sha256": sha, "steps": result.steps,
+            "seconds": round(result.seconds, 1), "accuracy": result.accuracy}
+
+
+def train_populations(names, out_dir: Path, jobs: int, ship: bool) -> int:
+    import shutil
+    from concurrent.futures import ProcessPoolExecutor
+
+    from helpers.core.control_population import POPULATIONS, SEEDS, population
+
+    names = list(names) or list(POPULATIONS)
+    todo = [(n, s, str(out_dir / population(n).path(s).name)) for n in names for s in SEEDS
+            if s not in population(n).shipped]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=jobs) as ex:
+        done = list(ex.map(_train_member, todo))
+    differ = 0
+    for d in done:
+        pop = population(d["population"])
+        shipped = pop.path(d["seed"])
+        same = shipped.exists() and pop.sha256.get(d["seed"]) == d["sha256"]
+        differ += not same
+        print(f"{d['population']} seed {d['seed']}: {d['steps']} steps, {d['seconds']:.0f} s, accuracy "
+              f"{d['accuracy']:.3f}, sha256 {d['sha256']} ({'equals the shipped checkpoint' if same else 'differs from the one written in helpers/core/control_population.py'})")
+        if ship:
+            for suffix in (".safetensors", ".sha256", "_curve.csv"):
+                src = Path(d["path"])
+                src = src.with_suffix(suffix) if suffix != "_curve.csv" else src.with_name(src.stem + suffix)
+                dst = shipped.with_suffix(suffix) if suffix != "_curve.csv" else shipped.with_name(shipped.stem + suffix)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dst)
+    print(f"trained {len(done)} checkpoints in {time.perf_counter() - t0:.0f} s with {jobs} processes"
+          + (f"; {differ} differ from the sha256 written in helpers/core/control_population.py" if differ else ""))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--populations", nargs="*", default=None, help="train these control populations (all when "
+                    "none is named) instead of one control")
+    ap.add_argument("--out-dir", type=Path, default=ROOT / ".cache" / "control" / "population")
+    ap.add_argument("--jobs", type=int, default=2, help="training processes, one thread each (default 2)")
+    ap.add_argument("--ship", action="store_true", help="copy the trained populations into data/control/population")
     ap.add_argument("--control", default="control", help="which control: control, control-wide, control-negative")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None, help="default .cache/control/<control>.safetensors")
     ap.add_argument("--max-seconds", type=float, default=540.0, help="stop training after this long (default 540)")
     a = ap.parse_args(argv)
+    if a.populations is not None:
+        if a.jobs < 1:
+            ap.error(f"--jobs must be a positive integer, got {a.jobs}")
+        return train_populations(a.populations, a.out_dir, a.jobs, a.ship)
     if a.seed < 0:
         ap.error(f"--seed must be a non-negative integer, got {a.seed}")
     if a.max_seconds <= 0:

@@ -322,8 +322,8 @@ def test_account_verdicts_hand_cases():
 
     label_wins = {(c, d): "does not replicate" for c in ("forerunner", "template") for d in ("gathers", "is_read")}
     got = run({"label": "replicates", "forerunner": "inconclusive", "template": "does not replicate"}, label_wins)
-    assert got["label"] == {"isolation": "replicates", "flows": "holds", "checks": "supported",
-                            "account": "power not recorded", "counted": "0 of 2"}
+    assert got["label"] == {"isolation": "replicates", "flows": "holds", "causal": "not tested",
+                            "checks": "supported", "account": "power not recorded", "counted": "0 of 2"}
     assert got["forerunner"]["flows"] == "fails" and got["forerunner"]["checks"] == "inconclusive"
     assert got["template"]["checks"] == "not supported"
     mixed = {**label_wins, ("template", "gathers"): "replicates", ("template", "is_read"): "replicates"}
@@ -335,6 +335,17 @@ def test_account_verdicts_hand_cases():
     assert columns[-3:] == ["the paper's checks' verdict", "informative checks", "verdict (informative checks only)"]
     with pytest.raises(ValueError, match="lack"):
         account_checks([_claim("10.label_isolation", "replicates")])
+    # the causal check counts in the label words' verdict when it is informative, never in the paper's checks' verdict
+    from helpers.core.stats import Interval
+    from helpers.study.power_report import Power
+
+    sure = Interval(1.0, 0.7, 1.0, 1, 10)
+    power = {k: Power(k, k, "", {}, {}, sure, sure) for k in ("10.label_isolation", "10.label_read_causal")}
+    claims = ([_claim(f"10.{c}_isolation", "replicates") for c in ("label", "forerunner", "template")]
+              + [_claim(f"10.{c}_{d}", v) for (c, d), v in label_wins.items()])
+    got = account_checks(claims + [_claim("10.label_read_causal", "does not replicate")], power)["label"]
+    assert got["causal"] == "does not replicate" and got["checks"] == "supported"
+    assert got["account"] == "partly" and got["counted"] == "2 of 3"
 
 
 def test_class_flow_intervals_pair_the_differences():

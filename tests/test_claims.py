@@ -146,12 +146,12 @@ def test_the_reading_carries_each_checks_power_from_this_results_folder(tmp_path
     assert "run notebook 09" in md and "Verdict: *replicates* (power not recorded)." in md
     runs = {POSITIVE: [{CHECKS["01.deep_pq_dominant"]: "replicates", CHECKS["02.label_first_hurts_most"]: "replicates"}] * 16,
             NEGATIVE: [{CHECKS["01.deep_pq_dominant"]: "replicates", CHECKS["02.label_first_hurts_most"]: "inconclusive"}] * 16}
-    rows = power_rows(runs, ["01.deep_pq_dominant", "02.label_first_hurts_most", "03.r_crossing"])
+    rows = power_rows(runs, ["01.deep_pq_dominant", "02.label_first_hurts_most", "05.hidden_anchor_word_loyalty"])
     report_claims("09_a_model_that_learns_in_context", [claim("09.icl_accuracy", Interval(0.99, 0.98, 1.0, 1, 16),
                                                              "replicates", "above 0.9")],
                   show=False, model_name="control", profile="smoke", metrics={"power": [p.to_json() for p in rows]})
     got = run_power("01_probe", "m", "smoke")
-    assert set(got) == {"01.deep_pq_dominant", "02.label_first_hurts_most", "03.r_crossing"} and got["03.r_crossing"].why
+    assert set(got) == {"01.deep_pq_dominant", "02.label_first_hurts_most", "05.hidden_anchor_word_loyalty"} and got["05.hidden_anchor_word_loyalty"].why
     md = show_reading("01_probe", model_name="m", profile="smoke")
     lines = md.splitlines()
     assert next(x for x in lines if "S_pq" in x).count("Verdict: *replicates* (uninformative check).") == 1

@@ -352,22 +352,72 @@ def test_notebook_11s_accounts_count_only_informative_checks():
         after_verdicts(claims, which="bogus")
 
 
-def test_on_the_power_runs_prompts_the_negative_control_keeps_its_answer_under_a_swap():
-    """The negative control's premise, on the exact sequences every power replicate draws (the default profile's 16
-    replicate seeds, the negative control's task, which both controls run): with the context's labels swapped it
-    keeps its answer on at least 90% of them in every replicate, where the wide positive control, which reads the
-    mapping, keeps it on at most 10%. A negative control that merely moved away from the swapped labels would fail
-    the first; "follows a swapped mapping <= 0.10" alone would pass it."""
+def test_on_the_power_runs_prompts_every_negative_checkpoint_keeps_its_answer_under_a_swap():
+    """The negative controls' premise, on the exact sequences every power replicate runs (checkpoint r of each
+    population on seed REPLICATE_SEED + r, the negative control's task, which every control runs): with the
+    context's labels moved, each negative checkpoint of both depths keeps its answer on at least 90% of them, where
+    each positive checkpoint, which reads the mapping, keeps it on at most 10%. A negative control that merely moved
+    away from the swapped labels would fail the first; "follows a swapped mapping <= 0.10" alone would pass it."""
     from helpers.core.control import control_prompts, control_spec
-    from helpers.core.models import load_model
     from helpers.experiments.positive_control import label_swap
-    from helpers.protocols.power import REPLICATE_SEED, power_sizes
+    from helpers.protocols.power import REPLICATE_SEED, population_models, power_sizes
+    from helpers.study.power_report import NEGATIVES, POSITIVES
     from helpers.study.profile_table import PROFILES
 
     sizes = power_sizes(PROFILES["default"])
     task = control_spec(NEGATIVE).task
-    for name, keeps in ((NEGATIVE, lambda s: s >= 0.9), (POSITIVE, lambda s: s <= 0.1)):
-        model = load_model(name)
-        same = [float(label_swap(model, control_prompts(task, sizes.n, REPLICATE_SEED + r))["same"].mean())
-                for r in range(sizes.replicates)]
-        assert all(keeps(s) for s in same), (name, same)
+    pops = population_models(sizes)
+    assert sizes.replicates == 5 and all(len(pops[p]) == 5 for p in POSITIVES + NEGATIVES)
+    for names, keeps in ((NEGATIVES, lambda s: s >= 0.9), (POSITIVES, lambda s: s <= 0.1)):
+        for name in names:
+            same = [float(label_swap(m, control_prompts(task, sizes.n, REPLICATE_SEED + r))["same"].mean())
+                    for r, m in enumerate(pops[name])]
+            assert all(keeps(s) for s in same), (name, same)
+
+
+def test_power_pools_the_populations_and_reads_depth_on_4_layers_only():
+    """Sensitivity pools both positive populations, specificity both negative ones; a depth check reads the 4-layer
+    pair alone; runs keyed by the two named controls (one checkpoint each) still read as before."""
+    from helpers.study.power_report import DEPTH_CHECKS
+
+    rep, no = "replicates", "does not replicate"
+    runs = {"wide": [{"02.label_first_hurts_most": rep, "03.peak_layer": rep}] * 5,
+            "deep": [{"02.label_first_hurts_most": no, "03.peak_layer": no}] * 5,
+            "negative": [{"02.label_first_hurts_most": no, "03.peak_layer": rep}] * 5,
+            "deep-negative": [{"02.label_first_hurts_most": no, "03.peak_layer": no}] * 5}
+    rows = {p.key: p for p in power_rows(runs, ["02.label_first_hurts_most", "03.peak_layer"])}
+    iso, depth = rows["02.label_first_hurts_most"], rows["03.peak_layer"]
+    assert iso.sensitivity.n_inputs == 10 and iso.sensitivity.estimate == 0.5 and iso.specificity.estimate == 1.0
+    assert "03.peak_layer" in DEPTH_CHECKS and depth.sensitivity.n_inputs == 5 and depth.sensitivity.estimate == 0
+    assert depth.specificity.estimate == 1.0  # the 2-layer negative's vacuous "replicates" is not read
+    named = power_rows({POSITIVE: runs["wide"], NEGATIVE: runs["negative"]}, ["03.peak_layer"])[0]
+    assert named.sensitivity.estimate == 1.0 and named.specificity.estimate == 0.0
+
+
+def test_a_population_member_is_checked_before_it_loads(tmp_path, monkeypatch):
+    """A checkpoint whose bytes differ from the sha256 written in control_population.py is refused with what to do;
+    so is a seed that is not a population's, an unknown population, and more replicates than checkpoints."""
+    import shutil
+
+    import helpers.core.control_population as cpop
+    from helpers.core.control import ControlError
+    from helpers.protocols.power import PowerSizes, population_models
+
+    m = cpop.load_member("negative", 1)
+    assert m.cfg.icl_population == "negative" and m.cfg.icl_model_name == NEGATIVE and m.cfg.n_layers == 2
+    assert cpop.load_member("deep", 0).cfg.n_layers == 4
+    src = cpop.population("negative").path(1)
+    for suffix in (".safetensors", ".sha256"):
+        shutil.copyfile(src.with_suffix(suffix), tmp_path / src.with_suffix(suffix).name)
+    data = bytearray((tmp_path / src.name).read_bytes())
+    data[-1] ^= 1
+    (tmp_path / src.name).write_bytes(bytes(data))
+    monkeypatch.setattr(cpop, "POPULATION_DIR", tmp_path)
+    with pytest.raises(ControlError, match="does not match the expected"):
+        cpop.load_member("negative", 1)
+    with pytest.raises(ControlError, match="has the seeds"):
+        cpop.load_member("negative", 9)
+    with pytest.raises(ControlError, match="the populations are"):
+        cpop.population("bogus")
+    with pytest.raises(ValueError, match="a replicate is one checkpoint"):
+        population_models(PowerSizes(replicates=6, n=4, n_saliency=2, n_attr=4, batch_size=8))

@@ -21,9 +21,21 @@ from helpers.experiments.isolation_context import run_context_knockout
 from helpers.study.claims import Claim, above_zero, claim
 from helpers.study.profiles import AfterSizes
 
-__all__ = ["context_knockout_runs", "context_knockout_intervals", "context_knockout_claim"]
+__all__ = ["context_knockout_runs", "context_knockout_intervals", "context_knockout_claim", "knockout_cell"]
 
 ROWS = ("label", "control")  # whose links to the earlier demonstrations are blocked: the label words, text tokens
+
+
+def knockout_cell(model, prompts, label_ids, base_pred, layers, batch_size: int, seed: int) -> dict:
+    """``{"label": loyalty, "control": loyalty}`` of one set of prompts: per input, 1 where the prediction with the
+    label words' (a text token's, drawn with ``seed``) links to the earlier demonstrations blocked in ``layers`` is
+    ``base_pred``."""
+    out = {}
+    for rows, control in zip(ROWS, (None, seed)):
+        pred = run_context_knockout(model, prompts, label_ids, layers, batch_size=batch_size, top_k=0,
+                                    control_seed=control)
+        out[rows] = torch.as_tensor(label_loyalty_rows(pred.label_logits.argmax(-1), base_pred))
+    return out
 
 
 @pins_weights
@@ -42,12 +54,8 @@ def context_knockout_runs(model, tasks: Sequence[str], sizes: AfterSizes, progre
             warnings.simplefilter("ignore", LabelWordWarning)
             s = make_icl_set(model, task, seed, sizes.n)
         base = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=sizes.batch_size, top_k=0)
-        out = {}
-        for rows, control in zip(ROWS, (None, seed)):
-            pred = run_context_knockout(model, s.prompts, s.label_ids, layers, batch_size=sizes.batch_size, top_k=0,
-                                        control_seed=control)
-            out[rows] = torch.as_tensor(label_loyalty_rows(pred.label_logits.argmax(-1), base.label_logits.argmax(-1)))
-        return out
+        return knockout_cell(model, s.prompts, s.label_ids, base.label_logits.argmax(-1), layers, sizes.batch_size,
+                             seed)
 
     return run_grid("context_knockout", model, tasks, seeds, run, {"n": sizes.n, "k": sizes.k},
                     progress=progress and "context knockout")

@@ -111,3 +111,38 @@ def controls_claims(wide_swap: Interval, neg_acc: Interval, neg_follows: Interva
               "whole 95% interval at or below 0.40 (chance 0.25; reading the context would give near 1)",
               context=context),
     ]
+
+
+def population_claims(premises: dict[str, list[dict]], context: str = "") -> list[Claim]:
+    """The premises of the control populations, on the exact sequences the checks' replicates run
+    (:func:`helpers.protocols.power.population_premises`), graded before the run; each interval is a two-level
+    bootstrap over checkpoints (the training runs) and, within one, sequences (held-out classes: classes).
+
+    - ``09.population_positive_accuracy``: the positive checkpoints' accuracy, whole interval at or above 0.90;
+    - ``09.population_negative_accuracy``: the negative checkpoints' accuracy with their training mapping, the same;
+    - ``09.population_negative_keeps_answer``: the share of the negative checkpoints' answers that stay the same when
+      every label of the context moves (an answer from the weights stays), whole interval at or above 0.90: a model
+      that moved away from the swapped labels without reading them would pass "does not follow", not this;
+    - ``09.population_negative_heldout``: their accuracy on classes never seen in training, with classes as the unit,
+      whole interval at or below 0.40 (chance 0.25)."""
+    from helpers.core.stats import bootstrap_means
+    from helpers.study.power_report import NEGATIVES, POSITIVES
+
+    def iv(pops, field):
+        return bootstrap_means({(p, r): np.asarray(rep[field], float) for p in pops
+                                for r, rep in enumerate(premises.get(p, []))})
+
+    pos_acc, neg_acc = iv(POSITIVES, "correct"), iv(NEGATIVES, "correct")
+    keeps, held = iv(NEGATIVES, "same"), iv(NEGATIVES, "heldout_by_class")
+    return [
+        claim("09.population_positive_accuracy", pos_acc, _above(pos_acc, 0.90),
+              "whole 95% interval at or above 0.90 (chance 0.25)", context=context),
+        claim("09.population_negative_accuracy", neg_acc, _above(neg_acc, 0.90),
+              "whole 95% interval at or above 0.90 (chance 0.25)", context=context),
+        claim("09.population_negative_keeps_answer", keeps, _above(keeps, 0.90),
+              "whole 95% interval of the share of answers unchanged under a swapped mapping at or above 0.90",
+              context=context),
+        claim("09.population_negative_heldout", held, _at_most(held, 0.40),
+              "whole 95% interval at or below 0.40, classes as the unit (chance 0.25)", context=context),
+    ]
+

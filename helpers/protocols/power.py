@@ -1,34 +1,39 @@
-"""Checks whose power is known: every check of notebooks 01, 02, 03, 05, 07, 10 and 11, run many times on two
+"""Checks whose power is known: every check of notebooks 01, 02, 03, 05, 07, 10 and 11, run on populations of
 controls whose answer is known both ways.
 
 A verdict on a language model is worth the power of the check behind it. "Inconclusive" can mean that the model
-has no such mechanism, that the check is blind, or that the check would say "replicates" on anything. Two
-controls (:mod:`helpers.core.control`) separate the three:
+has no such mechanism, that the check is blind, or that the check would say "replicates" on anything. Controls
+(:mod:`helpers.core.control`) separate the three, each as a population of five checkpoints trained from five seeds
+(:mod:`helpers.core.control_population`), on 2 layers x 8 heads and on 4 layers x 8 heads:
 
-- **the wide positive control** (``"control-wide"``): 2 layers x 8 heads trained on sequences whose class ->
-  label mapping is drawn afresh for every sequence, so its answer can only come from its context, through a
-  circuit that is known (previous-token heads copy each item into its label; one matching head reads the labels
-  of the query's class at q). The mechanism every check looks for is there.
-- **the negative control** (``"control-negative"``): the same shape, prompt format and items, trained with one
-  fixed mapping and contexts that never show the query's class, so the answer sits in its weights and it does
-  not read the context (in-weights learning; Chan et al., arXiv 2205.05055). The mechanism is absent.
+- **positive controls** (``"wide"``, ``"deep"``): trained on sequences whose class -> label mapping is drawn
+  afresh for every sequence, so the answer can only come from the context, through a circuit that is known
+  (previous-token heads copy each item into its label; a matching head reads the labels of the query's class at
+  q). The mechanism every check looks for is there.
+- **negative controls** (``"negative"``, ``"deep-negative"``): the same shapes, prompt format and items, trained
+  as long with one fixed mapping and contexts that never show the query's class, so the answer sits in the weights
+  and the context is not read (in-weights learning; Chan et al., arXiv 2205.05055). The mechanism is absent.
 
-**A replicate** is one run of a check at the control's run size (:func:`power_sizes`: the sequences notebook 09
-uses per seed), with the notebook's own claim function and criterion, unchanged, on sequences drawn with one
-replicate seed (:data:`REPLICATE_SEED`). Each control's replicates use the same seeds, so the two controls see
-the same items with the same labels: only the model differs.
+**A replicate** is one checkpoint of a population, run through a check at the control's run size
+(:func:`power_sizes`: the sequences notebook 09 uses per seed) with the notebook's own claim function and
+criterion, unchanged, on sequences drawn with its replicate seed (:data:`REPLICATE_SEED` + r for checkpoint r).
+Every population's replicate r uses the same seed, so positive and negative checkpoints see the same items with
+the same labels: only the model differs. Replicates are training runs, so the intervals say how a check behaves on
+the recipe, not on one lucky checkpoint.
 
 From the replicates' verdicts :func:`helpers.study.power_report.power_rows` makes each check's sensitivity (the
-share of the positive control's replicates that say "replicates") and specificity (the share of the negative
-control's that say anything else), with their intervals and the reading fixed before any run; that module also
-says which control claim measures which check of the language models. :func:`power_study` runs it all.
+share of the positive checkpoints' replicates that say "replicates") and specificity (the share of the negative
+ones' that say anything else), with their intervals and the reading fixed before any run; that module also says
+which control claim measures which check of the language models. :func:`power_study` runs it all.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from helpers.core.control import (
     ControlPrompts,
@@ -39,6 +44,8 @@ from helpers.core.control import (
     control_task,
     relabel,
 )
+from helpers.core.control_population import SEEDS
+from helpers.core.predict import predict
 from helpers.core.seeds import stream_seed
 from helpers.core.stats import bootstrap_means
 from helpers.core.store import cached, same_weights
@@ -56,19 +63,22 @@ from helpers.protocols import head_ablation as ha
 from helpers.protocols import head_scores as hs
 from helpers.protocols import isolation as iso
 from helpers.protocols import isolation_classes as ic
+from helpers.protocols import isolation_context as ictx
+from helpers.protocols import label_reading as lr
 from helpers.protocols import mapping_control as mc
 from helpers.protocols import positive_control as pc
 from helpers.protocols import query_stages as qs
 from helpers.protocols import saliency as sal
 from helpers.protocols import saliency_classes as sc
+from helpers.protocols import saliency_context as sctx
 from helpers.protocols import two_towers as tt
 from helpers.protocols.rankings import control_head_rankings
 from helpers.study.claims import Claim, claim
-from helpers.study.power_report import NEGATIVE, POSITIVE, Power, power_rows
+from helpers.study.power_report import NEGATIVE, NEGATIVES, POSITIVE, POSITIVES, Power, power_rows
 from helpers.study.profiles import RunSizes
 
-__all__ = ["REPLICATE_SEED", "PowerSizes", "power_sizes", "GROUPS", "replicate_claims", "replicate_verdicts",
-           "power_runs", "power_study"]
+__all__ = ["POSITIVE", "NEGATIVE", "REPLICATE_SEED", "PowerSizes", "power_sizes", "GROUPS", "replicate_claims", "replicate_verdicts",
+           "power_runs", "population_models", "replicate_premises", "population_premises", "power_study"]
 
 # replicate r draws its sequences with seed REPLICATE_SEED + r (notebook 09's seeds are the profile's, 42-46: the
 # two never meet); within a replicate the streams are notebook 09's: saliency + 500, head ranking + 1000, two-way +
@@ -89,11 +99,12 @@ class PowerSizes(RunSizes):
 
 def power_sizes(profile) -> PowerSizes:
     """Per replicate notebook 09's per-seed sizes (:func:`helpers.protocols.positive_control.control_sizes`);
-    16 replicates at ``default`` (16 "replicates" in 16 give a sensitivity interval of [0.79, 1], none in 16
-    [0, 0.21]; both controls' 16 replicates of every check take about 8 minutes on 2 CPU cores), 32 at ``paper``,
-    2 at ``smoke`` (the code runs; not evidence)."""
+    one replicate per checkpoint of each population (:data:`helpers.core.control_population.SEEDS`: 5, so a check
+    that sees it on all 10 positive checkpoints of both depths has a sensitivity interval of [0.69, 1], and one that
+    fires on none of the 10 negative ones a specificity interval of [0.69, 1]), 2 per population at ``smoke`` (the
+    code runs; not evidence)."""
     c = pc.control_sizes(profile)
-    return PowerSizes(replicates={"smoke": 2, "default": 16}.get(profile.name, 32), n=c.n, n_saliency=c.n_saliency,
+    return PowerSizes(replicates=2 if profile.name == "smoke" else len(SEEDS), n=c.n, n_saliency=c.n_saliency,
                       n_attr=c.n_attr, batch_size=c.batch_size)
 
 
@@ -170,7 +181,8 @@ def _group_10(model, seed: int, sizes: PowerSizes) -> list[Claim]:
     both = [{key: sets_ablation_conditions(model, c.prompts, c.label_ids, top, seed, bs, shared=False)}
             for c in (two, relabel(two, [1, 0]))]
     foobar = hs.head_set_intervals(ha.sets_cells(swap_averaged(*both)))
-    return ([ic.control_isolation_claim(loyalty, 1, ctx)] + sc.control_flow_claims(flows, ctx)
+    reading = lr.control_reading_claim({key: lr.control_reading(model, cp, seed, bs)}, ctx)
+    return ([ic.control_isolation_claim(loyalty, 1, ctx), reading] + sc.control_flow_claims(flows, ctx)
             + [c for c in hs.head_set_claims(plain, 1, ctx, foobar=foobar) if c.key != "10.fv_over_induction"])
 
 
@@ -182,7 +194,23 @@ def _group_11(model, seed: int, sizes: PowerSizes) -> list[Claim]:
     ctx = f"{name}, replicate seed {seed}, {sizes.n} sequences"
     cp = control_prompts(task, sizes.n, seed)
     return (fl.control_flipped_claims(model, task, cp, seed, sizes.n_saliency, bs, ctx)
-            + qs.control_stage_claims(model, cp.prompts, cp.label_ids, seed, bs, ctx))
+            + qs.control_stage_claims(model, cp.prompts, cp.label_ids, seed, bs, ctx)
+            + _contextualise_11(model, task, cp, seed, sizes, ctx))
+
+
+def _contextualise_11(model, task: ControlTask, cp: ControlPrompts, seed: int, sizes: PowerSizes,
+                      ctx: str) -> list[Claim]:
+    """Notebook 11's checks that a label word reads the earlier demonstrations (arXiv 2504.00132): the context
+    flows (on the saliency sequences) and the knockout of the label words' links (first layer), with notebook
+    11's functions and criteria. No control builds its label words from the earlier demonstrations, so every
+    population measures their specificity only (power_report.SPECIFICITY_ONLY)."""
+    key = ("control", seed)
+    flow_prompts = control_prompts(task, sizes.n_saliency, stream_seed("control_saliency", seed)).prompts
+    flows, context = sctx.flows_and_context(model, flow_prompts, task.label_ids, batch_size=64)
+    out = sctx.context_flow_claims(sctx.context_flow_intervals({key: flows}, {key: context}), ctx)
+    base = predict(model, cp.prompts, cp.label_ids, batch_size=sizes.batch_size, top_k=0).pred
+    cell = ictx.knockout_cell(model, cp.prompts, cp.label_ids, base, [0], sizes.batch_size, seed)
+    return out + [ictx.context_knockout_claim(ictx.context_knockout_intervals({key: cell}), 1, ctx)]
 
 
 def _prompt_task(model) -> ControlTask:
@@ -233,28 +261,70 @@ def replicate_verdicts(model, seed: int, sizes: PowerSizes, group: str) -> dict[
         return cached("power_replicate", params, run, model=model)
 
 
-def power_runs(models: Sequence, sizes: PowerSizes, groups: Sequence[str] = tuple(GROUPS),
-               progress: bool = True) -> dict[str, list[dict[str, str]]]:
-    """``{control name: [{claim key: verdict} of replicate r for r in range(sizes.replicates)]}`` for each control
-    of ``models`` (the positive and the negative one), every replicate with seed ``REPLICATE_SEED + r``."""
+def power_runs(populations: Mapping[str, Sequence] | Sequence, sizes: PowerSizes,
+               groups: Sequence[str] = tuple(GROUPS), progress: bool = True) -> dict[str, list[dict[str, str]]]:
+    """``{population: [{claim key: verdict} of replicate r for r in range(sizes.replicates)]}``: replicate ``r``
+    runs checkpoint ``r`` of the population's (``{population: [models]}``, :func:`population_models`) on sequences
+    of seed ``REPLICATE_SEED + r``, so each replicate is another training run. A plain list of models makes each
+    one a population of its own (keyed by its name) whose replicates share its one checkpoint."""
     from tqdm.auto import tqdm  # lazy: only while running
 
+    if not isinstance(populations, Mapping):
+        populations = {m.cfg.icl_model_name: [m] for m in populations}
     out = {}
-    for model in models:
-        name = model.cfg.icl_model_name
-        seeds = [REPLICATE_SEED + r for r in range(sizes.replicates)]
-        out[name] = [{k: v for g in groups for k, v in replicate_verdicts(model, s, sizes, g).items()}
-                     for s in tqdm(seeds, desc=f"power: {name}", disable=not progress)]
+    for name, models in populations.items():
+        if not models:
+            raise ValueError(f"population {name!r} has no checkpoint")
+        out[name] = [{k: v for g in groups
+                      for k, v in replicate_verdicts(models[r % len(models)], REPLICATE_SEED + r, sizes, g).items()}
+                     for r in tqdm(range(sizes.replicates), desc=f"power: {name}", disable=not progress)]
     return out
+
+
+def population_models(sizes: PowerSizes) -> dict[str, list]:
+    """``{population: [checkpoint per replicate]}`` for the positive and negative populations of both depths
+    (:data:`~helpers.study.power_report.POSITIVES`, ``NEGATIVES``): the first ``sizes.replicates`` seeds of each,
+    loaded after their sha256 is checked."""
+    from helpers.core.control_population import SEEDS, load_member  # lazy: only when the controls are loaded here
+
+    if sizes.replicates > len(SEEDS):
+        raise ValueError(f"{sizes.replicates} replicates asked for, but each population has {len(SEEDS)} checkpoints: "
+                         "a replicate is one checkpoint")
+    return {p: [load_member(p, s) for s in SEEDS[: sizes.replicates]] for p in POSITIVES + NEGATIVES}
+
+
+def replicate_premises(model, seed: int, sizes: PowerSizes) -> dict[str, np.ndarray]:
+    """What the checks presuppose of a control, on replicate ``seed``'s own sequences (those :func:`_group_09` runs):
+    per sequence ``correct`` and, under every label moved one place (:func:`label_swap`), ``same`` (the answer
+    unchanged) and ``follows`` (the answer moved with the labels); ``heldout_by_class``: the accuracy per class on
+    as many sequences of classes never seen in training (a class is the unit: its sequences are not independent).
+    Stored on disk by checkpoint and seed."""
+    params = {"model": model.cfg.icl_model_name, "seed": int(seed), "n": sizes.n}
+
+    def run():
+        task = _prompt_task(model)
+        swapped = label_swap(model, control_prompts(task, sizes.n, seed))
+        held = control_prompts(task, sizes.n, stream_seed("power_heldout", seed), classes="heldout")
+        correct = label_swap(model, held)["correct"]
+        cls = held.item_class[:, -1]
+        return {"correct": swapped["correct"], "same": swapped["same"], "follows": swapped["follows"],
+                "heldout_by_class": np.array([correct[cls == c].mean() for c in np.unique(cls)])}
+
+    with same_weights(model):
+        return cached("power_premises", params, run, model=model)
+
+
+def population_premises(populations: Mapping[str, Sequence], sizes: PowerSizes) -> dict[str, list[dict]]:
+    """``{population: [replicate_premises of checkpoint r on seed REPLICATE_SEED + r]}``, as :func:`power_runs`
+    pairs them."""
+    return {name: [replicate_premises(models[r % len(models)], REPLICATE_SEED + r, sizes)
+                   for r in range(sizes.replicates)] for name, models in populations.items()}
 
 
 def power_study(sizes: PowerSizes, groups: Sequence[str] = tuple(GROUPS), keys=None,
                 progress: bool = True) -> tuple[list[Power], dict[str, list[dict[str, str]]]]:
-    """Both controls loaded (:data:`~helpers.study.power_report.POSITIVE`, ``NEGATIVE``), every replicate of
-    ``groups`` run (stored on disk), and the power rows of ``keys`` (default: every check the groups measure and
-    every check the controls cannot measure). Returns ``(rows, runs)``."""
-    from helpers.core.models import load_model  # lazy: only when the controls are loaded here
-
-    runs = power_runs([load_model(POSITIVE, verbose=False), load_model(NEGATIVE, verbose=False)], sizes, groups,
-                      progress=progress)
+    """Every population's checkpoints loaded (:func:`population_models`), every replicate of ``groups`` run
+    (stored on disk), and the power rows of ``keys`` (default: every check the groups measure and every check the
+    controls cannot measure). Returns ``(rows, runs)``."""
+    runs = power_runs(population_models(sizes), sizes, groups, progress=progress)
     return power_rows(runs, keys), runs

@@ -29,6 +29,12 @@ account's verdict applies the same rule to its informative checks only, those th
 positive control and stay silent on the negative one (notebook 09; :mod:`helpers.study.power_report`). A check
 counts when every claim it rests on (:data:`ACCOUNT_CLAIMS`) is informative; an account none of whose checks is
 informative reads "no informative check", whatever its checks say.
+
+**A discriminating check beside the paper's** (:data:`CAUSAL`, :mod:`helpers.protocols.label_reading`): the
+label-word account also has a causal form of "q reads the label words in the deep layers" (the deep keys and values
+of the label positions taken from the same prompt relabelled, against as many content positions). It is not one of
+the paper's checks, so the paper's checks' verdict does not read it; the account's verdict counts it with the
+others when it is informative.
 """
 
 from __future__ import annotations
@@ -52,10 +58,14 @@ HEAD_ACCOUNTS = {"incontext": "in-context heads (arXiv 2402.02872)", "induction"
 
 
 FV_OVER_INDUCTION = "function-vector over induction heads (arXiv 2502.14010)"
+# the causal check of the label words' read-out (helpers.protocols.label_reading): beside the paper's two checks of
+# the label-word account, counted in its verdict when informative; the paper's checks' verdict does not read it
+CAUSAL = "10.label_read_causal"
 # the claims each account's verdict rests on (module docstring), whose checks' power on the controls the tables
 # show beside the verdict (helpers.study.power_report)
 ACCOUNT_CLAIMS = {
-    ACCOUNTS["label"]: ("10.label_isolation", *(f"10.{c}_{d}" for c in CHALLENGERS for d in ("gathers", "is_read"))),
+    ACCOUNTS["label"]: ("10.label_isolation", *(f"10.{c}_{d}" for c in CHALLENGERS for d in ("gathers", "is_read")),
+                        CAUSAL),
     **{ACCOUNTS[c]: (f"10.{c}_isolation", f"10.{c}_gathers", f"10.{c}_is_read") for c in CHALLENGERS},
     **{name: (f"10.{k}_heads_ablation", f"10.{k}_heads_foobar") for k, name in HEAD_ACCOUNTS.items()},
     FV_OVER_INDUCTION: ("10.fv_over_induction",),
@@ -110,7 +120,11 @@ def account_checks(claims: Sequence[Claim], power: PowerRows = None) -> dict[str
         else:
             account = "inconclusive"
         checks = [(iso, (f"10.{cls}_isolation",)), (flows, _flows_keys(cls))]
-        out[cls] = {"isolation": iso, "flows": flows, "checks": account, "account": account_reading(checks, power),
+        causal = v.get(CAUSAL) if cls == "label" else None
+        if causal is not None:  # the discriminating check of the label words' read-out: counted when informative
+            checks.append((causal, (CAUSAL,)))
+        out[cls] = {"isolation": iso, "flows": flows, "causal": causal or "not tested",
+                    "checks": account, "account": account_reading(checks, power),
                     "counted": informative_count(checks, power)}
     return out
 
@@ -127,7 +141,8 @@ def account_table(claims: Sequence[Claim], power: PowerRows = None) -> pd.DataFr
     """:func:`account_checks` as a table, a row per account; with ``power`` (the checks' power rows,
     :func:`helpers.study.power_report.power_rows`), what each verdict's checks are worth on the controls."""
     rows = [{"account": ACCOUNTS[c], "isolation (first layers) vs content tokens": r["isolation"],
-             "flows vs the other classes": r["flows"], "the paper's checks' verdict": r["checks"],
+             "flows vs the other classes": r["flows"], "read causally (deep keys and values)": r["causal"],
+             "the paper's checks' verdict": r["checks"],
              "informative checks": r["counted"], "verdict (informative checks only)": r["account"]}
             for c, r in account_checks(claims, power).items()]
     return _with_power(pd.DataFrame(rows).set_index("account"), power)

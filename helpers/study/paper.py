@@ -313,6 +313,25 @@ CLAIMS_09: dict[str, dict] = {
                      "label for them, and it does not read the context's)",
         "source": "Chan et al., arXiv 2205.05055 (in-weights learning does not transfer to novel classes)",
         "paper": "in-weights learning: near chance on novel classes"},
+    "09.population_positive_accuracy": {
+        "statement": "Every positive control of the populations (5 checkpoints on 2 layers, 5 on 4) answers in "
+                     "context on the sequences the checks' replicates run",
+        "source": f"{_CONTROL} (the task's design), trained from five seeds per depth",
+        "paper": "near-perfect in-context accuracy after an abrupt transition (Reddy)"},
+    "09.population_negative_accuracy": {
+        "statement": "Every negative control of the populations answers correctly with its training mapping on the "
+                     "sequences the checks' replicates run",
+        "source": "Chan et al., arXiv 2205.05055 (in-weights learning without bursty contexts)",
+        "paper": "in-weights learning: high accuracy on the trained classes without reading the context"},
+    "09.population_negative_keeps_answer": {
+        "statement": "The negative controls keep their answer when every label of the context moves (share of "
+                     "answers unchanged under a swapped mapping, on the replicates' sequences)",
+        "source": "Chan et al., arXiv 2205.05055 (in-weights learning), with notebook 07's label-swap control",
+        "paper": "an in-weights learner answers from its weights, whatever the context shows"},
+    "09.population_negative_heldout": {
+        "statement": "On classes never seen in training the negative controls are near chance (classes as the unit)",
+        "source": "Chan et al., arXiv 2205.05055 (in-weights learning does not transfer to novel classes)",
+        "paper": "in-weights learning: near chance on novel classes"},
 }
 # end of notebook 09
 
@@ -423,6 +442,19 @@ CLAIMS_10: dict[str, dict] = {
                      "exceeds the flow from the content tokens",
         "source": "arXiv 2305.14160 §2.1's flows by class, on this project's positive control (notebook 09)",
         "paper": "the check's premise: q reads the label words in deep layers (§2.1)"},
+    "10.label_read_causal": {
+        "statement": "q reads the mapping from the label words in the deep layers: with the label positions' deep "
+                     "keys and values taken from the same prompt relabelled, the answer moves with the labels more "
+                     "often than with as many content positions patched",
+        "source": "arXiv 2305.14160 §2.1's deep-layer claim, tested causally (a discriminating form of S_pq: "
+                  "this project's check, measured on the controls before it is used)",
+        "paper": "qualitative: in deep layers the model extracts the answer from the label words (§2.1, §2.3)"},
+    "10.control_label_read_causal": {
+        "statement": "On the positive control, with the label positions' deep keys and values taken from the same "
+                     "sequence relabelled, the answer moves with the labels more often than with as many items "
+                     "patched",
+        "source": "the causal label-reading check of notebook 10, on this project's controls (notebook 09)",
+        "paper": "the check's premise: q reads the mapping from the label words in deep layers (§2.1)"},
 }
 # end of notebook 10
 

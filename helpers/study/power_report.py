@@ -1,11 +1,13 @@
 """What a check's verdict is worth: its power on two controls whose answer is known, as rows a record keeps.
 
-A check of notebooks 01, 02, 03, 05, 07, 10 and 11 runs many times (replicates) on the wide positive control, where
-the mechanism it looks for is there, and on the negative control, where it is absent (the runs:
-:mod:`helpers.protocols.power`). **Sensitivity** is the share of the positive control's replicates whose verdict
-is "replicates"; **specificity** the share of the negative control's whose verdict is anything else. Each carries
-its exact 95% binomial interval (Clopper-Pearson) over the replicates. The reading (:func:`reading`), fixed
-before any run:
+A check of notebooks 01, 02, 03, 05, 07, 10 and 11 runs on populations of positive controls, where the mechanism it
+looks for is there, and of negative controls, where it is absent (:mod:`helpers.core.control_population`: five
+independently trained checkpoints of each recipe, on 2 and on 4 layers; the runs: :mod:`helpers.protocols.power`).
+A replicate is one checkpoint with sequences of its own seed, so the intervals count training runs, not sequence
+draws from one checkpoint. **Sensitivity** is the share of the positive checkpoints' replicates whose verdict is
+"replicates"; **specificity** the share of the negative ones' whose verdict is anything else. Each carries its exact
+95% binomial interval (Clopper-Pearson) over the replicates. The depth checks (:data:`DEPTH_CHECKS`) read the
+4-layer populations alone. The reading (:func:`reading`), fixed before any run:
 
 - sensitivity: *sees it* when the interval's lower end is at or above 0.5, *misses it* when its upper end is
   below 0.5, *unsure* otherwise; specificity: *silent* / *fires* / *unsure* by the same rule;
@@ -46,12 +48,19 @@ from dataclasses import asdict, dataclass, field
 
 from helpers.core.stats import Interval
 
-__all__ = ["POSITIVE", "NEGATIVE", "CHECKS", "NOT_MEASURED", "NOTEBOOKS", "checked_keys", "clopper_pearson", "Power",
+__all__ = ["POSITIVE", "NEGATIVE", "POSITIVES", "NEGATIVES", "DEEP_PAIR", "DEPTH_CHECKS", "SPECIFICITY_ONLY", "CHECKS", "NOT_MEASURED", "NOTEBOOKS", "checked_keys", "clopper_pearson", "Power",
            "power_rows", "reading", "annotate", "power_frame", "power_by_key", "account_power", "power_markdown",
            "power_summary", "current_power", "as_power_map", "PowerRows", "KIND_NAMES", "KINDS", "REFERENCE_FOR", "claim_kind", "power_word", "informative",
            "account_verdict", "account_reading", "informative_count", "NO_INFORMATIVE", "NOT_RECORDED"]
 
-POSITIVE, NEGATIVE = "control-wide", "control-negative"  # the controls every power measurement uses
+POSITIVE, NEGATIVE = "control-wide", "control-negative"  # the named controls of each kind (seed 0 of each population)
+# the control populations (helpers.core.control_population) a power measurement pools: a replicate is one checkpoint
+# (one training run) with sequences of its own seed, so the intervals count training runs. Sensitivity pools the
+# positive populations of both depths, specificity the negative ones; a depth check (DEPTH_CHECKS) reads the 4-layer
+# pair alone, since on 2 layers its criterion is vacuous
+POSITIVES, NEGATIVES = ("wide", "deep"), ("negative", "deep-negative")
+DEEP_PAIR = ("deep", "deep-negative")
+DEPTH_CHECKS = ("03.peak_layer", "03.r_crossing")
 
 # ----------------------------------------------------------------- which control claim measures which check
 
@@ -73,6 +82,8 @@ CHECKS: dict[str, str] = {
     **{f"10.{c}_isolation": "10.control_label_isolation" for c in ("label", "forerunner", "template")},
     **{f"10.{c}_gathers": "10.control_label_gathers" for c in ("forerunner", "template")},
     **{f"10.{c}_is_read": "10.control_label_is_read" for c in ("forerunner", "template")},
+    # the causal form of "q reads the label words in the deep layers" (helpers.protocols.label_reading)
+    "10.label_read_causal": "10.control_label_read_causal",
     # notebook 11: the flipped-label checks run on the controls' sequences with their label tokens permuted (the
     # semantic-anchors claim itself is not measured: NOT_MEASURED says why)
     **{k: k for k in ("11.flipped_shallow_wp_dominant", "11.flipped_deep_pq_dominant",
@@ -81,11 +92,10 @@ CHECKS: dict[str, str] = {
 }
 _WORDS = ("the controls can only say one of their four labels, so word loyalty (the overlap of the top-5 words) "
           "is label loyalty's ranking of four labels, not a measure of its own")
-_DEPTH = ("the controls have 2 layers, where a depth criterion is vacuous: \"at or above layer L // 3\" is layer 0, "
-          "which any crossing passes, and \"the deep half\" is the last layer alone, so the peak layer echoes the "
-          "peak AUCROC; a control of 4 or more layers would measure it")
+# the depth checks: on 2 layers "at or above layer L // 3" is layer 0, which any crossing passes, and "the deep half"
+# is the last layer alone, so they are measured on the 4-layer populations only (DEPTH_CHECKS)
+CHECKS.update({k: k for k in DEPTH_CHECKS})
 NOT_MEASURED: dict[str, str] = {
-    "03.peak_layer": _DEPTH, "03.r_crossing": _DEPTH,
     "11.semantic_anchors": "a model that reads no mapping passes its criterion: the negative control keeps its own "
                            "answer under a permuted mapping (notebook 09; 11.control_override on the controls), so "
                            "it predicts its own class more than the flipped one, and no control has semantic "
@@ -109,10 +119,13 @@ NOT_MEASURED: dict[str, str] = {
     "10.span_isolation": "the controls' labels are one token each: there are no later tokens of a label",
     "10.span_aucroc": "the controls' labels are one token each: there are no later tokens of a label",
     "10.span_hidden_anchor": "the controls' labels are one token each: there are no later tokens of a label",
-    **{k: "neither control builds its label words from the earlier demonstrations (the positive one copies each "
-          "item into the label after it): the mechanism is absent from both, so no sensitivity can be measured"
-       for k in ("11.label_reads_earlier_labels", "11.label_reads_earlier_text", "11.context_knockout")},
 }
+# checks whose mechanism no control has: every population is a negative for them, so their specificity is measured
+# on all of them and their sensitivity cannot be (no control builds its label words from the earlier
+# demonstrations: the positive ones copy each item into the label after it). Such a check is never "informative";
+# one that fires on a control is "uninformative"
+SPECIFICITY_ONLY = ("11.label_reads_earlier_labels", "11.label_reads_earlier_text", "11.context_knockout")
+CHECKS.update({k: k for k in SPECIFICITY_ONLY})
 NOTEBOOKS = ("01", "02", "03", "05", "07", "10", "11")  # the notebooks whose every check has a row
 
 
@@ -128,7 +141,9 @@ REFERENCE_FOR: dict[str, str] = {
 _PREMISES = ("00.vanilla_1shot", "00.vanilla_5shot", "00.more_demos_no_help", "04.accuracy_1shot",
              "04.accuracy_5shot", "04.accuracy_reweighting", "07.foobar_icl", "07.unrelated_regime",
              "08.accuracy_above_chance", "09.icl_accuracy", "09.heldout_accuracy", "09.label_swap",
-             "09.wide_label_swap", "09.negative_accuracy", "09.negative_ignores_swap", "09.negative_heldout")
+             "09.wide_label_swap", "09.negative_accuracy", "09.negative_ignores_swap", "09.negative_heldout",
+             "09.population_positive_accuracy", "09.population_negative_accuracy",
+             "09.population_negative_keeps_answer", "09.population_negative_heldout")
 _OUTCOMES = ("04.gain_over_1shot", "04.gain_over_5shot", "05.hidden_anchor_accuracy",
              *(f"05.speedup_{t}" for t in ("sst2", "trec", "agnews", "tweet_emotion", "own")),
              "06.confusion_agreement", "07.majority_reduction", "07.recency_reduction")
@@ -144,6 +159,7 @@ _DETECTORS = ("01.shallow_wp_dominant", "01.deep_pq_dominant", "01.label_flows_a
               *(f"10.{h}_heads_{a}" for h in ("incontext", "induction", "fv") for a in ("ablation", "foobar")),
               "10.fv_over_induction", "10.span_isolation", "10.span_aucroc", "10.span_hidden_anchor",
               "10.control_label_isolation", "10.control_label_gathers", "10.control_label_is_read",
+              "10.label_read_causal", "10.control_label_read_causal",
               "11.semantic_anchors", "11.control_override", "11.flipped_shallow_wp_dominant",
               "11.flipped_deep_pq_dominant", "11.flipped_label_flows_above_ww", "11.flipped_label_isolation",
               "11.label_reads_earlier_labels", "11.label_reads_earlier_text", "11.context_knockout",
@@ -186,7 +202,8 @@ def power_word(key: str, power: dict[str, Power] | None) -> str:
         return "power not recorded"
     if p.why:
         return "power not measured"
-    return {"informative": "informative check", "uninformative": "uninformative check"}.get(
+    return {"informative": "informative check", "uninformative": "uninformative check",
+            "specificity only": "check silent on every control; sensitivity not measurable"}.get(
         reading(p)["power"], "check's power unsure")
 
 
@@ -293,10 +310,20 @@ class Power:
 PowerRows = dict[str, Power] | Iterable[Power] | None  # power rows by claim key, or as a run reports them
 
 
+def _replicates(runs: dict[str, list[dict[str, str]]], populations: Sequence[str], named: str) -> list[dict]:
+    """The replicates of ``populations`` in ``runs``; those of the named control ``named`` when the runs hold no
+    population (runs of the named controls alone, keyed by their names)."""
+    if any(p in runs for p in POSITIVES + NEGATIVES):
+        return [v for p in populations for v in runs.get(p, [])]
+    return list(runs.get(named, []))
+
+
 def power_rows(runs: dict[str, list[dict[str, str]]], keys: Iterable[str] | None = None) -> list[Power]:
     """A :class:`Power` per check (``keys``: the claim keys on the language models; default every key of
-    :data:`CHECKS` and :data:`NOT_MEASURED`), from the replicates' verdicts of the positive and the negative control
-    (``{control name: [{claim key: verdict} per replicate]}``, :func:`helpers.protocols.power.power_runs`)."""
+    :data:`CHECKS` and :data:`NOT_MEASURED`), from the replicates' verdicts of the positive and the negative
+    populations (``{population: [{claim key: verdict} per replicate]}``, :func:`helpers.protocols.power.power_runs`;
+    :data:`POSITIVES` pooled for sensitivity, :data:`NEGATIVES` for specificity, the 4-layer pair alone for
+    :data:`DEPTH_CHECKS`), or of the two named controls when the runs are keyed by their names."""
     keys = list(keys) if keys is not None else list(CHECKS) + list(NOT_MEASURED)
     verdicts = runs
     out = []
@@ -308,8 +335,12 @@ def power_rows(runs: dict[str, list[dict[str, str]]], keys: Iterable[str] | None
             raise KeyError(f"{key!r} is neither measured on the controls (CHECKS) nor said to be unmeasurable "
                            "(NOT_MEASURED) in helpers/protocols/power.py: add it to one of them")
         by = CHECKS[key]
-        pos = [v[by] for v in verdicts.get(POSITIVE, []) if by in v]
-        neg = [v[by] for v in verdicts.get(NEGATIVE, []) if by in v]
+        pos = [v[by] for v in _replicates(verdicts, DEEP_PAIR[:1] if key in DEPTH_CHECKS else POSITIVES, POSITIVE)
+               if by in v]
+        neg = [v[by] for v in _replicates(verdicts, DEEP_PAIR[1:] if key in DEPTH_CHECKS else NEGATIVES, NEGATIVE)
+               if by in v]
+        if key in SPECIFICITY_ONLY:  # every control lacks the mechanism: all are negatives, none a positive
+            neg, pos = pos + neg, []
         if not pos and not neg:
             continue  # not run (e.g. notebook 10's group in a run of notebook 09's checks only)
         out.append(Power(key, by, "", dict(Counter(pos)), dict(Counter(neg)),
@@ -330,8 +361,11 @@ def reading(p: Power) -> dict[str, str]:
     any run): an interval's lower end at or above 0.5 says yes, its upper end below 0.5 says no."""
     if p.why:
         return {"positive": "not measured", "negative": "not measured", "power": "not measured"}
-    pos = _said(p.sensitivity, "sees it", "misses it")
     neg = _said(p.specificity, "silent", "fires")
+    if p.sensitivity is None and p.key in SPECIFICITY_ONLY:  # no control has the mechanism: specificity only
+        return {"positive": "cannot be measured", "negative": neg,
+                "power": "uninformative" if neg == "fires" else "specificity only"}
+    pos = _said(p.sensitivity, "sees it", "misses it")
     power = ("informative" if (pos, neg) == ("sees it", "silent") else
              "uninformative" if pos == "misses it" or neg == "fires" else "unsure")
     return {"positive": pos, "negative": neg, "power": power}
@@ -353,6 +387,10 @@ def annotate(p: Power | None) -> str:
     def count(iv, what):  # the count of replicates that did `what`, whatever the reading: never "fires (0/16)"
         return "not run" if iv is None else f"{what} in {round(iv.estimate * iv.n_inputs)}/{iv.n_inputs}"
 
+    if p.key in SPECIFICITY_ONLY and p.sensitivity is None:
+        text = (f"no control has the mechanism, so its sensitivity cannot be measured; {r['negative']} on every "
+                f"control ({count(p.specificity, 'silent')})")
+        return f"uninformative: {text}" if r["power"] == "uninformative" else text
     text = (f"check {r['positive']} on the positive control ({count(p.sensitivity, 'seen')}), {r['negative']} on "
             f"the negative ({count(p.specificity, 'silent')})")
     return f"uninformative: {text}" if r["power"] == "uninformative" else text
@@ -464,6 +502,8 @@ def power_summary(rows: Sequence[Power]) -> str:
              "uninformative": "Uninformative: misses the mechanism where it is there, or fires where it is absent; "
                               "its verdicts on the language models say nothing about the mechanism",
              "unsure": "Unsure at this run size",
+             "specificity only": "Specificity only: no control has the mechanism, so the check can only be seen to "
+                                 "stay silent where it is absent",
              "reference": "References: baselines another check is read against, true on any model that ignores the "
                           "isolated positions, so not graded as detectors"}
     out = [f"{heads[k]}:\n" + "\n".join(f"  - {x}" for x in groups[k]) for k in heads if k in groups]

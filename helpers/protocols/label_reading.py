@@ -1,0 +1,100 @@
+"""The protocol of the causal label-reading check (notebook 10 and the controls' power): run sizes, the runs over
+tasks x seeds (each stored by content), the interval, the criterion written before any run, and the claims. The
+method (:mod:`helpers.experiments.label_reading`): the deep layers' keys and values at the label positions taken from
+the same prompt with its labels permuted, against as many content positions.
+
+**Criterion (fixed before any run).** The score per input is 1 where the answer moved to ``perm[answer]`` with the
+label positions patched, minus the same with as many content positions patched; the claim "q reads the mapping from
+the label words in the deep layers" replicates when the 95% interval of its mean (two-level bootstrap over seeds and
+inputs) lies above 0, does not replicate when it lies below 0, and is inconclusive otherwise. ``perm`` moves every
+label one place (label ``c`` becomes ``c + 1`` modulo the number of labels), so no answer can stay by chance.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+from helpers.core.control import ControlPrompts, relabel
+from helpers.core.grid import run_grid
+from helpers.core.prompts import Demo, build_prompts, make_icl_set
+from helpers.core.stats import Interval, bootstrap_means
+from helpers.core.tasks import LabelWordWarning, run_args
+from helpers.experiments.label_reading import label_reading
+from helpers.study.claims import Claim, claim
+
+__all__ = ["shift", "reading_runs", "reading_interval", "reading_verdict", "reading_claim", "control_reading",
+           "control_reading_claim", "kept_share", "reading_shares"]
+
+
+def shift(n: int) -> list[int]:
+    """The permutation that moves every one of ``n`` labels one place: no label stays."""
+    return [(i + 1) % n for i in range(n)]
+
+
+def reading_runs(model, tasks: Sequence[str], sizes, progress: bool = True) -> dict:
+    """``{(task, seed): label_reading(...)}`` on ``sizes.n`` inputs of one demonstration set per (task, seed) (the
+    sizes of notebook 10's class isolation: :func:`helpers.protocols.isolation_classes.class_isolation_sizes`), the
+    donor built from the same demonstrations with every label moved by :func:`shift`; stored on disk."""
+    tasks, seeds = run_args(tasks, sizes.seeds, n=sizes.n)
+
+    def run(task, seed):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LabelWordWarning)  # multi-token labels: every token is patched
+            s = make_icl_set(model, task, seed, sizes.n)
+            perm = shift(len(s.label_ids))
+            moved = [Demo(d.text, perm[d.label], d.idx) for d in s.demos]
+            donors, _ = build_prompts(model, s.task, moved, [p.query for p in s.prompts])
+        if len(donors) != len(s.prompts):  # a donor over the context length: pair by query
+            by_query = {id(d.query): d for d in donors}
+            donors = [by_query.get(id(p.query), p) for p in s.prompts]
+        return label_reading(model, s.prompts, donors, perm, s.label_ids, seed, batch_size=sizes.batch_size)
+
+    return run_grid("label_reading", model, tasks, seeds, run, {"n": sizes.n}, progress=progress and "label reading")
+
+
+def reading_interval(runs: dict) -> Interval:
+    """The 95% interval of (moved with the label positions patched) minus (moved with content positions patched)."""
+    return bootstrap_means({cell: r["label"] - r["content"] for cell, r in runs.items() if len(r["label"])})
+
+
+def reading_shares(runs: dict) -> dict[str, Interval]:
+    """The 95% intervals of the share of answers that move with the labels, with the label positions patched and
+    with as many content positions patched (a figure's two bars)."""
+    return {name: bootstrap_means({cell: r[field] for cell, r in runs.items() if len(r[field])})
+            for name, field in (("label positions", "label"), ("as many content positions", "content"))}
+
+
+def reading_verdict(iv: Interval) -> str:
+    if iv.low > 0:
+        return "replicates"
+    return "does not replicate" if iv.high < 0 else "inconclusive"
+
+
+def reading_claim(iv: Interval, key: str = "10.label_read_causal", context: str = "",
+                  note: str = "") -> Claim:
+    return claim(key, iv, reading_verdict(iv),
+                 "interval of (answers that move with the labels when the label positions' deep keys and values come "
+                 "from the relabelled prompt) minus (the same for as many content positions) above 0",
+                 context=context, note=note)
+
+
+def control_reading(model, cp: ControlPrompts, seed: int, batch_size: int = 256) -> dict:
+    """:func:`label_reading` on a control's sequences, the donor :func:`helpers.core.control.relabel` by
+    :func:`shift`."""
+    perm = shift(len(cp.label_ids))
+    return label_reading(model, cp.prompts, relabel(cp, perm).prompts, perm, cp.label_ids, seed,
+                         batch_size=batch_size)
+
+
+def control_reading_claim(runs: dict, context: str = "") -> Claim:
+    """``10.control_label_read_causal``: the check on a control's replicate (``{("control", seed): runs}``)."""
+    return reading_claim(reading_interval(runs), "10.control_label_read_causal", context)
+
+
+def kept_share(runs: dict) -> float:
+    """The share of inputs whose donor had their positions (the others cannot be patched position by position)."""
+    kept = sum(len(r["kept"]) for r in runs.values())
+    total = sum(int(r["n"]) for r in runs.values())
+    return float(kept / total) if total else float("nan")
+
