@@ -421,3 +421,22 @@ def test_a_population_member_is_checked_before_it_loads(tmp_path, monkeypatch):
         cpop.population("bogus")
     with pytest.raises(ValueError, match="a replicate is one checkpoint"):
         population_models(PowerSizes(replicates=6, n=4, n_saliency=2, n_attr=4, batch_size=8))
+
+
+def test_population_premises_are_graded_by_hand_checked_rules():
+    """Synthetic premises: positives always right, negatives right, keeping their answer 19 times in 20 and at chance
+    on held-out classes: every premise replicates; a negative that follows the swap fails its keep-the-answer one."""
+    import numpy as np
+
+    from helpers.protocols.positive_control import population_claims
+
+    good = {"correct": np.ones(64), "same": np.r_[np.ones(61), np.zeros(3)], "heldout_by_class": np.full(32, 0.25)}
+    pos = {"correct": np.ones(64), "same": np.zeros(64), "heldout_by_class": np.ones(32)}
+    premises = {"wide": [pos] * 5, "deep": [pos] * 5, "negative": [good] * 5, "deep-negative": [good] * 5}
+    got = {c.key: c.verdict for c in population_claims(premises)}
+    assert got == {k: "replicates" for k in ("09.population_positive_accuracy", "09.population_negative_accuracy",
+                                             "09.population_negative_keeps_answer", "09.population_negative_heldout")}
+    follows = {**good, "same": np.zeros(64)}
+    got = {c.key: c.verdict for c in population_claims({**premises, "negative": [follows] * 5,
+                                                        "deep-negative": [follows] * 5})}
+    assert got["09.population_negative_keeps_answer"] == "does not replicate"

@@ -99,18 +99,20 @@ def controls_claims(wide_swap: Interval, neg_acc: Interval, neg_follows: Interva
     its training mapping at or above 0.90, its share of answers that move with a swapped mapping at or below 0.10
     (it does not read the mapping), and its accuracy on classes never seen in training at or below 0.40 (chance
     0.25: its weights know no label for them)."""
-    return [
-        claim("09.wide_label_swap", wide_swap, _above(wide_swap, 0.90),
-              "swap-averaged accuracy's whole 95% interval at or above 0.90", context=context),
-        claim("09.negative_accuracy", neg_acc, _above(neg_acc, 0.90),
-              "whole 95% interval at or above 0.90 (chance 0.25)", context=context),
-        claim("09.negative_ignores_swap", neg_follows, _at_most(neg_follows, 0.10),
-              "whole 95% interval of the share of answers that move with the labels at or below 0.10 (a model that "
-              "reads the mapping: near 1)", context=context),
-        claim("09.negative_heldout", neg_heldout, _at_most(neg_heldout, 0.40),
-              "whole 95% interval at or below 0.40 (chance 0.25; reading the context would give near 1)",
-              context=context),
-    ]
+    return _graded([
+        ("09.wide_label_swap", wide_swap, _above, 0.90, "swap-averaged accuracy's whole 95% interval at or above 0.90"),
+        ("09.negative_accuracy", neg_acc, _above, 0.90, "whole 95% interval at or above 0.90 (chance 0.25)"),
+        ("09.negative_ignores_swap", neg_follows, _at_most, 0.10,
+         "whole 95% interval of the share of answers that move with the labels at or below 0.10 (a model that reads "
+         "the mapping: near 1)"),
+        ("09.negative_heldout", neg_heldout, _at_most, 0.40,
+         "whole 95% interval at or below 0.40 (chance 0.25; reading the context would give near 1)"),
+    ], context)
+
+
+def _graded(rows, context: str) -> list[Claim]:
+    """A claim per ``(key, interval, rule, threshold, criterion)``, its verdict ``rule(interval, threshold)``."""
+    return [claim(key, iv, rule(iv, value), criterion, context=context) for key, iv, rule, value, criterion in rows]
 
 
 def population_claims(premises: dict[str, list[dict]], context: str = "") -> list[Claim]:
@@ -134,15 +136,11 @@ def population_claims(premises: dict[str, list[dict]], context: str = "") -> lis
 
     pos_acc, neg_acc = iv(POSITIVES, "correct"), iv(NEGATIVES, "correct")
     keeps, held = iv(NEGATIVES, "same"), iv(NEGATIVES, "heldout_by_class")
-    return [
-        claim("09.population_positive_accuracy", pos_acc, _above(pos_acc, 0.90),
-              "whole 95% interval at or above 0.90 (chance 0.25)", context=context),
-        claim("09.population_negative_accuracy", neg_acc, _above(neg_acc, 0.90),
-              "whole 95% interval at or above 0.90 (chance 0.25)", context=context),
-        claim("09.population_negative_keeps_answer", keeps, _above(keeps, 0.90),
-              "whole 95% interval of the share of answers unchanged under a swapped mapping at or above 0.90",
-              context=context),
-        claim("09.population_negative_heldout", held, _at_most(held, 0.40),
-              "whole 95% interval at or below 0.40, classes as the unit (chance 0.25)", context=context),
-    ]
-
+    return _graded([
+        ("09.population_positive_accuracy", pos_acc, _above, 0.90, "whole 95% interval at or above 0.90 (chance 0.25)"),
+        ("09.population_negative_accuracy", neg_acc, _above, 0.90, "whole 95% interval at or above 0.90 (chance 0.25)"),
+        ("09.population_negative_keeps_answer", keeps, _above, 0.90,
+         "whole 95% interval of the share of answers unchanged under a swapped mapping at or above 0.90"),
+        ("09.population_negative_heldout", held, _at_most, 0.40,
+         "whole 95% interval at or below 0.40, classes as the unit (chance 0.25)"),
+    ], context)
