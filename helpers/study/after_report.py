@@ -13,7 +13,7 @@
 
 Each account, by the rule fixed before any run: **supported** when every check replicates, **partly** when some do,
 **not supported** when every one does not replicate, **inconclusive** otherwise, counting **only the informative
-checks**, those that see the mechanism on the wide positive control and stay silent on the negative one
+checks**, those that see the mechanism on the positive controls and stay silent on the negative ones
 (:func:`helpers.study.power_report.account_reading`); an account none of whose checks is informative reads "no
 informative check". The table shows beside it the paper's checks' verdict (every check counted,
 :func:`helpers.study.challengers_report.checks_verdict`) and what each check is worth on the controls (the power

@@ -25,8 +25,8 @@ not replicate, **inconclusive** otherwise (one check alone, when the claims hold
 
 **Only informative checks count** (:func:`helpers.study.power_report.account_reading`, fixed before any run): the
 verdict above is the *paper's checks' verdict*, which every table shows beside the account's verdict; the
-account's verdict applies the same rule to its informative checks only, those that see the mechanism on the wide
-positive control and stay silent on the negative one (notebook 09; :mod:`helpers.study.power_report`). A check
+account's verdict applies the same rule to its informative checks only, those that see the mechanism on the
+positive controls and stay silent on the negative ones (notebook 09; :mod:`helpers.study.power_report`). A check
 counts when every claim it rests on (:data:`ACCOUNT_CLAIMS`) is informative; an account none of whose checks is
 informative reads "no informative check", whatever its checks say.
 

@@ -37,7 +37,7 @@ verdict is shown with its check's power in a few words ("replicates (uninformati
 (notebooks 10 and 11) counts only its informative checks: "supported" when every informative check holds, "partly"
 when some do, "not supported" when every one fails, "inconclusive" otherwise, and "no informative check" when none
 of its checks is informative (whatever they say). So "supported" and "partly" always rest on at least one check
-that sees the mechanism on the positive control and stays silent on the negative one.
+that sees the mechanism on the positive controls and stays silent on the negative ones.
 """
 
 from __future__ import annotations
@@ -417,7 +417,7 @@ def power_frame(rows: Sequence[Power], digits: int = 2):
 
     out = [{"check (claim)": p.key, "measured on the controls by": p.measured_by or "not measured",
             "sensitivity [95% CI]": iv(p.sensitivity), "specificity [95% CI]": iv(p.specificity),
-            "positive control's verdicts": counts(p.positive), "negative control's verdicts": counts(p.negative),
+            "positive checkpoints' verdicts": counts(p.positive), "negative checkpoints' verdicts": counts(p.negative),
             "power": _power_reading(p)} for p in rows]
     return pd.DataFrame(out).set_index("check (claim)")
 
@@ -468,8 +468,8 @@ def power_markdown(rows: Sequence[Power], statements: dict[str, str] | None = No
                                              f"({round(iv.estimate * iv.n_inputs)}/{iv.n_inputs})")
 
     measured = [p for p in rows if not p.why]
-    lines = ["| check (claim) | measured on the controls by | sensitivity: sees it on the positive control | "
-             "specificity: silent on the negative control | power |", "|---|---|---|---|---|"]
+    lines = ["| check (claim) | measured on the controls by | sensitivity: sees it on the positive checkpoints | "
+             "specificity: silent on the negative checkpoints | power |", "|---|---|---|---|---|"]
     for p in measured:
         name = statements.get(p.key, "")
         r = reading(p)

@@ -278,9 +278,9 @@ def _power_cell(key: str, power: dict[str, Power]) -> str:
 
 
 FRONT_GROUPS = (
-    ("informative", "**What the informative checks show.** Each of these checks sees its mechanism on the wide "
-                    "positive control and stays silent on the negative one (notebook 09), so its verdict on a "
-                    "model is evidence about that mechanism:"),
+    ("informative", "**What the informative checks show.** Each of these checks sees its mechanism on the "
+                    "positive controls and stays silent on the negative ones (notebook 09's populations), so its "
+                    "verdict on a model is evidence about that mechanism:"),
     ("premise", "**Premises and outcomes.** Facts about the models that the checks presuppose (accuracies, the "
                 "mapping control), and the applications' measured effects, each read on its own interval:"),
     ("other", "**Checks the controls cannot vouch for.** The paper's checks whose power on the controls is "
@@ -437,7 +437,7 @@ def after_verdict_table(records: Sequence[Record]) -> str:
 
 
 def power_table(records: Sequence[Record]) -> str:
-    """Every check's sensitivity on the wide positive control and specificity on the negative one, with their
+    """Every check's sensitivity on the positive controls and specificity on the negative ones, with their
     intervals and reading (:func:`helpers.study.power_report.power_markdown`), from the records that hold them."""
     from helpers.study.paper import CLAIMS  # lazy: the claims' statements, only for the tables
 
