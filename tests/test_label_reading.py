@@ -50,8 +50,23 @@ def test_batched_equals_one_by_one_and_the_scores_are_shares(tiny_model):
     a = label_reading(tiny_model, s.prompts, donors, perm, s.label_ids, seed=0, batch_size=8)
     b = label_reading(tiny_model, s.prompts, donors, perm, s.label_ids, seed=0, batch_size=1)
     for k in ("label", "content", "pred", "kept"):
-        np.testing.assert_array_equal(a[k], b[k])
-    assert set(np.unique(a["label"])) <= {0.0, 1.0} and a["n"] == 4
+        assert torch.equal(a[k], b[k]), k
+    assert set(a["label"].tolist()) <= {0.0, 1.0} and a["n"] == 4
+
+
+def test_a_run_with_no_aligned_prompt_is_stored_and_read_back(tmp_path, monkeypatch, tiny_models):
+    """A task whose label words change length under the permutation leaves no prompt to patch: the run says so
+    (empty, n given) and the store keeps it (an empty numpy array would not read back)."""
+    from helpers.core.store import cached
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    m = tiny_models["gpt2"]
+    s, donors, perm = _pairs(m)
+    shorter = [donors[0]] * len(s.prompts)
+    shorter = [type(d)(**{**d.__dict__, "tokens": d.tokens[:-1]}) for d in shorter]
+    out = cached("probe_label_reading", {"n": 4}, lambda: label_reading(m, s.prompts, shorter, perm, s.label_ids, 0))
+    assert out["n"] == 4 and len(out["kept"]) == 0
+    assert cached("probe_label_reading", {"n": 4}, lambda: 1 / 0)["n"] == 4  # read back, not computed
 
 
 def test_content_positions_are_demonstration_text_never_a_label_or_the_query(tiny_models):

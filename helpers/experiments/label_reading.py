@@ -91,8 +91,9 @@ def patched_predictions(model, prompts: Sequence[Prompt], donors: Sequence[Promp
 
 def label_reading(model, prompts: Sequence[Prompt], donors: Sequence[Prompt], perm: Sequence[int],
                   label_ids: Sequence[int], seed: int, layers: Sequence[int] | None = None,
-                  batch_size: int = 16) -> dict[str, np.ndarray]:
-    """Per prompt (aligned pairs only: :func:`aligned`), 1.0 where the answer moved to ``perm[answer]``:
+                  batch_size: int = 16) -> dict:
+    """Per prompt (aligned pairs only: :func:`aligned`), 1.0 where the answer moved to ``perm[answer]`` (float
+    tensors):
     ``label`` with the label positions' keys and values in ``layers`` (default :func:`deep_layers`) from the donor,
     ``content`` with as many demonstration-text positions' (drawn with ``seed``); ``pred`` the unpatched answers,
     ``kept`` the indices of the prompts used and ``n`` the number of prompts given."""
@@ -102,9 +103,9 @@ def label_reading(model, prompts: Sequence[Prompt], donors: Sequence[Prompt], pe
     keep = [i for i, (p, d) in enumerate(zip(prompts, donors)) if aligned(p, d)]
     ps, ds = [prompts[i] for i in keep], [donors[i] for i in keep]
     layers = deep_layers(model.cfg.n_layers) if layers is None else list(layers)
-    if not ps:
-        return {"label": np.zeros(0), "content": np.zeros(0), "pred": np.zeros(0, int), "kept": np.zeros(0, int),
-                "n": len(prompts)}
+    if not ps:  # tensors, not numpy arrays: the store reads an empty tensor back, not an empty numpy array
+        return {"label": torch.zeros(0), "content": torch.zeros(0), "pred": torch.zeros(0, dtype=torch.long),
+                "kept": torch.zeros(0, dtype=torch.long), "n": len(prompts)}
     rng = np.random.default_rng([seed, 7])
     lab = [_label_positions(p) for p in ps]
     con = [content_positions(p, len(pos), rng) for p, pos in zip(ps, lab)]
@@ -113,5 +114,5 @@ def label_reading(model, prompts: Sequence[Prompt], donors: Sequence[Prompt], pe
     out = {}
     for name, pos in (("label", lab), ("content", con)):
         patched = patched_predictions(model, ps, ds, pos, layers, label_ids, batch_size)
-        out[name] = (patched == target).numpy().astype(float)
-    return {**out, "pred": pred.numpy(), "kept": np.asarray(keep), "n": len(prompts)}
+        out[name] = (patched == target).float()
+    return {**out, "pred": pred, "kept": torch.tensor(keep, dtype=torch.long), "n": len(prompts)}

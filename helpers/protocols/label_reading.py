@@ -55,13 +55,13 @@ def reading_runs(model, tasks: Sequence[str], sizes, progress: bool = True) -> d
 
 def reading_interval(runs: dict) -> Interval:
     """The 95% interval of (moved with the label positions patched) minus (moved with content positions patched)."""
-    return bootstrap_means({cell: r["label"] - r["content"] for cell, r in runs.items() if len(r["label"])})
+    return bootstrap_means({cell: (r["label"] - r["content"]).numpy() for cell, r in runs.items() if len(r["label"])})
 
 
 def reading_shares(runs: dict) -> dict[str, Interval]:
     """The 95% intervals of the share of answers that move with the labels, with the label positions patched and
     with as many content positions patched (a figure's two bars)."""
-    return {name: bootstrap_means({cell: r[field] for cell, r in runs.items() if len(r[field])})
+    return {name: bootstrap_means({cell: r[field].numpy() for cell, r in runs.items() if len(r[field])})
             for name, field in (("label positions", "label"), ("as many content positions", "content"))}
 
 
