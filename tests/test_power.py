@@ -440,3 +440,17 @@ def test_population_premises_are_graded_by_hand_checked_rules():
     got = {c.key: c.verdict for c in population_claims({**premises, "negative": [follows] * 5,
                                                         "deep-negative": [follows] * 5})}
     assert got["09.population_negative_keeps_answer"] == "does not replicate"
+
+
+def test_replicate_premises_run_on_a_checkpoint_and_read_back(controls, tmp_path, monkeypatch):
+    """The premises on a replicate's own sequences: per sequence correct/same/follows, per held-out class an
+    accuracy; stored and read back the same."""
+    from helpers.protocols.power import PowerSizes, replicate_premises
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    sizes = PowerSizes(replicates=1, n=32, n_saliency=8, n_attr=16, batch_size=64)
+    got = replicate_premises(controls[1], 70_000, sizes)
+    assert {len(got[k]) for k in ("correct", "same", "follows")} == {32}
+    assert 0 < len(got["heldout_by_class"]) <= 32 and got["same"].mean() >= 0.9  # the negative keeps its answer
+    again = replicate_premises(controls[1], 70_000, sizes)
+    assert all((again[k] == got[k]).all() for k in got)

@@ -304,7 +304,7 @@ def replicate_premises(model, seed: int, sizes: PowerSizes) -> dict[str, np.ndar
     def run():
         task = _prompt_task(model)
         swapped = label_swap(model, control_prompts(task, sizes.n, seed))
-        held = control_prompts(task, sizes.n, stream_seed("power_heldout", seed), classes="heldout")
+        held = control_prompts(task, sizes.n, seed, classes="heldout")  # other classes: no sequence is shared
         correct = label_swap(model, held)["correct"]
         cls = held.item_class[:, -1]
         return {"correct": swapped["correct"], "same": swapped["same"], "follows": swapped["follows"],
