@@ -65,8 +65,8 @@ def test_rows_count_the_replicates_verdicts_through_the_checks_map():
     assert tmpl.measured_by == "10.control_label_isolation" and tmpl.sensitivity.estimate == pytest.approx(15 / 16)
     q = rows["07.ablation_at_q"]
     assert reading(q) == {"positive": "misses it", "negative": "fires", "power": "uninformative"}
-    assert annotate(q).startswith("uninformative: check misses it on the positive control (seen in 0/16), "
-                                  "fires on the negative (silent in 0/16)")
+    assert annotate(q).startswith("uninformative: check misses it on the positive controls (seen in 0/16), "
+                                  "fires on the negative ones (silent in 0/16)")
     assert rows["10.span_aucroc"].why and reading(rows["10.span_aucroc"])["power"] == "not measured"
     assert annotate(None) == "no power row"
     with pytest.raises(KeyError, match="neither measured"):
@@ -180,7 +180,7 @@ def test_records_carry_the_power_and_the_tables_show_it(tmp_path):
     assert front.startswith("**What the informative checks show.**")
     assert "| the check on the controls |" in front.splitlines()[2]
     line = next(x for x in front.splitlines() if x.startswith("| Isolating the label words"))
-    assert line.endswith("| check sees it on the positive control (seen in 16/16), silent on the negative (silent in 16/16) |")
+    assert line.endswith("| check sees it on the positive controls (seen in 16/16), silent on the negative ones (silent in 16/16) |")
     assert "**inconclusive** (informative check)" in line
     demos = next(x for x in front.splitlines() if "More demonstrations" in x)
     assert "not a check of notebooks" in demos and "**inconclusive** (premise)" in demos
@@ -250,7 +250,7 @@ def test_results_summary_carries_each_checks_power():
                          "00_icl_setting": {"m": {"summary": summary[1:]}}}, ["m"], power)
     assert [list(r)[-1] for r in rows] == ["the check on the controls"] * 2
     assert rows[0]["the check on the controls"] == "" and rows[1]["the check on the controls"].startswith(
-        "uninformative: check sees it on the positive control (seen in 16/16), fires on the negative (silent in 0/16)")
+        "uninformative: check sees it on the positive controls (seen in 16/16), fires on the negative ones (silent in 0/16)")
     assert "the check on the controls" not in summary_rows({"00_icl_setting": {"m": {"summary": summary[1:]}}}, ["m"])[0]
 
 

@@ -372,9 +372,10 @@ def reading(p: Power) -> dict[str, str]:
 
 
 def annotate(p: Power | None) -> str:
-    """What a verdict on a language model is worth, in words: ``"check sees it on the positive control (seen in
-    20/20), silent on the negative (silent in 20/20)"``; ``"uninformative: ..."`` before a check that misses it or
-    fires (``"fires on the negative (silent in 0/16)"``: the count is always of the replicates seen, or silent)."""
+    """What a verdict on a language model is worth, in words: ``"check sees it on the positive controls (seen in
+    10/10), silent on the negative ones (silent in 10/10)"``; ``"uninformative: ..."`` before a check that misses it
+    or fires (``"fires on the negative ones (silent in 0/10)"``: the count is always of the replicates seen, or
+    silent; a replicate is a checkpoint)."""
     if p is None:
         return "no power row"
     if KINDS.get(p.key) == "reference":
@@ -391,8 +392,8 @@ def annotate(p: Power | None) -> str:
         text = (f"no control has the mechanism, so its sensitivity cannot be measured; {r['negative']} on every "
                 f"control ({count(p.specificity, 'silent')})")
         return f"uninformative: {text}" if r["power"] == "uninformative" else text
-    text = (f"check {r['positive']} on the positive control ({count(p.sensitivity, 'seen')}), {r['negative']} on "
-            f"the negative ({count(p.specificity, 'silent')})")
+    text = (f"check {r['positive']} on the positive controls ({count(p.sensitivity, 'seen')}), {r['negative']} on "
+            f"the negative ones ({count(p.specificity, 'silent')})")
     return f"uninformative: {text}" if r["power"] == "uninformative" else text
 
 
