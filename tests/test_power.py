@@ -454,3 +454,20 @@ def test_replicate_premises_run_on_a_checkpoint_and_read_back(controls, tmp_path
     assert 0 < len(got["heldout_by_class"]) <= 32 and got["same"].mean() >= 0.9  # the negative keeps its answer
     again = replicate_premises(controls[1], 70_000, sizes)
     assert all((again[k] == got[k]).all() for k in got)
+
+
+def test_a_check_no_control_can_see_reads_specificity_only_when_silent():
+    """Every population is a negative for notebook 11's contextualisation checks: silent on (nearly) all of them
+    reads "specificity only", firing reads "uninformative", anything between "unsure"; never "informative"."""
+    from helpers.study.power_report import SPECIFICITY_ONLY
+
+    key = SPECIFICITY_ONLY[0]
+    def row(fires_in):
+        runs = {p: [{key: "replicates" if p in fires_in else "inconclusive"}] * 5
+                for p in ("wide", "deep", "negative", "deep-negative")}
+        return power_rows(runs, [key])[0]
+
+    assert row(()).reading["power"] == "specificity only" and row(()).sensitivity is None
+    half = row(("wide", "deep"))
+    assert half.reading["power"] == "unsure" and half.specificity.n_inputs == 20
+    assert row(("wide", "deep", "negative", "deep-negative")).reading["power"] == "uninformative"

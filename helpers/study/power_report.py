@@ -364,7 +364,7 @@ def reading(p: Power) -> dict[str, str]:
     neg = _said(p.specificity, "silent", "fires")
     if p.sensitivity is None and p.key in SPECIFICITY_ONLY:  # no control has the mechanism: specificity only
         return {"positive": "cannot be measured", "negative": neg,
-                "power": "uninformative" if neg == "fires" else "specificity only"}
+                "power": {"fires": "uninformative", "silent": "specificity only"}.get(neg, "unsure")}
     pos = _said(p.sensitivity, "sees it", "misses it")
     power = ("informative" if (pos, neg) == ("sees it", "silent") else
              "uninformative" if pos == "misses it" or neg == "fires" else "unsure")
