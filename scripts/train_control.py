@@ -62,13 +62,11 @@ def train_populations(names, out_dir: Path, jobs: int, ship: bool) -> int:
         differ += not same
         print(f"{d['population']} seed {d['seed']}: {d['steps']} steps, {d['seconds']:.0f} s, accuracy "
               f"{d['accuracy']:.3f}, sha256 {d['sha256']} ({'equals the shipped checkpoint' if same else 'differs from the one written in helpers/core/control_population.py'})")
-        if ship:
-            for suffix in (".safetensors", ".sha256", "_curve.csv"):
-                src = Path(d["path"])
-                src = src.with_suffix(suffix) if suffix != "_curve.csv" else src.with_name(src.stem + suffix)
-                dst = shipped.with_suffix(suffix) if suffix != "_curve.csv" else shipped.with_name(shipped.stem + suffix)
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dst)
+        if ship:  # the checkpoint and the two files save_control writes beside it, under the shipped stem
+            src = Path(d["path"])
+            shipped.parent.mkdir(parents=True, exist_ok=True)
+            for tail in (".safetensors", ".sha256", "_curve.csv"):
+                shutil.copyfile(src.with_name(src.stem + tail), shipped.with_name(shipped.stem + tail))
     print(f"trained {len(done)} checkpoints in {time.perf_counter() - t0:.0f} s with {jobs} processes"
           + (f"; {differ} differ from the sha256 written in helpers/core/control_population.py" if differ else ""))
     return 0
