@@ -361,9 +361,10 @@ display(plots.interval_table({k: bootstrap_means({("control", s): h[k] for s, h 
 # ## 4 · What each check can see: its power on populations of controls
 #
 # One checkpoint says how a check behaves on that checkpoint. Whether it sees a mechanism that a training recipe
-# produces is a question about the recipe, so each control here is a **population**: five checkpoints trained from
-# five seeds (`helpers/core/control_population.py`), on 2 layers x 8 heads and on 4 layers x 8 heads (where
-# "shallow", "deep" and "middle" name different layers), the negative ones trained as long as the positive ones
+# produces is a question about the recipe, so each control here is a **population** of checkpoints trained from
+# their own seeds (`helpers/core/control_population.py`): five on 2 layers x 8 heads, eight on 4 layers x 8 heads
+# (where "shallow", "deep" and "middle" name different layers; the depth checks are read on these alone, and with
+# five a check that sees its mechanism every time would still have an interval starting below 0.5), the negative ones trained as long as the positive ones
 # train on average. Every check of notebooks 01, 02, 03, 05, 07, 10 and 11 runs once per checkpoint (a replicate: this notebook's
 # size per seed, on sequences of the replicate's own seed) on the positive controls, where the mechanism it looks
 # for is there, and on the negative controls, where it is absent; checkpoint r of every population sees the same
@@ -408,9 +409,8 @@ def predict_on_negative():
 psizes = power.power_sizes(profile)  # one replicate per checkpoint, and per replicate the sequences of one seed
 populations = power.population_models(psizes)  # {population: [checkpoint per replicate]}, sha256 checked
 pop_premises = power.population_premises(populations, psizes)
-display(plots.interval_table({f"{name}: {field}": bootstrap_means({(name, r): rep[field] for r, rep in enumerate(reps)})
-                              for name, reps in pop_premises.items()
-                              for field in ("correct", "same", "follows", "heldout_by_class")}))
+display(plots.interval_table({f"{name}: {field}": pc.premise_interval(pop_premises, name, field)
+                              for name in pop_premises for field in ("correct", "same", "follows", "heldout_by_class")}))
 
 # %% [markdown]
 # The runs (stored on disk per checkpoint, replicate and group of checks, so a rerun reads them back), the table,

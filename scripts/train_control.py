@@ -45,10 +45,10 @@ def train_populations(names, out_dir: Path, jobs: int, ship: bool) -> int:
     import shutil
     from concurrent.futures import ProcessPoolExecutor
 
-    from helpers.core.control_population import POPULATIONS, SEEDS, population
+    from helpers.core.control_population import POPULATIONS, population
 
     names = list(names) or list(POPULATIONS)
-    todo = [(n, s, str(out_dir / population(n).path(s).name)) for n in names for s in SEEDS
+    todo = [(n, s, str(out_dir / population(n).path(s).name)) for n in names for s in population(n).seeds
             if s not in population(n).shipped]
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

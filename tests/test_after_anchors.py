@@ -94,7 +94,9 @@ def test_agreements_by_hand():
 def test_the_identity_permutation_is_the_natural_set_and_two_swaps_undo_each_other(tiny_model):
     natural, flipped = flipped_icl_set(tiny_model, "sst2", seed=42, n_test=4)
     assert flipped_demos(flipped.demos, (1, 0)) == natural.demos
-    _, same = flipped_icl_set(tiny_model, "sst2", seed=42, n_test=4, perm=(0, 1))
+    with pytest.raises(ValueError, match="not flipped"):  # a 'flipped' set equal to the natural one is refused...
+        flipped_icl_set(tiny_model, "sst2", seed=42, n_test=4, perm=(0, 1))
+    _, same = flipped_icl_set(tiny_model, "sst2", seed=42, n_test=4, perm=(0, 1), allow_fixed=True)  # ...unless asked
     assert [p.tokens.tolist() for p in same.prompts] == [p.tokens.tolist() for p in natural.prompts]
     base = predict(tiny_model, natural.prompts, natural.label_ids, batch_size=4)
     torch.testing.assert_close(predict(tiny_model, same.prompts, same.label_ids, batch_size=4).label_logits,
@@ -234,10 +236,17 @@ def test_context_knockout_identity_cases(tiny_sst2_set):
     from helpers.core.prompts import Demo, build_prompt
     from helpers.experiments.isolation_context import run_context_knockout
 
+    from helpers.experiments.isolation_context import run_edge_knockout
+
     model, prompts, lids = tiny_sst2_set
     plain = predict(model, prompts, lids, batch_size=4)
-    none = run_context_knockout(model, prompts, lids, [])  # no layer: nothing blocked
-    torch.testing.assert_close(none.label_logits, plain.label_logits, atol=1e-5, rtol=1e-4)
+    every = list(range(model.cfg.n_layers))
+    for shared in (True, False):  # no edge blocked in any layer: the plain prediction
+        none = run_edge_knockout(model, prompts, lids, every, lambda p, seq=None: torch.zeros(seq or len(p),
+                                 seq or len(p), dtype=torch.bool), shared=shared)
+        torch.testing.assert_close(none.label_logits, plain.label_logits, atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="empty"):  # no layer would block nothing: refused, not a silent no-op
+        run_context_knockout(model, prompts, lids, [])
     one = [build_prompt(model, "sst2", [Demo("a fine film", 1)], Demo(t, 0)) for t in ("dull", "bad")]
     torch.testing.assert_close(run_context_knockout(model, one, lids, [0, 1, 2]).label_logits,
                                predict(model, one, lids, batch_size=2).label_logits, atol=1e-5, rtol=1e-4)

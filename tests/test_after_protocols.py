@@ -212,9 +212,16 @@ def test_knockout_and_stage_runs_on_a_tiny_model(tiny_model, tmp_path, monkeypat
     assert set(cell) == set(qs.SETS)
     assert all(cell[s]["readout"].shape == (8, L + 1) for s in qs.SETS)
     assert all(cell[s]["probe"] is None or cell[s]["probe"].shape == (8, L + 1) for s in qs.SETS)
+    assert cell["none"]["label_probe"] is None or cell["none"]["label_probe"].shape == (8, L + 1)
     keys = [c.key for c in qs.query_stage_claims(qs.two_stages_interval(runs), qs.stage_ablation_intervals(runs, L),
                                                  2, L)]
-    assert keys == ["11.two_stages", "11.previous_token_heads_separability", "11.induction_heads_alignment"]
+    assert keys == ["11.two_stages", "11.previous_token_heads_separability", "11.induction_heads_alignment",
+                    "11.dissociation_separability", "11.dissociation_alignment"]
+    layered = ik.layered_knockout_runs(tiny_model, ["sst2"], TINY_SIZES, progress=False)
+    assert len(layered[("sst2", 42)]) == 3 * 2 * 2
+    got = ik.layered_claims(ik.layered_intervals(layered), L)
+    assert [c.key for c in got] == ["11.context_labels_lower", "11.context_text_lower", "11.aggregation_upper",
+                                    "11.context_lower_first", "11.aggregation_upper_later"]
 
 
 # ------------------------------------------------------------------ criteria by hand
@@ -227,14 +234,20 @@ def test_half_rise_by_hand():
     assert half_rise([0.0, 1.0]) == 1.0
     assert half_rise([0.9, 0.1, 0.2]) == 0.0  # a falling curve starts above half way
     assert np.isnan(half_rise([0.3, 0.3]))
+    for bad, match in (([float("nan"), 0, 1], "NaN"), ([], "non-empty"), ([[0, 1], [1, 0]], "1-d")):
+        with pytest.raises(ValueError, match=match):
+            half_rise(bad)
 
 
 def _stage_cell(probe_rise: int, read_rise: int, n: int = 6, stages: int = 5) -> dict:
+    from helpers.protocols.query_stages import SETS
+
     def curve(rise):
         return torch.tensor([[int(s >= rise) for s in range(stages)]] * n)
 
-    return {name: {"probe": curve(probe_rise), "readout": curve(read_rise)} for name in ("none", "previous_token",
-                                                                                          "induction", "random")}
+    out = {name: {"probe": curve(probe_rise), "readout": curve(read_rise)} for name in SETS}
+    out["none"]["label_probe"] = curve(read_rise)  # the like-for-like alignment: a probe, rising with the read-out
+    return out
 
 
 def test_two_stages_interval_by_hand():
@@ -243,7 +256,8 @@ def test_two_stages_interval_by_hand():
     runs = {("a", 1): _stage_cell(1, 3), ("a", 2): _stage_cell(1, 4), ("b", 1): _stage_cell(2, 2),
             ("b", 2): _stage_cell(2, 2)}
     iv, rises = two_stages_interval(runs)
-    assert rises == {"separability": pytest.approx(1.5), "alignment": pytest.approx(2.75)}
+    assert rises == {"separability": pytest.approx(1.5), "alignment": pytest.approx(2.75),
+                     "readout": pytest.approx(2.75)}
     assert iv.estimate == pytest.approx(1.25)  # task a: 3.5 - 1 = 2.5, task b: 0
     none = {cell: {k: dict(v, probe=None) for k, v in r.items()} for cell, r in runs.items()}
     assert two_stages_interval(none) == (None, {})
@@ -252,7 +266,7 @@ def test_two_stages_interval_by_hand():
     assert two_stages_interval(part)[1]["alignment"] == pytest.approx(3.5)
 
 
-def test_stage_ablation_intervals_pair_random_against_each_set():
+def test_stage_ablation_intervals_pair_each_set_with_its_layer_matched_random_set():
     from helpers.protocols.query_stages import stage_ablation_intervals
 
     cell = _stage_cell(0, 0, n=4, stages=3)
@@ -261,6 +275,36 @@ def test_stage_ablation_intervals_pair_random_against_each_set():
     assert ivs[("previous_token", "separability")].estimate == 1.0
     assert ivs[("induction", "separability")].estimate == 0.0
     assert ivs[("previous_token", "alignment")].estimate == 0.0 and ivs[("none", "alignment")].estimate == 1.0
+    assert ivs[("dissociation", "separability")].estimate == 1.0  # previous-token drop 1 minus induction drop 0
+    cell["random_previous_token"]["probe"] = torch.zeros(4, 3, dtype=torch.long)  # its own baseline lost it too
+    assert stage_ablation_intervals({("a", 1): cell}, 2)[("previous_token", "separability")].estimate == 0.0
+
+
+def _iv(x, half=0.01):
+    return Interval(x, x - half, x + half, 1, 10)
+
+
+@pytest.mark.parametrize("align, sep_drop, verdict", [
+    (0.3, 0.02, "replicates"),  # induction heads lower alignment more, separability within the bound
+    (0.3, 0.3, "does not replicate"),  # ... but they also break separability: no dissociation
+    (-0.3, 0.02, "does not replicate"),  # previous-token heads lower alignment more
+    (0.0, 0.02, "inconclusive"),
+    (0.3, 0.095, "inconclusive"),  # the drop's interval holds the bound
+])
+def test_the_double_dissociation_criterion_on_synthetic_effects(align, sep_drop, verdict):
+    from helpers.protocols.query_stages import query_stage_claims
+
+    ablation = {("none", m): _iv(0.8) for m in ("separability", "alignment")}
+    for name in ("previous_token", "induction", "random_previous_token", "random_induction"):
+        for m in ("separability", "alignment"):
+            ablation[(name, m, "level")] = _iv(0.5)
+    ablation |= {("previous_token", "separability"): _iv(0.2), ("previous_token", "alignment"): _iv(0.0),
+                 ("induction", "separability"): _iv(sep_drop), ("induction", "alignment"): _iv(align),
+                 ("dissociation", "separability"): _iv(0.2 - sep_drop), ("dissociation", "alignment"): _iv(align)}
+    got = {c.key: c.verdict for c in query_stage_claims((None, {}), ablation, 4, 6)}
+    assert got["11.dissociation_alignment"] == verdict
+    assert got["11.dissociation_separability"] == ("replicates" if 0.2 - sep_drop > 0.01 else
+                                                   "does not replicate" if 0.2 - sep_drop < -0.01 else "inconclusive")
 
 
 def test_folds_follow_the_rarest_class():
@@ -288,15 +332,60 @@ def test_context_flow_intervals_are_the_ratio_to_s_ww_by_hand():
         context_flow_intervals({("t", 1): flows}, {("t", 1): context})
 
 
-def test_semantic_anchor_and_control_override_read_their_signs():
+@pytest.mark.parametrize("override, reads, verdict", [
+    (0.01, 0.3, "replicates"),  # reads its context, no override
+    (0.4, 0.3, "does not replicate"),  # reads its context and the flipped mapping overrides what it knows
+    (0.01, 0.0, "inconclusive"),  # an override rate of 0 in a model that reads no context says nothing
+    (0.05, 0.3, "inconclusive"),  # the interval holds the bound
+    (None, 0.3, "not comparable"),
+])
+def test_semantic_anchor_criterion_needs_both_halves(override, reads, verdict):
     from helpers.protocols.flipped_labels import semantic_anchor_claim
 
-    def iv(x):
-        return Interval(x, x - 0.1, x + 0.1, 1, 10)
+    ivs = {k: _iv(0.5, 0.1) for k in ("truth", "prompt", "prior", "natural accuracy", "zero-shot accuracy", "same")}
+    ivs |= {"override": None if override is None else _iv(override), "reads context": _iv(reads, 0.1)}
+    c = semantic_anchor_claim(ivs)
+    assert c.verdict == verdict
+    if verdict == "inconclusive" and reads == 0.0:
+        assert "does not read its context" in c.note
 
-    ivs = {k: iv(0.5) for k in ("truth", "prompt", "prior", "natural accuracy", "same")}
-    for diff, verdict in ((0.4, "replicates"), (-0.4, "does not replicate"), (0.05, "inconclusive")):
-        assert semantic_anchor_claim({**ivs, "truth - prompt": iv(diff)}).verdict == verdict
+
+def test_override_rate_by_hand():
+    from helpers.experiments.flipped_labels import override_rate
+
+    perm = (1, 2, 0)
+    gold = [0, 1, 2, 0, 1, 2]
+    natural = [0, 1, 2, 1, 1, 2]  # input 3 wrong with natural labels
+    prior = [0, 1, 0, 0, 1, 2]  # input 2 wrong without demonstrations
+    flipped = [1, 1, 0, 1, 2, 2]  # on inputs 0, 1, 4, 5 (right both ways): 0 -> 1 follows, 1 stays, 4 -> 2 follows
+    got = override_rate(flipped, natural, prior, gold, perm)
+    assert got.tolist() == [1, 0, 1, 0]
+    assert override_rate(flipped, [1, 2, 0] * 2, prior, gold, perm).size == 0  # nothing right both ways
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"pred": [0.5, 1.0]}, "whole class indices"), ({"pred": [float("nan"), 1]}, "whole class indices"),
+    ({"gold": [-1, 0]}, "outside"), ({"gold": [5, 0]}, "outside"), ({"pred": ["a", "b"]}, "class indices"),
+    ({"perm": (0, 0)}, "permutation"), ({"perm": (0, 1)}, "not flipped"), ({"perm": (1.5, 0)}, "whole class"),
+    ({"pred": [[0, 1]]}, "1-d"),
+])
+def test_agreements_refuse_what_is_not_a_class(bad, match):
+    from helpers.experiments.flipped_labels import agreements
+
+    args = {"pred": [1, 0], "gold": [0, 1], "perm": (1, 0)} | bad
+    with pytest.raises(ValueError, match=match):
+        agreements(args["pred"], args["gold"], args["perm"])
+
+
+def test_flipped_demos_refuse_a_fractional_or_identity_permutation():
+    from helpers.core.prompts import Demo
+    from helpers.experiments.flipped_labels import flipped_demos
+
+    demos = [Demo("a", 0, 0), Demo("b", 1, 1)]
+    for perm, match in (((1.5, 0), "whole class"), ((0, 1), "not flipped"), ((1, 1), "permutation")):
+        with pytest.raises(ValueError, match=match):
+            flipped_demos(demos, perm)
+    assert [d.label for d in flipped_demos(demos, (1, 0))] == [1, 0]
 
 
 def test_after_verdicts_follow_the_rule():
@@ -319,3 +408,183 @@ def test_after_verdicts_follow_the_rule():
     assert after_verdicts(claims({k: "inconclusive" for k in AFTER_ACCOUNTS[stages]}),
                           which="checks") == {stages: "inconclusive"}
     assert list(after_table(claims(mixed)).index) == list(AFTER_ACCOUNTS)
+
+
+# ------------------------------------------------------------------ both steps, layer by layer
+
+
+@pytest.mark.filterwarnings("ignore::helpers.core.tasks.LabelWordWarning")
+def test_each_layered_knockout_equals_a_hand_written_masked_forward(tiny_model):
+    """Every step, rows and window of the layered knockout against the same edges blanked by hand in a whole-prompt
+    forward; the shared-prefix path (contextualisation in the prefix, aggregation in the suffix) == whole prompts."""
+    from helpers.experiments.isolation_context import (
+        content_rows,
+        layer_windows,
+        q_content_cols,
+        q_label_pairs,
+        run_edge_knockout,
+    )
+    from helpers.core.positions import earlier_demo_pairs, position_classes
+
+    s = _trec(tiny_model)
+    L = tiny_model.cfg.n_layers
+    windows = layer_windows(L)
+    assert windows == {"lower": list(range(L // 2)), "upper": list(range(L // 2, L))}
+    p = s.prompts[0]
+    cols = q_content_cols(p, 3)
+    assert len(cols) == len(position_classes(p)["label"]) and not set(cols) & set(position_classes(p)["label"])
+    assert all(c < p.query_span[0] for c in cols)
+    edges = {"labels": lambda p, seq=None: earlier_demo_pairs(p, seq, "label"),
+             "text control": lambda p, seq=None: earlier_demo_pairs(p, seq, "text", content_rows(p, 3)),
+             "aggregation": lambda p, seq=None: q_label_pairs(p, seq),
+             "aggregation control": lambda p, seq=None: q_label_pairs(p, seq, q_content_cols(p, 3))}
+    for name, pairs in edges.items():
+        for window, layers in windows.items():
+            want = []
+            for q in s.prompts:
+                mask = pairs(q)
+                assert mask.any() and all(j < i for i, j in mask.nonzero().tolist())
+
+                def blank(scores, hook, mask=mask):
+                    return scores.masked_fill(mask[None, None], float("-inf"))
+
+                with torch.inference_mode():
+                    logits = tiny_model.run_with_hooks(q.tokens[None], fwd_hooks=[
+                        (f"blocks.{l}.attn.hook_attn_scores", blank) for l in layers])
+                want.append(logits[0, q.q, s.label_ids].float())
+            for shared in (True, False):
+                got = run_edge_knockout(tiny_model, s.prompts, s.label_ids, layers, pairs, batch_size=2, shared=shared)
+                torch.testing.assert_close(got.label_logits.float(), torch.stack(want), atol=1e-4, rtol=1e-4,
+                                           msg=f"{name}, {window}, shared={shared}")
+
+
+def test_q_label_pairs_mark_q_against_every_label_token(tiny_model):
+    from helpers.core.positions import position_classes
+    from helpers.experiments.isolation_context import q_label_pairs
+
+    p = _trec(tiny_model).prompts[0]
+    mask = q_label_pairs(p, len(p) + 3)
+    assert mask.shape == (len(p) + 3,) * 2 and mask.sum() == len(position_classes(p)["label"])
+    assert mask[p.q].nonzero().flatten().tolist() == position_classes(p)["label"]
+    with pytest.raises(ValueError, match="before q"):
+        q_label_pairs(p, None, [p.q])
+
+
+@pytest.mark.parametrize("layers, match", [([], "empty"), ([0.5], "whole numbers"), ([99], "whole numbers")])
+def test_knockouts_refuse_layers_that_block_nothing_or_are_no_layer(tiny_model, layers, match):
+    from helpers.experiments.isolation_context import run_context_knockout, run_edge_knockout
+
+    s = _trec(tiny_model, n=2)
+    with pytest.raises(ValueError, match=match):
+        run_context_knockout(tiny_model, s.prompts, s.label_ids, layers)
+    with pytest.raises(ValueError, match=match):
+        run_edge_knockout(tiny_model, s.prompts, s.label_ids, layers, lambda p, seq=None: torch.zeros(1))
+
+
+def test_layered_intervals_and_claims_by_hand():
+    from helpers.protocols.isolation_context import STEPS, layered_claims, layered_intervals
+
+    n = 4
+    cell = {}
+    for step in STEPS:
+        for rows in ("label", "control"):
+            for w in ("lower", "upper"):
+                prob = 0.6
+                if rows == "label" and step != "aggregation" and w == "lower":
+                    prob = 0.4  # contextualisation matters in the lower window
+                if rows == "label" and step == "aggregation" and w == "upper":
+                    prob = 0.1  # aggregation in the upper one
+                cell[(step, rows, w)] = {"gold_prob": torch.full((n,), prob), "loyal": torch.ones(n, dtype=torch.int8)}
+    ivs = layered_intervals({("t", 1): cell})
+    assert ivs[("labels", "lower")].estimate == pytest.approx(0.2) and ivs[("labels", "upper")].estimate == 0
+    assert ivs["context_lower_first"].estimate == pytest.approx(0.4)  # (0.2 + 0.2) - 0
+    assert ivs["aggregation_upper_later"].estimate == pytest.approx(0.5)
+    got = {c.key: c.verdict for c in layered_claims(ivs, 6)}
+    assert set(got.values()) == {"replicates"} and len(got) == 5
+
+
+# ------------------------------------------------------------------ the query's stages: like for like, bad input
+
+
+def test_label_logits_are_the_readouts_scores_and_feed_the_same_probe(tiny_sst2_set):
+    from helpers.experiments.query_stages import label_logits, label_readout, probe_correct, query_states
+
+    model, prompts, lids = tiny_sst2_set
+    states = query_states(model, prompts)
+    logits = label_logits(model, states, lids)
+    assert logits.shape == (*states.shape[:2], len(lids))
+    assert torch.equal(logits.argmax(-1), label_readout(model, states, lids))
+    gold = torch.tensor([i % 2 for i in range(len(prompts))])
+    assert probe_correct(logits, gold, 2).shape == states.shape[:2]
+
+
+@pytest.mark.parametrize("ids, match", [([], "two or more"), ([10**9, 1], "outside"), ([1.5, 2], "two or more")])
+def test_label_readout_refuses_ids_that_are_no_label_words(tiny_sst2_set, ids, match):
+    from helpers.experiments.query_stages import label_readout
+
+    model, _, _ = tiny_sst2_set
+    with pytest.raises(ValueError, match=match):
+        label_readout(model, torch.zeros(2, 3, model.cfg.d_model), ids)
+
+
+def test_label_readout_refuses_states_of_a_wrong_width_or_nan(tiny_sst2_set):
+    from helpers.experiments.query_stages import label_readout
+
+    model, _, lids = tiny_sst2_set
+    with pytest.raises(ValueError, match="d_model"):
+        label_readout(model, torch.zeros(2, 3, model.cfg.d_model + 1), lids)
+    with pytest.raises(ValueError, match="NaN"):
+        label_readout(model, torch.full((2, 3, model.cfg.d_model), float("nan")), lids)
+
+
+@pytest.mark.parametrize("kw, match", [({"folds": 1}, "2 or more"), ({"c": 0}, "positive number"),
+                                       ({"states": float("nan")}, "NaN"), ({"gold": ["a", "b"] * 3}, "integer"),
+                                       ({"gold": [0.5] * 6}, "integer")])
+def test_probe_correct_refuses_what_it_cannot_fit(kw, match):
+    from helpers.experiments.query_stages import probe_correct
+
+    states = torch.randn(6, 2, 3)
+    if "states" in kw:
+        states[0, 0, 0] = kw.pop("states")
+    args = {"gold": [0, 1] * 3, "folds": 2} | kw
+    with pytest.raises(ValueError, match=match):
+        probe_correct(states, **args)
+
+
+def test_previous_token_scores_refuse_a_length_that_does_not_fit(tiny_model):
+    from helpers.experiments.query_stages import previous_token_scores
+
+    with pytest.raises(ValueError, match="too long"):
+        previous_token_scores(tiny_model, length=10**6)
+
+
+def test_layer_matched_heads_share_the_sets_layers_and_avoid_both_sets(tiny_model):
+    from helpers.experiments.query_stages import layer_matched
+
+    L, H = tiny_model.cfg.n_layers, tiny_model.cfg.n_heads
+    heads = [(0, 0), (1, 1), (1, 0)]
+    other = [(0, 1)]
+    got = layer_matched(tiny_model, heads, 3, exclude=other)
+    assert len(got) == 3 and not set(got) & set(heads + other)
+    free = {l: H - sum(1 for h in heads + other if h[0] == l) for l in range(L)}
+    for layer in (0, 1):  # as many in each layer as the set has there, where the layer has room
+        want = sum(1 for l, _ in heads if l == layer)
+        assert sum(1 for l, _ in got if l == layer) == min(want, free[layer]) or free[layer] < want
+    assert layer_matched(tiny_model, heads, 3, exclude=other) == got  # seeded
+    with pytest.raises(ValueError, match="distinct"):
+        layer_matched(tiny_model, [(0, 0), (0, 0)], 0)
+    with pytest.raises(ValueError, match="within"):
+        layer_matched(tiny_model, [(99, 0)], 0)
+
+
+def test_stage_runs_refuse_empty_or_foreign_head_sets(tiny_model, tmp_path, monkeypatch):
+    from helpers.protocols import query_stages as qs
+
+    monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    for sets, match in (({"previous_token": [], "induction": []}, "non-empty"),
+                        ({"previous_token": [(99, 0)], "induction": [(0, 0)]}, "outside"),
+                        ({"previous_token": [(0, 0)], "induction": [(0, 1), (1, 1)]}, "as many")):
+        with pytest.raises(ValueError, match=match):
+            qs.query_stage_runs(tiny_model, ["sst2"], TINY_SIZES, sets, progress=False)
+    with pytest.raises(ValueError, match="name must be one of"):
+        qs.stage_curves({}, "bogus")

@@ -367,7 +367,10 @@ def test_on_the_power_runs_prompts_every_negative_checkpoint_keeps_its_answer_un
     sizes = power_sizes(PROFILES["default"])
     task = control_spec(NEGATIVE).task
     pops = population_models(sizes)
-    assert sizes.replicates == 5 and all(len(pops[p]) == 5 for p in POSITIVES + NEGATIVES)
+    from helpers.core.control_population import POPULATIONS
+
+    assert sizes.replicates == 8 and all(len(pops[p]) == len(POPULATIONS[p].seeds) for p in POSITIVES + NEGATIVES)
+    assert [len(pops[p]) for p in ("wide", "negative", "deep", "deep-negative")] == [5, 5, 8, 8]
     for names, keeps in ((NEGATIVES, lambda s: s >= 0.9), (POSITIVES, lambda s: s <= 0.1)):
         for name in names:
             same = [float(label_swap(m, control_prompts(task, sizes.n, REPLICATE_SEED + r))["same"].mean())
@@ -419,8 +422,9 @@ def test_a_population_member_is_checked_before_it_loads(tmp_path, monkeypatch):
         cpop.load_member("negative", 9)
     with pytest.raises(ControlError, match="the populations are"):
         cpop.population("bogus")
+    monkeypatch.setattr(cpop, "POPULATION_DIR", src.parent)
     with pytest.raises(ValueError, match="a replicate is one checkpoint"):
-        population_models(PowerSizes(replicates=6, n=4, n_saliency=2, n_attr=4, batch_size=8))
+        population_models(PowerSizes(replicates=9, n=4, n_saliency=2, n_attr=4, batch_size=8))
 
 
 def test_population_premises_are_graded_by_hand_checked_rules():

@@ -1,9 +1,10 @@
-"""The controls as populations: five independently trained checkpoints of each, so a check's power counts training
-runs, not sequence draws from one checkpoint.
+"""The controls as populations: independently trained checkpoints of each (five on 2 layers, eight on 4), so a
+check's power counts training runs, not sequence draws from one checkpoint.
 
 One checkpoint per control says how a check behaves on that checkpoint; whether it sees a mechanism that a training
 recipe produces is a question about the recipe, and its unit is the training run. Each population below is one
-recipe (task, shape, training) trained from the seeds :data:`SEEDS`; every checkpoint ships under
+recipe (task, shape, training) trained from its seeds (:attr:`Population.seeds`: :data:`SEEDS`, or
+:data:`DEEP_SEEDS` on 4 layers); every checkpoint ships under
 ``data/control/population/`` with its sha256 written here (a file that differs is refused, as the named controls'
 are) and its training curve beside it. ``make control`` retrains them all (scripts/train_control.py).
 
@@ -13,7 +14,9 @@ are) and its training curve beside it. ``make control`` retrains them all (scrip
   answer sits in the weights. Trained for as many steps as the positive ones need on average
   (:data:`NEGATIVE_STEPS`, no early stop), so that "it does not read its context" is not "it had less training".
 - ``deep`` (positive) and ``deep-negative``: the same two recipes on 4 layers x 8 heads, so that "shallow",
-  "deep" and "middle and later layers" name different layers (on 2 layers the deep half is one layer).
+  "deep" and "middle and later layers" name different layers (on 2 layers the deep half is one layer). The depth
+  checks are measured on these alone, so they have eight seeds: with five, a check that sees the mechanism in
+  every one has an exact 95% interval starting at 0.48, below the 0.5 a "sees it" needs; with eight, at 0.63.
 
 A member loads as a control of its kind: it carries the name of the named control of that kind
 (:attr:`Population.carries`: ``control-wide`` or ``control-negative``), so every check treats it as it treats that
@@ -30,19 +33,21 @@ from pathlib import Path
 from helpers.core.control import CONTROL_PATH, ControlError, ControlTask, control_spec, load_control
 from helpers.core.task_data import file_sha256  # the project's one file hasher
 
-__all__ = ["SEEDS", "NEGATIVE_STEPS", "Population", "POPULATIONS", "population", "load_member", "members"]
+__all__ = ["SEEDS", "DEEP_SEEDS", "NEGATIVE_STEPS", "Population", "POPULATIONS", "population", "load_member", "members"]
 
 SEEDS = (0, 1, 2, 3, 4)
+DEEP_SEEDS = (0, 1, 2, 3, 4, 5, 6, 7)  # the 4-layer populations (module docstring)
 # the negative controls' training length: as long as the positive ones train on average (steps to their stopping
 # accuracy, seeds 0-4 of both depths: 1100, 2200, 2000, 2100, 1100 on 2 layers, 1200, 1100, 1100, 1100, 1400 on 4;
-# mean 1440), rounded up; no early stop
+# mean 1440), rounded up; no early stop. Seeds 5-7 on 4 layers, trained later, took 800, 900 and 1600: the mean over
+# all 13 positive checkpoints, 1362, stays under it
 NEGATIVE_STEPS = 1500
 POPULATION_DIR = CONTROL_PATH.parent / "population"
 
 
 @dataclass(frozen=True)
 class Population:
-    """One training recipe, trained from each seed of :data:`SEEDS`.
+    """One training recipe, trained from each of its ``seeds``.
 
     ``carries``: the named control whose kind and task its members have (:data:`helpers.core.control.CONTROLS`).
     ``shape``: ``(n_layers, n_heads, d_model)``. ``train``: ``train_control``'s keyword arguments besides seed, task
@@ -56,6 +61,7 @@ class Population:
     about: str
     sha256: dict[int, str] = field(default_factory=dict)
     shipped: dict[int, str] = field(default_factory=dict)
+    seeds: tuple[int, ...] = SEEDS
 
     @property
     def kind(self) -> str:
@@ -96,6 +102,9 @@ _SHA256: dict[str, dict[int, str]] = {
         2: "97d13db06da526209620bdb40d8500f1a629ede5439d797b2bf17fdc858ebac7",
         3: "4e3d1c5145c182c78224d39d0ed5cb16a8d890d325fdf5f3ae6ee77127cae645",
         4: "6c1cb888e30d110e3f702950a1274e0a1ad3d8ce89c493437ad12821dc9c3bd2",
+        5: "94bf069e7768c6aeaba844727bf3dbf439367e2408bc0a699cdd04ca9a467b10",
+        6: "0e3bf686a18f1ad529a4546fd4de982fe391f53361b99238e8de335f3b7833a2",
+        7: "bd62dbd6cdf1cde2379dc2abf1f9de8735ccdc5fd290056a5fffd92f55fb09b5",
     },
     "deep-negative": {
         0: "48710226d4a102704c6d0cb78dc5481a85460c10131ff39a509166204b17350f",
@@ -103,6 +112,9 @@ _SHA256: dict[str, dict[int, str]] = {
         2: "d26a84c531c0c39a9022f8dcaf2858aa1acf8b5e79589ec25696e12624f02a82",
         3: "7d80e4d94a373148f82b744362101df80345948a5844f2e2f7caf715324c645e",
         4: "f0df81c3772dcbcebba7e909a2aa55ce623368b408b3938d0d856c34520681b9",
+        5: "7928d22100c27d97c38a76b8b0d7bf575bd1f5ffeec148a844e162eccc7b9de8",
+        6: "b838dc7cbd86b994b3c7c358ddd2537882df260dd240f86692a3a7b13e61f709",
+        7: "684075a62ec93f259666d118837ab5a809b4965faa241027f0ad109149304506",
     },
 }
 
@@ -113,9 +125,9 @@ POPULATIONS: dict[str, Population] = {p.name: replace(p, sha256=_SHA256.get(p.na
     Population("negative", "control-negative", (2, 8, 64), _NEGATIVE,
                "negative: the answer sits in the weights, the context is not read (2 layers x 8 heads)"),
     Population("deep", "control-wide", (4, 8, 64), _POSITIVE,
-               "positive on 4 layers x 8 heads, so that shallow, deep and middle layers differ"),
+               "positive on 4 layers x 8 heads, so that shallow, deep and middle layers differ", seeds=DEEP_SEEDS),
     Population("deep-negative", "control-negative", (4, 8, 64), _NEGATIVE,
-               "negative on 4 layers x 8 heads"),
+               "negative on 4 layers x 8 heads", seeds=DEEP_SEEDS),
 )}
 
 
@@ -130,8 +142,8 @@ def load_member(name: str, seed: int):
     """Population ``name``'s checkpoint trained from ``seed``, loaded as a control of its kind, after checking its
     sha256 against the one written here (a clear error when it differs or when no checkpoint is shipped)."""
     pop = population(name)
-    if seed not in SEEDS:
-        raise ControlError(f"population {name!r} has the seeds {list(SEEDS)}, not {seed!r}")
+    if seed not in pop.seeds:
+        raise ControlError(f"population {name!r} has the seeds {list(pop.seeds)}, not {seed!r}")
     path = pop.path(seed)
     if not path.exists():
         raise ControlError(f"no checkpoint of population {name!r}, seed {seed}, at {path}: `make control` trains "
@@ -153,6 +165,7 @@ def load_member(name: str, seed: int):
     return model
 
 
-def members(name: str, seeds=SEEDS) -> list:
-    """Every checkpoint of population ``name`` (:func:`load_member`), in seed order."""
-    return [load_member(name, s) for s in seeds]
+def members(name: str, seeds=None) -> list:
+    """Every checkpoint of population ``name`` (:func:`load_member`; ``seeds``: default all of its own), in seed
+    order."""
+    return [load_member(name, s) for s in (population(name).seeds if seeds is None else seeds)]

@@ -23,10 +23,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from helpers.core.positions import position_classes
 from helpers.core.predict import predict
 from helpers.core.prompts import Prompt, pad_batch
 
-__all__ = ["deep_layers", "aligned", "content_positions", "patched_predictions", "label_reading"]
+__all__ = ["deep_layers", "aligned", "content_positions", "donor_states", "patched_sets", "patched_predictions",
+           "label_reading"]
 
 
 def deep_layers(n_layers: int) -> list[int]:
@@ -34,53 +36,62 @@ def deep_layers(n_layers: int) -> list[int]:
     return list(range(n_layers // 2, n_layers))
 
 
-def _label_positions(p: Prompt) -> list[int]:
-    return sorted({t for a, b in p.label_spans for t in range(a, b)} or set(p.label_pos))
-
-
 def aligned(p: Prompt, donor: Prompt) -> bool:
     """Whether ``donor`` has ``p``'s length and label positions, so positions can be patched one by one."""
-    return len(p) == len(donor) and _label_positions(p) == _label_positions(donor)
+    return len(p) == len(donor) and position_classes(p)["label"] == position_classes(donor)["label"]
 
 
 def content_positions(p: Prompt, k: int, rng: np.random.Generator) -> list[int]:
-    """``k`` positions drawn at random (without replacement) among the demonstrations' text tokens of ``p`` (not the
-    query's, not a label's); all of them when there are fewer."""
-    labels = set(_label_positions(p))
-    q0 = p.query_span[0]
-    pool = sorted({t for a, b in p.text_spans for t in range(a, b) if t < q0 and t not in labels})
+    """``k`` positions drawn at random (without replacement) among the demonstrations' content tokens of ``p``
+    (:func:`helpers.core.positions.position_classes`: not a label's, not the template's; never the query's own
+    text); all of them when there are fewer."""
+    a, b = p.query_span
+    pool = [t for t in position_classes(p)["content"] if not a <= t < b]
     if len(pool) <= k:
         return pool
     return sorted(int(t) for t in rng.choice(pool, size=k, replace=False))
 
 
-def patched_predictions(model, prompts: Sequence[Prompt], donors: Sequence[Prompt], positions: Sequence[Sequence[int]],
-                        layers: Sequence[int], label_ids: Sequence[int], batch_size: int = 16) -> torch.Tensor:
-    """Label-restricted predictions at q of ``prompts``, with the keys and values of ``positions[i]`` in ``layers``
-    taken from ``donors[i]`` (same length; each donor batch runs once, with a cache of those keys and values only)."""
-    if len(prompts) != len(donors) or len(prompts) != len(positions):
-        raise ValueError(f"prompts, donors and positions must have one entry per prompt, got {len(prompts)}, "
-                         f"{len(donors)} and {len(positions)}")
-    bad = [i for i, (p, d) in enumerate(zip(prompts, donors)) if len(p) != len(d)]
-    if bad:
-        raise ValueError(f"donor {bad[0]} has {len(donors[bad[0]])} tokens, its prompt {len(prompts[bad[0]])}: keep "
-                         "aligned pairs only (label_reading.aligned)")
-    index = {id(p): i for i, p in enumerate(prompts)}
-    names = [f"blocks.{layer}.attn.hook_{x}" for layer in layers for x in ("k", "v")]
+def _names(layers: Sequence[int]) -> list[str]:
+    return [f"blocks.{layer}.attn.hook_{x}" for layer in layers for x in ("k", "v")]
+
+
+def donor_states(model, donors: Sequence[Prompt], positions: Sequence[Sequence[int]], layers: Sequence[int],
+                 batch_size: int = 16) -> list[dict[str, torch.Tensor]]:
+    """Per donor, ``{hook name: [len(positions[i]), ...]}``: its keys and values at ``positions[i]`` in ``layers``,
+    each donor run once (in batches of ``batch_size``, right-padded)."""
+    names = _names(layers)
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    out: list[dict[str, torch.Tensor]] = []
+    for start in range(0, len(donors), batch_size):
+        part = list(donors[start: start + batch_size])
+        toks, _ = pad_batch(part, pad)
+        with torch.inference_mode():
+            _, cache = model.run_with_cache(toks.to(model.cfg.device), names_filter=lambda n: n in names)
+        for b, i in enumerate(range(start, start + len(part))):
+            pos = torch.as_tensor(list(positions[i]), dtype=torch.long)
+            out.append({n: cache[n][b, pos].clone() for n in names})
+    return out
+
+
+def _patched(model, prompts: Sequence[Prompt], states: Sequence[dict[str, torch.Tensor]], union: Sequence[list[int]],
+             positions: Sequence[Sequence[int]], layers: Sequence[int], label_ids: Sequence[int],
+             batch_size: int) -> torch.Tensor:
+    """Predictions with ``positions[i]``'s keys and values from ``states[i]`` (taken at ``union[i]``)."""
+    index = {id(p): i for i, p in enumerate(prompts)}
+    names = _names(layers)
 
     def hooks(batch, tokens, offset: int = 0):  # full prompts only: offset is always 0 here
         idx = [index[id(p)] for p in batch]
-        dtoks, _ = pad_batch([donors[i] for i in idx], pad)
-        dtoks = dtoks[:, : tokens.shape[1]].to(tokens.device)
-        with torch.no_grad():
-            _, cache = model.run_with_cache(dtoks, names_filter=lambda n: n in names)
         rows = torch.tensor([b for b, i in enumerate(idx) for _ in positions[i]], dtype=torch.long)
         cols = torch.tensor([t for i in idx for t in positions[i]], dtype=torch.long)
+        pick = [(i, [union[i].index(t) for t in positions[i]]) for i in idx]
 
         def make(name):
+            vals = torch.cat([states[i][name][torch.as_tensor(j, dtype=torch.long)] for i, j in pick])
+
             def fn(act, hook):
-                act[rows, cols] = cache[name][rows, cols].to(act.dtype)
+                act[rows, cols] = vals.to(act.device, act.dtype)
                 return act
             return fn
 
@@ -89,17 +100,49 @@ def patched_predictions(model, prompts: Sequence[Prompt], donors: Sequence[Promp
     return predict(model, list(prompts), label_ids, batch_size=batch_size, top_k=0, hooks=hooks).pred
 
 
+def _check_pairs(prompts, donors, position_sets) -> None:
+    if any(len(prompts) != len(x) for x in (donors, *position_sets)):
+        raise ValueError(f"prompts, donors and positions must have one entry per prompt, got {len(prompts)}, "
+                         f"{len(donors)} and {[len(x) for x in position_sets]}")
+    bad = [i for i, (p, d) in enumerate(zip(prompts, donors)) if len(p) != len(d)]
+    if bad:
+        raise ValueError(f"donor {bad[0]} has {len(donors[bad[0]])} tokens, its prompt {len(prompts[bad[0]])}: keep "
+                         "aligned pairs only (label_reading.aligned)")
+
+
+def patched_sets(model, prompts: Sequence[Prompt], donors: Sequence[Prompt], position_sets: dict[str, Sequence],
+                 layers: Sequence[int], label_ids: Sequence[int], batch_size: int = 16) -> dict[str, torch.Tensor]:
+    """``{name: predictions}`` for each set of positions, every donor run once for all of them
+    (:func:`donor_states` at the union of each prompt's positions)."""
+    _check_pairs(prompts, donors, list(position_sets.values()))
+    union = [sorted({t for pos in position_sets.values() for t in pos[i]}) for i in range(len(prompts))]
+    states = donor_states(model, donors, union, layers, batch_size)
+    return {name: _patched(model, prompts, states, union, pos, layers, label_ids, batch_size)
+            for name, pos in position_sets.items()}
+
+
+def patched_predictions(model, prompts: Sequence[Prompt], donors: Sequence[Prompt], positions: Sequence[Sequence[int]],
+                        layers: Sequence[int], label_ids: Sequence[int], batch_size: int = 16) -> torch.Tensor:
+    """Label-restricted predictions at q of ``prompts``, with the keys and values of ``positions[i]`` in ``layers``
+    taken from ``donors[i]`` (same length; each donor runs once, keeping those keys and values only)."""
+    return patched_sets(model, prompts, donors, {"p": positions}, layers, label_ids, batch_size)["p"]
+
+
 def label_reading(model, prompts: Sequence[Prompt], donors: Sequence[Prompt], perm: Sequence[int],
                   label_ids: Sequence[int], seed: int, layers: Sequence[int] | None = None,
-                  batch_size: int = 16) -> dict:
+                  batch_size: int = 16, pred: torch.Tensor | None = None) -> dict:
     """Per prompt (aligned pairs only: :func:`aligned`), 1.0 where the answer moved to ``perm[answer]`` (float
     tensors):
     ``label`` with the label positions' keys and values in ``layers`` (default :func:`deep_layers`) from the donor,
-    ``content`` with as many demonstration-text positions' (drawn with ``seed``); ``pred`` the unpatched answers,
-    ``kept`` the indices of the prompts used and ``n`` the number of prompts given."""
+    ``content`` with as many demonstration-content positions' (drawn with ``seed``); ``pred`` the unpatched answers,
+    ``kept`` the indices of the prompts used and ``n`` the number of prompts given. ``pred``: the prompts'
+    unpatched label-restricted predictions when the caller has them (one per prompt given), else computed here.
+    Three forwards per prompt: the donor, and the prompt patched at each set of positions."""
     perm_t = torch.as_tensor(list(perm))
     if sorted(perm_t.tolist()) != list(range(len(label_ids))):
         raise ValueError(f"perm must be a permutation of 0..{len(label_ids) - 1}, got {list(perm)}")
+    if pred is not None and len(pred) != len(prompts):
+        raise ValueError(f"pred must hold one prediction per prompt ({len(prompts)}), got {len(pred)}")
     keep = [i for i, (p, d) in enumerate(zip(prompts, donors)) if aligned(p, d)]
     ps, ds = [prompts[i] for i in keep], [donors[i] for i in keep]
     layers = deep_layers(model.cfg.n_layers) if layers is None else list(layers)
@@ -107,12 +150,13 @@ def label_reading(model, prompts: Sequence[Prompt], donors: Sequence[Prompt], pe
         return {"label": torch.zeros(0), "content": torch.zeros(0), "pred": torch.zeros(0, dtype=torch.long),
                 "kept": torch.zeros(0, dtype=torch.long), "n": len(prompts)}
     rng = np.random.default_rng([seed, 7])
-    lab = [_label_positions(p) for p in ps]
+    lab = [position_classes(p)["label"] for p in ps]
     con = [content_positions(p, len(pos), rng) for p, pos in zip(ps, lab)]
-    pred = predict(model, ps, label_ids, batch_size=batch_size, top_k=0).pred
+    if pred is None:
+        pred = predict(model, ps, label_ids, batch_size=batch_size, top_k=0).pred
+    else:
+        pred = torch.as_tensor(pred)[torch.as_tensor(keep, dtype=torch.long)]
     target = perm_t[pred]
-    out = {}
-    for name, pos in (("label", lab), ("content", con)):
-        patched = patched_predictions(model, ps, ds, pos, layers, label_ids, batch_size)
-        out[name] = (patched == target).float()
+    patched = patched_sets(model, ps, ds, {"label": lab, "content": con}, layers, label_ids, batch_size)
+    out = {name: (p == target).float() for name, p in patched.items()}
     return {**out, "pred": pred, "kept": torch.tensor(keep, dtype=torch.long), "n": len(prompts)}

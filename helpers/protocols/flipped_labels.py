@@ -33,6 +33,7 @@ from helpers.experiments.flipped_labels import (
     agreements,
     flip_permutation,
     flipped_icl_set,
+    override_rate,
     zero_shot_prompts,
 )
 from helpers.experiments.isolation import isolation_experiment
@@ -46,10 +47,17 @@ from helpers.study.claims import Claim, above_zero, claim
 from helpers.study.profile_table import Profile
 from helpers.study.profiles import AfterSizes
 
-__all__ = ["flipped_runs", "after_flow_frame", "override_intervals", "semantic_anchor_claim", "flipped_flow_claims",
+__all__ = ["flipped_runs", "after_flow_frame", "override_intervals", "semantic_anchor_verdict", "semantic_anchor_claim",
+           "flipped_flow_claims",
            "flipped_isolation_intervals", "flipped_isolation_claim", "control_flipped_claims"]
 
 PROMPTS = ("natural", "flipped")
+
+# the criteria of 11.semantic_anchors, fixed before any run (semantic_anchor_verdict): the override rate's 95%
+# interval ends at or below OVERRIDE_BOUND, and the model reads its context: its accuracy with the natural labels
+# minus without demonstrations has a 95% interval whose lower end is above CONTEXT_MARGIN
+OVERRIDE_BOUND = 0.05
+CONTEXT_MARGIN = 0.05
 
 
 def _loyalty(iso: dict, k: int, n: int, random_n: int) -> dict[str, torch.Tensor]:
@@ -140,34 +148,82 @@ def after_flow_frame(runs: dict):
     return pd.DataFrame(rows)
 
 
-def override_intervals(runs: dict) -> dict[str, Interval]:
+def _override_cells(runs: dict) -> tuple[dict, list[str]]:
+    """Per-input override (:func:`~helpers.experiments.flipped_labels.override_rate`) of the tasks that have an input
+    right both without demonstrations and with the natural labels in every seed, and the tasks left out."""
+    rate = {cell: override_rate(r["pred"]["flipped"], r["pred"]["natural"], r["pred"]["prior"], r["gold"], r["perm"])
+            for cell, r in runs.items()}
+    seeds = {s for _, s in runs}
+    tasks = list(dict.fromkeys(t for t, _ in runs))
+    kept = [t for t in tasks if all((t, s) in rate and rate[t, s].size for s in seeds)]
+    return {c: v.astype(float) for c, v in rate.items() if c[0] in kept}, [t for t in tasks if t not in kept]
+
+
+def override_intervals(runs: dict) -> dict:
     """95% intervals (seeds, then inputs; mean over tasks) of each agreement of the flipped prompts' predictions
-    (:data:`~helpers.experiments.flipped_labels.ALIGNMENTS`: ``prompt`` is the semantic override rate), of
-    ``truth - prompt`` per input, of the natural prompts' accuracy and of ``same``: the share of inputs whose
-    prediction the flip leaves unchanged."""
+    (:data:`~helpers.experiments.flipped_labels.ALIGNMENTS`: ``prompt`` is prompt alignment), of ``truth - prompt``
+    per input, of the natural prompts' accuracy, of the accuracy without demonstrations (``zero-shot accuracy``) and
+    the natural minus it per input (``reads context``), of ``same``: the share of inputs whose prediction the flip
+    leaves unchanged, and of the semantic override rate (``override``; None when no task has an input right both
+    without demonstrations and with the natural labels in every seed; ``override tasks left out`` names the tasks
+    without one)."""
     agree = {cell: agreements(r["pred"]["flipped"], r["gold"], r["perm"], r["pred"]["prior"])
              for cell, r in runs.items()}
     out = {k: bootstrap_means({c: a[k] for c, a in agree.items()}) for k in ALIGNMENTS}
     out["truth - prompt"] = bootstrap_means({c: a["truth"] - a["prompt"] for c, a in agree.items()})
-    out["natural accuracy"] = bootstrap_means({c: (r["pred"]["natural"] == r["gold"]).numpy().astype(float)
-                                               for c, r in runs.items()})
+    right = {name: {c: (r["pred"][name] == r["gold"]).numpy().astype(float) for c, r in runs.items()}
+             for name in ("natural", "prior")}
+    out["natural accuracy"] = bootstrap_means(right["natural"])
+    out["zero-shot accuracy"] = bootstrap_means(right["prior"])
+    out["reads context"] = bootstrap_means(paired_differences(right["natural"], right["prior"]))
     out["same"] = bootstrap_means({c: (r["pred"]["natural"] == r["pred"]["flipped"]).numpy().astype(float)
                                    for c, r in runs.items()})
+    rate, left = _override_cells(runs)
+    out["override"] = bootstrap_means(rate) if rate else None
+    out["override inputs"] = int(sum(v.size for v in rate.values()))
+    out["override tasks left out"] = left
     return out
 
 
-def semantic_anchor_claim(ivs: dict[str, Interval], context: str = "") -> Claim:
-    """``11.semantic_anchors``: on flipped prompts, the share of predictions that are the query's own class minus
-    the share that are its flipped class (the semantic override rate): above 0 "replicates" (the words' meaning
-    wins, as the paper's override rate of 0 says), below 0 "does not replicate" (the context's mapping wins),
-    containing 0 "inconclusive"."""
-    iv = ivs["truth - prompt"]
-    note = (f"semantic override rate {ivs['prompt']:.3f} (paper: 0); the query's own class {ivs['truth']:.3f}; "
-            f"as without demonstrations {ivs['prior']:.3f}; unchanged by the flip {ivs['same']:.3f}; accuracy with "
-            f"the natural labels {ivs['natural accuracy']:.3f}")
-    return claim("11.semantic_anchors", iv, above_zero(iv), "95% interval of the share of flipped prompts predicting "
-                 "the query's own class minus the share predicting its flipped class, above 0", context=context,
-                 note=note)
+def semantic_anchor_verdict(override: Interval | None, reads: Interval) -> tuple[str, str]:
+    """The verdict of ``11.semantic_anchors`` (criteria fixed before any run: :data:`OVERRIDE_BOUND`,
+    :data:`CONTEXT_MARGIN`) and which half decides it: "replicates" when the model reads its context (``reads``,
+    natural-label minus zero-shot accuracy, lower end above the margin) and the override rate's interval ends at or
+    below the bound; "does not replicate" when it reads its context and the override rate's interval starts above
+    the bound (the flipped mapping overrides what it knows); "inconclusive" when it does not read its context (a
+    model that ignores its demonstrations has an override rate of 0 for that reason alone) or the interval holds the
+    bound; "not comparable" without an override rate."""
+    if override is None:
+        return "not comparable", "no input was right both without demonstrations and with the natural labels"
+    if not reads.low > CONTEXT_MARGIN:
+        return "inconclusive", (f"the model does not read its context by the margin: natural-label minus zero-shot "
+                                f"accuracy {reads:.3f}, its lower end not above {CONTEXT_MARGIN}")
+    if override.high <= OVERRIDE_BOUND:
+        return "replicates", f"reads its context and the override rate ends at or below {OVERRIDE_BOUND}"
+    if override.low > OVERRIDE_BOUND:
+        return "does not replicate", f"reads its context and the override rate starts above {OVERRIDE_BOUND}"
+    return "inconclusive", f"reads its context; the override rate's interval holds {OVERRIDE_BOUND}"
+
+
+def semantic_anchor_claim(ivs: dict, context: str = "") -> Claim:
+    """``11.semantic_anchors``: the semantic override rate (correctness under flipped semantics among the inputs the
+    model gets right without demonstrations and with the natural labels) at most :data:`OVERRIDE_BOUND`, in a model
+    that reads its context (:func:`semantic_anchor_verdict`). The note gives the context-blindness control (the
+    share the flip leaves unchanged, natural-label against zero-shot accuracy) and the three alignments."""
+    iv = ivs["override"]
+    verdict, why = semantic_anchor_verdict(iv, ivs["reads context"])
+    left = ivs.get("override tasks left out") or []
+    note = (f"{why}. Prompt alignment (the flipped class) {ivs['prompt']:.3f}; the query's own class "
+            f"{ivs['truth']:.3f}; as without demonstrations {ivs['prior']:.3f}; unchanged by the flip "
+            f"{ivs['same']:.3f}; accuracy with the natural labels {ivs['natural accuracy']:.3f}, without "
+            f"demonstrations {ivs['zero-shot accuracy']:.3f}; override rate over {ivs.get('override inputs', 0)} "
+            "inputs right both ways" + (f" (tasks without one in every seed, left out: {', '.join(left)})" if left
+                                        else ""))
+    crit = (f"95% interval of the semantic override rate at most {OVERRIDE_BOUND}, in a model whose natural-label "
+            f"minus zero-shot accuracy has its lower end above {CONTEXT_MARGIN}")
+    if iv is None:
+        return claim("11.semantic_anchors", None, verdict, crit, context=context, note=note, missing=why)
+    return claim("11.semantic_anchors", iv, verdict, crit, context=context, note=note)
 
 
 def _renamed(claims: Sequence[Claim], context: str, notes: Sequence[str] = ()) -> list[Claim]:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from helpers.core.control import ControlPrompts, relabel
 from helpers.core.grid import run_grid
+from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.prompts import Demo, build_prompts, make_icl_set
 from helpers.core.stats import Interval, bootstrap_means
 from helpers.core.tasks import LabelWordWarning, run_args
@@ -48,7 +49,8 @@ def reading_runs(model, tasks: Sequence[str], sizes, progress: bool = True) -> d
         if len(donors) != len(s.prompts):  # a donor over the context length: pair by query
             by_query = {id(d.query): d for d in donors}
             donors = [by_query.get(id(p.query), p) for p in s.prompts]
-        return label_reading(model, s.prompts, donors, perm, s.label_ids, seed, batch_size=sizes.batch_size)
+        base = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=sizes.batch_size, top_k=0).pred
+        return label_reading(model, s.prompts, donors, perm, s.label_ids, seed, batch_size=sizes.batch_size, pred=base)
 
     return run_grid("label_reading", model, tasks, seeds, run, {"n": sizes.n}, progress=progress and "label reading")
 

@@ -15,7 +15,8 @@ from helpers.experiments.positive_control import label_swap
 from helpers.study.claims import Claim, claim
 from helpers.study.profiles import RunSizes
 
-__all__ = ["ControlSizes", "control_sizes", "accuracy_cells", "swap_cells", "control_claims", "controls_claims", "premise_intervals"]
+__all__ = ["ControlSizes", "control_sizes", "accuracy_cells", "swap_cells", "control_claims", "controls_claims", "premise_intervals",
+           "premise_interval", "population_claims"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,21 @@ def _graded(rows, context: str) -> list[Claim]:
     return [claim(key, iv, rule(iv, value), criterion, context=context) for key, iv, rule, value, criterion in rows]
 
 
+def premise_interval(premises: dict[str, list[dict]], populations, field: str):
+    """The 95% interval of premise ``field`` over the checkpoints of ``populations`` (each checkpoint one unit,
+    whatever its population: populations may hold different numbers of checkpoints) and, within one, its
+    sequences (:func:`helpers.protocols.power.population_premises`)."""
+    from helpers.core.stats import bootstrap_means
+
+    if isinstance(populations, str):
+        populations = (populations,)
+    cells = {("checkpoints", f"{p}/{r}"): np.asarray(rep[field], float) for p in populations
+             for r, rep in enumerate(premises.get(p, []))}
+    if not cells:
+        raise ValueError(f"no premises of populations {list(populations)} to read {field!r} from")
+    return bootstrap_means(cells)
+
+
 def population_claims(premises: dict[str, list[dict]], context: str = "") -> list[Claim]:
     """The premises of the control populations, on the exact sequences the checks' replicates run
     (:func:`helpers.protocols.power.population_premises`), graded before the run; each interval is a two-level
@@ -127,15 +143,10 @@ def population_claims(premises: dict[str, list[dict]], context: str = "") -> lis
       that moved away from the swapped labels without reading them would pass "does not follow", not this;
     - ``09.population_negative_heldout``: their accuracy on classes never seen in training, with classes as the unit,
       whole interval at or below 0.40 (chance 0.25)."""
-    from helpers.core.stats import bootstrap_means
     from helpers.study.power_report import NEGATIVES, POSITIVES
 
-    def iv(pops, field):
-        return bootstrap_means({(p, r): np.asarray(rep[field], float) for p in pops
-                                for r, rep in enumerate(premises.get(p, []))})
-
-    pos_acc, neg_acc = iv(POSITIVES, "correct"), iv(NEGATIVES, "correct")
-    keeps, held = iv(NEGATIVES, "same"), iv(NEGATIVES, "heldout_by_class")
+    pos_acc, neg_acc = premise_interval(premises, POSITIVES, "correct"), premise_interval(premises, NEGATIVES, "correct")
+    keeps, held = premise_interval(premises, NEGATIVES, "same"), premise_interval(premises, NEGATIVES, "heldout_by_class")
     return _graded([
         ("09.population_positive_accuracy", pos_acc, _above, 0.90, "whole 95% interval at or above 0.90 (chance 0.25)"),
         ("09.population_negative_accuracy", neg_acc, _above, 0.90, "whole 95% interval at or above 0.90 (chance 0.25)"),

@@ -44,7 +44,7 @@ from helpers.core.control import (
     control_task,
     relabel,
 )
-from helpers.core.control_population import SEEDS
+from helpers.core.control_population import POPULATIONS
 from helpers.core.predict import predict
 from helpers.core.seeds import stream_seed
 from helpers.core.stats import bootstrap_means
@@ -99,12 +99,14 @@ class PowerSizes(RunSizes):
 
 def power_sizes(profile) -> PowerSizes:
     """Per replicate notebook 09's per-seed sizes (:func:`helpers.protocols.positive_control.control_sizes`);
-    one replicate per checkpoint of each population (:data:`helpers.core.control_population.SEEDS`: 5, so a check
-    that sees it on all 10 positive checkpoints of both depths has a sensitivity interval of [0.69, 1], and one that
-    fires on none of the 10 negative ones a specificity interval of [0.69, 1]), 2 per population at ``smoke`` (the
-    code runs; not evidence)."""
+    one replicate per checkpoint of each population (:attr:`helpers.core.control_population.Population.seeds`: 5 on
+    2 layers and 8 on 4, so a check that sees it on all 13 positive checkpoints of both depths has a sensitivity
+    interval of [0.75, 1], and one that fires on none of the 13 negative ones a specificity interval of [0.75, 1]),
+    2 per population at ``smoke`` (the code runs; not evidence). ``replicates`` is the most any population has;
+    a population runs each of its checkpoints once (:func:`power_runs`)."""
     c = pc.control_sizes(profile)
-    return PowerSizes(replicates=2 if profile.name == "smoke" else len(SEEDS), n=c.n, n_saliency=c.n_saliency,
+    most = max(len(POPULATIONS[p].seeds) for p in POSITIVES + NEGATIVES)
+    return PowerSizes(replicates=2 if profile.name == "smoke" else most, n=c.n, n_saliency=c.n_saliency,
                       n_attr=c.n_attr, batch_size=c.batch_size)
 
 
@@ -201,16 +203,20 @@ def _group_11(model, seed: int, sizes: PowerSizes) -> list[Claim]:
 def _contextualise_11(model, task: ControlTask, cp: ControlPrompts, seed: int, sizes: PowerSizes,
                       ctx: str) -> list[Claim]:
     """Notebook 11's checks that a label word reads the earlier demonstrations (arXiv 2504.00132): the context
-    flows (on the saliency sequences) and the knockout of the label words' links (first layer), with notebook
-    11's functions and criteria. No control builds its label words from the earlier demonstrations, so every
-    population measures their specificity only (power_report.SPECIFICITY_ONLY)."""
+    flows (on the saliency sequences), the knockout of the label words' links (first layer) and the layered
+    knockout of both steps (lower and upper half of the layers), with notebook 11's functions and criteria. No
+    control builds its label words from the earlier demonstrations, so every population measures the
+    contextualisation checks' specificity only (power_report.SPECIFICITY_ONLY); the positive controls read the label
+    words at q, so the aggregation checks have both rows."""
     key = ("control", seed)
     flow_prompts = control_prompts(task, sizes.n_saliency, stream_seed("control_saliency", seed)).prompts
     flows, context = sctx.flows_and_context(model, flow_prompts, task.label_ids, batch_size=64)
     out = sctx.context_flow_claims(sctx.context_flow_intervals({key: flows}, {key: context}), ctx)
     base = predict(model, cp.prompts, cp.label_ids, batch_size=sizes.batch_size, top_k=0).pred
     cell = ictx.knockout_cell(model, cp.prompts, cp.label_ids, base, [0], sizes.batch_size, seed)
-    return out + [ictx.context_knockout_claim(ictx.context_knockout_intervals({key: cell}), 1, ctx)]
+    out.append(ictx.context_knockout_claim(ictx.context_knockout_intervals({key: cell}), 1, ctx))
+    layered = ictx.layered_cell(model, cp.prompts, cp.label_ids, base, sizes.batch_size, seed, shared=False)
+    return out + ictx.layered_claims(ictx.layered_intervals({key: layered}), model.cfg.n_layers, ctx)
 
 
 def _prompt_task(model) -> ControlTask:
@@ -265,8 +271,10 @@ def power_runs(populations: Mapping[str, Sequence] | Sequence, sizes: PowerSizes
                groups: Sequence[str] = tuple(GROUPS), progress: bool = True) -> dict[str, list[dict[str, str]]]:
     """``{population: [{claim key: verdict} of replicate r for r in range(sizes.replicates)]}``: replicate ``r``
     runs checkpoint ``r`` of the population's (``{population: [models]}``, :func:`population_models`) on sequences
-    of seed ``REPLICATE_SEED + r``, so each replicate is another training run. A plain list of models makes each
-    one a population of its own (keyed by its name) whose replicates share its one checkpoint."""
+    of seed ``REPLICATE_SEED + r``, so each replicate is another training run: a population runs each of its
+    checkpoints once (at most ``sizes.replicates``). A population of one checkpoint, or a plain list of models
+    (each a population of its own, keyed by its name), runs it ``sizes.replicates`` times, the replicates sharing
+    it."""
     from tqdm.auto import tqdm  # lazy: only while running
 
     if not isinstance(populations, Mapping):
@@ -277,20 +285,26 @@ def power_runs(populations: Mapping[str, Sequence] | Sequence, sizes: PowerSizes
             raise ValueError(f"population {name!r} has no checkpoint")
         out[name] = [{k: v for g in groups
                       for k, v in replicate_verdicts(models[r % len(models)], REPLICATE_SEED + r, sizes, g).items()}
-                     for r in tqdm(range(sizes.replicates), desc=f"power: {name}", disable=not progress)]
+                     for r in tqdm(range(_replicates(models, sizes)), desc=f"power: {name}", disable=not progress)]
     return out
+
+
+def _replicates(models: Sequence, sizes: PowerSizes) -> int:
+    """How many replicates a population runs (:func:`power_runs`)."""
+    return sizes.replicates if len(models) == 1 else min(sizes.replicates, len(models))
 
 
 def population_models(sizes: PowerSizes) -> dict[str, list]:
     """``{population: [checkpoint per replicate]}`` for the positive and negative populations of both depths
-    (:data:`~helpers.study.power_report.POSITIVES`, ``NEGATIVES``): the first ``sizes.replicates`` seeds of each,
-    loaded after their sha256 is checked."""
-    from helpers.core.control_population import SEEDS, load_member  # lazy: only when the controls are loaded here
+    (:data:`~helpers.study.power_report.POSITIVES`, ``NEGATIVES``): the first ``sizes.replicates`` seeds of each
+    (all of a population's, when it has fewer), loaded after their sha256 is checked."""
+    from helpers.core.control_population import load_member  # lazy: only when the controls are loaded here
 
-    if sizes.replicates > len(SEEDS):
-        raise ValueError(f"{sizes.replicates} replicates asked for, but each population has {len(SEEDS)} checkpoints: "
-                         "a replicate is one checkpoint")
-    return {p: [load_member(p, s) for s in SEEDS[: sizes.replicates]] for p in POSITIVES + NEGATIVES}
+    most = max(len(POPULATIONS[p].seeds) for p in POSITIVES + NEGATIVES)
+    if sizes.replicates > most:
+        raise ValueError(f"{sizes.replicates} replicates asked for, but no population has more than {most} "
+                         "checkpoints: a replicate is one checkpoint")
+    return {p: [load_member(p, s) for s in POPULATIONS[p].seeds[: sizes.replicates]] for p in POSITIVES + NEGATIVES}
 
 
 def replicate_premises(model, seed: int, sizes: PowerSizes) -> dict[str, np.ndarray]:
@@ -318,7 +332,7 @@ def population_premises(populations: Mapping[str, Sequence], sizes: PowerSizes) 
     """``{population: [replicate_premises of checkpoint r on seed REPLICATE_SEED + r]}``, as :func:`power_runs`
     pairs them."""
     return {name: [replicate_premises(models[r % len(models)], REPLICATE_SEED + r, sizes)
-                   for r in range(sizes.replicates)] for name, models in populations.items()}
+                   for r in range(_replicates(models, sizes))] for name, models in populations.items()}
 
 
 def power_study(sizes: PowerSizes, groups: Sequence[str] = tuple(GROUPS), keys=None,

@@ -1,15 +1,20 @@
 """Notebook 11's verdict table: the three accounts that came after the anchors, each judged from its claims.
 
-- **Semantic anchors** (Krishna Kumar, arXiv 2511.21038): with flipped labels the prediction follows the label
-  words' meaning (``11.semantic_anchors``), and the label words still carry the demonstrations: §2.1's flows
+- **Semantic anchors** (Krishna Kumar, arXiv 2511.21038): with flipped labels a model that reads its context
+  does not follow the flipped mapping on inputs whose meaning it knows (``11.semantic_anchors``, the override
+  rate), and the label words still carry the demonstrations: §2.1's flows
   (``11.flipped_shallow_wp_dominant``, ``11.flipped_deep_pq_dominant``) and §2.2's isolation
   (``11.flipped_label_isolation``) hold on the flipped prompts.
 - **Contextualise, then aggregate** (Bakalova et al., arXiv 2504.00132): the label words read the earlier
-  demonstrations' label words and texts (``11.label_reads_earlier_labels``, ``11.label_reads_earlier_text``), and
-  blocking those links moves the prediction (``11.context_knockout``).
+  demonstrations' label words and texts (``11.label_reads_earlier_labels``, ``11.label_reads_earlier_text``),
+  blocking those links moves the prediction (``11.context_knockout``), and layer by layer: blocking them matters in
+  the lower half of the layers (``11.context_labels_lower``, ``11.context_text_lower``) more than in the upper
+  (``11.context_lower_first``), and blocking q's links to the label words matters in the upper half
+  (``11.aggregation_upper``) more than in the lower (``11.aggregation_upper_later``).
 - **Two stages of the query** (Yang et al., arXiv 2505.18752): separability comes before alignment
   (``11.two_stages``), previous-token heads carry the first (``11.previous_token_heads_separability``), induction
-  heads the second (``11.induction_heads_alignment``).
+  heads the second (``11.induction_heads_alignment``), and not the other way round: the double dissociation
+  (``11.dissociation_separability``, ``11.dissociation_alignment``).
 
 Each account, by the rule fixed before any run: **supported** when every check replicates, **partly** when some do,
 **not supported** when every one does not replicate, **inconclusive** otherwise, counting **only the informative
@@ -36,9 +41,13 @@ AFTER_ACCOUNTS: dict[str, tuple[str, ...]] = {
     "semantic anchors (arXiv 2511.21038)": ("11.semantic_anchors", "11.flipped_shallow_wp_dominant",
                                             "11.flipped_deep_pq_dominant", "11.flipped_label_isolation"),
     "contextualise, then aggregate (arXiv 2504.00132)": ("11.label_reads_earlier_labels",
-                                                         "11.label_reads_earlier_text", "11.context_knockout"),
+                                                         "11.label_reads_earlier_text", "11.context_knockout",
+                                                         "11.context_labels_lower", "11.context_text_lower",
+                                                         "11.context_lower_first", "11.aggregation_upper",
+                                                         "11.aggregation_upper_later"),
     "two stages of the query (arXiv 2505.18752)": ("11.two_stages", "11.previous_token_heads_separability",
-                                                   "11.induction_heads_alignment"),
+                                                   "11.induction_heads_alignment", "11.dissociation_separability",
+                                                   "11.dissociation_alignment"),
 }
 
 

@@ -462,10 +462,10 @@ CLAIMS_10: dict[str, dict] = {
 _FLIP = "arXiv 2511.21038 (flipped labels)"
 CLAIMS_11: dict[str, dict] = {
     "11.semantic_anchors": {
-        "statement": "With the demonstrations' label words flipped, the prediction follows the words' meaning, not "
-                     "the flipped mapping (agreement with the query's class minus with its flipped class)",
-        "source": "arXiv 2511.21038, semantic override rate",
-        "paper": "semantic override rate 0 on every model (1-12B)"},
+        "statement": "With the demonstrations' label words flipped, a model that reads its context does not follow "
+                     "the flipped mapping on inputs whose meaning it knows (semantic override rate near 0)",
+        "source": "arXiv 2511.21038, semantic override rate (correctness under flipped semantics)",
+        "paper": "semantic override rate 0 on every model (1-12B), while prompt alignment rises"},
     "11.control_override": {
         "statement": "With the label tokens permuted, the control's prediction follows the context's mapping "
                      "(agreement with the permuted class minus with the query's class)",
@@ -493,21 +493,59 @@ CLAIMS_11: dict[str, dict] = {
                      "prediction more than blocking the same links for a text token of each demonstration",
         "source": "arXiv 2504.00132, knockout in the style of arXiv 2305.14160 §2.2",
         "paper": "contextualisation by earlier demonstrations is needed (larger models, ambiguous demonstrations)"},
+    "11.context_labels_lower": {
+        "statement": "In the lower half of the layers, blocking each label word's links to the earlier "
+                     "demonstrations' label words lowers the gold class's probability more than blocking the same "
+                     "links of a text token",
+        "source": "arXiv 2504.00132 (contextualise, then aggregate), knockout by layer window",
+        "paper": "lower layers contextualise each demonstration with the earlier ones"},
+    "11.context_text_lower": {
+        "statement": "In the lower half of the layers, blocking each label word's links to the earlier "
+                     "demonstrations' texts lowers the gold class's probability more than blocking the same links "
+                     "of a text token",
+        "source": "arXiv 2504.00132, knockout by layer window",
+        "paper": "lower layers contextualise each demonstration with the earlier ones"},
+    "11.context_lower_first": {
+        "statement": "Blocking the label words' links to the earlier demonstrations matters more in the lower half "
+                     "of the layers than in the upper half",
+        "source": "arXiv 2504.00132, knockout by layer window",
+        "paper": "contextualisation happens in lower layers, before aggregation"},
+    "11.aggregation_upper": {
+        "statement": "In the upper half of the layers, blocking q's links to the label words lowers the gold class's "
+                     "probability more than blocking its links to as many content tokens",
+        "source": "arXiv 2504.00132, knockout by layer window",
+        "paper": "higher layers aggregate the demonstrations at the query"},
+    "11.aggregation_upper_later": {
+        "statement": "Blocking q's links to the label words matters more in the upper half of the layers than in the "
+                     "lower half",
+        "source": "arXiv 2504.00132, knockout by layer window",
+        "paper": "aggregation happens in higher layers, after contextualisation"},
     "11.two_stages": {
-        "statement": "The query's state separates the classes (a linear probe) layers before it aligns with the "
-                     "label words' unembedding (half-rise layer of alignment minus of separability)",
+        "statement": "The query's state separates the classes (a linear probe on the whole state) layers before the "
+                     "same probe finds them in its label-word logits (half-rise layer of the second minus of the "
+                     "first)",
         "source": "arXiv 2505.18752 (two stages of the query)",
         "paper": "separability rises in the early-middle layers, alignment in the later ones"},
     "11.previous_token_heads_separability": {
         "statement": "Ablating the top previous-token heads lowers the query's separability (probe accuracy at the "
-                     "middle layer) more than ablating as many random heads",
+                     "middle layer) more than ablating as many random heads of the same layers",
         "source": "arXiv 2505.18752",
         "paper": "previous-token heads drive separability"},
     "11.induction_heads_alignment": {
-        "statement": "Ablating the top induction heads lowers the query's alignment with the label words (readout "
-                     "accuracy after the last layer) more than ablating as many random heads",
+        "statement": "Ablating the top induction heads lowers the query's alignment with the label words (read-out "
+                     "accuracy after the last layer) more than ablating as many random heads of the same layers",
         "source": "arXiv 2505.18752",
         "paper": "induction heads drive alignment"},
+    "11.dissociation_separability": {
+        "statement": "Previous-token heads lower separability more than induction heads do (each against as many "
+                     "random heads of its layers)",
+        "source": "arXiv 2505.18752, the double dissociation",
+        "paper": "previous-token heads, not induction heads, drive separability"},
+    "11.dissociation_alignment": {
+        "statement": "Induction heads lower alignment more than previous-token heads do, while leaving separability "
+                     "nearly intact",
+        "source": "arXiv 2505.18752, the double dissociation",
+        "paper": "induction heads, not previous-token heads, drive alignment"},
 }
 # end of notebook 11
 

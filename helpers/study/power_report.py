@@ -88,7 +88,10 @@ CHECKS: dict[str, str] = {
     # semantic-anchors claim itself is not measured: NOT_MEASURED says why)
     **{k: k for k in ("11.flipped_shallow_wp_dominant", "11.flipped_deep_pq_dominant",
                       "11.flipped_label_flows_above_ww", "11.flipped_label_isolation", "11.two_stages",
-                      "11.previous_token_heads_separability", "11.induction_heads_alignment")},
+                      "11.previous_token_heads_separability", "11.induction_heads_alignment",
+                      "11.dissociation_separability", "11.dissociation_alignment",
+                      # the positive controls read the label words at q; the negative ones do not
+                      "11.aggregation_upper", "11.aggregation_upper_later")},
 }
 _WORDS = ("the controls can only say one of their four labels, so word loyalty (the overlap of the top-5 words) "
           "is label loyalty's ranking of four labels, not a measure of its own")
@@ -96,10 +99,10 @@ _WORDS = ("the controls can only say one of their four labels, so word loyalty (
 # is the last layer alone, so they are measured on the 4-layer populations only (DEPTH_CHECKS)
 CHECKS.update({k: k for k in DEPTH_CHECKS})
 NOT_MEASURED: dict[str, str] = {
-    "11.semantic_anchors": "a model that reads no mapping passes its criterion: the negative control keeps its own "
-                           "answer under a permuted mapping (notebook 09; 11.control_override on the controls), so "
-                           "it predicts its own class more than the flipped one, and no control has semantic "
-                           "anchors to see",
+    "11.semantic_anchors": "no control has semantic anchors to see (a model that reads its context yet keeps a "
+                           "meaning it knows): the positive ones follow any mapping (11.control_override), the "
+                           "negative ones read none; and the override rate needs zero-shot answers, which the "
+                           "controls cannot give (their positions never held a query without its context)",
     "05.hidden_anchor_word_loyalty": _WORDS, "05.anchor_minus_Text_anchor_word_loyalty": _WORDS,
     "05.anchor_minus_Hidden_random_word_loyalty": _WORDS, "05.anchor_minus_Hidden_random-top_word_loyalty": _WORDS,
     "05.hidden_anchor_accuracy": "Hidden_anchor's accuracy is the premise's accuracy times its loyalty; its check is "
@@ -124,7 +127,8 @@ NOT_MEASURED: dict[str, str] = {
 # on all of them and their sensitivity cannot be (no control builds its label words from the earlier
 # demonstrations: the positive ones copy each item into the label after it). Such a check is never "informative";
 # one that fires on a control is "uninformative"
-SPECIFICITY_ONLY = ("11.label_reads_earlier_labels", "11.label_reads_earlier_text", "11.context_knockout")
+SPECIFICITY_ONLY = ("11.label_reads_earlier_labels", "11.label_reads_earlier_text", "11.context_knockout",
+                    "11.context_labels_lower", "11.context_text_lower", "11.context_lower_first")
 CHECKS.update({k: k for k in SPECIFICITY_ONLY})
 NOTEBOOKS = ("01", "02", "03", "05", "07", "10", "11")  # the notebooks whose every check has a row
 
@@ -163,7 +167,9 @@ _DETECTORS = ("01.shallow_wp_dominant", "01.deep_pq_dominant", "01.label_flows_a
               "11.semantic_anchors", "11.control_override", "11.flipped_shallow_wp_dominant",
               "11.flipped_deep_pq_dominant", "11.flipped_label_flows_above_ww", "11.flipped_label_isolation",
               "11.label_reads_earlier_labels", "11.label_reads_earlier_text", "11.context_knockout",
-              "11.two_stages", "11.previous_token_heads_separability", "11.induction_heads_alignment")
+              "11.context_labels_lower", "11.context_text_lower", "11.context_lower_first", "11.aggregation_upper",
+              "11.aggregation_upper_later", "11.two_stages", "11.previous_token_heads_separability",
+              "11.induction_heads_alignment", "11.dissociation_separability", "11.dissociation_alignment")
 KINDS: dict[str, str] = {**{k: "detector" for k in _DETECTORS}, **{k: "reference" for k in REFERENCE_FOR},
                          **{k: "premise" for k in _PREMISES}, **{k: "outcome" for k in _OUTCOMES}}
 
