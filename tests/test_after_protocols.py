@@ -417,6 +417,7 @@ def test_after_verdicts_follow_the_rule():
 def test_each_layered_knockout_equals_a_hand_written_masked_forward(tiny_model):
     """Every step, rows and window of the layered knockout against the same edges blanked by hand in a whole-prompt
     forward; the shared-prefix path (contextualisation in the prefix, aggregation in the suffix) == whole prompts."""
+    from helpers.core.positions import earlier_demo_pairs, position_classes
     from helpers.experiments.isolation_context import (
         content_rows,
         layer_windows,
@@ -424,7 +425,6 @@ def test_each_layered_knockout_equals_a_hand_written_masked_forward(tiny_model):
         q_label_pairs,
         run_edge_knockout,
     )
-    from helpers.core.positions import earlier_demo_pairs, position_classes
 
     s = _trec(tiny_model)
     L = tiny_model.cfg.n_layers
