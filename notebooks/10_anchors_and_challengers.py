@@ -188,6 +188,25 @@ plots.interval_bars({"deep keys and values patched at": lr.reading_shares(readin
                           f"({lr.kept_share(reading_runs):.0%} of the inputs aligned)")
 
 # %% [markdown]
+# The shallow half of the account has a causal form too. §2.2's isolation cuts a label word off from every earlier
+# token, its template and BOS included; the claim is narrower: the label words gather **their own
+# demonstration's** text. So block only those edges, each label token reading its own demonstration's input, in the
+# first $k$ layers, and as baseline as many edges from a content token to an earlier one, drawn at random
+# (`helpers.experiments.label_gathering`). A model that builds its answer from what the label words gathered loses
+# accuracy; one that answers from its weights does not. The figure: accuracy (y) with each set of edges blocked
+# (bars), with 95% intervals.
+
+# %%
+from helpers.protocols import label_gathering as lg
+
+gathering_ivs = lg.gathering_intervals(lg.gathering_runs(model, tasks, isolation_sizes))
+plots.interval_bars({f"first {isolation_sizes.k} layer(s), blocked": {
+                        "label words <- their own text": gathering_ivs["label"],
+                        "as many content <- content links": gathering_ivs["control"]}},
+                    ylabel="accuracy", save_as="10_label_gathering",
+                    title=f"{current_model_name()}: do the label words gather their own demonstration?")
+
+# %% [markdown]
 # ## At scale: which heads? Three rankings, and ablating each one's top heads
 #
 # The same question for attention heads. Three scores rank every head (`helpers.experiments.head_scores`,
@@ -322,7 +341,12 @@ c_power, _ = power.power_study(power.power_sizes(profile), groups=("10",), keys=
 #    later tokens hold part of the anchor ("replicates"); below 0: the first token holds more; containing 0:
 #    inconclusive.
 #
-# 5. on the controls, the same checks where the answer is known (`helpers/study/power_report.py`): a sensitivity
+# 5. the label words' two causal checks: the share of answers that move with the labels when the label
+#    positions' deep keys and values come from the relabelled prompt minus the same with as many content positions
+#    patched; the accuracy with as many content-to-content links blocked minus with the label words' links to their
+#    own text blocked (first $k$ layers). Each above 0 replicates;
+#
+# 6. on the controls, the same checks where the answer is known (`helpers/study/power_report.py`): a sensitivity
 #    or specificity interval at or above 0.5 says yes, one below 0.5 no; a check that sees the mechanism on the
 #    positive control and stays silent on the negative is informative, one that misses it or fires is
 #    uninformative, and the verdicts that rest on it say so.
@@ -344,6 +368,7 @@ flow_ivs = sc.class_flow_intervals(flow_runs, model.cfg.n_layers)
 claims = (sc.class_saliency_claims(flow_ivs, context) + ic.class_isolation_claims(loyalty, isolation_sizes.k, context)
           + hs.head_set_claims(head_ivs, n_top, context, foobar=foobar_ivs)
           + [lr.reading_claim(lr.reading_interval(reading_runs), context=context),
+             lg.gathering_claim(gathering_ivs, isolation_sizes.k, context=context),
              ic.span_isolation_claim(span_loyalty, span_sizes.k, context),
              asp.span_aucroc_claim(asp.span_aucroc_interval(span_auc), context),
              csp.span_anchor_claim(span_anchor, context)])

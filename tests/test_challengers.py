@@ -344,8 +344,14 @@ def test_account_verdicts_hand_cases():
     claims = ([_claim(f"10.{c}_isolation", "replicates") for c in ("label", "forerunner", "template")]
               + [_claim(f"10.{c}_{d}", v) for (c, d), v in label_wins.items()])
     got = account_checks(claims + [_claim("10.label_read_causal", "does not replicate")], power)["label"]
-    assert got["causal"] == "does not replicate" and got["checks"] == "supported"
+    assert got["causal"] == "label_read_causal: does not replicate" and got["checks"] == "supported"
     assert got["account"] == "partly" and got["counted"] == "2 of 3"
+    # the gathering check too, each counted on its own power
+    power["10.label_gathers_causal"] = Power("10.label_gathers_causal", "", "", {}, {}, sure, sure)
+    both = claims + [_claim("10.label_read_causal", "does not replicate"), _claim("10.label_gathers_causal", "replicates")]
+    got = account_checks(both, power)["label"]
+    assert got["causal"] == "label_read_causal: does not replicate; label_gathers_causal: replicates"
+    assert got["account"] == "partly" and got["counted"] == "3 of 4"
 
 
 def test_class_flow_intervals_pair_the_differences():

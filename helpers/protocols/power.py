@@ -64,6 +64,7 @@ from helpers.protocols import head_scores as hs
 from helpers.protocols import isolation as iso
 from helpers.protocols import isolation_classes as ic
 from helpers.protocols import isolation_context as ictx
+from helpers.protocols import label_gathering as lg
 from helpers.protocols import label_reading as lr
 from helpers.protocols import mapping_control as mc
 from helpers.protocols import positive_control as pc
@@ -184,7 +185,8 @@ def _group_10(model, seed: int, sizes: PowerSizes) -> list[Claim]:
             for c in (two, relabel(two, [1, 0]))]
     foobar = hs.head_set_intervals(ha.sets_cells(swap_averaged(*both)))
     reading = lr.control_reading_claim({key: lr.control_reading(model, cp, seed, bs)}, ctx)
-    return ([ic.control_isolation_claim(loyalty, 1, ctx), reading] + sc.control_flow_claims(flows, ctx)
+    gathers = lg.control_gathering_claim(model, cp, seed, bs, ctx)
+    return ([ic.control_isolation_claim(loyalty, 1, ctx), reading, gathers] + sc.control_flow_claims(flows, ctx)
             + [c for c in hs.head_set_claims(plain, 1, ctx, foobar=foobar) if c.key != "10.fv_over_induction"])
 
 

@@ -30,11 +30,12 @@ positive controls and stay silent on the negative ones (notebook 09; :mod:`helpe
 counts when every claim it rests on (:data:`ACCOUNT_CLAIMS`) is informative; an account none of whose checks is
 informative reads "no informative check", whatever its checks say.
 
-**A discriminating check beside the paper's** (:data:`CAUSAL`, :mod:`helpers.protocols.label_reading`): the
-label-word account also has a causal form of "q reads the label words in the deep layers" (the deep keys and values
-of the label positions taken from the same prompt relabelled, against as many content positions). It is not one of
-the paper's checks, so the paper's checks' verdict does not read it; the account's verdict counts it with the
-others when it is informative.
+**Discriminating checks beside the paper's** (:data:`CAUSAL`): the label-word account also has a causal form of
+"q reads the label words in the deep layers" (:mod:`helpers.protocols.label_reading`: the deep keys and values of the
+label positions taken from the same prompt relabelled, against as many content positions) and of "the label words
+gather their demonstrations in the shallow layers" (:mod:`helpers.protocols.label_gathering`: each label word's links
+to its own text blocked, against as many content-to-content links). They are not the paper's checks, so the paper's
+checks' verdict does not read them; the account's verdict counts each with the others when it is informative.
 """
 
 from __future__ import annotations
@@ -58,14 +59,15 @@ HEAD_ACCOUNTS = {"incontext": "in-context heads (arXiv 2402.02872)", "induction"
 
 
 FV_OVER_INDUCTION = "function-vector over induction heads (arXiv 2502.14010)"
-# the causal check of the label words' read-out (helpers.protocols.label_reading): beside the paper's two checks of
-# the label-word account, counted in its verdict when informative; the paper's checks' verdict does not read it
-CAUSAL = "10.label_read_causal"
+# the causal checks of the label words' read-out (helpers.protocols.label_reading) and gathering
+# (helpers.protocols.label_gathering): beside the paper's two checks of the label-word account, each counted in its
+# verdict when informative; the paper's checks' verdict does not read them
+CAUSAL = ("10.label_read_causal", "10.label_gathers_causal")
 # the claims each account's verdict rests on (module docstring), whose checks' power on the controls the tables
 # show beside the verdict (helpers.study.power_report)
 ACCOUNT_CLAIMS = {
     ACCOUNTS["label"]: ("10.label_isolation", *(f"10.{c}_{d}" for c in CHALLENGERS for d in ("gathers", "is_read")),
-                        CAUSAL),
+                        *CAUSAL),
     **{ACCOUNTS[c]: (f"10.{c}_isolation", f"10.{c}_gathers", f"10.{c}_is_read") for c in CHALLENGERS},
     **{name: (f"10.{k}_heads_ablation", f"10.{k}_heads_foobar") for k, name in HEAD_ACCOUNTS.items()},
     FV_OVER_INDUCTION: ("10.fv_over_induction",),
@@ -120,10 +122,11 @@ def account_checks(claims: Sequence[Claim], power: PowerRows = None) -> dict[str
         else:
             account = "inconclusive"
         checks = [(iso, (f"10.{cls}_isolation",)), (flows, _flows_keys(cls))]
-        causal = v.get(CAUSAL) if cls == "label" else None
-        if causal is not None:  # the discriminating check of the label words' read-out: counted when informative
-            checks.append((causal, (CAUSAL,)))
-        out[cls] = {"isolation": iso, "flows": flows, "causal": causal or "not tested",
+        causal = {k: v[k] for k in CAUSAL if k in v} if cls == "label" else {}
+        for k, verdict in causal.items():  # the discriminating checks of the label words: counted when informative
+            checks.append((verdict, (k,)))
+        out[cls] = {"isolation": iso, "flows": flows,
+                    "causal": "; ".join(f"{k[3:]}: {verdict}" for k, verdict in causal.items()) or "not tested",
                     "checks": account, "account": account_reading(checks, power),
                     "counted": informative_count(checks, power)}
     return out
@@ -141,7 +144,7 @@ def account_table(claims: Sequence[Claim], power: PowerRows = None) -> pd.DataFr
     """:func:`account_checks` as a table, a row per account; with ``power`` (the checks' power rows,
     :func:`helpers.study.power_report.power_rows`), what each verdict's checks are worth on the controls."""
     rows = [{"account": ACCOUNTS[c], "isolation (first layers) vs content tokens": r["isolation"],
-             "flows vs the other classes": r["flows"], "read causally (deep keys and values)": r["causal"],
+             "flows vs the other classes": r["flows"], "read or gathered causally": r["causal"],
              "the paper's checks' verdict": r["checks"],
              "informative checks": r["counted"], "verdict (informative checks only)": r["account"]}
             for c, r in account_checks(claims, power).items()]

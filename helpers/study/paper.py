@@ -455,6 +455,19 @@ CLAIMS_10: dict[str, dict] = {
                      "patched",
         "source": "the causal label-reading check of notebook 10, on this project's controls (notebook 09)",
         "paper": "the check's premise: q reads the mapping from the label words in deep layers (§2.1)"},
+    "10.label_gathers_causal": {
+        "statement": "The label words gather their demonstrations in the shallow layers: blocking each label word's "
+                     "links to its own demonstration's text costs more accuracy than blocking as many "
+                     "content-to-content links",
+        "source": "arXiv 2305.14160 §2.1-2.2's shallow-layer claim, tested causally (a discriminating form of "
+                  "S_wp: this project's check, measured on the controls before it is used)",
+        "paper": "qualitative: in shallow layers the label words aggregate the demonstrations' information (§2.1, "
+                 "§2.2)"},
+    "10.control_label_gathers_causal": {
+        "statement": "On the positive control, blocking each label token's link to its own item in the first layer "
+                     "costs more accuracy than blocking as many item-to-item links",
+        "source": "the causal gathering check of notebook 10, on this project's controls (notebook 09)",
+        "paper": "the check's premise: the label words gather their demonstrations (§2.1)"},
 }
 # end of notebook 10
 
