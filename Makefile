@@ -9,6 +9,7 @@
 #   make test-bridge  the same numbers under TransformerLens 4.3's bridge (installs it; docs/transformerlens4.md)
 #   make fuzz   the property-based tests with many more examples than make test runs
 #   make bench  performance figures on the default model (run it on an idle machine)
+#   make gpu-check  on a CUDA machine: CUDA tests, operator counts, notebooks 01/08/09 at smoke (docs/gpu.md)
 #   make exercises  write exercises/NN_*.ipynb from the notebooks' solution cells
 #   make site   the executed notebooks of a finished `make run` (same PROFILE, MODELS) as a static site in
 #               site/html (offline; README, 'Read it without running'), then its browser check (make site-check;
@@ -78,7 +79,7 @@ LOCK := requirements.lock
 CONTROL_SEED ?= 0
 CONTROL ?=
 
-.PHONY: setup lock preflight test test-unit test-models test-notebooks test-infra test-bridge bridge-reference test-fast fuzz run bench figures lab data clean exercises control site site-check record tables tables-check
+.PHONY: setup lock preflight test test-unit test-models test-notebooks test-infra test-bridge bridge-reference test-fast fuzz run bench gpu-check figures lab data clean exercises control site site-check record tables tables-check
 
 # torch is installed first and on its own. Its stamp's name carries a checksum of TORCH, so
 # `make setup TORCH=...` with another value reinstalls torch (and only torch): the build that was
@@ -195,6 +196,12 @@ control: setup
 
 bench: setup
 	$(PY) benchmarks/run_benchmarks.py --model $(word 1,$(MODELS))
+	$(PY) benchmarks/bench_ops.py --model $(word 1,$(MODELS))
+
+# on a device: the CUDA tests, operator counts, the saliency flow/batch ratio, notebooks 01, 08, 09 at smoke, one
+# JSON (scripts/gpu_check.py; on a CPU it runs against a tiny random folder)
+gpu-check: setup
+	$(PY) scripts/gpu_check.py
 
 record: setup
 	$(PY) scripts/record.py save --profile $(PROFILE) --models $(MODELS)$(if $(NOTEBOOKS), --notebooks $(NOTEBOOKS))

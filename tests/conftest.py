@@ -142,7 +142,7 @@ def ut():
 #   infra      the repository around the code: Makefile, lock, run scripts, records, site, layers, hygiene
 TIERS = ("unit", "models", "notebooks", "infra")
 INFRA_FILES = frozenset({
-    "test_cluster.py", "test_exercises.py", "test_gpu_hours.py", "test_jupyter_config.py", "test_layers.py",
+    "test_cluster.py", "test_exercises.py", "test_gpu_check.py", "test_gpu_hours.py", "test_jupyter_config.py", "test_layers.py",
     "test_lock.py", "test_makefile.py", "test_notebooks.py", "test_plots.py", "test_preflight.py",
     "test_record.py", "test_run_all.py", "test_site.py", "test_tiers.py",
 })
