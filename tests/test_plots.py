@@ -308,3 +308,26 @@ def test_importing_plots_changes_no_pandas_or_matplotlib_setting():
             "dict(mpl.rcParams)), 'plots changed a global setting'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_interval_bars_keep_shares_on_0_1_and_show_a_negative_effect(monkeypatch):
+    """A share keeps the 0-1 axis; an effect whose interval goes below 0 gets an axis that holds it, and the zero
+    line, so no bar or error bar is cut off."""
+    import matplotlib.pyplot as plt
+
+    from helpers.core.stats import Interval
+    from helpers.study.plots import after
+
+    shown = []
+    monkeypatch.setattr(after, "show_figure", lambda fig, save_as=None: shown.append(fig))
+
+    def iv(x, lo, hi):
+        return Interval(x, lo, hi, 1, 10)
+
+    after.interval_bars({"g": {"a": iv(0.5, 0.4, 0.6)}}, "t", "share")
+    assert shown[-1].axes[0].get_ylim() == (0, 1.05)
+    after.interval_bars({"g": {"a": iv(-0.02, -0.08, 0.03), "b": iv(0.01, -0.01, 0.04)}}, "t", "effect")
+    lo, hi = shown[-1].axes[0].get_ylim()
+    assert lo < -0.08 and 0.04 < hi < 0.2
+    assert any(list(line.get_ydata()) == [0, 0] for line in shown[-1].axes[0].lines)  # the zero line
+    plt.close("all")
