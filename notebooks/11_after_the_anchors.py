@@ -336,7 +336,7 @@ plots.stage_curves_figure(every, L, hue="ablated", col="measure", save_as="11_qu
 # %% [markdown]
 # ## The same checks on models whose answer is known
 #
-# Notebook 09's control populations (five checkpoints per recipe, on 2 and on 4 layers; the positive controls read
+# Notebook 09's control populations (five checkpoints per recipe on 2 layers, eight on 4; the positive controls read
 # a mapping drawn afresh for every sequence from their context; the negative controls answer from their weights and
 # do not read it) run the checks above once per checkpoint (`helpers/protocols/power.py`, group "11"), with their
 # criteria unchanged, on their sequences with the label tokens permuted as above. The semantic override rate is not

@@ -3,8 +3,8 @@ controls whose answer is known both ways.
 
 A verdict on a language model is worth the power of the check behind it. "Inconclusive" can mean that the model
 has no such mechanism, that the check is blind, or that the check would say "replicates" on anything. Controls
-(:mod:`helpers.core.control`) separate the three, each as a population of five checkpoints trained from five seeds
-(:mod:`helpers.core.control_population`), on 2 layers x 8 heads and on 4 layers x 8 heads:
+(:mod:`helpers.core.control`) separate the three, each as a population of checkpoints trained from their own seeds
+(:mod:`helpers.core.control_population`), five on 2 layers x 8 heads and eight on 4 layers x 8 heads:
 
 - **positive controls** (``"wide"``, ``"deep"``): trained on sequences whose class -> label mapping is drawn
   afresh for every sequence, so the answer can only come from the context, through a circuit that is known

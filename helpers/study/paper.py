@@ -314,9 +314,9 @@ CLAIMS_09: dict[str, dict] = {
         "source": "Chan et al., arXiv 2205.05055 (in-weights learning does not transfer to novel classes)",
         "paper": "in-weights learning: near chance on novel classes"},
     "09.population_positive_accuracy": {
-        "statement": "Every positive control of the populations (5 checkpoints on 2 layers, 5 on 4) answers in "
+        "statement": "Every positive control of the populations (5 checkpoints on 2 layers, 8 on 4) answers in "
                      "context on the sequences the checks' replicates run",
-        "source": f"{_CONTROL} (the task's design), trained from five seeds per depth",
+        "source": f"{_CONTROL} (the task's design), trained from five seeds on 2 layers and eight on 4",
         "paper": "near-perfect in-context accuracy after an abrupt transition (Reddy)"},
     "09.population_negative_accuracy": {
         "statement": "Every negative control of the populations answers correctly with its training mapping on the "
