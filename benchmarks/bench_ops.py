@@ -5,8 +5,9 @@
 A GPU waits on the host when work comes as many small launches, and the number of launches is an operator count,
 which ``torch.profiler`` takes on a CPU as well as on a card. For one ``saliency_batch`` call (one forward and
 one backward pass, the saliency path of notebooks 01, 08 and 11) on ``n`` prompts, it counts every ``aten::``
-operator the call runs, and reports the products (``bmm``, ``mm``, ``matmul``, ``baddbmm``, ``addmm``), the
-views that pick one head (``select``) and all operators, per call and per layer. A count that grows with the
+operator the call runs, and reports the products (the kernels ``bmm``, ``mm``, ``baddbmm``, ``addmm``: the
+wrappers ``matmul``, ``einsum`` and ``linear`` that call them are not counted twice), the views that pick one head
+(``select``) and all operators, per call and per layer. A count that grows with the
 number of heads (one product per key head) is what the batched attention of the roadmap removes; a count that does
 not is a fixed number of launches per layer, whatever the model's width.
 
@@ -23,7 +24,7 @@ from collections import Counter
 
 import torch
 
-PRODUCTS = ("aten::bmm", "aten::mm", "aten::matmul", "aten::baddbmm", "aten::addmm", "aten::einsum")
+PRODUCTS = ("aten::bmm", "aten::mm", "aten::baddbmm", "aten::addmm")  # the kernels, not the wrappers around them
 PICKS = ("aten::select",)
 
 
@@ -104,11 +105,12 @@ def main(argv=None) -> None:
                     "'tiny-<gpt2|rotary|gqa>' for a tiny random model")
     ap.add_argument("--task", default="sst2")
     ap.add_argument("--n", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--heads", type=int, default=4, help="heads of a tiny model (default 4)")
     a = ap.parse_args(argv)
     if a.model and a.model.startswith("tiny-"):
         from helpers.exercises.tiny import make_tiny_model
 
-        model = make_tiny_model(a.model.removeprefix("tiny-"))
+        model = make_tiny_model(a.model.removeprefix("tiny-"), n_heads=a.heads)
     else:
         from helpers.core.models import load_model
         from helpers.study.profiles import current_model_name

@@ -302,6 +302,42 @@ def test_fast_attention_equals_transformer_lens_own(kind):
     assert fast_attention(model) is model and "calculate_z_scores" in vars(model.blocks[0].attn)
 
 
+@pytest.mark.parametrize("kind", TINY_KINDS)
+def test_fast_attention_gradients_equal_transformer_lens_own(kind):
+    """The gradient of a label logit with respect to every attention pattern (the saliency's attention x gradient)
+    and to the embeddings is TransformerLens' own, on the three architectures."""
+    model = make_tiny_model(kind)
+    tokens = torch.randint(0, 1000, (2, 12))
+
+    def grads():
+        patterns = {}
+
+        def keep(pattern, hook):
+            pattern.retain_grad()
+            patterns[hook.name] = pattern
+            return pattern
+
+        embed = {}
+
+        def keep_embed(x, hook):
+            x.retain_grad()
+            embed["x"] = x
+            return x
+
+        hooks = [(f"blocks.{l}.attn.hook_pattern", keep) for l in range(model.cfg.n_layers)]
+        logits = model.run_with_hooks(tokens, fwd_hooks=hooks + [("hook_embed", keep_embed)])
+        logits[:, -1, 7].sum().backward()
+        return {n: p.grad.clone() for n, p in patterns.items()} | {"embed": embed["x"].grad.clone()}
+
+    fast = grads()
+    for block in model.blocks:
+        del block.attn.calculate_attention_scores, block.attn.calculate_z_scores
+    own = grads()
+    assert set(fast) == set(own)
+    for name in own:
+        torch.testing.assert_close(fast[name], own[name], atol=1e-5, rtol=1e-4)
+
+
 @pytest.fixture
 def fake_gguf(monkeypatch, tmp_path):
     """A tiny fake GGUF file, fake producer versions and a fake dequantiser that counts its builds."""
