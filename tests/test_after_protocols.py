@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from masked_forward import masked_label_logits
 
 from helpers.core.stats import Interval
 from helpers.exercises.tiny import TINY_KINDS
@@ -65,17 +66,8 @@ def test_the_control_knockout_equals_a_masked_forward_and_shares_its_prefix(tiny
 
     s = _trec(tiny_model)
     layers = [0, 2]
-    want = []
-    for p in s.prompts:
-        mask = earlier_demo_pairs(p, None, "all", content_rows(p, 5))
-
-        def blank(scores, hook, mask=mask):
-            return scores.masked_fill(mask[None, None], float("-inf"))
-
-        with torch.inference_mode():
-            logits = tiny_model.run_with_hooks(p.tokens[None], fwd_hooks=[
-                (f"blocks.{l}.attn.hook_attn_scores", blank) for l in layers])
-        want.append(logits[0, p.q, s.label_ids].float())
+    want = [masked_label_logits(tiny_model, p, earlier_demo_pairs(p, None, "all", content_rows(p, 5)), layers,
+                                s.label_ids) for p in s.prompts]
     for shared in (True, False):
         got = run_context_knockout(tiny_model, s.prompts, s.label_ids, layers, shared=shared, control_seed=5)
         torch.testing.assert_close(got.label_logits.float(), torch.stack(want), atol=1e-4, rtol=1e-4)
@@ -440,18 +432,9 @@ def test_each_layered_knockout_equals_a_hand_written_masked_forward(tiny_model):
              "aggregation control": lambda p, seq=None: q_label_pairs(p, seq, q_content_cols(p, 3))}
     for name, pairs in edges.items():
         for window, layers in windows.items():
-            want = []
-            for q in s.prompts:
-                mask = pairs(q)
-                assert mask.any() and all(j < i for i, j in mask.nonzero().tolist())
-
-                def blank(scores, hook, mask=mask):
-                    return scores.masked_fill(mask[None, None], float("-inf"))
-
-                with torch.inference_mode():
-                    logits = tiny_model.run_with_hooks(q.tokens[None], fwd_hooks=[
-                        (f"blocks.{l}.attn.hook_attn_scores", blank) for l in layers])
-                want.append(logits[0, q.q, s.label_ids].float())
+            masks = [pairs(q) for q in s.prompts]
+            assert all(m.any() and all(j < i for i, j in m.nonzero().tolist()) for m in masks)
+            want = [masked_label_logits(tiny_model, q, m, layers, s.label_ids) for q, m in zip(s.prompts, masks)]
             for shared in (True, False):
                 got = run_edge_knockout(tiny_model, s.prompts, s.label_ids, layers, pairs, batch_size=2, shared=shared)
                 torch.testing.assert_close(got.label_logits.float(), torch.stack(want), atol=1e-4, rtol=1e-4,

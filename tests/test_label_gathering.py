@@ -7,6 +7,7 @@ import warnings
 
 import pytest
 import torch
+from masked_forward import masked_label_logits
 
 from helpers.core.positions import position_classes
 from helpers.core.prompts import make_icl_set
@@ -49,17 +50,8 @@ def test_gathering_equals_a_hand_written_masked_forward_and_shares_its_prefix(ti
     layers = [0, 1]
     gold = torch.tensor([p.gold for p in s.prompts])
     for name, pairs in (("label", own_text_pairs), ("control", lambda p, seq=None: content_pairs(p, 9, seq))):
-        want = []
-        for p in s.prompts:
-            mask = pairs(p)
-
-            def blank(scores, hook, mask=mask):
-                return scores.masked_fill(mask[None, None], float("-inf"))
-
-            with torch.inference_mode():
-                logits = tiny_model.run_with_hooks(p.tokens[None], fwd_hooks=[
-                    (f"blocks.{l}.attn.hook_attn_scores", blank) for l in layers])
-            want.append(int(logits[0, p.q, s.label_ids].argmax() == p.gold))
+        want = [int(masked_label_logits(tiny_model, p, pairs(p), layers, s.label_ids).argmax() == p.gold)
+                for p in s.prompts]
         for shared in (True, False):
             got = gathering(tiny_model, s.prompts, s.label_ids, layers, 9, batch_size=2, shared=shared)
             assert got[name].tolist() == want, (name, shared)
