@@ -71,19 +71,29 @@ def measure_ops(model, task: str = "sst2", sizes=(1, 8)) -> list[dict]:
 def measure_flow_vs_batch(model, task: str = "sst2", n: int = 8) -> dict:
     """``saliency_flow`` (its own batches) against one ``saliency_batch`` call on the same ``n`` prompts: seconds,
     the ratio, and the batches the flow chose."""
-    from helpers.experiments.saliency import _batches, saliency_batch, saliency_flow
+    from helpers.experiments import saliency
 
     prompts, lids = _prompts(model, task, n)
-    saliency_batch(model, prompts[:1], lids)  # warm-up
+    one_call = saliency.saliency_batch
+    one_call(model, prompts[:1], lids)  # warm-up
+    batches = []
+
+    def counted(m, ps, ids):  # the flow's own calls, and how many prompts each held
+        batches.append(len(ps))
+        return one_call(m, ps, ids)
+
+    saliency.saliency_batch = counted
+    try:
+        t0 = time.perf_counter()
+        saliency.saliency_flow(model, prompts, lids, batch_size=len(prompts))
+        t_flow = time.perf_counter() - t0
+    finally:
+        saliency.saliency_batch = one_call
     t0 = time.perf_counter()
-    saliency_flow(model, prompts, lids, batch_size=len(prompts))
-    t_flow = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    saliency_batch(model, prompts, lids)
+    one_call(model, prompts, lids)
     t_one = time.perf_counter() - t0
-    batches = _batches(model, prompts, len(prompts), 256)
     return {"n": len(prompts), "flow_s": t_flow, "one_batch_s": t_one, "ratio": t_flow / t_one,
-            "flow_batches": [len(b) for b in batches]}
+            "flow_batches": batches}
 
 
 def markdown(ops: list[dict], flow: dict | None = None) -> str:

@@ -52,7 +52,7 @@
 # the numbers test that the code runs; they are not evidence.
 
 # %%
-from IPython.display import display
+from IPython.display import display  # noqa: I001
 
 from helpers.core.models import load_model
 from helpers.protocols import flipped_labels as fl
@@ -63,12 +63,9 @@ from helpers.study import plots
 from helpers.study.profiles import after_sizes, after_tasks, current_model_name, get_profile
 
 from dataclasses import replace
-
 profile, model = get_profile(), load_model(current_model_name())
 tasks = after_tasks(profile)  # the profile's tasks (smoke: its first)
-# seeds, inputs per (task, seed), saliency inputs, random-control inputs, k, folds; each ablated head set holds
-# the share of all heads arXiv 2505.18752 ablates (qs.HEAD_SHARE, 10%)
-sizes = replace(after_sizes(profile), frac=qs.HEAD_SHARE)
+sizes = replace(after_sizes(profile), frac=qs.HEAD_SHARE)  # head sets: the share arXiv 2505.18752 ablates
 print(profile.name, current_model_name(), tasks, sizes, sep="\n")
 
 # %% [markdown]
