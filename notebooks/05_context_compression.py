@@ -330,3 +330,10 @@ _ = show_reading("05_context_compression" + variant)
 # TweetEval-emotion stands in for EmoC; Hidden_random-top is chosen on the test inputs; the GPT2-XL numbers come
 # from a code path that restarts the input at position 0 (`QUERY_POSITIONS = "restart"`), ours continue it at P0,
 # as the GPT-J code does; the timings are a CPU, not the paper's hardware, on a few timed inputs per task.
+#
+# Nor can these checks tell a model that reads its demonstrations from one that answers from its weights: a model
+# that ignores its context keeps every prediction under any cache, so high loyalty and positive gaps appear on the
+# negative controls too (notebook 09's power table marks these rows uninformative). Notebook 10 asks the specific
+# questions with Hidden_anchor on both sides: does the loyalty fall when the anchors are built from relabelled
+# demonstrations (they carry the mapping), and when they are built with the text hidden in place (they carry the
+# text, with no position moved, the confound of Text_anchor on a model with learned positions)?

@@ -207,6 +207,49 @@ plots.interval_bars({f"first {isolation_sizes.k} layer(s), blocked": {
                     title=f"{current_model_name()}: do the label words gather their own demonstration?")
 
 # %% [markdown]
+# ## Do the anchors carry the demonstrations? Hidden_anchor against itself
+#
+# Notebook 05's Hidden_anchor keeps only the anchors' keys and values (label words, formatting, BOS) and counts how
+# often the prediction stays the full prompt's. A model that answers from its weights keeps every prediction
+# whatever the context holds, so that loyalty, and its gaps to Text_anchor and Hidden_random, fire on the negative
+# controls (notebook 09). Two comparisons with Hidden_anchor itself, on the same inputs, ask what the paper's
+# reading needs (`helpers.experiments.compression_specific`):
+# - **the mapping**: the anchors built from the same demonstrations with every label moved one class. If the
+#   answer is read from what the anchors hold, it moves and the loyalty falls; a model that answers from its
+#   weights keeps it.
+# - **the text**: the anchors built while the demonstrations' text is hidden from every later position, every token
+#   at its own position. This is Text_anchor without its confound: deleting the text moves the input to other
+#   positions, which changes the answer of a model with learned positions though it reads nothing.
+#
+# Both are edges blocked in every layer; Hidden_anchor itself is the input's links to the text blocked. The mechanism
+# in a few lines, on the first prompt (True = blocked; rows read keys):
+
+# %%
+from helpers.core.relabelled import relabelled_prompts, shift
+from helpers.experiments.compression_specific import dropped, hidden_pairs, in_place_pairs
+from helpers.protocols import compression_specific as cs
+
+one_set = make_icl_set(model, tasks[0], isolation_sizes.seeds[0], 1)
+first = one_set.prompts[0]
+donor = relabelled_prompts(model, one_set, shift(len(one_set.label_ids)))[0]
+print(f"text positions dropped: {len(dropped(first))} of {len(first)}; edges blocked: Hidden_anchor "
+      f"{int(hidden_pairs(first).sum())}, text hidden in place {int(in_place_pairs(first).sum())}")
+print("relabelled donor:", repr(donor.text[:160]) if donor is not None else "none (over the context)")
+
+# %% [markdown]
+# The figure: the label loyalty against the full prompt (y) of Hidden_anchor, of the anchors built from relabelled
+# demonstrations and of the anchors built with the text hidden (bars), with 95% intervals; the claims grade
+# Hidden_anchor minus each.
+
+# %%
+anchor_ivs = cs.specificity_intervals(cs.specificity_runs(model, tasks, isolation_sizes))
+plots.interval_bars({"anchors' keys and values": {"Hidden_anchor": anchor_ivs["anchor"],
+                                                   "from relabelled demonstrations": anchor_ivs["relabelled"],
+                                                   "built with the text hidden": anchor_ivs["in_place"]}},
+                    ylabel="label loyalty to the full prompt", save_as="10_anchor_specificity",
+                    title=f"{current_model_name()}: what the anchors carry")
+
+# %% [markdown]
 # ## At scale: which heads? Three rankings, and ablating each one's top heads
 #
 # The same question for attention heads. Three scores rank every head (`helpers.experiments.head_scores`,
@@ -369,6 +412,7 @@ claims = (sc.class_saliency_claims(flow_ivs, context) + ic.class_isolation_claim
           + hs.head_set_claims(head_ivs, n_top, context, foobar=foobar_ivs)
           + [lr.reading_claim(lr.reading_interval(reading_runs), context=context),
              lg.gathering_claim(gathering_ivs, isolation_sizes.k, context=context),
+             *cs.specificity_claims(anchor_ivs, context=context),
              ic.span_isolation_claim(span_loyalty, span_sizes.k, context),
              asp.span_aucroc_claim(asp.span_aucroc_interval(span_auc), context),
              csp.span_anchor_claim(span_anchor, context)])

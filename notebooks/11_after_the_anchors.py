@@ -52,7 +52,9 @@
 # the numbers test that the code runs; they are not evidence.
 
 # %%
-from IPython.display import display  # noqa: I001
+from dataclasses import replace
+
+from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.protocols import flipped_labels as fl
@@ -62,7 +64,6 @@ from helpers.protocols import saliency_context as sx
 from helpers.study import plots
 from helpers.study.profiles import after_sizes, after_tasks, current_model_name, get_profile
 
-from dataclasses import replace
 profile, model = get_profile(), load_model(current_model_name())
 tasks = after_tasks(profile)  # the profile's tasks (smoke: its first)
 sizes = replace(after_sizes(profile), frac=qs.HEAD_SHARE)  # head sets: the share arXiv 2505.18752 ablates

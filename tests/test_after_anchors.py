@@ -233,8 +233,9 @@ def test_context_knockout_equals_a_masked_forward_by_hand(tiny_model):
 
 
 def test_context_knockout_identity_cases(tiny_sst2_set):
+    from helpers.core.edges import run_edge_knockout
     from helpers.core.prompts import Demo, build_prompt
-    from helpers.experiments.isolation_context import run_context_knockout, run_edge_knockout
+    from helpers.experiments.isolation_context import run_context_knockout
 
     model, prompts, lids = tiny_sst2_set
     plain = predict(model, prompts, lids, batch_size=4)

@@ -409,13 +409,13 @@ def test_after_verdicts_follow_the_rule():
 def test_each_layered_knockout_equals_a_hand_written_masked_forward(tiny_model):
     """Every step, rows and window of the layered knockout against the same edges blanked by hand in a whole-prompt
     forward; the shared-prefix path (contextualisation in the prefix, aggregation in the suffix) == whole prompts."""
+    from helpers.core.edges import run_edge_knockout
     from helpers.core.positions import earlier_demo_pairs, position_classes
     from helpers.experiments.isolation_context import (
         content_rows,
         layer_windows,
         q_content_cols,
         q_label_pairs,
-        run_edge_knockout,
     )
 
     s = _trec(tiny_model)
@@ -455,7 +455,8 @@ def test_q_label_pairs_mark_q_against_every_label_token(tiny_model):
 
 @pytest.mark.parametrize("layers, match", [([], "empty"), ([0.5], "whole numbers"), ([99], "whole numbers")])
 def test_knockouts_refuse_layers_that_block_nothing_or_are_no_layer(tiny_model, layers, match):
-    from helpers.experiments.isolation_context import run_context_knockout, run_edge_knockout
+    from helpers.core.edges import run_edge_knockout
+    from helpers.experiments.isolation_context import run_context_knockout
 
     s = _trec(tiny_model, n=2)
     with pytest.raises(ValueError, match=match):

@@ -68,13 +68,6 @@ def _same_method(a: str, b: str, modules: set[str]) -> bool:
     return _method(a, modules) == _method(b, modules)
 
 
-# known exceptions, each with its reason and when it ends: {(module, imported module): why}
-SHARED_METHODS = {
-    ("label_gathering", "isolation_context"): "the gathering check is an edge knockout (isolation_context's "
-    "run_edge_knockout); it moves into the isolation method's rooms with the next rerun of notebooks 09-11",
-}
-
-
 def test_no_experiment_imports_another():
     """A method's modules may import each other (``isolation`` runs the hooks of ``isolation_rows``; a module
     belongs to the method whose module name, plus ``_``, starts its own); one method
@@ -83,7 +76,7 @@ def test_no_experiment_imports_another():
     bad = {}
     for p in _layer_files("experiments"):
         other = {m.split(".")[2] for m in _imports(p) if m.startswith("helpers.experiments.")} - {p.stem}
-        other = {m for m in other & mods if not _same_method(p.stem, m, mods) and (p.stem, m) not in SHARED_METHODS}
+        other = {m for m in other & mods if not _same_method(p.stem, m, mods)}
         if other:
             bad[p.stem] = sorted(other)
     assert not bad, f"experiment modules importing other methods' modules: {bad}"

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from jaxtyping import Bool
 
 from helpers.core.prompts import Prompt
 
-__all__ = ["CLASSES", "position_classes", "class_positions", "demo_end", "LINKS", "earlier_demo_pairs"]
+__all__ = ["CLASSES", "position_classes", "class_positions", "demo_content", "draw_content", "demo_end", "LINKS", "earlier_demo_pairs"]
 
 CLASSES = ("label", "forerunner", "template", "content")
 
@@ -67,6 +68,22 @@ def class_positions(prompts: Sequence[Prompt], cls: str) -> list[list[int]]:
     if cls not in (*CLASSES, "label_first"):
         raise ValueError(f"cls must be one of {(*CLASSES, 'label_first')}, got {cls!r}")
     return [position_classes(p)[cls] for p in prompts]
+
+
+def demo_content(prompt: Prompt) -> list[int]:
+    """The demonstrations' content positions (:func:`position_classes`), never the query's own text: the pool the
+    checks that patch or block "as many content tokens" draw their baseline from."""
+    a, b = prompt.query_span
+    return [i for i in position_classes(prompt)["content"] if not a <= i < b]
+
+
+def draw_content(prompt: Prompt, k: int, rng: np.random.Generator) -> list[int]:
+    """``k`` of :func:`demo_content`'s positions drawn with ``rng`` without replacement, sorted; all of them when
+    there are fewer (the caller that must match ``k`` exactly checks the pool's size first)."""
+    pool = demo_content(prompt)
+    if len(pool) <= k:
+        return pool
+    return sorted(int(t) for t in rng.choice(pool, size=k, replace=False))
 
 
 LINKS = ("all", "label", "text")  # what of the earlier demonstrations a label word reads (earlier_demo_pairs)

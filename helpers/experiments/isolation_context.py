@@ -19,7 +19,7 @@ from the earlier demonstrations loses more than a text token does.
 Every blocked row lies in the demonstrations, so prompts that share them run the knocked-out prefix once
 (:func:`helpers.core.prefix_runs.shared_cache` with prefix hooks), as §2.2's label isolation does.
 
-**Both steps, layer by layer** (:func:`run_edge_knockout`, any set of (row, key) edges blocked in any layers): the
+**Both steps, layer by layer** (:func:`helpers.core.edges.run_edge_knockout`, any set of (row, key) edges blocked in any layers): the
 account's order is that lower layers contextualise the label words and upper layers aggregate them at q.
 :func:`layer_windows` splits the layers into a lower and an upper half; the aggregation's edges are q's links to
 every token of the label words (:func:`q_label_pairs`), its control q's links to as many content tokens of the
@@ -29,21 +29,22 @@ demonstrations are blocked in the shared prefix pass, the rest (q's row) in each
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
-from jaxtyping import Bool, Float
+from jaxtyping import Bool
 
 from helpers.core.checks import is_int, seed_arg
-from helpers.core.positions import earlier_demo_pairs, position_classes
+from helpers.core.edges import layers_arg, pair_hooks
+from helpers.core.positions import demo_content, draw_content, earlier_demo_pairs, position_classes
 from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prefix_runs import predict_with_cache, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
 
-__all__ = ["block_pairs", "pair_hooks", "content_rows", "run_context_knockout", "layer_windows", "q_label_pairs",
-           "q_content_cols", "run_edge_knockout", "WINDOWS"]
+__all__ = ["content_rows", "run_context_knockout", "layer_windows", "q_label_pairs",
+           "q_content_cols", "WINDOWS"]
 
 WINDOWS = ("lower", "upper")  # layer_windows' two halves
 
@@ -59,22 +60,6 @@ def content_rows(prompt: Prompt, seed: int) -> list[int]:
     return [int(rng.integers(a, b)) for a, b in prompt.text_spans]
 
 
-def block_pairs(scores: Float[torch.Tensor, "batch head qpos kpos"], pairs: Bool[torch.Tensor, "batch qpos kpos"]
-                ) -> Float[torch.Tensor, "batch head qpos kpos"]:
-    """``scores`` with the marked (query, key) pairs set to ``-inf``; a marked pair is always an earlier key, so no
-    row loses its diagonal."""
-    q, k = scores.shape[-2:]
-    return scores.masked_fill(pairs[:, None, :q, :k].to(scores.device), float("-inf"))
-
-
-def pair_hooks(layers: Iterable[int], pairs: Bool[torch.Tensor, "batch seq seq"]) -> list:
-    """``(hook_name, fn)`` pairs blocking ``pairs`` in the attention scores of ``layers``."""
-    def fn(scores, hook):
-        return block_pairs(scores, pairs)
-
-    return [(f"blocks.{l}.attn.hook_attn_scores", fn) for l in layers]
-
-
 def run_context_knockout(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int],
                          links: str = "all", batch_size: int = 16, shared: bool = True, top_k: int = 5,
                          control_seed: int | None = None) -> Predictions:
@@ -84,7 +69,7 @@ def run_context_knockout(model, prompts: Sequence[Prompt], label_ids: Sequence[i
     do not share it, every prompt runs whole with its own pairs blocked (the reference the shared path is tested
     against)."""
     check_prompts(model, prompts, "run_context_knockout", label_ids)
-    layers = _layers(model, layers)
+    layers = layers_arg(model, layers)
 
     def pairs(p, seq=None):
         rows = None if control_seed is None else content_rows(p, control_seed)
@@ -102,18 +87,6 @@ def run_context_knockout(model, prompts: Sequence[Prompt], label_ids: Sequence[i
         return pair_hooks(layers, torch.stack([pairs(p, tokens.shape[1]) for p in batch]))
 
     return predict(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, hooks=factory)
-
-
-def _layers(model, layers) -> list[int]:
-    """``layers`` as a non-empty list of whole layer indices of ``model``; a clear error otherwise (an empty list
-    would block nothing, and 0.5 is no layer)."""
-    layers = list(layers)
-    if not layers:
-        raise ValueError("layers is empty, so nothing would be blocked: pass the layers to knock out, e.g. range(k)")
-    bad = [l for l in layers if not is_int(l) or not 0 <= l < model.cfg.n_layers]
-    if bad:
-        raise ValueError(f"layers must be whole numbers in 0..{model.cfg.n_layers - 1}, got {bad[:4]}")
-    return [int(l) for l in layers]
 
 
 def layer_windows(n_layers: int) -> dict[str, list[int]]:
@@ -144,41 +117,8 @@ def q_content_cols(prompt: Prompt, seed: int) -> list[int]:
     """As many content tokens of the demonstrations as the prompt has label-word tokens, drawn with ``seed``
     (never the query's own text, which q must read): the columns of the aggregation's control. Prompts with the
     same demonstrations get the same columns."""
-    classes = position_classes(prompt)
-    a, b = prompt.query_span
-    pool = [i for i in classes["content"] if not a <= i < b]
-    count = len(classes["label"])
-    if count > len(pool):
-        raise ValueError(f"the demonstrations hold {len(pool)} content tokens, fewer than the {count} label tokens "
+    pool, count = len(demo_content(prompt)), len(position_classes(prompt)["label"])
+    if count > pool:
+        raise ValueError(f"the demonstrations hold {pool} content tokens, fewer than the {count} label tokens "
                          "the control must match")
-    rng = np.random.default_rng(seed_arg(seed))
-    return sorted(int(i) for i in rng.choice(pool, size=count, replace=False))
-
-
-def run_edge_knockout(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int], pairs,
-                      batch_size: int = 16, shared: bool = True, top_k: int = 0) -> Predictions:
-    """Predictions with the (row, key) edges ``pairs(prompt, seq)`` (a ``[seq, seq]`` boolean mask, every key
-    before its row) blocked in ``layers``. Where the prompts share their demonstrations and agree on the edges
-    inside them, those run once in the shared prefix and the rest in each prompt's suffix; otherwise every prompt
-    runs whole (the reference the shared path is tested against)."""
-    check_prompts(model, prompts, "run_edge_knockout", label_ids)
-    layers = _layers(model, layers)
-    p0 = shared_prefix_or_none(model, prompts, shared)
-    if p0 is not None:
-        heads = [pairs(p)[:p0, :p0] for p in prompts]
-        if all(torch.equal(h, heads[0]) for h in heads[1:]):
-            pre = pair_hooks(layers, heads[0][None]) if heads[0].any() else ()
-            cache = shared_cache(model, prompts, shared, pre)
-
-            def suffix(batch, tokens, offset=0):
-                seq = offset + tokens.shape[1]
-                return pair_hooks(layers, torch.stack([pairs(p, seq)[offset:] for p in batch]))
-
-            return predict_with_cache(model, prompts, label_ids, batch_size, hooks=suffix, cache=cache, top_k=top_k)
-
-    def factory(batch, tokens, offset=0):
-        if offset:
-            raise ValueError("run_edge_knockout runs whole prompts here")
-        return pair_hooks(layers, torch.stack([pairs(p, tokens.shape[1]) for p in batch]))
-
-    return predict(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, hooks=factory)
+    return draw_content(prompt, count, np.random.default_rng(seed_arg(seed)))

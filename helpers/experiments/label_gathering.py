@@ -10,7 +10,7 @@ than as many ordinary text-to-text edges. A model that builds its answer from th
 accuracy; one that answers from its weights does not.
 
 Both edge sets lie in the demonstrations, so prompts that share them run the knocked-out prefix once
-(:func:`helpers.experiments.isolation_context.run_edge_knockout`). Method only: prompts in, masks and per-input
+(:func:`helpers.core.edges.run_edge_knockout`). Method only: prompts in, masks and per-input
 correctness out; the protocol is :mod:`helpers.protocols.label_gathering`.
 """
 
@@ -23,9 +23,9 @@ import torch
 from jaxtyping import Bool
 
 from helpers.core.checks import seed_arg
-from helpers.core.positions import position_classes
+from helpers.core.edges import run_edge_knockout
+from helpers.core.positions import demo_content
 from helpers.core.prompts import Prompt
-from helpers.experiments.isolation_context import run_edge_knockout
 
 __all__ = ["own_text_pairs", "content_pairs", "gathering"]
 
@@ -55,8 +55,7 @@ def content_pairs(prompt: Prompt, seed: int, seq: int | None = None) -> Bool[tor
     n = len(prompt)
     seq = seq or n
     want = int(own_text_pairs(prompt).sum())
-    a, b = prompt.query_span
-    content = [i for i in position_classes(prompt)["content"] if not a <= i < b]
+    content = demo_content(prompt)
     edges = [(r, c) for i, r in enumerate(content) for c in content[:i]]
     if want > len(edges):
         raise ValueError(f"the demonstrations have {len(edges)} content-to-content edges, fewer than the {want} "

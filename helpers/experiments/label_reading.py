@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from helpers.core.positions import position_classes
+from helpers.core.positions import draw_content, position_classes
 from helpers.core.predict import predict
 from helpers.core.prompts import Prompt, pad_batch
 
@@ -43,13 +43,9 @@ def aligned(p: Prompt, donor: Prompt) -> bool:
 
 def content_positions(p: Prompt, k: int, rng: np.random.Generator) -> list[int]:
     """``k`` positions drawn at random (without replacement) among the demonstrations' content tokens of ``p``
-    (:func:`helpers.core.positions.position_classes`: not a label's, not the template's; never the query's own
-    text); all of them when there are fewer."""
-    a, b = p.query_span
-    pool = [t for t in position_classes(p)["content"] if not a <= t < b]
-    if len(pool) <= k:
-        return pool
-    return sorted(int(t) for t in rng.choice(pool, size=k, replace=False))
+    (:func:`helpers.core.positions.draw_content`: not a label's, not the template's; never the query's own text);
+    all of them when there are fewer."""
+    return draw_content(p, k, rng)
 
 
 def _names(layers: Sequence[int]) -> list[str]:

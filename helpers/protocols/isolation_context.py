@@ -28,10 +28,11 @@ from collections.abc import Sequence
 
 import torch
 
+from helpers.core.edges import run_edge_knockout
 from helpers.core.grid import run_grid
 from helpers.core.loyalty import label_loyalty_rows
 from helpers.core.positions import earlier_demo_pairs
-from helpers.core.prefix_runs import vanilla_predictions
+from helpers.core.prefix_runs import shared_cache, vanilla_predictions
 from helpers.core.prompts import make_icl_set
 from helpers.core.stats import Interval, bootstrap_means, paired_differences
 from helpers.core.store import pins_weights
@@ -43,7 +44,6 @@ from helpers.experiments.isolation_context import (
     q_content_cols,
     q_label_pairs,
     run_context_knockout,
-    run_edge_knockout,
 )
 from helpers.study.claims import Claim, above_zero, claim
 from helpers.study.profiles import AfterSizes
@@ -131,11 +131,12 @@ def layered_cell(model, prompts, label_ids, base_pred, batch_size: int, seed: in
     if (gold < 0).any():
         raise ValueError("the layered knockout scores the gold class: every prompt needs a gold label")
     out = {}
+    plain = shared_cache(model, prompts, shared)  # the aggregation's edges lie in q's row: its 4 runs share it
     for window, layers in layer_windows(model.cfg.n_layers).items():
         for step in STEPS:
             for rows in ("label", "control"):
                 pred = run_edge_knockout(model, prompts, label_ids, layers, _edges(step, rows == "control", seed),
-                                         batch_size=batch_size, shared=shared)
+                                         batch_size=batch_size, shared=shared, plain=plain)
                 out[(step, rows, window)] = {
                     "gold_prob": pred.label_probs.float()[torch.arange(len(gold)), gold],
                     "loyal": torch.as_tensor(label_loyalty_rows(pred.label_logits.argmax(-1), base_pred))}

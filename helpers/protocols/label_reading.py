@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from helpers.core.control import ControlPrompts, relabel
 from helpers.core.grid import run_grid
 from helpers.core.prefix_runs import vanilla_predictions
-from helpers.core.prompts import Demo, build_prompts, make_icl_set
+from helpers.core.prompts import make_icl_set
+from helpers.core.relabelled import relabelled_prompts, shift
 from helpers.core.stats import Interval, bootstrap_means
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.label_reading import label_reading
@@ -26,11 +27,6 @@ from helpers.study.claims import Claim, claim
 
 __all__ = ["shift", "reading_runs", "reading_interval", "reading_verdict", "reading_claim", "control_reading",
            "control_reading_claim", "kept_share", "reading_shares"]
-
-
-def shift(n: int) -> list[int]:
-    """The permutation that moves every one of ``n`` labels one place: no label stays."""
-    return [(i + 1) % n for i in range(n)]
 
 
 def reading_runs(model, tasks: Sequence[str], sizes, progress: bool = True) -> dict:
@@ -44,11 +40,8 @@ def reading_runs(model, tasks: Sequence[str], sizes, progress: bool = True) -> d
             warnings.simplefilter("ignore", LabelWordWarning)  # multi-token labels: every token is patched
             s = make_icl_set(model, task, seed, sizes.n)
             perm = shift(len(s.label_ids))
-            moved = [Demo(d.text, perm[d.label], d.idx) for d in s.demos]
-            donors, _ = build_prompts(model, s.task, moved, [p.query for p in s.prompts])
-        if len(donors) != len(s.prompts):  # a donor over the context length: pair by query
-            by_query = {id(d.query): d for d in donors}
-            donors = [by_query.get(id(p.query), p) for p in s.prompts]
+            # a donor over the context length: the prompt itself, which moves nothing (aligned, scored 0 - 0)
+            donors = [d if d is not None else p for d, p in zip(relabelled_prompts(model, s, perm), s.prompts)]
         base = vanilla_predictions(model, s.prompts, s.label_ids, batch_size=sizes.batch_size, top_k=0).pred
         return label_reading(model, s.prompts, donors, perm, s.label_ids, seed, batch_size=sizes.batch_size, pred=base)
 

@@ -58,6 +58,7 @@ from helpers.experiments.saliency import saliency_flow
 from helpers.experiments.two_towers import value_outputs
 from helpers.protocols import aucroc as auc
 from helpers.protocols import compression as comp
+from helpers.protocols import compression_specific as cs
 from helpers.protocols import flipped_labels as fl
 from helpers.protocols import head_ablation as ha
 from helpers.protocols import head_scores as hs
@@ -168,8 +169,8 @@ def _group_09(model, seed: int, sizes: PowerSizes) -> list[Claim]:
 
 
 def _group_10(model, seed: int, sizes: PowerSizes) -> list[Claim]:
-    """Notebook 10's checks on one replicate: the label words' isolation and flows against content tokens, and
-    each ranking's top head against a random one, with the four labels and swap-averaged on two-way sequences."""
+    """Notebook 10's checks on one replicate: the label words' isolation and flows against content tokens, the
+    causal label reading and gathering, the anchors' specific checks, and each ranking's top head against a random one, with the four labels and swap-averaged on two-way sequences."""
     task, name, bs = _prompt_task(model), model.cfg.icl_model_name, sizes.batch_size
     ctx = f"{name}, replicate seed {seed}, {sizes.n} sequences"
     cp = control_prompts(task, sizes.n, seed)
@@ -186,7 +187,9 @@ def _group_10(model, seed: int, sizes: PowerSizes) -> list[Claim]:
     foobar = hs.head_set_intervals(ha.sets_cells(swap_averaged(*both)))
     reading = lr.control_reading_claim({key: lr.control_reading(model, cp, seed, bs)}, ctx)
     gathers = lg.control_gathering_claim(model, cp, seed, bs, ctx)
-    return ([ic.control_isolation_claim(loyalty, 1, ctx), reading, gathers] + sc.control_flow_claims(flows, ctx)
+    anchors = cs.control_specificity_claims({key: cs.control_specificity(model, cp, seed, bs)}, ctx)
+    return ([ic.control_isolation_claim(loyalty, 1, ctx), reading, gathers, *anchors]
+            + sc.control_flow_claims(flows, ctx)
             + [c for c in hs.head_set_claims(plain, 1, ctx, foobar=foobar) if c.key != "10.fv_over_induction"])
 
 

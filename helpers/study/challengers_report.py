@@ -34,7 +34,9 @@ informative reads "no informative check", whatever its checks say.
 "q reads the label words in the deep layers" (:mod:`helpers.protocols.label_reading`: the deep keys and values of the
 label positions taken from the same prompt relabelled, against as many content positions) and of "the label words
 gather their demonstrations in the shallow layers" (:mod:`helpers.protocols.label_gathering`: each label word's links
-to its own text blocked, against as many content-to-content links). They are not the paper's checks, so the paper's
+to its own text blocked, against as many content-to-content links), and two of paper A's Hidden_anchor compression
+(:mod:`helpers.protocols.compression_specific`: Hidden_anchor against anchors built from relabelled demonstrations,
+and against anchors built with the demonstrations' text hidden in place). They are not the paper's checks, so the paper's
 checks' verdict does not read them; the account's verdict counts each with the others when it is informative.
 """
 
@@ -60,9 +62,9 @@ HEAD_ACCOUNTS = {"incontext": "in-context heads (arXiv 2402.02872)", "induction"
 
 FV_OVER_INDUCTION = "function-vector over induction heads (arXiv 2502.14010)"
 # the causal checks of the label words' read-out (helpers.protocols.label_reading) and gathering
-# (helpers.protocols.label_gathering): beside the paper's two checks of the label-word account, each counted in its
+# (helpers.protocols.label_gathering), and the anchors' specific checks (helpers.protocols.compression_specific): beside the paper's two checks of the label-word account, each counted in its
 # verdict when informative; the paper's checks' verdict does not read them
-CAUSAL = ("10.label_read_causal", "10.label_gathers_causal")
+CAUSAL = ("10.label_read_causal", "10.label_gathers_causal", "10.anchors_carry_mapping", "10.anchors_carry_text")
 # the claims each account's verdict rests on (module docstring), whose checks' power on the controls the tables
 # show beside the verdict (helpers.study.power_report)
 ACCOUNT_CLAIMS = {

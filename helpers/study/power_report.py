@@ -86,6 +86,10 @@ CHECKS: dict[str, str] = {
     "10.label_read_causal": "10.control_label_read_causal",
     # the causal form of "the label words gather their demonstrations" (helpers.protocols.label_gathering)
     "10.label_gathers_causal": "10.control_label_gathers_causal",
+    # the anchors' specific checks (helpers.protocols.compression_specific): Hidden_anchor against relabelled
+    # anchors and against anchors built with the text hidden in place
+    "10.anchors_carry_mapping": "10.control_anchors_carry_mapping",
+    "10.anchors_carry_text": "10.control_anchors_carry_text",
     # notebook 11: the flipped-label checks run on the controls' sequences with their label tokens permuted (the
     # semantic-anchors claim itself is not measured: NOT_MEASURED says why)
     **{k: k for k in ("11.flipped_shallow_wp_dominant", "11.flipped_deep_pq_dominant",
@@ -166,7 +170,8 @@ _DETECTORS = ("01.shallow_wp_dominant", "01.deep_pq_dominant", "01.label_flows_a
               "10.fv_over_induction", "10.span_isolation", "10.span_aucroc", "10.span_hidden_anchor",
               "10.control_label_isolation", "10.control_label_gathers", "10.control_label_is_read",
               "10.label_read_causal", "10.control_label_read_causal", "10.label_gathers_causal",
-              "10.control_label_gathers_causal",
+              "10.control_label_gathers_causal", "10.anchors_carry_mapping", "10.control_anchors_carry_mapping",
+              "10.anchors_carry_text", "10.control_anchors_carry_text",
               "11.semantic_anchors", "11.control_override", "11.flipped_shallow_wp_dominant",
               "11.flipped_deep_pq_dominant", "11.flipped_label_flows_above_ww", "11.flipped_label_isolation",
               "11.label_reads_earlier_labels", "11.label_reads_earlier_text", "11.context_knockout",
