@@ -512,3 +512,9 @@ _ = show_reading("10_anchors_and_challengers", digits=3, says={
 # weight, and one that fires on the negative control leaves its "replicates" here without weight. The controls have
 # no template, so they say nothing about the forerunner and template accounts themselves, only about the checks
 # that test them.
+#
+# The specific checks of this notebook (the label words' deep keys and values from a relabelled prompt, the label
+# words' links to their own text blocked, Hidden_anchor against relabelled anchors and against anchors built with
+# the text hidden) exist because the paper's flows and Hidden_anchor's loyalty pass on a model that reads no
+# mapping. Each is counted in the label-word account only where the controls find it informative; the front table
+# of the README names each beside the paper's check it stands for.

@@ -475,3 +475,20 @@ def test_a_check_no_control_can_see_reads_specificity_only_when_silent():
     half = row(("wide", "deep"))
     assert half.reading["power"] == "unsure" and half.specificity.n_inputs == 20
     assert row(("wide", "deep", "negative", "deep-negative")).reading["power"] == "uninformative"
+
+
+def test_every_specific_form_is_a_measured_detector_and_named_beside_its_check():
+    from helpers.study.power_report import CHECKS, SPECIFIC_FORM, Power, claim_kind, specific_form_note
+    from helpers.study.record import README_CLAIMS
+
+    for check, forms in SPECIFIC_FORM.items():
+        assert claim_kind(check) == "detector" and check in CHECKS, check
+        for f in forms:
+            assert claim_kind(f) == "detector" and f in CHECKS and f in README_CLAIMS, f
+    sure = Interval(1.0, 0.75, 1.0, 1, 13)
+    power = {"10.anchors_carry_text": Power("10.anchors_carry_text", "10.control_anchors_carry_text", "", {}, {},
+                                            sure, sure)}
+    note = specific_form_note("05.hidden_anchor_label_loyalty", power)
+    assert note == ("; its specific form: `10.anchors_carry_mapping` (power not recorded), "
+                    "`10.anchors_carry_text` (informative)")
+    assert specific_form_note("02.label_first_hurts_most", power) == ""

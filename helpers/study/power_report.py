@@ -50,7 +50,7 @@ from helpers.core.stats import Interval
 
 __all__ = ["POSITIVE", "NEGATIVE", "POSITIVES", "NEGATIVES", "DEEP_PAIR", "DEPTH_CHECKS", "SPECIFICITY_ONLY", "CHECKS", "NOT_MEASURED", "NOTEBOOKS", "checked_keys", "clopper_pearson", "Power",
            "power_rows", "reading", "annotate", "power_frame", "power_by_key", "account_power", "power_markdown",
-           "power_summary", "current_power", "as_power_map", "PowerRows", "KIND_NAMES", "KINDS", "REFERENCE_FOR", "claim_kind", "power_word", "informative",
+           "power_summary", "current_power", "as_power_map", "PowerRows", "KIND_NAMES", "KINDS", "REFERENCE_FOR", "SPECIFIC_FORM", "specific_form_note", "claim_kind", "power_word", "informative",
            "account_verdict", "account_reading", "informative_count", "NO_INFORMATIVE", "NOT_RECORDED"]
 
 POSITIVE, NEGATIVE = "control-wide", "control-negative"  # the named controls of each kind (seed 0 of each population)
@@ -138,6 +138,19 @@ SPECIFICITY_ONLY = ("11.label_reads_earlier_labels", "11.label_reads_earlier_tex
 CHECKS.update({k: k for k in SPECIFICITY_ONLY})
 NOTEBOOKS = ("01", "02", "03", "05", "07", "10", "11")  # the notebooks whose every check has a row
 
+# {a paper's check: the project's specific forms of it}: checks that cannot tell on the controls (they fire on a model
+# which reads no mapping, or miss the mechanism where it is), each with a discriminating check of the same claim
+# (measured on the controls like every other); the tables name them beside the paper's check, so a reader of an
+# uninformative row finds the row that can tell
+SPECIFIC_FORM: dict[str, tuple[str, ...]] = {
+    "01.deep_pq_dominant": ("10.label_read_causal",),
+    "01.shallow_wp_dominant": ("10.label_gathers_causal",),
+    "05.hidden_anchor_label_loyalty": ("10.anchors_carry_mapping", "10.anchors_carry_text"),
+    "05.anchor_minus_Text_anchor_label_loyalty": ("10.anchors_carry_text",),
+    "05.anchor_minus_Hidden_random_label_loyalty": ("10.anchors_carry_mapping",),
+    "05.anchor_minus_Hidden_random-top_label_loyalty": ("10.anchors_carry_mapping",),
+}
+
 
 # ----------------------------------------------------------------- what kind of claim each is (module docstring)
 
@@ -200,6 +213,19 @@ def informative(key: str, power: dict[str, Power] | None) -> bool:
     without a row or not measured."""
     p = (power or {}).get(key)
     return claim_kind(key) == "detector" and p is not None and not p.why and reading(p)["power"] == "informative"
+
+
+def specific_form_note(key: str, power: dict[str, Power] | None) -> str:
+    """``"; its specific form: 10.anchors_carry_text (informative)"`` for a check with a specific form
+    (:data:`SPECIFIC_FORM`), each named with its own power's reading; ``""`` for any other check."""
+    forms = SPECIFIC_FORM.get(key, ())
+    if not forms:
+        return ""
+    said = []
+    for f in forms:
+        p = (power or {}).get(f)
+        said.append(f"`{f}` ({reading(p)['power'] if p is not None and not p.why else 'power not recorded'})")
+    return "; its specific form: " + ", ".join(said)
 
 
 def power_word(key: str, power: dict[str, Power] | None) -> str:

@@ -30,6 +30,7 @@ from helpers.study.power_report import (
     power_by_key,
     power_markdown,
     power_word,
+    specific_form_note,
 )
 from helpers.study.record_code import run_methods, stale_methods
 from helpers.study.record_file import (
@@ -58,6 +59,8 @@ README_CLAIMS = ("00.more_demos_no_help", "01.shallow_wp_dominant", "01.deep_pq_
                  "02.label_first_hurts_most", "02.random_first_barely_matters", "03.peak_aucroc", "03.r_crossing",
                  "04.gain_over_1shot", "04.gain_over_5shot", "05.hidden_anchor_label_loyalty",
                  "05.anchor_minus_Text_anchor_label_loyalty", "05.anchor_minus_Hidden_random-top_label_loyalty",
+                 # the specific forms of the paper's checks that fire on the negative controls (SPECIFIC_FORM)
+                 "10.label_gathers_causal", "10.label_read_causal", "10.anchors_carry_mapping", "10.anchors_carry_text",
                  "06.confusion_agreement", "07.foobar_icl", "07.ablation_at_q", "07.value_output", "07.two_towers",
                  "07.majority_reduction", "07.recency_reduction")
 
@@ -274,7 +277,7 @@ def recorded_power(records: Sequence[Record]) -> tuple[dict[str, Power], list[Re
 def _power_cell(key: str, power: dict[str, Power]) -> str:
     if not checked_keys([key]):
         return "not a check of notebooks 01-03, 05, 07, 10 or 11"
-    return annotate(power.get(key)) if power else "not recorded yet"
+    return (annotate(power.get(key)) + specific_form_note(key, power)) if power else "not recorded yet"
 
 
 FRONT_GROUPS = (
