@@ -338,6 +338,19 @@ def test_fast_attention_gradients_equal_transformer_lens_own(kind):
         torch.testing.assert_close(fast[name], own[name], atol=1e-5, rtol=1e-4)
 
 
+def test_attention_launches_one_product_per_layer_whatever_the_heads():
+    """The patched attention's products do not grow with the number of heads: one saliency pass (forward and
+    backward) of a 4-head and an 8-head model run as many matrix products (benchmarks/bench_ops.py counts them)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import bench_ops
+
+    counts = [bench_ops.measure_ops(make_tiny_model("gpt2", n_heads=h), "sst2", (1,))[0] for h in (4, 8)]
+    assert counts[0]["products"] == counts[1]["products"] and counts[0]["selects"] == counts[1]["selects"]
+
+
 @pytest.fixture
 def fake_gguf(monkeypatch, tmp_path):
     """A tiny fake GGUF file, fake producer versions and a fake dequantiser that counts its builds."""

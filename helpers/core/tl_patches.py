@@ -52,8 +52,9 @@ def _grouped_scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     (``repeat_interleave``) and rearranges keys to ``[batch, head, d_head, key_pos]``
     before a matmul that then copies them again; with a long shared prefix those
     copies cost more than the products. Here query head ``h`` reads key head
-    ``h // (n_heads / n_kv_heads)`` (TL's order) through strided views, one batched
-    product per key head. Same values (tests compare with TL's own method).
+    ``h // (n_heads / n_kv_heads)`` (TL's order): the query heads of a key head are stacked as rows, and every
+    key head's product is one batched product over ``[batch, key head]`` (one launch per layer, whatever the number
+    of heads), reading the keys through a strided view. Same values (tests compare with TL's own method).
     """
     # lazy: TransformerLens takes seconds to import
     from transformer_lens.utilities.activation_functions import apply_softcap
@@ -61,19 +62,19 @@ def _grouped_scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     B, m, H, d = q.shape
     T, G = k.shape[1], k.shape[2]
     r = H // G
-    qg = q.reshape(B, m, G, r, d).permute(2, 0, 3, 1, 4).reshape(G, B, r * m, d)
-    out = torch.stack([torch.bmm(qg[g], k[:, :, g, :].transpose(1, 2)) for g in range(G)], 1)  # [B, G, r*m, T]
+    qg = q.reshape(B, m, G, r, d).permute(0, 2, 3, 1, 4).reshape(B, G, r * m, d)
+    out = torch.matmul(qg, k.permute(0, 2, 3, 1))  # [B, G, r*m, T]: one product for every key head
     scores = out.reshape(B, H, m, T) / self.attn_scale
     return apply_softcap(scores, self.cfg.attn_scores_soft_cap)
 
 
 def _grouped_z(self, v: torch.Tensor, pattern: torch.Tensor) -> torch.Tensor:
-    """TransformerLens' ``z`` (``[batch, pos, head, d_head]``, through ``hook_z``) without repeating values."""
+    """TransformerLens' ``z`` (``[batch, pos, head, d_head]``, through ``hook_z``) without repeating values: one
+    batched product over ``[batch, key head]`` per layer."""
     B, H, m, T = pattern.shape
     G, d = v.shape[2], v.shape[3]
     r = H // G
-    pg = pattern.reshape(B, G, r * m, T)
-    z = torch.stack([torch.bmm(pg[:, g], v[:, :, g, :]) for g in range(G)], 1)  # [B, G, r*m, d]
+    z = torch.matmul(pattern.reshape(B, G, r * m, T), v.permute(0, 2, 1, 3))  # [B, G, r*m, d]
     return self.hook_z(z.reshape(B, H, m, d).transpose(1, 2))
 
 
