@@ -142,3 +142,70 @@ def test_relative_flow_works_or_says_why(shape, sign, nan):
 @pytest.mark.parametrize("fn", [test_make_icl_set_works_or_says_why, test_build_prompt_works_or_says_why])
 def test_the_properties_are_hypothesis_tests(fn):
     assert hasattr(fn, "hypothesis")
+
+
+# ------------------------------------------------------------------ seeds, the grid, and notebook 11's functions
+
+def _a_seed(x) -> bool:
+    """Whether ``x`` is a seed every entry point must take: a whole number of 0 or more (not a bool)."""
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 0
+
+
+@given(name=st.sampled_from(["control_saliency", "ranking", "random_keep", "nope"]), seed=_anything,
+       index=st.one_of(st.none(), _anything))
+def test_a_seed_stream_takes_a_seed_or_says_why(name, seed, index):
+    from helpers.core.seeds import stream_seed
+
+    got = works_or_says_why(lambda: stream_seed(name, seed, index), KeyError, ValueError)
+    if not isinstance(got, BaseException):  # a result only for a real seed: never another stream's draw
+        assert _a_seed(seed) and isinstance(got, int) and got >= 0
+
+
+@given(seeds=st.one_of(st.lists(_anything, max_size=4), _anything))
+def test_the_grid_refuses_what_is_no_list_of_seeds_before_it_runs(seeds):
+    from helpers.core.grid import run_grid
+
+    ran = []
+    got = works_or_says_why(lambda: run_grid("fuzz", None, ["sst2"], seeds, lambda t, s: ran.append(s)), TypeError,
+                            ValueError, AttributeError)
+    good = isinstance(seeds, list) and seeds and all(_a_seed(s) for s in seeds) and len(set(seeds)) == len(seeds)
+    if not good:  # refused at the door, before a cell is stored or computed
+        assert isinstance(got, (ArgumentError, TypeError)) and not ran
+
+
+_small = st.one_of(st.integers(-3, 6), st.floats(-1, 7), st.just(float("nan")), st.none(), st.text(max_size=2))
+
+
+@given(pred=st.lists(_small, max_size=5), gold=st.lists(_small, max_size=5),
+       perm=st.lists(st.one_of(st.integers(-1, 3), st.floats(0, 2)), max_size=4),
+       prior=st.one_of(st.none(), st.lists(_small, max_size=5)))
+def test_notebook_11s_agreements_and_override_rate_work_or_say_why(pred, gold, perm, prior):
+    from helpers.experiments.flipped_labels import agreements, override_rate
+
+    got = works_or_says_why(lambda: agreements(pred, gold, perm, prior), ValueError)
+    if not isinstance(got, BaseException):
+        n = len(perm)
+        assert sorted(perm) == list(range(n)) and all(isinstance(p, int) and 0 <= p < n for p in pred + gold)
+    works_or_says_why(lambda: override_rate(pred, pred, prior if prior is not None else pred, gold, perm), ValueError)
+
+
+@given(curve=st.one_of(st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=5), _anything))
+def test_notebook_11s_half_rise_works_or_says_why(curve):
+    from helpers.protocols.query_stages import half_rise
+
+    got = works_or_says_why(lambda: half_rise(curve), ValueError)
+    if not isinstance(got, BaseException) and not np.isnan(got):
+        c = np.asarray(curve, dtype=float)
+        assert c.ndim == 1 and len(c) and np.isfinite(c).all() and 0 <= got < len(c)
+
+
+@given(k=_anything, n=_anything, folds=_anything, frac=_anything, seeds=st.one_of(st.lists(_anything, max_size=3),
+                                                                                  st.just([42])))
+def test_notebook_11s_sizes_take_sizes_or_say_why(k, n, folds, frac, seeds):
+    from helpers.study.profiles import AfterSizes
+
+    got = works_or_says_why(lambda: AfterSizes(seeds=tuple(seeds), n=n, n_flow=4, random_n=4, k=k, folds=folds,
+                                                frac=frac, batch_size=8))
+    if not isinstance(got, BaseException):  # k = 0 would knock out nothing and still claim a verdict
+        assert all(_a_seed(s) for s in seeds) and seeds and _a_seed(k) and k >= 1 and _a_seed(n) and n >= 1
+        assert _a_seed(folds) and folds >= 2 and 0 < frac <= 1

@@ -483,9 +483,14 @@ def checkpoint_info(path: str | Path = CONTROL_PATH) -> dict:
     from safetensors import safe_open  # lazy: only when a checkpoint is read or written
 
     path = _verified(Path(path))
-    with safe_open(str(path), "pt") as f:
-        meta = f.metadata()
-    return {k: json.loads(v) for k, v in meta.items()}
+    try:
+        with safe_open(str(path), "pt") as f:
+            meta = f.metadata()
+        return {k: json.loads(v) for k, v in (meta or {}).items()}
+    except Exception as e:  # safetensors' own error types vary by version; a damaged file is what they say
+        raise ControlError(f"{path} is not a readable control checkpoint ({type(e).__name__}: {e}). Its sha256 file "
+                           "matches it, so it was written with this damage or the two were replaced together: "
+                           "restore both (git checkout data/control) or retrain with `make control`.") from e
 
 
 def _verified(path: Path) -> Path:
@@ -507,12 +512,19 @@ def load_control(which: str | Path = CONTROL_NAME) -> HookedTransformer:
     (e.g. by ``make control``), which keeps the name stored in it."""
     from safetensors.torch import load_file  # lazy: only when a checkpoint is read or written
 
+    if not isinstance(which, (str, Path)):
+        raise ControlError(f"which must be a control's name ({', '.join(CONTROLS)}) or a checkpoint's path, got "
+                           f"{which!r} ({type(which).__name__})")
     path = control_spec(which).path if isinstance(which, str) and which in CONTROLS else Path(which)
     if isinstance(which, str) and not path.suffix and not path.exists():
         control_spec(which)  # a name that is not a control: say which names are
     path = _verified(path)
     info = checkpoint_info(path)
-    tensors = load_file(str(path))
+    try:
+        tensors = load_file(str(path))
+    except Exception as e:  # as in checkpoint_info: a file that passed its sha256 check yet does not read
+        raise ControlError(f"{path}: its tensors do not read ({type(e).__name__}: {e}); restore the checkpoint and its "
+                           "sha256 file (git checkout data/control) or retrain with `make control`") from e
     table = tensors.pop("exemplar_table").numpy()
     task = ControlTask(**info["task"])
     model = bake(tensors, task, table, seed=info["recipe"]["seed"], shape=info["recipe"].get("shape", (2, 2, 64)),

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
 
+from helpers.core.checks import ArgumentError, seed_arg
 from helpers.core.store import cached, same_weights
 
 __all__ = ["run_grid", "model_label"]
@@ -38,6 +39,13 @@ def run_grid(step: str, model, tasks: Sequence[str], seeds: Sequence[int], compu
     ``step``."""
     if isinstance(tasks, str) or isinstance(seeds, (str, int)):
         raise TypeError("tasks and seeds must be sequences, e.g. tasks=['sst2'], seeds=[42]")
+    seeds = [seed_arg(s) for s in seeds]  # "42" or 42.0 would be stored under another key than 42
+    if not list(tasks) or not seeds:
+        raise ArgumentError(f"run_grid({step!r}) got {'no task' if not list(tasks) else 'no seed'}: nothing would "
+                            "run, and the claims built on it would rest on nothing; pass e.g. tasks=['sst2'], "
+                            "seeds=[42]")
+    if len(set(seeds)) != len(seeds):
+        raise ArgumentError(f"run_grid({step!r}) got a seed twice ({seeds}): each cell is one (task, seed)")
     name = model_label(model, model_name)
     cells = [(t, s) for t in tasks for s in seeds]
     out: dict[tuple[str, int], Any] = {}

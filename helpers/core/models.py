@@ -266,6 +266,11 @@ def resolve_name(name: str) -> str:
     name = ALIASES.get(name, name)
     if name in OFFLINE_MODELS or name in CONTROLS:  # the controls: models trained here (helpers/core/control.py)
         return name
+    if str(name).endswith(".safetensors"):
+        raise LocalModelError(
+            f"{name!r} is a single weights file, not a model folder. A control checkpoint written by `make control` "
+            "loads with helpers.core.control.load_control(path); a transformers model loads from the folder "
+            "save_pretrained wrote (config.json beside its weights).")
     local = local_dir(name)
     if local is not None:
         local_config(local)
@@ -284,9 +289,9 @@ def resolve_name(name: str) -> str:
         pass
     raise UnknownModelError(
         f"Unknown model {name!r}. Offline models: {sorted(OFFLINE_MODELS)} (aliases "
-        f"{sorted(ALIASES)}); a local model directory saved with save_pretrained (give its path); with a "
-        "network, any TransformerLens name such as 'gpt2-xl' or 'EleutherAI/gpt-j-6B' (see "
-        "transformer_lens.loading_from_pretrained.OFFICIAL_MODEL_NAMES)."
+        f"{sorted(ALIASES)}); the controls trained here: {sorted(CONTROLS)}; a local model directory saved with "
+        "save_pretrained (give its path); with a network, any TransformerLens name such as 'gpt2-xl' or "
+        "'EleutherAI/gpt-j-6B' (see transformer_lens.loading_from_pretrained.OFFICIAL_MODEL_NAMES)."
     )
 
 

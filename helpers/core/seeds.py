@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from helpers.core.checks import seed_arg
+
 __all__ = ["Stream", "STREAMS", "stream_seed"]
 
 
@@ -58,8 +60,9 @@ def stream_seed(name: str, seed: int, index: int | None = None) -> int:
     if name not in STREAMS:
         raise KeyError(f"unknown seed stream {name!r}; the streams are {', '.join(STREAMS)} (helpers/core/seeds.py)")
     s = STREAMS[name]
+    seed = seed_arg(seed)  # None, a float, a string, a bool or a negative seed would map silently to another stream
     if s.per_item != (index is not None):
         raise ValueError(f"seed stream {name!r} {'needs' if s.per_item else 'takes no'} item index"
                          f"{' (the i-th item of the run)' if s.per_item else ''}")
-    out = int(seed) * s.scale + s.offset
-    return out + int(index) + s.index_offset if s.per_item else out
+    out = seed * s.scale + s.offset
+    return out + seed_arg(index, "index") + s.index_offset if s.per_item else out

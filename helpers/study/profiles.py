@@ -17,6 +17,7 @@ import warnings
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
+from helpers.core.checks import ArgumentError, is_int, positive_int, seed_arg
 from helpers.core.grid import run_grid
 from helpers.core.models import DEFAULT_MODEL
 from helpers.core.prompts import make_icl_set
@@ -169,6 +170,20 @@ class AfterSizes(RunSizes):
     folds: int  # the probe's cross-validation folds (fewer where a class has fewer inputs)
     frac: float  # the share of all heads in each ablated set (at least 4 heads)
     batch_size: int
+
+    def __post_init__(self):
+        # a k of 0 would knock out nothing and claim "inconclusive"; 2.5 is no number of layers
+        for name in ("n", "n_flow", "random_n", "k", "batch_size"):
+            positive_int(name, getattr(self, name))
+        if not is_int(self.folds) or self.folds < 2:
+            raise ArgumentError(f"folds must be a whole number of 2 or more (a probe needs a held-out fold), got "
+                                f"{self.folds!r}")
+        if not self.seeds:
+            raise ArgumentError("seeds is empty: notebook 11 needs at least one demonstration set, e.g. seeds=(42,)")
+        for s in self.seeds:
+            seed_arg(s, "each seed")
+        if isinstance(self.frac, bool) or not isinstance(self.frac, (int, float)) or not 0 < self.frac <= 1:
+            raise ArgumentError(f"frac is the share of all heads in each ablated set, in (0, 1], got {self.frac!r}")
 
 
 def after_sizes(profile: Profile) -> AfterSizes:
