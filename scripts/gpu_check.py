@@ -107,12 +107,15 @@ def main(argv=None) -> int:
 
             holder["name"] = str(tiny_folder(work / "tiny-gpt2"))
             m = load_model(holder["name"])
+        from helpers.core.sizing import pass_tokens
+
+        passes = pass_tokens(m)  # measured on CUDA; the CPU's fixed charge elsewhere
         ops = bench_ops.measure_ops(m, "sst2", (1, 8))
         flow = bench_ops.measure_flow_vs_batch(m, "sst2", 8)
         del m
         if cuda:
             torch.cuda.empty_cache()
-        return {"model": holder["name"], "ops": [{k: v for k, v in r.items() if k != "top"} for r in ops],
+        return {"model": holder["name"], "pass_tokens": passes, "ops": [{k: v for k, v in r.items() if k != "top"} for r in ops],
                 "flow_vs_batch": flow, "table": bench_ops.markdown(ops, flow)}
 
     _step(report, "operator counts and flow/batch ratio", model)

@@ -35,6 +35,7 @@ def card(monkeypatch):
     def set_free(gib):
         monkeypatch.setattr(sz, "free_bytes", lambda device: int(gib * GIB))
 
+    monkeypatch.setattr(sz, "_measured_pass_tokens", lambda model: sz.CPU_PASS_TOKENS)  # no timing on a fake card
     return set_free
 
 
@@ -137,14 +138,14 @@ def test_the_control_on_the_cpu_keeps_its_capped_batch_when_cuda_exists(tiny_mod
     seen = []
     real = pr.length_batches
 
-    def spy(prompts, batch_size, max_tokens=None, **kw):
-        seen.append((batch_size, max_tokens))
-        return real(prompts, batch_size, max_tokens, **kw)
+    def spy(prompts, batch_size, max_tokens=None, fixed_tokens=sz.CPU_PASS_TOKENS):
+        seen.append((batch_size, max_tokens, fixed_tokens))
+        return real(prompts, batch_size, max_tokens, fixed_tokens)
 
     monkeypatch.setattr(pr, "length_batches", spy)
     s = make_icl_set(tiny_model, "sst2", seed=0, n_test=4)
     pr.predict(tiny_model, s.prompts, s.label_ids, batch_size=16, top_k=0)
-    assert seen == [(16, 1024)]
+    assert seen == [(16, 1024, 32)]
 
 
 def test_tf32_is_opt_in_and_never_applied_to_a_cpu_model(tiny_model, monkeypatch):
@@ -176,3 +177,41 @@ def test_q_row_chunks_hold_the_caches_that_fit(card):
     assert rows == (int(sz.SAFETY * 80 * GIB) - sz.RESERVE_BYTES) // per_prompt and 1 < rows < 64
     with pytest.raises(Exception, match="batch_size"):
         sz.cache_rows(FakeModel("cpu"), 10, 0)
+
+
+def test_a_cpu_pass_costs_todays_tokens_and_is_never_timed(tiny_model, monkeypatch):
+    monkeypatch.setattr(sz, "_timed", lambda model, rows: pytest.fail("a CPU model must not be timed"))
+    assert sz.pass_tokens(tiny_model) == sz.CPU_PASS_TOKENS == sz.sizing(tiny_model, 10, 4).pass_tokens == 32
+
+
+def test_the_pass_cost_is_the_fixed_time_over_the_time_per_token(monkeypatch):
+    """time = a + b * tokens from a 1-row and an 8-row pass: pass_tokens = a / b, clamped; measured once per model."""
+    a, b, calls = 0.150, 2e-5, []
+
+    def timed(model, rows):
+        calls.append(rows)
+        return a + b * rows * sz.PROBE_TOKENS
+
+    monkeypatch.setattr(sz, "_timed", timed)
+    model = FakeModel()
+    assert sz.pass_tokens(model) == round(a / b) == 7500
+    assert sz.pass_tokens(model) == 7500 and calls == [1, 1, 8]  # a warm-up, then the two passes, once
+    monkeypatch.setattr(sz, "_timed", lambda model, rows: 1.0)  # 8 rows cost no more than 1: launches dominate
+    assert sz.pass_tokens(FakeModel()) == sz.MAX_PASS_TOKENS
+    monkeypatch.setattr(sz, "_timed", lambda model, rows: 1e-6 * rows * sz.PROBE_TOKENS)  # no fixed cost
+    assert sz.pass_tokens(FakeModel()) == sz.CPU_PASS_TOKENS
+
+
+def test_an_expensive_pass_merges_the_batches(card, monkeypatch):
+    """8 prompts of 40-320 tokens: a CPU's pass cost splits them by length; a device whose pass costs thousands of
+    tokens' work (the H100's, from its launches) runs them in one or two batches."""
+    from helpers.core.predict import length_batches
+
+    lens = [40, 60, 90, 120, 160, 200, 260, 320]
+    prompts = [[0] * n for n in lens]
+    assert len(length_batches(prompts, 8, 0, sz.CPU_PASS_TOKENS)) >= 3
+    card(80)
+    monkeypatch.setattr(sz, "_measured_pass_tokens", lambda model: 6000)
+    sized = sz.sizing(FakeModel(), max(lens), 8)
+    assert sized.pass_tokens == 6000
+    assert len(length_batches(prompts, sized.batch_size, sized.max_tokens, sized.pass_tokens)) <= 2

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from helpers.core import accounting
 from helpers.core.checks import positive_int
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
-from helpers.core.sizing import cpu_batch_tokens, sizing
+from helpers.core.sizing import CPU_PASS_TOKENS, cpu_batch_tokens, sizing
 from helpers.core.store import result_types
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def batch_token_budget(model=None) -> int:
 
 
 def length_batches(prompts: Sequence, batch_size: int, max_tokens: int | None = None,
-                   fixed_tokens: int = 32) -> list[list[int]]:
+                   fixed_tokens: int = CPU_PASS_TOKENS) -> list[list[int]]:
     """Indices of ``prompts`` (or token tensors) grouped into batches of similar length (longest first).
 
     A batch holds at most ``batch_size`` items and at most ``max_tokens``
@@ -95,8 +95,8 @@ def length_batches(prompts: Sequence, batch_size: int, max_tokens: int | None = 
     is a batch of its own). ``max_tokens=None`` uses :func:`batch_token_budget`;
     0 means no token cap. Within those caps the split of the length-sorted
     items minimises padded tokens plus ``fixed_tokens`` per batch (the cost of
-    one more forward pass, in tokens), by dynamic programming: short inputs of
-    very different lengths are not padded to the longest of sixteen.
+    one more forward pass, in tokens: :attr:`helpers.core.sizing.Sizing.pass_tokens`, measured on a GPU), by
+    dynamic programming: short inputs of very different lengths are not padded to the longest of sixteen.
     """
     batch_size = positive_int("batch_size", batch_size)
     budget = batch_token_budget() if max_tokens is None else int(max_tokens)
@@ -193,7 +193,7 @@ def predict(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequ
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
     resid = torch.empty(len(prompts), model.cfg.d_model, dtype=model.cfg.dtype, device=model.cfg.device)
     sized = sizing(model, max((len(p) for p in prompts), default=1), batch_size)
-    batches = length_batches(prompts, sized.batch_size, sized.max_tokens)
+    batches = length_batches(prompts, sized.batch_size, sized.max_tokens, sized.pass_tokens)
     it = tqdm(batches, desc=progress if isinstance(progress, str) else "predict", leave=False,
               disable=not progress)
     with torch.inference_mode():

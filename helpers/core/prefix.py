@@ -79,7 +79,7 @@ from jaxtyping import Float, Int
 from helpers.core.backend import is_bridge, require_hooked
 from helpers.core.predict import length_batches, predictions_from_resid, unembed_at
 from helpers.core.prompts import Prompt
-from helpers.core.sizing import suffix_sizing
+from helpers.core.sizing import pass_tokens, suffix_sizing
 from helpers.core.tl_patches import fast_attention
 
 if TYPE_CHECKING:
@@ -488,7 +488,7 @@ def suffix_batches(cache: PrefixCache, prompts: Sequence[Prompt], batch_size: in
         if p.q < p0:
             raise PrefixError(f"prompt {i}: its position q ({p.q}) lies inside the shared prefix")
     batch_size, max_tokens = suffix_sizing(cache, suf, batch_size, max_tokens)
-    for idx in length_batches(suf, batch_size, max_tokens):
+    for idx in length_batches(suf, batch_size, max_tokens, pass_tokens(cache.model_ref())):
         toks, _ = pad_suffixes([suf[i] for i in idx])
         yield idx, toks, torch.tensor([prompts[i].q - p0 for i in idx])
 

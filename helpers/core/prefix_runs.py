@@ -154,7 +154,7 @@ def prompt_batches(model: HookedTransformer, prompts: Sequence[Prompt], batch_si
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
     sized = sizing(model, max((len(p) for p in prompts), default=1), batch_size)
     return [(idx, *pad_batch([prompts[i] for i in idx], pad))
-            for idx in length_batches(prompts, sized.batch_size, sized.max_tokens)]
+            for idx in length_batches(prompts, sized.batch_size, sized.max_tokens, sized.pass_tokens)]
 
 
 

@@ -17,6 +17,15 @@ GPU (notebook 09's control) is sized as on any CPU.
   (``$ICL_BATCH_TOKENS`` still overrides it), and the pattern cap is lifted to what fits, so the saliency
   backward no longer runs one prompt at a time on a GPU sized for it.
 
+**The cost of one more pass** (``pass_tokens``, :func:`pass_tokens`): batching trades padded tokens against
+passes (:func:`helpers.core.predict.length_batches` minimises padded tokens plus ``pass_tokens`` per batch). On a
+CPU a pass costs about :data:`CPU_PASS_TOKENS` tokens' work, so short inputs of very different lengths are split.
+On CUDA a pass costs what the host spends launching it, which on a large model is worth thousands of tokens
+(measured on one H100 at GPT2-XL's shape: 8 prompts split into 5 batches by the CPU's charge took 2.34 s, as one
+batch 1.43 s). There it is measured once per model and process: a forward of 1 row and of 8 rows of
+:data:`PROBE_TOKENS` tokens, timed after a warm-up, fit ``time = a + b * tokens``, and ``pass_tokens = a / b`` (the
+fixed time of a pass in tokens' worth of throughput), kept within [:data:`CPU_PASS_TOKENS`, :data:`MAX_PASS_TOKENS`].
+
 The estimate counts the activations a transformer block keeps, in the model's dtype (attention scores and
 patterns in float32, as TransformerLens computes them): one block's working set for a forward without
 gradients; every block's saved activations plus one block's working set for a forward and backward; and the
@@ -28,6 +37,7 @@ its error, and ``ICL_BATCH_TOKENS`` caps the padded tokens per batch where it is
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -35,11 +45,15 @@ import torch
 from helpers.core.checks import positive_int
 
 __all__ = ["Sizing", "sizing", "suffix_sizing", "cache_rows", "model_device", "on_cuda", "free_bytes", "bytes_per_token",
-           "cpu_batch_tokens", "CPU_BATCH_TOKENS", "CPU_CACHE_MB", "CPU_PATTERN_MB", "SAFETY", "RESERVE_BYTES"]
+           "cpu_batch_tokens", "pass_tokens", "CPU_BATCH_TOKENS", "CPU_CACHE_MB", "CPU_PATTERN_MB", "CPU_PASS_TOKENS",
+           "MAX_PASS_TOKENS", "PROBE_TOKENS", "SAFETY", "RESERVE_BYTES"]
 
 CPU_BATCH_TOKENS = 1024  # padded tokens per forward batch on a CPU (helpers.core.predict.batch_token_budget)
 CPU_CACHE_MB = 2048  # prompts' key/value caches one q-row chunk holds on a CPU (helpers.core.prefix_runs.predict_q_row)
 CPU_PATTERN_MB = 256  # attention patterns one saliency batch keeps on a CPU (helpers.experiments.saliency)
+CPU_PASS_TOKENS = 32  # one more forward pass, in tokens' work, on a CPU (helpers.core.predict.length_batches)
+MAX_PASS_TOKENS = 1 << 16  # a measured pass cost is kept below this (a timing hiccup must not merge everything)
+PROBE_TOKENS = 64  # tokens per row of the passes that measure a GPU's pass cost
 SAFETY = 0.8  # share of the GPU's free memory a batch may take
 RESERVE_BYTES = 2**30  # kept free besides: cuBLAS workspaces, allocator fragmentation, the unembedding at q
 
@@ -53,6 +67,7 @@ class Sizing:
     max_pattern_mb: float  # MB of attention patterns (all layers and heads, float32) one batch keeps at most
     device: str  # the device it was sized for
     usable_bytes: int = 0  # the memory a batch may take (CUDA only; 0 on a CPU, where it is not measured)
+    pass_tokens: int = CPU_PASS_TOKENS  # the cost of one more pass, in tokens (module docstring)
 
 
 def model_device(model) -> torch.device:
@@ -115,7 +130,7 @@ def sizing(model, tokens: int, batch_size: int, *, keys: int | None = None, grad
     batch_size = positive_int("batch_size", batch_size)
     device = model_device(model)
     if device.type != "cuda":
-        return Sizing(batch_size, cpu_batch_tokens(), max_pattern_mb, str(device))
+        return Sizing(batch_size, cpu_batch_tokens(), max_pattern_mb, str(device), 0, CPU_PASS_TOKENS)
     tokens = max(1, int(tokens))
     keys = max(tokens, int(keys or tokens))
     usable = max(0, int(SAFETY * free_bytes(device)) - RESERVE_BYTES)
@@ -126,7 +141,46 @@ def sizing(model, tokens: int, batch_size: int, *, keys: int | None = None, grad
     rows = max(1, fit_tokens // tokens)
     pattern_row_mb = model.cfg.n_layers * model.cfg.n_heads * 4 * tokens * keys / 2**20
     pattern_mb = rows * pattern_row_mb if patterns else max_pattern_mb
-    return Sizing(min(batch_size, rows), max_tokens, pattern_mb, str(device), usable)
+    return Sizing(min(batch_size, rows), max_tokens, pattern_mb, str(device), usable, pass_tokens(model))
+
+
+_PASS_TOKENS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its measured pass cost
+
+
+def pass_tokens(model) -> int:
+    """The cost of one more forward pass on ``model``'s device, in tokens' work: :data:`CPU_PASS_TOKENS` on a CPU,
+    measured once per model and process on CUDA (module docstring)."""
+    if model is None or not on_cuda(model):
+        return CPU_PASS_TOKENS
+    if model not in _PASS_TOKENS:
+        _PASS_TOKENS[model] = _measured_pass_tokens(model)
+    return _PASS_TOKENS[model]
+
+
+def _timed(model, rows: int) -> float:
+    import time
+
+    tokens = torch.randint(0, model.cfg.d_vocab, (rows, PROBE_TOKENS), device=model_device(model))
+    times = []
+    with torch.inference_mode():
+        for _ in range(3):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            model(tokens, return_type=None)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+    return sorted(times)[1]
+
+
+def _measured_pass_tokens(model) -> int:
+    """``a / b`` of ``time = a + b * tokens`` from a 1-row and an 8-row pass (after a warm-up), clamped."""
+    _timed(model, 1)  # warm-up: kernels chosen, memory allocated
+    one, eight = _timed(model, 1), _timed(model, 8)
+    per_token = (eight - one) / (7 * PROBE_TOKENS)
+    fixed = one - PROBE_TOKENS * per_token
+    if per_token <= 0:  # the 8 rows cost no more than 1: launches dominate entirely
+        return MAX_PASS_TOKENS
+    return int(min(MAX_PASS_TOKENS, max(CPU_PASS_TOKENS, round(fixed / per_token))))
 
 
 def suffix_sizing(cache, suffixes, batch_size: int, max_tokens: int | None = None) -> tuple[int, int]:

@@ -107,7 +107,7 @@ def collect_qk(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: S
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
     sized = sizing(model, max((len(p) for p in prompts), default=1), batch_size)
     with torch.inference_mode():
-        for idx in tqdm(length_batches(prompts, sized.batch_size, sized.max_tokens), desc=progress if isinstance(progress, str) else "q/k",
+        for idx in tqdm(length_batches(prompts, sized.batch_size, sized.max_tokens, sized.pass_tokens), desc=progress if isinstance(progress, str) else "q/k",
                         disable=not progress, leave=False):
             batch = [prompts[i] for i in idx]
             tokens, q = pad_batch(batch, pad)

@@ -173,7 +173,7 @@ def random_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[
     resid = torch.empty(len(prompts), model.cfg.d_model, dtype=model.cfg.dtype, device=model.cfg.device)
     sized = sizing(model, max(len(p) for p in prompts), batch_size)
     with torch.inference_mode():
-        for idx in length_batches(prompts, sized.batch_size, sized.max_tokens):  # by whole-prompt length: the top layers run those
+        for idx in length_batches(prompts, sized.batch_size, sized.max_tokens, sized.pass_tokens):  # by whole-prompt length: the top layers run those
             batch = [prompts[i] for i in idx]
             toks, _ = pad_suffixes([suffixes[i] for i in idx])
             own = suffix_forward(model, cache, toks, stop_at_layer=split)  # [B, m, d_model]

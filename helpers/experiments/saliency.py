@@ -113,7 +113,7 @@ def _batches(model, prompts: Sequence[Prompt], batch_size: int, max_pattern_mb: 
     longest = max((len(p) for p in prompts), default=1)
     sized = sizing(model, longest, batch_size, grad=True, patterns=True, max_pattern_mb=max_pattern_mb)
     out = []
-    for idx in length_batches(prompts, sized.batch_size, sized.max_tokens):
+    for idx in length_batches(prompts, sized.batch_size, sized.max_tokens, sized.pass_tokens):
         T = max(len(prompts[i]) for i in idx)
         cap = max(1, int(sized.max_pattern_mb // (per_pos * T * T)))
         out += [idx[i:i + cap] for i in range(0, len(idx), cap)]
