@@ -416,7 +416,7 @@ claims = (sc.class_saliency_claims(flow_ivs, context) + ic.class_isolation_claim
              ic.span_isolation_claim(span_loyalty, span_sizes.k, context),
              asp.span_aucroc_claim(asp.span_aucroc_interval(span_auc), context),
              csp.span_anchor_claim(span_anchor, context)])
-claims = measured_on(claims, tasks, profile.tasks)  # under smoke, the claims name the tasks they ran on
+claims = ha.foobar_measured_on(measured_on(claims, tasks, profile.tasks), tasks)  # tasks other than the run's named
 report_claims("10_anchors_and_challengers", claims, digits=3,
               metrics={"flow_sizes": flow_sizes.as_dict(), "isolation_sizes": isolation_sizes.as_dict(),
                        "head_sizes": head_sizes.as_dict(), "span_sizes": span_sizes.as_dict(), "top_heads": rankings.top})

@@ -956,3 +956,17 @@ def test_an_own_task_report_labels_claims_from_other_tasks_and_says_where_06_and
     assert f"its results are under {run_key('smoke', ('trec',), 'sst2')}, the run of the tasks it studies" in md
     assert (tmp_path / "gemma-3-270m" / run_key("smoke", ("sst2",), "sst2") / "metrics" /
             "10_anchors_and_challengers.json").exists()
+
+
+def test_the_foobar_rows_name_the_task_they_ran_on_when_no_task_of_the_run_is_binary():
+    from helpers.core.stats import Interval
+    from helpers.protocols.head_ablation import foobar_measured_on, foobar_tasks
+    from helpers.study.claims import claim
+
+    iv = Interval(0.1, 0.0, 0.2, 1, 8)
+    claims = [claim("10.incontext_heads_foobar", iv, "inconclusive", "c"), claim("10.label_isolation", iv,
+                                                                                 "inconclusive", "c")]
+    assert foobar_tasks(["trec"]) == ["sst2"] and foobar_tasks(["sst2", "trec"]) == ["sst2"]
+    got = foobar_measured_on(claims, ["trec"])  # an own task of six classes: foo/bar ran on SST-2
+    assert got[0].tasks == ("sst2",) and not got[1].tasks
+    assert foobar_measured_on(claims, ["sst2"]) == claims  # the run's own task: nothing to name

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from helpers.core.grid import run_grid
@@ -29,7 +30,8 @@ from helpers.experiments.head_ablation import (
 )
 
 __all__ = ["ablation_runs", "ablation_cells", "ablation_intervals", "ablation_interval_part", "ablation_claims",
-           "regime_ablation_claim", "head_sets_runs", "task_intervals", "head_sets_foobar_runs", "sets_cells"]
+           "regime_ablation_claim", "head_sets_runs", "task_intervals", "foobar_tasks", "foobar_measured_on",
+           "head_sets_foobar_runs", "sets_cells"]
 
 
 def ablation_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]],
@@ -70,13 +72,28 @@ def head_sets_runs(model: HookedTransformer, tasks: Sequence[str], sets: Mapping
     return run_grid("head_sets_ablation", model, tasks, seeds, run, {"n": n, "sets": _sets_key(sets)})
 
 
+def foobar_tasks(tasks: Sequence[str]) -> list[str]:
+    """The tasks the foo/bar runs use: the binary tasks among ``tasks`` (:data:`helpers.core.unrelated.BINARY_SOURCES`),
+    or SST-2 when none is (an own task with three classes, say)."""
+    return [t for t in tasks if t in BINARY_SOURCES] or ["sst2"]
+
+
+def foobar_measured_on(claims: Sequence[Claim], tasks: Sequence[str]) -> list[Claim]:
+    """``claims`` with each foo/bar claim (``*_foobar``) naming the tasks it ran on (:func:`foobar_tasks`) where
+    those are not ``tasks``, so a report under an own task's header says which task its foo/bar rows measured."""
+    used = tuple(foobar_tasks(tasks))
+    if used == tuple(tasks):
+        return list(claims)
+    return [replace(c, tasks=used) if c.key.endswith("_foobar") else c for c in claims]
+
+
 def head_sets_foobar_runs(model: HookedTransformer, tasks: Sequence[str], sets: Mapping[str, Sequence[Head]],
                           sizes: EvalSizes, batch_size: int = 16) -> dict[str, dict[tuple[str, int], dict]]:
     """``{mapping: {(task, seed): result}}``: :func:`sets_ablation_conditions` on notebook 07's evaluation prompts
     (:func:`helpers.core.unrelated.eval_set`) of the binary tasks among ``tasks``
     (:data:`helpers.core.unrelated.BINARY_SOURCES`; SST-2 when none is), under the foo/bar mapping and its swap
     (:data:`FOOBAR_MAPPINGS`): the same demonstrations and queries, the label words exchanged. Stored on disk."""
-    binary = [t for t in tasks if t in BINARY_SOURCES] or ["sst2"]
+    binary = foobar_tasks(tasks)
 
     def run(ps, _heads, seed):
         return sets_ablation_conditions(model, ps.prompts, ps.label_ids, sets, seed, batch_size)
