@@ -1,28 +1,19 @@
-"""helpers: the tested logic behind the notebooks, in four layers.
+"""helpers: the tested logic behind the notebooks, in five layers (docs/contributing.md has the rules).
 
-- ``helpers.core``: models (loading), tasks (data, templates, label words), prompts (sampling, rendering,
-  positions), predict (batched label-restricted prediction, hooks), prefix (the demonstrations run once,
-  inputs as suffixes), loyalty, store (results stored by content), unrelated (paper B's foo/bar tasks and
-  prompt sets), heads (reading attention heads at the query position). Imports nothing from the other layers.
-- ``helpers.study``: profiles (run sizes), results (folders), stats (intervals), paper (the papers' numbers),
-  claims (and the readings rendered from them), record (the run records behind the README's tables), report,
-  plots. Imports only ``core``.
-- ``helpers.experiments``: one module per paper idea (setting, saliency, isolation, aucroc, reweighting,
-  compression, diagnosis, and paper B's incontext_heads, two_towers, head_biases, and notebook 09's
-  positive_control): the method only. Each imports ``core`` and ``study``, never another experiment.
-- ``helpers.exercises``: the notebooks' exercises, one module per method, named as in ``experiments``, each with
-  the checks of its exercises (``check_*``) and the typical mistakes they name; grading (``CheckFailed``,
-  ``grader``, ...) and tiny (the tiny random models the checks and tests run on). Imports any lower layer; nothing
-  imports it (tests/test_layers.py).
+- ``helpers.core``: loading models, TransformerLens' faster equal attention, tasks and prompts, batched prediction
+  and the shared-demonstration engine, device sizing, the on-disk store and the run grid, seed streams,
+  statistics, the controls. Imports nothing from the other layers.
+- ``helpers.experiments``: one method of the papers per module, the method only (functions of a model and prompts
+  that return tensors). Imports ``core``; never another method's module.
+- ``helpers.study``: run profiles and settings, the papers' numbers, claims and reports, figures, and
+  :mod:`helpers.study.notebook` (what a notebook asks of its kernel). Imports ``core``.
+- ``helpers.protocols``: one module per method with the protocol that runs it (sizes, stored runs over tasks x
+  seeds, intervals, verdict criteria, claims), and the power runs on the controls. Imports the layers above.
+- ``helpers.exercises``: the notebooks' graded exercises and the tiny random models they run on. Imports any lower
+  layer; nothing imports it.
+
+Importing any of them changes no setting (no warning filter, environment variable or display formatter:
+tests/test_layers.py); a notebook asks for those with :func:`helpers.study.notebook.start`.
 """
-
-import os as _os
-import warnings as _warnings
-
-# TransformerLens 3.x announces its successor on import; keep notebooks quiet.
-_warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"transformer_lens.*")
-_warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformer_lens.*")
-_warnings.filterwarnings("ignore", message=r".*TransformerLens.*", category=UserWarning)
-_os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 __version__ = "0.1.0"

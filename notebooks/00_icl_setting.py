@@ -57,11 +57,11 @@ from helpers.core.stats import bootstrap_means
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
 from helpers.exercises.setting import check_label_logits
 from helpers.protocols import setting
-from helpers.study import paper, plots
+from helpers.study import notebook, paper, plots
 from helpers.study.claims import report_claims, show_reading
-from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.profiles import current_model_name
 
-profile = get_profile()
+profile = notebook.start()
 model = load_model(current_model_name())
 sizes = setting.setting_sizes(profile)  # seeds, test inputs per (task, seed), batch size
 print(profile.name, current_model_name(), sizes)

@@ -51,11 +51,11 @@ from helpers.core.models import load_model
 from helpers.core.tasks import get_task
 from helpers.exercises.saliency import check_attention_patterns, check_pattern_saliency, check_saliency_flows
 from helpers.protocols import saliency as sal
-from helpers.study import plots
+from helpers.study import notebook, plots
 from helpers.study.claims import report_claims, show_reading
-from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.profiles import current_model_name
 
-profile = get_profile()
+profile = notebook.start()
 model = load_model(current_model_name())
 sizes = sal.saliency_sizes(profile)  # seeds, inputs per (task, seed), batch size
 print(profile.name, current_model_name(), sizes)

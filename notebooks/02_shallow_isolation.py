@@ -63,11 +63,11 @@ from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids
 from helpers.exercises.isolation import check_block_label_rows, check_isolated_label_logits
 from helpers.experiments.isolation import label_token_share, layer_range, run_isolation
 from helpers.protocols import isolation as iso
-from helpers.study import plots
+from helpers.study import notebook, plots
 from helpers.study.claims import report_claims, show_reading
-from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.profiles import current_model_name
 
-profile = get_profile()
+profile = notebook.start()
 model = load_model(current_model_name())
 sizes = iso.isolation_sizes(profile)  # seeds, inputs, k, the sweep over k and the random control's inputs
 k = sizes.k_main

@@ -58,11 +58,11 @@ from helpers.core.prompts import make_icl_set
 from helpers.exercises.aucroc import check_attention_at_q, check_label_attention
 from helpers.experiments.aucroc import label_attention_reference, mean_curves
 from helpers.protocols import aucroc as auc
-from helpers.study import paper, plots
+from helpers.study import notebook, paper, plots
 from helpers.study.claims import report_claims, show_reading
-from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.profiles import current_model_name
 
-profile = get_profile()
+profile = notebook.start()
 model = load_model(current_model_name())
 sizes = auc.aucroc_sizes(profile)  # seeds, test inputs per (task, seed), batch size
 print(profile.name, current_model_name(), sizes)

@@ -55,11 +55,11 @@ from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
 from helpers.exercises.reweighting import check_reweight_pattern, check_reweighted_label_logits
 from helpers.protocols import reweighting as rw
-from helpers.study import plots
+from helpers.study import notebook, plots
 from helpers.study.claims import quote_claim, report_claims, show_reading
-from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.profiles import current_model_name
 
-profile = get_profile()
+profile = notebook.start()
 model_name = current_model_name()
 model = load_model(model_name)
 sizes = rw.reweighting_sizes(profile)  # seeds, test inputs per (task, seed), beta's epochs and training examples

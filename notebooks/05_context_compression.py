@@ -61,11 +61,11 @@ from helpers.core.stats import bootstrap_means, paired_differences
 from helpers.exercises.compression import check_hidden_anchor_logits, check_input_mask
 from helpers.experiments.compression import METHODS, anchor_keep, compression_set
 from helpers.protocols import compression as comp
-from helpers.study import plots
+from helpers.study import notebook, plots
 from helpers.study.claims import report_claims, show_reading
-from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.profiles import current_model_name
 
-profile = get_profile()
+profile = notebook.start()
 model_name = current_model_name()
 model = load_model(model_name)
 sizes = comp.compression_sizes(profile)  # seeds, inputs per (task, seed), Hidden_random-top draws, Table 3's timing

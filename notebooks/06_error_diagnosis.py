@@ -60,12 +60,12 @@ from helpers.experiments.diagnosis import (
     seed_mean,
 )
 from helpers.protocols import diagnosis as diag
-from helpers.study import plots
+from helpers.study import notebook, plots
 from helpers.study.claims import report_claims, show_reading
-from helpers.study.profiles import current_model_name, get_profile
+from helpers.study.profiles import current_model_name
 from helpers.study.results import studies_tasks
 
-profile = get_profile()
+profile = notebook.start()
 model_name = current_model_name()
 model = load_model(model_name)
 

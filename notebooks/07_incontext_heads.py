@@ -57,10 +57,10 @@ from helpers.core.models import load_model
 from helpers.experiments.incontext_heads import n_incontext_heads
 from helpers.protocols import incontext_heads as ih
 from helpers.study import heads_report as hr
-from helpers.study import plots
-from helpers.study.profiles import current_model_name, get_profile, study_tasks
+from helpers.study import notebook, plots
+from helpers.study.profiles import current_model_name, study_tasks
 
-profile, model_name = get_profile(), current_model_name()
+profile, model_name = notebook.start(), current_model_name()
 model = load_model(model_name)
 heads_sizes = ih.incontext_heads_sizes(profile)  # the evaluation sizes (n_eval, seeds, k_per_class) + n_attr
 N_IC = n_incontext_heads(model, frac=0.01, min_heads=4)  # how many in-context heads: max(4, 1% of the heads)

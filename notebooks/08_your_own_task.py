@@ -61,11 +61,11 @@ from helpers.exercises.setting import check_render_prompt
 from helpers.experiments.aucroc import mean_curves
 from helpers.experiments.saliency_graph import flow_graph
 from helpers.protocols import aucroc, isolation, saliency, setting
-from helpers.study import paper, plots
+from helpers.study import notebook, paper, plots
 from helpers.study.claims import report_claims, show_reading
-from helpers.study.profiles import current_model_name, current_own_task, get_profile, own_task_sizes
+from helpers.study.profiles import current_model_name, current_own_task, own_task_sizes
 
-profile = get_profile()
+profile = notebook.start()
 model = load_model(current_model_name())
 task = get_task(current_own_task())
 name = task.name

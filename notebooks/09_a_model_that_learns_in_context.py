@@ -80,13 +80,12 @@ from helpers.protocols import positive_control as pc
 from helpers.protocols import power
 from helpers.protocols import saliency as sal
 from helpers.protocols import two_towers as tt
-from helpers.study import plots, power_report
+from helpers.study import notebook, plots, power_report
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.power_report import power_frame, power_summary
-from helpers.study.profiles import get_profile
 
 MODEL = "control"  # this notebook studies the model trained here, whatever ICL_MODEL names
-profile = get_profile()
+profile = notebook.start()
 model = load_model(MODEL)
 task, info = control_task(model), checkpoint_info()
 sizes = pc.control_sizes(profile)  # seeds; per seed n sequences, n_attr for head attribution, n_saliency

@@ -59,10 +59,10 @@ from helpers.core.models import load_model
 from helpers.protocols import head_scores as hs
 from helpers.protocols import isolation_classes as ic
 from helpers.protocols import saliency_classes as sc
-from helpers.study import plots
-from helpers.study.profiles import current_model_name, get_profile, study_tasks
+from helpers.study import notebook, plots
+from helpers.study.profiles import current_model_name, study_tasks
 
-profile, model = get_profile(), load_model(current_model_name())
+profile, model = notebook.start(), load_model(current_model_name())
 tasks = study_tasks(profile)  # the profile's tasks (smoke: its first two)
 flow_sizes = sc.class_saliency_sizes(profile)  # seeds, inputs per (task, seed), batch size
 isolation_sizes = ic.class_isolation_sizes(profile)  # seeds, inputs, the random controls' inputs, k

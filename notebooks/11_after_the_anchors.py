@@ -61,10 +61,10 @@ from helpers.protocols import flipped_labels as fl
 from helpers.protocols import isolation_context as ik
 from helpers.protocols import query_stages as qs
 from helpers.protocols import saliency_context as sx
-from helpers.study import plots
-from helpers.study.profiles import after_sizes, after_tasks, current_model_name, get_profile
+from helpers.study import notebook, plots
+from helpers.study.profiles import after_sizes, after_tasks, current_model_name
 
-profile, model = get_profile(), load_model(current_model_name())
+profile, model = notebook.start(), load_model(current_model_name())
 tasks = after_tasks(profile)  # the profile's tasks (smoke: its first)
 sizes = replace(after_sizes(profile), frac=qs.HEAD_SHARE)  # head sets: the share arXiv 2505.18752 ablates
 print(profile.name, current_model_name(), tasks, sizes, sep="\n")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -448,3 +449,28 @@ def test_the_private_name_check_sees_one(tmp_path):
     (tmp_path / "helpers" / "core" / "c.py").write_text("from .a import _b\n")
     assert sorted(_private_crossings(tmp_path)) == ["helpers/core/c.py:1 helpers.core.a._b",
                                                     "scripts/x.py:1 helpers.core.a._b", "scripts/x.py:3 a._b"]
+
+
+def test_importing_helpers_changes_no_setting():
+    """No import side effects: importing every ``helpers`` module leaves the warning filters, the environment and
+    the display formatters as they were (a notebook asks for what it wants: helpers.study.notebook.start)."""
+    script = r"""
+import importlib, os, pkgutil, sys, warnings
+# the libraries' own import-time filters first: only what helpers' modules do counts
+for lib in ("torch", "numpy", "pandas", "scipy.stats", "sklearn.linear_model", "sklearn.metrics", "matplotlib.pyplot",
+            "seaborn", "transformers", "jaxtyping", "einops", "tqdm.auto", "IPython"):
+    importlib.import_module(lib)
+import helpers
+before = (list(warnings.filters), dict(os.environ))
+bad = []
+for m in pkgutil.walk_packages(helpers.__path__, "helpers."):
+    importlib.import_module(m.name)
+    if (list(warnings.filters), dict(os.environ)) != before:
+        bad.append(m.name)
+        before = (list(warnings.filters), dict(os.environ))
+print("CHANGED:" + ",".join(bad))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "TOKENIZERS_PARALLELISM"}
+    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().endswith("CHANGED:"), r.stdout[-500:]

@@ -44,9 +44,9 @@ def test_committed_without_outputs(src):
 def test_reads_profile_and_model_from_environment(src):
     text = src.read_text()
     if src.stem.startswith("09_"):  # the positive control: its own model, run once (scripts/run_all.py OWN_MODEL)
-        assert "get_profile()" in text and 'MODEL = "control"' in text and "load_model(MODEL)" in text
+        assert "notebook.start()" in text and 'MODEL = "control"' in text and "load_model(MODEL)" in text
         return
-    assert "get_profile()" in text and "current_model_name()" in text
+    assert "notebook.start()" in text and "current_model_name()" in text
 
 
 SHORT_SETUP = ("01", "07", "10", "11")  # notebooks whose setup cell holds only the imports, the model and the run sizes

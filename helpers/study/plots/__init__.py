@@ -31,15 +31,13 @@ def frame_html(df: _pd.DataFrame) -> str:
         return df.to_html(notebook=True, na_rep=MISSING, border=1, max_cols=None)
 
 
-def _register() -> None:
-    """In Jupyter, every DataFrame the notebook that imports this package displays goes through
-    :func:`frame_html`. This is the one thing importing ``plots`` changes: nothing outside a notebook, and no
-    pandas or matplotlib setting."""
+def show_frames() -> None:
+    """In Jupyter, every DataFrame the notebook displays goes through :func:`frame_html` from now on
+    (:func:`helpers.study.notebook.start` asks for it); outside a notebook nothing changes, and no pandas or
+    matplotlib setting is touched. Importing ``plots`` changes nothing."""
     from IPython import get_ipython  # lazy: only inside a notebook
 
     shell = get_ipython()
     if shell is not None:
         shell.display_formatter.formatters["text/html"].for_type(_pd.DataFrame, frame_html)
 
-
-_register()
