@@ -54,8 +54,6 @@
 # %%
 from dataclasses import replace
 
-from IPython.display import display
-
 from helpers.core.models import load_model
 from helpers.protocols import flipped_labels as fl
 from helpers.protocols import isolation_context as ik
@@ -79,6 +77,7 @@ print(profile.name, current_model_name(), tasks, sizes, sep="\n")
 
 # %%
 import pandas as pd
+from IPython.display import display
 
 from helpers.experiments.flipped_labels import flip_permutation, flipped_icl_set
 

@@ -4,27 +4,17 @@ whole prompts, identity and relabelled donors, on the three tiny architectures a
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
-from masked_forward import masked_label_logits
+from masked_forward import knockout_set, masked_label_logits
 
-from helpers.core.prompts import make_icl_set
 from helpers.core.relabelled import relabelled_prompts, shift
-from helpers.core.tasks import LabelWordWarning
 from helpers.experiments.compression import anchor_keep, build_cache, predict_cached, prefix_len
 from helpers.experiments.compression_specific import anchor_specificity, dropped, hidden_pairs, in_place_pairs
 
 
-def _set(model, task="trec", n=3):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", LabelWordWarning)
-        return make_icl_set(model, task, seed=42, n_test=n)
-
-
 def test_the_edge_sets_by_hand(tiny_model):
-    p = _set(tiny_model).prompts[0]
+    p = knockout_set(tiny_model).prompts[0]
     p0, drop = prefix_len(p), dropped(p)
     assert drop and set(drop) | set(anchor_keep(p)) == set(range(p0)) and not set(drop) & set(anchor_keep(p))
     assert set(drop) == {i for a, b in p.text_spans for i in range(a, b)}  # the demonstrations' text
@@ -38,7 +28,7 @@ def test_the_edge_sets_by_hand(tiny_model):
 
 
 def test_hidden_anchor_as_edges_equals_the_pruned_cache_and_in_place_a_masked_forward(tiny_model):
-    s = _set(tiny_model)
+    s = knockout_set(tiny_model)
     every = range(tiny_model.cfg.n_layers)
     cache = build_cache(tiny_model, s.prompts[0])
     hidden = predict_cached(tiny_model, cache, s.prompts, s.label_ids, batch_size=2).pred
@@ -53,7 +43,7 @@ def test_hidden_anchor_as_edges_equals_the_pruned_cache_and_in_place_a_masked_fo
 
 
 def test_relabelled_donors_ask_the_same_input_after_moved_labels(tiny_model):
-    s = _set(tiny_model, "sst2", 4)
+    s = knockout_set(tiny_model, "sst2", 4)
     perm = shift(len(s.label_ids))
     donors = relabelled_prompts(tiny_model, s, perm)
     assert len(donors) == 4
@@ -69,7 +59,7 @@ def test_relabelled_donors_ask_the_same_input_after_moved_labels(tiny_model):
 
 
 def test_inputs_without_a_donor_are_left_out_and_bad_donors_refused(tiny_model):
-    s = _set(tiny_model, "sst2", 3)
+    s = knockout_set(tiny_model, "sst2", 3)
     full = torch.zeros(3, dtype=torch.long)
     got = anchor_specificity(tiny_model, s.prompts, [None, s.prompts[1], None], s.label_ids, full)
     assert got["kept"].tolist() == [1] and len(got["anchor"]) == 1 and got["n"] == 3

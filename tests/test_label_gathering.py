@@ -3,26 +3,16 @@ a hand-written masked forward on the three tiny architectures, shared prefix == 
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
-from masked_forward import masked_label_logits
+from masked_forward import knockout_set, masked_label_logits
 
 from helpers.core.positions import position_classes
-from helpers.core.prompts import make_icl_set
-from helpers.core.tasks import LabelWordWarning
 from helpers.experiments.label_gathering import content_pairs, gathering, own_text_pairs
 
 
-def _set(model, task="trec", n=3):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", LabelWordWarning)
-        return make_icl_set(model, task, seed=42, n_test=n)
-
-
 def test_own_text_pairs_mark_each_label_against_its_own_text_only(tiny_model):
-    p = _set(tiny_model).prompts[0]
+    p = knockout_set(tiny_model).prompts[0]
     mask = own_text_pairs(p, len(p) + 2)
     assert mask.shape == (len(p) + 2,) * 2
     want = torch.zeros_like(mask)
@@ -34,7 +24,7 @@ def test_own_text_pairs_mark_each_label_against_its_own_text_only(tiny_model):
 
 
 def test_content_pairs_match_the_count_with_earlier_content_edges(tiny_model):
-    s = _set(tiny_model)
+    s = knockout_set(tiny_model)
     p = s.prompts[0]
     base = content_pairs(p, 5)
     content = set(position_classes(p)["content"]) - set(range(*p.query_span))
@@ -46,7 +36,7 @@ def test_content_pairs_match_the_count_with_earlier_content_edges(tiny_model):
 
 
 def test_gathering_equals_a_hand_written_masked_forward_and_shares_its_prefix(tiny_model):
-    s = _set(tiny_model)
+    s = knockout_set(tiny_model)
     layers = [0, 1]
     gold = torch.tensor([p.gold for p in s.prompts])
     for name, pairs in (("label", own_text_pairs), ("control", lambda p, seq=None: content_pairs(p, 9, seq))):
@@ -74,6 +64,6 @@ def test_gathering_on_a_control_and_its_claim():
 def test_gathering_refuses_prompts_without_gold(tiny_model):
     from dataclasses import replace
 
-    s = _set(tiny_model)
+    s = knockout_set(tiny_model)
     with pytest.raises(ValueError, match="gold"):
         gathering(tiny_model, [replace(s.prompts[0], gold=-1)], s.label_ids, [0], 0)
