@@ -265,6 +265,11 @@ def test_method_digests_follow_the_code_not_the_prose_and_say_when_a_run_is_stal
     assert RC.restamp(rec) == ["01_probe"]
     assert '"01_probe": "new-01"' in rec.read_text() and '"02_probe": "old"' in rec.read_text()
     assert RC.restamp(rec) == []  # already stamped
+    # a notebook left without a digest when its record was made (its prose changed before `make record`): stamped
+    # when its code is the run's, still without one when it is not
+    rec.write_text('{"commit": "abc1234", "methods": {}, "seconds": {"01_probe": 1.0, "02_probe": 2.0}}')
+    assert RC.restamp(rec) == ["01_probe"]
+    assert json.loads(rec.read_text())["methods"] == {"01_probe": "new-01"}
 
 
 def test_a_record_saved_between_runs_leaves_the_next_run_at_its_commit(tmp_path):

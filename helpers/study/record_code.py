@@ -110,14 +110,18 @@ def _same_code_since(section: str, commit: str) -> bool:
 def restamp(path: Path) -> list[str]:
     """Rewrite the code digests of the record at ``path`` for the notebooks whose :func:`method_files` hold the same
     code in the working tree as at the run's commit (:func:`_same_code_since`), for when the digest's rule changes but not
-    the code: such a notebook's run is the run this code would make. A notebook whose files changed keeps its old
+    the code, or when only a notebook's prose changed between its run and its record: such a notebook's run is the run
+    this code would make. A notebook whose files changed keeps its old
     digest, so it still reads as stale. Returns the notebooks restamped."""
     import json
 
     d = json.loads(path.read_text())
     old = d.get("methods", {})
-    fresh = {sec: method_digest(sec) for sec in old if _same_code_since(sec, d["commit"])}
-    d["methods"] = {sec: fresh.get(sec, digest) for sec, digest in old.items()}
+    # every notebook the record ran, also one left without a digest when it was made (a prose edit to its notebook
+    # between the run and `make record` leaves it out: :func:`run_methods` reads file names, not code)
+    sections = list(dict.fromkeys([*old, *d.get("seconds", {})]))
+    fresh = {sec: method_digest(sec) for sec in sections if _same_code_since(sec, d["commit"])}
+    d["methods"] = {sec: fresh.get(sec, old.get(sec)) for sec in sections if sec in fresh or sec in old}
     path.write_text(json.dumps(d, indent=1, ensure_ascii=False) + "\n")
     return sorted(sec for sec in fresh if fresh[sec] != old.get(sec))
 
