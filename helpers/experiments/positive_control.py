@@ -34,14 +34,13 @@ from helpers.core.predict import predict
 from helpers.core.prefix import run_prefix
 from helpers.core.prefix_runs import predict_shared
 from helpers.core.prompts import Prompt
+from helpers.core.relabelled import shift
 from helpers.core.sizing import sizing
 
 __all__ = ["circuit_attention_reference", "label_swap", "circuit_attention", "hidden_anchor_accuracy", "text_anchor_prompts", "text_anchor_loyalty", "SHIFT"]
 
 
-def SHIFT(n_labels: int) -> list[int]:
-    """The label-swap permutation: label i becomes label i + 1 (mod n), which moves every label."""
-    return [(i + 1) % n_labels for i in range(n_labels)]
+SHIFT = shift  # the label-swap permutation (helpers.core.relabelled.shift): label i becomes i + 1 (mod n)
 
 
 def label_swap(model, cp: ControlPrompts, perm: Sequence[int] | None = None, batch_size: int = 256) -> dict:

@@ -28,7 +28,7 @@ from helpers.experiments.compression_specific import anchor_specificity
 from helpers.study.claims import Claim, above_zero, claim
 
 __all__ = ["AGAINST", "specificity_runs", "specificity_intervals", "specificity_claims", "control_specificity",
-           "control_specificity_claims", "kept_share"]
+           "control_specificity_claims"]
 
 # {claim key (after "10."): the condition Hidden_anchor is compared with}
 AGAINST = {"anchors_carry_mapping": "relabelled", "anchors_carry_text": "in_place"}
@@ -92,10 +92,3 @@ def control_specificity_claims(runs: dict, context: str = "") -> list[Claim]:
     """``10.control_anchors_carry_mapping`` and ``10.control_anchors_carry_text`` on a control's replicate
     (``{("control", seed): control_specificity(...)}``)."""
     return specificity_claims(specificity_intervals(runs), "10.control_", context)
-
-
-def kept_share(runs: dict) -> float:
-    """The share of inputs with a donor (the others passed the model's context after relabelling)."""
-    kept = sum(len(r["kept"]) for r in runs.values())
-    total = sum(int(r["n"]) for r in runs.values())
-    return float(kept / total) if total else float("nan")
