@@ -175,6 +175,31 @@ plots.interval_bars({kind: {"label words isolated": isolated[(kind, "label")],
                     ylabel="label loyalty", save_as="11_flipped_isolation")
 
 # %% [markdown]
+# ### At scale: the flows' specific forms on flipped labels
+#
+# On the controls $S_{pq}$'s dominance fires on a model that reads no mapping, and $S_{wp}$'s misses the gathering
+# where it is (the power table below). Notebook 10 gives each a causal form that tells the two apart; here they run
+# on the flipped prompts (`helpers.protocols.flipped_specific`). **Reading:** the label positions' keys and values
+# in the deep layers come from the same flipped prompt with every label moved one class further (`shift`); an
+# answer that moves with them is read from the label words. The control patches as many content positions.
+# **Gathering:** each label word's links to its own demonstration's text are blocked in the first $k$ layers,
+# against as many content-to-content links; the score is alignment with the flipped mapping, the answer these
+# demonstrations carry. The figure: the share of answers that move with the labels (left) and of answers aligned
+# with the flipped mapping (right), for each condition, with 95% intervals over seeds and inputs.
+
+# %%
+from helpers.protocols import flipped_specific as fsp
+
+specific = fsp.flipped_specific_intervals(fsp.flipped_specific_runs(model, tasks, sizes))
+plots.interval_bars({"answer moves with the labels": {"label positions patched": specific["moved, label positions"],
+                                                      "as many content positions": specific["moved, content positions"]},
+                     "aligned with the flipped mapping": {
+                         "label words' own-text links blocked": specific["aligned, label links blocked"],
+                         "as many content links blocked": specific["aligned, content links blocked"]}},
+                    title=f"{current_model_name()}: the causal reading and gathering on flipped labels",
+                    ylabel="share of inputs", save_as="11_flipped_specific")
+
+# %% [markdown]
 # ## 2 · Contextualise, then aggregate: do label words read the earlier demonstrations?
 #
 # §2.1's $S_{wp}$ pools every earlier token of a label word: its own demonstration's and the earlier ones'. The
@@ -362,7 +387,11 @@ display(power_frame(c_power))
 # 1. **semantic anchors**: the semantic override rate (the flipped class's share among the inputs right without
 #    demonstrations and with the natural labels) at most 0.05, in a model whose natural-label accuracy exceeds its
 #    zero-shot accuracy by more than 0.05 (both as 95% interval ends); §2.1's three checks (notebook 01's criteria)
-#    and the label words' isolation against as many random words (first $k$ layers) on the flipped prompts;
+#    and the label words' isolation against as many random words (first $k$ layers) on the flipped prompts; the
+#    flows' specific forms on the flipped prompts (notebook 10's criteria): answers moved with the label positions'
+#    deep keys and values relabelled minus with as many content positions', and alignment with the flipped mapping
+#    with as many content links blocked minus with the label words' own-text links blocked (first $k$ layers),
+#    each above 0;
 # 2. **contextualise, then aggregate**: the flow per pair from the earlier demonstrations' label words (texts) into
 #    a label word over $S_{ww}$, minus 1, mean over the shallow layers, above 0; the loyalty with a text token's
 #    links to the earlier demonstrations blocked minus with the label word's, first $k$ layers, above 0; the
@@ -389,6 +418,7 @@ context = f"{current_model_name()}, {len(sizes.seeds)} seed(s)"
 claims = ([fl.semantic_anchor_claim(override, context)] + fl.flipped_flow_claims(runs, tasks, context)
           + [fl.flipped_isolation_claim(isolated["flipped"], sizes.k, context,
                                         note=f"natural labels, same inputs: {isolated['natural']:.3f}")]
+          + fsp.flipped_specific_claims(specific, sizes.k, context)
           + sx.context_flow_claims(sx.context_flow_intervals(
               {c: r["flows"]["natural"] for c, r in runs.items()}, {c: r["context"]["natural"] for c, r in runs.items()}),
               context)
@@ -458,6 +488,14 @@ _ = show_reading("11_after_the_anchors", digits=3, says={
         "inconclusive": "On flipped prompts, isolating the label words cannot be told from isolating random words.",
         "does not replicate": "On flipped prompts, isolating the label words moves the prediction less than "
                               "isolating random words.",
+    },
+    "11.flipped_label_read_causal": {
+        "replicates": "On flipped labels, q still reads the mapping from the label words in the deep layers: the "
+                      "answer moves with their keys and values more than with as many content positions'.",
+        "inconclusive": "On flipped labels, patching the label positions cannot be told from patching as many "
+                        "content positions.",
+        "does not replicate": "On flipped labels, the answer moves less with the label positions than with as many "
+                              "content positions.",
     },
     "11.context_knockout": {
         "replicates": "Blocking the label words' view of the earlier demonstrations moves the prediction more than "

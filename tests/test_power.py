@@ -484,7 +484,9 @@ def test_every_specific_form_is_a_measured_detector_and_named_beside_its_check()
     for check, forms in SPECIFIC_FORM.items():
         assert claim_kind(check) == "detector" and check in CHECKS, check
         for f in forms:
-            assert claim_kind(f) == "detector" and f in CHECKS and f in README_CLAIMS, f
+            assert claim_kind(f) == "detector" and f in CHECKS, f
+            # a front-table check has its form in the front table too (notebook 11's rows are in docs/results.md)
+            assert check not in README_CLAIMS or f in README_CLAIMS, (check, f)
     sure = Interval(1.0, 0.75, 1.0, 1, 13)
     power = {"10.anchors_carry_text": Power("10.anchors_carry_text", "10.control_anchors_carry_text", "", {}, {},
                                             sure, sure)}

@@ -60,6 +60,7 @@ from helpers.protocols import aucroc as auc
 from helpers.protocols import compression as comp
 from helpers.protocols import compression_specific as cs
 from helpers.protocols import flipped_labels as fl
+from helpers.protocols import flipped_specific as fsp
 from helpers.protocols import head_ablation as ha
 from helpers.protocols import head_scores as hs
 from helpers.protocols import isolation as iso
@@ -195,12 +196,13 @@ def _group_10(model, seed: int, sizes: PowerSizes) -> list[Claim]:
 
 def _group_11(model, seed: int, sizes: PowerSizes) -> list[Claim]:
     """Notebook 11's checks on one replicate: the flipped-label checks on the sequences with their label tokens
-    permuted, and the query's two stages with the top previous-token and induction heads against a random one.
+    permuted (and their specific forms), and the query's two stages with the top previous-token and induction heads against a random one.
     The knockout and the flows from the earlier demonstrations have no control (power_report.NOT_MEASURED)."""
     task, name, bs = _prompt_task(model), model.cfg.icl_model_name, sizes.batch_size
     ctx = f"{name}, replicate seed {seed}, {sizes.n} sequences"
     cp = control_prompts(task, sizes.n, seed)
     return (fl.control_flipped_claims(model, task, cp, seed, sizes.n_saliency, bs, ctx)
+            + fsp.control_flipped_specific(model, cp, seed, bs, ctx)
             + qs.control_stage_claims(model, cp.prompts, cp.label_ids, seed, bs, ctx)
             + _contextualise_11(model, task, cp, seed, sizes, ctx))
 

@@ -4,7 +4,9 @@
   does not follow the flipped mapping on inputs whose meaning it knows (``11.semantic_anchors``, the override
   rate), and the label words still carry the demonstrations: §2.1's flows
   (``11.flipped_shallow_wp_dominant``, ``11.flipped_deep_pq_dominant``) and §2.2's isolation
-  (``11.flipped_label_isolation``) hold on the flipped prompts.
+  (``11.flipped_label_isolation``) hold on the flipped prompts, and so do the flows' specific forms, notebook 10's
+  causal gathering and reading (``11.flipped_label_gathers_causal``, ``11.flipped_label_read_causal``,
+  :mod:`helpers.protocols.flipped_specific`).
 - **Contextualise, then aggregate** (Bakalova et al., arXiv 2504.00132): the label words read the earlier
   demonstrations' label words and texts (``11.label_reads_earlier_labels``, ``11.label_reads_earlier_text``),
   blocking those links moves the prediction (``11.context_knockout``), and layer by layer: blocking them matters in
@@ -39,7 +41,8 @@ __all__ = ["AFTER_ACCOUNTS", "after_verdicts", "after_table"]
 
 AFTER_ACCOUNTS: dict[str, tuple[str, ...]] = {
     "semantic anchors (arXiv 2511.21038)": ("11.semantic_anchors", "11.flipped_shallow_wp_dominant",
-                                            "11.flipped_deep_pq_dominant", "11.flipped_label_isolation"),
+                                            "11.flipped_deep_pq_dominant", "11.flipped_label_isolation",
+                                            "11.flipped_label_gathers_causal", "11.flipped_label_read_causal"),
     "contextualise, then aggregate (arXiv 2504.00132)": ("11.label_reads_earlier_labels",
                                                          "11.label_reads_earlier_text", "11.context_knockout",
                                                          "11.context_labels_lower", "11.context_text_lower",

@@ -7,6 +7,8 @@ Accuracies are fractions (0-1).
 
 from __future__ import annotations
 
+from helpers.study.paper_controls import CLAIMS_09
+
 TASK_ORDER = ("sst2", "trec", "agnews", "emoc")
 # our offline task standing in for each paper column
 OURS_FOR = {"sst2": "sst2", "trec": "trec", "agnews": "agnews", "emoc": "tweet_emotion"}
@@ -277,63 +279,7 @@ CLAIMS_08: dict[str, dict] = {
 }
 # end of notebook 08
 
-# notebook 09 (the positive control: a model trained here; its premise, on the side of the works that describe it)
-_CONTROL = "Chan et al., arXiv 2205.05055; Reddy, arXiv 2312.03002"
-CLAIMS_09: dict[str, dict] = {
-    "09.icl_accuracy": {
-        "statement": "A small attention-only model trained on bursty sequences learns in context: it reads a "
-                     "class -> label mapping drawn afresh for every sequence",
-        "source": f"{_CONTROL} (the task's design)",
-        "paper": "near-perfect in-context accuracy after an abrupt transition (Reddy)"},
-    "09.heldout_accuracy": {
-        "statement": "The control classifies in context items of classes it never saw in training",
-        "source": f"{_CONTROL} (in-context generalisation to novel classes)",
-        "paper": "in-context accuracy on novel classes close to that on training classes (Reddy)"},
-    "09.label_swap": {
-        "statement": "The control's answer follows the mapping shown in its context (label-swap control)",
-        "source": "this project's mapping control of notebook 07, on the control",
-        "paper": "follows the mapping by construction of the task (the assignment is random per sequence)"},
-    "09.wide_label_swap": {
-        "statement": "The wide positive control (the same task on 2 layers x 8 heads) follows the mapping shown in "
-                     "its context (label-swap control, swap-averaged accuracy)",
-        "source": f"{_CONTROL} (the task's design), on this project's wide control",
-        "paper": "follows the mapping by construction of the task (the assignment is random per sequence)"},
-    "09.negative_accuracy": {
-        "statement": "The negative control (one fixed class -> label mapping, training contexts without the query's "
-                     "class) answers correctly with its training mapping",
-        "source": "Chan et al., arXiv 2205.05055 (in-weights learning without bursty contexts)",
-        "paper": "in-weights learning: high accuracy on the trained classes without reading the context"},
-    "09.negative_ignores_swap": {
-        "statement": "The negative control's answer does not follow a swapped mapping in its context (share of "
-                     "answers that move with the labels)",
-        "source": "Chan et al., arXiv 2205.05055 (in-weights learning), with notebook 07's label-swap control",
-        "paper": "an in-weights learner answers from its weights, whatever the context shows"},
-    "09.negative_heldout": {
-        "statement": "On classes never seen in training the negative control is near chance (its weights hold no "
-                     "label for them, and it does not read the context's)",
-        "source": "Chan et al., arXiv 2205.05055 (in-weights learning does not transfer to novel classes)",
-        "paper": "in-weights learning: near chance on novel classes"},
-    "09.population_positive_accuracy": {
-        "statement": "Every positive control of the populations (5 checkpoints on 2 layers, 8 on 4) answers in "
-                     "context on the sequences the checks' replicates run",
-        "source": f"{_CONTROL} (the task's design), trained from five seeds on 2 layers and eight on 4",
-        "paper": "near-perfect in-context accuracy after an abrupt transition (Reddy)"},
-    "09.population_negative_accuracy": {
-        "statement": "Every negative control of the populations answers correctly with its training mapping on the "
-                     "sequences the checks' replicates run",
-        "source": "Chan et al., arXiv 2205.05055 (in-weights learning without bursty contexts)",
-        "paper": "in-weights learning: high accuracy on the trained classes without reading the context"},
-    "09.population_negative_keeps_answer": {
-        "statement": "The negative controls keep their answer when every label of the context moves (share of "
-                     "answers unchanged under a swapped mapping, on the replicates' sequences)",
-        "source": "Chan et al., arXiv 2205.05055 (in-weights learning), with notebook 07's label-swap control",
-        "paper": "an in-weights learner answers from its weights, whatever the context shows"},
-    "09.population_negative_heldout": {
-        "statement": "On classes never seen in training the negative controls are near chance (classes as the unit)",
-        "source": "Chan et al., arXiv 2205.05055 (in-weights learning does not transfer to novel classes)",
-        "paper": "in-weights learning: near chance on novel classes"},
-}
-# end of notebook 09
+# notebook 09: helpers.study.paper_controls (the controls are this project's models)
 
 # notebook 10 (the anchors against their challengers: the claims of other work, tested with paper A's methods)
 _FORERUNNER = "Cho et al., arXiv 2410.04468 (ICLR 2025)"
@@ -517,6 +463,22 @@ CLAIMS_11: dict[str, dict] = {
                      "than isolating as many random words",
         "source": f"{_FLIP}, with arXiv 2305.14160 §2.2",
         "paper": "label words still aggregate the demonstrations (2511.21038); loyalty far lower (2305.14160 Fig. 4)"},
+    "11.flipped_label_read_causal": {
+        "statement": "On flipped labels, q reads the mapping from the label words in the deep layers: with the label "
+                     "positions' deep keys and values taken from the flipped prompt relabelled again, the answer "
+                     "moves with the labels more often than with as many content positions patched",
+        "source": f"{_FLIP}, with notebook 10's causal label reading (the specific form of S_pq: this project's "
+                  "check, measured on the controls before it is used)",
+        "paper": "label words still anchor the flipped mapping (2511.21038); q extracts the answer from them in deep "
+                 "layers (2305.14160 §2.1)"},
+    "11.flipped_label_gathers_causal": {
+        "statement": "On flipped labels, the label words gather their demonstrations in the shallow layers: blocking "
+                     "each label word's links to its own demonstration's text costs more alignment with the flipped "
+                     "mapping than blocking as many content-to-content links",
+        "source": f"{_FLIP}, with notebook 10's causal gathering (the specific form of S_wp: this project's check, "
+                  "measured on the controls before it is used)",
+        "paper": "label words still aggregate the demonstrations (2511.21038); in shallow layers they gather them "
+                 "(2305.14160 §2.1, §2.2)"},
     "11.label_reads_earlier_labels": {
         "statement": "In shallow layers, a label word reads the earlier demonstrations' label words (saliency per "
                      "pair) more than other words read each other (S_ww)",

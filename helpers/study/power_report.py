@@ -97,7 +97,9 @@ CHECKS: dict[str, str] = {
                       "11.previous_token_heads_separability", "11.induction_heads_alignment",
                       "11.dissociation_separability", "11.dissociation_alignment",
                       # the positive controls read the label words at q; the negative ones do not
-                      "11.aggregation_upper", "11.aggregation_upper_later")},
+                      "11.aggregation_upper", "11.aggregation_upper_later",
+                      # the flipped flows' specific forms (helpers.protocols.flipped_specific)
+                      "11.flipped_label_read_causal", "11.flipped_label_gathers_causal")},
 }
 _WORDS = ("the controls can only say one of their four labels, so word loyalty (the overlap of the top-5 words) "
           "is label loyalty's ranking of four labels, not a measure of its own")
@@ -149,6 +151,8 @@ SPECIFIC_FORM: dict[str, tuple[str, ...]] = {
     "05.anchor_minus_Text_anchor_label_loyalty": ("10.anchors_carry_text",),
     "05.anchor_minus_Hidden_random_label_loyalty": ("10.anchors_carry_mapping",),
     "05.anchor_minus_Hidden_random-top_label_loyalty": ("10.anchors_carry_mapping",),
+    "11.flipped_deep_pq_dominant": ("11.flipped_label_read_causal",),
+    "11.flipped_shallow_wp_dominant": ("11.flipped_label_gathers_causal",),
 }
 
 
@@ -187,6 +191,7 @@ _DETECTORS = ("01.shallow_wp_dominant", "01.deep_pq_dominant", "01.label_flows_a
               "10.anchors_carry_text", "10.control_anchors_carry_text",
               "11.semantic_anchors", "11.control_override", "11.flipped_shallow_wp_dominant",
               "11.flipped_deep_pq_dominant", "11.flipped_label_flows_above_ww", "11.flipped_label_isolation",
+              "11.flipped_label_read_causal", "11.flipped_label_gathers_causal",
               "11.label_reads_earlier_labels", "11.label_reads_earlier_text", "11.context_knockout",
               "11.context_labels_lower", "11.context_text_lower", "11.context_lower_first", "11.aggregation_upper",
               "11.aggregation_upper_later", "11.two_stages", "11.previous_token_heads_separability",
