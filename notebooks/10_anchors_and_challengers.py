@@ -231,10 +231,13 @@ from helpers.protocols import compression_specific as cs
 
 one_set = make_icl_set(model, tasks[0], isolation_sizes.seeds[0], 1)
 first = one_set.prompts[0]
-donor = relabelled_prompts(model, one_set, shift(len(one_set.label_ids)))[0]
+donor = relabelled_prompts(model, one_set, shift(len(one_set.label_ids)))[0]  # None: over the context
 print(f"text positions dropped: {len(dropped(first))} of {len(first)}; edges blocked: Hidden_anchor "
       f"{int(hidden_pairs(first).sum())}, text hidden in place {int(in_place_pairs(first).sum())}")
-print("relabelled donor:", repr(donor.text[:160]) if donor is not None else "none (over the context)")
+words = one_set.task.label_words  # the anchors' label lines, as given and as the relabelled donor shows them
+display(pd.DataFrame({"demonstration (start)": [d.text[:50] for d in one_set.demos],
+                      "label": [words[d.label] for d in one_set.demos],
+                      "relabelled donor's label": [words[c] for c in donor.label_class] if donor else "none"}))
 
 # %% [markdown]
 # The figure: the label loyalty against the full prompt (y) of Hidden_anchor, of the anchors built from relabelled
