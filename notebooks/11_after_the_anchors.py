@@ -338,6 +338,12 @@ check_half_rise(half_rise)
 # order is graded on two probes of the same kind: one on the whole state (separability), one on the state's
 # label-word logits alone (alignment by a probe); the fixed read-out is drawn beside them.
 #
+# **Where the heads sit.** Separability is read at the middle stage, the input of layer $L/2$. A head at or above
+# that layer cannot change the state there, so a set whose heads all sit there or higher (induction heads often do)
+# has a separability drop of exactly 0 by construction, and its layer-matched random set too. The dissociation's
+# separability half then compares the previous-token drop with 0, and its alignment half's "separability nearly
+# intact" holds whatever the heads do: read those two rows beside the head sets printed below.
+#
 # The first figure: the three curves (lines) per stage (x), nothing ablated; the dotted line ends §2.1's shallow
 # layers, the dashed one starts its deep layers; band: 95% bootstrap over the (task, seed) curves. The second:
 # separability and the read-out (panels) with each set ablated (lines: its heads' outputs set to zero at every
