@@ -41,6 +41,24 @@ def _train_member(job: tuple[str, int, str]) -> dict:
             "seconds": round(result.seconds, 1), "accuracy": result.accuracy}
 
 
+def expected_cost(name: str, seed: int) -> float:
+    """A member's expected training work, for ordering the jobs: its steps (the shipped training curve's last step,
+    else the recipe's most) times its layers."""
+    import inspect
+
+    from helpers.core.control_population import population
+    from helpers.core.control_training import train_control
+
+    pop = population(name)
+    curve = pop.path(seed).with_name(pop.path(seed).stem + "_curve.csv")
+    steps = pop.train.get("max_steps", inspect.signature(train_control).parameters["max_steps"].default)
+    if curve.exists():
+        rows = curve.read_text().strip().splitlines()
+        if len(rows) > 1:
+            steps = int(rows[-1].split(",")[0])
+    return float(steps * pop.shape[0])
+
+
 def train_populations(names, out_dir: Path, jobs: int, ship: bool) -> int:
     import shutil
     from concurrent.futures import ProcessPoolExecutor
@@ -50,6 +68,9 @@ def train_populations(names, out_dir: Path, jobs: int, ship: bool) -> int:
     names = list(names) or list(POPULATIONS)
     todo = [(n, s, str(out_dir / population(n).path(s).name)) for n in names for s in population(n).seeds
             if s not in population(n).shipped]
+    # longest first, so that no long job starts last while the other processes sit idle (the checkpoints do not
+    # depend on the order: each member trains from its own seed)
+    todo.sort(key=lambda job: -expected_cost(job[0], job[1]))
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=jobs) as ex:

@@ -324,6 +324,23 @@ def test_train_control_script_refuses_bad_arguments():
         assert r.returncode == 2 and says in r.stderr, r.stderr
 
 
+def test_make_control_starts_the_longest_jobs_first():
+    """The populations' jobs are ordered by their expected work (steps x layers), longest first, so no long job
+    starts last: the 4-layer fixed-length negatives come before every 2-layer member."""
+    import importlib.util
+    from pathlib import Path
+
+    from helpers.core.control_population import NEGATIVE_STEPS
+
+    spec = importlib.util.spec_from_file_location(
+        "train_control", Path(__file__).resolve().parent.parent / "scripts" / "train_control.py")
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
+    assert tc.expected_cost("deep-negative", 0) == 4 * NEGATIVE_STEPS
+    assert tc.expected_cost("negative", 1) == 2 * NEGATIVE_STEPS
+    assert tc.expected_cost("deep-negative", 5) > max(tc.expected_cost("wide", s) for s in range(1, 5))
+
+
 # ------------------------------------------------------------------ the named controls: wide positive, negative
 
 
