@@ -130,3 +130,47 @@ def test_the_bridge_returns_the_final_residual_stream_and_refuses_what_it_cannot
         run_prefix(model, toks[0])
     with pytest.raises(backend.BackendError, match="TransformerLens 3.9"):
         load_model("control")
+
+
+@needs_bridge
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "llama-gqa"])
+def test_the_bridge_carries_transformers_own_cache_with_explicit_positions(kind, tmp_path):
+    """What a shared prefix on the bridge rests on: the demonstrations run once through the wrapped transformers
+    model (its ``DynamicCache``), repeated for a batch of ragged, right-padded suffixes, which the bridge runs with
+    explicit positions and an attention mask. Each suffix's logits equal its whole prompt's, its hooks fire on the
+    suffix rows over every key (prefix included), and a gradient flows back through them."""
+    model = bridge_parity.load(kind, tmp_path)
+    g = torch.Generator().manual_seed(0)
+    prefix, lens = torch.randint(5, model.cfg.d_vocab, (10,), generator=g), [3, 7, 5]
+    P, S, B = len(prefix), max(lens), len(lens)
+    suffix, mask = torch.zeros(B, S, dtype=torch.long), torch.zeros(B, P + S, dtype=torch.long)
+    mask[:, :P] = 1
+    for i, n in enumerate(lens):
+        suffix[i, :n] = torch.randint(5, model.cfg.d_vocab, (n,), generator=g)
+        mask[i, P:P + n] = 1
+    positions = torch.arange(P, P + S).expand(B, S)
+
+    def cache():
+        c = model.original_model(prefix[None], use_cache=True).past_key_values
+        c.batch_repeat_interleave(B)
+        return c
+
+    name = "blocks.0.attn.hook_pattern"
+    with torch.no_grad():
+        got, acts = model.run_with_cache(suffix, past_key_values=cache(), position_ids=positions,
+                                         attention_mask=mask, names_filter=name)
+        for i, n in enumerate(lens):
+            whole, whole_acts = model.run_with_cache(torch.cat([prefix, suffix[i, :n]])[None], names_filter=name)
+            torch.testing.assert_close(got[i, :n], whole[0, P:], atol=1e-5, rtol=0)
+            torch.testing.assert_close(acts[name][i, :, :n, :P + n], whole_acts[name][0, :, P:], atol=1e-6, rtol=0)
+    kept = {}
+
+    def keep(t, hook):
+        t.retain_grad()
+        kept["pattern"] = t
+        return t
+
+    logits = model.run_with_hooks(suffix, past_key_values=cache(), position_ids=positions, attention_mask=mask,
+                                  fwd_hooks=[(name, keep)])
+    logits[0, lens[0] - 1].sum().backward()
+    assert kept["pattern"].grad.shape == (B, model.cfg.n_heads, S, P + S) and kept["pattern"].grad.abs().sum() > 0
