@@ -52,19 +52,14 @@
 # the numbers test that the code runs; they are not evidence.
 
 # %%
-from dataclasses import replace
-
 from helpers.core.models import load_model
-from helpers.protocols import flipped_labels as fl
-from helpers.protocols import isolation_context as ik
-from helpers.protocols import query_stages as qs
-from helpers.protocols import saliency_context as sx
+from helpers.protocols.after import AfterStudy
 from helpers.study import notebook, plots
-from helpers.study.profiles import after_sizes, after_tasks, current_model_name
+from helpers.study.profiles import current_model_name
 
 profile, model = notebook.start(), load_model(current_model_name())
-tasks = after_tasks(profile)  # the profile's tasks (smoke: its first)
-sizes = replace(after_sizes(profile), frac=qs.HEAD_SHARE)  # head sets: the share arXiv 2505.18752 ablates
+study = AfterStudy.of(model, profile)  # every step below, computed on first use and stored on disk
+tasks, sizes = study.tasks, study.sizes  # the profile's tasks (smoke: its first); head sets: arXiv 2505.18752's share
 print(profile.name, current_model_name(), tasks, sizes, sep="\n")
 
 # %% [markdown]
@@ -141,15 +136,13 @@ check_override_rate(semantic_override_rate)
 # of the paper's rate is not in its abstract; this is its definition in words, made exact.
 
 # %%
-runs = fl.flipped_runs(model, tasks, sizes, profile=profile)
-override = fl.override_intervals(runs)
-bars = {"flipped prompts": {"the query's own class": override["truth"],
-                            "its flipped class (prompt alignment)": override["prompt"],
-                            "as without demonstrations": override["prior"]},
-        "accuracy": {"natural labels": override["natural accuracy"],
-                     "no demonstrations": override["zero-shot accuracy"]}}
-if override["override"] is not None:  # None when no input is right both ways
-    bars["right both ways"] = {"flipped class (override rate)": override["override"]}
+override = study.override  # the flipped prompts' predictions against the query's class, its flipped class, the prior
+bars = {"flipped prompts": {"the query's own class": override.truth,
+                            "its flipped class (prompt alignment)": override.prompt,
+                            "as without demonstrations": override.prior},
+        "accuracy": {"natural labels": override.natural_accuracy, "no demonstrations": override.zero_shot_accuracy}}
+if override.override is not None:  # None when no input is right both ways
+    bars["right both ways"] = {"flipped class (override rate)": override.override}
 plots.interval_bars(bars, title=f"{current_model_name()}: what the prediction follows when the labels are flipped",
                     ylabel="share of inputs", save_as="11_flipped_predictions")
 
@@ -165,12 +158,12 @@ plots.interval_bars(bars, title=f"{current_model_name()}: what the prediction fo
 # %%
 from helpers.experiments.saliency import FLOWS
 
-flow_frame = fl.after_flow_frame(runs)
+flow_frame = study.flows
 plots.saliency_by_layer(flow_frame, FLOWS, col="prompts", save_as="11_flipped_flows",
                      title=f"{current_model_name()}: §2.1's flows with natural and with flipped labels")
-isolated = fl.flipped_isolation_intervals(runs)
-plots.interval_bars({kind: {"label words isolated": isolated[(kind, "label")],
-                            "as many random words": isolated[(kind, "random")]} for kind in ("natural", "flipped")},
+isolated = study.isolated
+plots.interval_bars({kind: {"label words isolated": isolated[kind].label,
+                            "as many random words": isolated[kind].random} for kind in ("natural", "flipped")},
                     title=f"{current_model_name()}: label loyalty, first {sizes.k} layer(s) isolated",
                     ylabel="label loyalty", save_as="11_flipped_isolation")
 
@@ -188,14 +181,12 @@ plots.interval_bars({kind: {"label words isolated": isolated[(kind, "label")],
 # with the flipped mapping (right), for each condition, with 95% intervals over seeds and inputs.
 
 # %%
-from helpers.protocols import flipped_specific as fsp
-
-specific = fsp.flipped_specific_intervals(fsp.flipped_specific_runs(model, tasks, sizes))
-plots.interval_bars({"answer moves with the labels": {"label positions patched": specific["moved, label positions"],
-                                                      "as many content positions": specific["moved, content positions"]},
+specific = study.specific
+plots.interval_bars({"answer moves with the labels": {"label positions patched": specific.moved_label_positions,
+                                                      "as many content positions": specific.moved_content_positions},
                      "aligned with the flipped mapping": {
-                         "label words' own-text links blocked": specific["aligned, label links blocked"],
-                         "as many content links blocked": specific["aligned, content links blocked"]}},
+                         "label words' own-text links blocked": specific.aligned_label_links_blocked,
+                         "as many content links blocked": specific.aligned_content_links_blocked}},
                     title=f"{current_model_name()}: the causal reading and gathering on flipped labels",
                     ylabel="share of inputs", save_as="11_flipped_specific")
 
@@ -264,10 +255,10 @@ from helpers.experiments.saliency_context import CONTEXT_FLOWS
 plots.saliency_by_layer(flow_frame[flow_frame["prompts"] == "natural"], (*CONTEXT_FLOWS, "S_wp", "S_ww"),
                      save_as="11_context_flows",
                      title=f"{current_model_name()}: flows into the label words from the earlier demonstrations")
-knockout = ik.context_knockout_intervals(ik.context_knockout_runs(model, tasks, sizes))
-plots.interval_bars({"first k layers": {"label words' links to earlier demos": knockout["label"],
-                                        "a text token's links (control)": knockout["control"],
-                                        "label words fully isolated (§2.2)": isolated[("natural", "label")]}},
+knockout = study.knockout
+plots.interval_bars({"first k layers": {"label words' links to earlier demos": knockout.label,
+                                        "a text token's links (control)": knockout.control,
+                                        "label words fully isolated (§2.2)": isolated.natural.label}},
                     title=f"{current_model_name()}: label loyalty with links blocked, k = {sizes.k}",
                     ylabel="label loyalty", save_as="11_context_knockout")
 
@@ -289,8 +280,9 @@ plots.interval_bars({"first k layers": {"label words' links to earlier demos": k
 from helpers.experiments.isolation_context import layer_windows
 
 print(layer_windows(model.cfg.n_layers))
-layered = ik.layered_intervals(ik.layered_knockout_runs(model, tasks, sizes))
-plots.interval_bars({f"{w} half": {step: layered[(step, w)] for step in ik.STEPS} for w in ("lower", "upper")},
+layered = study.layered
+plots.interval_bars({f"{w} half": {step: layered[step][w] for step in ("labels", "text", "aggregation")}
+                     for w in ("lower", "upper")},
                     title=f"{current_model_name()}: gold probability lost with each step's edges blocked, "
                           "against its control", ylabel="effect on the gold class's probability",
                     save_as="11_layered_knockout")
@@ -350,15 +342,12 @@ check_half_rise(half_rise)
 # position).
 
 # %%
-head_sets = qs.stage_head_sets(model, qs.n_top_heads(model, sizes))
+head_sets = study.head_sets
 print({name: [f"L{l}H{h}" for l, h in heads] for name, heads in head_sets.items()})
-stage_runs = qs.query_stage_runs(model, tasks, sizes, head_sets)
 L = model.cfg.n_layers
-plots.stage_curves_figure(qs.stage_curves(stage_runs), L, save_as="11_query_stages",
+plots.stage_curves_figure(study.curves(), L, save_as="11_query_stages",
                           title=f"{current_model_name()}: the query's separability and alignment, layer by layer")
-every = pd.concat([qs.stage_curves(stage_runs, name).assign(ablated=name) for name in qs.SETS])
-every = every[every["measure"] != "alignment (probe)"]  # the label-word probe runs with nothing ablated only
-plots.stage_curves_figure(every, L, hue="ablated", col="measure", save_as="11_query_stage_ablations",
+plots.stage_curves_figure(study.ablation_curves(), L, hue="ablated", col="measure", save_as="11_query_stage_ablations",
                           title=f"{current_model_name()}: each curve with each set of heads ablated")
 
 # %% [markdown]
@@ -418,21 +407,9 @@ display(power_frame(c_power))
 
 # %%
 from helpers.study.after_report import after_table
-from helpers.study.claims import measured_on, report_claims, show_reading
+from helpers.study.claims import report_claims, show_reading
 
-context = f"{current_model_name()}, {len(sizes.seeds)} seed(s)"
-claims = ([fl.semantic_anchor_claim(override, context)] + fl.flipped_flow_claims(runs, tasks, context)
-          + [fl.flipped_isolation_claim(isolated["flipped"], sizes.k, context,
-                                        note=f"natural labels, same inputs: {isolated['natural']:.3f}")]
-          + fsp.flipped_specific_claims(specific, sizes.k, context)
-          + sx.context_flow_claims(sx.context_flow_intervals(
-              {c: r["flows"]["natural"] for c, r in runs.items()}, {c: r["context"]["natural"] for c, r in runs.items()}),
-              context)
-          + [ik.context_knockout_claim(knockout, sizes.k, context, isolation=isolated[("natural", "label")])]
-          + ik.layered_claims(layered, model.cfg.n_layers, context)
-          + qs.query_stage_claims(qs.two_stages_interval(stage_runs), qs.stage_ablation_intervals(stage_runs, L),
-                                  len(head_sets["induction"]), L, context))
-claims = measured_on(claims, tasks, profile.tasks)  # under smoke, the claims name the tasks they ran on
+claims = study.claims()  # each by its protocol's criterion; under smoke they name the tasks they ran on
 report_claims("11_after_the_anchors", claims, digits=3,
               metrics={"sizes": sizes.as_dict(), "head_sets": head_sets, "power": [p.to_json() for p in c_power]})
 display(after_table(claims, c_power))  # a row per account: its checks' verdicts, its verdict, their power
