@@ -56,17 +56,16 @@
 from IPython.display import display
 
 from helpers.core.models import load_model
-from helpers.protocols import head_scores as hs
-from helpers.protocols import isolation_classes as ic
-from helpers.protocols import saliency_classes as sc
+from helpers.protocols.challengers import ChallengersStudy
 from helpers.study import notebook, plots
-from helpers.study.profiles import current_model_name, study_tasks
+from helpers.study.profiles import current_model_name
 
 profile, model = notebook.start(), load_model(current_model_name())
-tasks = study_tasks(profile)  # the profile's tasks (smoke: its first two)
-flow_sizes = sc.class_saliency_sizes(profile)  # seeds, inputs per (task, seed), batch size
-isolation_sizes = ic.class_isolation_sizes(profile)  # seeds, inputs, the random controls' inputs, k
-head_sizes = hs.head_score_sizes(profile)  # ablation seeds and inputs, scoring prompts, the top share of heads
+study = ChallengersStudy.of(model, profile)  # every step below, computed on first use and stored on disk
+tasks = study.tasks  # the profile's tasks (smoke: its first two)
+# seeds, inputs and batch size of the flows; of the isolation (its random controls' inputs, k), which the specific
+# checks share; of the head rankings and ablations (scoring prompts, the top share of heads)
+flow_sizes, isolation_sizes, head_sizes = study.flow_sizes, study.isolation_sizes, study.head_sizes
 print(profile.name, current_model_name(), tasks, flow_sizes, isolation_sizes, head_sizes, sep="\n")
 
 # %% [markdown]
@@ -141,9 +140,7 @@ for c, cls in enumerate(FLOW_CLASSES):
 # (band: seaborn's 95% bootstrap over the (task, seed) means).
 
 # %%
-flow_runs = sc.class_saliency_runs(model, tasks, flow_sizes)
-frame = sc.class_flow_frame(flow_runs)
-plots.class_flows_figure(frame, save_as="10_class_flows",
+plots.class_flows_figure(study.flow_frame, save_as="10_class_flows",
                          title=f"{current_model_name()}: flows into each class (left) and from each class into q (right)")
 
 # %% [markdown]
@@ -155,14 +152,7 @@ plots.class_flows_figure(frame, save_as="10_class_flows",
 # control (bars), isolated in the first or the last $k$ layers (x), with 95% intervals.
 
 # %%
-from helpers.experiments.isolation_classes import class_conditions
-from helpers.experiments.saliency_classes import CHALLENGERS
-
-isolation_runs = ic.class_isolation_runs(model, tasks, isolation_sizes)
-loyalty = ic.class_loyalty_intervals(isolation_runs)
-shown = {key: iv for key, iv in loyalty.items()  # (condition, where): the classes and their controls
-         if len(key) == 2 and key[0] in class_conditions(("label", *CHALLENGERS))}
-plots.class_isolation_figure(shown, isolation_sizes.k, save_as="10_class_isolation",
+plots.class_isolation_figure(study.isolation_shown, isolation_sizes.k, save_as="10_class_isolation",
                              title=f"{current_model_name()}: label loyalty with each class isolated")
 
 # %% [markdown]
@@ -179,13 +169,12 @@ plots.class_isolation_figure(shown, isolation_sizes.k, save_as="10_class_isolati
 # content positions patched (the two bars), with 95% intervals; its title gives the share of inputs aligned.
 
 # %%
-from helpers.protocols import label_reading as lr
-
-reading_runs = lr.reading_runs(model, tasks, isolation_sizes)
-plots.interval_bars({"deep keys and values patched at": lr.reading_shares(reading_runs)},
+reading = study.reading
+plots.interval_bars({"deep keys and values patched at": {"label positions": reading.label_positions,
+                                                         "as many content positions": reading.content_positions}},
                     ylabel="answers that move with the labels", save_as="10_label_reading",
                     title=f"{current_model_name()}: the label positions against as many content positions "
-                          f"({lr.kept_share(reading_runs):.0%} of the inputs aligned)")
+                          f"({reading.aligned:.0%} of the inputs aligned)")
 
 # %% [markdown]
 # The shallow half of the account has a causal form too. §2.2's isolation cuts a label word off from every earlier
@@ -197,12 +186,10 @@ plots.interval_bars({"deep keys and values patched at": lr.reading_shares(readin
 # (bars), with 95% intervals.
 
 # %%
-from helpers.protocols import label_gathering as lg
-
-gathering_ivs = lg.gathering_intervals(lg.gathering_runs(model, tasks, isolation_sizes))
+gathering = study.gathering
 plots.interval_bars({f"first {isolation_sizes.k} layer(s), blocked": {
-                        "label words <- their own text": gathering_ivs["label"],
-                        "as many content <- content links": gathering_ivs["control"]}},
+                        "label words <- their own text": gathering.label,
+                        "as many content <- content links": gathering.control}},
                     ylabel="accuracy", save_as="10_label_gathering",
                     title=f"{current_model_name()}: do the label words gather their own demonstration?")
 
@@ -227,7 +214,6 @@ plots.interval_bars({f"first {isolation_sizes.k} layer(s), blocked": {
 # %%
 from helpers.core.relabelled import relabelled_prompts, shift
 from helpers.experiments.compression_specific import dropped, hidden_pairs, in_place_pairs
-from helpers.protocols import compression_specific as cs
 
 one_set = make_icl_set(model, tasks[0], isolation_sizes.seeds[0], 1)
 first = one_set.prompts[0]
@@ -245,10 +231,10 @@ display(pd.DataFrame({"demonstration (start)": [d.text[:50] for d in one_set.dem
 # Hidden_anchor minus each.
 
 # %%
-anchor_ivs = cs.specificity_intervals(cs.specificity_runs(model, tasks, isolation_sizes))
-plots.interval_bars({"anchors' keys and values": {"Hidden_anchor": anchor_ivs["anchor"],
-                                                   "from relabelled demonstrations": anchor_ivs["relabelled"],
-                                                   "built with the text hidden": anchor_ivs["in_place"]}},
+anchors = study.anchors
+plots.interval_bars({"anchors' keys and values": {"Hidden_anchor": anchors.anchor,
+                                                   "from relabelled demonstrations": anchors.relabelled,
+                                                   "built with the text hidden": anchors.in_place}},
                     ylabel="label loyalty to the full prompt", save_as="10_anchor_specificity",
                     title=f"{current_model_name()}: what the anchors carry")
 
@@ -270,9 +256,8 @@ plots.interval_bars({"anchors' keys and values": {"Hidden_anchor": anchor_ivs["a
 
 # %%
 from helpers.experiments.head_scores import overlap
-from helpers.protocols.rankings import head_rankings
 
-rankings = head_rankings(model, tasks, head_sizes)  # scores per head and each ranking's top heads
+rankings = study.rankings  # scores per head and each ranking's top heads
 n_top, names = rankings.n_top, rankings.names
 plots.head_score_panels({names[k]: v for k, v in rankings.scores.items()}, signed=(names["incontext"], names["fv"]),
                         title=f"{current_model_name()}: three head scores; the top {n_top} of each are ablated below",
@@ -289,14 +274,8 @@ display(plots.ranking_overlap_table(rankings.top, overlap, model.cfg.n_layers * 
 # ablated, and random minus top (columns), with 95% intervals.
 
 # %%
-from helpers.experiments.head_ablation import swap_averaged
-from helpers.protocols import head_ablation as ha
-
-ablated = ha.head_sets_runs(model, tasks, rankings.top, head_sizes.seeds, head_sizes.n_eval, head_sizes.batch_size)
-foobar = ha.head_sets_foobar_runs(model, tasks, rankings.top, head_sizes.foobar_sizes(), head_sizes.batch_size)
-head_ivs = hs.head_set_intervals(ha.sets_cells(ablated))
-foobar_ivs = hs.head_set_intervals(ha.sets_cells(swap_averaged(foobar["foo/bar"], foobar["bar/foo"])))
-display(plots.head_set_table({"ordinary": head_ivs, "foo/bar, swap-averaged": foobar_ivs}, rankings.top, n_top))
+display(plots.head_set_table({"ordinary": study.heads, "foo/bar, swap-averaged": study.heads_foobar}, rankings.top,
+                             n_top))
 
 # %% [markdown]
 # ## At scale: a label word's first token, or all of it?
@@ -313,17 +292,10 @@ display(plots.head_set_table({"ordinary": head_ivs, "foo/bar, swap-averaged": fo
 # (rows) with the first token, with all tokens, and all minus first (columns), with 95% intervals.
 
 # %%
-from helpers.protocols import aucroc_span as asp
-from helpers.protocols import compression_span as csp
-from helpers.study.profiles import label_span_sizes
-
-span_sizes = label_span_sizes(profile)
-span_loyalty = ic.class_loyalty_intervals(ic.span_isolation_runs(model, span_sizes))
-span_auc = asp.span_aucroc_runs(model, span_sizes)
-plots.span_aucroc_figure(asp.span_aucroc_curves(span_auc), save_as="10_span_aucroc",
+span_sizes = study.span_sizes
+plots.span_aucroc_figure(study.span_auc_curves, save_as="10_span_aucroc",
                          title=f"{current_model_name()}, {span_sizes.task}: the label word's first token or all of it")
-span_anchor = csp.span_anchor_intervals(csp.span_anchor_runs(model, span_sizes))
-display(plots.label_span_table(span_loyalty, span_anchor, span_sizes.k))
+display(plots.label_span_table(study.span_loyalty, study.span_anchor, span_sizes.k))
 
 # %% [markdown]
 # ## The same checks on models whose answer is known
@@ -407,22 +379,10 @@ c_power, _ = power.power_study(power.power_sizes(profile), groups=("10",), keys=
 
 # %%
 from helpers.study.challengers_report import account_table, heads_table
-from helpers.study.claims import measured_on, report_claims, show_reading
+from helpers.study.claims import report_claims, show_reading
 
-context = f"{current_model_name()}, {len(flow_sizes.seeds)} seed(s)"
-flow_ivs = sc.class_flow_intervals(flow_runs, model.cfg.n_layers)
-claims = (sc.class_saliency_claims(flow_ivs, context) + ic.class_isolation_claims(loyalty, isolation_sizes.k, context)
-          + hs.head_set_claims(head_ivs, n_top, context, foobar=foobar_ivs)
-          + [lr.reading_claim(lr.reading_interval(reading_runs), context=context),
-             lg.gathering_claim(gathering_ivs, isolation_sizes.k, context=context),
-             *cs.specificity_claims(anchor_ivs, context=context),
-             ic.span_isolation_claim(span_loyalty, span_sizes.k, context),
-             asp.span_aucroc_claim(asp.span_aucroc_interval(span_auc), context),
-             csp.span_anchor_claim(span_anchor, context)])
-claims = ha.foobar_measured_on(measured_on(claims, tasks, profile.tasks), tasks)  # tasks other than the run's named
-report_claims("10_anchors_and_challengers", claims, digits=3,
-              metrics={"flow_sizes": flow_sizes.as_dict(), "isolation_sizes": isolation_sizes.as_dict(),
-                       "head_sizes": head_sizes.as_dict(), "span_sizes": span_sizes.as_dict(), "top_heads": rankings.top})
+claims = study.claims()  # each by its protocol's criterion; tasks other than the run's named
+report_claims("10_anchors_and_challengers", claims, digits=3, metrics=study.sizes())
 display(account_table(claims, c_power))  # a row per account of the positions: its two checks, verdict, their power
 display(heads_table(claims, c_power))  # a row per account of the heads: its two ablation checks, verdict, power
 display(power_frame(c_power))  # a row per check: sensitivity on the positive control, specificity on the negative
