@@ -54,17 +54,16 @@
 from IPython.display import display
 
 from helpers.core.models import load_model
-from helpers.experiments.incontext_heads import n_incontext_heads
-from helpers.protocols import incontext_heads as ih
+from helpers.protocols.heads import HeadsStudy
 from helpers.study import heads_report as hr
 from helpers.study import notebook, plots
-from helpers.study.profiles import current_model_name, study_tasks
+from helpers.study.profiles import current_model_name
 
 profile, model_name = notebook.start(), current_model_name()
 model = load_model(model_name)
-heads_sizes = ih.incontext_heads_sizes(profile)  # the evaluation sizes (n_eval, seeds, k_per_class) + n_attr
-N_IC = n_incontext_heads(model, frac=0.01, min_heads=4)  # how many in-context heads: max(4, 1% of the heads)
-BATCH = max(profile.batch_size, 16)  # one forward costs about the same for 1 or 16 short prompts on CPU
+study = HeadsStudy(model, model_name, profile)  # every step below, computed on first use and stored on disk
+heads_sizes = study.heads_sizes  # the evaluation sizes (n_eval, seeds, k_per_class) + n_attr
+N_IC = study.n_ic  # how many in-context heads: max(4, 1% of the heads)
 
 # %% [markdown]
 # The tasks and their label words. Paper B's setting is binary: SST-2, and AGNews made binary (its first two
@@ -73,21 +72,11 @@ BATCH = max(profile.batch_size, 16)  # one forward costs about the same for 1 or
 # experiments' sizes each hold the same evaluation sizes, plus their own.
 
 # %%
-from helpers.experiments.mapping_control import REGIME_PAIRS, clear_regimes, regime_name, swapped_mapping
-from helpers.experiments.two_towers import label_carrying_rate, two_towers, value_outputs
-from helpers.protocols import head_biases as hb
-from helpers.protocols import mapping_control as mc
-from helpers.protocols import two_towers as tt
-
-towers_sizes = tt.two_towers_sizes(profile)  # + n_towers: prompts with their own demonstrations
-bias_sizes = hb.head_biases_sizes(profile)  # + bias_tasks
-tasks_by_mapping = mc.mapping_tasks(study_tasks(profile))  # {mapping: {task: UnrelatedTask}} (smoke: SST-2)
-foobar = tasks_by_mapping["foo/bar"]  # the paper's setting
-task_names, seed0 = list(foobar), heads_sizes.seeds[0]
+foobar = study.foobar  # {task: UnrelatedTask} under the paper's foo/bar (smoke: SST-2); every mapping: study.tasks_by_mapping
+task_names, seed0 = study.task_names, heads_sizes.seeds[0]
 t0 = task_names[0]
-title = {t: ut.task.display for t, ut in foobar.items()}  # figure titles
-short_name = {t: shown.split(" (")[0] for t, shown in title.items()}
-print(hr.heads_setup_text(profile.name, model_name, hr.notebook_sizes(heads_sizes, towers_sizes, bias_sizes),
+title, short_name = study.title, study.short_name  # figure titles, and the tasks' short names
+print(hr.heads_setup_text(profile.name, model_name, hr.notebook_sizes(heads_sizes, study.towers_sizes, study.bias_sizes),
                           model.cfg, N_IC))
 
 # %% [markdown]
@@ -181,6 +170,7 @@ from helpers.core.unrelated import eval_set
 from helpers.exercises.incontext_heads import check_head_ablation
 from helpers.exercises.two_towers import check_value_output_logit_minus
 from helpers.experiments.incontext_heads import head_label_drops
+from helpers.experiments.two_towers import value_outputs
 
 check_head_ablation(head_ablation_drop)
 check_value_output_logit_minus(value_output_logit_minus)
@@ -224,15 +214,11 @@ print(hr.by_hand_vo_text(top[0], words, prompt.label_class, vo_mine))
 # word prior).
 
 # %%
-from helpers.core.stats import bootstrap_means
+from helpers.protocols import mapping_control as mc
 
-accuracy = {m: mc.accuracy_runs(model, uts, heads_sizes, batch_size=BATCH, model_name=model_name)
-            for m, uts in tasks_by_mapping.items()}
-accuracy_iv = {m: bootstrap_means({k: r["correct"] for k, r in runs.items()}) for m, runs in accuracy.items()}
-swap_control = {(a, b): mc.mapping_intervals(accuracy[a], accuracy[b]) for a, b in (("foo/bar", "bar/foo"), ("A/B", "B/A"))}
-display(plots.unrelated_accuracy_table(accuracy_iv))  # rows: mappings; column: accuracy [95% CI]
+display(plots.unrelated_accuracy_table(study.accuracy))  # rows: mappings; column: accuracy [95% CI]
 # columns: each mapping with its swap; rows: swap-averaged accuracy, same-word rate, what the interval says
-display(plots.mapping_control_table(swap_control, reading=mc.mapping_interval_part))
+display(plots.mapping_control_table(study.swap_control, reading=mc.mapping_interval_part))
 
 # %% [markdown]
 # ### 2.2 · Head attribution at q, for each label word
@@ -246,18 +232,11 @@ display(plots.mapping_control_table(swap_control, reading=mc.mapping_interval_pa
 # predicted label finds only the heads of the word the model favours; it is printed for comparison.
 
 # %%
-from helpers.experiments.incontext_heads import incontext_heads, rank_heads_for_label
-
-scores = ih.attribution_runs(model, foobar, heads_sizes, batch_size=BATCH, model_name=model_name,
-                             progress="attribution")
-ic_heads = {t: incontext_heads(scores[t], N_IC) for t in task_names}
-per_word = {t: {foobar[t].task.label_words[c]: rank_heads_for_label(scores[t], c)[:N_IC] for c in (0, 1)}
-            for t in task_names}
-pooled = {t: incontext_heads(scores[t], N_IC, per_label=False) for t in task_names}
+ic_heads = study.ic_heads  # per task: the top of each label word's ranking, merged
 for t in task_names:
-    print(hr.incontext_heads_text(title[t], ic_heads[t], per_word[t], pooled[t]))
+    print(hr.incontext_heads_text(title[t], ic_heads[t], study.per_word[t], study.pooled[t]))
 # per task: mean gain and mean drop (nats) as layer x head heatmaps, the in-context heads boxed
-plots.show_gain_and_drop_by_layer_and_head(scores, boxed=ic_heads, titles=title)
+plots.show_gain_and_drop_by_layer_and_head(study.scores, boxed=ic_heads, titles=title)
 
 # %% [markdown]
 # ### 2.3 · Ablating the in-context heads vs the same number of random heads
@@ -270,8 +249,7 @@ plots.show_gain_and_drop_by_layer_and_head(scores, boxed=ic_heads, titles=title)
 from helpers.experiments.head_ablation import ABLATION_CONDITIONS, ALL_POSITIONS
 from helpers.protocols import head_ablation as ha
 
-ablation = ha.ablation_runs(model, foobar, ic_heads, heads_sizes, batch_size=BATCH, model_name=model_name)
-ablation_iv = ha.ablation_intervals(ablation)
+ablation = study.ablation
 task_iv = ha.task_intervals(ablation, short_name)  # {(task, condition): accuracy's interval}
 display(plots.incontext_ablation_table(ablation, short_name, ABLATION_CONDITIONS))  # task x condition
 # accuracy (y) per task (x) in each condition (colour): plain, in-context or random heads ablated, at q or everywhere
@@ -288,13 +266,11 @@ plots.show_accuracy_by_task_and_condition(ablation, intervals=task_iv, names=sho
 
 # %%
 # every seed: the VO vectors belong to the demonstrations
-vo_all = tt.value_output_runs(model, foobar, ic_heads, towers_sizes, batch_size=BATCH, model_name=model_name)
-vo = {t: vo_all[(t, seed0)] for t in task_names}
-carrying = {t: label_carrying_rate(vo[t]) for t in task_names}
-carrying_iv = tt.label_carrying_interval(vo_all)
-print(hr.label_carrying_text(carrying_iv, carrying))
+vo = {t: study.value_outputs[(t, seed0)] for t in task_names}  # the first seed's, drawn below
+carrying = study.carrying  # .interval over every (task, seed); .by_task on the first seed
+print(hr.label_carrying_text(carrying.interval, carrying.by_task))
 # per task: VO logit minus (y) per in-context head (x), at foo vs at bar label positions (colour)
-plots.show_vo_logit_minus_by_head_and_label(vo, carrying_rates=carrying, titles=title)
+plots.show_vo_logit_minus_by_head_and_label(vo, carrying_rates=carrying.by_task, titles=title)
 
 # %% [markdown]
 # Where the in-context heads look from q on section 1's prompt (circuitsvis; one row per head):
@@ -316,13 +292,11 @@ plots.head_attention_view(model, prompt, rows, [f"L{l}H{h}" for l, h in ic_heads
 # the model's logit minus follows `d_attn`, not `d_vo`.
 
 # %%
-towers = tt.towers_runs(model, foobar, ic_heads, towers_sizes, batch_size=BATCH, model_name=model_name)
-towers_stats = {t: two_towers(towers[t]) for t in task_names}  # correlations and the per-input d_attn, d_vo
-towers_iv = tt.two_towers_intervals(towers)  # bootstrap over each task's inputs; means over tasks
-display(plots.two_towers_table(towers_stats, title))  # rows: tasks; columns: the correlations and their inputs
-print(hr.two_towers_text(towers_iv))
+towers = study.towers  # .stats: per task the correlations and the per-input d_attn, d_vo; .intervals
+display(plots.two_towers_table(towers.stats, title))  # rows: tasks; columns: the correlations and their inputs
+print(hr.two_towers_text(towers.intervals))
 # per task: the model's logit minus (y) against d_attn, and against d_vo (x)
-plots.show_logit_minus_against_attention_and_vo(towers_stats, towers, titles=title)
+plots.show_logit_minus_against_attention_and_vo(towers.stats, study.towers_runs, titles=title)
 
 # %% [markdown]
 # ### 2.6 · Majority-label and recency bias, and the two reductions
@@ -338,13 +312,12 @@ plots.show_logit_minus_against_attention_and_vo(towers_stats, towers, titles=tit
 # input), graded only where the bias before is measurable (its interval above 0). Tasks: `bias_sizes.bias_tasks`.
 
 # %%
-bias_task_names = [t for t in task_names if t in bias_sizes.bias_tasks]
-bias = hb.bias_runs(model, {t: foobar[t] for t in bias_task_names}, ic_heads, bias_sizes, batch_size=BATCH,
-                    model_name=model_name)
-bias_iv = {k: hb.bias_intervals(bias, k) for k in dict.fromkeys(kind for _, _, kind in bias)}
+from helpers.protocols import head_biases as hb
+
+bias_iv = study.bias  # each bias before and after the ablation, and its reduction
 display(plots.head_bias_table(bias_iv, reading=hb.bias_interval_part))  # each bias before, after, % reduction
 # bias size (y) per bias (x), before and after its reduction (colour)
-plots.show_bias_before_and_after_reduction(bias, bias_iv, names=short_name)
+plots.show_bias_before_and_after_reduction(study.bias_runs, bias_iv, names=short_name)
 
 # %% [markdown]
 # ### 2.7 · The regime: 1 to 16 demonstrations per class, two label pairs
@@ -368,33 +341,16 @@ plots.show_bias_before_and_after_reduction(bias, bias_iv, names=short_name)
 # task and size).
 
 # %%
-regime_sizes = mc.regime_sizes(profile)
-regime_tasks = [t for t in task_names if t in regime_sizes.tasks] or task_names[:1]
-regime_uts = {m: {t: tasks_by_mapping[m][t] for t in regime_tasks}
-              for pair in REGIME_PAIRS for m in (pair, swapped_mapping(pair))}
-regimes = mc.regime_runs(model, regime_uts, regime_sizes, batch_size=BATCH, model_name=model_name, progress="regime")
-regime_iv = mc.regime_intervals(regimes)
-clear = clear_regimes(regime_iv)  # the regimes that follow the mapping, highest lower bound first
-confirmation = regime_heads = regime_ablation_iv = None
-if clear:  # confirm the best regime on fresh seeds, then sections 2.2-2.3 again in it, on its own prompts
-    best = clear[0]
-    pair, k = best
-    confirmation = mc.regime_confirmation(model, regime_uts, best, regime_sizes, batch_size=BATCH,
-                                          model_name=model_name, progress="confirmation")
-    in_regime = ih.heads_sizes_at(heads_sizes, regime_sizes.at(k))
-    regime_scores = ih.attribution_runs(model, regime_uts[pair], in_regime, batch_size=BATCH, model_name=model_name,
-                                        progress="attribution")
-    regime_heads = {t: incontext_heads(regime_scores[t], N_IC) for t in regime_tasks}
-    regime_ablation_iv = ha.ablation_intervals(ha.ablation_runs(model, regime_uts[pair], regime_heads, in_regime,
-                                                                batch_size=BATCH, model_name=model_name))
+regime = study.regime  # the regimes, the clear ones, and in the best: confirmation, heads, ablation (None without)
+regime_sizes, regime_iv = study.regime_sizes, regime.intervals
 display(plots.regime_table(regime_iv))  # one row per (label pair, demonstrations per class)
-print(hr.regime_outcome_text(regime_iv, clear, regime_sizes, confirmation, regime_heads))
-if clear:
-    display(plots.regime_ablation_table(regime_ablation_iv, ABLATION_CONDITIONS))
-    print(hr.regime_excess_text(regime_ablation_iv, ALL_POSITIONS))
+print(hr.regime_outcome_text(regime_iv, regime.clear, regime_sizes, regime.confirmation, regime.heads))
+if regime.clear:
+    display(plots.regime_ablation_table(regime.ablation, ABLATION_CONDITIONS))
+    print(hr.regime_excess_text(regime.ablation, ALL_POSITIONS))
 # swap-averaged accuracy (y) against demonstrations per class (x), one line per label pair with its swap
 plots.show_swap_averaged_by_demos_per_class(
-    regime_iv, title=f"{', '.join(short_name[t] for t in regime_tasks)}: swap-averaged accuracy, "
+    regime_iv, title=f"{', '.join(short_name[t] for t in regime.tasks)}: swap-averaged accuracy, "
                      f"{len(regime_sizes.seeds)} seed(s) x {regime_sizes.n_eval} queries")
 
 # %% [markdown]
@@ -433,28 +389,10 @@ plots.show_swap_averaged_by_demos_per_class(
 # %%
 from helpers.study.claims import report_claims, show_reading
 
-
-def context(tasks):
-    return f"{', '.join(short_name[t] for t in tasks)} with foo/bar, {len(heads_sizes.seeds)} seed(s)"
-
-
-ctx, bias_ctx = context(task_names), context(bias_task_names)
-regime_ctx = mc.regime_context([short_name[t] for t in regime_tasks], REGIME_PAIRS, regime_sizes)
-# the premise: does the model read the mapping from its context? It says whether the claims about heads can be
-# tested, not whether they hold, so it is not part of the overall verdict
-foobar_claim = mc.mapping_claims(swap_control[("foo/bar", "bar/foo")], ctx)
-regime_claim = mc.regime_claims(regime_iv, regime_ctx, confirmation=confirmation)
-# paper B's claims about heads: the overall verdict is theirs
-ablation_claims = ha.ablation_claims(ablation_iv, ctx)
-regime_ablation_claim = ([ha.regime_ablation_claim(regime_ablation_iv, f"{regime_ctx}; {regime_name(clear[0])}")]
-                         if clear else [])
-towers_claims = tt.two_towers_claims(carrying_iv, towers_iv, ctx)
-bias_claims = hb.head_biases_claims(bias_iv, bias_ctx)
-overall = hr.overall_of_claims(ablation_claims + towers_claims + bias_claims + regime_ablation_claim)
+# the premise (does the model read the mapping from its context?) says whether the claims about heads can be
+# tested, not whether they hold, so it is not part of the overall verdict; paper B's claims about heads are
+claims, overall, metrics = study.claims()
 print(hr.heads_overall_text(overall, N_IC, model.cfg))
-metrics = hr.heads_report_metrics(overall, ic_heads, accuracy_iv, swap_control[("A/B", "B/A")], regime_iv,
-                                  hr.notebook_sizes(heads_sizes, towers_sizes, bias_sizes))
-claims = foobar_claim + ablation_claims + towers_claims + bias_claims + regime_claim + regime_ablation_claim
 _ = report_claims("07_incontext_heads", claims, metrics=metrics, digits=2)
 
 # %% [markdown]

@@ -32,14 +32,14 @@ __all__ = ["Named", "AfterStudy"]
 
 class Named(Mapping):
     """Results read by name as attributes (``named.flipped.label``) or as keys (``named["flipped"]["label"]``); a
-    nested mapping is a :class:`Named` too. An unknown name says which names there are."""
+    nested mapping keyed by names is a :class:`Named` too (one keyed by tasks or tuples stays a mapping). An unknown
+    name says which names there are."""
 
     def __init__(self, values: Mapping[str, Any]):
         bad = [k for k in values if not (isinstance(k, str) and k.isidentifier())]
         if bad:
             raise ValueError(f"result names must be identifiers, got {bad}")
-        self._values = {k: Named(v) if isinstance(v, Mapping) and not isinstance(v, Named) else v
-                        for k, v in values.items()}
+        self._values = {k: Named(v) if _named_keys(v) else v for k, v in values.items()}
 
     def __getattr__(self, name: str):
         values = self.__dict__.get("_values", {})
@@ -61,6 +61,13 @@ class Named(Mapping):
 
     def __repr__(self) -> str:
         return f"Named({', '.join(self._values)})"
+
+
+def _named_keys(v) -> bool:
+    """Whether ``v`` is a plain mapping whose keys are all names (a mapping keyed by tasks, mappings or tuples
+    stays a mapping)."""
+    return (isinstance(v, Mapping) and not isinstance(v, Named) and bool(v)
+            and all(isinstance(k, str) and k.isidentifier() for k in v))
 
 
 def _snake(key: str) -> str:
