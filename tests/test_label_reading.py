@@ -99,3 +99,26 @@ def test_on_the_controls_the_check_sees_the_reading_and_stays_silent_without_it(
         out[name] = lr.control_reading_claim({("control", 0): lr.control_reading(m, cp, 70_000)})
     assert out["control-wide"].verdict == "replicates" and out["control-wide"].ours.low > 0.5
     assert out["control-negative"].verdict != "replicates"
+
+
+def test_the_4_layer_positive_controls_read_the_labels_in_layer_1_outside_the_deep_half():
+    """Why the check misses the 4-layer positive controls in the power table: their q reads the mapping from the
+    label positions in layer 1 of 4, before the deep half (:func:`deep_layers`) that the check patches, where the
+    2-layer ones read it in layer 1 of 2, inside it. Patching one layer at a time on the first checkpoint of each
+    population: the answer moves with the labels in layer 1 alone, and the deep half moves none on 4 layers."""
+    from helpers.core.control import control_prompts, relabel
+    from helpers.core.control_population import POPULATIONS, load_member
+    from helpers.protocols.power import _prompt_task
+
+    moved = {}
+    for pop in ("wide", "deep"):
+        m = load_member(pop, POPULATIONS[pop].seeds[0])
+        cp = control_prompts(_prompt_task(m), 64, 70_000)
+        perm = lr.shift(len(cp.label_ids))
+        donors = relabel(cp, perm).prompts
+        for layers in [[layer] for layer in range(m.cfg.n_layers)] + [deep_layers(m.cfg.n_layers)]:
+            r = label_reading(m, cp.prompts, donors, perm, cp.label_ids, 0, layers=layers, batch_size=64)
+            moved[pop, tuple(layers)] = float(r["label"].mean())
+    assert moved["wide", (1,)] > 0.9 and deep_layers(2) == [1]
+    assert moved["deep", (1,)] > 0.9 and deep_layers(4) == [2, 3], moved
+    assert moved["deep", (2, 3)] < 0.1 and moved["deep", (0,)] < 0.1, moved

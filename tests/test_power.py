@@ -21,6 +21,7 @@ from helpers.study.power_report import (
     annotate,
     checked_keys,
     clopper_pearson,
+    population_split,
     power_markdown,
     power_rows,
     reading,
@@ -395,6 +396,33 @@ def test_power_pools_the_populations_and_reads_depth_on_4_layers_only():
     assert depth.specificity.estimate == 1.0  # the 2-layer negative's vacuous "replicates" is not read
     named = power_rows({POSITIVE: runs["wide"], NEGATIVE: runs["negative"]}, ["03.peak_layer"])[0]
     assert named.sensitivity.estimate == 1.0 and named.specificity.estimate == 0.0
+    assert named.by_population == {} and population_split(named, "positive") == ""
+
+
+def test_power_keeps_each_population_and_says_where_a_pooled_count_comes_from():
+    """Each population's verdicts are kept beside the pooled counts; where the populations disagree the count says
+    which gave what (the 2-layer positives see it, the 4-layer ones miss it), in the annotation, the markdown table
+    and the frame; where they agree, or a record predates the populations, nothing is added."""
+    from helpers.study.power_report import power_frame
+
+    rep, inc = "replicates", "inconclusive"
+    runs = {"wide": [{"10.control_label_read_causal": rep, "02.label_first_hurts_most": rep}] * 5,
+            "deep": [{"10.control_label_read_causal": inc, "02.label_first_hurts_most": rep}] * 8,
+            "negative": [{"10.control_label_read_causal": inc, "02.label_first_hurts_most": inc}] * 5,
+            "deep-negative": [{"10.control_label_read_causal": inc, "02.label_first_hurts_most": inc}] * 8}
+    rows = {p.key: p for p in power_rows(runs, ["10.label_read_causal", "02.label_first_hurts_most"])}
+    read, iso = rows["10.label_read_causal"], rows["02.label_first_hurts_most"]
+    assert read.by_population == {"wide": {rep: 5}, "deep": {inc: 8}, "negative": {inc: 5}, "deep-negative": {inc: 8}}
+    assert read.positive == {rep: 5, inc: 8} and read.reading["power"] == "unsure"
+    assert population_split(read, "positive") == "2-layer 5/5, 4-layer 0/8"
+    assert population_split(read, "negative") == "" and population_split(iso, "positive") == ""
+    assert "(seen in 5/13: 2-layer 5/5, 4-layer 0/8)" in annotate(read)
+    assert "(5/13; 2-layer 5/5, 4-layer 0/8), unsure" in power_markdown([read])
+    assert power_frame([read]).loc["10.label_read_causal", "positive checkpoints' verdicts"] == (
+        "inconclusive 8, replicates 5 (2-layer 5/5, 4-layer 0/8 seen)")
+    assert Power.from_json(read.to_json()) == read
+    old = {k: v for k, v in read.to_json().items() if k != "by_population"}  # a record made before
+    assert Power.from_json(old).by_population == {} and "seen in 5/13)" in annotate(Power.from_json(old))
 
 
 def test_a_population_member_is_checked_before_it_loads(tmp_path, monkeypatch):

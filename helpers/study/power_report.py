@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field
 from helpers.core.stats import Interval
 
 __all__ = ["POSITIVE", "NEGATIVE", "POSITIVES", "NEGATIVES", "DEEP_PAIR", "DEPTH_CHECKS", "SPECIFICITY_ONLY", "CHECKS", "NOT_MEASURED", "NOTEBOOKS", "checked_keys", "clopper_pearson", "Power",
-           "power_rows", "reading", "annotate", "power_frame", "power_by_key", "account_power", "power_markdown",
+           "power_rows", "population_split", "DEPTH_OF", "reading", "annotate", "power_frame", "power_by_key", "account_power", "power_markdown",
            "power_summary", "current_power", "as_power_map", "PowerRows", "KIND_NAMES", "KINDS", "REFERENCE_FOR", "SPECIFIC_FORM", "specific_form_note", "claim_kind", "power_word", "informative",
            "account_verdict", "account_reading", "informative_count", "NO_INFORMATIVE", "NOT_RECORDED"]
 
@@ -60,6 +60,7 @@ POSITIVE, NEGATIVE = "control-wide", "control-negative"  # the named controls of
 # pair alone, since on 2 layers its criterion is vacuous
 POSITIVES, NEGATIVES = ("wide", "deep"), ("negative", "deep-negative")
 DEEP_PAIR = ("deep", "deep-negative")
+DEPTH_OF = {"wide": "2-layer", "deep": "4-layer", "negative": "2-layer", "deep-negative": "4-layer"}
 DEPTH_CHECKS = ("03.peak_layer", "03.r_crossing")
 
 # ----------------------------------------------------------------- which control claim measures which check
@@ -335,6 +336,9 @@ class Power:
     negative: dict = field(default_factory=dict)
     sensitivity: Interval | None = None
     specificity: Interval | None = None
+    # {population: {verdict: replicates}} of the populations pooled above (empty for runs of the named controls, and
+    # in records made before populations were kept apart)
+    by_population: dict = field(default_factory=dict)
 
     @property
     def reading(self) -> dict[str, str]:
@@ -390,8 +394,32 @@ def power_rows(runs: dict[str, list[dict[str, str]]], keys: Iterable[str] | None
             continue  # not run (e.g. notebook 10's group in a run of notebook 09's checks only)
         out.append(Power(key, by, "", dict(Counter(pos)), dict(Counter(neg)),
                          _rate(sum(v == "replicates" for v in pos), len(pos)),
-                         _rate(sum(v != "replicates" for v in neg), len(neg))))
+                         _rate(sum(v != "replicates" for v in neg), len(neg)),
+                         _by_population(verdicts, by, key)))
     return out
+
+
+def _by_population(runs: dict[str, list[dict[str, str]]], by: str, key: str) -> dict[str, dict[str, int]]:
+    """``{population: {verdict: replicates}}`` of the check's control claim ``by`` in each population ``power_rows``
+    pooled for ``key`` (empty when the runs are keyed by the named controls)."""
+    pools = DEEP_PAIR if key in DEPTH_CHECKS else POSITIVES + NEGATIVES
+    return {p: dict(Counter(v[by] for v in runs[p] if by in v)) for p in pools
+            if p in runs and any(by in v for v in runs[p])}
+
+
+def population_split(p: Power, side: str) -> str:
+    """Where the pooled count of ``side`` (``"positive"`` or ``"negative"``) comes from, when the populations behind
+    it disagree: ``"2-layer 5/5, 4-layer 0/8"`` (replicates seen on the positive side, silent on the negative side);
+    ``""`` when every population gave the same share, or the row keeps no populations."""
+    pools = POSITIVES if side == "positive" else NEGATIVES
+    if p.key in SPECIFICITY_ONLY:  # every control is a negative there
+        pools = () if side == "positive" else POSITIVES + NEGATIVES
+    counts = {q: p.by_population[q] for q in pools if p.by_population.get(q)}
+    hit = {q: (sum(n for v, n in c.items() if (v == "replicates") == (side == "positive")), sum(c.values()))
+           for q, c in counts.items()}
+    if len(hit) < 2 or len({k / n for k, n in hit.values()}) < 2:
+        return ""
+    return ", ".join(f"{DEPTH_OF[q]} {k}/{n}" for q, (k, n) in hit.items())
 
 
 def _said(iv: Interval | None, yes: str, no: str) -> str:
@@ -430,15 +458,18 @@ def annotate(p: Power | None) -> str:
         return f"power not measured: {p.why}"
     r = reading(p)
 
-    def count(iv, what):  # the count of replicates that did `what`, whatever the reading: never "fires (0/16)"
-        return "not run" if iv is None else f"{what} in {round(iv.estimate * iv.n_inputs)}/{iv.n_inputs}"
+    def count(iv, what, side):  # the count of replicates that did `what`, whatever the reading: never "fires (0/16)"
+        if iv is None:
+            return "not run"
+        split = population_split(p, side)
+        return f"{what} in {round(iv.estimate * iv.n_inputs)}/{iv.n_inputs}" + (f": {split}" if split else "")
 
     if p.key in SPECIFICITY_ONLY and p.sensitivity is None:
         text = (f"no control has the mechanism, so its sensitivity cannot be measured; {r['negative']} on every "
-                f"control ({count(p.specificity, 'silent')})")
+                f"control ({count(p.specificity, 'silent', 'negative')})")
         return f"uninformative: {text}" if r["power"] == "uninformative" else text
-    text = (f"check {r['positive']} on the positive controls ({count(p.sensitivity, 'seen')}), {r['negative']} on "
-            f"the negative ones ({count(p.specificity, 'silent')})")
+    text = (f"check {r['positive']} on the positive controls ({count(p.sensitivity, 'seen', 'positive')}), "
+            f"{r['negative']} on the negative ones ({count(p.specificity, 'silent', 'negative')})")
     return f"uninformative: {text}" if r["power"] == "uninformative" else text
 
 
@@ -458,12 +489,17 @@ def power_frame(rows: Sequence[Power], digits: int = 2):
     def iv(x):
         return "" if x is None else f"{x.estimate:.{digits}f} [{x.low:.{digits}f}, {x.high:.{digits}f}]"
 
+    def split(p, side):
+        said = population_split(p, side)
+        return f" ({said} {'seen' if side == 'positive' else 'silent'})" if said else ""
+
     def counts(d):
         return ", ".join(f"{v} {n}" for v, n in sorted(d.items(), key=lambda t: -t[1]))
 
     out = [{"check (claim)": p.key, "measured on the controls by": p.measured_by or "not measured",
             "sensitivity [95% CI]": iv(p.sensitivity), "specificity [95% CI]": iv(p.specificity),
-            "positive checkpoints' verdicts": counts(p.positive), "negative checkpoints' verdicts": counts(p.negative),
+            "positive checkpoints' verdicts": counts(p.positive) + split(p, "positive"),
+            "negative checkpoints' verdicts": counts(p.negative) + split(p, "negative"),
             "power": _power_reading(p)} for p in rows]
     return pd.DataFrame(out).set_index("check (claim)")
 
@@ -509,9 +545,12 @@ def power_markdown(rows: Sequence[Power], statements: dict[str, str] | None = No
     intervals and counts, and the reading."""
     statements = statements or {}
 
-    def cell(iv):
-        return "not run" if iv is None else (f"{iv.estimate:.2f} [{iv.low:.2f}, {iv.high:.2f}] "
-                                             f"({round(iv.estimate * iv.n_inputs)}/{iv.n_inputs})")
+    def cell(iv, p, side):
+        if iv is None:
+            return "not run"
+        split = population_split(p, side)
+        return (f"{iv.estimate:.2f} [{iv.low:.2f}, {iv.high:.2f}] ({round(iv.estimate * iv.n_inputs)}/{iv.n_inputs}"
+                f"{f'; {split}' if split else ''})")
 
     measured = [p for p in rows if not p.why]
     lines = ["| check (claim) | measured on the controls by | sensitivity: sees it on the positive checkpoints | "
@@ -521,8 +560,9 @@ def power_markdown(rows: Sequence[Power], statements: dict[str, str] | None = No
         r = reading(p)
         said = (f"reference for `{REFERENCE_FOR[p.key]}`" if KINDS.get(p.key) == "reference"
                 else f"**{r['power']}**")
-        lines.append(f"| `{p.key}`{f' {name}' if name else ''} | `{p.measured_by}` | {cell(p.sensitivity)}, "
-                     f"{r['positive']} | {cell(p.specificity)}, {r['negative']} | {said} |")
+        lines.append(f"| `{p.key}`{f' {name}' if name else ''} | `{p.measured_by}` | "
+                     f"{cell(p.sensitivity, p, 'positive')}, {r['positive']} | "
+                     f"{cell(p.specificity, p, 'negative')}, {r['negative']} | {said} |")
     out = "\n".join(lines) + "\n"
     reasons: dict[str, list[str]] = {}
     for p in rows:
