@@ -415,7 +415,10 @@ display(plots.interval_table({f"{name}: {field}": pc.premise_interval(pop_premis
 # The runs (stored on disk per checkpoint, replicate and group of checks, so a rerun reads them back), the table,
 # and your prediction beside what the negative controls said. The table: a row per check of the language models,
 # the control claim that measures it, sensitivity and specificity with their intervals, the verdicts of the
-# replicates, and the reading; the last rows name the checks the controls cannot measure, and why.
+# replicates (and, where the two depths part, what each population said), and the reading; the last rows name the
+# checks the controls cannot measure, and why. Where they part, look at the layers: the 4-layer positives read the
+# labels at q in their second layer of four (`tests/test_label_reading.py`), so a check that looks for that
+# read-out in the deep or upper half of the layers looks past it there.
 
 # %%
 power_runs = power.power_runs(populations, psizes)
