@@ -30,10 +30,22 @@ from helpers.study.record import minutes, model_label  # noqa: E402
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
+def _default_runs(records) -> list:
+    return [r for r in records if r.profile == "default" and r.slug != "control"]
+
+
+def _took(r) -> str:
+    if r.part:  # notebooks recorded on their own (make record NOTEBOOKS=...)
+        return (f"{model_label(r)}'s notebook{'s' if '+' in r.part else ''} {r.part.replace('+', ', ')} took "
+                f"{minutes(r):.0f} min")
+    return f"{model_label(r)} alone took {minutes(r):.0f} min of notebooks"
+
+
 def how_long(records) -> str:
-    """The README's first-screen sentence on run times: what the records measured (the smoke run, each model's
-    default run) and what is derived for both models on 2 cores and on an 8-core laptop (scripts/timing.py's
-    estimate from the measured per-notebook seconds, one worker per model)."""
+    """The README's first-screen sentence on run times: what is derived for both models on 2 cores and on an 8-core
+    laptop (scripts/timing.py's estimate from the measured per-notebook seconds, one worker per model), what the
+    recorded default runs measured in all per model, and the smoke run; each run's notebooks, commit and conditions
+    are listed in docs/results.md (:func:`run_notes`)."""
     both = ["google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct"]
     nbs = [nb for nb in timing.MEASURED_DEFAULT["google/gemma-3-270m"] if nb[:2] not in timing.OWN_MODEL]
 
@@ -43,14 +55,11 @@ def how_long(records) -> str:
                for m in both]
         return timing.fmt_duration(timing.wall_seconds(per, jobs))
 
-    def took(r) -> str:
-        if r.part:  # notebooks recorded on their own (make record NOTEBOOKS=...)
-            return (f"{model_label(r)}'s notebook{'s' if '+' in r.part else ''} {r.part.replace('+', ', ')} took "
-                    f"{minutes(r):.0f} min")
-        return f"{model_label(r)} alone took {minutes(r):.0f} min of notebooks"
-
-    measured = [f"{took(r)} at the `{r.profile}` profile (measured, commit `{r.commit[:7]}`"
-                f"{'; ' + r.note if r.note else ''})" for r in records if r.profile == "default" and r.slug != "control"]
+    per_model: dict[str, list] = {}
+    for r in _default_runs(records):
+        per_model.setdefault(model_label(r), []).append(r)
+    parts = [f"{sum(minutes(r) for r in rs):.0f} min for {m}" for m, rs in per_model.items()]
+    measured = " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
     smoke: dict[str, list] = {}  # a model's smoke records (its parts too) by model
     for r in records:
         if r.profile == "smoke":
@@ -61,9 +70,21 @@ def how_long(records) -> str:
              f"for evidence) ran its notebooks in {each} (measured, commit{'s' if len(commits) > 1 else ''} "
              f"{', '.join(f'`{c}`' for c in commits)})" if smoke else
              "`make run PROFILE=smoke` runs every notebook on a handful of inputs, for trying the collection")
-    return (f"On 2 CPU cores {'; '.join(measured) or 'no default run is recorded yet'}. Both offline models take "
-            f"about {derived(2)} on 2 cores and about {derived(8)} on an 8-core laptop (derived by "
-            f"`scripts/timing.py` from the measured per-notebook times, one worker per model). {quick}.\n")
+    said = (f"the recorded default runs took, their notebooks' minutes summed, {measured} ([each run, notebook "
+            "by notebook](docs/results.md#run-sizes), with its commit and conditions)" if measured else
+            "no default run is recorded yet")
+    return (f"Both offline models take about {derived(2)} on 2 CPU cores and about {derived(8)} on an 8-core laptop "
+            f"(derived by `scripts/timing.py` from the measured per-notebook times, one worker per model); {said}. "
+            f"{quick}.\n")
+
+
+def run_notes(records) -> str:
+    """docs/results.md's list of the recorded default runs: per model and part, the minutes, the commit and what a
+    reader should know about the run (its note)."""
+    runs = _default_runs(records)
+    if not runs:
+        return "No default run is recorded yet.\n"
+    return "".join(f"- {_took(r)} (commit `{r.commit[:7]}`{'; ' + r.note if r.note else ''}).\n" for r in runs)
 
 
 def blocks(records) -> dict[str, str]:
@@ -75,7 +96,8 @@ def blocks(records) -> dict[str, str]:
     from helpers.core.models import architectures_text
     from helpers.study.record import render_blocks
 
-    return render_blocks(records, {"howlong": how_long, "architectures": lambda _: architectures_text(),
+    return render_blocks(records, {"howlong": how_long, "runnotes": run_notes,
+                                   "architectures": lambda _: architectures_text(),
                                    "bridge": lambda _: bridge_parity.table()})
 
 

@@ -210,6 +210,22 @@ def test_the_smoke_sentence_sums_a_models_parts_and_names_their_commits(tmp_path
     assert "ran its notebooks in 18.0 min for Gemma 3 270M (measured, commits `abc1234`, `fff0000`)" in said
 
 
+def test_the_readme_sums_each_models_default_runs_and_the_docs_list_each_run_with_its_note(tmp_path, monkeypatch):
+    import dataclasses
+
+    results, folder, key, slug = _run(tmp_path, monkeypatch)
+    r = rec.load_records(rec.make_record(results, "google/gemma-3-270m", key, out_dir=tmp_path / "record").parent)[0]
+    r = dataclasses.replace(r, note="the machine shared")
+    part = dataclasses.replace(r, part="05", commit="fff0000aaa", note="", seconds={"05_context_compression": 600.0})
+    said = record_script.how_long([r, part])
+    assert "the recorded default runs took, their notebooks' minutes summed, 27 min for Gemma 3 270M (" in said
+    assert "the machine shared" not in said and "docs/results.md#run-sizes" in said
+    notes = record_script.run_notes([r, part])
+    assert notes == ("- Gemma 3 270M alone took 17 min of notebooks (commit `abc1234`; the machine shared).\n"
+                     "- Gemma 3 270M's notebook 05 took 10 min (commit `fff0000`).\n")
+    assert record_script.run_notes([]) == "No default run is recorded yet.\n"
+
+
 def test_tables_rewrite_only_the_blocks_and_check_names_what_differs():
     blocks = {"front": "| a | b |\n", "control": "none\n"}
     text = "intro\n<!-- record:front -->\nold 0.1 [0.0, 0.2]\n<!-- /record:front -->\nend\n"
