@@ -383,8 +383,11 @@ def test_every_notebook_runs_on_a_task_and_model_of_your_own(tmp_path):
                                                      "label_words": ["bad", "good", "neutral"]}))
     tasks.record_checksums(task_dir / "task.json")
     spec = str(task_dir / "task.json")
-    env = {**os.environ, "ICL_TASKS": spec, "ICL_OWN_TASK": spec, "ICL_RESULTS_CACHE": str(tmp_path / "store"),
-           "OMP_NUM_THREADS": "1"}
+    # the session's results store, as a user's runs share theirs: the steps that do not read the task or the model
+    # (the controls' power runs of notebooks 10 and 11) are computed once for this run and the notebooks' own runs
+    # under nbmake, whichever comes first (each stored step's key holds the task, the model's weights and the code)
+    store = os.environ.get("ICL_RESULTS_CACHE") or str(tmp_path / "store")
+    env = {**os.environ, "ICL_TASKS": spec, "ICL_OWN_TASK": spec, "ICL_RESULTS_CACHE": store, "OMP_NUM_THREADS": "1"}
     env.pop("ICL_RESULTS_DIR", None)
     sys.path.insert(0, str(root / "scripts"))
     try:
