@@ -451,6 +451,66 @@ def test_the_private_name_check_sees_one(tmp_path):
                                                     "scripts/x.py:1 helpers.core.a._b", "scripts/x.py:3 a._b"]
 
 
+def _module_all(path: Path) -> set[str] | None:
+    """The names of a module's ``__all__`` (None when it has none, or not as a literal list or tuple)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            try:
+                return set(ast.literal_eval(node.value))
+            except ValueError:
+                return None
+    return None
+
+
+def _outside_all(root: Path = ROOT) -> list[str]:
+    """``file:line module.name`` for every name a product file imports from a ``helpers`` module with an ``__all__``
+    that does not list it (a submodule of a package is not a name of it), and ``file:line module.*`` for every star
+    import of a ``helpers`` module outside the modules that only present results (``helpers.study.plots``): a
+    module's ``__all__`` names what others may use, and the store's code digest leaves ``__all__`` out
+    (:func:`helpers.core.store.code_text`), which holds only while no module that computes star-imports."""
+    files = {_module_name(f, root): f for f in (root / "helpers").rglob("*.py")}
+    out = []
+    for top in PRODUCT:
+        for path in sorted((root / top).rglob("*.py")):
+            rel = str(path.relative_to(root))
+            me = _module_name(path, root) if top == "helpers" else ""
+            pkg = me if path.name == "__init__.py" else me.rpartition(".")[0]
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.ImportFrom):
+                    continue
+                mod = node.module or ""
+                if node.level:
+                    base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                    mod = ".".join(base + ([node.module] if node.module else []))
+                if not mod.startswith("helpers") or mod not in files:
+                    continue
+                names = _module_all(files[mod])
+                for a in node.names:
+                    if a.name == "*":
+                        if not me.startswith("helpers.study.plots"):
+                            out.append(f"{rel}:{node.lineno} {mod}.*")
+                    elif names is not None and a.name not in names and f"{mod}.{a.name}" not in files:
+                        out.append(f"{rel}:{node.lineno} {mod}.{a.name}")
+    return out
+
+
+def test_every_imported_name_is_in_its_modules_all():
+    """A module's ``__all__`` names what other modules, the notebooks and the scripts may import from it."""
+    bad = _outside_all()
+    assert not bad, ("names imported from a module whose __all__ leaves them out (add them to it, or keep them in "
+                     "their module), or star imports outside helpers.study.plots:\n" + "\n".join(bad))
+
+
+def test_the_all_check_sees_a_name_outside_all_and_a_star_import(tmp_path):
+    (tmp_path / "helpers" / "core").mkdir(parents=True)
+    (tmp_path / "helpers" / "core" / "a.py").write_text('__all__ = ["b"]\n\n\ndef b():\n    pass\n\n\ndef c():\n    pass\n')
+    (tmp_path / "helpers" / "core" / "d.py").write_text("from .a import b, c\nfrom helpers.core.a import *\n")
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "x.py").write_text("from helpers.core.a import c\nfrom helpers.core import a\n")
+    assert sorted(_outside_all(tmp_path)) == ["helpers/core/d.py:1 helpers.core.a.c", "helpers/core/d.py:2 helpers.core.a.*",
+                                              "scripts/x.py:1 helpers.core.a.c"]
+
+
 def test_importing_helpers_changes_no_setting():
     """No import side effects: importing every ``helpers`` module leaves the warning filters, the environment and
     the display formatters as they were (a notebook asks for what it wants: helpers.study.notebook.start)."""

@@ -31,6 +31,12 @@ def test_code_text_keeps_code_and_drops_comments_and_docstrings():
     for changed in (src.replace("X = 1", "X = 2"), src.replace('"text"', '"other"'), src.replace("return", "print(a)\n    return")):
         assert R.code_text(changed) != R.code_text(src)
     assert R.code_text('''def f():\n    """Only a docstring."""\n''') == R.code_text("def f():\n    pass\n")
+    # a module's __all__ names what others may import; no computing module star-imports, so naming more keeps it
+    named = '__all__ = ["f"]\n\n' + src
+    assert R.code_text(named) == R.code_text(src) == R.code_text(named.replace('["f"]', '["f", "C"]'))
+    assert R.code_text(src + '__all__ += ["C"]\n') == R.code_text(src + '__all__: list = ["C"]\n') == R.code_text(src)
+    assert R.code_text(src + 'other = ["C"]\n') != R.code_text(src)
+    assert R.code_text("def f():\n    __all__ = 1\n") != R.code_text("def f():\n    pass\n")  # only the module's
 
 
 def test_code_digest_covers_the_helpers_source():

@@ -26,7 +26,8 @@ import torch
 from helpers.core.model_loading import quiet_loading
 
 __all__ = ["BACKENDS", "BackendError", "tl_version", "backend", "is_bridge", "bridge_from_hf", "bridge_from_hub",
-           "bridge_architectures", "require_hooked", "kv_heads_ungrouped", "stop_before_final_norm"]
+           "bridge_architectures", "require_hooked", "kv_heads_ungrouped", "stop_before_final_norm",
+           "Model"]  # noqa: F822  (the module's __getattr__ gives it: this session's TransformerLens class)
 
 BACKENDS = ("hooked", "bridge")
 

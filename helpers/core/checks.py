@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 from helpers.core import backend
 
 __all__ = ["ArgumentError", "seed_arg", "model_arg",
-           "positive_int", "seed_list", "sizes_per_task", "DTYPE_NAMES"]
+           "positive_int", "seed_list", "sizes_per_task", "DTYPE_NAMES",
+           "is_int"]
 
 DTYPE_NAMES = ("float32", "bfloat16", "float16")  # the dtypes a model loads in (helpers.core.models.DTYPES)
 

@@ -103,6 +103,7 @@ __all__ = [
     "bake",
     "load_control",
     "is_control",
+    "item_positions",
 ]
 
 CONTROL_NAME = "control"

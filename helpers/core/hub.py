@@ -18,7 +18,8 @@ import torch
 from helpers.core.model_loading import NoNetworkError, hooked_from_state, quiet_loading
 from helpers.core.offline_models import OFFLINE_MODELS
 
-__all__ = ["HUB_TIMEOUT_DEFAULT", "hub_timeout"]
+__all__ = ["HUB_TIMEOUT_DEFAULT", "hub_timeout",
+           "hub_offline", "load_hub"]
 
 # Paper's convention: GPT-2 / GPT-J were run without a BOS token.
 _NO_BOS_PREFIXES = ("gpt2", "distilgpt2", "EleutherAI/gpt-j", "gpt-j")

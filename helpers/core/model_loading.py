@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
 __all__ = ["tokenizer_kwargs", "ModelLoadError", "UnknownModelError", "MissingWeightsError", "NoNetworkError",
-           "LocalModelError", "uses_bos"]
+           "LocalModelError", "uses_bos",
+           "hooked_from_state", "load_hf", "quiet_loading"]
 
 
 class ModelLoadError(RuntimeError):

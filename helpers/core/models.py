@@ -87,6 +87,9 @@ __all__ = [
     "LOCAL_GEMMA_ARCHITECTURES",
     "ARCHITECTURE_NAMES",
     "architectures_text",
+    "local_config",
+    "local_dir",
+    "official_gemma_name",
 ]
 
 DEFAULT_MODEL = GEMMA

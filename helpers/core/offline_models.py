@@ -42,7 +42,8 @@ from helpers.core.model_loading import MissingWeightsError, hooked_from_state, l
 from helpers.core.paths import cache_dir
 
 __all__ = ["GEMMA", "SMOLLM2", "OFFLINE_MODELS", "SMOLLM2_WHEEL", "SMOLLM2_GGUF", "gguf_file",
-           "dequantised_cache_key", "dequantised_cached", "gpt2_tokenizer", "OFFLINE_HF_DIRS"]
+           "dequantised_cache_key", "dequantised_cached", "gpt2_tokenizer", "OFFLINE_HF_DIRS",
+           "dequantised_hf_dir"]
 
 GEMMA = "google/gemma-3-270m"
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"

@@ -26,7 +26,8 @@ from helpers.core.store import result_types
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
-__all__ = ["Predictions", "predict", "logits_at", "unembed_at", "resid_at", "unembed_rows", "predictions_from_resid", "length_batches", "batch_token_budget", "HookFactory"]
+__all__ = ["Predictions", "predict", "logits_at", "unembed_at", "resid_at", "unembed_rows", "predictions_from_resid", "length_batches", "batch_token_budget", "HookFactory",
+           "shots_for"]
 
 # given the prompts of a batch, the padded tokens that run and (keyword ``offset``) the prompt position of
 # their first column, the (hook name, fn) pairs to run. A full-prompt run has offset 0; a suffix run after a

@@ -102,6 +102,12 @@ __all__ = [
     "suffix_logits",
     "suffix_batches",
     "predict_shared_split",
+    "check_suffix",
+    "kv_cache_classes",
+    "prefix_kv",
+    "rotate_from",
+    "run_layers",
+    "window_layers",
 ]
 
 

@@ -15,7 +15,8 @@ import os
 from functools import cache
 from pathlib import Path
 
-__all__ = ["CorruptDataError", "data_dir", "file_sha256", "read_rows"]
+__all__ = ["CorruptDataError", "data_dir", "file_sha256", "read_rows",
+           "make_dataset", "parse_rows", "read_checksums", "read_hashed"]
 
 
 class CorruptDataError(RuntimeError):

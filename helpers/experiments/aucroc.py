@@ -39,7 +39,8 @@ from helpers.core.stats import rank_auc
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer  # the type of 3.9's models; a 4.x bridge takes its place
 
-__all__ = ["label_attention_reference", "label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "mean_curves", "raw_mean_curves"]
+__all__ = ["label_attention_reference", "label_attention", "auc_roc", "aucroc_per_layer", "cumulative_r", "crossing_layer", "mean_curves", "raw_mean_curves",
+           "seed_curve"]
 
 
 def label_attention(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,

@@ -30,7 +30,8 @@ from helpers.core.prompts import Prompt
 from helpers.experiments.isolation import layer_range, random_isolation_last
 from helpers.experiments.isolation_rows import per_layer_hooks, rows_isolation
 
-__all__ = ["ISOLATED_CLASSES", "class_conditions", "content_draw", "class_rows", "run_class_isolation", "control_possible"]
+__all__ = ["ISOLATED_CLASSES", "class_conditions", "content_draw", "class_rows", "run_class_isolation", "control_possible",
+           "WHERES"]
 
 ISOLATED_CLASSES = tuple(c for c in CLASSES if c != "content") + ("label_first",)
 

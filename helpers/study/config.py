@@ -21,7 +21,8 @@ from helpers.core.checks import DTYPE_NAMES
 from helpers.core.tasks import get_task
 from helpers.study.profile_table import PROFILES, current_tasks
 
-__all__ = ["Variable", "VARIABLES", "check_environment", "check_variable", "settings_table"]
+__all__ = ["Variable", "VARIABLES", "check_environment", "check_variable", "settings_table",
+           "option"]
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ from helpers.study.profile_table import PROFILES, Profile, current_tasks
 
 __all__ = ["get_profile", "current_model_name", "cell_timeout", "RunSizes", "OwnTaskSizes", "own_task_sizes", "current_own_task", "OWN_TASK_EXAMPLE",
            "SPAN_TASK", "LabelSpanSizes", "label_span_sizes", "label_span_runs", "study_tasks",
-           "AfterSizes", "after_sizes", "after_tasks"]
+           "AfterSizes", "after_sizes", "after_tasks",
+           "Profile"]
 
 @dataclass(frozen=True)
 class RunSizes:

@@ -50,7 +50,8 @@ __all__ = ["RECORD_DIR", "Record", "minutes", "model_label", "RecordError", "mak
            "read_record", "record_problems", "unclosed_blocks", "missing_records",
            "merged",
            "render_blocks", "apply_blocks",
-           "check_blocks", "stray_results", "README_CLAIMS"]
+           "check_blocks", "stray_results", "README_CLAIMS",
+           "CONTROL"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

@@ -34,7 +34,7 @@ from helpers.study.power_report import (
 from helpers.study.results import model_slug, run_key, run_tasks
 
 __all__ = ["build_report", "markdown_table", "replace_block", "record_run", "recorded_runs", "RUNS_FILE", "write_accounting",
-           "ACCOUNTING_DIR", "git_commit"]
+           "ACCOUNTING_DIR", "git_commit", "accounting_markdown"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent  # the repository
 

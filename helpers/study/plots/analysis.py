@@ -18,7 +18,7 @@ from IPython.display import display
 from .figures import show_figure
 from .setting import integer_ticks, offline_view, view_token_strings
 
-__all__ = ["plot_flow_curves", "saliency_view", "plot_loyalty_bars", "plot_loyalty_sweep", "plot_aucroc_curves", "topk_table",
+__all__ = ["FLOW_COLORS", "plot_flow_curves", "saliency_view", "plot_loyalty_bars", "plot_loyalty_sweep", "plot_aucroc_curves", "topk_table",
            # notebook 01
            "saliency_by_hand_lines", "show_saliency_by_hand", "flows_by_layer",
            # notebook 02
