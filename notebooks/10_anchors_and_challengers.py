@@ -480,4 +480,7 @@ _ = show_reading("10_anchors_and_challengers", digits=3, says={
 # words' links to their own text blocked, Hidden_anchor against relabelled anchors and against anchors built with
 # the text hidden) exist because the paper's flows and Hidden_anchor's loyalty pass on a model that reads no
 # mapping. Each is counted in the label-word account only where the controls find it informative; the front table
-# of the README names each beside the paper's check it stands for.
+# of the README names each beside the paper's check it stands for. Where the 2-layer and the 4-layer controls part,
+# the power table says which saw what: the 4-layer positives read the labels at q in their second layer of four,
+# so the deep keys and values this notebook patches lie past their reading (`tests/test_label_reading.py`), and a
+# deep-layer check's misses there say where that model reads, not that the check is blind.

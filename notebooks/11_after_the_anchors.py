@@ -531,7 +531,9 @@ _ = show_reading("11_after_the_anchors", digits=3, says={
 # the head sets are ranked on random tokens, far from the prompts. Two small models are weak few-shot learners: an
 # account that needs strong in-context learning may fail here for that reason alone. The controls weigh the checks,
 # not the accounts: a check that sees the known mechanism there and stays silent on the negative control gives
-# weight to its verdict here; one that misses it or fires leaves its verdict here without weight.
+# weight to its verdict here; one that misses it or fires leaves its verdict here without weight. A check read in
+# the deep or upper half of the layers misses the 4-layer positive controls for a reason the power table shows
+# apart (2-layer against 4-layer counts): they read the labels at q in their second layer of four.
 #
 # **What each paper claims, what this notebook measures, and where they differ.**
 # - *Semantic anchors* (arXiv 2511.21038) reports truth, prior and prompt alignment and a semantic override rate
