@@ -1,0 +1,72 @@
+"""Every run size of every profile, held to the values recorded in tests/data/run_sizes.json.
+
+A run's sizes (seeds, inputs, batch sizes, layers) decide its numbers, so they change only on purpose: each
+``*_sizes(profile)`` function of ``helpers`` (found by name, so a new one joins by itself) is called on the three
+profiles and compared, field by field, with the recorded table. A refactor of where sizes live must leave this
+table as it is; a deliberate change of a size rewrites it (``ICL_WRITE_RUN_SIZES=1 pytest tests/test_run_sizes.py``)
+and shows in the diff beside the records it stales.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import inspect
+import json
+import os
+from pathlib import Path
+
+from helpers.study.profile_table import PROFILES
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "data" / "run_sizes.json"
+
+
+def sizes_functions() -> dict[str, object]:
+    """``{"module:function": function}`` for every module-level ``*_sizes(profile)`` function of ``helpers``."""
+    out = {}
+    for path in sorted((ROOT / "helpers").rglob("*.py")):
+        names = [n.name for n in ast.parse(path.read_text()).body
+                 if isinstance(n, ast.FunctionDef) and n.name.endswith("_sizes") and not n.name.startswith("_")
+                 and [a.arg for a in n.args.args] == ["profile"]]
+        if names:
+            mod = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            module = importlib.import_module(mod)
+            out.update({f"{mod}:{n}": getattr(module, n) for n in names})
+    return out
+
+
+def plain(x):
+    """A sizes value as JSON: dataclasses as their fields, tuples as lists, mapping keys as strings."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+    if isinstance(x, dict):
+        return {str(k): plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    return x
+
+
+def current() -> dict:
+    return {f"{spec} {name}": plain(fn(profile)) for spec, fn in sizes_functions().items()
+            for name, profile in PROFILES.items()}
+
+
+def test_every_profiles_run_sizes_are_the_recorded_ones():
+    now = current()
+    if os.environ.get("ICL_WRITE_RUN_SIZES") == "1":
+        GOLDEN.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
+    recorded = json.loads(GOLDEN.read_text())
+    assert sorted(now) == sorted(recorded), ("sizes functions added or removed: "
+                                             f"{sorted(set(now) ^ set(recorded))}; rewrite the table on purpose "
+                                             "(ICL_WRITE_RUN_SIZES=1)")
+    differ = {k: (recorded[k], now[k]) for k in now if now[k] != recorded[k]}
+    assert not differ, f"run sizes changed (recorded, now): {differ}"
+
+
+def test_the_sizes_functions_are_found_and_take_a_profile():
+    found = sizes_functions()
+    assert "helpers.protocols.saliency:saliency_sizes" in found and "helpers.study.profiles:after_sizes" in found
+    assert all(list(inspect.signature(f).parameters) == ["profile"] for f in found.values())
+    assert len(found) >= 20  # every protocol with run sizes, the study's own and core's evaluation sizes
