@@ -1,4 +1,4 @@
-"""Every run size of every profile, held to the values recorded in tests/data/run_sizes.json.
+"""Every run size (and the tasks each study runs) of every profile, held to the values recorded in tests/data/run_sizes.json.
 
 A run's sizes (seeds, inputs, batch sizes, layers) decide its numbers, so they change only on purpose: each
 ``*_sizes(profile)`` function of ``helpers`` (found by name, so a new one joins by itself) is called on the three
@@ -24,12 +24,13 @@ GOLDEN = ROOT / "tests" / "data" / "run_sizes.json"
 
 
 def sizes_functions() -> dict[str, object]:
-    """``{function name: function}`` for every module-level ``*_sizes(profile)`` function of ``helpers`` (by name
+    """``{function name: function}`` for every module-level ``*_sizes(profile)`` and ``*_tasks(profile)`` (the tasks
+    a study runs) function of ``helpers`` (by name
     alone, so that a function may move to another module and keep its recorded sizes)."""
     out = {}
     for path in sorted((ROOT / "helpers").rglob("*.py")):
         names = [n.name for n in ast.parse(path.read_text()).body
-                 if isinstance(n, ast.FunctionDef) and n.name.endswith("_sizes") and not n.name.startswith("_")
+                 if isinstance(n, ast.FunctionDef) and n.name.endswith(("_sizes", "_tasks")) and not n.name.startswith("_")
                  and [a.arg for a in n.args.args] == ["profile"]]
         if names:
             mod = ".".join(path.relative_to(ROOT).with_suffix("").parts)
