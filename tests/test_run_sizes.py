@@ -31,7 +31,8 @@ def sizes_functions() -> dict[str, object]:
     for path in sorted((ROOT / "helpers").rglob("*.py")):
         names = [n.name for n in ast.parse(path.read_text()).body
                  if isinstance(n, ast.FunctionDef) and n.name.endswith(("_sizes", "_tasks")) and not n.name.startswith("_")
-                 and [a.arg for a in n.args.args] == ["profile"]]
+                 and [a.arg for a in n.args.args] == ["profile"]
+                 and "str" not in ast.unparse(n.args.args[0].annotation or ast.Constant(None))]  # a Profile, not a name
         if names:
             mod = ".".join(path.relative_to(ROOT).with_suffix("").parts)
             module = importlib.import_module(mod)
