@@ -139,7 +139,7 @@ XDIST = -n $(TEST_JOBS) $(if $(filter 0,$(TEST_JOBS)),,--dist worksteal)
 
 test: setup
 	rm -rf .cache/test-results .cache/test-results-cache
-	$(TEST_ENV) $(PY) -m pytest tests notebooks --nbmake --nbmake-timeout=1800 $(XDIST) -q $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest tests notebooks --nbmake --nbmake-timeout=1800 $(XDIST) -q --durations=15 $(PYTEST_ARGS)
 
 # one tier of make test each (tests/conftest.py, 'tiers'; docs/contributing.md): tiny-model unit tests, tests on
 # a real offline model, notebook runs, and the repository's infrastructure

@@ -243,12 +243,21 @@ def pytest_runtest_logreport(report):
     _SECONDS[report.nodeid] = _SECONDS.get(report.nodeid, 0.0) + report.duration
 
 
-def pytest_sessionfinish(session):
-    """TEST_DURATIONS_OUT=<file>: each item's seconds (setup, call and teardown) of this run, as JSON (on the
-    controller, which sees every worker's reports)."""
-    out = os.environ.get("TEST_DURATIONS_OUT")
-    if out and not hasattr(session.config, "workerinput"):
-        import json
+LAST_DURATIONS = Path(__file__).resolve().parent.parent / ".cache" / "test-durations.json"
 
-        Path(out).write_text(json.dumps({k: round(v, 1) for k, v in sorted(_SECONDS.items()) if v >= 1.0},
-                                        indent=0) + "\n")
+
+def pytest_sessionfinish(session):
+    """Each item's seconds (setup, call and teardown) of this run, as JSON (on the controller, which sees every
+    worker's reports), into TEST_DURATIONS_OUT=<file> when set (``TEST_DURATIONS_OUT=tests/durations.json make test``
+    refreshes the order above), and always into .cache/test-durations.json, so a measured run keeps where its time
+    went (the slowest items also print at the end of ``make test``: ``--durations``)."""
+    if hasattr(session.config, "workerinput") or not _SECONDS:
+        return
+    import json
+
+    text = json.dumps({k: round(v, 1) for k, v in sorted(_SECONDS.items()) if v >= 1.0}, indent=0) + "\n"
+    out = os.environ.get("TEST_DURATIONS_OUT")
+    if out:
+        Path(out).write_text(text)
+    LAST_DURATIONS.parent.mkdir(parents=True, exist_ok=True)
+    LAST_DURATIONS.write_text(text)
