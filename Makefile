@@ -14,9 +14,10 @@
 #   make site   the executed notebooks of a finished `make run` (same PROFILE, MODELS) as a static site in
 #               site/html (offline; README, 'Read it without running'), then its browser check (make site-check;
 #               skipped with a note where no Chromium is installed, required under REQUIRE_BROWSER=1 as in CI)
-#   make control    retrain every control population of notebook 09's power (5 seeds x 4 recipes, 2 processes)
-#               and say whether each equals the shipped checkpoint; CONTROL=control, control-wide or control-negative
-#               retrains that one control from CONTROL_SEED instead (each well under 10 min on 2 cores)
+#   make control    retrain every control population of notebook 09's power (5 seeds per recipe on 2 layers, 8 on
+#               4; two processes) and say whether each equals the shipped checkpoint; CONTROL=control, control-wide
+#               or control-negative retrains that one control from CONTROL_SEED instead (each well under 10 min on
+#               2 cores)
 #   make record the claims of a finished `make run` (same PROFILE, MODELS) as docs/record/<model>-<profile>.json
 #               (NOTEBOOKS="10": those notebooks only, as <model>-<profile>-nb10.json beside the model's other record,
 #               which gives up the notebooks recorded again)
