@@ -15,7 +15,7 @@
 #               site/html (offline; README, 'Read it without running'), then its browser check (make site-check;
 #               skipped with a note where no Chromium is installed, required under REQUIRE_BROWSER=1 as in CI)
 #   make control    retrain every control population of notebook 09's power (5 seeds per recipe on 2 layers, 8 on
-#               4; two processes) and say whether each equals the shipped checkpoint; CONTROL=control, control-wide
+#               4; two processes) and say whether each one's tensors equal the shipped checkpoint's; CONTROL=control, control-wide
 #               or control-negative retrains that one control from CONTROL_SEED instead (each well under 10 min on
 #               2 cores)
 #   make record the claims of a finished `make run` (same PROFILE, MODELS) as docs/record/<model>-<profile>.json

@@ -6,12 +6,14 @@ Writes the checkpoint, its .sha256 and the training curve (accuracy on fresh seq
 distribution over steps) to --out (default .cache/control/<name>.safetensors; the repository ships
 data/control/<name>.safetensors, trained with seed 0), then prints the training time, the steps to 50/90/99% and
 the baked token model's accuracy on training classes and on classes never seen in training, with the
-context's mapping as trained and with every label moved (the label-swap control).
+context's mapping as trained and with every label moved (the label-swap control); from seed 0, whether its tensors
+equal the shipped checkpoint's.
 
 --populations [NAME ...] trains every checkpoint of the named populations (all by default) that is not a named
 control's own, from each seed, in --jobs processes of one thread each, into --out-dir (default
-.cache/control/population); then prints each one's training time, steps and sha256, and whether it equals the
-checkpoint shipped under data/control/population/ (--ship copies them there).
+.cache/control/population); then prints each one's training time and steps, and whether its tensors equal the
+checkpoint shipped under data/control/population/ bit for bit (helpers.core.control_training.compare_checkpoints:
+the files' sha256 always differ, as each records its own training seconds; --ship copies them there).
 """
 
 from __future__ import annotations
@@ -75,21 +77,26 @@ def train_populations(names, out_dir: Path, jobs: int, ship: bool) -> int:
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=jobs) as ex:
         done = list(ex.map(_train_member, todo))
+    from helpers.core.control_training import compare_checkpoints
+
     differ = 0
     for d in done:
         pop = population(d["population"])
         shipped = pop.path(d["seed"])
-        same = shipped.exists() and pop.sha256.get(d["seed"]) == d["sha256"]
-        differ += not same
+        verdict = compare_checkpoints(d["path"], shipped)
+        differ += verdict != "equal"
+        said = ("its tensors equal the shipped checkpoint's, bit for bit" if verdict == "equal"
+                else f"{verdict} from the shipped checkpoint")
         print(f"{d['population']} seed {d['seed']}: {d['steps']} steps, {d['seconds']:.0f} s, accuracy "
-              f"{d['accuracy']:.3f}, sha256 {d['sha256']} ({'equals the shipped checkpoint' if same else 'differs from the one written in helpers/core/control_population.py'})")
+              f"{d['accuracy']:.3f} ({said})")
         if ship:  # the checkpoint and the two files save_control writes beside it, under the shipped stem
             src = Path(d["path"])
             shipped.parent.mkdir(parents=True, exist_ok=True)
             for tail in (".safetensors", ".sha256", "_curve.csv"):
                 shutil.copyfile(src.with_name(src.stem + tail), shipped.with_name(shipped.stem + tail))
     print(f"trained {len(done)} checkpoints in {time.perf_counter() - t0:.0f} s with {jobs} processes"
-          + (f"; {differ} differ from the sha256 written in helpers/core/control_population.py" if differ else ""))
+          + (f"; {differ} differ from the shipped checkpoints" if differ else "; every one equals its shipped "
+             "checkpoint (tensors; the files' bytes differ only in the training seconds they record)"))
     return 0
 
 
@@ -142,6 +149,12 @@ def main(argv=None) -> int:
           f"{acc['heldout']:.3f} ({acc['heldout swapped']:.3f} with every label moved)")
     print(f"wrote {out} ({out.stat().st_size / 1000:.0f} kB, sha256 {sha}) and "
           f"{out.with_name(out.stem + '_curve.csv').name}; total {time.perf_counter() - t0:.0f} s")
+    if a.seed == 0:  # the shipped checkpoint was trained from seed 0
+        from helpers.core.control_training import compare_checkpoints
+
+        verdict = compare_checkpoints(out, spec.path)
+        print(f"against the shipped {spec.path.name}: " + ("its tensors are equal, bit for bit (the files differ only in "
+              "the training seconds they record)" if verdict == "equal" else verdict))
     return 0
 
 

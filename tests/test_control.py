@@ -162,7 +162,8 @@ def test_retraining_reproduces_the_accuracy(tmp_path):
     the same bursty task with its copy curriculum, as the 2 x 2 control of the by-hand sections, and reaches its
     stopping accuracy in about a fifth of the steps (1,100 against 2,100, where the narrow model's abrupt transition
     comes late): the test checks the loop, not the time a narrower model needs (``make control`` retrains that one).
-    CPU training is not bitwise reproducible, so this compares accuracy, never weights or time."""
+    Another CPU may pick other kernels and end a few bits away, so this compares accuracy, never weights or time
+    (``make control`` compares the tensors: on one thread of the machine that trained them they are equal)."""
     from helpers.core.control import checkpoint_info, control_spec
     from helpers.core.control_training import save_control, train_control
     from helpers.core.predict import predict
@@ -438,3 +439,31 @@ def test_text_anchor_prompts_keep_bos_the_labels_and_the_query(control, cp):
     assert loyal.shape == (len(cp.prompts),) and set(np.unique(loyal)) <= {0.0, 1.0}
     # the positive control reads the mapping from item-label pairs: without the items its answer is a guess
     assert loyal.mean() < 0.6
+
+
+def test_a_retrained_checkpoint_is_compared_by_its_tensors_not_its_bytes(tmp_path):
+    """Two runs of the same seed and recipe write files whose sha256 differ (each records its own training seconds)
+    but whose tensors are equal: ``compare_checkpoints`` says "equal"; one changed weight, another seed or a missing
+    file is named."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    from helpers.core.control_training import compare_checkpoints, save_control, train_control
+
+    paths = []
+    for i, seed in enumerate((0, 0, 1)):
+        result = train_control(seed=seed, task=TASK, shape=(1, 2, 16), max_steps=3, eval_every=3, eval_n=8,
+                               progress=False)
+        result.seconds += i  # as two runs' clocks would differ
+        paths.append(tmp_path / f"run{i}.safetensors")
+        save_control(result, paths[-1])
+    assert file_sha256(paths[0]) != file_sha256(paths[1])
+    assert compare_checkpoints(paths[1], paths[0]) == "equal"
+    assert compare_checkpoints(paths[2], paths[0]).startswith("differs: another recipe")
+    tensors = load_file(str(paths[1]))
+    tensors["proj"][0, 0] += 1e-3
+    with safe_open(str(paths[1]), "pt") as f:
+        save_file(tensors, str(tmp_path / "edited.safetensors"), metadata=f.metadata())
+    said = compare_checkpoints(tmp_path / "edited.safetensors", paths[0])
+    assert said.startswith("differs: 1 of ") and "0.001 apart" in said, said
+    assert compare_checkpoints(paths[0], tmp_path / "absent.safetensors").startswith("no shipped checkpoint at")
