@@ -135,8 +135,11 @@ TEST_JOBS ?= 2
 TEST_THREADS ?= $(shell n=$$(( $$(nproc 2>/dev/null || echo 1) / ($(TEST_JOBS) > 0 ? $(TEST_JOBS) : 1) )); echo $$(( n > 0 ? n : 1 )))
 TEST_ENV = ICL_PROFILE=smoke ICL_RESULTS_DIR=$(CURDIR)/.cache/test-results ICL_RESULTS_CACHE=$(CURDIR)/.cache/test-results-cache \
 	OMP_NUM_THREADS=$(TEST_THREADS) MKL_NUM_THREADS=$(TEST_THREADS)
-# worksteal: a worker that is done takes queued tests from the other (the notebooks are long and come last)
-XDIST = -n $(TEST_JOBS) $(if $(filter 0,$(TEST_JOBS)),,--dist worksteal)
+# loadfile: each test file (each notebook) goes whole to one worker, so its module fixtures are built once; the files
+# come longest first (tests/conftest.py), and --no-loadscope-reorder keeps that order (xdist would sort by test count)
+XDIST = -n $(TEST_JOBS) $(if $(filter 0,$(TEST_JOBS)),,--dist loadfile --no-loadscope-reorder)
+# test-bridge's parity tests are one file of many long tests: there single tests are dealt (worksteal)
+XDIST_TESTS = -n $(TEST_JOBS) $(if $(filter 0,$(TEST_JOBS)),,--dist worksteal)
 
 test: setup
 	rm -rf .cache/test-results .cache/test-results-cache
@@ -159,10 +162,10 @@ test-bridge:
 	rm -rf .cache/test-results .cache/test-results-cache
 	$(TEST_ENV) ICL_MODEL=$(BRIDGE_MODEL) $(PY) -m pytest tests/test_bridge.py $(BRIDGE_NOTEBOOKS) \
 		notebooks/02_shallow_isolation.ipynb notebooks/03_deep_aucroc.ipynb \
-		--nbmake --nbmake-timeout=1800 -p no:cacheprovider $(XDIST) -q $(PYTEST_ARGS)
+		--nbmake --nbmake-timeout=1800 -p no:cacheprovider $(XDIST_TESTS) -q $(PYTEST_ARGS)
 	rm -rf .cache/test-results .cache/test-results-cache
 	$(TEST_ENV) ICL_MODEL="$$($(PY) scripts/bridge_parity.py folder --kind phi3)" $(PY) -m pytest $(BRIDGE_NOTEBOOKS) \
-		--nbmake --nbmake-timeout=1800 -p no:cacheprovider $(XDIST) -q $(PYTEST_ARGS)
+		--nbmake --nbmake-timeout=1800 -p no:cacheprovider $(XDIST_TESTS) -q $(PYTEST_ARGS)
 
 bridge-reference: setup
 	$(PY) scripts/bridge_parity.py reference

@@ -176,47 +176,33 @@ def pytest_collection_modifyitems(config, items):
 
 
 # -------------------------------------------------------------------------------------------------------- the order
-# make test runs in pytest-xdist workers with --dist worksteal: worker i first gets the i-th contiguous share of the
-# collected items, and a worker that runs dry takes half of another's queue. Collected as written, the notebooks
-# come last and the longest (notebook 10, minutes) can start when the other worker has almost nothing left, which
-# leaves a core idle to the end. So the items are reordered, the same way in every worker: the longest first, each
-# dealt to the share with the least work so far (longest processing time first), the short ones filling each share
-# to its size, by the seconds of an earlier run (tests/durations.json; refreshed with
-# TEST_DURATIONS_OUT=tests/durations.json make test). Only the order changes, never which tests run; an item the file
-# does not know counts as short.
+# make test runs in pytest-xdist workers with --dist loadfile: each test file (each notebook) is one unit of work,
+# sent whole to one worker, so a module's fixtures (a tiny model, two runs of run_all) are built once. xdist hands
+# the units out in the order of the collection as workers free up (each worker holds at most about two ahead), so
+# the files are reordered, the same way in every worker, by their seconds in an earlier run (tests/durations.json;
+# refreshed with TEST_DURATIONS_OUT=tests/durations.json make test): the longest first (longest processing time
+# first), so the last units to start are short and neither core idles long at the end. Within a file the tests
+# keep their order. Only the order changes, never which tests run; a file the record does not know counts as short.
+# (Under --dist worksteal, dealing single tests, a module's tests ended up apart and its module-scoped fixtures were
+# built again for each: test_cluster's two runs three times.)
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
-LONG_SECONDS = 5.0  # items at least this long are dealt out; shorter ones fill the shares in collection order
 
 
-def _share_sizes(n: int, workers: int) -> list[int]:
-    """How many items worksteal's first distribution gives each worker (as xdist's WorkStealingScheduling does)."""
-    sizes, left = [], n
-    for i in range(workers):
-        sizes.append(left // (workers - i))
-        left -= sizes[-1]
-    return sizes
+def test_file(nodeid: str) -> str:
+    """The file a test item belongs to: xdist's loadfile unit (``tests/test_x.py``, ``notebooks/NN_x.ipynb``)."""
+    return nodeid.split("::", 1)[0]
 
 
-def balanced_order(items: list, seconds: dict[str, float], workers: int) -> list:
-    """``items`` reordered so each worker's first share starts with its long items and the shares' known seconds are
-    as even as longest-first dealing makes them (see above). One worker, or nothing known: unchanged."""
-    if workers < 2 or not seconds:
+def longest_files_first(items: list, seconds: dict[str, float]) -> list:
+    """``items`` grouped by file, the files in decreasing order of their known seconds (ties and unknown files in
+    collection order), each file's items in their own order. Nothing known: unchanged."""
+    if not seconds:
         return list(items)
-    sizes = _share_sizes(len(items), workers)
-    long = sorted((it for it in items if seconds.get(it.nodeid, 0.0) >= LONG_SECONDS),
-                  key=lambda it: -seconds[it.nodeid])
-    shares: list[list] = [[] for _ in range(workers)]
-    load = [0.0] * workers
-    for it in long:
-        open_ = [i for i in range(workers) if len(shares[i]) < sizes[i]]
-        i = min(open_, key=lambda j: load[j])
-        shares[i].append(it)
-        load[i] += seconds[it.nodeid]
-    dealt = {id(it) for it in long}
-    short = iter(it for it in items if id(it) not in dealt)
-    for i in range(workers):
-        shares[i].extend(next(short) for _ in range(sizes[i] - len(shares[i])))
-    return [it for share in shares for it in share]
+    files: dict[str, list] = {}
+    for it in items:
+        files.setdefault(test_file(it.nodeid), []).append(it)
+    order = sorted(files.values(), key=lambda group: -sum(seconds.get(it.nodeid, 0.0) for it in group))
+    return [it for group in order for it in group]
 
 
 class _Order:
@@ -226,10 +212,10 @@ class _Order:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config, items):
         workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-        if workers > 1 and DURATIONS.is_file():
+        if workers > 1 and getattr(config.option, "dist", None) == "loadfile" and DURATIONS.is_file():
             import json
 
-            items[:] = balanced_order(items, json.loads(DURATIONS.read_text()), workers)
+            items[:] = longest_files_first(items, json.loads(DURATIONS.read_text()))
 
 
 def pytest_configure(config):

@@ -58,21 +58,29 @@ def test_a_tier_marker_selects_its_tests():
     assert selected and all(line.startswith("tests/test_stats.py") for line in selected), r.stdout[-2000:]
 
 
-def test_the_order_deals_long_items_to_both_workers_and_keeps_every_item():
+def test_the_order_sends_the_longest_files_first_and_keeps_each_file_together():
     from types import SimpleNamespace
 
-    from conftest import _share_sizes, balanced_order
+    from conftest import longest_files_first
 
-    items = [SimpleNamespace(nodeid=f"t{i}") for i in range(11)]
-    seconds = {"t9": 300.0, "t10": 280.0, "t8": 100.0, "t0": 90.0, "t1": 0.5}
-    out = balanced_order(items, seconds, 2)
-    assert sorted(it.nodeid for it in out) == sorted(it.nodeid for it in items)  # only the order changes
-    assert _share_sizes(11, 2) == [5, 6]
-    first, second = out[:5], out[5:]
-    assert first[0].nodeid == "t9" and second[0].nodeid == "t10"  # each worker starts with a long one
-    load = [sum(seconds.get(it.nodeid, 0) for it in s) for s in (first, second)]
-    assert abs(load[0] - load[1]) <= 100  # longest first, each to the lighter share
-    assert balanced_order(items, seconds, 1) == items and balanced_order(items, {}, 2) == items
+    ids = ["tests/test_a.py::t1", "tests/test_b.py::t1", "tests/test_a.py::t2", "notebooks/10_x.ipynb::10_x.ipynb",
+           "tests/test_c.py::t1", "tests/test_b.py::t2", "tests/test_d.py::t1"]
+    items = [SimpleNamespace(nodeid=i) for i in ids]
+    seconds = {"tests/test_a.py::t1": 30.0, "tests/test_a.py::t2": 40.0, "tests/test_b.py::t2": 100.0,
+               "notebooks/10_x.ipynb::10_x.ipynb": 200.0, "tests/test_c.py::t1": 0.5}
+    out = [it.nodeid for it in longest_files_first(items, seconds)]
+    assert sorted(out) == sorted(ids)  # only the order changes
+    assert out == ["notebooks/10_x.ipynb::10_x.ipynb", "tests/test_b.py::t1", "tests/test_b.py::t2",
+                   "tests/test_a.py::t1", "tests/test_a.py::t2", "tests/test_c.py::t1", "tests/test_d.py::t1"]
+    assert longest_files_first(items, {}) == items
+
+
+def test_make_test_deals_whole_files_in_the_order_given():
+    """The Makefile's xdist mode is the one the order above is written for: loadfile, and xdist's own reordering of
+    files by their number of tests turned off."""
+    text = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
+    xdist = next(line for line in text.splitlines() if line.startswith("XDIST ="))
+    assert "--dist loadfile" in xdist and "--no-loadscope-reorder" in xdist, xdist
 
 
 def test_the_durations_file_setting_is_not_refused_as_a_project_setting():
