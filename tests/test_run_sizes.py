@@ -76,3 +76,50 @@ def test_the_sizes_functions_are_found_and_take_a_profile():
     assert "saliency_sizes" in found and "after_sizes" in found and "eval_sizes" in found
     assert all(list(inspect.signature(f).parameters) == ["profile"] for f in found.values())
     assert len(found) >= 20  # every protocol with run sizes, the study's own and core's evaluation sizes
+
+
+def _is_name(node) -> bool:
+    """A profile's name as code reads it: ``x.name``, or a variable called ``name``/``profile``."""
+    return ((isinstance(node, ast.Attribute) and node.attr == "name")
+            or (isinstance(node, ast.Name) and node.id in ("name", "profile", "profile_name")))
+
+
+def _branches_on_name(node, names: set[str]) -> bool:
+    """``profile.name == "smoke"`` (or ``in ("smoke", ...)``), or ``{"smoke": ...}.get(profile.name, ...)``."""
+    if isinstance(node, ast.Compare):
+        sides = [node.left, *node.comparators]
+        consts = sides + [e for c in node.comparators if isinstance(c, (ast.Tuple, ast.List, ast.Set)) for e in c.elts]
+        return (any(_is_name(x) for x in sides)
+                and any(isinstance(c, ast.Constant) and c.value in names for c in consts))
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+            and isinstance(node.func.value, ast.Dict) and node.args and _is_name(node.args[0])):
+        return any(isinstance(k, ast.Constant) and k.value in names for k in node.func.value.keys)
+    return False
+
+
+def _name_branches(root: Path) -> list[str]:
+    """``file:line`` of every comparison with a profile's name (``"smoke"``, ``"default"``, ``"paper"``) or lookup
+    keyed by one in ``helpers``, outside the table (helpers/study/profile_table.py) and the modules that only
+    present results (a report's wording may name the profile it reports)."""
+    from helpers.core.store import PRESENTATION
+
+    names = {"smoke", "default", "paper"}
+    out = []
+    for path in sorted((root / "helpers").rglob("*.py")):
+        mod = ".".join(path.relative_to(root).with_suffix("").parts)
+        if path.name == "profile_table.py" or any(mod == p or mod.startswith(p + ".") for p in PRESENTATION):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if _branches_on_name(node, names):
+                out.append(f"{path.relative_to(root)}:{node.lineno}")
+    return out
+
+
+def test_no_code_below_the_table_branches_on_a_profiles_name(tmp_path):
+    """Sizes are data: a method reads its row of RUN_SIZES (helpers/study/profile_table.py), never the name of the
+    profile it runs under."""
+    assert _name_branches(ROOT) == []
+    (tmp_path / "helpers" / "protocols").mkdir(parents=True)
+    (tmp_path / "helpers" / "protocols" / "x.py").write_text(
+        'def sizes(profile):\n    n = {"smoke": 2}.get(profile.name, 8)\n    return 4 if profile.name == "paper" else n\n')
+    assert _name_branches(tmp_path) == ["helpers/protocols/x.py:2", "helpers/protocols/x.py:3"]

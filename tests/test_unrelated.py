@@ -13,6 +13,7 @@ from helpers.protocols import incontext_heads as IH
 from helpers.protocols import two_towers as TT
 from helpers.study.heads_report import notebook_sizes
 from helpers.study.profile_table import PROFILES
+from helpers.study.profiles import eval_sizes
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,7 @@ def test_sizes_of_notebook_07():
         parts = [IH.incontext_heads_sizes(profile), TT.two_towers_sizes(profile), HB.head_biases_sizes(profile)]
         assert notebook_sizes(*parts) == sizes
         assert list(notebook_sizes(*parts)) == ["n_eval", "seeds", "k_per_class", "n_attr", "n_towers", "bias_tasks"]
-        shared = asdict(U.eval_sizes(profile))
+        shared = asdict(eval_sizes(profile))
         assert all(isinstance(part, U.EvalSizes) and {k: asdict(part)[k] for k in shared} == shared for part in parts)
 
 

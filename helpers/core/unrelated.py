@@ -6,7 +6,7 @@
   binary by keeping two classes (e.g. AGNews World vs Sports) and relabelling them 0/1. Other words (the
   swapped mapping bar/foo, " A"/" B") or the real words (``words=None``) give the controls.
 - **Prompt sets**: :func:`make_set` (one fixed demonstration set for many queries, as in notebooks 00-06),
-  :func:`eval_set` (the evaluation prompts of one seed, at the sizes of :func:`eval_sizes`, an
+  :func:`eval_set` (the evaluation prompts of one seed, at the sizes of :func:`helpers.study.profiles.eval_sizes`, an
   :class:`EvalSizes`) and
   :func:`fresh_demo_prompts` (every prompt with its own demonstrations).
 - :func:`cached_eval_runs`: one computation per (task, seed) on the evaluation prompts, stored on disk
@@ -48,7 +48,6 @@ __all__ = [
     "make_set",
     "fresh_demo_prompts",
     "EvalSizes",
-    "eval_sizes",
     "eval_set",
     "check_sizes",
     "cached_eval_runs",
@@ -152,14 +151,6 @@ class EvalSizes:
     n_eval: int
     seeds: Sequence[int]
     k_per_class: int
-
-
-def eval_sizes(profile) -> EvalSizes:
-    """The evaluation sizes from the run profile: ``n_eval`` queries per seed (the profile's ``n_test``), the
-    ``seeds`` (smoke: its first) and 2 demonstrations per class."""
-    if profile.name == "smoke":
-        return EvalSizes(n_eval=8, seeds=profile.seeds[:1], k_per_class=2)
-    return EvalSizes(n_eval=profile.n_test, seeds=profile.seeds, k_per_class=2)
 
 
 def check_sizes(sizes, kind: type = EvalSizes, where: str = "eval_sizes(profile)") -> None:

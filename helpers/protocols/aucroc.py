@@ -29,6 +29,7 @@ from helpers.experiments.aucroc import (
     seed_curve,
 )
 from helpers.study.claims import claim
+from helpers.study.profile_table import per_task, run_sizes
 from helpers.study.profiles import RunSizes
 
 __all__ = ["AucrocSizes", "aucroc_sizes", "aucroc_runs", "per_task_table", "aucroc_verdict", "other_offline_model",
@@ -50,8 +51,8 @@ def aucroc_sizes(profile) -> AucrocSizes:
     Every profile uses ``n_test`` inputs per task and seed and all its seeds
     (the demonstrations run once per (task, seed), :mod:`helpers.core.prefix`).
     """
-    n = {t: profile.n_test for t in profile.tasks}
-    return AucrocSizes(seeds=tuple(profile.seeds), n=n, batch_size=profile.batch_size)
+    s = run_sizes("aucroc", profile)
+    return AucrocSizes(seeds=s["seeds"], n=per_task(s["n"], profile.tasks), batch_size=s["batch_size"])
 
 
 @pins_weights

@@ -27,6 +27,7 @@ from helpers.experiments.compression import (
 )
 from helpers.study import paper as PA
 from helpers.study.claims import claim
+from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
 
 __all__ = ["CompressionSizes", "compression_sizes", "compression_runs", "table2_verdict", "method_cells",
@@ -134,10 +135,7 @@ def compression_sizes(profile) -> CompressionSizes:
     """Run size of notebook 05. Table 2: every seed of the profile (``smoke``: its first), ``n_test`` inputs per
     (task, seed), Hidden_random-top the best of ``random_top_draws`` draws. Table 3's timing: a few timed inputs
     per task and timings of each on the CPU profiles (``smoke`` 4 x 1, ``default`` 8 x 2), 16 x 3 on ``paper``."""
-    seeds = tuple(profile.seeds[:1] if profile.name == "smoke" else profile.seeds)
-    timed_inputs, timing_repeats = {"smoke": (4, 1), "default": (8, 2)}.get(profile.name, (16, 3))
-    return CompressionSizes(seeds=seeds, n_test=profile.n_test, random_top_draws=profile.random_top_draws,
-                            batch_size=profile.batch_size, timed_inputs=timed_inputs, timing_repeats=timing_repeats)
+    return CompressionSizes(**run_sizes("compression", profile))
 
 
 def time_icl_vs_anchor(model, icl_set, n_inputs: int = 16, repeats: int = 3, warmup: int = 2,

@@ -12,6 +12,7 @@ import numpy as np
 from helpers.core.stats import bootstrap_statistic
 from helpers.experiments.diagnosis import QKVectors, collect_qk, diagnosis_set, most_confused, seed_averaged_spearman
 from helpers.study.claims import claim
+from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
 
 __all__ = ["spearman_interval", "diagnosis_verdict", "DiagnosisSizes", "diagnosis_sizes", "qk_runs",
@@ -52,8 +53,7 @@ class DiagnosisSizes(RunSizes):
 def diagnosis_sizes(profile) -> DiagnosisSizes:
     """Run size of notebook 06: ``profile.n_diagnosis`` test inputs of the profile's first seed (every seed on
     ``paper``)."""
-    seeds = tuple(profile.seeds if profile.name == "paper" else profile.seeds[:1])
-    return DiagnosisSizes(seeds=seeds, n=profile.n_diagnosis, batch_size=profile.batch_size)
+    return DiagnosisSizes(**run_sizes("diagnosis", profile))
 
 
 def qk_runs(model, task: str, sizes: DiagnosisSizes, model_name: str) -> dict[int, QKVectors]:

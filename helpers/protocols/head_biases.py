@@ -16,8 +16,10 @@ from helpers.core.heads import Head
 from helpers.core.prompts import PoolSizeWarning
 from helpers.core.stats import Interval, bootstrap_means, bootstrap_of_means
 from helpers.core.store import pins_weights
-from helpers.core.unrelated import EvalSizes, UnrelatedTask, check_sizes, eval_sizes, unrelated_args
+from helpers.core.unrelated import EvalSizes, UnrelatedTask, check_sizes, unrelated_args
 from helpers.study.claims import Claim, claim
+from helpers.study.profile_table import run_sizes
+from helpers.study.profiles import eval_sizes
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -105,10 +107,9 @@ class BiasSizes(EvalSizes):
 
 def head_biases_sizes(profile) -> BiasSizes:
     """Run sizes of the bias step of notebook 07: the shared evaluation sizes
-    (:func:`helpers.core.unrelated.eval_sizes`) and ``bias_tasks`` (AGNews prompts are ~5x longer than SST-2's,
+    (:func:`helpers.study.profiles.eval_sizes`) and ``bias_tasks`` (AGNews prompts are ~5x longer than SST-2's,
     so the CPU profiles run SST-2 only)."""
-    bias_tasks = ("sst2",) if profile.name in ("smoke", "default") else ("sst2", "agnews")
-    return BiasSizes(**asdict(eval_sizes(profile)), bias_tasks=bias_tasks)
+    return BiasSizes(**asdict(eval_sizes(profile)), **run_sizes("head_biases", profile))
 
 
 @pins_weights

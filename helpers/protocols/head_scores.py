@@ -19,6 +19,7 @@ from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning
 from helpers.core.unrelated import EvalSizes
 from helpers.study.claims import above_zero, claim
+from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
 
 if TYPE_CHECKING:
@@ -50,13 +51,7 @@ def head_score_sizes(profile) -> HeadScoreSizes:
     inputs, 16 scoring prompts per task (notebook 10 at default is sized to stay within 20 minutes per model on 2
     cores; its recorded run times are in docs/results.md); ``smoke``: one seed, 4 inputs, 4 scoring prompts. The top
     2% of heads (Crosbie & Shutova ablate 1-3%; at least 4 heads)."""
-    if profile.name == "paper":
-        return HeadScoreSizes(seeds=tuple(profile.seeds), n_eval=profile.n_test, n_attr=64, frac=0.02,
-                              batch_size=profile.batch_size)
-    if profile.name == "default":
-        return HeadScoreSizes(seeds=tuple(profile.seeds[:2]), n_eval=32, n_attr=16, frac=0.02,
-                              batch_size=profile.batch_size)
-    return HeadScoreSizes(seeds=tuple(profile.seeds[:1]), n_eval=4, n_attr=4, frac=0.02, batch_size=profile.batch_size)
+    return HeadScoreSizes(**run_sizes("head_scores", profile))
 
 
 def scoring_seed(sizes: HeadScoreSizes) -> int:

@@ -13,7 +13,6 @@ from helpers.core.unrelated import (
     EvalSizes,
     UnrelatedTask,
     check_sizes,
-    eval_sizes,
     make_set,
     unrelated_args,
 )
@@ -21,6 +20,8 @@ from helpers.core.unrelated import (
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 from helpers.experiments.incontext_heads import HeadScores, attribution_seed, head_attribution
+from helpers.study.profile_table import run_sizes
+from helpers.study.profiles import eval_sizes
 
 __all__ = ["HeadsSizes", "incontext_heads_sizes", "heads_sizes_at", "attribution_runs"]
 
@@ -35,9 +36,8 @@ class HeadsSizes(EvalSizes):
 
 def incontext_heads_sizes(profile) -> HeadsSizes:
     """Run sizes of the attribution step of notebook 07 (and of its accuracy and ablation steps, which read the
-    evaluation sizes): :func:`helpers.core.unrelated.eval_sizes` and ``n_attr``."""
-    n_attr = {"smoke": 6, "default": 16}.get(profile.name, 64)
-    return HeadsSizes(**asdict(eval_sizes(profile)), n_attr=n_attr)
+    evaluation sizes): :func:`helpers.study.profiles.eval_sizes` and ``n_attr``."""
+    return HeadsSizes(**asdict(eval_sizes(profile)), **run_sizes("incontext_heads", profile))
 
 
 def heads_sizes_at(sizes: HeadsSizes, evaluation: EvalSizes) -> HeadsSizes:

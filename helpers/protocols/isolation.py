@@ -16,6 +16,7 @@ from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.isolation import MAIN_CONDITIONS, isolation_experiment, loyalty_rows
 from helpers.study.claims import claim
 from helpers.study.paper import CLAIMS
+from helpers.study.profile_table import per_task, run_sizes
 from helpers.study.profiles import RunSizes
 
 __all__ = ["IsolationSizes", "isolation_sizes", "isolation_runs", "stored_isolation", "loyalty_frame",
@@ -66,23 +67,11 @@ def isolation_sizes(profile) -> IsolationSizes:
     ``sweep_n`` inputs (16 by default) of the first seed (``paper``: all inputs,
     every seed). ``smoke``: 4 inputs per task (2 on AGNews), k in {1} only.
     """
-    name = profile.name
-    k_sweep = (1, 3, 7)
-    sweep_n = None
-    if name == "paper":
-        n = {t: profile.n_test for t in profile.tasks}
-        sweep_seeds = tuple(profile.seeds)
-    elif name == "default":
-        n = {t: profile.n_test for t in profile.tasks}
-        sweep_seeds = tuple(profile.seeds[:1])
-        sweep_n = 16
-    else:
-        n = {t: min(2 if t == "agnews" else 4, profile.n_test) for t in profile.tasks}
-        sweep_seeds = tuple(profile.seeds[:1])
-        k_sweep = (1,)
+    s = run_sizes("isolation", profile)
+    n = {t: min(v, profile.n_test) for t, v in per_task(s["n"], profile.tasks).items()}
     random_n = min(profile.n_random_control, max(n.values()))
-    return IsolationSizes(seeds=tuple(profile.seeds), n=n, sweep_seeds=sweep_seeds, k_main=5, k_sweep=k_sweep,
-                          sweep_n=sweep_n, random_n=random_n, random_draw="authors", batch_size=profile.batch_size)
+    return IsolationSizes(seeds=s["seeds"], n=n, sweep_seeds=s["sweep_seeds"], k_main=5, k_sweep=s["k_sweep"],
+                          sweep_n=s["sweep_n"], random_n=random_n, random_draw="authors", batch_size=profile.batch_size)
 
 
 @pins_weights

@@ -27,6 +27,7 @@ from helpers.experiments.isolation_classes import (
     run_class_isolation,
 )
 from helpers.study.claims import claim
+from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import SPAN_TASK, LabelSpanSizes, RunSizes
 
 __all__ = ["ClassIsolationSizes", "class_isolation_sizes", "class_isolation_runs", "class_loyalty_intervals",
@@ -49,13 +50,7 @@ def class_isolation_sizes(profile) -> ClassIsolationSizes:
     """``paper``: every seed, ``n_test`` inputs, the random controls on ``n_random_control``; ``default``: the first
     two seeds, 32 inputs, the controls on the first 16; ``smoke``: one seed, 4 inputs, 2 controls. k = 5, as in
     notebook 02 (smoke: 1)."""
-    if profile.name == "paper":
-        return ClassIsolationSizes(seeds=tuple(profile.seeds), n=profile.n_test, random_n=profile.n_random_control,
-                                   k=5, batch_size=profile.batch_size)
-    if profile.name == "default":
-        return ClassIsolationSizes(seeds=tuple(profile.seeds[:2]), n=32, random_n=16, k=5,
-                                   batch_size=profile.batch_size)
-    return ClassIsolationSizes(seeds=tuple(profile.seeds[:1]), n=4, random_n=2, k=1, batch_size=profile.batch_size)
+    return ClassIsolationSizes(**run_sizes("class_isolation", profile))
 
 
 def _isolation_cell(model, prompts: Sequence[Prompt], label_ids: Sequence[int], base: Predictions,

@@ -23,6 +23,7 @@ from helpers.core.unrelated import (
     unrelated_task,
 )
 from helpers.study.claims import Claim, claim
+from helpers.study.profile_table import run_sizes
 from helpers.study.results import studies_tasks
 
 if TYPE_CHECKING:
@@ -124,14 +125,10 @@ def regime_sizes(profile) -> RegimeSizes:
     for Gemma and 18 for SmolLM2 on one free core, several times that on a shared one.
     ``paper``: every size, the profile's inputs and seeds.
     """
-    if profile.name == "smoke":
-        return RegimeSizes(ks=(1, 2), n_eval=4, seeds=tuple(profile.seeds[:1]), tasks=("sst2",),
-                           confirm_seeds=_fresh_seeds(profile.seeds[:1]))
-    if profile.name == "paper":
-        return RegimeSizes(ks=REGIME_KS, n_eval=profile.n_test, seeds=tuple(profile.seeds), tasks=("sst2", "agnews"),
-                           confirm_seeds=_fresh_seeds(profile.seeds))
-    return RegimeSizes(ks=REGIME_KS, n_eval=32, seeds=tuple(profile.seeds[:2]), tasks=("sst2", "agnews"),
-                       confirm_seeds=tuple(profile.seeds[2:4]))
+    s = run_sizes("regime", profile)
+    ks = REGIME_KS if s["ks"] == "all" else s["ks"]
+    confirm = _fresh_seeds(s["seeds"]) if s["confirm_seeds"] == "fresh" else s["confirm_seeds"]
+    return RegimeSizes(ks=ks, n_eval=s["n_eval"], seeds=s["seeds"], tasks=s["tasks"], confirm_seeds=confirm)
 
 
 def _fresh_seeds(seeds) -> tuple[int, ...]:

@@ -13,6 +13,7 @@ from helpers.core.predict import predict
 from helpers.core.stats import Interval
 from helpers.experiments.positive_control import label_swap
 from helpers.study.claims import Claim, claim
+from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
 
 __all__ = ["ControlSizes", "control_sizes", "accuracy_cells", "swap_cells", "control_claims", "controls_claims", "premise_intervals",
@@ -34,8 +35,7 @@ def control_sizes(profile) -> ControlSizes:
     """Run size of notebook 09: the profile's seeds, and per seed ``4 * n_test`` evaluation sequences (the control
     costs about a thousandth of the offline models per input), ``2 * n_test`` for head attribution (seed + 1000)
     and ``n_saliency * 4`` for saliency (a backward pass each)."""
-    return ControlSizes(seeds=tuple(profile.seeds), n=4 * profile.n_test, n_attr=2 * profile.n_test,
-                        n_saliency=4 * profile.n_saliency, batch_size=256)
+    return ControlSizes(**run_sizes("control", profile))
 
 
 def accuracy_cells(model, cps: dict[int, ControlPrompts], batch_size: int = 256) -> dict[tuple[str, int], np.ndarray]:

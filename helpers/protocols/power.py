@@ -78,6 +78,7 @@ from helpers.protocols import two_towers as tt
 from helpers.protocols.rankings import control_head_rankings
 from helpers.study.claims import Claim, claim
 from helpers.study.power_report import NEGATIVE, NEGATIVES, POSITIVE, POSITIVES, Power, power_rows
+from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
 
 __all__ = ["POSITIVE", "NEGATIVE", "REPLICATE_SEED", "PowerSizes", "power_sizes", "GROUPS", "replicate_claims", "replicate_verdicts",
@@ -109,7 +110,7 @@ def power_sizes(profile) -> PowerSizes:
     a population runs each of its checkpoints once (:func:`power_runs`)."""
     c = pc.control_sizes(profile)
     most = max(len(POPULATIONS[p].seeds) for p in POSITIVES + NEGATIVES)
-    return PowerSizes(replicates=2 if profile.name == "smoke" else most, n=c.n, n_saliency=c.n_saliency,
+    return PowerSizes(replicates=run_sizes("power", profile)["replicates"] or most, n=c.n, n_saliency=c.n_saliency,
                       n_attr=c.n_attr, batch_size=c.batch_size)
 
 

@@ -24,6 +24,7 @@ from helpers.experiments.reweighting import (
 )
 from helpers.study.claims import claim
 from helpers.study.paper import OURS_FOR, TABLE1_GPT2XL, TASK_ORDER
+from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
 
 if TYPE_CHECKING:
@@ -47,8 +48,7 @@ class ReweightingSizes(RunSizes):
 def reweighting_sizes(profile) -> ReweightingSizes:
     """Run size of notebook 04: every seed of the profile, ``profile.n_test`` test inputs per (task, seed), beta
     trained ``profile.reweight_epochs`` epochs on ``profile.reweight_train_per_class`` examples per class."""
-    return ReweightingSizes(seeds=tuple(profile.seeds), n_test=profile.n_test, epochs=profile.reweight_epochs,
-                            per_class=profile.reweight_train_per_class, batch_size=profile.batch_size)
+    return ReweightingSizes(**run_sizes("reweighting", profile))
 
 
 @pins_weights

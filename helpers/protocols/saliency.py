@@ -26,6 +26,7 @@ from helpers.experiments.saliency import (
     saliency_prompts,
 )
 from helpers.study.claims import claim
+from helpers.study.profile_table import per_task, run_sizes
 from helpers.study.profiles import RunSizes
 
 __all__ = ["SaliencySizes", "saliency_sizes", "saliency_runs", "flow_frame", "saliency_verdict", "FLOW_CHECKS",
@@ -46,8 +47,8 @@ def saliency_sizes(profile) -> SaliencySizes:
     """Run size of notebook 01: ``profile.n_saliency`` inputs per task and seed (every task, AGNews too: its
     prompts are ~6x longer than SST-2's and its backward passes the costliest), all of the profile's seeds,
     batches of 16 inputs split further by the attention patterns' memory (:func:`saliency_flow`)."""
-    n = int(profile.n_saliency)
-    return SaliencySizes(seeds=tuple(profile.seeds), n={t: n for t in profile.tasks}, batch_size=16)
+    s = run_sizes("saliency", profile)
+    return SaliencySizes(seeds=s["seeds"], n=per_task(int(s["n"]), profile.tasks), batch_size=s["batch_size"])
 
 
 @pins_weights

@@ -25,6 +25,7 @@ from helpers.experiments.saliency_classes import (
     layer_mean,
 )
 from helpers.study.claims import claim
+from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
 
 __all__ = ["ClassSaliencySizes", "class_saliency_sizes", "class_saliency_runs", "class_flow_frame",
@@ -45,11 +46,7 @@ def class_saliency_sizes(profile) -> ClassSaliencySizes:
     """``paper``: every seed, ``n_saliency`` inputs; ``default``: the first two seeds, 16 inputs per task and seed
     (one backward pass each; notebook 01 runs the label words' flows at the full default sizes); ``smoke``: one
     seed, 2 inputs."""
-    if profile.name == "paper":
-        return ClassSaliencySizes(seeds=tuple(profile.seeds), n=profile.n_saliency, batch_size=8)
-    if profile.name == "default":
-        return ClassSaliencySizes(seeds=tuple(profile.seeds[:2]), n=16, batch_size=8)
-    return ClassSaliencySizes(seeds=tuple(profile.seeds[:1]), n=2, batch_size=2)
+    return ClassSaliencySizes(**run_sizes("class_saliency", profile))
 
 
 @pins_weights

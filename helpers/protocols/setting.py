@@ -19,6 +19,7 @@ from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, Task, get_task, run_args
 from helpers.study.claims import Claim, claim
 from helpers.study.paper import FIG5_PEAK_AUCROC
+from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ class SettingSizes(RunSizes):
 
 def setting_sizes(profile) -> SettingSizes:
     """Run size of notebook 00: every seed of the profile and ``profile.n_test`` test inputs per (task, seed)."""
-    return SettingSizes(seeds=tuple(profile.seeds), n_test=profile.n_test, batch_size=profile.batch_size)
+    return SettingSizes(**run_sizes("setting", profile))
 
 
 @pins_weights

@@ -20,11 +20,12 @@ from helpers.core.unrelated import (
     UnrelatedTask,
     cached_eval_runs,
     check_sizes,
-    eval_sizes,
     fresh_demo_prompts,
     unrelated_args,
 )
 from helpers.study.claims import Claim, claim
+from helpers.study.profile_table import run_sizes
+from helpers.study.profiles import eval_sizes
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -124,9 +125,8 @@ class TowersSizes(EvalSizes):
 
 def two_towers_sizes(profile) -> TowersSizes:
     """Run sizes of the value-output and two-towers steps of notebook 07: the shared evaluation sizes
-    (:func:`helpers.core.unrelated.eval_sizes`) and ``n_towers``."""
-    n_towers = {"smoke": 8, "default": 32}.get(profile.name, 200)
-    return TowersSizes(**asdict(eval_sizes(profile)), n_towers=n_towers)
+    (:func:`helpers.study.profiles.eval_sizes`) and ``n_towers``."""
+    return TowersSizes(**asdict(eval_sizes(profile)), **run_sizes("two_towers", profile))
 
 
 def value_output_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]],

@@ -1,5 +1,10 @@
-"""The profiles (``smoke``, ``default``, ``paper``: run sizes from one place) and the tasks a run studies.
+"""The profiles (``smoke``, ``default``, ``paper``), every method's run sizes per profile, and the tasks a run studies.
 
+:data:`PROFILES` holds each profile's shared numbers (seeds, test inputs, saliency inputs, the batch size, ...);
+:data:`RUN_SIZES` is the one table of run sizes, a row per method and a column per profile, whose cells are numbers
+or one of the profile's own numbers by name (:class:`Own`) or a slice of its seeds (:class:`Seeds`). Every
+``*_sizes(profile)`` function reads its method's cell through :func:`run_sizes`, so no code below this table
+branches on a profile's name (``tests/test_run_sizes.py`` holds every size to its recorded value).
 :func:`helpers.study.profiles.get_profile` picks a profile after checking the settings
 (:mod:`helpers.study.config`); those checks read :data:`PROFILES` and :func:`current_tasks` here.
 """
@@ -11,7 +16,8 @@ from dataclasses import dataclass, field, replace
 
 from helpers.core.tasks import TASKS, SpecError, TemplateError, UnknownTaskError, get_task, registered_tasks
 
-__all__ = ["Profile", "PROFILES", "PAPER_SEEDS", "OFFLINE_TASKS", "current_tasks"]
+__all__ = ["Profile", "PROFILES", "PAPER_SEEDS", "OFFLINE_TASKS", "current_tasks", "Own", "Seeds", "RUN_SIZES",
+           "run_sizes", "per_task"]
 
 PAPER_SEEDS = (42, 43, 44, 45, 46)
 OFFLINE_TASKS = ("sst2", "trec", "agnews", "tweet_emotion")
@@ -76,6 +82,137 @@ PROFILES = {
                      reweight_train_per_class=4, random_top_draws=20, n_diagnosis=1000, n_random_control=1000,
                      batch_size=16, cell_timeout=24 * 3600),
 }
+
+
+@dataclass(frozen=True)
+class Own:
+    """A cell of :data:`RUN_SIZES` that is the profile's own number ``field`` (``Own("n_test")``), times ``times``."""
+
+    field: str
+    times: int = 1
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """A cell of :data:`RUN_SIZES` that is the profile's seeds ``[start:stop]`` (``Seeds()``: every seed,
+    ``Seeds(2)``: the first two)."""
+
+    stop: int | None = None
+    start: int = 0
+
+
+ALL, BATCH = Seeds(), Own("batch_size")
+
+
+def _same(cell: dict) -> dict[str, dict]:
+    return {name: cell for name in PROFILES}
+
+
+# {method: {profile: {size: cell}}}: every method's run sizes, each cell a number, a tuple, Own (the profile's own
+# number), Seeds (a slice of its seeds), None (the method's own rule: every checkpoint, no sweep subset), or
+# {task: number, "*": number} (per task, "*" for the others; helpers.study.profile_table.per_task). The methods'
+# sizes functions read their row (run_sizes) and say in their docstrings what each size is for.
+RUN_SIZES: dict[str, dict[str, dict]] = {
+    # notebook 00: vanilla 1-/5-shot accuracy
+    "setting": _same({"seeds": ALL, "n_test": Own("n_test"), "batch_size": BATCH}),
+    # notebook 01: a backward pass per input, batches split further by the attention patterns' memory
+    "saliency": _same({"seeds": ALL, "n": Own("n_saliency"), "batch_size": 16}),
+    # notebook 02: the four k=5 conditions, the k sweep on a subset, the random control on its first inputs
+    "isolation": {
+        "smoke": {"seeds": ALL, "n": {"agnews": 2, "*": 4}, "sweep_seeds": Seeds(1), "sweep_n": None, "k_sweep": (1,)},
+        "default": {"seeds": ALL, "n": Own("n_test"), "sweep_seeds": Seeds(1), "sweep_n": 16, "k_sweep": (1, 3, 7)},
+        "paper": {"seeds": ALL, "n": Own("n_test"), "sweep_seeds": ALL, "sweep_n": None, "k_sweep": (1, 3, 7)}},
+    # notebook 03: one forward pass per input
+    "aucroc": _same({"seeds": ALL, "n": Own("n_test"), "batch_size": BATCH}),
+    # notebook 04: beta trained on a few examples per class
+    "reweighting": _same({"seeds": ALL, "n_test": Own("n_test"), "epochs": Own("reweight_epochs"),
+                          "per_class": Own("reweight_train_per_class"), "batch_size": BATCH}),
+    # notebook 05: Table 2, and Table 3's timing (timed inputs per task x timings of each)
+    "compression": {name: {"seeds": Seeds(1) if name == "smoke" else ALL, "n_test": Own("n_test"),
+                           "random_top_draws": Own("random_top_draws"), "batch_size": BATCH,
+                           "timed_inputs": timed, "timing_repeats": reps}
+                    for name, (timed, reps) in {"smoke": (4, 1), "default": (8, 2), "paper": (16, 3)}.items()},
+    # notebook 06: the error diagnosis
+    "diagnosis": {name: {"seeds": ALL if name == "paper" else Seeds(1), "n": Own("n_diagnosis"),
+                         "batch_size": BATCH} for name in ("smoke", "default", "paper")},
+    # notebook 07 (and 10's head rankings): the shared evaluation sizes, and each step's own
+    "eval": {"smoke": {"n_eval": 8, "seeds": Seeds(1), "k_per_class": 2},
+             "default": {"n_eval": Own("n_test"), "seeds": ALL, "k_per_class": 2},
+             "paper": {"n_eval": Own("n_test"), "seeds": ALL, "k_per_class": 2}},
+    "incontext_heads": {"smoke": {"n_attr": 6}, "default": {"n_attr": 16}, "paper": {"n_attr": 64}},
+    "two_towers": {"smoke": {"n_towers": 8}, "default": {"n_towers": 32}, "paper": {"n_towers": 200}},
+    "head_biases": {"smoke": {"bias_tasks": ("sst2",)}, "default": {"bias_tasks": ("sst2",)},
+                    "paper": {"bias_tasks": ("sst2", "agnews")}},
+    # notebook 07's regime step: demonstrations per class (ks), queries, tasks, and the confirmation's fresh seeds
+    # ("fresh": seeds no other step uses, helpers.protocols.mapping_control)
+    "regime": {"smoke": {"ks": (1, 2), "n_eval": 4, "seeds": Seeds(1), "tasks": ("sst2",), "confirm_seeds": "fresh"},
+               "default": {"ks": "all", "n_eval": 32, "seeds": Seeds(2), "tasks": ("sst2", "agnews"),
+                           "confirm_seeds": Seeds(4, 2)},
+               "paper": {"ks": "all", "n_eval": Own("n_test"), "seeds": ALL, "tasks": ("sst2", "agnews"),
+                         "confirm_seeds": "fresh"}},
+    # notebook 08: notebooks 00-03 in small form on one task
+    "own_task": {"smoke": {"seeds": Seeds(3), "n_test": 8, "n_saliency": 4, "random_n": 2, "batch_size": BATCH},
+                 "default": {"seeds": Seeds(3), "n_test": 32, "n_saliency": 16, "random_n": 8, "batch_size": BATCH},
+                 "paper": {"seeds": ALL, "n_test": Own("n_test"), "n_saliency": Own("n_saliency"),
+                           "random_n": Own("n_random_control"), "batch_size": BATCH}},
+    # notebook 09: per seed, evaluation sequences, head attribution and saliency (a control costs about a thousandth
+    # of an offline model per input); the power runs: replicates per population (None: every checkpoint)
+    "control": _same({"seeds": ALL, "n": Own("n_test", 4), "n_attr": Own("n_test", 2),
+                      "n_saliency": Own("n_saliency", 4), "batch_size": 256}),
+    "power": {"smoke": {"replicates": 2}, "default": {"replicates": None}, "paper": {"replicates": None}},
+    # notebook 10: the tasks, the head rankings, and the flows and isolation of each class of position
+    "study_tasks": {"smoke": {"tasks": 2}, "default": {"tasks": None}, "paper": {"tasks": None}},
+    "head_scores": {"smoke": {"seeds": Seeds(1), "n_eval": 4, "n_attr": 4, "frac": 0.02, "batch_size": BATCH},
+                    "default": {"seeds": Seeds(2), "n_eval": 32, "n_attr": 16, "frac": 0.02, "batch_size": BATCH},
+                    "paper": {"seeds": ALL, "n_eval": Own("n_test"), "n_attr": 64, "frac": 0.02,
+                              "batch_size": BATCH}},
+    "class_saliency": {"smoke": {"seeds": Seeds(1), "n": 2, "batch_size": 2},
+                       "default": {"seeds": Seeds(2), "n": 16, "batch_size": 8},
+                       "paper": {"seeds": ALL, "n": Own("n_saliency"), "batch_size": 8}},
+    "class_isolation": {"smoke": {"seeds": Seeds(1), "n": 4, "random_n": 2, "k": 1, "batch_size": BATCH},
+                        "default": {"seeds": Seeds(2), "n": 32, "random_n": 16, "k": 5, "batch_size": BATCH},
+                        "paper": {"seeds": ALL, "n": Own("n_test"), "random_n": Own("n_random_control"), "k": 5,
+                                  "batch_size": BATCH}},
+    "label_span": {"smoke": {"seeds": Seeds(1), "n": 4, "random_n": 2, "k": 1, "batch_size": BATCH},
+                   "default": {"seeds": Seeds(2), "n": 32, "random_n": 16, "k": 5, "batch_size": BATCH},
+                   "paper": {"seeds": ALL, "n": Own("n_test"), "random_n": Own("n_random_control"), "k": 5,
+                             "batch_size": BATCH}},
+    # notebook 11: the tasks, and per (task, seed) inputs, those with saliency flows (at most n), random control, k,
+    # probe folds, heads
+    "after_tasks": {"smoke": {"tasks": 1}, "default": {"tasks": None}, "paper": {"tasks": None}},
+    "after": {"smoke": {"seeds": Seeds(1), "n": 12, "n_flow": 2, "random_n": 2, "k": 1, "folds": 2,
+                        "frac": 0.02, "batch_size": BATCH},
+              "default": {"seeds": Seeds(2), "n": 64, "n_flow": 8, "random_n": 16, "k": 5, "folds": 5,
+                          "frac": 0.02, "batch_size": BATCH},
+              "paper": {"seeds": ALL, "n": Own("n_test"), "n_flow": Own("n_saliency"),
+                        "random_n": Own("n_random_control"), "k": 5, "folds": 5, "frac": 0.02, "batch_size": BATCH}},
+}
+
+
+def run_sizes(method: str, profile: Profile) -> dict:
+    """``method``'s row of :data:`RUN_SIZES` at ``profile``, its cells resolved: :class:`Own` to the profile's number
+    (times its factor), :class:`Seeds` to a tuple of the profile's seeds; other cells as they are."""
+    if method not in RUN_SIZES:
+        raise KeyError(f"no run sizes for {method!r}; the methods with sizes: {sorted(RUN_SIZES)}")
+    row = RUN_SIZES[method].get(profile.name)
+    if row is None:
+        raise ValueError(f"profile {profile.name!r} has no run sizes for {method!r}: a profile is one of "
+                         f"{sorted(RUN_SIZES[method])} (helpers/study/profile_table.py, RUN_SIZES)")
+    out = {}
+    for size, cell in row.items():
+        if isinstance(cell, Own):
+            cell = getattr(profile, cell.field) * cell.times
+        elif isinstance(cell, Seeds):
+            cell = tuple(profile.seeds[cell.start:cell.stop])
+        out[size] = cell
+    return out
+
+
+def per_task(cell, tasks) -> dict[str, int]:
+    """A per-task cell (``{task: number, "*": number}``) or one number, as ``{task: number}`` for ``tasks``."""
+    if isinstance(cell, dict):
+        return {t: cell.get(t, cell["*"]) for t in tasks}
+    return {t: cell for t in tasks}
 
 
 def current_tasks(default: tuple[str, ...] = OFFLINE_TASKS) -> tuple[str, ...]:

@@ -22,10 +22,11 @@ from helpers.core.grid import run_grid
 from helpers.core.models import DEFAULT_MODEL
 from helpers.core.prompts import make_icl_set
 from helpers.core.tasks import LabelWordWarning, get_task, run_args
+from helpers.core.unrelated import EvalSizes
 from helpers.study.config import check_environment
-from helpers.study.profile_table import PROFILES, Profile, current_tasks
+from helpers.study.profile_table import PROFILES, Profile, current_tasks, run_sizes
 
-__all__ = ["get_profile", "current_model_name", "cell_timeout", "RunSizes", "OwnTaskSizes", "own_task_sizes", "current_own_task", "OWN_TASK_EXAMPLE",
+__all__ = ["eval_sizes", "get_profile", "current_model_name", "cell_timeout", "RunSizes", "OwnTaskSizes", "own_task_sizes", "current_own_task", "OWN_TASK_EXAMPLE",
            "SPAN_TASK", "LabelSpanSizes", "label_span_sizes", "label_span_runs", "study_tasks",
            "AfterSizes", "after_sizes", "after_tasks",
            "Profile"]
@@ -87,6 +88,13 @@ class OwnTaskSizes(RunSizes):
     batch_size: int
 
 
+def eval_sizes(profile: Profile) -> EvalSizes:
+    """The evaluation sizes every step of notebook 07 shares (and notebook 10's head rankings): ``n_eval`` queries per
+    seed (the profile's ``n_test``; ``smoke``: 8), the ``seeds`` (``smoke``: its first) and 2 demonstrations per
+    class (:data:`~helpers.study.profile_table.RUN_SIZES`, row ``eval``)."""
+    return EvalSizes(**run_sizes("eval", profile))
+
+
 def own_task_sizes(profile: Profile) -> OwnTaskSizes:
     """Run sizes of notebook 08 (notebooks 00-03 in small form, on one task).
 
@@ -95,12 +103,7 @@ def own_task_sizes(profile: Profile) -> OwnTaskSizes:
     and the random-word control of isolation (every input's full prompt) on at most 8 inputs per seed:
     a few minutes per model on a CPU with ``default``.
     """
-    if profile.name == "paper":
-        return OwnTaskSizes(seeds=tuple(profile.seeds), n_test=profile.n_test, n_saliency=profile.n_saliency,
-                            random_n=profile.n_random_control, batch_size=profile.batch_size)
-    return OwnTaskSizes(seeds=tuple(profile.seeds[:3]), n_test=min(profile.n_test, 32),
-                        n_saliency=max(4, profile.n_saliency // 2), random_n=min(profile.n_random_control, 8),
-                        batch_size=profile.batch_size)
+    return OwnTaskSizes(**run_sizes("own_task", profile))
 
 
 def study_tasks(profile: Profile) -> tuple[str, ...]:
@@ -110,7 +113,7 @@ def study_tasks(profile: Profile) -> tuple[str, ...]:
     studies). Each study runs a demonstrations' prefix per (task, condition), so a smoke run's cost grows with its
     tasks, not with its handful of inputs; its numbers test that the code runs and are not evidence. Claims made on
     fewer tasks than the run's name them (:func:`helpers.study.claims.measured_on`)."""
-    return tuple(profile.tasks[:2]) if profile.name == "smoke" else tuple(profile.tasks)
+    return tuple(profile.tasks[: run_sizes("study_tasks", profile)["tasks"]])
 
 
 SPAN_TASK = "agnews_phrases"  # data/agnews_phrases/task.json: every label word two or three tokens long
@@ -133,12 +136,7 @@ def label_span_sizes(profile: Profile) -> LabelSpanSizes:
     """``paper``: every seed, ``n_test`` inputs, the random control on ``n_random_control``; ``default``: the first
     two seeds, 32 inputs, the control on 16; ``smoke``: one seed, 4 inputs, 2 controls. k = 5 as in notebook 02
     (smoke: 1). The task: :data:`SPAN_TASK`, AGNews with a phrase per class."""
-    if profile.name == "paper":
-        return LabelSpanSizes(SPAN_TASK, tuple(profile.seeds), profile.n_test, profile.n_random_control, 5,
-                              profile.batch_size)
-    if profile.name == "default":
-        return LabelSpanSizes(SPAN_TASK, tuple(profile.seeds[:2]), 32, 16, 5, profile.batch_size)
-    return LabelSpanSizes(SPAN_TASK, tuple(profile.seeds[:1]), 4, 2, 1, profile.batch_size)
+    return LabelSpanSizes(SPAN_TASK, **run_sizes("label_span", profile))
 
 
 def label_span_runs(kind: str, model, sizes: LabelSpanSizes, compute) -> dict[int, object]:
@@ -192,12 +190,8 @@ def after_sizes(profile: Profile) -> AfterSizes:
     ``n_random_control``); ``default``: the first two seeds, 64 inputs (so that a 6-class task has inputs of every
     class in most folds), the saliency on the first 8, the random control on 16; ``smoke``: one seed, 12 inputs, 2,
     2. k = 5 as in notebook 02 (smoke: 1); a 5-fold probe (smoke: 2); the top 2% of heads, as notebook 10."""
-    if profile.name == "paper":
-        return AfterSizes(tuple(profile.seeds), profile.n_test, min(profile.n_saliency, profile.n_test),
-                          profile.n_random_control, 5, 5, 0.02, profile.batch_size)
-    if profile.name == "default":
-        return AfterSizes(tuple(profile.seeds[:2]), 64, 8, 16, 5, 5, 0.02, profile.batch_size)
-    return AfterSizes(tuple(profile.seeds[:1]), 12, 2, 2, 1, 2, 0.02, profile.batch_size)
+    s = run_sizes("after", profile)
+    return AfterSizes(**{**s, "n_flow": min(s["n_flow"], s["n"])})
 
 
 def after_tasks(profile: Profile) -> tuple[str, ...]:
@@ -205,7 +199,7 @@ def after_tasks(profile: Profile) -> tuple[str, ...]:
     step runs its own demonstration sets per task and a smoke run only tests that the code runs (the six-class
     paths, a flip that is a cycle and the probe's folds, are tested on the tiny models). Claims made on fewer tasks
     than the run's name them (:func:`helpers.study.claims.measured_on`)."""
-    return tuple(profile.tasks[:1]) if profile.name == "smoke" else tuple(profile.tasks)
+    return tuple(profile.tasks[: run_sizes("after_tasks", profile)["tasks"]])
 
 
 def current_model_name(default: str | None = None) -> str:
