@@ -176,6 +176,10 @@ def test_flipped_runs_read_notebook_02s_isolation_of_the_same_natural_prompts(ki
     iso.isolation_runs(model, ["sst2"], iso.isolation_sizes(profile), profile="default", progress=False)
     ran, cell = iso.stored_isolation(model, "sst2", 42, iso.isolation_sizes(profile), profile="default")
     assert len(ran.prompts) == 6 and len(cell[("random", "first", 5)]) == 3
+    # the named query notebook 11 reads it by: the same cell, and None for a task or seed notebook 02 did not run
+    named = iso.notebook02_cell(model, "sst2", 42, profile)
+    assert [p.text for p in named[0].prompts] == [p.text for p in ran.prompts] and named[1].keys() == cell.keys()
+    assert iso.notebook02_cell(model, "sst2", 43, profile) is None and iso.notebook02_cell(model, "trec", 42, profile) is None
     assert same_loyalty(flipped("nb02", profile), own)
     assert len(calls) == 1  # the flipped prompts only
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path / "other"))  # notebook 02 ran fewer inputs: not read

@@ -74,12 +74,7 @@ def _notebook02_loyalty(model, task: str, seed: int, natural, sizes: AfterSizes,
     """:func:`_loyalty` of the natural prompts read from notebook 02's stored isolation of ``(task, seed)`` (run
     with ``profile``), where it ran these very prompts first (same tokens, order and label words: the random words'
     draw of an input depends on its place only) at ``sizes.k`` with enough inputs; else None."""
-    if profile is None:
-        return None
-    iso_sizes = iso_protocol.isolation_sizes(profile)
-    if seed not in iso_sizes.seeds or task not in profile.tasks:
-        return None
-    got = iso_protocol.stored_isolation(model, task, seed, iso_sizes, profile=profile.name)
+    got = None if profile is None else iso_protocol.notebook02_cell(model, task, seed, profile)
     if got is None:
         return None
     ran, runs = got

@@ -19,7 +19,7 @@ from helpers.study.paper import CLAIMS
 from helpers.study.profile_table import per_task, run_sizes
 from helpers.study.profiles import RunSizes
 
-__all__ = ["IsolationSizes", "isolation_sizes", "isolation_runs", "stored_isolation", "loyalty_frame",
+__all__ = ["IsolationSizes", "isolation_sizes", "isolation_runs", "stored_isolation", "notebook02_cell", "loyalty_frame",
            "isolation_verdict", "isolation_intervals", "isolation_claims", "condition_cells", "condition_ids"]
 
 
@@ -136,6 +136,18 @@ def stored_isolation(model, task: str, seed: int, sizes: IsolationSizes, top_k: 
     one = replace(sizes, seeds=(seed,))
     return _prompt_set(model, task, seed, one), isolation_runs(model, [task], one, top_k, profile, progress=False)[
         (task, seed)]
+
+
+def notebook02_cell(model, task: str, seed: int, profile) -> tuple[PromptSet, dict] | None:
+    """Notebook 02's run of ``(task, seed)`` under ``profile`` (its sizes, top-5 words and store key, as notebook 02
+    runs them: :func:`isolation_runs`) and the prompt set it ran on, when notebook 02 has run it (the store holds
+    it); None when it has not, or when the profile's run has no such task or seed. Nothing is computed. The named
+    query by which another notebook reads notebook 02's result (notebook 11's natural prompts) without knowing how
+    notebook 02 sizes or keys its runs."""
+    sizes = isolation_sizes(profile)
+    if seed not in sizes.seeds or task not in profile.tasks:
+        return None
+    return stored_isolation(model, task, seed, sizes, profile=profile.name)
 
 
 def loyalty_frame(runs: dict, k_words: int = 5):
