@@ -183,8 +183,8 @@ plots.attention_view(model, examples[profile.tasks[0]], layer=model.cfg.n_layers
 # (see `data/README.md`), not the original test splits.
 
 # %%
-one = setting.vanilla_accuracy(model, profile.tasks, sizes.seeds, sizes.n_test, 1, sizes.batch_size, profile.name)
-five = setting.vanilla_accuracy(model, profile.tasks, sizes.seeds, sizes.n_test, 5, sizes.batch_size, profile.name)
+one = setting.vanilla_accuracy(model, profile.tasks, sizes, 1, profile.name)
+five = setting.vanilla_accuracy(model, profile.tasks, sizes, 5, profile.name)
 acc = pd.concat([one.assign(setting="vanilla 1-shot"), five.assign(setting="vanilla 5-shot")])
 acc["task"] = acc["task"].map(lambda n: get_task(n).display)
 by_task = acc.groupby(["setting", "task"], sort=False)["accuracy"].agg(["mean", "std", "count"]).reset_index()

@@ -208,7 +208,7 @@ plots.saliency_view(model, prompt, I, [1, model.cfg.n_layers - 2])  # a shallow 
 # the seed-averaged curve, the band its 95% interval (seeds and inputs resampled).
 
 # %%
-runs = sal.saliency_runs(model, profile.tasks, sizes.seeds, sizes.n, batch_size=sizes.batch_size, profile=profile.name)
+runs = sal.saliency_runs(model, profile.tasks, sizes, profile=profile.name)
 ivs = sal.flow_intervals(runs)  # {(task, ...): Interval}; task "mean over tasks": the curve averaged over tasks
 display_name = {t: get_task(t).display for t in profile.tasks}
 _ = plots.flows_by_layer(sal.flow_frame(runs), intervals=ivs, panels=display_name, x="layer", y="relative size",

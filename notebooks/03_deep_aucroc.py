@@ -163,8 +163,7 @@ if other := auc.other_offline_model(current_model_name()):
 frames, raw = {}, {}  # raw: this run's model, per (task, seed) scores and predictions (for intervals)
 for name in names:
     m = model if name == current_model_name() else load_model(name)
-    frames[name] = auc.aucroc_runs(m, profile.tasks, sizes.seeds, sizes.n, batch_size=sizes.batch_size,
-                                   profile=profile.name, raw=raw if name == current_model_name() else None)
+    frames[name] = auc.aucroc_runs(m, profile.tasks, sizes, profile=profile.name, raw=raw if name == current_model_name() else None)
     if m is not model:
         del m
         gc.collect()

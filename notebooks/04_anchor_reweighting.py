@@ -172,8 +172,7 @@ plots.show_reweighting_by_hand(one.task, target, plain, mine, layers=(L // 2, L 
 # and seed (red = attention to that anchor amplified, blue = damped), and the training loss of every run.
 
 # %%
-rows = rw.table1_runs(model, profile.tasks, sizes.seeds, sizes.n_test, sizes.epochs, per_class=sizes.per_class,
-                      eval_batch_size=sizes.batch_size)
+rows = rw.table1_runs(model, profile.tasks, sizes)
 accuracy, gains = rw.table1_intervals(rows)
 table1 = rw.table1_frame(accuracy, model_name)
 display(plots.reweighting_runs_table(rows))  # 1-shot, 5-shot and re-weighting accuracy per (task, seed)

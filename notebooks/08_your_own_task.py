@@ -182,7 +182,8 @@ plots.show_rendered_prediction(task, text, mine, prompt.gold)  # the query's end
 # notebook 00. The reading compares the 95% interval with chance (1 / number of classes).
 
 # %%
-one = setting.vanilla_accuracy(model, [name], seeds, n, 1, sizes.batch_size, profile.name)
+one = setting.vanilla_accuracy(model, [name], setting.SettingSizes(seeds=seeds, n_test=n, batch_size=sizes.batch_size), 1,
+                               profile.name)
 cells, _ = cells_from_frame(one, "correct", ids="idx")
 acc_iv = bootstrap_means(cells)
 plots.show_own_accuracy(task, one, acc_iv)  # per seed, then the interval beside chance
@@ -196,7 +197,8 @@ plots.show_own_accuracy(task, one, acc_iv)  # per seed, then the interval beside
 # layers, $S_{pq}$ in deep layers. The checks are notebook 01's, on this task alone.
 
 # %%
-sal_runs = saliency.saliency_runs(model, [name], seeds, sizes.n_saliency, batch_size=4, profile=profile.name)
+sal_sizes = saliency.SaliencySizes(seeds=seeds, n=sizes.n_saliency, batch_size=sizes.batch_size)
+sal_runs = saliency.saliency_runs(model, [name], sal_sizes, profile=profile.name)
 sal_ivs = saliency.flow_intervals(sal_runs)
 sal_verdict, sal_checks = saliency.saliency_verdict(sal_ivs, [name])
 display(saliency.flow_interval_table(sal_ivs, [name], labels={name: task.display}).set_index("task").T)
@@ -261,7 +263,8 @@ plots.loyalty_bars(loy, k=k, conditions=conds, bars=("label_loyalty", "word_loya
 
 # %%
 raw = {}
-auc_df = aucroc.aucroc_runs(model, [name], seeds, n, batch_size=sizes.batch_size, profile=profile.name, raw=raw)
+auc_sizes = aucroc.AucrocSizes(seeds=seeds, n=n, batch_size=sizes.batch_size)
+auc_df = aucroc.aucroc_runs(model, [name], auc_sizes, profile=profile.name, raw=raw)
 curve = mean_curves(auc_df)
 auc_ivs = aucroc.curve_intervals(raw)
 defined = bool(curve["auc"].notna().any())  # no AUC when the model predicted one class for every input

@@ -232,7 +232,7 @@ plots.attention_view(negative, control_prompts(control_task(negative), 1, seeds[
 
 # %%
 flow_prompts = {s: control_prompts(task, sizes.n_saliency, stream_seed("control_saliency", s)).prompts for s in seeds}
-flow_runs = {("control", s): saliency_flow(model, flow_prompts[s], task.label_ids, batch_size=64) for s in seeds}
+flow_runs = {("control", s): saliency_flow(model, flow_prompts[s], task.label_ids, batch_size=sizes.flow_batch_size) for s in seeds}
 flow_ivs = sal.flow_intervals(flow_runs)
 display(sal.flow_interval_table(flow_ivs, ["control"]))
 plots.flows_by_layer(sal.flow_frame(flow_runs), intervals=flow_ivs, x="layer", y="relative size",
@@ -248,7 +248,7 @@ for name, m in others.items():
     task_m = control_task(m)
     runs_m = {("control", s): saliency_flow(m, control_prompts(task_m, sizes.n_saliency,
                                                                    stream_seed("control_saliency", s)).prompts,
-                                                 task_m.label_ids, batch_size=64) for s in seeds}
+                                                 task_m.label_ids, batch_size=sizes.flow_batch_size) for s in seeds}
     plots.flows_by_layer(sal.flow_frame(runs_m), intervals=sal.flow_intervals(runs_m), x="layer", y="relative size",
                          curves=("S_wp", "S_pq", "S_ww"), title=name)
 

@@ -50,15 +50,29 @@ from helpers.experiments.incontext_heads import head_attribution
 from helpers.experiments.reweighting import train_reweighting
 from helpers.experiments.saliency import relative_flow, saliency_flow, saliency_matrices
 from helpers.experiments.two_towers import value_outputs
-from helpers.protocols.aucroc import aucroc_runs
+from helpers.protocols.aucroc import AucrocSizes, aucroc_runs
 from helpers.protocols.isolation import IsolationSizes, isolation_runs
-from helpers.protocols.reweighting import table1_runs
-from helpers.protocols.saliency import saliency_runs
-from helpers.protocols.setting import vanilla_accuracy
+from helpers.protocols.reweighting import ReweightingSizes, table1_runs
+from helpers.protocols.saliency import SaliencySizes, saliency_runs
+from helpers.protocols.setting import SettingSizes, vanilla_accuracy
 from helpers.study.profiles import get_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore::helpers.core.tasks.LabelWordWarning")
+
+
+def _va(model, tasks, seeds, n_test, k_per_class=1, batch_size=16, **kw):
+    """vanilla_accuracy with its sizes built from loose values (each case's bad value enters through them)."""
+    return vanilla_accuracy(model, tasks, SettingSizes(seeds=seeds, n_test=n_test, batch_size=batch_size), k_per_class,
+                            **kw)
+
+
+def _sal(model, tasks, seeds, n, batch_size=4, **kw):
+    return saliency_runs(model, tasks, SaliencySizes(seeds=seeds, n=n, batch_size=batch_size), **kw)
+
+
+def _auc(model, tasks, seeds, n, batch_size=16, **kw):
+    return aucroc_runs(model, tasks, AucrocSizes(seeds=seeds, n=n, batch_size=batch_size), **kw)
 
 
 def _retemplate(spec: Path, template: str) -> Path:
@@ -249,7 +263,7 @@ CASES: list[Bad] = [
     Bad("no test row fits the context (by-hand example)", lambda e: example_prompt(e.model, "sst2", max_len=8),
         PromptError, "every test row's prompt is longer than 8 tokens"),
     # ---------------------------------------------------------------- sizes
-    Bad("n_test=-3", lambda e: vanilla_accuracy(e.model, ["sst2"], [42], n_test=-3, progress=False), ArgumentError,
+    Bad("n_test=-3", lambda e: _va(e.model, ["sst2"], [42], n_test=-3, progress=False), ArgumentError,
         "n_test must be a positive integer, got -3"),
     Bad("n_test=0", lambda e: make_icl_set(e.model, "sst2", 42, n_test=0), ArgumentError,
         "n_test must be a positive integer, got 0"),
@@ -257,39 +271,42 @@ CASES: list[Bad] = [
         "n_test must be a positive integer, got 2.5 (float)"),
     Bad("k_per_class=0", lambda e: make_icl_set(e.model, "sst2", 42, n_test=3, k_per_class=0), ArgumentError,
         "k_per_class must be a positive integer, got 0"),
-    Bad("k_per_class=-1", lambda e: vanilla_accuracy(e.model, ["sst2"], [42], 3, k_per_class=-1, progress=False),
+    Bad("k_per_class=-1", lambda e: _va(e.model, ["sst2"], [42], 3, k_per_class=-1, progress=False),
         ArgumentError, "k_per_class must be a positive integer, got -1"),
     Bad("sample_test with n=-3", lambda e: sample_test(tasks.load_split("sst2", "test"), -3, 42), ArgumentError,
         "n_test must be a positive integer, got -3"),
-    Bad("a per-task size of 0", lambda e: saliency_runs(e.model, ["sst2"], [42], n={"sst2": 0}, progress=False),
+    Bad("a per-task size of 0", lambda e: _sal(e.model, ["sst2"], [42], n={"sst2": 0}, progress=False),
         ArgumentError, "n['sst2'] must be a positive integer, got 0"),
-    Bad("a per-task size dict without the task", lambda e: aucroc_runs(e.model, ["sst2"], [42], n={"trec": 4},
+    Bad("a per-task size dict without the task", lambda e: _auc(e.model, ["sst2"], [42], n={"trec": 4},
                                                                         progress=False),
         ArgumentError, "n is a dict without an entry for ['sst2']"),
     # ---------------------------------------------------------------- task and seed lists
-    Bad("a task name where a list is expected", lambda e: vanilla_accuracy(e.model, "sst2", [42], 3, progress=False),
+    Bad("a task name where a list is expected", lambda e: _va(e.model, "sst2", [42], 3, progress=False),
         ArgumentError, "tasks must be a list of task names, got the single task 'sst2': write ['sst2']"),
-    Bad("a task name to aucroc_runs", lambda e: aucroc_runs(e.model, "trec", [42], 3, progress=False), ArgumentError,
+    Bad("a task name to aucroc_runs", lambda e: _auc(e.model, "trec", [42], 3, progress=False), ArgumentError,
         "got the single task 'trec': write ['trec']"),
-    Bad("a task name to table1_runs", lambda e: table1_runs(e.model, "sst2", [42], 3, epochs=1), ArgumentError,
+    Bad("a task name to table1_runs", lambda e: table1_runs(e.model, "sst2", ReweightingSizes(
+        seeds=(42,), n_test=3, epochs=1, per_class=4, batch_size=16)), ArgumentError,
         "got the single task 'sst2'"),
-    Bad("no tasks", lambda e: vanilla_accuracy(e.model, [], [42], 3, progress=False), ArgumentError,
+    Bad("no tasks", lambda e: _va(e.model, [], [42], 3, progress=False), ArgumentError,
         "tasks is empty: pass at least one task"),
-    Bad("no tasks to saliency_runs", lambda e: saliency_runs(e.model, [], [42], 2, progress=False), ArgumentError,
+    Bad("no tasks to saliency_runs", lambda e: _sal(e.model, [], [42], 2, progress=False), ArgumentError,
         "tasks is empty"),
-    Bad("no seeds", lambda e: vanilla_accuracy(e.model, ["sst2"], [], 3, progress=False), ArgumentError,
+    Bad("no seeds", lambda e: _va(e.model, ["sst2"], [], 3, progress=False), ArgumentError,
         "seeds is empty: pass at least one seed"),
     Bad("no seeds to isolation_runs", lambda e: isolation_runs(e.model, ["sst2"], IsolationSizes(
         seeds=(), n=2, sweep_seeds=(), k_main=1, k_sweep=(), sweep_n=None, random_n=None, random_draw="authors",
         batch_size=16), progress=False), ArgumentError, "seeds is empty"),
+    Bad("loose seeds and sizes where a study's sizes go", lambda e: saliency_runs(e.model, ["sst2"], [42], 2),
+        TypeError, "sizes must be the SaliencySizes that saliency_sizes(profile) returns, got list"),
     Bad("run sizes as a dict to isolation_runs", lambda e: isolation_runs(e.model, ["sst2"], {"seeds": (42,), "n": 2},
                                                                           progress=False),
         ArgumentError, "sizes must be an IsolationSizes (isolation_sizes(profile)"),
-    Bad("one seed where a list is expected", lambda e: vanilla_accuracy(e.model, ["sst2"], 42, 3, progress=False),
+    Bad("one seed where a list is expected", lambda e: _va(e.model, ["sst2"], 42, 3, progress=False),
         ArgumentError, "seeds must be a list of integer seeds, got the single seed 42: write [42]"),
-    Bad("a seed as a string", lambda e: vanilla_accuracy(e.model, ["sst2"], ["42"], 3, progress=False),
+    Bad("a seed as a string", lambda e: _va(e.model, ["sst2"], ["42"], 3, progress=False),
         ArgumentError, "seeds must be integers, got '42'"),
-    Bad("an unknown task in the list", lambda e: vanilla_accuracy(e.model, ["sst2", "nope"], [42], 3, progress=False),
+    Bad("an unknown task in the list", lambda e: _va(e.model, ["sst2", "nope"], [42], 3, progress=False),
         UnknownTaskError, "Unknown task 'nope'"),
     Bad("paper B: no tasks", lambda e: _bias_runs(e, {}), ArgumentError, "uts is empty"),
     Bad("paper B: no seeds", lambda e: _bias_runs(e, None, seeds=[]), ArgumentError, "seeds is empty"),
@@ -319,9 +336,9 @@ CASES: list[Bad] = [
         "seed must be 0 or more"),
     Bad("seed=None", lambda e: make_icl_set(e.model, "sst2", None, n_test=2), ArgumentError,
         "seed is None, which would draw unseeded prompts"),
-    Bad("a model name where a model goes", lambda e: vanilla_accuracy("gemma", ["sst2"], [42], n_test=2, progress=False),
+    Bad("a model name where a model goes", lambda e: _va("gemma", ["sst2"], [42], n_test=2, progress=False),
         ArgumentError, "got the name 'gemma': load it first, model = load_model('gemma')"),
-    Bad("model=None", lambda e: vanilla_accuracy(None, ["sst2"], [42], n_test=2, progress=False), ArgumentError,
+    Bad("model=None", lambda e: _va(None, ["sst2"], [42], n_test=2, progress=False), ArgumentError,
         "model must be a HookedTransformer"),
     Bad("NaN scores into auc_roc", lambda e: auc_roc(np.array([[np.nan, 1.0], [0.5, 0.2]]), np.array([0, 1])),
         ValueError, "scores hold 1 NaN or infinite values"),
@@ -366,11 +383,11 @@ CASES: list[Bad] = [
                                        "data": {"test": "nowhere.jsonl"}}, base=e.tmp), SpecError,
         "its train data file"),
     # ---------------------------------------------------------------- repeats that would double-count inputs
-    Bad("the same seed twice", lambda e: vanilla_accuracy(e.model, ["sst2"], [42, 42], n_test=2, progress=False),
+    Bad("the same seed twice", lambda e: _va(e.model, ["sst2"], [42, 42], n_test=2, progress=False),
         ArgumentError, "seeds repeat [42]: a seed is one draw of demonstrations"),
-    Bad("the same task twice", lambda e: vanilla_accuracy(e.model, ["sst2", "sst2"], [42], n_test=2, progress=False),
+    Bad("the same task twice", lambda e: _va(e.model, ["sst2", "sst2"], [42], n_test=2, progress=False),
         ArgumentError, "tasks names ['sst2'] more than once"),
-    Bad("a negative seed", lambda e: vanilla_accuracy(e.model, ["sst2"], [-1], n_test=2, progress=False),
+    Bad("a negative seed", lambda e: _va(e.model, ["sst2"], [-1], n_test=2, progress=False),
         ArgumentError, "seeds must be 0 or more"),
 ]
 
@@ -442,10 +459,10 @@ def test_a_bad_batch_size_is_refused_on_a_full_store_too(env, monkeypatch, tmp_p
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path / "store"))
     run = {"vanilla_predictions": lambda b: vanilla_predictions(env.model, env.icl.prompts, env.icl.label_ids,
                                                                 batch_size=b),
-           "vanilla_accuracy": lambda b: vanilla_accuracy(env.model, ["sst2"], [42], n_test=2, batch_size=b,
+           "vanilla_accuracy": lambda b: _va(env.model, ["sst2"], [42], n_test=2, batch_size=b,
                                                           progress=False),
-           "saliency_runs": lambda b: saliency_runs(env.model, ["sst2"], [42], n=1, batch_size=b, progress=False),
-           "aucroc_runs": lambda b: aucroc_runs(env.model, ["sst2"], [42], n=2, batch_size=b, progress=False)}[step]
+           "saliency_runs": lambda b: _sal(env.model, ["sst2"], [42], n=1, batch_size=b, progress=False),
+           "aucroc_runs": lambda b: _auc(env.model, ["sst2"], [42], n=2, batch_size=b, progress=False)}[step]
     run(2)  # stored now
     with pytest.raises(ArgumentError, match="batch_size must be a positive integer"):
         run(bad)

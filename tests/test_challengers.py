@@ -554,12 +554,12 @@ def test_head_sets_runs_are_stored_and_the_foobar_mappings_are_kept_apart(tiny_m
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
     sets = {"a": [(0, 0)]}
-    first = head_sets_runs(tiny_model, ["sst2"], sets, [42], 3, batch_size=3)
-    assert head_sets_runs(tiny_model, ["sst2"], sets, [42], 3, batch_size=2) == first
+    first = head_sets_runs(tiny_model, ["sst2"], sets, EvalSizes(n_eval=3, seeds=[42], k_per_class=1, batch_size=3))
+    assert head_sets_runs(tiny_model, ["sst2"], sets, EvalSizes(n_eval=3, seeds=[42], k_per_class=1, batch_size=2)) == first
     s = icl_set(tiny_model, "sst2", 42, 3)
     assert first[("sst2", 42)] == sets_ablation_conditions(tiny_model, s.prompts, s.label_ids, sets, 42, 3)
-    sizes = EvalSizes(n_eval=3, seeds=[42], k_per_class=1)
-    runs = head_sets_foobar_runs(tiny_model, ["sst2", "trec"], sets, sizes, batch_size=3)  # trec is not binary
+    sizes = EvalSizes(n_eval=3, seeds=[42], k_per_class=1, batch_size=3)
+    runs = head_sets_foobar_runs(tiny_model, ["sst2", "trec"], sets, sizes)  # trec is not binary
     assert list(runs) == ["foo/bar", "bar/foo"] and list(runs["foo/bar"]) == [("sst2", 42)]
     for mapping, words in (("foo/bar", ("foo", "bar")), ("bar/foo", ("bar", "foo"))):
         ps = eval_set(tiny_model, unrelated_task("sst2", (0, 1), words), 42, sizes)

@@ -37,8 +37,8 @@ def test_the_study_computes_what_the_protocols_compute_one_by_one(tiny_models, t
     assert study.anchors.anchor_minus_in_place == anchors["anchor - in_place"]
     assert study.reading.difference == lr.reading_interval(reading_runs)
     rankings = head_rankings(model, tasks, hz)
-    ablated = ha.head_sets_runs(model, tasks, rankings.top, hz.seeds, hz.n_eval, hz.batch_size)
-    foobar = ha.head_sets_foobar_runs(model, tasks, rankings.top, hz.foobar_sizes(), hz.batch_size)
+    ablated = ha.head_sets_runs(model, tasks, rankings.top, hz.ablation_sizes())
+    foobar = ha.head_sets_foobar_runs(model, tasks, rankings.top, hz.foobar_sizes())
     head_ivs = hs.head_set_intervals(ha.sets_cells(ablated))
     foobar_ivs = hs.head_set_intervals(ha.sets_cells(swap_averaged(foobar["foo/bar"], foobar["bar/foo"])))
     span_loyalty = ic.class_loyalty_intervals(ic.span_isolation_runs(model, spans))

@@ -22,9 +22,9 @@ from helpers.protocols import mapping_control as MC
 from helpers.protocols import two_towers as TT
 
 STEP_MODULES = (G,)  # every module whose steps store results with cached(): the run grid, for them all
-RUN_SIZES = IH.HeadsSizes(n_eval=3, seeds=[1], k_per_class=1, n_attr=2)  # accuracy, attribution, ablation
-TOWERS_SIZES = TT.TowersSizes(n_eval=3, seeds=[1], k_per_class=1, n_towers=3)
-BIAS_SIZES = HB.BiasSizes(n_eval=3, seeds=[1], k_per_class=1, bias_tasks=("sst2",))
+RUN_SIZES = IH.HeadsSizes(n_eval=3, seeds=[1], k_per_class=1, n_attr=2, batch_size=2)  # accuracy, attribution, ablation
+TOWERS_SIZES = TT.TowersSizes(n_eval=3, seeds=[1], k_per_class=1, n_towers=3, batch_size=2)
+BIAS_SIZES = HB.BiasSizes(n_eval=3, seeds=[1], k_per_class=1, bias_tasks=("sst2",), batch_size=2)
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +56,13 @@ def run_cache(tmp_path, monkeypatch):
 
 
 def _all_runs(model, ut, ut_real, heads):
-    return {"acc": MC.accuracy_runs(model, {"sst2": ut}, RUN_SIZES, batch_size=2),
-            "acc_real": MC.accuracy_runs(model, {"sst2": ut_real}, RUN_SIZES, batch_size=2),
-            "attr": IH.attribution_runs(model, {"sst2": ut}, RUN_SIZES, batch_size=2),
-            "abl": HA.ablation_runs(model, {"sst2": ut}, heads, RUN_SIZES, batch_size=2),
-            "vo": TT.value_output_runs(model, {"sst2": ut}, heads, TOWERS_SIZES, batch_size=2),
-            "towers": TT.towers_runs(model, {"sst2": ut}, heads, TOWERS_SIZES, batch_size=2),
-            "bias": HB.bias_runs(model, {"sst2": ut}, heads, BIAS_SIZES, batch_size=2)}
+    return {"acc": MC.accuracy_runs(model, {"sst2": ut}, RUN_SIZES),
+            "acc_real": MC.accuracy_runs(model, {"sst2": ut_real}, RUN_SIZES),
+            "attr": IH.attribution_runs(model, {"sst2": ut}, RUN_SIZES),
+            "abl": HA.ablation_runs(model, {"sst2": ut}, heads, RUN_SIZES),
+            "vo": TT.value_output_runs(model, {"sst2": ut}, heads, TOWERS_SIZES),
+            "towers": TT.towers_runs(model, {"sst2": ut}, heads, TOWERS_SIZES),
+            "bias": HB.bias_runs(model, {"sst2": ut}, heads, BIAS_SIZES)}
 
 
 def test_runs_cache_keys_are_the_notebooks(tiny_gpt2, ut, ut_real, run_cache):

@@ -291,7 +291,7 @@ def test_editing_a_spec_recomputes_instead_of_serving_the_old_result(tmp_path, m
 
 
 def test_a_spec_task_runs_through_the_run_helpers(tmp_path, tiny_models, monkeypatch):
-    from helpers.protocols.setting import vanilla_accuracy
+    from helpers.protocols.setting import SettingSizes, vanilla_accuracy
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path / "cache"))
     rows = {"train": [(f"good {i}", 1) for i in range(5)] + [(f"bad {i}", 0) for i in range(5)],
@@ -300,7 +300,8 @@ def test_a_spec_task_runs_through_the_run_helpers(tmp_path, tiny_models, monkeyp
     monkeypatch.setenv("ICL_TASKS", str(path))
     from helpers.study.profile_table import current_tasks
 
-    df = vanilla_accuracy(tiny_models["gpt2"], current_tasks(), [42], 4, 1, 4, "smoke", progress=False)
+    df = vanilla_accuracy(tiny_models["gpt2"], current_tasks(), SettingSizes(seeds=(42,), n_test=4, batch_size=4), 1,
+                          "smoke", progress=False)
     assert df.task.tolist() == ["tiny_sentiment"] and df.n.tolist() == [4]
 
 

@@ -108,7 +108,7 @@ def test_replicates_on_both_controls_report_every_measuring_claim(controls):
     from helpers.core.control import control_task
     from helpers.protocols.power import PowerSizes, power_runs, replicate_claims, replicate_verdicts
 
-    sizes = PowerSizes(replicates=1, n=16, n_saliency=8, n_attr=16, batch_size=64)
+    sizes = PowerSizes(replicates=1, n=16, n_saliency=8, n_attr=16, batch_size=64, flow_batch_size=64)
     runs = power_runs(controls, sizes, progress=False)
     for name, reps in runs.items():
         assert set(CHECKS.values()) <= set(reps[0]), (name, sorted(set(CHECKS.values()) - set(reps[0])))
@@ -130,7 +130,7 @@ def test_replicates_refuse_a_model_that_is_not_a_control(tiny_model):
     from helpers.protocols.power import PowerSizes, replicate_claims
 
     with pytest.raises(ValueError, match="controls only"):
-        replicate_claims(tiny_model, 0, PowerSizes(1, 4, 4, 4, 4), "09")
+        replicate_claims(tiny_model, 0, PowerSizes(1, 4, 4, 4, 4, 4), "09")
 
 
 def test_prediction_exercise_grades_the_form_and_reports_the_runs(capsys):
@@ -452,7 +452,7 @@ def test_a_population_member_is_checked_before_it_loads(tmp_path, monkeypatch):
         cpop.population("bogus")
     monkeypatch.setattr(cpop, "POPULATION_DIR", src.parent)
     with pytest.raises(ValueError, match="a replicate is one checkpoint"):
-        population_models(PowerSizes(replicates=9, n=4, n_saliency=2, n_attr=4, batch_size=8))
+        population_models(PowerSizes(replicates=9, n=4, n_saliency=2, n_attr=4, batch_size=8, flow_batch_size=8))
 
 
 def test_population_premises_are_graded_by_hand_checked_rules():
@@ -480,7 +480,7 @@ def test_replicate_premises_run_on_a_checkpoint_and_read_back(controls, tmp_path
     from helpers.protocols.power import PowerSizes, replicate_premises
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
-    sizes = PowerSizes(replicates=1, n=32, n_saliency=8, n_attr=16, batch_size=64)
+    sizes = PowerSizes(replicates=1, n=32, n_saliency=8, n_attr=16, batch_size=64, flow_batch_size=64)
     got = replicate_premises(controls[1], 70_000, sizes)
     assert {len(got[k]) for k in ("correct", "same", "follows")} == {32}
     assert 0 < len(got["heldout_by_class"]) <= 32 and got["same"].mean() >= 0.9  # the negative keeps its answer

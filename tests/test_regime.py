@@ -23,7 +23,7 @@ from helpers.study.profile_table import PROFILES
 
 KS = (1, 2, 8)
 # 16 per class can pass the tiny models' 512 tokens
-SIZES = MC.RegimeSizes(ks=KS, n_eval=3, seeds=(1, 2), tasks=("sst2",), confirm_seeds=(7,))
+SIZES = MC.RegimeSizes(ks=KS, n_eval=3, seeds=(1, 2), tasks=("sst2",), confirm_seeds=(7,), batch_size=2)
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +47,8 @@ def test_regime_sizes_and_names():
     assert default.n_eval * len(default.seeds) >= 64 and set(default.tasks) == {"sst2", "agnews"}
     assert len(smoke.ks) <= 2 and smoke.n_eval <= 4 and len(smoke.seeds) == 1
     assert paper.n_eval == PROFILES["paper"].n_test and paper.seeds == PROFILES["paper"].seeds
-    assert default.at(4) == U.EvalSizes(n_eval=default.n_eval, seeds=default.seeds, k_per_class=4)
+    assert default.at(4) == U.EvalSizes(n_eval=default.n_eval, seeds=default.seeds, k_per_class=4,
+                                        batch_size=default.batch_size)
     assert len(REGIME_PAIRS) >= 2 and "foo/bar" in REGIME_PAIRS
     assert swapped_mapping("foo/bar") == "bar/foo" and swapped_mapping("A/B") == "B/A"
     with pytest.raises(ValueError, match="word0/word1"):
@@ -57,7 +58,7 @@ def test_regime_sizes_and_names():
 def test_regime_runs_swap_share_demos_and_equal_full_prompts(tiny_model, ut, uts):
     """Every size: the swapped run has the same demonstrations and queries with the words exchanged; the
     shared-prefix predictions are those of the full prompts; the swap-averaged cells are (correct + swapped)/2."""
-    runs = MC.regime_runs(tiny_model, uts, SIZES, pairs=("foo/bar",), batch_size=2)
+    runs = MC.regime_runs(tiny_model, uts, SIZES, pairs=("foo/bar",))
     assert list(runs) == [("foo/bar", k) for k in KS]
     for (_, k), r in runs.items():
         assert r["asked"] == 6 and r["dropped"] == 0
@@ -91,7 +92,7 @@ def test_regime_runs_count_dropped_prompts(ut, uts):
     lengths = [len(p) for p in U.eval_set(model, ut, 1, SIZES.at(16)).prompts]
     model.cfg.n_ctx = max(lengths) - 1  # the longest 16-per-class prompt no longer fits; every shorter one does
     want = sum(n > model.cfg.n_ctx for n in lengths)
-    runs = MC.regime_runs(model, uts, replace(SIZES, ks=(1, 16), seeds=(1,)), pairs=("foo/bar",), batch_size=2)
+    runs = MC.regime_runs(model, uts, replace(SIZES, ks=(1, 16), seeds=(1,)), pairs=("foo/bar",))
     assert want >= 1 and runs[("foo/bar", 16)]["dropped"] == want and runs[("foo/bar", 1)]["dropped"] == 0
     assert len(runs[("foo/bar", 16)]["swapped"][("sst2", 1)]["pred"]) == 3 - want  # the same inputs under the swap
 
@@ -141,9 +142,9 @@ def test_clear_regimes_and_claims():
 
 def test_regime_confirmation_runs_the_regime_on_fresh_seeds(tiny_model, uts):
     """The confirmation is the regime's own run (same pair and size) on the confirm seeds, never the first pass's."""
-    row = MC.regime_confirmation(tiny_model, uts, ("foo/bar", 1), SIZES, batch_size=2)
+    row = MC.regime_confirmation(tiny_model, uts, ("foo/bar", 1), SIZES)
     want = MC.regime_intervals(MC.regime_runs(tiny_model, uts, replace(SIZES, ks=(1,), seeds=(7,)),
-                                              pairs=("foo/bar",), batch_size=2))[("foo/bar", 1)]
+                                              pairs=("foo/bar",)))[("foo/bar", 1)]
     assert row["swap_averaged"] == want["swap_averaged"] and row["asked"] == 3
     with pytest.raises(ValueError, match="fresh seeds"):
         MC.regime_confirmation(tiny_model, uts, ("foo/bar", 1), replace(SIZES, confirm_seeds=SIZES.seeds))
@@ -158,10 +159,10 @@ def test_the_ablation_in_a_regime_uses_its_sizes(tiny_model, ut):
     (:func:`helpers.protocols.incontext_heads.heads_sizes_at`), with the attribution prompts of the heads' sizes."""
     heads_sizes = IH.HeadsSizes(n_eval=8, seeds=(42,), k_per_class=2, n_attr=12)
     in_regime = IH.heads_sizes_at(heads_sizes, replace(SIZES, seeds=(1,)).at(2))
-    assert in_regime == IH.HeadsSizes(n_eval=3, seeds=(1,), k_per_class=2, n_attr=12)
-    scores = IH.attribution_runs(tiny_model, {"sst2": ut}, in_regime, batch_size=2)
+    assert in_regime == IH.HeadsSizes(n_eval=3, seeds=(1,), k_per_class=2, n_attr=12, batch_size=2)
+    scores = IH.attribution_runs(tiny_model, {"sst2": ut}, in_regime)
     heads = {"sst2": incontext_heads(scores["sst2"], 2)}
-    runs = HA.ablation_runs(tiny_model, {"sst2": ut}, heads, in_regime, batch_size=2)
+    runs = HA.ablation_runs(tiny_model, {"sst2": ut}, heads, in_regime)
     iv = HA.ablation_intervals(runs)
     assert len(heads["sst2"]) == 2 and list(runs) == [("sst2", 1)]
     ps = U.eval_set(tiny_model, ut, 1, in_regime)

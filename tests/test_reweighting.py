@@ -280,16 +280,17 @@ def test_table1_runs_train_missing_seeds_together_and_store_each(tiny_model, tmp
     equal run_table1's one by one, and a second call reads all of them back."""
     from helpers.core import accounting
     from helpers.experiments.reweighting import run_table1
-    from helpers.protocols.reweighting import table1_runs
+    from helpers.protocols.reweighting import ReweightingSizes, table1_runs
 
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
+    sizes = ReweightingSizes(seeds=(42, 43), n_test=6, epochs=2, per_class=2, batch_size=4)
     with accounting.recording() as led:
-        rows = table1_runs(tiny_model, ["sst2"], [42, 43], n_test=6, epochs=2, per_class=2, eval_batch_size=4)
+        rows = table1_runs(tiny_model, ["sst2"], sizes)
     assert led.entries["reweight_train"].computed == 1 and led.entries["reweight_table1"].computed == 2
     for seed in (42, 43):
         one = run_table1(tiny_model, "sst2", seed, n_test=6, epochs=2, per_class=2, eval_batch_size=4)
         torch.testing.assert_close(rows["sst2", seed].result.beta, one.result.beta, atol=1e-5, rtol=1e-4)
         assert rows["sst2", seed].correct_reweight == one.correct_reweight
     with accounting.recording() as led:
-        table1_runs(tiny_model, ["sst2"], [42, 43], n_test=6, epochs=2, per_class=2, eval_batch_size=4)
+        table1_runs(tiny_model, ["sst2"], sizes)
     assert "reweight_train" not in led.entries and led.entries["reweight_table1"].hits == 2

@@ -123,3 +123,49 @@ def test_no_code_below_the_table_branches_on_a_profiles_name(tmp_path):
     (tmp_path / "helpers" / "protocols" / "x.py").write_text(
         'def sizes(profile):\n    n = {"smoke": 2}.get(profile.name, 8)\n    return 4 if profile.name == "paper" else n\n')
     assert _name_branches(tmp_path) == ["helpers/protocols/x.py:2", "helpers/protocols/x.py:3"]
+
+
+# training batches are a method's hyperparameters, not how its passes are cut: the paper's re-weighting trains one
+# example per step, the controls' training batch is part of their definition (helpers/core/control_training.py)
+TRAINING_BATCHES = {("helpers/experiments/reweighting.py", "batch_size"), ("helpers/protocols/reweighting.py", "batch"),
+                    ("helpers/core/control_training.py", "batch")}
+
+
+def _batch_literals(root: Path) -> list[str]:
+    """``file:line name=value`` of every batch size written as a number in ``helpers`` (a parameter's default or a
+    call's keyword) outside the table (helpers/study/profile_table.py) and the engine's caps (helpers/core/sizing.py).
+    A batch of one prompt (``batch_size=1`` beside a one-prompt list) is not a size; neither is a training batch."""
+    out = []
+    for path in sorted((root / "helpers").rglob("*.py")):
+        rel = str(path.relative_to(root))
+        if path.name in ("profile_table.py", "sizing.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            pairs = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                positional = a.posonlyargs + a.args
+                pairs += list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+                pairs += [(arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+                pairs = [(arg.arg, d) for arg, d in pairs]
+            elif isinstance(node, ast.Call):
+                pairs = [(k.arg, k.value) for k in node.keywords if k.arg]
+            for name, value in pairs:
+                if ("batch" in name and isinstance(value, ast.Constant) and isinstance(value.value, int)
+                        and value.value != 1 and (rel, name) not in TRAINING_BATCHES):
+                    out.append(f"{rel}:{value.lineno} {name}={value.value}")
+    return out
+
+
+def test_no_batch_size_is_written_below_the_table(tmp_path):
+    """A batch size is decided once: a study's protocols read theirs from RUN_SIZES, every other function defaults
+    to one of the engine's named caps (helpers.core.sizing.FORWARD_BATCH, HEAVY_BATCH, CONTROL_BATCH,
+    CONTROL_HEAVY_BATCH), which sizing() lowers to what fits a GPU."""
+    assert _batch_literals(ROOT) == []
+    (tmp_path / "helpers" / "experiments").mkdir(parents=True)
+    (tmp_path / "helpers" / "experiments" / "x.py").write_text(
+        "def f(model, batch_size=16, *, eval_batch_size: int = 8):\n    return g(model, [p], batch_size=1)\n\n\n"
+        "def h(model):\n    return g(model, ps, batch_size=64)\n")
+    assert _batch_literals(tmp_path) == ["helpers/experiments/x.py:1 batch_size=16",
+                                         "helpers/experiments/x.py:1 eval_batch_size=8",
+                                         "helpers/experiments/x.py:6 batch_size=64"]

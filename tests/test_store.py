@@ -49,14 +49,14 @@ def test_fingerprint_sees_edits_through_data_and_inside_same_weights():
 
 def _run_all(model):
     """Every run helper that stores results of a model, on a tiny model and a handful of inputs."""
-    from helpers.protocols.aucroc import aucroc_runs
+    from helpers.protocols.aucroc import AucrocSizes, aucroc_runs
     from helpers.protocols.isolation import IsolationSizes, isolation_runs
-    from helpers.protocols.saliency import saliency_runs
-    from helpers.protocols.setting import vanilla_accuracy
+    from helpers.protocols.saliency import SaliencySizes, saliency_runs
+    from helpers.protocols.setting import SettingSizes, vanilla_accuracy
 
-    acc = vanilla_accuracy(model, ["sst2"], [42], n_test=3, progress=False)
-    sal = saliency_runs(model, ["sst2"], [42], n=2, progress=False)
-    auc = aucroc_runs(model, ["sst2"], [42], n=3, progress=False)
+    acc = vanilla_accuracy(model, ["sst2"], SettingSizes(seeds=(42,), n_test=3, batch_size=16), progress=False)
+    sal = saliency_runs(model, ["sst2"], SaliencySizes(seeds=(42,), n=2, batch_size=4), progress=False)
+    auc = aucroc_runs(model, ["sst2"], AucrocSizes(seeds=(42,), n=3, batch_size=16), progress=False)
     iso = isolation_runs(model, ["sst2"], IsolationSizes(seeds=(42,), n=2, sweep_seeds=(), k_main=1, k_sweep=(),
                                                          sweep_n=None, random_n=None, random_draw="authors",
                                                          batch_size=16), progress=False)

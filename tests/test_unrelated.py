@@ -49,17 +49,19 @@ def test_sizes_of_notebook_07():
     """Each experiment's sizes extend the shared evaluation sizes with its own fields; together they are notebook
     07's (:func:`helpers.study.heads_report.notebook_sizes`)."""
     want = {
-        "smoke": {"n_attr": 6, "n_eval": 8, "n_towers": 8, "seeds": (42,), "k_per_class": 2, "bias_tasks": ("sst2",)},
+        "smoke": {"n_attr": 6, "n_eval": 8, "n_towers": 8, "seeds": (42,), "k_per_class": 2, "batch_size": 16,
+                  "bias_tasks": ("sst2",)},
         "default": {"n_attr": 16, "n_eval": 64, "n_towers": 32, "seeds": PROFILES["default"].seeds, "k_per_class": 2,
-                    "bias_tasks": ("sst2",)},
+                    "batch_size": 16, "bias_tasks": ("sst2",)},
         "paper": {"n_attr": 64, "n_eval": 1000, "n_towers": 200, "seeds": PROFILES["paper"].seeds, "k_per_class": 2,
-                  "bias_tasks": ("sst2", "agnews")},
+                  "batch_size": 16, "bias_tasks": ("sst2", "agnews")},
     }
     for name, sizes in want.items():
         profile = PROFILES[name]
         parts = [IH.incontext_heads_sizes(profile), TT.two_towers_sizes(profile), HB.head_biases_sizes(profile)]
         assert notebook_sizes(*parts) == sizes
-        assert list(notebook_sizes(*parts)) == ["n_eval", "seeds", "k_per_class", "n_attr", "n_towers", "bias_tasks"]
+        assert list(notebook_sizes(*parts)) == ["n_eval", "seeds", "k_per_class", "batch_size", "n_attr", "n_towers",
+                                               "bias_tasks"]
         shared = asdict(eval_sizes(profile))
         assert all(isinstance(part, U.EvalSizes) and {k: asdict(part)[k] for k in shared} == shared for part in parts)
 

@@ -19,7 +19,7 @@ from helpers.core import backend
 
 __all__ = ["ArgumentError", "seed_arg", "model_arg",
            "positive_int", "seed_list", "sizes_per_task", "DTYPE_NAMES",
-           "is_int"]
+           "is_int", "sizes_arg"]
 
 DTYPE_NAMES = ("float32", "bfloat16", "float16")  # the dtypes a model loads in (helpers.core.models.DTYPES)
 
@@ -99,3 +99,10 @@ def sizes_per_task(name: str, n, tasks: Sequence[str]) -> None:
             positive_int(f"{name}[{t!r}]", n[t])
     else:
         positive_int(name, n)
+
+
+def sizes_arg(sizes, kind: type, where: str) -> None:
+    """Raise a TypeError that says where sizes come from (``where``, e.g. ``"saliency_sizes(profile)"``) when ``sizes``
+    is not a ``kind`` (a plain dict, or loose numbers where a study's sizes go)."""
+    if not isinstance(sizes, kind):
+        raise TypeError(f"sizes must be the {kind.__name__} that {where} returns, got {type(sizes).__name__}")

@@ -26,6 +26,7 @@ from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import PrefixCache, shared_prefix_or_none
 from helpers.core.prefix_runs import predict_with_cache, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
+from helpers.core.sizing import FORWARD_BATCH
 
 __all__ = ["block_pairs", "pair_hooks", "layers_arg", "run_edge_knockout"]
 
@@ -61,7 +62,7 @@ def layers_arg(model, layers) -> list[int]:
 
 
 def run_edge_knockout(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int], pairs: Pairs,
-                      batch_size: int = 16, shared: bool = True, top_k: int = 0,
+                      batch_size: int = FORWARD_BATCH, shared: bool = True, top_k: int = 0,
                       plain: PrefixCache | None = None) -> Predictions:
     """Predictions with the (row, key) edges ``pairs(prompt, seq)`` (a ``[seq, seq]`` boolean mask, every key
     before its row) blocked in ``layers``. Where the prompts share their demonstrations and agree on the edges

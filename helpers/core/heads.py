@@ -42,6 +42,7 @@ from helpers.core.prefix_runs import (  # noqa: F401  (shared_cache, predict_wit
     shared_cache,
 )
 from helpers.core.prompts import Prompt
+from helpers.core.sizing import HEAVY_BATCH
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -245,7 +246,7 @@ def ablated_last_logprobs(model: HookedTransformer, tokens: Int[torch.Tensor, "s
 
 
 def label_attention_at_q(model: HookedTransformer, prompts: Sequence[Prompt], heads: Sequence[Head],
-                         batch_size: int = 8, shared: bool = True, cache: PrefixCache | None = None,
+                         batch_size: int = HEAVY_BATCH, shared: bool = True, cache: PrefixCache | None = None,
                          label_ids: Sequence[int] | None = None):
     """Each head's attention from q to every demonstration label position, ``A[q, p_k]`` [n, head, demo] (all
     prompts have the same number of demonstrations). Prompts sharing their demonstrations run them once
@@ -299,7 +300,7 @@ def repeated_random_tokens(model: HookedTransformer, length: int, n: int, seed: 
 
 
 def mean_attention(model: HookedTransformer, toks: Int[torch.Tensor, "n seq"], rows: torch.Tensor, cols: torch.Tensor,
-                   batch_size: int = 8) -> Float[torch.Tensor, "layer head"]:
+                   batch_size: int = HEAVY_BATCH) -> Float[torch.Tensor, "layer head"]:
     """Each head's attention from query position ``rows[i]`` to key position ``cols[i]``, averaged over ``i`` and
     the ``n`` sequences of ``toks`` (``batch_size`` at a time): the induction and previous-token scores."""
     out = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from helpers.core import accounting
 from helpers.core.checks import positive_int
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
-from helpers.core.sizing import CPU_PASS_TOKENS, cpu_batch_tokens, sizing
+from helpers.core.sizing import CPU_PASS_TOKENS, FORWARD_BATCH, cpu_batch_tokens, sizing
 from helpers.core.store import result_types
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ class Predictions:
         return int(self.gold.shape[0])
 
 
-def predict(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
+def predict(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = FORWARD_BATCH,
             top_k: int = 5, hooks: HookFactory | None = None, progress: bool | str = False) -> Predictions:
     """Label-restricted prediction at q for every prompt (input order kept).
 

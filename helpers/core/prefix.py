@@ -79,7 +79,7 @@ from jaxtyping import Float, Int
 from helpers.core.backend import is_bridge, require_hooked
 from helpers.core.predict import length_batches, predictions_from_resid, unembed_at
 from helpers.core.prompts import Prompt
-from helpers.core.sizing import pass_tokens, suffix_sizing
+from helpers.core.sizing import FORWARD_BATCH, pass_tokens, suffix_sizing
 from helpers.core.tl_patches import fast_attention
 
 if TYPE_CHECKING:
@@ -500,7 +500,7 @@ def suffix_batches(cache: PrefixCache, prompts: Sequence[Prompt], batch_size: in
 
 
 def predict_shared_split(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], caches: dict,
-                         split_layer: int, batch_size: int = 16, top_k: int = 5) -> dict:
+                         split_layer: int, batch_size: int = FORWARD_BATCH, top_k: int = 5) -> dict:
     """:func:`~helpers.core.prefix_runs.predict_shared` against several prefix caches that agree below ``split_layer``.
 
     Conditions that change the prefix only from ``split_layer`` on (label words

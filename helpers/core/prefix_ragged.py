@@ -37,6 +37,7 @@ from helpers.core.prefix import (
     window_layers,
 )
 from helpers.core.prompts import Prompt
+from helpers.core.sizing import FORWARD_BATCH
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -120,7 +121,7 @@ def ragged_token_forwards(model: HookedTransformer, caches: Sequence[PrefixCache
 
 
 def query_caches(model: HookedTransformer, cache: PrefixCache | None, prompts: Sequence[Prompt],
-                 batch_size: int = 16) -> list[PrefixCache]:
+                 batch_size: int = FORWARD_BATCH) -> list[PrefixCache]:
     """Each prompt's keep-everything cache of its tokens before q: what :func:`helpers.core.prefix.extend_prefix`
     gives for ``p.tokens[P0:p.q]`` after ``cache``, from batched suffix passes (the keys of a row do not depend on
     the tokens after it, so the suffix's q and padding are cut off afterwards). Without ``cache`` (prompts with

@@ -34,7 +34,7 @@ from helpers.core.prefix import (
 )
 from helpers.core.prefix_ragged import query_caches, ragged_fits, ragged_token_forwards
 from helpers.core.prompts import Prompt, check_prompts, label_class_onehot, label_span_arg, pad_batch
-from helpers.core.sizing import cache_rows, sizing
+from helpers.core.sizing import FORWARD_BATCH, cache_rows, sizing
 from helpers.core.store import cached, model_fingerprint, prompts_digest, stored
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 
-def predict_shared(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
+def predict_shared(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = FORWARD_BATCH,
                    top_k: int = 5, hooks=None, prefix_hooks: Sequence = (), cache: PrefixCache | None = None,
                    progress: bool | str = False):
     """:func:`helpers.core.predict.predict` with the shared demonstrations run once.
@@ -119,7 +119,7 @@ def q_row_fits(model: HookedTransformer, prompts: Sequence[Prompt]) -> bool:
 
 
 def predict_q_row(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int],
-                  conditions: dict, batch_size: int = 16, cache: PrefixCache | None = None,
+                  conditions: dict, batch_size: int = FORWARD_BATCH, cache: PrefixCache | None = None,
                   top_k: int = 0) -> dict:
     """``{name: Predictions}`` under several conditions that change only q's own row: ``conditions`` maps a name
     to plain TL hooks, which here see one row per prompt, its q (e.g. heads' ``hook_z`` zeroed there).
@@ -192,7 +192,7 @@ def label_attention_reader(prompts: Sequence[Prompt], n_classes: int, n_layers: 
     return factory
 
 
-def vanilla_run(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
+def vanilla_run(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = FORWARD_BATCH,
                 progress: bool | str = False, full: bool = True) -> dict:
     """The unmodified run of prompts that share their demonstrations, stored on disk by content.
 
@@ -229,7 +229,7 @@ def vanilla_run(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: 
     return cached("vanilla_run" if full else "vanilla_run_labels", key, run)
 
 
-def vanilla_predictions(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
+def vanilla_predictions(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = FORWARD_BATCH,
                         top_k: int = 5, progress: bool | str = False):
     """The predictions of :func:`vanilla_run`: its top-5 tokens cut to ``top_k``; ``top_k=0`` reads the
     label-only run unless the full one is stored; ``top_k > 5`` runs afresh and is not stored."""

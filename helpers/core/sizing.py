@@ -46,7 +46,16 @@ from helpers.core.checks import positive_int
 
 __all__ = ["Sizing", "sizing", "suffix_sizing", "cache_rows", "model_device", "on_cuda", "free_bytes", "bytes_per_token",
            "cpu_batch_tokens", "pass_tokens", "CPU_BATCH_TOKENS", "CPU_CACHE_MB", "CPU_PATTERN_MB", "CPU_PASS_TOKENS",
-           "MAX_PASS_TOKENS", "PROBE_TOKENS", "SAFETY", "RESERVE_BYTES"]
+           "MAX_PASS_TOKENS", "PROBE_TOKENS", "SAFETY", "RESERVE_BYTES", "FORWARD_BATCH", "HEAVY_BATCH", "CONTROL_BATCH",
+           "CONTROL_HEAVY_BATCH"]
+
+# The engine's batch caps, where a caller names none (a study's protocols take theirs from the run-sizes table,
+# helpers.study.profile_table.RUN_SIZES; nothing else in helpers has a batch size of its own, tests/test_run_sizes.py).
+# On CUDA, sizing() lowers each to what fits the free memory.
+FORWARD_BATCH = 16  # prompts per forward pass that keeps only what it returns (predictions, one hook's values)
+HEAVY_BATCH = 8  # prompts per pass that keeps more: a backward pass, or every layer's or every head's values
+CONTROL_BATCH = 256  # sequences per forward pass of a control (a 2- or 4-layer attention-only model, short prompts)
+CONTROL_HEAVY_BATCH = 64  # sequences per backward pass of a control (its saliency flows)
 
 CPU_BATCH_TOKENS = 1024  # padded tokens per forward batch on a CPU (helpers.core.predict.batch_token_budget)
 CPU_CACHE_MB = 2048  # prompts' key/value caches one q-row chunk holds on a CPU (helpers.core.prefix_runs.predict_q_row)

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from helpers.core.checks import ArgumentError, model_arg, seed_list
+from helpers.core.checks import ArgumentError, model_arg, seed_list, sizes_arg
 from helpers.core.grid import model_label, run_grid
 from helpers.core.prompts import (
     Demo,
@@ -35,6 +35,7 @@ from helpers.core.prompts import (
     sample_test,
 )
 from helpers.core.seeds import stream_seed
+from helpers.core.sizing import FORWARD_BATCH
 from helpers.core.tasks import Task, get_task, label_token_ids, load_split
 
 if TYPE_CHECKING:
@@ -151,12 +152,12 @@ class EvalSizes:
     n_eval: int
     seeds: Sequence[int]
     k_per_class: int
+    batch_size: int = field(default=FORWARD_BATCH, kw_only=True)  # prompts per forward pass
 
 
 def check_sizes(sizes, kind: type = EvalSizes, where: str = "eval_sizes(profile)") -> None:
     """Raise a TypeError that says where sizes come from when ``sizes`` is not a ``kind`` (e.g. a plain dict)."""
-    if not isinstance(sizes, kind):
-        raise TypeError(f"sizes must be the {kind.__name__} that {where} returns, got {type(sizes).__name__}")
+    sizes_arg(sizes, kind, where)
 
 
 def eval_set(model: HookedTransformer, ut: UnrelatedTask, seed: int, sizes: EvalSizes) -> PromptSet:

@@ -34,6 +34,7 @@ from helpers.core.predict import Predictions
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prefix_runs import label_attention_reader, predict_with_cache, shared_cache, vanilla_run
 from helpers.core.prompts import Prompt, check_prompts, label_span_arg
+from helpers.core.sizing import FORWARD_BATCH
 from helpers.core.stats import rank_auc
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ __all__ = ["label_attention_reference", "label_attention", "auc_roc", "aucroc_pe
            "seed_curve"]
 
 
-def label_attention(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 16,
+def label_attention(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = FORWARD_BATCH,
                     top_k: int = 5, progress: bool | str = False, shared: bool = True, span: str = "first"
                     ) -> tuple[Float[torch.Tensor, "n layer classes"], Predictions]:
     """Per layer and class, the attention from q to that class's label positions, plus the predictions.

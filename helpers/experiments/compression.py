@@ -58,6 +58,7 @@ from helpers.core.prefix import (
 from helpers.core.prefix_runs import predict_shared, predict_with_cache, shared_cache, vanilla_predictions
 from helpers.core.prompts import Demo, Prompt, build_prompts, label_span_arg
 from helpers.core.seeds import stream_seed
+from helpers.core.sizing import FORWARD_BATCH
 from helpers.core.store import pins_weights, result_types
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ def build_cache(model, prompt: Prompt, keep: Sequence[int] | None = None,
 
 
 def predict_cached(model, cache: PrefixCache, prompts: Sequence[Prompt], label_ids: Sequence[int],
-                   batch_size: int = 16, top_k: int = 5, progress: bool | str = False) -> Predictions:
+                   batch_size: int = FORWARD_BATCH, top_k: int = 5, progress: bool | str = False) -> Predictions:
     """:func:`helpers.core.predict.predict`, but each prompt's demonstrations are replaced by ``cache``."""
     return predict_shared(model, prompts, label_ids, batch_size=batch_size, top_k=top_k, cache=cache,
                           progress=progress)
@@ -191,7 +192,7 @@ class CompressionResult:
 METHODS = ("ICL", "Text_anchor", "Hidden_random", "Hidden_random-top", "Hidden_anchor")
 
 
-def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int = 16,
+def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int = FORWARD_BATCH,
                     progress: bool = False, query_positions: str = "original") -> CompressionResult:
     """Table 2 for one :class:`helpers.core.prompts.PromptSet` (1-shot, one seed): every method vs full ICL.
 
@@ -235,7 +236,7 @@ def run_compression(model, icl_set, random_top_draws: int = 20, batch_size: int 
 
 
 @pins_weights
-def cached_compression(model, icl_set, random_top_draws: int = 20, batch_size: int = 16, progress: bool = False,
+def cached_compression(model, icl_set, random_top_draws: int = 20, batch_size: int = FORWARD_BATCH, progress: bool = False,
                        query_positions: str = "original") -> CompressionResult:
     """:func:`run_compression`, stored on disk (:func:`helpers.core.store.cached`).
 

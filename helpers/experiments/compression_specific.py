@@ -32,6 +32,7 @@ from jaxtyping import Bool
 from helpers.core.edges import run_edge_knockout
 from helpers.core.loyalty import label_loyalty_rows
 from helpers.core.prompts import Prompt
+from helpers.core.sizing import FORWARD_BATCH
 from helpers.experiments.compression import anchor_keep, prefix_len
 
 __all__ = ["CONDITIONS", "dropped", "hidden_pairs", "in_place_pairs", "anchor_specificity"]
@@ -73,7 +74,7 @@ def in_place_pairs(prompt: Prompt, seq: int | None = None) -> Bool[torch.Tensor,
 
 
 def anchor_specificity(model, prompts: Sequence[Prompt], donors: Sequence[Prompt | None], label_ids: Sequence[int],
-                       full: torch.Tensor, batch_size: int = 16, shared: bool = True) -> dict:
+                       full: torch.Tensor, batch_size: int = FORWARD_BATCH, shared: bool = True) -> dict:
     """Per input with a donor (``donors[i]``: ``prompts[i]`` with its demonstrations relabelled; None where there is
     none), 1.0 where the prediction is ``full[i]`` (the full prompt's label-restricted prediction), else 0.0, under
     each of :data:`CONDITIONS` (float tensors, module docstring); ``kept``: the indices of the inputs used, ``n``:

@@ -47,7 +47,7 @@ from tqdm.auto import tqdm
 from helpers.core.predict import length_batches, logits_at, predictions_from_resid
 from helpers.core.prefix import run_prefix, shared_prefix_or_none, suffix_batches, suffix_forward
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
-from helpers.core.sizing import sizing
+from helpers.core.sizing import FORWARD_BATCH, sizing
 from helpers.core.stats import rank_auc
 from helpers.core.store import result_types
 
@@ -76,7 +76,7 @@ def as_attention_uses(model, layer: int, x: torch.Tensor, kind: str) -> torch.Te
 
 
 def collect_qk(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int] | None = None,
-               batch_size: int = 16, progress: bool | str = False, shared: bool = True) -> QKVectors:
+               batch_size: int = FORWARD_BATCH, progress: bool | str = False, shared: bool = True) -> QKVectors:
     """Queries at q, class keys at the label positions (GQA keys repeated per query head) and label probs.
 
     One forward pass per batch collects every requested layer. The key of a

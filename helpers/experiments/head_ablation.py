@@ -36,6 +36,7 @@ from helpers.core.heads import Head
 from helpers.core.predict import HookFactory, Predictions
 from helpers.core.prefix_runs import predict_q_row, predict_with_cache, q_row_fits, shared_cache
 from helpers.core.prompts import Prompt
+from helpers.core.sizing import FORWARD_BATCH
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -119,7 +120,7 @@ def ablation_hooks(heads: Sequence[Head], ablation: str = "zero", means: torch.T
 
 
 def ablation_predictions(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int],
-                         heads: Sequence[Head], batch_size: int = 16, *, shared: bool = True, **kw) -> Predictions:
+                         heads: Sequence[Head], batch_size: int = FORWARD_BATCH, *, shared: bool = True, **kw) -> Predictions:
     """Predictions with ``heads`` ablated (``**kw`` to :func:`ablation_hook_pair`). Prompts sharing their
     demonstrations run them once (with ``at="all"``, with the heads ablated there too)."""
     prefix_hooks, hooks = ablation_hook_pair(heads, **kw) if heads else ([], None)
@@ -128,7 +129,7 @@ def ablation_predictions(model: HookedTransformer, prompts: Sequence[Prompt], la
 
 
 def ablation_accuracy(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int],
-                      heads: Sequence[Head], batch_size: int = 16, *, shared: bool = True, **kw) -> float:
+                      heads: Sequence[Head], batch_size: int = FORWARD_BATCH, *, shared: bool = True, **kw) -> float:
     """ICL accuracy with ``heads`` ablated (:func:`ablation_predictions`)."""
     return ablation_predictions(model, prompts, label_ids, heads, batch_size, shared=shared, **kw).accuracy
 
@@ -141,7 +142,7 @@ ABLATION_CONDITIONS = ("plain", "in-context heads ablated", "random heads ablate
 
 
 def ablation_conditions(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int],
-                        heads: Sequence[Head], seed: int, batch_size: int = 16, shared: bool = True) -> dict:
+                        heads: Sequence[Head], seed: int, batch_size: int = FORWARD_BATCH, shared: bool = True) -> dict:
     """One cell of :func:`~helpers.protocols.head_ablation.ablation_runs` on any prompts: accuracy plain, with ``heads`` zero-ablated and with as
     many random heads (drawn with ``seed``, disjoint from ``heads``), each at q and at every position; ``shared``
     as in :func:`ablation_predictions` (prompts with their own demonstrations run whole either way). The runs are
@@ -189,7 +190,7 @@ def _sets_predictions(model, prompts, label_ids, sets: Mapping[str, Sequence[Hea
 
 
 def sets_ablation_conditions(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int],
-                             sets: Mapping[str, Sequence[Head]], seed: int, batch_size: int = 16,
+                             sets: Mapping[str, Sequence[Head]], seed: int, batch_size: int = FORWARD_BATCH,
                              shared: bool = True) -> dict:
     """:func:`ablation_conditions` for several head sets on the same prompts, with the plain run (and the
     demonstrations' prefix that the runs at q share) computed once for all of them.

@@ -39,6 +39,7 @@ from helpers.core.predict import HookFactory
 from helpers.core.prefix import PrefixError
 from helpers.core.prefix_runs import predict_with_cache, shared_cache
 from helpers.core.prompts import Prompt, build_prompts, class_draws, demos_from_indices, sample_test
+from helpers.core.sizing import FORWARD_BATCH
 from helpers.core.store import result_types
 from helpers.core.tasks import label_token_ids
 from helpers.core.unrelated import UnrelatedTask
@@ -110,7 +111,7 @@ def _bias_from(preds: dict[int, torch.Tensor]) -> float:
 
 
 def majority_bias(model: HookedTransformer, ut: UnrelatedTask, heads: Sequence[Head], seed: int, n_test: int,
-                  n_major: int = 3, n_minor: int = 1, batch_size: int = 16, progress: bool = False,
+                  n_major: int = 3, n_minor: int = 1, batch_size: int = FORWARD_BATCH, progress: bool = False,
                   shared: bool = True) -> BiasResult:
     """Majority-label bias with ``n_major:n_minor`` demonstrations, before/after amplifying the minority label's
     value-output contribution (attention at q on its label positions x ``n_major / n_minor``) in ``heads``.
@@ -143,7 +144,7 @@ def majority_bias(model: HookedTransformer, ut: UnrelatedTask, heads: Sequence[H
 
 
 def recency_bias(model: HookedTransformer, ut: UnrelatedTask, heads: Sequence[Head], seed: int, n_test: int,
-                 k_per_class: int = 2, batch_size: int = 16, progress: bool = False,
+                 k_per_class: int = 2, batch_size: int = FORWARD_BATCH, progress: bool = False,
                  shared: bool = True) -> BiasResult:
     """Recency bias with class-blocked orders ``[a]*k + [b]*k`` and its reverse, before/after removing the
     positional part of ``heads``' attention at q (re-weight slot k by mean(m) / m_k, m = mean attention per

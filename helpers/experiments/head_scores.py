@@ -32,6 +32,7 @@ from helpers.core.checks import positive_int, seed_arg
 from helpers.core.heads import Head, ablated_last_logprobs, collect_at_q, mean_attention, repeated_random_tokens
 from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Demo, PromptSet, check_prompts, make_icl_set
+from helpers.core.sizing import HEAVY_BATCH
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["induction_scores", "shuffled_demos", "shuffled_label_set", "mean_z_at_q", "fv_scores", "top_heads", "overlap", "top_share", "SETS"]
 
 
-def induction_scores(model: HookedTransformer, length: int = 32, n: int = 16, seed: int = 0, batch_size: int = 8
+def induction_scores(model: HookedTransformer, length: int = 32, n: int = 16, seed: int = 0, batch_size: int = HEAVY_BATCH
                      ) -> Float[torch.Tensor, "layer head"]:
     """Each head's mean attention from the second copy's position of ``r_i`` to the first copy's ``r_{i+1}``
     (``i < length - 1``) on :func:`repeated_random_tokens` (module docstring)."""
@@ -74,7 +75,7 @@ def shuffled_label_set(model: HookedTransformer, icl: PromptSet, seed: int) -> P
     return out
 
 
-def mean_z_at_q(model: HookedTransformer, prompts, batch_size: int = 8, shared: bool = True
+def mean_z_at_q(model: HookedTransformer, prompts, batch_size: int = HEAVY_BATCH, shared: bool = True
                 ) -> Float[torch.Tensor, "layer head d_head"]:
     """Every head's ``z`` at q averaged over ``prompts`` (:func:`helpers.core.heads.collect_at_q`)."""
     total = torch.zeros(model.cfg.n_layers, model.cfg.n_heads, model.cfg.d_head)
@@ -85,7 +86,7 @@ def mean_z_at_q(model: HookedTransformer, prompts, batch_size: int = 8, shared: 
     return total / len(prompts)
 
 
-def fv_scores(model: HookedTransformer, clean, corrupted, label_ids: Sequence[int], batch_size: int = 8,
+def fv_scores(model: HookedTransformer, clean, corrupted, label_ids: Sequence[int], batch_size: int = HEAVY_BATCH,
               shared: bool = True) -> Float[torch.Tensor, "n layer head"]:
     """Per corrupted prompt, every head's causal indirect effect (module docstring): the correct label's
     probability with the head's ``z`` at q set to its mean over ``clean`` (:func:`mean_z_at_q`), minus the

@@ -51,6 +51,7 @@ from helpers.core.prefix import PrefixCache
 from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
 from helpers.core.seeds import stream_seed
+from helpers.core.sizing import HEAVY_BATCH
 from helpers.core.store import result_types
 from helpers.core.unrelated import (
     EvalSizes,
@@ -85,7 +86,7 @@ class HeadScores:
 
 
 def head_attribution(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int],
-                     batch_size: int = 8, ablation: str = "zero", progress: bool | str = False,
+                     batch_size: int = HEAVY_BATCH, ablation: str = "zero", progress: bool | str = False,
                      shared: bool = True) -> HeadScores:
     """Gain and drop (module docstring) of every head for every prompt, at the prompt's q.
 

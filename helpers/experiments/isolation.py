@@ -46,6 +46,7 @@ from helpers.core.predict import HookFactory, Predictions, predict
 from helpers.core.prefix import predict_shared_split, run_prefix, shared_prefix_len, shared_prefix_or_none
 from helpers.core.prefix_runs import predict_shared, vanilla_predictions
 from helpers.core.prompts import Prompt
+from helpers.core.sizing import FORWARD_BATCH
 from helpers.experiments.isolation_rows import (
     RANDOM_DRAWS,
     isolated_rows,
@@ -74,7 +75,7 @@ def layer_range(model, where: str, k: int) -> list[int]:
 
 
 def run_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[int], conditions: Sequence[str],
-                       k: int, seed: int = 0, batch_size: int = 16, top_k: int = 5) -> dict:
+                       k: int, seed: int = 0, batch_size: int = FORWARD_BATCH, top_k: int = 5) -> dict:
     """:func:`run_isolation` for every condition isolated in the last ``k`` layers, in one pass.
 
     Below layer ``n_layers - k`` nothing is isolated, so every input's residual
@@ -94,7 +95,7 @@ def run_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[int
 
 
 def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], condition: str, where: str,
-                  k: int, seed: int = 0, batch_size: int = 16, top_k: int = 5,
+                  k: int, seed: int = 0, batch_size: int = FORWARD_BATCH, top_k: int = 5,
                   progress: bool | str = False, shared: bool = True, random_draw: str = "authors") -> Predictions:
     """Predictions with ``condition`` ("label"/"random") isolated in the first/last ``k`` layers.
 
@@ -138,7 +139,7 @@ def _shared_prefix(model, prompts: Sequence[Prompt]) -> bool:
 
 
 def random_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int],
-                          seed: int, batch_size: int = 16, top_k: int = 5,
+                          seed: int, batch_size: int = FORWARD_BATCH, top_k: int = 5,
                           factory: HookFactory | None = None) -> Predictions:
     """The authors' random control isolated in the last layers (``layers``, the top ones), with the layers below
     them shared: :func:`~helpers.experiments.isolation_rows.random_isolation` on full prompts, at a fraction of the cost.
@@ -186,7 +187,7 @@ def random_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[
 
 def isolation_experiment(model, prompts: Sequence[Prompt], label_ids: Sequence[int], ks: Sequence[int] = (5,),
                          conditions: Sequence[str] = CONDITIONS, wheres: Sequence[str] = ("first", "last"),
-                         seed: int = 0, batch_size: int = 16, top_k: int = 5, progress: bool = False,
+                         seed: int = 0, batch_size: int = FORWARD_BATCH, top_k: int = 5, progress: bool = False,
                          shared: bool = True, random_draw: str = "authors", sub_n: dict | None = None,
                          random_n: int | None = None) -> dict:
     """The unmodified run plus every (condition, where, k) run.

@@ -27,6 +27,7 @@ from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import shared_prefix_len, shared_prefix_or_none
 from helpers.core.prefix_runs import predict_shared
 from helpers.core.prompts import Prompt
+from helpers.core.sizing import FORWARD_BATCH
 from helpers.experiments.isolation import layer_range, random_isolation_last
 from helpers.experiments.isolation_rows import per_layer_hooks, rows_isolation
 
@@ -77,7 +78,7 @@ def control_possible(prompts: Sequence[Prompt], cls: str) -> bool:
 
 
 def run_class_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], condition: str, where: str,
-                        k: int, seed: int = 0, batch_size: int = 16, top_k: int = 5, shared: bool = True
+                        k: int, seed: int = 0, batch_size: int = FORWARD_BATCH, top_k: int = 5, shared: bool = True
                         ) -> Predictions:
     """Predictions with ``condition``'s rows (:func:`class_rows`) isolated in the first or last ``k`` layers
     (``where``). A class shared by every prompt runs as an isolated shared prefix when ``shared`` (the same

@@ -42,6 +42,7 @@ from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prefix_runs import predict_with_cache, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
+from helpers.core.sizing import FORWARD_BATCH
 
 __all__ = ["content_rows", "run_context_knockout", "layer_windows", "q_label_pairs",
            "q_content_cols", "WINDOWS"]
@@ -61,7 +62,7 @@ def content_rows(prompt: Prompt, seed: int) -> list[int]:
 
 
 def run_context_knockout(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int],
-                         links: str = "all", batch_size: int = 16, shared: bool = True, top_k: int = 5,
+                         links: str = "all", batch_size: int = FORWARD_BATCH, shared: bool = True, top_k: int = 5,
                          control_seed: int | None = None) -> Predictions:
     """Predictions with each label word's links to the earlier demonstrations (``links``) blocked in ``layers``;
     with ``control_seed``, the same links blocked for the rows of :func:`content_rows` instead (the control).

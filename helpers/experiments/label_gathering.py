@@ -26,6 +26,7 @@ from helpers.core.checks import seed_arg
 from helpers.core.edges import run_edge_knockout
 from helpers.core.positions import demo_content
 from helpers.core.prompts import Prompt
+from helpers.core.sizing import FORWARD_BATCH
 
 __all__ = ["own_text_pairs", "content_pairs", "gathering"]
 
@@ -68,7 +69,7 @@ def content_pairs(prompt: Prompt, seed: int, seq: int | None = None) -> Bool[tor
 
 
 def gathering(model, prompts: Sequence[Prompt], label_ids: Sequence[int], layers: Sequence[int], seed: int,
-              batch_size: int = 16, shared: bool = True) -> dict[str, torch.Tensor]:
+              batch_size: int = FORWARD_BATCH, shared: bool = True) -> dict[str, torch.Tensor]:
     """Per prompt, 1 where the label-restricted prediction is the gold class: ``label`` with the label words' links
     to their own text blocked in ``layers``, ``control`` with as many content-to-content links blocked (drawn
     with ``seed``)."""

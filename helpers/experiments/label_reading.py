@@ -26,6 +26,7 @@ import torch
 from helpers.core.positions import draw_content, position_classes
 from helpers.core.predict import predict
 from helpers.core.prompts import Prompt, pad_batch
+from helpers.core.sizing import FORWARD_BATCH
 
 __all__ = ["deep_layers", "aligned", "content_positions", "donor_states", "patched_sets", "patched_predictions",
            "label_reading"]
@@ -53,7 +54,7 @@ def _names(layers: Sequence[int]) -> list[str]:
 
 
 def donor_states(model, donors: Sequence[Prompt], positions: Sequence[Sequence[int]], layers: Sequence[int],
-                 batch_size: int = 16) -> list[dict[str, torch.Tensor]]:
+                 batch_size: int = FORWARD_BATCH) -> list[dict[str, torch.Tensor]]:
     """Per donor, ``{hook name: [len(positions[i]), ...]}``: its keys and values at ``positions[i]`` in ``layers``,
     each donor run once (in batches of ``batch_size``, right-padded)."""
     names = _names(layers)
@@ -107,7 +108,7 @@ def _check_pairs(prompts, donors, position_sets) -> None:
 
 
 def patched_sets(model, prompts: Sequence[Prompt], donors: Sequence[Prompt], position_sets: dict[str, Sequence],
-                 layers: Sequence[int], label_ids: Sequence[int], batch_size: int = 16) -> dict[str, torch.Tensor]:
+                 layers: Sequence[int], label_ids: Sequence[int], batch_size: int = FORWARD_BATCH) -> dict[str, torch.Tensor]:
     """``{name: predictions}`` for each set of positions, every donor run once for all of them
     (:func:`donor_states` at the union of each prompt's positions)."""
     _check_pairs(prompts, donors, list(position_sets.values()))
@@ -118,7 +119,7 @@ def patched_sets(model, prompts: Sequence[Prompt], donors: Sequence[Prompt], pos
 
 
 def patched_predictions(model, prompts: Sequence[Prompt], donors: Sequence[Prompt], positions: Sequence[Sequence[int]],
-                        layers: Sequence[int], label_ids: Sequence[int], batch_size: int = 16) -> torch.Tensor:
+                        layers: Sequence[int], label_ids: Sequence[int], batch_size: int = FORWARD_BATCH) -> torch.Tensor:
     """Label-restricted predictions at q of ``prompts``, with the keys and values of ``positions[i]`` in ``layers``
     taken from ``donors[i]`` (same length; each donor runs once, keeping those keys and values only)."""
     return patched_sets(model, prompts, donors, {"p": positions}, layers, label_ids, batch_size)["p"]
@@ -126,7 +127,7 @@ def patched_predictions(model, prompts: Sequence[Prompt], donors: Sequence[Promp
 
 def label_reading(model, prompts: Sequence[Prompt], donors: Sequence[Prompt], perm: Sequence[int],
                   label_ids: Sequence[int], seed: int, layers: Sequence[int] | None = None,
-                  batch_size: int = 16, pred: torch.Tensor | None = None) -> dict:
+                  batch_size: int = FORWARD_BATCH, pred: torch.Tensor | None = None) -> dict:
     """Per prompt (aligned pairs only: :func:`aligned`), 1.0 where the answer moved to ``perm[answer]`` (float
     tensors):
     ``label`` with the label positions' keys and values in ``layers`` (default :func:`deep_layers`) from the donor,

@@ -35,7 +35,7 @@ from helpers.core.prefix import run_prefix
 from helpers.core.prefix_runs import predict_shared
 from helpers.core.prompts import Prompt
 from helpers.core.relabelled import shift
-from helpers.core.sizing import sizing
+from helpers.core.sizing import CONTROL_BATCH, sizing
 
 __all__ = ["circuit_attention_reference", "label_swap", "circuit_attention", "hidden_anchor_accuracy", "text_anchor_prompts", "text_anchor_loyalty", "SHIFT"]
 
@@ -43,7 +43,7 @@ __all__ = ["circuit_attention_reference", "label_swap", "circuit_attention", "hi
 SHIFT = shift  # the label-swap permutation (helpers.core.relabelled.shift): label i becomes i + 1 (mod n)
 
 
-def label_swap(model, cp: ControlPrompts, perm: Sequence[int] | None = None, batch_size: int = 256) -> dict:
+def label_swap(model, cp: ControlPrompts, perm: Sequence[int] | None = None, batch_size: int = CONTROL_BATCH) -> dict:
     """Predictions on ``cp`` and on the same sequences relabelled with ``perm`` (default :func:`SHIFT`).
 
     Returns per input: ``pred`` (the class predicted before the swap), ``correct``, ``correct_swapped``,
@@ -62,7 +62,7 @@ def label_swap(model, cp: ControlPrompts, perm: Sequence[int] | None = None, bat
 # ----------------------------------------------------------------- the circuit in the attention
 
 
-def circuit_attention(model, cp: ControlPrompts, batch_size: int = 256) -> Float[torch.Tensor, "n layer head 2"]:
+def circuit_attention(model, cp: ControlPrompts, batch_size: int = CONTROL_BATCH) -> Float[torch.Tensor, "n layer head 2"]:
     """Per sequence, layer and head: ``[..., 0]`` the mean attention from each label position to the item just
     before it; ``[..., 1]`` the attention from q summed over the label positions whose item has the query's class.
     One batched forward per ``batch_size`` sequences (every control prompt has the same length)."""
@@ -100,7 +100,7 @@ def hidden_anchor_accuracy(model, cp: ControlPrompts, seed: int, full: torch.Ten
     rng = np.random.default_rng(seed)
     out = {k: [] for k in ("icl", "hidden_anchor", "hidden_random", "hidden_anchor_loyal", "hidden_random_loyal")}
     if full is None:
-        full = predict(model, cp.prompts, cp.label_ids, batch_size=256, top_k=0).pred
+        full = predict(model, cp.prompts, cp.label_ids, batch_size=CONTROL_BATCH, top_k=0).pred
     for i, p in enumerate(cp.prompts):
         p0 = p.q  # the context: everything before the query item
         anchors = [0] + list(p.label_pos)
@@ -132,7 +132,7 @@ def text_anchor_prompts(cp: ControlPrompts) -> list[Prompt]:
 
 
 def text_anchor_loyalty(model, cp: ControlPrompts, full: torch.Tensor | None = None,
-                        batch_size: int = 256) -> np.ndarray:
+                        batch_size: int = CONTROL_BATCH) -> np.ndarray:
     """Per input, 1 where the prediction on :func:`text_anchor_prompts` equals the one with the full context
     (``full``: those predictions when already computed), else 0: Text_anchor's label loyalty."""
     if full is None:

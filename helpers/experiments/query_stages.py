@@ -35,6 +35,7 @@ from helpers.core.heads import collect_at_q, mean_attention, repeated_random_tok
 from helpers.core.predict import unembed_rows
 from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
+from helpers.core.sizing import HEAVY_BATCH
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -46,7 +47,7 @@ __all__ = ["query_states", "probe_correct", "label_logits", "label_readout", "pr
 MAX_SCORE_LENGTH = 512
 
 
-def query_states(model: HookedTransformer, prompts: Sequence[Prompt], batch_size: int = 8, shared: bool = True,
+def query_states(model: HookedTransformer, prompts: Sequence[Prompt], batch_size: int = HEAVY_BATCH, shared: bool = True,
                  hooks: tuple | None = None) -> Float[torch.Tensor, "n stage d_model"]:
     """The residual stream at each prompt's q before every layer and after the last: ``[n, n_layers + 1, d_model]``
     (stage ``l`` < n_layers is ``blocks.l.hook_resid_pre``, the last is the final residual before ln_final), in
@@ -141,7 +142,7 @@ def label_readout(model: HookedTransformer, states: Float[torch.Tensor, "n stage
     return label_logits(model, states, label_ids).argmax(-1)
 
 
-def previous_token_scores(model: HookedTransformer, length: int = 32, n: int = 16, seed: int = 0, batch_size: int = 8
+def previous_token_scores(model: HookedTransformer, length: int = 32, n: int = 16, seed: int = 0, batch_size: int = HEAVY_BATCH
                           ) -> Float[torch.Tensor, "layer head"]:
     """Each head's mean attention from every position to the one before it, over the random tokens of
     :func:`helpers.core.heads.repeated_random_tokens` (first copy and second, past the first token):

@@ -49,6 +49,7 @@ from helpers.core.prompts import (
     sample_demos,
     sample_test,
 )
+from helpers.core.sizing import FORWARD_BATCH
 from helpers.core.store import result_types
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
 from helpers.core.tl_patches import frozen_params
@@ -310,7 +311,7 @@ def table1_train_prompts(model: HookedTransformer, task, seed: int, per_class: i
 
 
 def run_table1(model: HookedTransformer, task, seed: int, n_test: int, epochs: int = 10, lr: float = 0.01, batch_size: int = 1,
-               per_class: int = 4, eval_batch_size: int = 16, progress: bool = False,
+               per_class: int = 4, eval_batch_size: int = FORWARD_BATCH, progress: bool = False,
                shots_per_class: int | None = None, trained: ReweightResult | None = None) -> Table1Row:
     """Table 1 for one (task, seed): vanilla 1-shot, vanilla 5-shot and re-weighting accuracy.
 

@@ -49,7 +49,7 @@ from helpers.core.checks import ArgumentError
 from helpers.core.predict import length_batches, logits_at
 from helpers.core.prompts import Prompt, build_prompt, check_prompts, pad_batch, sample_demos, sample_test
 from helpers.core.seeds import stream_seed
-from helpers.core.sizing import sizing
+from helpers.core.sizing import HEAVY_BATCH, sizing
 from helpers.core.tasks import get_task, label_token_ids, load_split
 from helpers.core.tl_patches import frozen_params
 
@@ -120,7 +120,7 @@ def _batches(model, prompts: Sequence[Prompt], batch_size: int, max_pattern_mb: 
     return out
 
 
-def saliency_matrices(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 8,
+def saliency_matrices(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = HEAVY_BATCH,
                       progress: bool | str = False, max_pattern_mb: float = 256
                       ) -> list[Float[torch.Tensor, "layer seq seq"]]:
     """Per-prompt ``I`` (``[layer, len, len]``, unpadded), in input order. Memory grows with len^2: use for few prompts."""
@@ -174,7 +174,7 @@ def pair_means(sal: Float[torch.Tensor, "batch layer seq seq"], masks: Bool[torc
     return torch.where(counts > 0, sums / counts.clamp(min=1), torch.full_like(sums, torch.nan))
 
 
-def saliency_flow(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 8,
+def saliency_flow(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = HEAVY_BATCH,
                   progress: bool | str = False, max_pattern_mb: float = 256) -> Float[torch.Tensor, "n layer 3"]:
     """``(S_wp, S_pq, S_ww)`` for every prompt (input order) and layer, batched by length.
 

@@ -26,6 +26,7 @@ from jaxtyping import Bool, Float
 
 from helpers.core.positions import CLASSES, position_classes
 from helpers.core.prompts import Prompt
+from helpers.core.sizing import HEAVY_BATCH
 from helpers.experiments.saliency import pair_means, saliency_matrices
 
 __all__ = ["FLOW_CLASSES", "DIRECTIONS", "CHALLENGERS", "class_flow_masks", "class_flow_scores", "class_flows", "layer_mean", "CONTROL_CLASSES"]
@@ -70,7 +71,7 @@ def class_flow_scores(sal: Float[torch.Tensor, "batch layer seq seq"], prompts: 
     return pair_means(sal, masks.reshape(b, d * c, s, s)).reshape(b, -1, d, c)
 
 
-def class_flows(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 8,
+def class_flows(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = HEAVY_BATCH,
                 max_pattern_mb: float = 256, classes: Sequence[str] = FLOW_CLASSES
                 ) -> Float[torch.Tensor, "n layer 2 classes"]:
     """:func:`class_flow_scores` of every prompt (input order) for ``classes``, from

@@ -23,6 +23,7 @@ from jaxtyping import Bool, Float
 
 from helpers.core.positions import earlier_demo_pairs
 from helpers.core.prompts import Prompt
+from helpers.core.sizing import HEAVY_BATCH
 from helpers.experiments.saliency import pair_means, saliency_matrices
 
 __all__ = ["CONTEXT_FLOWS", "context_flow_masks", "context_flow_scores", "context_flows"]
@@ -45,7 +46,7 @@ def context_flow_scores(sal: Float[torch.Tensor, "batch layer seq seq"], prompts
     return pair_means(sal, torch.stack([context_flow_masks(p, sal.shape[-1]) for p in prompts]))
 
 
-def context_flows(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 8,
+def context_flows(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = HEAVY_BATCH,
                   max_pattern_mb: float = 256) -> Float[torch.Tensor, "n layer flow"]:
     """:func:`context_flow_scores` of every prompt (input order), from
     :func:`helpers.experiments.saliency.saliency_matrices` (each prompt with its own demonstrations, as §2.1)."""

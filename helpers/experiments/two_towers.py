@@ -45,6 +45,7 @@ from helpers.core.prefix import PrefixCache
 from helpers.core.prefix_runs import prompt_batches, shared_cache
 from helpers.core.prompts import Prompt, check_prompts
 from helpers.core.seeds import stream_seed
+from helpers.core.sizing import HEAVY_BATCH
 from helpers.core.store import result_types
 from helpers.core.unrelated import (
     EvalSizes,
@@ -84,7 +85,7 @@ class ValueOutputs:
 
 
 def value_outputs(model: HookedTransformer, prompts: Sequence[Prompt], label_ids: Sequence[int], heads: Sequence[Head],
-                  batch_size: int = 8, progress: bool | str = False, shared: bool = True,
+                  batch_size: int = HEAVY_BATCH, progress: bool | str = False, shared: bool = True,
                   cache: PrefixCache | None = None) -> ValueOutputs:
     """Attention and value-output logit minus at every demonstration label position, for ``heads``.
 

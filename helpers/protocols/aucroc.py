@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from helpers.core.checks import positive_int
+from helpers.core.checks import positive_int, sizes_arg
 from helpers.core.grid import model_label, run_grid
 from helpers.core.model_loading import MissingWeightsError
 from helpers.core.models import DEFAULT_MODEL, offline_gguf, resolve_name
@@ -41,7 +41,7 @@ class AucrocSizes(RunSizes):
     """Run sizes of notebook 03 (:func:`aucroc_sizes`)."""
 
     seeds: tuple[int, ...]
-    n: Mapping[str, int]  # test inputs per (task, seed), per task
+    n: Mapping[str, int] | int  # test inputs per (task, seed): per task, or one number for every task
     batch_size: int
 
 
@@ -56,15 +56,19 @@ def aucroc_sizes(profile) -> AucrocSizes:
 
 
 @pins_weights
-def aucroc_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int, batch_size: int = 16,
-                profile: str = "", progress: bool = True, raw: dict | None = None):
-    """``AUCROC_l`` and ``R_l`` for every (task, seed), cached; a long ``pandas.DataFrame``.
+def aucroc_runs(model, tasks: Sequence[str], sizes: AucrocSizes, profile: str = "", progress: bool = True,
+                raw: dict | None = None):
+    """``AUCROC_l`` and ``R_l`` for every (task, seed) of ``tasks`` and ``sizes.seeds``, cached; a long
+    ``pandas.DataFrame``. ``sizes`` (:func:`aucroc_sizes`): ``n`` inputs per task and seed (an int or a per-task
+    dict), the seeds, the batch size.
 
     Columns: model, task, seed, layer, auc, r, n, accuracy, n_pred_classes. ``raw``, if
     given, is filled with ``{(task, seed): {"scores", "pred", "gold"}}`` (for intervals).
     """
-    tasks, seeds = run_args(tasks, seeds, n=n)
-    batch_size = positive_int("batch_size", batch_size)  # refused before the store is read, not only on a miss
+    sizes_arg(sizes, AucrocSizes, "aucroc_sizes(profile)")
+    n = sizes.n
+    tasks, seeds = run_args(tasks, sizes.seeds, n=n)
+    batch_size = positive_int("batch_size", sizes.batch_size)  # refused before the store is read, not only on a miss
     import pandas as pd  # lazy: pandas takes a second to import
 
     name = model_label(model)

@@ -132,14 +132,13 @@ class ChallengersStudy:
         """Each ranking's top heads against random heads: the 95% intervals of
         :func:`~helpers.protocols.head_scores.head_set_intervals`, keyed as it keys them."""
         s = self.head_sizes
-        ablated = ha.head_sets_runs(self.model, self.tasks, self.rankings.top, s.seeds, s.n_eval, s.batch_size)
+        ablated = ha.head_sets_runs(self.model, self.tasks, self.rankings.top, s.ablation_sizes())
         return hs.head_set_intervals(ha.sets_cells(ablated))
 
     @cached_property
     def heads_foobar(self) -> dict:
         """The same on the foo/bar prompts, swap-averaged over both assignments of the two words."""
-        foobar = ha.head_sets_foobar_runs(self.model, self.tasks, self.rankings.top, self.head_sizes.foobar_sizes(),
-                                          self.head_sizes.batch_size)
+        foobar = ha.head_sets_foobar_runs(self.model, self.tasks, self.rankings.top, self.head_sizes.foobar_sizes())
         return hs.head_set_intervals(ha.sets_cells(swap_averaged(foobar["foo/bar"], foobar["bar/foo"])))
 
     # ------------------------------------------------------------------ the label word's span

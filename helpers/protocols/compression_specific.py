@@ -22,6 +22,7 @@ from helpers.core.predict import predict
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.prompts import make_icl_set
 from helpers.core.relabelled import relabelled_prompts, shift
+from helpers.core.sizing import CONTROL_BATCH
 from helpers.core.stats import Interval, bootstrap_means, paired_differences
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.compression_specific import anchor_specificity
@@ -80,7 +81,7 @@ def specificity_claims(ivs: dict[str, Interval], prefix: str = "10.", context: s
     return out
 
 
-def control_specificity(model, cp: ControlPrompts, seed: int, batch_size: int = 256) -> dict:
+def control_specificity(model, cp: ControlPrompts, seed: int, batch_size: int = CONTROL_BATCH) -> dict:
     """:func:`~helpers.experiments.compression_specific.anchor_specificity` on a control's sequences (each its own
     context, so each runs whole), the donors :func:`helpers.core.control.relabel` by ``shift``."""
     full = predict(model, cp.prompts, cp.label_ids, batch_size=batch_size, top_k=0).pred

@@ -25,6 +25,7 @@ from helpers.core.loyalty import label_loyalty_rows
 from helpers.core.predict import predict
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.seeds import stream_seed
+from helpers.core.sizing import CONTROL_HEAVY_BATCH
 from helpers.core.stats import Interval, bootstrap_means, paired_differences
 from helpers.core.store import pins_weights, prompts_digest
 from helpers.core.tasks import LabelWordWarning, get_task, run_args
@@ -261,7 +262,7 @@ def flipped_isolation_claim(iv: Interval, k: int, context: str = "", note: str =
 
 
 def control_flipped_claims(model, task: ControlTask, cp: ControlPrompts, seed: int, n_saliency: int, batch_size: int,
-                           context: str = "") -> list[Claim]:
+                           context: str = "", flow_batch_size: int = CONTROL_HEAVY_BATCH) -> list[Claim]:
     """The checks of this protocol on a control (:mod:`helpers.protocols.power`): ``cp``, sequences of ``task``
     drawn with ``seed``, with every label
     token moved by :func:`~helpers.experiments.flipped_labels.flip_permutation` (the right answer under the
@@ -278,7 +279,7 @@ def control_flipped_claims(model, task: ControlTask, cp: ControlPrompts, seed: i
                  "minus the share giving the sequence's own class, above 0", context=context,
                  note=f"follows the permuted mapping {np.mean(a['prompt']):.3f}, its own class {np.mean(a['truth']):.3f}")]
     flow_cp = relabel(control_prompts(task, n_saliency, stream_seed("control_saliency", seed)), perm)
-    flows = {key: saliency_flow(model, flow_cp.prompts, flow_cp.label_ids, batch_size=64)}
+    flows = {key: saliency_flow(model, flow_cp.prompts, flow_cp.label_ids, batch_size=flow_batch_size)}
     out += _renamed(sal.saliency_claims(sal.flow_intervals(flows), ["control"], context), context)
     loyalty = ic.class_loyalty_intervals(ic.control_isolation_runs(model, {seed: flipped}, k=1, batch_size=batch_size))
     return out + [flipped_isolation_claim(loyalty[("drop", "label", "first")], 1, context)]

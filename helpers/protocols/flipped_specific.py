@@ -32,6 +32,7 @@ from helpers.core.control import ControlPrompts, relabel
 from helpers.core.grid import run_grid
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.relabelled import relabelled_prompts, shift
+from helpers.core.sizing import CONTROL_BATCH
 from helpers.core.stats import Interval
 from helpers.core.tasks import LabelWordWarning, get_task, run_args
 from helpers.experiments.flipped_labels import flip_permutation, flipped_icl_set
@@ -110,7 +111,7 @@ def flipped_specific_claims(ivs: dict[str, Interval], k: int, context: str = "")
     return [reading, gathers]
 
 
-def control_flipped_specific(model, cp: ControlPrompts, seed: int, batch_size: int = 256,
+def control_flipped_specific(model, cp: ControlPrompts, seed: int, batch_size: int = CONTROL_BATCH,
                              context: str = "") -> list[Claim]:
     """The two checks on a control's sequences ``cp`` with every label token moved by
     :func:`~helpers.experiments.flipped_labels.flip_permutation` (the right answer under the context's mapping moves

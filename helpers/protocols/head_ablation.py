@@ -15,7 +15,14 @@ from helpers.core.prompts import make_icl_set
 from helpers.core.stats import Interval, bootstrap_means, paired_differences
 from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, run_args
-from helpers.core.unrelated import BINARY_SOURCES, EvalSizes, UnrelatedTask, cached_eval_runs, unrelated_task
+from helpers.core.unrelated import (
+    BINARY_SOURCES,
+    EvalSizes,
+    UnrelatedTask,
+    cached_eval_runs,
+    check_sizes,
+    unrelated_task,
+)
 from helpers.study.claims import Claim, claim
 
 if TYPE_CHECKING:
@@ -35,8 +42,7 @@ __all__ = ["ablation_runs", "ablation_cells", "ablation_intervals", "ablation_in
 
 
 def ablation_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]],
-                  sizes: EvalSizes, seeds: Sequence[int] | None = None, batch_size: int = 16,
-                  model_name: str | None = None) -> dict[tuple[str, int], dict]:
+                  sizes: EvalSizes, seeds: Sequence[int] | None = None, model_name: str | None = None) -> dict[tuple[str, int], dict]:
     """Accuracy on the evaluation prompts plain, with ``heads[task]`` zero-ablated, and with as many random
     heads (drawn with the seed, disjoint from ``heads[task]``) zero-ablated, each at q only and at every position
     (cache kind ``"heads_ablation"``).
@@ -46,7 +52,7 @@ def ablation_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads
     ``correct`` maps each condition to its per-input 0/1 (same inputs in every condition).
     """
     def run(ps, hs, seed):
-        return ablation_conditions(model, ps.prompts, ps.label_ids, hs, seed, batch_size)
+        return ablation_conditions(model, ps.prompts, ps.label_ids, hs, seed, sizes.batch_size)
 
     return cached_eval_runs("heads_ablation", model, uts, sizes, seeds, model_name, run, heads=heads)
 
@@ -57,19 +63,21 @@ def _sets_key(sets: Mapping[str, Sequence[Head]]) -> dict:
 
 @pins_weights
 def head_sets_runs(model: HookedTransformer, tasks: Sequence[str], sets: Mapping[str, Sequence[Head]],
-                   seeds: Sequence[int], n: int, batch_size: int = 16) -> dict[tuple[str, int], dict]:
-    """:func:`sets_ablation_conditions` on ``n`` inputs of one demonstration set per (task, seed), with the tasks'
-    ordinary label words (:func:`helpers.core.prompts.make_icl_set`), stored on disk by model, task, seed, n and
-    the sets."""
-    tasks, seeds = run_args(tasks, seeds, n=n)
+                   sizes: EvalSizes) -> dict[tuple[str, int], dict]:
+    """:func:`sets_ablation_conditions` on ``sizes.n_eval`` inputs of one demonstration set (``sizes.k_per_class``
+    per class) per (task, seed of ``sizes.seeds``), with the tasks' ordinary label words
+    (:func:`helpers.core.prompts.make_icl_set`), stored on disk by model, task, seed, sizes and the sets."""
+    check_sizes(sizes)
+    n, k = sizes.n_eval, sizes.k_per_class
+    tasks, seeds = run_args(tasks, sizes.seeds, n=n, k_per_class=k)
 
     def run(task, seed):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LabelWordWarning)  # multi-token label words: notebook 00 lists them
-            s = make_icl_set(model, task, seed, n)
-        return sets_ablation_conditions(model, s.prompts, s.label_ids, sets, seed, batch_size)
+            s = make_icl_set(model, task, seed, n, k_per_class=k)
+        return sets_ablation_conditions(model, s.prompts, s.label_ids, sets, seed, sizes.batch_size)
 
-    return run_grid("head_sets_ablation", model, tasks, seeds, run, {"n": n, "sets": _sets_key(sets)})
+    return run_grid("head_sets_ablation", model, tasks, seeds, run, {"n": n, "k": k, "sets": _sets_key(sets)})
 
 
 def foobar_tasks(tasks: Sequence[str]) -> list[str]:
@@ -88,7 +96,7 @@ def foobar_measured_on(claims: Sequence[Claim], tasks: Sequence[str]) -> list[Cl
 
 
 def head_sets_foobar_runs(model: HookedTransformer, tasks: Sequence[str], sets: Mapping[str, Sequence[Head]],
-                          sizes: EvalSizes, batch_size: int = 16) -> dict[str, dict[tuple[str, int], dict]]:
+                          sizes: EvalSizes) -> dict[str, dict[tuple[str, int], dict]]:
     """``{mapping: {(task, seed): result}}``: :func:`sets_ablation_conditions` on notebook 07's evaluation prompts
     (:func:`helpers.core.unrelated.eval_set`) of the binary tasks among ``tasks``
     (:data:`helpers.core.unrelated.BINARY_SOURCES`; SST-2 when none is), under the foo/bar mapping and its swap
@@ -96,7 +104,7 @@ def head_sets_foobar_runs(model: HookedTransformer, tasks: Sequence[str], sets: 
     binary = foobar_tasks(tasks)
 
     def run(ps, _heads, seed):
-        return sets_ablation_conditions(model, ps.prompts, ps.label_ids, sets, seed, batch_size)
+        return sets_ablation_conditions(model, ps.prompts, ps.label_ids, sets, seed, sizes.batch_size)
 
     return {m: cached_eval_runs("head_sets_ablation", model, {t: unrelated_task(t, BINARY_SOURCES[t], words)
                                                               for t in binary}, sizes, None, None, run,

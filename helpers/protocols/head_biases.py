@@ -115,7 +115,7 @@ def head_biases_sizes(profile) -> BiasSizes:
 @pins_weights
 def bias_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]], sizes: EvalSizes,
               seeds: Sequence[int] | None = None, kinds: Sequence[str] = ("majority", "recency"),
-              batch_size: int = 16, model_name: str | None = None) -> dict[tuple[str, int, str], BiasResult]:
+              model_name: str | None = None) -> dict[tuple[str, int, str], BiasResult]:
     """:func:`majority_bias` / :func:`recency_bias` (default demonstration counts) with ``sizes.n_eval``
     queries, before/after the reduction in ``heads[task]``, per (task, seed, kind) (cache kind
     ``"heads_bias"``). Runs every task of ``uts``: notebook 07 passes only those in ``sizes.bias_tasks``.
@@ -133,7 +133,7 @@ def bias_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: di
                 # PoolSizeWarning: as in helpers.core.unrelated.eval_set, n_eval may exceed the test pool (paper
                 # profile, SST-2); the whole pool is used by design
                 warnings.simplefilter("ignore", PoolSizeWarning)
-                return fn(model, uts[t], heads[t], seed=seed, n_test=sizes.n_eval, batch_size=batch_size)
+                return fn(model, uts[t], heads[t], seed=seed, n_test=sizes.n_eval, batch_size=sizes.batch_size)
 
         runs = run_grid("heads_bias", model, list(uts), seeds, compute,
                         lambda t, _, kind=kind: {"kind": kind, "n": sizes.n_eval, "heads": heads[t]}, model_name=name)

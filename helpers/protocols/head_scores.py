@@ -40,10 +40,15 @@ class HeadScoreSizes(RunSizes):
     frac: float  # the share of all heads each ranking's top set holds (at least 4 heads)
     batch_size: int
 
+    def ablation_sizes(self) -> EvalSizes:
+        """The ablations' sizes on the tasks' own label words: ``n_eval`` inputs of every seed, one demonstration per
+        class (:func:`helpers.core.prompts.make_icl_set`)."""
+        return EvalSizes(n_eval=self.n_eval, seeds=self.seeds, k_per_class=1, batch_size=self.batch_size)
+
     def foobar_sizes(self) -> EvalSizes:
         """The foo/bar ablations' sizes: ``n_eval`` queries of every seed, 2 demonstrations per class (notebook
         07's evaluation prompts, :func:`helpers.core.unrelated.eval_set`)."""
-        return EvalSizes(n_eval=self.n_eval, seeds=self.seeds, k_per_class=2)
+        return EvalSizes(n_eval=self.n_eval, seeds=self.seeds, k_per_class=2, batch_size=self.batch_size)
 
 
 def head_score_sizes(profile) -> HeadScoreSizes:

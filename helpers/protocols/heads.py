@@ -41,8 +41,9 @@ SWAPS = (("foo/bar", "bar/foo"), ("A/B", "B/A"))  # the mappings each swap contr
 class HeadsStudy:
     """Notebook 07 on ``model`` (named ``model_name``, the stored steps' key) for ``profile``: the tasks under every
     mapping (:func:`~helpers.protocols.mapping_control.mapping_tasks`), the sizes of each part, ``n_ic`` in-context
-    heads (max(4, 1% of the heads)) and ``batch`` prompts per forward (at least 16: one forward costs about the same
-    for 1 or 16 short prompts on a CPU)."""
+    heads (max(4, 1% of the heads)); each part's batch size comes with its sizes (the run-sizes table's ``eval`` row:
+    16 prompts per forward on every profile, since one forward costs about the same for 1 or 16 short prompts on a
+    CPU)."""
 
     model: Any
     model_name: str
@@ -55,7 +56,6 @@ class HeadsStudy:
         self.bias_sizes = hb.head_biases_sizes(p)  # + bias_tasks
         self.regime_sizes = mc.regime_sizes(p)
         self.n_ic = n_incontext_heads(self.model, frac=0.01, min_heads=4)
-        self.batch = max(p.batch_size, 16)
         self.tasks_by_mapping = mc.mapping_tasks(study_tasks(p))  # {mapping: {task: UnrelatedTask}}
         self.foobar = self.tasks_by_mapping["foo/bar"]  # the paper's setting
         self.task_names = list(self.foobar)
@@ -63,7 +63,7 @@ class HeadsStudy:
         self.short_name = {t: shown.split(" (")[0] for t, shown in self.title.items()}
 
     def _kw(self) -> dict:
-        return {"batch_size": self.batch, "model_name": self.model_name}
+        return {"model_name": self.model_name}
 
     # ------------------------------------------------------------------ the premise: does it read the mapping?
 

@@ -46,11 +46,11 @@ def heads_sizes_at(sizes: HeadsSizes, evaluation: EvalSizes) -> HeadsSizes:
     check_sizes(sizes, HeadsSizes, "incontext_heads_sizes(profile)")
     check_sizes(evaluation)
     return HeadsSizes(n_eval=evaluation.n_eval, seeds=evaluation.seeds, k_per_class=evaluation.k_per_class,
-                      n_attr=sizes.n_attr)
+                      batch_size=evaluation.batch_size,                      n_attr=sizes.n_attr)
 
 
 @pins_weights
-def attribution_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes: HeadsSizes, batch_size: int = 16,
+def attribution_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes: HeadsSizes,
                      model_name: str | None = None, progress: bool | str = False) -> dict[str, HeadScores]:
     """:func:`head_attribution` (zero ablation) per task on ``sizes.n_attr`` prompts of
     :func:`attribution_seed` (cache kind ``"heads_attr"``). Returns ``{task: HeadScores}``."""
@@ -60,7 +60,7 @@ def attribution_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], si
 
     def compute(t, seed):
         ps = make_set(model, uts[t], seed, sizes.n_attr, K)
-        return head_attribution(model, ps.prompts, ps.label_ids, batch_size=batch_size, progress=progress)
+        return head_attribution(model, ps.prompts, ps.label_ids, batch_size=sizes.batch_size, progress=progress)
 
     runs = run_grid("heads_attr", model, list(uts), [seed], compute,
                     {"k": K, "n": sizes.n_attr, "def": "final-resid-v2-per-label"}, model_name=name)

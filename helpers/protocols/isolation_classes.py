@@ -16,6 +16,7 @@ from helpers.core.positions import position_classes
 from helpers.core.predict import Predictions, predict
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.prompts import Prompt, make_icl_set
+from helpers.core.sizing import CONTROL_BATCH
 from helpers.core.stats import Interval, bootstrap_means, paired_differences
 from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, run_args
@@ -108,7 +109,7 @@ def span_isolation_runs(model, sizes: LabelSpanSizes, progress: bool = True) -> 
     return class_isolation_runs(model, [sizes.task], iso, classes=("label", "label_first"), progress=progress)
 
 
-def control_isolation_runs(model, sets: dict, k: int = 1, batch_size: int = 256) -> dict:
+def control_isolation_runs(model, sets: dict, k: int = 1, batch_size: int = CONTROL_BATCH) -> dict:
     """The label words against as many content tokens (the items) on the positive control
     (:mod:`helpers.core.control`): ``{("control", seed): {"base": Predictions, (condition, where): Predictions}}``
     for ``label`` and ``random:label`` isolated in the first and the last ``k`` layers of every sequence of

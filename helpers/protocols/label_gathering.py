@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from helpers.core.control import ControlPrompts
 from helpers.core.grid import run_grid
 from helpers.core.prompts import make_icl_set
+from helpers.core.sizing import CONTROL_BATCH
 from helpers.core.stats import Interval, bootstrap_means, paired_differences
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.label_gathering import gathering
@@ -61,7 +62,7 @@ def gathering_claim(ivs: dict[str, Interval], k: int, key: str = "10.label_gathe
                       f"{ivs['control']:.3f}")
 
 
-def control_gathering_claim(model, cp: ControlPrompts, seed: int, batch_size: int = 256,
+def control_gathering_claim(model, cp: ControlPrompts, seed: int, batch_size: int = CONTROL_BATCH,
                             context: str = "") -> Claim:
     """``10.control_label_gathers_causal``: the check on a control's sequences (every one run whole), first layer."""
     cell = gathering(model, cp.prompts, cp.label_ids, [0], seed, batch_size=batch_size, shared=False)

@@ -20,6 +20,7 @@ from helpers.core.grid import run_grid
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.prompts import make_icl_set
 from helpers.core.relabelled import relabelled_prompts, shift
+from helpers.core.sizing import CONTROL_BATCH
 from helpers.core.stats import Interval, bootstrap_means
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.label_reading import label_reading
@@ -74,7 +75,7 @@ def reading_claim(iv: Interval, key: str = "10.label_read_causal", context: str 
                  context=context, note=note)
 
 
-def control_reading(model, cp: ControlPrompts, seed: int, batch_size: int = 256) -> dict:
+def control_reading(model, cp: ControlPrompts, seed: int, batch_size: int = CONTROL_BATCH) -> dict:
     """:func:`label_reading` on a control's sequences, the donor :func:`helpers.core.control.relabel` by
     :func:`shift`."""
     perm = shift(len(cp.label_ids))

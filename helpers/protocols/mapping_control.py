@@ -28,6 +28,7 @@ from helpers.study.results import studies_tasks
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
+from helpers.core.sizing import FORWARD_BATCH
 from helpers.experiments.mapping_control import (
     MAPPING_VERDICT,
     MAPPINGS,
@@ -54,7 +55,7 @@ def mapping_tasks(tasks: Sequence[str]) -> dict[str, dict[str, UnrelatedTask]]:
 
 
 def accuracy_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes: EvalSizes,
-                  seeds: Sequence[int] | None = None, batch_size: int = 16,
+                  seeds: Sequence[int] | None = None,
                   model_name: str | None = None) -> dict[tuple[str, int], dict]:
     """ICL accuracy on the evaluation prompts, per (task, seed) (cache kind ``"heads_acc"``).
 
@@ -63,7 +64,7 @@ def accuracy_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes
     swapped mapping, " A"/" B" and the real words are separate runs.
     """
     def run(ps, _heads, _seed):
-        pr = predict_with_cache(model, ps.prompts, ps.label_ids, batch_size, cache=shared_cache(model, ps.prompts))
+        pr = predict_with_cache(model, ps.prompts, ps.label_ids, sizes.batch_size, cache=shared_cache(model, ps.prompts))
         return {"acc": pr.accuracy, "foo_share": float((pr.pred == 0).float().mean()), "n": len(ps.prompts),
                 "pred": pr.pred.tolist(), "correct": (pr.pred == pr.gold).int().tolist()}
 
@@ -107,11 +108,12 @@ class RegimeSizes:
     seeds: tuple[int, ...]
     tasks: tuple[str, ...]
     confirm_seeds: tuple[int, ...]
+    batch_size: int = FORWARD_BATCH  # prompts per forward pass
 
     def at(self, k: int) -> EvalSizes:
         """The evaluation sizes of one regime size: ``k`` demonstrations per class, this measurement's queries and
         seeds (what :func:`accuracy_runs` takes)."""
-        return EvalSizes(n_eval=self.n_eval, seeds=tuple(self.seeds), k_per_class=int(k))
+        return EvalSizes(n_eval=self.n_eval, seeds=tuple(self.seeds), k_per_class=int(k), batch_size=self.batch_size)
 
 
 def regime_sizes(profile) -> RegimeSizes:
@@ -128,7 +130,7 @@ def regime_sizes(profile) -> RegimeSizes:
     s = run_sizes("regime", profile)
     ks = REGIME_KS if s["ks"] == "all" else s["ks"]
     confirm = _fresh_seeds(s["seeds"]) if s["confirm_seeds"] == "fresh" else s["confirm_seeds"]
-    return RegimeSizes(ks=ks, n_eval=s["n_eval"], seeds=s["seeds"], tasks=s["tasks"], confirm_seeds=confirm)
+    return RegimeSizes(ks=ks, n_eval=s["n_eval"], seeds=s["seeds"], tasks=s["tasks"], confirm_seeds=confirm, batch_size=s["batch_size"])
 
 
 def _fresh_seeds(seeds) -> tuple[int, ...]:
@@ -144,7 +146,7 @@ def regime_context(task_names: Sequence[str], pairs: Sequence[str], sizes: Regim
 
 @pins_weights
 def regime_runs(model: HookedTransformer, uts: dict[str, dict[str, UnrelatedTask]], sizes: RegimeSizes,
-                pairs: Sequence[str] = REGIME_PAIRS, batch_size: int = 16, model_name: str | None = None,
+                pairs: Sequence[str] = REGIME_PAIRS, model_name: str | None = None,
                 progress: bool | str = False) -> dict[tuple[str, int], dict]:
     """:func:`accuracy_runs` for every label pair of ``pairs`` and its swap, at every size of ``sizes.ks``.
 
@@ -174,8 +176,8 @@ def regime_runs(model: HookedTransformer, uts: dict[str, dict[str, UnrelatedTask
                 raise ValueError(f"{t}: {sw!r} does not swap the label words of {pair!r} on the same classes "
                                  f"({list(ut.task.label_words)} vs {list(other.task.label_words)})")
         s = sizes.at(k)
-        runs = accuracy_runs(model, uts[pair], s, batch_size=batch_size, model_name=model_name)
-        swapped = accuracy_runs(model, uts[sw], s, batch_size=batch_size, model_name=model_name)
+        runs = accuracy_runs(model, uts[pair], s, model_name=model_name)
+        swapped = accuracy_runs(model, uts[sw], s, model_name=model_name)
         asked = sum(min(s.n_eval, len(uts[pair][t].test)) for t, _ in runs)
         scored = sum(r["n"] for r in runs.values())
         out[(pair, int(k))] = {"runs": runs, "swapped": swapped, "asked": asked, "dropped": asked - scored}
@@ -199,7 +201,7 @@ def regime_intervals(runs: dict[tuple[str, int], dict]) -> dict[tuple[str, int],
 
 @pins_weights
 def regime_confirmation(model: HookedTransformer, uts: dict[str, dict[str, UnrelatedTask]], regime: tuple[str, int],
-                        sizes: RegimeSizes, batch_size: int = 16, model_name: str | None = None,
+                        sizes: RegimeSizes, model_name: str | None = None,
                         progress: bool | str = False) -> dict:
     """The regime ``(pair, k)`` that cleared (:func:`clear_regimes`), run again on fresh seeds
     (``sizes.confirm_seeds``, none of the first pass's): its :func:`regime_intervals` row.
@@ -212,7 +214,7 @@ def regime_confirmation(model: HookedTransformer, uts: dict[str, dict[str, Unrel
     if set(seeds) & set(sizes.seeds):
         raise ValueError(f"confirm_seeds {seeds} overlap the first pass's seeds {tuple(sizes.seeds)}: "
                          "a confirmation needs fresh seeds")
-    runs = regime_runs(model, uts, replace(sizes, ks=(int(k),), seeds=seeds), pairs=(pair,), batch_size=batch_size,
+    runs = regime_runs(model, uts, replace(sizes, ks=(int(k),), seeds=seeds), pairs=(pair,),
                        model_name=model_name, progress=progress)
     return regime_intervals(runs)[(pair, int(k))]
 

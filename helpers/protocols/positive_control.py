@@ -10,6 +10,7 @@ import numpy as np
 
 from helpers.core.control import ControlPrompts
 from helpers.core.predict import predict
+from helpers.core.sizing import CONTROL_BATCH
 from helpers.core.stats import Interval
 from helpers.experiments.positive_control import label_swap
 from helpers.study.claims import Claim, claim
@@ -28,7 +29,8 @@ class ControlSizes(RunSizes):
     n: int  # evaluation sequences per seed
     n_attr: int  # sequences for head attribution (one draw, seed + 1000)
     n_saliency: int  # sequences per seed for saliency (a backward pass each)
-    batch_size: int
+    batch_size: int  # sequences per forward pass
+    flow_batch_size: int  # sequences per saliency batch (a backward pass)
 
 
 def control_sizes(profile) -> ControlSizes:
@@ -38,7 +40,7 @@ def control_sizes(profile) -> ControlSizes:
     return ControlSizes(**run_sizes("control", profile))
 
 
-def accuracy_cells(model, cps: dict[int, ControlPrompts], batch_size: int = 256) -> dict[tuple[str, int], np.ndarray]:
+def accuracy_cells(model, cps: dict[int, ControlPrompts], batch_size: int = CONTROL_BATCH) -> dict[tuple[str, int], np.ndarray]:
     """Per input 0/1 correctness, ``{("control", seed): [...]}`` (the input of ``bootstrap_means``)."""
     out = {}
     for seed, cp in cps.items():

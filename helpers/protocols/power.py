@@ -98,7 +98,8 @@ class PowerSizes(RunSizes):
     n: int  # four-way sequences per replicate (accuracy, isolation, AUCROC, ablations, Hidden_anchor)
     n_saliency: int  # sequences per replicate for the flows (a backward pass each)
     n_attr: int  # sequences ranking the heads (stream_seed("ranking", seed))
-    batch_size: int
+    batch_size: int  # sequences per forward pass
+    flow_batch_size: int  # sequences per saliency batch (a backward pass)
 
 
 def power_sizes(profile) -> PowerSizes:
@@ -111,7 +112,7 @@ def power_sizes(profile) -> PowerSizes:
     c = pc.control_sizes(profile)
     most = max(len(POPULATIONS[p].seeds) for p in POSITIVES + NEGATIVES)
     return PowerSizes(replicates=run_sizes("power", profile)["replicates"] or most, n=c.n, n_saliency=c.n_saliency,
-                      n_attr=c.n_attr, batch_size=c.batch_size)
+                      n_attr=c.n_attr, batch_size=c.batch_size, flow_batch_size=c.flow_batch_size)
 
 
 # ----------------------------------------------------------------- one replicate
@@ -148,7 +149,7 @@ def _group_09(model, seed: int, sizes: PowerSizes) -> list[Claim]:
     cp = control_prompts(task, sizes.n, seed)
     key = ("control", seed)
     flow_prompts = control_prompts(task, sizes.n_saliency, stream_seed("control_saliency", seed)).prompts
-    flows = {key: saliency_flow(model, flow_prompts, task.label_ids, batch_size=64)}
+    flows = {key: saliency_flow(model, flow_prompts, task.label_ids, batch_size=sizes.flow_batch_size)}
     out = sal.saliency_claims(sal.flow_intervals(flows), ["control"], ctx)
     isolated = {key: isolation_experiment(model, cp.prompts, cp.label_ids, ks=(1,), seed=seed, batch_size=bs,
                                               shared=False)}
@@ -202,7 +203,8 @@ def _group_11(model, seed: int, sizes: PowerSizes) -> list[Claim]:
     task, name, bs = _prompt_task(model), model.cfg.icl_model_name, sizes.batch_size
     ctx = f"{name}, replicate seed {seed}, {sizes.n} sequences"
     cp = control_prompts(task, sizes.n, seed)
-    return (fl.control_flipped_claims(model, task, cp, seed, sizes.n_saliency, bs, ctx)
+    return (fl.control_flipped_claims(model, task, cp, seed, sizes.n_saliency, bs, ctx,
+                                      flow_batch_size=sizes.flow_batch_size)
             + fsp.control_flipped_specific(model, cp, seed, bs, ctx)
             + qs.control_stage_claims(model, cp.prompts, cp.label_ids, seed, bs, ctx)
             + _contextualise_11(model, task, cp, seed, sizes, ctx))
@@ -218,7 +220,7 @@ def _contextualise_11(model, task: ControlTask, cp: ControlPrompts, seed: int, s
     words at q, so the aggregation checks have both rows."""
     key = ("control", seed)
     flow_prompts = control_prompts(task, sizes.n_saliency, stream_seed("control_saliency", seed)).prompts
-    flows, context = sctx.flows_and_context(model, flow_prompts, task.label_ids, batch_size=64)
+    flows, context = sctx.flows_and_context(model, flow_prompts, task.label_ids, batch_size=sizes.flow_batch_size)
     out = sctx.context_flow_claims(sctx.context_flow_intervals({key: flows}, {key: context}), ctx)
     base = predict(model, cp.prompts, cp.label_ids, batch_size=sizes.batch_size, top_k=0).pred
     cell = ictx.knockout_cell(model, cp.prompts, cp.label_ids, base, [0], sizes.batch_size, seed)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from helpers.core import accounting
+from helpers.core.checks import sizes_arg
 from helpers.core.grid import model_label
 from helpers.core.stats import bootstrap_means, paired_differences
 from helpers.core.store import cached, pins_weights, stored
@@ -52,10 +53,13 @@ def reweighting_sizes(profile) -> ReweightingSizes:
 
 
 @pins_weights
-def table1_runs(model: HookedTransformer, tasks: Sequence[str], seeds: Sequence[int], n_test: int, epochs: int,
-                per_class: int = 4, eval_batch_size: int = 16, lr: float = 0.01) -> dict:
-    """:func:`run_table1` for every (task, seed), each cached on disk: ``{(task, seed): Table1Row}``."""
-    tasks, seeds = run_args(tasks, seeds, n_test=n_test, per_class=per_class)
+def table1_runs(model: HookedTransformer, tasks: Sequence[str], sizes: ReweightingSizes, lr: float = 0.01) -> dict:
+    """:func:`run_table1` for every (task, seed) of ``tasks`` and ``sizes.seeds`` (:func:`reweighting_sizes`: test
+    inputs, epochs, training examples per class, the evaluation's batch size), each cached on disk:
+    ``{(task, seed): Table1Row}``."""
+    sizes_arg(sizes, ReweightingSizes, "reweighting_sizes(profile)")
+    n_test, epochs, per_class, eval_batch_size = sizes.n_test, sizes.epochs, sizes.per_class, sizes.batch_size
+    tasks, seeds = run_args(tasks, sizes.seeds, n_test=n_test, per_class=per_class)
     name = model_label(model)
     rows = {}
     for task in tasks:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from helpers.core.checks import positive_int
+from helpers.core.checks import positive_int, sizes_arg
 from helpers.core.grid import run_grid
 from helpers.core.stats import bootstrap_statistic
 from helpers.core.store import pins_weights
@@ -39,7 +39,7 @@ class SaliencySizes(RunSizes):
     """Run sizes of notebook 01 (:func:`saliency_sizes`)."""
 
     seeds: tuple[int, ...]
-    n: Mapping[str, int]  # inputs per (task, seed), per task
+    n: Mapping[str, int] | int  # inputs per (task, seed): per task, or one number for every task
     batch_size: int
 
 
@@ -52,15 +52,16 @@ def saliency_sizes(profile) -> SaliencySizes:
 
 
 @pins_weights
-def saliency_runs(model, tasks: Sequence[str], seeds: Sequence[int], n: dict | int, batch_size: int = 4,
-                  profile: str = "", progress: bool = True):
-    """Per-input ``(S_wp, S_pq, S_ww)`` for every (task, seed), cached on disk.
+def saliency_runs(model, tasks: Sequence[str], sizes: SaliencySizes, profile: str = "", progress: bool = True):
+    """Per-input ``(S_wp, S_pq, S_ww)`` for every (task, seed) of ``tasks`` and ``sizes.seeds``, cached on disk.
 
-    Returns ``{(task, seed): Float[Tensor, "n layer 3"]}`` (raw, not relative).
-    ``n``: inputs per task and seed (an int or a per-task dict, e.g. ``saliency_sizes(profile).n``).
+    Returns ``{(task, seed): Float[Tensor, "n layer 3"]}`` (raw, not relative). ``sizes``
+    (:func:`saliency_sizes`): ``n`` inputs per task and seed (an int or a per-task dict), the seeds, the batch size.
     """
-    tasks, seeds = run_args(tasks, seeds, n=n)
-    batch_size = positive_int("batch_size", batch_size)  # refused before the store is read, not only on a miss
+    sizes_arg(sizes, SaliencySizes, "saliency_sizes(profile)")
+    n = sizes.n
+    tasks, seeds = run_args(tasks, sizes.seeds, n=n)
+    batch_size = positive_int("batch_size", sizes.batch_size)  # refused before the store is read, not only on a miss
     def count(task):
         return n[task] if isinstance(n, dict) else int(n)
 

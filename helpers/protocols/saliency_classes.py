@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from helpers.core.grid import run_grid
+from helpers.core.sizing import CONTROL_HEAVY_BATCH
 from helpers.core.stats import Interval, bootstrap_means
 from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, run_args
@@ -134,7 +135,7 @@ def class_saliency_claims(intervals: dict, context: str = "") -> list:
     return out
 
 
-def control_flow_runs(model, sets: dict, batch_size: int = 64) -> dict:
+def control_flow_runs(model, sets: dict, batch_size: int = CONTROL_HEAVY_BATCH) -> dict:
     """``{("control", seed): Float[Tensor, "n layer 2 2"]}``: :func:`class_flows` of the label words and the content
     tokens (:data:`CONTROL_CLASSES`) on every sequence of ``sets`` (``{seed: ControlPrompts}``)."""
     return {("control", seed): class_flows(model, cp.prompts, cp.label_ids, batch_size=batch_size,

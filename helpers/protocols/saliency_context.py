@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from helpers.core.prompts import Prompt
+from helpers.core.sizing import HEAVY_BATCH
 from helpers.core.stats import Interval, bootstrap_means
 from helpers.experiments.saliency import FLOWS, flow_scores, layer_ranges, saliency_matrices
 from helpers.experiments.saliency_context import CONTEXT_FLOWS, context_flow_scores
@@ -22,7 +23,7 @@ __all__ = ["flows_and_context", "context_flow_intervals", "context_flow_claims"]
 CONTEXT_KEYS = {"from_label": "11.label_reads_earlier_labels", "from_text": "11.label_reads_earlier_text"}
 
 
-def flows_and_context(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = 8
+def flows_and_context(model, prompts: Sequence[Prompt], label_ids: Sequence[int], batch_size: int = HEAVY_BATCH
                       ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(flows [n, layer, 3], context [n, layer, 2])``: §2.1's ``(S_wp, S_pq, S_ww)`` and the flows of
     :data:`~helpers.experiments.saliency_context.CONTEXT_FLOWS`, per prompt, from one saliency pass."""

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from helpers.core.checks import positive_int
+from helpers.core.checks import positive_int, sizes_arg
 from helpers.core.grid import run_grid
 from helpers.core.predict import shots_for
 from helpers.core.prefix_runs import vanilla_predictions
@@ -44,16 +44,20 @@ def setting_sizes(profile) -> SettingSizes:
 
 
 @pins_weights
-def vanilla_accuracy(model: HookedTransformer, tasks: Sequence[str], seeds: Sequence[int], n_test: int,
-                     k_per_class: int = 1, batch_size: int = 16, profile: str = "", progress: bool = True):
-    """Vanilla ICL accuracy for every (task, seed): a ``pandas.DataFrame`` row per run.
+def vanilla_accuracy(model: HookedTransformer, tasks: Sequence[str], sizes: SettingSizes, k_per_class: int = 1,
+                     profile: str = "", progress: bool = True):
+    """Vanilla ICL accuracy for every (task, seed) of ``tasks`` and ``sizes.seeds`` (:func:`setting_sizes`:
+    ``n_test`` test inputs per (task, seed), the batch size), ``k_per_class`` demonstrations per class: a
+    ``pandas.DataFrame`` row per run.
 
     Columns: task, seed, shots (per class), n (inputs scored), dropped (over-long), accuracy, and per
     input ``idx`` (test row) and ``correct`` (0/1), for intervals (:mod:`helpers.core.stats`).
     Results are cached on disk (helpers.core.store.cached).
     """
-    tasks, seeds = run_args(tasks, seeds, n_test=n_test, k_per_class=k_per_class)
-    batch_size = positive_int("batch_size", batch_size)  # refused before the store is read, not only on a miss
+    sizes_arg(sizes, SettingSizes, "setting_sizes(profile)")
+    n_test = sizes.n_test
+    tasks, seeds = run_args(tasks, sizes.seeds, n_test=n_test, k_per_class=k_per_class)
+    batch_size = positive_int("batch_size", sizes.batch_size)  # refused before the store is read, not only on a miss
     import pandas as pd  # lazy: pandas takes a second to import
 
     def run(task, seed):

@@ -130,19 +130,19 @@ def two_towers_sizes(profile) -> TowersSizes:
 
 
 def value_output_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]],
-                      sizes: EvalSizes, seeds: Sequence[int] | None = None, batch_size: int = 16,
+                      sizes: EvalSizes, seeds: Sequence[int] | None = None,
                       model_name: str | None = None) -> dict[tuple[str, int], ValueOutputs]:
     """:func:`value_outputs` of ``heads[task]`` on the evaluation prompts, per (task, seed) (cache kind
     ``"heads_vo"``). Returns ``{(task, seed): ValueOutputs}``."""
     def run(ps, hs, _seed):
-        return value_outputs(model, ps.prompts, ps.label_ids, hs, batch_size)
+        return value_outputs(model, ps.prompts, ps.label_ids, hs, sizes.batch_size)
 
     return cached_eval_runs("heads_vo", model, uts, sizes, seeds, model_name, run, heads=heads)
 
 
 @pins_weights
 def towers_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]],
-                sizes: TowersSizes, batch_size: int = 16, model_name: str | None = None) -> dict[str, ValueOutputs]:
+                sizes: TowersSizes, model_name: str | None = None) -> dict[str, ValueOutputs]:
     """:func:`value_outputs` of ``heads[task]`` on ``sizes.n_towers`` prompts that each have their own
     demonstrations (:func:`helpers.core.unrelated.fresh_demo_prompts`, seed :func:`towers_seed`), per task
     (cache kind ``"heads_towers"``); :func:`two_towers` reads them. Returns ``{task: ValueOutputs}``."""
@@ -152,7 +152,7 @@ def towers_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: 
 
     def compute(t, seed):
         prompts = fresh_demo_prompts(model, uts[t], seed, sizes.n_towers, K)
-        return value_outputs(model, prompts, label_token_ids(model.tokenizer, uts[t].task), heads[t], batch_size)
+        return value_outputs(model, prompts, label_token_ids(model.tokenizer, uts[t].task), heads[t], sizes.batch_size)
 
     runs = run_grid("heads_towers", model, list(uts), [seed], compute,
                     lambda t, _: {"k": K, "n": sizes.n_towers, "heads": heads[t]}, model_name=name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
+from helpers.core.sizing import CONTROL_BATCH, CONTROL_HEAVY_BATCH
 from helpers.core.tasks import TASKS, SpecError, TemplateError, UnknownTaskError, get_task, registered_tasks
 
 __all__ = ["Profile", "PROFILES", "PAPER_SEEDS", "OFFLINE_TASKS", "current_tasks", "Own", "Seeds", "RUN_SIZES",
@@ -136,20 +137,22 @@ RUN_SIZES: dict[str, dict[str, dict]] = {
     "diagnosis": {name: {"seeds": ALL if name == "paper" else Seeds(1), "n": Own("n_diagnosis"),
                          "batch_size": BATCH} for name in ("smoke", "default", "paper")},
     # notebook 07 (and 10's head rankings): the shared evaluation sizes, and each step's own
-    "eval": {"smoke": {"n_eval": 8, "seeds": Seeds(1), "k_per_class": 2},
-             "default": {"n_eval": Own("n_test"), "seeds": ALL, "k_per_class": 2},
-             "paper": {"n_eval": Own("n_test"), "seeds": ALL, "k_per_class": 2}},
+    # (16 prompts per forward on every profile: one forward costs about the same for 1 or 16 short prompts on a CPU)
+    "eval": {"smoke": {"n_eval": 8, "seeds": Seeds(1), "k_per_class": 2, "batch_size": 16},
+             "default": {"n_eval": Own("n_test"), "seeds": ALL, "k_per_class": 2, "batch_size": 16},
+             "paper": {"n_eval": Own("n_test"), "seeds": ALL, "k_per_class": 2, "batch_size": 16}},
     "incontext_heads": {"smoke": {"n_attr": 6}, "default": {"n_attr": 16}, "paper": {"n_attr": 64}},
     "two_towers": {"smoke": {"n_towers": 8}, "default": {"n_towers": 32}, "paper": {"n_towers": 200}},
     "head_biases": {"smoke": {"bias_tasks": ("sst2",)}, "default": {"bias_tasks": ("sst2",)},
                     "paper": {"bias_tasks": ("sst2", "agnews")}},
     # notebook 07's regime step: demonstrations per class (ks), queries, tasks, and the confirmation's fresh seeds
     # ("fresh": seeds no other step uses, helpers.protocols.mapping_control)
-    "regime": {"smoke": {"ks": (1, 2), "n_eval": 4, "seeds": Seeds(1), "tasks": ("sst2",), "confirm_seeds": "fresh"},
+    "regime": {"smoke": {"ks": (1, 2), "n_eval": 4, "seeds": Seeds(1), "tasks": ("sst2",), "confirm_seeds": "fresh",
+                         "batch_size": 16},
                "default": {"ks": "all", "n_eval": 32, "seeds": Seeds(2), "tasks": ("sst2", "agnews"),
-                           "confirm_seeds": Seeds(4, 2)},
+                           "confirm_seeds": Seeds(4, 2), "batch_size": 16},
                "paper": {"ks": "all", "n_eval": Own("n_test"), "seeds": ALL, "tasks": ("sst2", "agnews"),
-                         "confirm_seeds": "fresh"}},
+                         "confirm_seeds": "fresh", "batch_size": 16}},
     # notebook 08: notebooks 00-03 in small form on one task
     "own_task": {"smoke": {"seeds": Seeds(3), "n_test": 8, "n_saliency": 4, "random_n": 2, "batch_size": BATCH},
                  "default": {"seeds": Seeds(3), "n_test": 32, "n_saliency": 16, "random_n": 8, "batch_size": BATCH},
@@ -158,7 +161,8 @@ RUN_SIZES: dict[str, dict[str, dict]] = {
     # notebook 09: per seed, evaluation sequences, head attribution and saliency (a control costs about a thousandth
     # of an offline model per input); the power runs: replicates per population (None: every checkpoint)
     "control": _same({"seeds": ALL, "n": Own("n_test", 4), "n_attr": Own("n_test", 2),
-                      "n_saliency": Own("n_saliency", 4), "batch_size": 256}),
+                      "n_saliency": Own("n_saliency", 4), "batch_size": CONTROL_BATCH,
+                      "flow_batch_size": CONTROL_HEAVY_BATCH}),
     "power": {"smoke": {"replicates": 2}, "default": {"replicates": None}, "paper": {"replicates": None}},
     # notebook 10: the tasks, the head rankings, and the flows and isolation of each class of position
     "study_tasks": {"smoke": {"tasks": 2}, "default": {"tasks": None}, "paper": {"tasks": None}},
