@@ -76,7 +76,7 @@ RUN_ARGS = $(if $(RUN_FLAGS),$(empty) $(RUN_FLAGS))
 PREFLIGHT_CLUSTER = $(if $(filter slurm,$(EXECUTOR)),$(empty) --ignore-resources)
 LOCK := requirements.lock
 # seed of `make control CONTROL=...` (the shipped named checkpoints under data/control/ were trained with 0) and
-# which control it trains; empty: every population (helpers/core/control_population.py)
+# which control it trains; empty: every population (helpers/core/controls/population.py)
 CONTROL_SEED ?= 0
 CONTROL ?=
 

@@ -53,13 +53,13 @@ from IPython.display import display
 from helpers.core.models import load_model
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.prompts import example_prompt
-from helpers.core.stats import bootstrap_means
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
 from helpers.exercises.setting import check_label_logits
 from helpers.protocols import setting
 from helpers.study import notebook, paper, plots
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name
+from helpers.study.stats import bootstrap_means
 
 profile = notebook.start()
 model = load_model(current_model_name())
@@ -196,7 +196,7 @@ by_task
 #
 # Each accuracy rests on two samples: the demonstrations (one draw per seed) and the test inputs
 # (`sizes.n_test` per task and seed). The 95% interval resamples both, as a two-level bootstrap
-# (`helpers.core.stats`): draw the seeds with replacement, then within each drawn seed its inputs with
+# (`helpers.study.stats`): draw the seeds with replacement, then within each drawn seed its inputs with
 # replacement, and recompute the mean. Here it is by hand for one task and setting, then with the helper.
 
 # %%

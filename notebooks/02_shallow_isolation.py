@@ -216,7 +216,7 @@ plots.show_top_tokens(model, runs[(t5_task, sizes.seeds[0])], k, share, get_task
 # The paper gives Fig. 4 as bars. Its claims become checks fixed before the run
 # (`helpers.protocols.isolation.isolation_verdict`, one claim per check in `isolation_claims`), on mean
 # label loyalty over tasks and seeds at $k = 5$ with 95% intervals that resample seeds and, within each
-# seed, the test inputs (`helpers.core.stats`):
+# seed, the test inputs (`helpers.study.stats`):
 # 1. label words isolated in the first layers hurt most: for each of the three other conditions,
 #    the interval of its loyalty minus label-first's (paired on the same inputs: for the random
 #    control, its first inputs) lies above zero;

@@ -165,7 +165,7 @@ plots.show_reweighting_by_hand(one.task, target, plain, mine, layers=(L // 2, L 
 #
 # Every seed of the profile and `sizes.n_test` inputs per (task, seed) (`rw.reweighting_sizes`); each (task, seed) is cached on disk.
 # Each demonstration set (1-shot, 5-shot) runs once and the inputs as suffixes against it (`helpers.core.prefix`).
-# Intervals resample the seeds and, within each seed, the test inputs (`helpers.core.stats.bootstrap_means`).
+# Intervals resample the seeds and, within each seed, the test inputs (`helpers.study.stats.bootstrap_means`).
 #
 # The cell shows the accuracies per (task, seed), then Table 1 (averages over tasks, with intervals), then the
 # learned $\beta$ per demonstration (panel title = the demonstration's class), layer × head, for the first task

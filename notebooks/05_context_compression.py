@@ -57,13 +57,13 @@ from IPython.display import display
 
 from helpers.core.models import load_model
 from helpers.core.prompts import make_icl_set
-from helpers.core.stats import bootstrap_means, paired_differences
 from helpers.exercises.compression import check_hidden_anchor_logits, check_input_mask
 from helpers.experiments.compression import METHODS, anchor_keep, compression_set
 from helpers.protocols import compression as comp
 from helpers.study import notebook, plots
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name
+from helpers.study.stats import bootstrap_means, paired_differences
 
 profile = notebook.start()
 model_name = current_model_name()
@@ -204,7 +204,7 @@ avg = (100 * long.groupby(["method", "metric", "task"]).value.mean().groupby(["m
        ).unstack("metric").loc[list(METHODS), ["label_loyalty", "word_loyalty", "accuracy"]]
 avg.columns = ["LL", "WL", "Acc"]
 per_metric = {"label_loyalty": "label_loyal", "word_loyalty": "word_loyal", "accuracy": "correct"}
-# 95% intervals over seeds and, within each seed, test inputs (helpers.core.stats)
+# 95% intervals over seeds and, within each seed, test inputs (helpers.study.stats)
 ivs = {(m, met): bootstrap_means(comp.method_cells(results, m, col)).scaled(100)
        for m in METHODS for met, col in per_metric.items()}
 means = long.groupby(["method", "metric"], sort=False).value.mean().reset_index()  # columns method, metric, value

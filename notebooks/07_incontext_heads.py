@@ -45,7 +45,7 @@
 # two towers) and `helpers/experiments/head_biases.py` (bias sizes, reductions); the foo/bar tasks are in
 # `helpers/core/unrelated.py`, the reading of heads at q in `helpers/core/heads.py`, and the overall verdict
 # and the printed lines in `helpers/study/heads_report.py`. Every number
-# carries a 95% interval (bootstrap over seeds, then inputs within each task and seed; `helpers/core/stats.py`).
+# carries a 95% interval (bootstrap over seeds, then inputs within each task and seed; `helpers/study/stats.py`).
 #
 # Under `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs, on SST-2 alone (the binary
 # task among the first two, `study_tasks`): the numbers test that the code runs; they are not evidence.

@@ -41,7 +41,7 @@
 # `ICL_OWN_TASK=/abs/path/to/task.json` to run it on yours. Run sizes come from `ICL_PROFILE`
 # (`helpers.study.profiles.own_task_sizes`: with `default`, 3 seeds and 32 test inputs per seed), the
 # model from `ICL_MODEL`. Every number comes with the 95% interval of notebooks 00-03: a two-level
-# bootstrap over seeds and, within each seed, the test inputs (`helpers.core.stats`). Under
+# bootstrap over seeds and, within each seed, the test inputs (`helpers.study.stats`). Under
 # `ICL_PROFILE=smoke` (what `make test` runs) each cell sees a handful of inputs: the numbers test that the
 # code runs; they are not evidence.
 
@@ -55,7 +55,6 @@ from IPython.display import display
 from helpers.core.models import load_model
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.prompts import example_prompt, sample_demos
-from helpers.core.stats import bootstrap_means, cells_from_frame, paired_differences
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, load_split
 from helpers.exercises.setting import check_render_prompt
 from helpers.experiments.aucroc import mean_curves
@@ -64,6 +63,7 @@ from helpers.protocols import aucroc, isolation, saliency, setting
 from helpers.study import notebook, paper, plots
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.profiles import current_model_name, current_own_task, own_task_sizes
+from helpers.study.stats import bootstrap_means, cells_from_frame, paired_differences
 
 profile = notebook.start()
 model = load_model(current_model_name())

@@ -32,7 +32,7 @@
 # ([arXiv 2402.02872](https://arxiv.org/abs/2402.02872): query and key as two towers), in a model small enough to
 # train on two CPU cores in minutes.
 #
-# **The control** (`helpers/core/control.py`): 2 attention-only layers x 2 heads, d_model 64, LayerNorm, learned
+# **The control** (`helpers/core/controls/model.py`): 2 attention-only layers x 2 heads, d_model 64, LayerNorm, learned
 # positions, BOS first. A sequence is `BOS x L x L ... x L x?`: 8 item-label pairs showing 4 classes (2 items
 # each), then a query item of one of those classes. Items are Gaussian vectors around class centres in R^32 (128
 # training classes, 32 classes never used in training); the 4 label tokens `L0..L3` are assigned to the classes
@@ -59,10 +59,9 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from helpers.core.control import CONTROL_PATH, checkpoint_info, control_prompts, control_task
+from helpers.core.controls.model import CONTROL_PATH, checkpoint_info, control_prompts, control_task
 from helpers.core.models import load_model
 from helpers.core.seeds import stream_seed
-from helpers.core.stats import bootstrap_means
 from helpers.exercises.positive_control import check_circuit_attention, check_negative_prediction
 from helpers.experiments import incontext_heads as ih
 from helpers.experiments.aucroc import label_attention, raw_mean_curves
@@ -83,6 +82,7 @@ from helpers.protocols import two_towers as tt
 from helpers.study import notebook, plots, power_report
 from helpers.study.claims import report_claims, show_reading
 from helpers.study.power_report import power_frame, power_summary
+from helpers.study.stats import bootstrap_means
 
 MODEL = "control"  # this notebook studies the model trained here, whatever ICL_MODEL names
 profile = notebook.start()
@@ -361,7 +361,7 @@ display(plots.interval_table({k: bootstrap_means({("control", s): h[k] for s, h 
 #
 # One checkpoint says how a check behaves on that checkpoint. Whether it sees a mechanism that a training recipe
 # produces is a question about the recipe, so each control here is a **population** of checkpoints trained from
-# their own seeds (`helpers/core/control_population.py`): five on 2 layers x 8 heads, eight on 4 layers x 8 heads
+# their own seeds (`helpers/core/controls/population.py`): five on 2 layers x 8 heads, eight on 4 layers x 8 heads
 # (where "shallow", "deep" and "middle" name different layers; the depth checks are read on these alone, and with
 # five a check that sees its mechanism every time would still have an interval starting below 0.5), the negative ones trained as long as the positive ones
 # train on average. Every check of notebooks 01, 02, 03, 05, 07, 10 and 11 runs once per checkpoint (a replicate: this notebook's

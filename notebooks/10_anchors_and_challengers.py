@@ -320,7 +320,7 @@ display(plots.label_span_table(study.span_loyalty, study.span_anchor, span_sizes
 # three rankings' scores, per head (x) and layer (y).
 
 # %%
-from helpers.core.control import control_prompts, control_task
+from helpers.core.controls.model import control_prompts, control_task
 from helpers.core.seeds import stream_seed
 from helpers.experiments.positive_control import circuit_attention
 from helpers.protocols import positive_control as pc

@@ -92,7 +92,7 @@ MEASURED_THREADS = 2  # torch threads of the worker that measured them
 # Two workers side by side share the memory bandwidth too, so this is a lower bound.
 ONE_THREAD_FACTOR = 1.7
 # Notebooks that load their own model run once, as that model, not once per model of the run (run_all, preflight):
-# notebook 09 studies the control trained in this repository (helpers/core/control.py), whatever --models says.
+# notebook 09 studies the control trained in this repository (helpers/core/controls/model.py), whatever --models says.
 OWN_MODEL: dict[str, str] = {"09": "control"}
 # Per notebook, whatever the profile: kernel start, imports, model load from the dequantised cache. Measured: the
 # smallest notebooks of a smoke run (03 and 06, whose work is a few forwards) took 19-27 s with one thread per worker,

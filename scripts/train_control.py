@@ -1,7 +1,7 @@
-"""Retrain a control (helpers/core/control.py) from a seed: `make control [CONTROL=control] [CONTROL_SEED=0]`, or
-every control population (helpers/core/control_population.py): `make control` / `--populations`.
+"""Retrain a control (helpers/core/controls/model.py) from a seed: `make control [CONTROL=control] [CONTROL_SEED=0]`, or
+every control population (helpers/core/controls/population.py): `make control` / `--populations`.
 
---control names one of the controls (control, control-wide, control-negative; helpers.core.control.CONTROLS).
+--control names one of the controls (control, control-wide, control-negative; helpers.core.controls.model.CONTROLS).
 Writes the checkpoint, its .sha256 and the training curve (accuracy on fresh sequences of the training
 distribution over steps) to --out (default .cache/control/<name>.safetensors; the repository ships
 data/control/<name>.safetensors, trained with seed 0), then prints the training time, the steps to 50/90/99% and
@@ -12,7 +12,7 @@ equal the shipped checkpoint's.
 --populations [NAME ...] trains every checkpoint of the named populations (all by default) that is not a named
 control's own, from each seed, in --jobs processes of one thread each, into --out-dir (default
 .cache/control/population); then prints each one's training time and steps, and whether its tensors equal the
-checkpoint shipped under data/control/population/ bit for bit (helpers.core.control_training.compare_checkpoints:
+checkpoint shipped under data/control/population/ bit for bit (helpers.core.controls.training.compare_checkpoints:
 the files' sha256 always differ, as each records its own training seconds; --ship copies them there).
 """
 
@@ -32,8 +32,8 @@ def _train_member(job: tuple[str, int, str]) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from helpers.core.control_population import population
-    from helpers.core.control_training import save_control, train_control
+    from helpers.core.controls.population import population
+    from helpers.core.controls.training import save_control, train_control
 
     name, seed, out = job
     pop = population(name)
@@ -48,8 +48,8 @@ def expected_cost(name: str, seed: int) -> float:
     else the recipe's most) times its layers."""
     import inspect
 
-    from helpers.core.control_population import population
-    from helpers.core.control_training import train_control
+    from helpers.core.controls.population import population
+    from helpers.core.controls.training import train_control
 
     pop = population(name)
     curve = pop.path(seed).with_name(pop.path(seed).stem + "_curve.csv")
@@ -65,7 +65,7 @@ def train_populations(names, out_dir: Path, jobs: int, ship: bool) -> int:
     import shutil
     from concurrent.futures import ProcessPoolExecutor
 
-    from helpers.core.control_population import POPULATIONS, population
+    from helpers.core.controls.population import POPULATIONS, population
 
     names = list(names) or list(POPULATIONS)
     todo = [(n, s, str(out_dir / population(n).path(s).name)) for n in names for s in population(n).seeds
@@ -77,7 +77,7 @@ def train_populations(names, out_dir: Path, jobs: int, ship: bool) -> int:
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=jobs) as ex:
         done = list(ex.map(_train_member, todo))
-    from helpers.core.control_training import compare_checkpoints
+    from helpers.core.controls.training import compare_checkpoints
 
     differ = 0
     for d in done:
@@ -120,8 +120,8 @@ def main(argv=None) -> int:
         ap.error(f"--seed must be a non-negative integer, got {a.seed}")
     if a.max_seconds <= 0:
         ap.error(f"--max-seconds must be positive, got {a.max_seconds}")
-    from helpers.core.control import ControlError, control_prompts, control_spec, load_control, relabel
-    from helpers.core.control_training import save_control, train_control
+    from helpers.core.controls.model import ControlError, control_prompts, control_spec, load_control, relabel
+    from helpers.core.controls.training import save_control, train_control
     from helpers.core.predict import predict
 
     try:
@@ -150,7 +150,7 @@ def main(argv=None) -> int:
     print(f"wrote {out} ({out.stat().st_size / 1000:.0f} kB, sha256 {sha}) and "
           f"{out.with_name(out.stem + '_curve.csv').name}; total {time.perf_counter() - t0:.0f} s")
     if a.seed == 0:  # the shipped checkpoint was trained from seed 0
-        from helpers.core.control_training import compare_checkpoints
+        from helpers.core.controls.training import compare_checkpoints
 
         verdict = compare_checkpoints(out, spec.path)
         print(f"against the shipped {spec.path.name}: " + ("its tensors are equal, bit for bit (the files differ only in "

@@ -8,9 +8,9 @@ import pytest
 import torch
 from masked_forward import masked_label_logits
 
-from helpers.core.stats import Interval
 from helpers.exercises.tiny import TINY_KINDS
 from helpers.study.profiles import AfterSizes
+from helpers.study.stats import Interval
 
 TINY_SIZES = AfterSizes(seeds=(42,), n=8, n_flow=2, random_n=2, k=1, folds=2, frac=0.02, batch_size=4)
 

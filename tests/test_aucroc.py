@@ -135,9 +135,9 @@ def test_label_attention_falls_back_without_shared_demos(tiny_model, prefix_runs
 def test_peak_interval_and_interval_verdict(tiny_model):
     import pandas as pd
 
-    from helpers.core.stats import Interval
     from helpers.experiments.aucroc import seed_curve
     from helpers.protocols.aucroc import aucroc_verdict, peak_interval
+    from helpers.study.stats import Interval
 
     model = tiny_model
     s = make_icl_set(model, "sst2", seed=42, n_test=40)
@@ -172,8 +172,8 @@ def test_crossing_check_is_judged_on_its_interval():
     a point estimate past the first third no longer suffices when the interval reaches into it."""
     import pandas as pd
 
-    from helpers.core.stats import Interval
     from helpers.protocols.aucroc import aucroc_verdict
+    from helpers.study.stats import Interval
 
     L = 12  # first third: layers 0-3; the check needs the crossing at layer >= 4
     curve = pd.DataFrame({"auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})
@@ -198,8 +198,8 @@ def test_peak_layer_check_is_judged_on_its_interval():
     """Check 2 (peak in the deeper half) uses the whole interval of the peak layer when given."""
     import pandas as pd
 
-    from helpers.core.stats import Interval
     from helpers.protocols.aucroc import aucroc_verdict
+    from helpers.study.stats import Interval
 
     L = 12
     curve = pd.DataFrame({"auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})
@@ -291,8 +291,8 @@ def test_check_attention_at_q_passes_the_solution_and_names_each_mistake(capsys)
 def test_aucroc_claims_one_per_check_judged_on_intervals():
     import pandas as pd
 
-    from helpers.core.stats import Interval
     from helpers.protocols.aucroc import aucroc_claims
+    from helpers.study.stats import Interval
 
     L = 12
     curve = pd.DataFrame({"layer": range(L), "auc": [0.5] * (L - 1) + [0.9], "r": np.linspace(0, 1, L)})

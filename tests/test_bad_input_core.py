@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from helpers.core.checks import ArgumentError
-from helpers.core.control import ControlError, load_control
+from helpers.core.controls.model import ControlError, load_control
 from helpers.core.model_loading import LocalModelError, UnknownModelError
 
 
@@ -19,7 +19,7 @@ def test_load_control_of_nothing_says_what_to_pass():
 
 
 def test_a_truncated_checkpoint_with_a_fresh_sha256_says_what_to_restore(tmp_path):
-    from helpers.core.control import control_spec
+    from helpers.core.controls.model import control_spec
     from helpers.core.task_data import file_sha256
 
     src = control_spec("control-wide").path

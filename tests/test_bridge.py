@@ -29,8 +29,8 @@ needs_hooked = pytest.mark.skipif(not HOOKED, reason="TransformerLens 3.9 only: 
 # the modules that import TransformerLens at run time: each knows which backend it runs on (helpers.core.backend),
 # or is reached only on 3.9's path (the HookedTransformer loaders, the shared-prefix cache, the attention patches)
 SEAM = {"helpers/core/backend.py", "helpers/core/models.py", "helpers/core/model_loading.py",
-        "helpers/core/offline_models.py", "helpers/core/hub.py", "helpers/core/control.py",
-        "helpers/core/control_training.py", "helpers/core/prefix.py", "helpers/core/heads.py",
+        "helpers/core/offline_models.py", "helpers/core/hub.py", "helpers/core/controls/model.py",
+        "helpers/core/controls/training.py", "helpers/core/prefix.py", "helpers/core/heads.py",
         "helpers/core/tl_patches.py", "helpers/core/accounting.py", "helpers/exercises/tiny.py"}
 
 

@@ -307,8 +307,8 @@ def test_top_heads_and_overlap():
 
 
 def _claim(key, verdict):
-    from helpers.core.stats import Interval
     from helpers.study.claims import claim
+    from helpers.study.stats import Interval
 
     return claim(key, Interval(0.1, 0.0, 0.2, 1, 4), verdict, "test")
 
@@ -336,8 +336,8 @@ def test_account_verdicts_hand_cases():
     with pytest.raises(ValueError, match="lack"):
         account_checks([_claim("10.label_isolation", "replicates")])
     # the causal check counts in the label words' verdict when it is informative, never in the paper's checks' verdict
-    from helpers.core.stats import Interval
     from helpers.study.power_report import Power
+    from helpers.study.stats import Interval
 
     sure = Interval(1.0, 0.7, 1.0, 1, 10)
     power = {k: Power(k, k, "", {}, {}, sure, sure) for k in ("10.label_isolation", "10.label_read_causal")}
@@ -793,9 +793,9 @@ def test_label_first_reuses_label_only_when_every_label_word_is_one_token(tiny_m
 
 
 def _claims_10(verdict: str) -> list:
-    from helpers.core.stats import Interval
     from helpers.study.claims import claim
     from helpers.study.paper import CLAIMS_10
+    from helpers.study.stats import Interval
 
     iv = Interval(0.1, 0.05, 0.2, 1, 4)
     return [claim(k, iv, verdict, "criterion") for k in CLAIMS_10]
@@ -846,7 +846,7 @@ def control_model():
 
 
 def test_shuffled_labels_permute_each_sequences_labels_and_keep_the_rest():
-    from helpers.core.control import ControlTask, control_prompts, shuffled_labels
+    from helpers.core.controls.model import ControlTask, control_prompts, shuffled_labels
 
     cp = control_prompts(ControlTask(), 16, 3)
     sh = shuffled_labels(cp, 7)
@@ -898,7 +898,7 @@ def test_control_flow_intervals_pair_label_and_content():
 def test_control_isolation_runs_are_the_class_isolation_of_each_sequence(control_model):
     """On the control: the label condition is run_class_isolation's, one sequence at a time equals all at once, its
     control isolates as many content tokens (all 8 items: 8 labels, 8 items), and the claim follows the drop."""
-    from helpers.core.control import control_prompts, control_task
+    from helpers.core.controls.model import control_prompts, control_task
     from helpers.protocols.isolation_classes import (
         class_loyalty_intervals,
         control_isolation_claim,
@@ -930,12 +930,12 @@ def test_an_own_task_report_labels_claims_from_other_tasks_and_says_where_06_and
     and ran ok names the results folder its claims went to instead of standing in the Runs table without them."""
     import json
 
-    from helpers.core.stats import Interval
     from helpers.protocols.aucroc_span import span_aucroc_claim
     from helpers.study.claims import Claim, report_claims
     from helpers.study.profiles import SPAN_TASK
     from helpers.study.report import build_report, other_tasks
     from helpers.study.results import run_key
+    from helpers.study.stats import Interval
 
     span = span_aucroc_claim(Interval(0.02, -0.01, 0.05, 1, 4), context="tiny")
     assert span.tasks == (SPAN_TASK,) and Claim.from_json(span.to_json()).tasks == (SPAN_TASK,)
@@ -959,9 +959,9 @@ def test_an_own_task_report_labels_claims_from_other_tasks_and_says_where_06_and
 
 
 def test_the_foobar_rows_name_the_task_they_ran_on_when_no_task_of_the_run_is_binary():
-    from helpers.core.stats import Interval
     from helpers.protocols.head_ablation import foobar_measured_on, foobar_tasks
     from helpers.study.claims import claim
+    from helpers.study.stats import Interval
 
     iv = Interval(0.1, 0.0, 0.2, 1, 8)
     claims = [claim("10.incontext_heads_foobar", iv, "inconclusive", "c"), claim("10.label_isolation", iv,

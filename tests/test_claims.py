@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from helpers.core.stats import Interval
 from helpers.study import paper
 from helpers.study.claims import Claim, claim, claims_frame, report_claims
+from helpers.study.stats import Interval
 
 IV = Interval(61.0, 55.5, 66.0, 5, 320)
 

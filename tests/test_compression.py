@@ -254,8 +254,8 @@ def test_run_compression_end_to_end(tiny_models):
 
 
 def test_table2_interval_verdict():
-    from helpers.core.stats import Interval
     from helpers.protocols.compression import table2_verdict
+    from helpers.study.stats import Interval
 
     up, zero, down = Interval(5, 1, 9, 5, 320), Interval(0, -3, 3, 5, 320), Interval(-5, -9, -1, 5, 320)
     others = ["Text_anchor", "Hidden_random", "Hidden_random-top"]
@@ -550,9 +550,9 @@ def test_check_input_mask_passes_the_solution_and_names_each_mistake(capsys):
 def test_compression_claims_verdicts():
     import pandas as pd
 
-    from helpers.core.stats import Interval
     from helpers.experiments.compression import METHODS
     from helpers.protocols.compression import compression_claims
+    from helpers.study.stats import Interval
 
     up, zero = Interval(5, 1, 9, 5, 320), Interval(0, -3, 3, 5, 320)
     ivs = {(m, met): Interval(60, 55, 65, 5, 320) for m in METHODS
@@ -607,8 +607,8 @@ def test_path_flops_equal_what_the_two_passes_count(tiny_models, kind, label_onl
 
 
 def test_speed_verdict_reads_the_interval_and_the_bound_is_not_in_it():
-    from helpers.core.stats import Interval
     from helpers.protocols.compression import engine_goal, speed_verdict
+    from helpers.study.stats import Interval
 
     assert speed_verdict(Interval(1.5, 1.43, 1.69, 1, 8)) == speed_verdict(Interval(1.85, 1.71, 1.98, 1, 8)) == "faster"
     assert speed_verdict(Interval(1.05, 0.98, 1.12, 1, 8)) == "cannot tell"

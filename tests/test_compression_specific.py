@@ -74,7 +74,7 @@ def test_inputs_without_a_donor_are_left_out_and_bad_donors_refused(tiny_model):
 
 
 def test_the_controls_read_both_ways_and_the_claims():
-    from helpers.core.control import control_prompts, control_spec, load_control
+    from helpers.core.controls.model import control_prompts, control_spec, load_control
     from helpers.protocols.compression_specific import control_specificity, control_specificity_claims
 
     cp = control_prompts(control_spec("control-negative").task, 64, 3)

@@ -1,4 +1,4 @@
-"""The positive control (helpers/core/control.py, helpers/experiments/positive_control.py): its prompts, its
+"""The positive control (helpers/core/controls/model.py, helpers/experiments/positive_control.py): its prompts, its
 checkpoint, what it does, and the attention helper of notebook 09 on tiny models of three architectures."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.core.control import (
+from helpers.core.controls.model import (
     CONTROL_PATH,
     CONTROL_SHA256,
     ControlError,
@@ -164,8 +164,8 @@ def test_retraining_reproduces_the_accuracy(tmp_path):
     comes late): the test checks the loop, not the time a narrower model needs (``make control`` retrains that one).
     Another CPU may pick other kernels and end a few bits away, so this compares accuracy, never weights or time
     (``make control`` compares the tensors: on one thread of the machine that trained them they are equal)."""
-    from helpers.core.control import checkpoint_info, control_spec
-    from helpers.core.control_training import save_control, train_control
+    from helpers.core.controls.model import checkpoint_info, control_spec
+    from helpers.core.controls.training import save_control, train_control
     from helpers.core.predict import predict
 
     spec = control_spec("control-wide")
@@ -331,7 +331,7 @@ def test_make_control_starts_the_longest_jobs_first():
     import importlib.util
     from pathlib import Path
 
-    from helpers.core.control_population import NEGATIVE_STEPS
+    from helpers.core.controls.population import NEGATIVE_STEPS
 
     spec = importlib.util.spec_from_file_location(
         "train_control", Path(__file__).resolve().parent.parent / "scripts" / "train_control.py")
@@ -346,7 +346,7 @@ def test_make_control_starts_the_longest_jobs_first():
 
 
 def test_fixed_mapping_prompts_show_each_class_its_one_label():
-    from helpers.core.control import fixed_labels
+    from helpers.core.controls.model import fixed_labels
 
     task = ControlTask(mapping="fixed", bursty=False)
     fixed = fixed_labels(task)
@@ -364,15 +364,15 @@ def test_fixed_mapping_prompts_show_each_class_its_one_label():
 
 
 def test_training_contexts_of_the_negative_control_never_show_the_query_class():
-    from helpers.core.control import class_centres, fixed_labels
-    from helpers.core.control_training import sample_vectors
+    from helpers.core.controls.model import class_centres, fixed_labels
+    from helpers.core.controls.training import sample_vectors
 
     task = ControlTask(mapping="fixed", bursty=False)
     gen = np.random.default_rng(0)
     x, tokens, gold = sample_vectors(task, torch.from_numpy(class_centres(task)), 64, gen, copy_prob=1.0)
     assert x.shape == (64, task.n_pairs + 1, task.dim) and tokens.shape == (64, task.seq_len)
     # the labels shown are each context class's fixed label; gold the query class's, which the context does not show
-    from helpers.core.control import draw_sequences
+    from helpers.core.controls.model import draw_sequences
 
     item_cls, pair_lab, gold2, _ = draw_sequences(task, 64, np.random.default_rng(1), task.classes("train"), 4, None,
                                                    bursty=False)
@@ -387,7 +387,7 @@ def test_training_contexts_of_the_negative_control_never_show_the_query_class():
 
 @pytest.mark.parametrize("name", ["control", "control-wide", "control-negative"])
 def test_every_named_control_ships_verified_and_loads_by_name(name):
-    from helpers.core.control import CONTROLS, control_kind, is_control
+    from helpers.core.controls.model import CONTROLS, control_kind, is_control
     from helpers.core.models import load_model
 
     spec = CONTROLS[name]
@@ -403,7 +403,7 @@ def test_every_named_control_ships_verified_and_loads_by_name(name):
 
 
 def _accuracies(model, classes="train", n=256):
-    from helpers.core.control import control_task
+    from helpers.core.controls.model import control_task
     from helpers.experiments.positive_control import label_swap
 
     cp = control_prompts(control_task(model), n, seed=11, classes=classes)
@@ -448,7 +448,7 @@ def test_a_retrained_checkpoint_is_compared_by_its_tensors_not_its_bytes(tmp_pat
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file
 
-    from helpers.core.control_training import compare_checkpoints, save_control, train_control
+    from helpers.core.controls.training import compare_checkpoints, save_control, train_control
 
     paths = []
     for i, seed in enumerate((0, 0, 1)):

@@ -150,9 +150,9 @@ def test_gemma_vectors_are_the_ones_attention_uses(gemma, shared):
 
 def test_spearman_interval_and_verdict(tiny_model):
     from helpers.core.prompts import make_icl_set
-    from helpers.core.stats import Interval
     from helpers.experiments.diagnosis import seed_averaged_spearman
     from helpers.protocols.diagnosis import diagnosis_verdict, spearman_interval
+    from helpers.study.stats import Interval
 
     vecs = {}
     for seed in (42, 43):
@@ -297,9 +297,9 @@ def test_full_pca_distance_is_the_per_input_gap_summed_in_squares():
 
 
 def test_diagnosis_claims():
-    from helpers.core.stats import Interval
     from helpers.experiments.diagnosis import most_confused
     from helpers.protocols.diagnosis import diagnosis_claims
+    from helpers.study.stats import Interval
 
     names = ["a", "b", "c"]
     pred = np.array([[1, 0.2, 0.9], [0.2, 1, 0.5], [0.9, 0.5, 1]])

@@ -64,7 +64,7 @@ def test_bad_sizes_are_refused(tiny_models):
 def test_the_controls_both_ways():
     """The positive control follows the labels it reads and loses the flipped mapping when its label tokens cannot
     gather their items; the negative one, which answers from its weights, does neither."""
-    from helpers.core.control import control_prompts, control_spec, load_control
+    from helpers.core.controls.model import control_prompts, control_spec, load_control
 
     cp = control_prompts(control_spec("control-negative").task, 64, 3)
     wide = {c.key: c for c in fsp.control_flipped_specific(load_control("control-wide"), cp, 3, 64)}

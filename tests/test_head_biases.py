@@ -89,7 +89,7 @@ def test_bias_cells_and_intervals_hand_case():
 
 
 def test_bias_interval_part():
-    from helpers.core.stats import Interval
+    from helpers.study.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)
@@ -145,7 +145,7 @@ def test_shared_bias_functions_equal_full_prompts(tiny_model, ut):
 
 
 def test_head_biases_claims():
-    from helpers.core.stats import Interval
+    from helpers.study.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from helpers.core.stats import bootstrap_means
 from helpers.protocols import head_ablation as ha
 from helpers.protocols import incontext_heads as ih
 from helpers.protocols import mapping_control as mc
 from helpers.protocols.heads import SWAPS, HeadsStudy
 from helpers.study.profile_table import PROFILES
+from helpers.study.stats import bootstrap_means
 
 
 def test_the_study_computes_what_the_protocols_compute(tiny_models, tmp_path, monkeypatch):

@@ -200,7 +200,7 @@ def test_verdict_criteria():
 
 
 def test_ablation_interval_part_and_overall_verdict():
-    from helpers.core.stats import Interval
+    from helpers.study.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)
@@ -232,7 +232,7 @@ def test_mapping_control_hand_cases():
         mapping_control(icl, {key: {"pred": [0], "correct": [1]}})
     with pytest.raises(ValueError, match="same"):
         mapping_control(icl, {("sst2", 2): icl[key]})
-    from helpers.core.stats import Interval
+    from helpers.study.stats import Interval
     assert MC.mapping_interval_part(Interval(0.6, 0.55, 0.65, 5, 320)) == "follows the mapping"
     assert MC.mapping_interval_part(Interval(0.5, 0.45, 0.55, 5, 320)) == "at chance"
     assert MC.mapping_interval_part(Interval(0.4, 0.35, 0.45, 5, 320)) == "against the mapping"
@@ -348,8 +348,8 @@ def test_check_head_ablation_passes_the_solution_and_fails_wrong_ones(capsys):
 
 
 def test_mapping_and_ablation_claims():
-    from helpers.core.stats import Interval
     from helpers.study.claims import VERDICTS
+    from helpers.study.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)

@@ -211,8 +211,8 @@ def test_random_control_batching_and_subsets(tiny_sst2_set):
 
 @pytest.mark.parametrize("draw", ["authors", "set"])
 def test_random_subset_pairs_with_full_label_runs(tiny_sst2_set, draw):
-    from helpers.core.stats import bootstrap_means, paired_differences
     from helpers.protocols.isolation import condition_cells, condition_ids, loyalty_frame
+    from helpers.study.stats import bootstrap_means, paired_differences
 
     model, prompts, lids = tiny_sst2_set
     full = isolation_experiment(model, prompts, lids, ks=(1,), seed=2, batch_size=4, random_draw=draw)
@@ -326,8 +326,8 @@ def test_real_models_last_layer_conditions_together_equal_full_prompts(which, re
 
 
 def test_isolation_interval_verdict():
-    from helpers.core.stats import Interval
     from helpers.protocols.isolation import isolation_verdict
+    from helpers.study.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)
@@ -505,8 +505,8 @@ def test_a_failed_check_shows_its_message_only_in_jupyter():
 
 
 def test_isolation_claims_one_per_check():
-    from helpers.core.stats import Interval
     from helpers.protocols.isolation import isolation_claims
+    from helpers.study.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 5, 320)
@@ -542,9 +542,9 @@ def test_random_control_in_the_last_layers_shares_the_lower_ones(tiny_model):
 
 def test_isolation_claims_state_the_layers_they_isolated():
     """The control isolates its first and last layer (k=1): its claims say "layer", not the paper's "5 layers"."""
-    from helpers.core.stats import Interval
     from helpers.experiments.isolation import MAIN_CONDITIONS
     from helpers.protocols.isolation import isolation_claims
+    from helpers.study.stats import Interval
 
     iv = Interval(0.9, 0.85, 0.95, 5, 320)
     loyalty = {(*cw, "label_loyal"): iv for cw in MAIN_CONDITIONS}

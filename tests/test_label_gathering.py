@@ -49,7 +49,7 @@ def test_gathering_equals_a_hand_written_masked_forward_and_shares_its_prefix(ti
 
 
 def test_gathering_on_a_control_and_its_claim():
-    from helpers.core.control import control_prompts, control_spec, load_control
+    from helpers.core.controls.model import control_prompts, control_spec, load_control
     from helpers.protocols.label_gathering import control_gathering_claim
 
     model = load_control("control-wide")

@@ -89,7 +89,7 @@ def test_bad_input_is_refused_with_what_to_do(tiny_models):
 
 def test_on_the_controls_the_check_sees_the_reading_and_stays_silent_without_it():
     """The positive control's answer follows the relabelled label positions; the negative control's never does."""
-    from helpers.core.control import control_prompts, load_control
+    from helpers.core.controls.model import control_prompts, load_control
     from helpers.protocols.power import _prompt_task
 
     out = {}
@@ -106,8 +106,8 @@ def test_the_4_layer_positive_controls_read_the_labels_in_layer_1_outside_the_de
     label positions in layer 1 of 4, before the deep half (:func:`deep_layers`) that the check patches, where the
     2-layer ones read it in layer 1 of 2, inside it. Patching one layer at a time on the first checkpoint of each
     population: the answer moves with the labels in layer 1 alone, and the deep half moves none on 4 layers."""
-    from helpers.core.control import control_prompts, relabel
-    from helpers.core.control_population import POPULATIONS, load_member
+    from helpers.core.controls.model import control_prompts, relabel
+    from helpers.core.controls.population import POPULATIONS, load_member
     from helpers.protocols.power import _prompt_task
 
     moved = {}

@@ -34,8 +34,8 @@ def test_interval_bars_sit_on_their_bars():
     import pandas as pd
     import seaborn as sns
 
-    from helpers.core.stats import Interval
     from helpers.study.plots import plot_interval_bars
+    from helpers.study.stats import Interval
 
     df = pd.DataFrame({"x": ["a", "a", "b", "b"], "hue": ["u", "v", "u", "v"], "y": [0.2, 0.4, 0.6, 0.8]})
     fig, ax = plt.subplots()
@@ -60,8 +60,8 @@ def test_bias_plot_draws_an_interval_on_every_bar():
     import pandas as pd
     from matplotlib.container import ErrorbarContainer
 
-    from helpers.core.stats import Interval
     from helpers.study.plots import plot_biases
+    from helpers.study.stats import Interval
 
     df = pd.DataFrame({"bias": ["majority", "majority", "recency", "recency"],
                        "stage": ["before", "after reduction"] * 2, "size": [0.2, 0.1, 0.15, 0.05]})
@@ -81,8 +81,8 @@ def test_flow_curves_draw_the_interval_bands():
     import numpy as np
     import pandas as pd
 
-    from helpers.core.stats import Interval
     from helpers.study.plots import plot_flow_curves
+    from helpers.study.stats import Interval
 
     flows = ("S_wp", "S_pq", "S_ww")
     df = pd.DataFrame([{"task": t, "seed": 1, "layer": l, "flow": f, "value": 0.1 * (i + 1)}
@@ -315,8 +315,8 @@ def test_interval_bars_keep_shares_on_0_1_and_show_a_negative_effect(monkeypatch
     line, so no bar or error bar is cut off."""
     import matplotlib.pyplot as plt
 
-    from helpers.core.stats import Interval
     from helpers.study.plots import after
+    from helpers.study.stats import Interval
 
     shown = []
     monkeypatch.setattr(after, "show_figure", lambda fig, save_as=None: shown.append(fig))

@@ -16,8 +16,8 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from helpers.core.stats import Interval  # noqa: E402
 from helpers.study.plots import analysis, figures  # noqa: E402
+from helpers.study.stats import Interval  # noqa: E402
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers.core.stats import Interval
 from helpers.study import plots
+from helpers.study.stats import Interval
 
 METHODS = ("ICL", "Text_anchor", "Hidden_random", "Hidden_random-top", "Hidden_anchor")
 

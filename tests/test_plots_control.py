@@ -12,8 +12,8 @@ import pytest
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from helpers.core.stats import Interval  # noqa: E402
 from helpers.study import plots  # noqa: E402
+from helpers.study.stats import Interval  # noqa: E402
 
 
 def iv(est: float, lo: float, hi: float) -> Interval:

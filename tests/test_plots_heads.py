@@ -14,7 +14,6 @@ import torch
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from helpers.core.stats import Interval  # noqa: E402
 from helpers.experiments import head_ablation as ha
 from helpers.experiments import two_towers as tt
 from helpers.experiments.mapping_control import REGIME_PAIRS
@@ -22,6 +21,7 @@ from helpers.protocols import head_biases as hb
 from helpers.protocols import mapping_control as mc
 from helpers.study import heads_report as hr  # noqa: E402
 from helpers.study import plots  # noqa: E402
+from helpers.study.stats import Interval  # noqa: E402
 
 TASKS = ("sst2", "agnews")
 TITLES = {"sst2": "SST-2 (foo/bar)", "agnews": "AGNews (foo/bar)"}

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers.core.stats import Interval
 from helpers.protocols.setting import vanilla_interval_metrics
+from helpers.study.stats import Interval
 
 
 @pytest.fixture

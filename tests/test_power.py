@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from helpers.core.stats import Interval
 from helpers.study.claims import claim
 from helpers.study.paper import CLAIMS
 from helpers.study.power_report import (
@@ -26,6 +25,7 @@ from helpers.study.power_report import (
     power_rows,
     reading,
 )
+from helpers.study.stats import Interval
 
 IV = Interval(0.1, 0.05, 0.2, 1, 4)
 
@@ -105,7 +105,7 @@ def controls():
 def test_replicates_on_both_controls_report_every_measuring_claim(controls):
     """One small replicate of both groups on each control: every claim the checks map to comes back, graded; the
     stored copy reads back the same claims; the two controls see the same sequences."""
-    from helpers.core.control import control_task
+    from helpers.core.controls.model import control_task
     from helpers.protocols.power import PowerSizes, power_runs, replicate_claims, replicate_verdicts
 
     sizes = PowerSizes(replicates=1, n=16, n_saliency=8, n_attr=16, batch_size=64, flow_batch_size=64)
@@ -118,7 +118,7 @@ def test_replicates_on_both_controls_report_every_measuring_claim(controls):
         assert stored == fresh == {k: v for k, v in reps[0].items() if k in fresh}
     rows = power_rows(runs)
     assert {p.key for p in rows} == set(CHECKS) | set(NOT_MEASURED)
-    from helpers.core.control import exemplar_table
+    from helpers.core.controls.model import exemplar_table
     from helpers.protocols.power import _prompt_task
 
     a, b = (control_task(m) for m in controls)
@@ -359,7 +359,7 @@ def test_on_the_power_runs_prompts_every_negative_checkpoint_keeps_its_answer_un
     context's labels moved, each negative checkpoint of both depths keeps its answer on at least 90% of them, where
     each positive checkpoint, which reads the mapping, keeps it on at most 10%. A negative control that merely moved
     away from the swapped labels would fail the first; "follows a swapped mapping <= 0.10" alone would pass it."""
-    from helpers.core.control import control_prompts, control_spec
+    from helpers.core.controls.model import control_prompts, control_spec
     from helpers.experiments.positive_control import label_swap
     from helpers.protocols.power import REPLICATE_SEED, population_models, power_sizes
     from helpers.study.power_report import NEGATIVES, POSITIVES
@@ -368,7 +368,7 @@ def test_on_the_power_runs_prompts_every_negative_checkpoint_keeps_its_answer_un
     sizes = power_sizes(PROFILES["default"])
     task = control_spec(NEGATIVE).task
     pops = population_models(sizes)
-    from helpers.core.control_population import POPULATIONS
+    from helpers.core.controls.population import POPULATIONS
 
     assert sizes.replicates == 8 and all(len(pops[p]) == len(POPULATIONS[p].seeds) for p in POSITIVES + NEGATIVES)
     assert [len(pops[p]) for p in ("wide", "negative", "deep", "deep-negative")] == [5, 5, 8, 8]
@@ -426,12 +426,12 @@ def test_power_keeps_each_population_and_says_where_a_pooled_count_comes_from():
 
 
 def test_a_population_member_is_checked_before_it_loads(tmp_path, monkeypatch):
-    """A checkpoint whose bytes differ from the sha256 written in control_population.py is refused with what to do;
+    """A checkpoint whose bytes differ from the sha256 written in helpers/core/controls/population.py is refused with what to do;
     so is a seed that is not a population's, an unknown population, and more replicates than checkpoints."""
     import shutil
 
-    import helpers.core.control_population as cpop
-    from helpers.core.control import ControlError
+    import helpers.core.controls.population as cpop
+    from helpers.core.controls.model import ControlError
     from helpers.protocols.power import PowerSizes, population_models
 
     m = cpop.load_member("negative", 1)

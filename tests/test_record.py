@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from helpers.core.stats import Interval
 from helpers.study import record as rec
 from helpers.study import report
 from helpers.study.claims import report_claims
 from helpers.study.report import record_run
+from helpers.study.stats import Interval
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -259,7 +259,7 @@ def test_method_digests_follow_the_code_not_the_prose_and_say_when_a_run_is_stal
     assert RC.method_digest("01_probe") == first  # prose and comments do not count
     files = {str(f.relative_to(RC.ROOT)) for f in RC.method_files("01_probe")[1:]}
     assert "helpers/experiments/saliency.py" in files and "helpers/core/tl_patches.py" in files
-    assert "helpers/core/store.py" not in files and "helpers/core/control_training.py" not in files
+    assert "helpers/core/store.py" not in files and "helpers/core/controls/training.py" not in files
     assert not any(f.startswith("helpers/study/plots") or f == "helpers/study/claims.py" for f in files)
     run = R.Record("m", "m", "default", "default", "abc1234", "d", {}, (), methods={"01_probe": first})
     assert RC.stale_methods(run) == [] and R.code_note(run) == "its notebooks' code is unchanged since"

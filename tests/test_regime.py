@@ -12,7 +12,6 @@ import torch
 from helpers.core import heads as CH
 from helpers.core import unrelated as U
 from helpers.core.predict import predict
-from helpers.core.stats import Interval
 from helpers.experiments.head_ablation import ABLATION_CONDITIONS, ablation_accuracy
 from helpers.experiments.incontext_heads import incontext_heads
 from helpers.experiments.mapping_control import REGIME_KS, REGIME_PAIRS, clear_regimes, regime_name, swapped_mapping
@@ -20,6 +19,7 @@ from helpers.protocols import head_ablation as HA
 from helpers.protocols import incontext_heads as IH
 from helpers.protocols import mapping_control as MC
 from helpers.study.profile_table import PROFILES
+from helpers.study.stats import Interval
 
 KS = (1, 2, 8)
 # 16 per class can pass the tiny models' 512 tokens

@@ -49,7 +49,7 @@ def test_code_digest_covers_the_helpers_source():
 
 def test_a_step_depends_on_its_methods_imports_and_the_engine_not_on_presentation():
     deps = R.dependencies(frozenset({"helpers.protocols.saliency"}))  # a protocol asks the store for its runs
-    assert {"helpers.protocols.saliency", "helpers.experiments.saliency", "helpers.core.stats"} <= set(deps)
+    assert {"helpers.protocols.saliency", "helpers.experiments.saliency", "helpers.study.stats"} <= set(deps)
     assert set(R.ENGINE) <= set(deps)  # how a loaded model computes, always
     assert not set(R.KEEPING) & set(deps)  # the store itself keeps results, it computes none
     assert not any(d.startswith(("helpers.study.plots", "helpers.study.claims", "helpers.study.paper",
@@ -86,7 +86,7 @@ def test_a_step_is_keyed_by_what_it_imports_not_by_all_of_core():
     roots = _step_roots()
     assert len(roots) > 30
     deps = {m: set(R.dependencies(frozenset({m}))) for m in roots}
-    for never in ("helpers.core.control_training", "helpers.core.store", "helpers.core.accounting",
+    for never in ("helpers.core.controls.training", "helpers.core.store", "helpers.core.accounting",
                   "helpers.study.plots", "helpers.study.claims"):
         assert not [m for m in roots if never in deps[m]], never
     for m in ("helpers.protocols.saliency", "helpers.protocols.isolation", "helpers.protocols.compression",

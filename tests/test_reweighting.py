@@ -121,8 +121,8 @@ def test_fast_training_equals_full_run(tiny_model):
 
 
 def test_table1_interval_verdict():
-    from helpers.core.stats import Interval
     from helpers.protocols.reweighting import table1_verdict
+    from helpers.study.stats import Interval
 
     up, down, zero = Interval(5, 1, 9, 5, 320), Interval(-5, -9, -1, 5, 320), Interval(1, -2, 4, 5, 320)
     assert table1_verdict(up, up) == "replicates"

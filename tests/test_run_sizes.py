@@ -126,9 +126,9 @@ def test_no_code_below_the_table_branches_on_a_profiles_name(tmp_path):
 
 
 # training batches are a method's hyperparameters, not how its passes are cut: the paper's re-weighting trains one
-# example per step, the controls' training batch is part of their definition (helpers/core/control_training.py)
+# example per step, the controls' training batch is part of their definition (helpers/core/controls/training.py)
 TRAINING_BATCHES = {("helpers/experiments/reweighting.py", "batch_size"), ("helpers/protocols/reweighting.py", "batch"),
-                    ("helpers/core/control_training.py", "batch")}
+                    ("helpers/core/controls/training.py", "batch")}
 
 
 def _batch_literals(root: Path) -> list[str]:

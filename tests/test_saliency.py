@@ -228,9 +228,9 @@ def test_flow_intervals_refuses_bad_input(bad):
 
 def _contrasts(tasks, by_check):
     """Intervals for every contrast: ``by_check[check]`` is (low, high) or a list of one (low, high) per contrast."""
-    from helpers.core.stats import Interval
     from helpers.experiments.saliency import contrast_name
     from helpers.protocols.saliency import FLOW_CHECKS
+    from helpers.study.stats import Interval
 
     out = {}
     for t in tasks:

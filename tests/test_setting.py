@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers.core.stats import Interval
 from helpers.core.tasks import get_task
 from helpers.exercises.setting import check_label_logits, check_render_prompt
 from helpers.experiments.setting import label_logits_reference
 from helpers.protocols.setting import own_task_claims, setting_claims
 from helpers.study.claims import VERDICTS
+from helpers.study.stats import Interval
 
 
 def logits_at_q(model, prompt, label_ids):

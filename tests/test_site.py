@@ -203,11 +203,11 @@ def sample_site(tmp_path_factory):
     plt.close(f)
     # the summary as `make run PROFILE=smoke` writes it, with notebook 11's smoke row, whose missing value is said in
     # words ("not comparable"), beside a claim with a value
-    from helpers.core.stats import Interval
     from helpers.protocols.query_stages import query_stage_claims
     from helpers.study.claims import claim
     from helpers.study.profiles import OWN_TASK_EXAMPLE, PROFILES
     from helpers.study.report import build_report
+    from helpers.study.stats import Interval
 
     claims = [claim("02.label_first_hurts_most", Interval(62.0, 55.8, 68.1, 1, 16), "replicates", "above 0", unit="%")]
     claims += query_stage_claims((None, {}), {}, 4, 2)

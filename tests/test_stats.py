@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers.core.stats import Interval, bootstrap_means, interval_verdict, paired_differences
+from helpers.study.stats import Interval, bootstrap_means, interval_verdict, paired_differences
 
 
 def test_constant_values_give_a_point():
@@ -104,7 +104,7 @@ def test_summary_row_renders_an_interval():
 
 
 def test_bootstrap_statistic_matches_bootstrap_means_for_a_mean():
-    from helpers.core.stats import bootstrap_statistic
+    from helpers.study.stats import bootstrap_statistic
 
     rng = np.random.default_rng(3)
     data = {s: rng.random(50) for s in (1, 2, 3)}
@@ -123,7 +123,7 @@ def test_bootstrap_statistic_matches_bootstrap_means_for_a_mean():
 
 
 def test_bootstrap_statistic_several_statistics_share_resamples():
-    from helpers.core.stats import bootstrap_statistic
+    from helpers.study.stats import bootstrap_statistic
 
     rng = np.random.default_rng(5)
     data = {s: rng.random(40) for s in (1, 2)}
@@ -138,7 +138,7 @@ def test_bootstrap_statistic_several_statistics_share_resamples():
 
 
 def test_bootstrap_of_means_is_a_function_of_the_paired_means():
-    from helpers.core.stats import bootstrap_of_means
+    from helpers.study.stats import bootstrap_of_means
 
     rng = np.random.default_rng(0)
     a = {("t", s): rng.normal(1.0, 0.3, 40) for s in range(4)}
@@ -160,7 +160,7 @@ def test_rank_auc_equals_roc_auc_score_with_ties():
     import numpy as np
     from sklearn.metrics import roc_auc_score
 
-    from helpers.core.stats import rank_auc
+    from helpers.core.ranks import rank_auc
 
     rng = np.random.default_rng(0)
     y = rng.integers(0, 2, 50).astype(bool)

@@ -157,7 +157,7 @@ def test_a_control_loaded_again_has_the_same_fingerprint():
     """A control's config holds its checkpoint's metadata, a dict that safetensors returns in another key order on
     each read: the fingerprint reads the config in a canonical order, so every load of the same checkpoint finds the
     steps stored by the last."""
-    from helpers.core.control import load_control
+    from helpers.core.controls.model import load_control
 
     prints = {model_fingerprint(load_control("control-negative")) for _ in range(5)}
     assert len(prints) == 1, prints

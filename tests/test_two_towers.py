@@ -85,7 +85,7 @@ def test_label_carrying_rate_hand_case():
 
 
 def test_value_output_interval_part():
-    from helpers.core.stats import Interval
+    from helpers.study.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 1, 64)
@@ -116,7 +116,7 @@ def test_two_towers_intervals_match_point_values(tiny_model, ut):
 
 
 def test_two_towers_interval_part():
-    from helpers.core.stats import Interval
+    from helpers.study.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 1, 32)
@@ -197,7 +197,7 @@ def test_check_value_output_logit_minus_passes_the_solution_and_fails_wrong_ones
 
 
 def test_two_towers_claims():
-    from helpers.core.stats import Interval
+    from helpers.study.stats import Interval
 
     def iv(lo, hi):
         return Interval((lo + hi) / 2, lo, hi, 1, 64)

@@ -18,7 +18,7 @@ What ``name`` can be:
 - any official TransformerLens name (``gpt2-xl``, ``EleutherAI/gpt-j-6B``, ...), loaded from the hub when a
   network exists, with bounded waits (:mod:`helpers.core.hub`). GPT-2 and GPT-J run without BOS, as the paper's
   code did.
-- ``"control"``, ``"control-wide"``, ``"control-negative"``: the small models trained here (:mod:`helpers.core.control`).
+- ``"control"``, ``"control-wide"``, ``"control-negative"``: the small models trained here (:mod:`helpers.core.controls.model`).
 
 ``ICL_DTYPE`` (``float32``, the default; ``bfloat16``; ``float16``) sets the
 dtype when load_model is given none; a dtype other than float32 is part of the
@@ -49,7 +49,7 @@ from helpers.core.backend import (
     tl_version,
 )
 from helpers.core.checks import DTYPE_NAMES
-from helpers.core.control import CONTROLS, load_control
+from helpers.core.controls.model import CONTROLS, load_control
 from helpers.core.hub import hub_offline, load_hub
 from helpers.core.model_loading import (
     LocalModelError,
@@ -267,12 +267,12 @@ def resolve_name(name: str) -> str:
     for an unknown name.
     """
     name = ALIASES.get(name, name)
-    if name in OFFLINE_MODELS or name in CONTROLS:  # the controls: models trained here (helpers/core/control.py)
+    if name in OFFLINE_MODELS or name in CONTROLS:  # the controls: models trained here (helpers/core/controls/model.py)
         return name
     if str(name).endswith(".safetensors"):
         raise LocalModelError(
             f"{name!r} is a single weights file, not a model folder. A control checkpoint written by `make control` "
-            "loads with helpers.core.control.load_control(path); a transformers model loads from the folder "
+            "loads with helpers.core.controls.model.load_control(path); a transformers model loads from the folder "
             "save_pretrained wrote (config.json beside its weights).")
     local = local_dir(name)
     if local is not None:
@@ -430,7 +430,7 @@ def load_model(
         local model directory saved with ``save_pretrained`` (recorded as :func:`local_model_name`), or
         ``"control"``, ``"control-wide"`` or ``"control-negative"``: the small models trained here on a synthetic
         in-context task, the first two positive controls (they read the mapping from their context) and the last
-        a negative one (it answers from its weights) (:func:`helpers.core.control.load_control`; float32 on the
+        a negative one (it answers from its weights) (:func:`helpers.core.controls.model.load_control`; float32 on the
         CPU, the checkpoint's sha256 verified).
     device: defaults to CUDA when available, else CPU.
     dtype: ``float32``, ``bfloat16`` or ``float16`` (a torch dtype or its name); None reads ``$ICL_DTYPE``,
@@ -438,9 +438,9 @@ def load_model(
     return_hf: also return the transformers model (offline models and local directories) for
         cross-checks of log-probabilities.
     """
-    if name in CONTROLS:  # the controls trained in this repository (helpers/core/control.py)
+    if name in CONTROLS:  # the controls trained in this repository (helpers/core/controls/model.py)
         if backend() == "bridge":
-            raise BackendError(f"{name!r} is a HookedTransformer checkpoint trained here (helpers.core.control), "
+            raise BackendError(f"{name!r} is a HookedTransformer checkpoint trained here (helpers.core.controls.model), "
                                f"which TransformerLens {tl_version()} cannot build: run notebook 09 and the "
                                "controls' checks under TransformerLens 3.9 (`make setup`)")
         t0 = time.perf_counter()

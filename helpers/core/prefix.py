@@ -161,7 +161,7 @@ def demo_prefix_len(prompt: Prompt, tokenizer=None) -> int:
     if not prompt.label_spans:
         raise PrefixError("prompt has no demonstrations: there is no shared prefix")
     if not prompt.format_pos and prompt.demo_end is not None:
-        # a prompt without a template (the control of helpers.core.control): the query follows the last label
+        # a prompt without a template (the control of helpers.core.controls.model): the query follows the last label
         if prompt.demo_end >= len(prompt):
             raise PrefixError("the prompt ends with its demonstrations: there is no query after the prefix")
         return int(prompt.demo_end)

@@ -167,7 +167,8 @@ def _skipped(name: str) -> bool:
 
 
 def _core() -> set[str]:
-    return {f"helpers.core.{f.stem}" for f in (HELPERS / "core").glob("*.py") if f.stem != "__init__"}
+    return {".".join(("helpers", *f.relative_to(HELPERS).with_suffix("").parts)) for f in (HELPERS / "core").rglob("*.py")
+            if f.stem != "__init__"}
 
 
 @functools.cache

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from helpers.core.control import ControlTask, control_prompts
+from helpers.core.controls.model import ControlTask, control_prompts
 from helpers.core.prompts import Prompt
 from helpers.exercises.grading import CheckFailed, grader, likely_mistake
 from helpers.exercises.tiny import TINY_KINDS, make_tiny_model

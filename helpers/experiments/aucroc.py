@@ -34,8 +34,8 @@ from helpers.core.predict import Predictions
 from helpers.core.prefix import shared_prefix_or_none
 from helpers.core.prefix_runs import label_attention_reader, predict_with_cache, shared_cache, vanilla_run
 from helpers.core.prompts import Prompt, check_prompts, label_span_arg
+from helpers.core.ranks import rank_auc
 from helpers.core.sizing import FORWARD_BATCH
-from helpers.core.stats import rank_auc
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer  # the type of 3.9's models; a 4.x bridge takes its place

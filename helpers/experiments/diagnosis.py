@@ -47,8 +47,8 @@ from tqdm.auto import tqdm
 from helpers.core.predict import length_batches, logits_at, predictions_from_resid
 from helpers.core.prefix import run_prefix, shared_prefix_or_none, suffix_batches, suffix_forward
 from helpers.core.prompts import Prompt, check_prompts, pad_batch
+from helpers.core.ranks import rank_auc
 from helpers.core.sizing import FORWARD_BATCH, sizing
-from helpers.core.stats import rank_auc
 from helpers.core.store import result_types
 
 if TYPE_CHECKING:
@@ -284,7 +284,7 @@ def _subset(v: QKVectors, idx) -> QKVectors:
 def seed_averaged_spearman(vecs: dict, layer: int, n_components: int = 10, sample=None) -> float:
     """Spearman of the predicted and actual confusion, each averaged over seeds (``vecs``: ``{seed: QKVectors}``).
 
-    ``sample``: ``[(seed, input indices), ...]`` (:func:`helpers.core.stats.bootstrap_statistic`); default all inputs.
+    ``sample``: ``[(seed, input indices), ...]`` (:func:`helpers.study.stats.bootstrap_statistic`); default all inputs.
     """
     sample = sample if sample is not None else [(s, np.arange(len(v.gold))) for s, v in vecs.items()]
     outs = [diagnose(_subset(vecs[s], idx), layer, n_components) for s, idx in sample]

@@ -1,6 +1,6 @@
 """Notebook 09: the collection's analyses on a model that certainly learns in context (the positive control).
 
-The model and its task are in :mod:`helpers.core.control`. This module holds what only notebook 09 measures:
+The model and its task are in :mod:`helpers.core.controls.model`. This module holds what only notebook 09 measures:
 
 - **Accuracy and the mapping control.** In-context accuracy on fresh sequences of training classes and of
   classes never seen in training; the *label-swap control*: the same sequences with every label token replaced
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from helpers.core.control import ControlPrompts, relabel
+from helpers.core.controls.model import ControlPrompts, relabel
 from helpers.core.predict import predict
 from helpers.core.prefix import run_prefix
 from helpers.core.prefix_runs import predict_shared

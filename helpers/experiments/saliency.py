@@ -31,7 +31,7 @@ a task's curve is the mean of its seeds' curves. :func:`~helpers.protocols.salie
 every point of those curves, their means over the layer ranges of the checks
 (:func:`layer_ranges`) and the paired contrasts between flows (e.g. shallow
 S_wp minus S_pq) a 95% interval from the two-level bootstrap of
-:func:`helpers.core.stats.bootstrap_statistic` (seeds, then the inputs within each
+:func:`helpers.study.stats.bootstrap_statistic` (seeds, then the inputs within each
 (task, seed)); the three flows of a resampled input stay together, so every
 contrast is paired. :func:`~helpers.protocols.saliency.saliency_verdict` restates the checks of
 :func:`~helpers.protocols.saliency.saliency_verdict` on the intervals of the contrasts.

@@ -106,4 +106,4 @@ def layer_mean(flows: Float[torch.Tensor, "n layer 2 classes"], layers: slice, d
 
 # ------------------------------------------------------------------------------------------- the positive control
 
-CONTROL_CLASSES = ("label", "content")  # the control's prompts have no template tokens (helpers.core.control)
+CONTROL_CLASSES = ("label", "content")  # the control's prompts have no template tokens (helpers.core.controls.model)

@@ -17,7 +17,6 @@ from helpers.core.model_loading import MissingWeightsError
 from helpers.core.models import DEFAULT_MODEL, offline_gguf, resolve_name
 from helpers.core.offline_models import SMOLLM2
 from helpers.core.prompts import make_icl_set
-from helpers.core.stats import bootstrap_statistic
 from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, get_task, run_args
 from helpers.experiments.aucroc import (
@@ -31,6 +30,7 @@ from helpers.experiments.aucroc import (
 from helpers.study.claims import claim
 from helpers.study.profile_table import per_task, run_sizes
 from helpers.study.profiles import RunSizes
+from helpers.study.stats import bootstrap_statistic
 
 __all__ = ["AucrocSizes", "aucroc_sizes", "aucroc_runs", "per_task_table", "aucroc_verdict", "other_offline_model",
            "aucroc_claims"]
@@ -103,7 +103,7 @@ def curve_intervals(raw: dict, n_boot: int = 200, seed: int = 0) -> dict:
     """95% intervals of three summaries of each seed's task-averaged ``AUCROC_l`` curve, mean over seeds:
     ``"peak"`` (its maximum), ``"crossing"`` (the layer where ``R_l`` first passes 0.5) and ``"peak_layer"``
     (the layer where the seed-averaged curve peaks), from the same
-    resamples (:func:`helpers.core.stats.bootstrap_statistic`: seeds, then inputs within each task and seed).
+    resamples (:func:`helpers.study.stats.bootstrap_statistic`: seeds, then inputs within each task and seed).
     A value is None when the statistic is undefined in too many resamples.
 
     The peak is a maximum over layers, so on few inputs the resampled peaks lean high (each resample

@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from helpers.core.stats import Interval, bootstrap_statistic
 from helpers.core.store import pins_weights
 from helpers.experiments.aucroc import aucroc_per_layer, label_attention
 from helpers.study.claims import claim
 from helpers.study.profiles import SPAN_TASK, LabelSpanSizes, label_span_runs
+from helpers.study.stats import Interval, bootstrap_statistic
 
 __all__ = ["span_aucroc_curves", "span_aucroc_runs", "span_aucroc_interval", "span_aucroc_claim"]
 

@@ -16,7 +16,6 @@ from helpers.core.prefix import (
     suffix_logits,
     suffix_tokens,
 )
-from helpers.core.stats import Interval, bootstrap_of_means
 from helpers.core.tasks import get_task
 from helpers.experiments.compression import (
     build_cache,
@@ -29,6 +28,7 @@ from helpers.study import paper as PA
 from helpers.study.claims import claim
 from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
+from helpers.study.stats import Interval, bootstrap_of_means
 
 __all__ = ["CompressionSizes", "compression_sizes", "compression_runs", "table2_verdict", "method_cells",
            "speed_verdict", "engine_goal", "time_icl_vs_anchor", "gap_verdict", "compression_claims"]
@@ -44,7 +44,7 @@ def compression_runs(model, tasks: Sequence[str], sizes: CompressionSizes, query
 
 def method_cells(results: dict, method: str, metric: str) -> dict:
     """``{(task, seed): per-input values}`` of one method over ``{(task, seed): CompressionResult}``
-    (``metric``: ``label_loyal``, ``word_loyal`` or ``correct``), the input of :func:`helpers.core.stats.bootstrap_means`."""
+    (``metric``: ``label_loyal``, ``word_loyal`` or ``correct``), the input of :func:`helpers.study.stats.bootstrap_means`."""
     return {key: r.per_input[method][metric] for key, r in results.items()}
 
 

@@ -14,11 +14,11 @@ from helpers.core.loyalty import label_loyalty_rows
 from helpers.core.prefix import run_prefix
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.prompts import LABEL_SPANS
-from helpers.core.stats import bootstrap_means, paired_differences
 from helpers.core.store import pins_weights
 from helpers.experiments.compression import anchor_keep, build_cache, predict_cached, prefix_len
 from helpers.study.claims import claim
 from helpers.study.profiles import SPAN_TASK, LabelSpanSizes, label_span_runs
+from helpers.study.stats import bootstrap_means, paired_differences
 
 __all__ = ["span_anchor_runs", "span_anchor_intervals", "span_anchor_claim"]
 

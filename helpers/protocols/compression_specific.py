@@ -16,17 +16,17 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
-from helpers.core.control import ControlPrompts, relabel
+from helpers.core.controls.model import ControlPrompts, relabel
 from helpers.core.grid import run_grid
 from helpers.core.predict import predict
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.prompts import make_icl_set
 from helpers.core.relabelled import relabelled_prompts, shift
 from helpers.core.sizing import CONTROL_BATCH
-from helpers.core.stats import Interval, bootstrap_means, paired_differences
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.compression_specific import anchor_specificity
 from helpers.study.claims import Claim, above_zero, claim
+from helpers.study.stats import Interval, bootstrap_means, paired_differences
 
 __all__ = ["AGAINST", "specificity_runs", "specificity_intervals", "specificity_claims", "control_specificity",
            "control_specificity_claims"]
@@ -83,7 +83,7 @@ def specificity_claims(ivs: dict[str, Interval], prefix: str = "10.", context: s
 
 def control_specificity(model, cp: ControlPrompts, seed: int, batch_size: int = CONTROL_BATCH) -> dict:
     """:func:`~helpers.experiments.compression_specific.anchor_specificity` on a control's sequences (each its own
-    context, so each runs whole), the donors :func:`helpers.core.control.relabel` by ``shift``."""
+    context, so each runs whole), the donors :func:`helpers.core.controls.model.relabel` by ``shift``."""
     full = predict(model, cp.prompts, cp.label_ids, batch_size=batch_size, top_k=0).pred
     donors = relabel(cp, shift(len(cp.label_ids))).prompts
     return anchor_specificity(model, cp.prompts, donors, cp.label_ids, full, batch_size=batch_size, shared=False)

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers.core.stats import bootstrap_statistic
 from helpers.experiments.diagnosis import QKVectors, collect_qk, diagnosis_set, most_confused, seed_averaged_spearman
 from helpers.study.claims import claim
 from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
+from helpers.study.stats import bootstrap_statistic
 
 __all__ = ["spearman_interval", "diagnosis_verdict", "DiagnosisSizes", "diagnosis_sizes", "qk_runs",
            "diagnosis_claims"]

@@ -19,14 +19,13 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from helpers.core.control import ControlPrompts, ControlTask, control_prompts, relabel
+from helpers.core.controls.model import ControlPrompts, ControlTask, control_prompts, relabel
 from helpers.core.grid import run_grid
 from helpers.core.loyalty import label_loyalty_rows
 from helpers.core.predict import predict
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.seeds import stream_seed
 from helpers.core.sizing import CONTROL_HEAVY_BATCH
-from helpers.core.stats import Interval, bootstrap_means, paired_differences
 from helpers.core.store import pins_weights, prompts_digest
 from helpers.core.tasks import LabelWordWarning, get_task, run_args
 from helpers.experiments.flipped_labels import (
@@ -47,6 +46,7 @@ from helpers.protocols.saliency_context import flows_and_context
 from helpers.study.claims import Claim, above_zero, claim
 from helpers.study.profile_table import Profile
 from helpers.study.profiles import AfterSizes
+from helpers.study.stats import Interval, bootstrap_means, paired_differences
 
 __all__ = ["flipped_runs", "after_flow_frame", "override_intervals", "semantic_anchor_verdict", "semantic_anchor_claim",
            "flipped_flow_claims",

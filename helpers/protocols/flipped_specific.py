@@ -28,12 +28,11 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 
-from helpers.core.control import ControlPrompts, relabel
+from helpers.core.controls.model import ControlPrompts, relabel
 from helpers.core.grid import run_grid
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.relabelled import relabelled_prompts, shift
 from helpers.core.sizing import CONTROL_BATCH
-from helpers.core.stats import Interval
 from helpers.core.tasks import LabelWordWarning, get_task, run_args
 from helpers.experiments.flipped_labels import flip_permutation, flipped_icl_set
 from helpers.experiments.label_gathering import gathering
@@ -42,6 +41,7 @@ from helpers.protocols import label_gathering as lg
 from helpers.protocols import label_reading as lr
 from helpers.study.claims import Claim, above_zero, claim
 from helpers.study.profiles import AfterSizes
+from helpers.study.stats import Interval
 
 __all__ = ["SPECIFIC_KEYS", "flipped_specific_runs", "flipped_specific_intervals", "flipped_specific_claims",
            "control_flipped_specific"]

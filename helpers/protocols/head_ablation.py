@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from helpers.core.grid import run_grid
 from helpers.core.heads import Head
 from helpers.core.prompts import make_icl_set
-from helpers.core.stats import Interval, bootstrap_means, paired_differences
 from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.core.unrelated import (
@@ -24,6 +23,7 @@ from helpers.core.unrelated import (
     unrelated_task,
 )
 from helpers.study.claims import Claim, claim
+from helpers.study.stats import Interval, bootstrap_means, paired_differences
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
@@ -127,7 +127,7 @@ def ablation_interval_part(drop: Interval, excess: Interval, big: float = 0.20) 
 
     ``drop``: plain minus in-context-heads-ablated accuracy; ``excess``: random-heads-ablated minus
     in-context-heads-ablated accuracy (the paper's contrast), both paired per input
-    (:class:`helpers.core.stats.Interval`). "replicates": the excess lies above zero and the drop at or above
+    (:class:`helpers.study.stats.Interval`). "replicates": the excess lies above zero and the drop at or above
     ``big``; "partly": the excess lies above zero; "does not replicate": it lies below zero;
     "inconclusive": it contains zero.
     """

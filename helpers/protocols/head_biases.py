@@ -14,12 +14,12 @@ import numpy as np
 from helpers.core.grid import model_label, run_grid
 from helpers.core.heads import Head
 from helpers.core.prompts import PoolSizeWarning
-from helpers.core.stats import Interval, bootstrap_means, bootstrap_of_means
 from helpers.core.store import pins_weights
 from helpers.core.unrelated import EvalSizes, UnrelatedTask, check_sizes, unrelated_args
 from helpers.study.claims import Claim, claim
 from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import eval_sizes
+from helpers.study.stats import Interval, bootstrap_means, bootstrap_of_means
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer

@@ -14,13 +14,13 @@ import torch
 from helpers.core.grid import run_grid
 from helpers.core.prompts import PromptSet, make_icl_set
 from helpers.core.seeds import stream_seed
-from helpers.core.stats import bootstrap_means, paired_differences
 from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning
 from helpers.core.unrelated import EvalSizes
 from helpers.study.claims import above_zero, claim
 from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
+from helpers.study.stats import bootstrap_means, paired_differences
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from helpers.core.stats import bootstrap_means
 from helpers.experiments.incontext_heads import incontext_heads, n_incontext_heads, rank_heads_for_label
 from helpers.experiments.mapping_control import REGIME_PAIRS, clear_regimes, regime_name, swapped_mapping
 from helpers.experiments.two_towers import label_carrying_rate, two_towers
@@ -31,6 +30,7 @@ from helpers.study import heads_report as hr
 from helpers.study.claims import Claim
 from helpers.study.profile_table import Profile
 from helpers.study.profiles import study_tasks
+from helpers.study.stats import bootstrap_means
 
 __all__ = ["HeadsStudy"]
 

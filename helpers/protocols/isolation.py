@@ -10,7 +10,6 @@ from dataclasses import dataclass, replace
 
 from helpers.core.grid import model_label, run_grid
 from helpers.core.prompts import PromptSet, make_icl_set
-from helpers.core.stats import bootstrap_means, paired_differences
 from helpers.core.store import pins_weights, stored
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.isolation import MAIN_CONDITIONS, isolation_experiment, loyalty_rows
@@ -18,6 +17,7 @@ from helpers.study.claims import claim
 from helpers.study.paper import CLAIMS
 from helpers.study.profile_table import per_task, run_sizes
 from helpers.study.profiles import RunSizes
+from helpers.study.stats import bootstrap_means, paired_differences
 
 __all__ = ["IsolationSizes", "isolation_sizes", "isolation_runs", "stored_isolation", "notebook02_cell", "loyalty_frame",
            "isolation_verdict", "isolation_intervals", "isolation_claims", "condition_cells", "condition_ids"]
@@ -25,7 +25,7 @@ __all__ = ["IsolationSizes", "isolation_sizes", "isolation_runs", "stored_isolat
 
 def condition_cells(df, condition: str, where: str, k: int, metric: str = "label_loyal") -> dict:
     """``{(task, seed): per-input values}`` of one condition of :func:`loyalty_frame` (``metric``:
-    ``label_loyal`` or ``word_loyal``), the input of :func:`helpers.core.stats.bootstrap_means`."""
+    ``label_loyal`` or ``word_loyal``), the input of :func:`helpers.study.stats.bootstrap_means`."""
     sub = df[(df.condition == condition) & (df["where"] == where) & (df.k == k)]
     if sub.empty:
         raise ValueError(f"no isolation runs for ({condition}, {where}, k={k})")
@@ -34,7 +34,7 @@ def condition_cells(df, condition: str, where: str, k: int, metric: str = "label
 
 def condition_ids(df, condition: str, where: str, k: int) -> dict:
     """``{(task, seed): input indices}`` matching :func:`condition_cells`: pass two of them to
-    :func:`helpers.core.stats.paired_differences` to pair a condition run on the first inputs only (the
+    :func:`helpers.study.stats.paired_differences` to pair a condition run on the first inputs only (the
     random control, a sweep) with one run on all of them."""
     return condition_cells(df, condition, where, k, metric="input")
 
@@ -194,7 +194,7 @@ def isolation_intervals(df, k: int) -> tuple[dict, dict]:
     Returns ``(loyalty, drop)``: ``loyalty[(condition, where, metric)]`` for ``metric`` in ``label_loyal`` and
     ``word_loyal`` (fractions), and ``drop[(condition, where)]``: that condition's label loyalty minus
     label-first's, paired per input (for the random control, on its first inputs), for the three other
-    conditions. Seeds, then the inputs within each (task, seed), resampled (:mod:`helpers.core.stats`).
+    conditions. Seeds, then the inputs within each (task, seed), resampled (:mod:`helpers.study.stats`).
     """
     loyalty = {(c, w, m): bootstrap_means(condition_cells(df, c, w, k, m))
                for c, w in MAIN_CONDITIONS for m in ("label_loyal", "word_loyal")}

@@ -17,7 +17,6 @@ from helpers.core.predict import Predictions, predict
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.prompts import Prompt, make_icl_set
 from helpers.core.sizing import CONTROL_BATCH
-from helpers.core.stats import Interval, bootstrap_means, paired_differences
 from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.isolation_classes import (
@@ -30,6 +29,7 @@ from helpers.experiments.isolation_classes import (
 from helpers.study.claims import claim
 from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import SPAN_TASK, LabelSpanSizes, RunSizes
+from helpers.study.stats import Interval, bootstrap_means, paired_differences
 
 __all__ = ["ClassIsolationSizes", "class_isolation_sizes", "class_isolation_runs", "class_loyalty_intervals",
            "class_isolation_claims", "span_isolation_runs", "span_isolation_claim", "control_isolation_runs",
@@ -111,7 +111,7 @@ def span_isolation_runs(model, sizes: LabelSpanSizes, progress: bool = True) -> 
 
 def control_isolation_runs(model, sets: dict, k: int = 1, batch_size: int = CONTROL_BATCH) -> dict:
     """The label words against as many content tokens (the items) on the positive control
-    (:mod:`helpers.core.control`): ``{("control", seed): {"base": Predictions, (condition, where): Predictions}}``
+    (:mod:`helpers.core.controls.model`): ``{("control", seed): {"base": Predictions, (condition, where): Predictions}}``
     for ``label`` and ``random:label`` isolated in the first and the last ``k`` layers of every sequence of
     ``sets`` (``{seed: ControlPrompts}``). Every sequence has its own context, so each runs whole; the control's
     prompts have no template tokens, so the forerunner and template classes do not exist there."""

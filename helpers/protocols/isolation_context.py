@@ -34,7 +34,6 @@ from helpers.core.loyalty import label_loyalty_rows
 from helpers.core.positions import earlier_demo_pairs
 from helpers.core.prefix_runs import shared_cache, vanilla_predictions
 from helpers.core.prompts import make_icl_set
-from helpers.core.stats import Interval, bootstrap_means, paired_differences
 from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.isolation_context import (
@@ -47,6 +46,7 @@ from helpers.experiments.isolation_context import (
 )
 from helpers.study.claims import Claim, above_zero, claim
 from helpers.study.profiles import AfterSizes
+from helpers.study.stats import Interval, bootstrap_means, paired_differences
 
 __all__ = ["context_knockout_runs", "context_knockout_intervals", "context_knockout_claim", "knockout_cell",
            "STEPS", "layered_cell", "layered_knockout_runs", "layered_intervals", "layered_claims"]

@@ -15,14 +15,14 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
-from helpers.core.control import ControlPrompts
+from helpers.core.controls.model import ControlPrompts
 from helpers.core.grid import run_grid
 from helpers.core.prompts import make_icl_set
 from helpers.core.sizing import CONTROL_BATCH
-from helpers.core.stats import Interval, bootstrap_means, paired_differences
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.label_gathering import gathering
 from helpers.study.claims import Claim, above_zero, claim
+from helpers.study.stats import Interval, bootstrap_means, paired_differences
 
 __all__ = ["gathering_runs", "gathering_intervals", "gathering_claim", "control_gathering_claim"]
 

@@ -15,16 +15,16 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
-from helpers.core.control import ControlPrompts, relabel
+from helpers.core.controls.model import ControlPrompts, relabel
 from helpers.core.grid import run_grid
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.prompts import make_icl_set
 from helpers.core.relabelled import relabelled_prompts, shift
 from helpers.core.sizing import CONTROL_BATCH
-from helpers.core.stats import Interval, bootstrap_means
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.label_reading import label_reading
 from helpers.study.claims import Claim, claim
+from helpers.study.stats import Interval, bootstrap_means
 
 __all__ = ["shift", "reading_runs", "reading_interval", "reading_verdict", "reading_claim", "control_reading",
            "control_reading_claim", "kept_share", "reading_shares"]
@@ -76,7 +76,7 @@ def reading_claim(iv: Interval, key: str = "10.label_read_causal", context: str 
 
 
 def control_reading(model, cp: ControlPrompts, seed: int, batch_size: int = CONTROL_BATCH) -> dict:
-    """:func:`label_reading` on a control's sequences, the donor :func:`helpers.core.control.relabel` by
+    """:func:`label_reading` on a control's sequences, the donor :func:`helpers.core.controls.model.relabel` by
     :func:`shift`."""
     perm = shift(len(cp.label_ids))
     return label_reading(model, cp.prompts, relabel(cp, perm).prompts, perm, cp.label_ids, seed,

@@ -12,7 +12,6 @@ from tqdm.auto import tqdm
 
 from helpers.core.prefix_runs import predict_with_cache, shared_cache
 from helpers.core.seeds import stream_seed
-from helpers.core.stats import Interval, bootstrap_means
 from helpers.core.store import pins_weights
 from helpers.core.unrelated import (
     BINARY_SOURCES,
@@ -25,6 +24,7 @@ from helpers.core.unrelated import (
 from helpers.study.claims import Claim, claim
 from helpers.study.profile_table import run_sizes
 from helpers.study.results import studies_tasks
+from helpers.study.stats import Interval, bootstrap_means
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers.core.control import ControlPrompts
+from helpers.core.controls.model import ControlPrompts
 from helpers.core.predict import predict
 from helpers.core.sizing import CONTROL_BATCH
-from helpers.core.stats import Interval
 from helpers.experiments.positive_control import label_swap
 from helpers.study.claims import Claim, claim
 from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
+from helpers.study.stats import Interval
 
 __all__ = ["ControlSizes", "control_sizes", "accuracy_cells", "swap_cells", "control_claims", "controls_claims", "premise_intervals",
            "premise_interval", "population_claims"]
@@ -78,8 +78,8 @@ def premise_intervals(model, seeds, n: int) -> dict[str, dict[str, Interval]]:
     """A control's premises on ``n`` of its own sequences per seed, for training and held-out classes
     (``{"train" | "heldout": {key: Interval}}``): :func:`label_swap`'s ``correct``, ``swap_averaged``, ``follows``
     and ``same``, each bootstrapped over seeds and sequences."""
-    from helpers.core.control import control_prompts, control_task
-    from helpers.core.stats import bootstrap_means
+    from helpers.core.controls.model import control_prompts, control_task
+    from helpers.study.stats import bootstrap_means
 
     out = {}
     for classes in ("train", "heldout"):
@@ -122,7 +122,7 @@ def premise_interval(premises: dict[str, list[dict]], populations, field: str):
     """The 95% interval of premise ``field`` over the checkpoints of ``populations`` (each checkpoint one unit,
     whatever its population: populations may hold different numbers of checkpoints) and, within one, its
     sequences (:func:`helpers.protocols.power.population_premises`)."""
-    from helpers.core.stats import bootstrap_means
+    from helpers.study.stats import bootstrap_means
 
     if isinstance(populations, str):
         populations = (populations,)

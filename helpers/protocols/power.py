@@ -3,8 +3,8 @@ controls whose answer is known both ways.
 
 A verdict on a language model is worth the power of the check behind it. "Inconclusive" can mean that the model
 has no such mechanism, that the check is blind, or that the check would say "replicates" on anything. Controls
-(:mod:`helpers.core.control`) separate the three, each as a population of checkpoints trained from their own seeds
-(:mod:`helpers.core.control_population`), five on 2 layers x 8 heads and eight on 4 layers x 8 heads:
+(:mod:`helpers.core.controls.model`) separate the three, each as a population of checkpoints trained from their own seeds
+(:mod:`helpers.core.controls.population`), five on 2 layers x 8 heads and eight on 4 layers x 8 heads:
 
 - **positive controls** (``"wide"``, ``"deep"``): trained on sequences whose class -> label mapping is drawn
   afresh for every sequence, so the answer can only come from the context, through a circuit that is known
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers.core.control import (
+from helpers.core.controls.model import (
     ControlPrompts,
     ControlTask,
     control_kind,
@@ -44,10 +44,9 @@ from helpers.core.control import (
     control_task,
     relabel,
 )
-from helpers.core.control_population import POPULATIONS
+from helpers.core.controls.population import POPULATIONS
 from helpers.core.predict import predict
 from helpers.core.seeds import stream_seed
-from helpers.core.stats import bootstrap_means
 from helpers.core.store import cached, same_weights
 from helpers.experiments import incontext_heads as ih
 from helpers.experiments.aucroc import label_attention, raw_mean_curves
@@ -80,6 +79,7 @@ from helpers.study.claims import Claim, claim
 from helpers.study.power_report import NEGATIVE, NEGATIVES, POSITIVE, POSITIVES, Power, power_rows
 from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
+from helpers.study.stats import bootstrap_means
 
 __all__ = ["POSITIVE", "NEGATIVE", "REPLICATE_SEED", "PowerSizes", "power_sizes", "GROUPS", "replicate_claims", "replicate_verdicts",
            "power_runs", "population_models", "replicate_premises", "population_premises", "power_study"]
@@ -104,7 +104,7 @@ class PowerSizes(RunSizes):
 
 def power_sizes(profile) -> PowerSizes:
     """Per replicate notebook 09's per-seed sizes (:func:`helpers.protocols.positive_control.control_sizes`);
-    one replicate per checkpoint of each population (:attr:`helpers.core.control_population.Population.seeds`: 5 on
+    one replicate per checkpoint of each population (:attr:`helpers.core.controls.population.Population.seeds`: 5 on
     2 layers and 8 on 4, so a check that sees it on all 13 positive checkpoints of both depths has a sensitivity
     interval of [0.75, 1], and one that fires on none of the 13 negative ones a specificity interval of [0.75, 1]),
     2 per population at ``smoke`` (the code runs; not evidence). ``replicates`` is the most any population has;
@@ -308,7 +308,7 @@ def population_models(sizes: PowerSizes) -> dict[str, list]:
     """``{population: [checkpoint per replicate]}`` for the positive and negative populations of both depths
     (:data:`~helpers.study.power_report.POSITIVES`, ``NEGATIVES``): the first ``sizes.replicates`` seeds of each
     (all of a population's, when it has fewer), loaded after their sha256 is checked."""
-    from helpers.core.control_population import load_member  # lazy: only when the controls are loaded here
+    from helpers.core.controls.population import load_member  # lazy: only when the controls are loaded here
 
     most = max(len(POPULATIONS[p].seeds) for p in POSITIVES + NEGATIVES)
     if sizes.replicates > most:

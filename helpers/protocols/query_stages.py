@@ -44,7 +44,6 @@ import torch
 
 from helpers.core.grid import run_grid
 from helpers.core.prompts import Prompt, make_icl_set
-from helpers.core.stats import Interval, bootstrap_means, bootstrap_statistic, paired_differences
 from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.head_ablation import ablation_hook_pair
@@ -58,6 +57,7 @@ from helpers.experiments.query_stages import (
 )
 from helpers.study.claims import Claim, above_zero, claim
 from helpers.study.profiles import AfterSizes
+from helpers.study.stats import Interval, bootstrap_means, bootstrap_statistic, paired_differences
 
 __all__ = ["SETS", "KINDS", "HEAD_SHARE", "SEPARABILITY_BOUND", "stage_head_sets", "random_sets", "n_top_heads",
            "query_stage_runs", "stage_curves", "half_rise", "two_stages_interval", "stage_ablation_intervals",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from helpers.core.control import ControlPrompts, shuffled_labels
+from helpers.core.controls.model import ControlPrompts, shuffled_labels
 from helpers.core.heads import Head
 from helpers.experiments import incontext_heads as ih
 from helpers.experiments.head_scores import SETS, fv_scores, induction_scores, top_heads, top_share

@@ -14,7 +14,6 @@ import pandas as pd
 from helpers.core import accounting
 from helpers.core.checks import sizes_arg
 from helpers.core.grid import model_label
-from helpers.core.stats import bootstrap_means, paired_differences
 from helpers.core.store import cached, pins_weights, stored
 from helpers.core.tasks import LabelWordWarning, get_task, label_token_ids, run_args
 from helpers.experiments.reweighting import (
@@ -27,6 +26,7 @@ from helpers.study.claims import claim
 from helpers.study.paper import OURS_FOR, TABLE1_GPT2XL, TASK_ORDER
 from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
+from helpers.study.stats import bootstrap_means, paired_differences
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer  # the type of 3.9's models; a 4.x bridge takes its place
@@ -116,7 +116,7 @@ def table1_verdict(gain_1shot, gain_5shot) -> str:
     """Verdict on §3.1 from the 95% intervals of two paired contrasts (criteria fixed before the run).
 
     ``gain_1shot``: re-weighting minus vanilla 1-shot; ``gain_5shot``: re-weighting
-    minus vanilla 5-shot (:class:`helpers.core.stats.Interval`, task-averaged accuracy).
+    minus vanilla 5-shot (:class:`helpers.study.stats.Interval`, task-averaged accuracy).
     "replicates": both intervals lie above zero; "partly": only the gain over
     1-shot does; "does not replicate": the gain over 1-shot lies below zero;
     "inconclusive": its interval contains zero.

@@ -14,7 +14,6 @@ import torch
 
 from helpers.core.checks import positive_int, sizes_arg
 from helpers.core.grid import run_grid
-from helpers.core.stats import bootstrap_statistic
 from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.saliency import (
@@ -28,6 +27,7 @@ from helpers.experiments.saliency import (
 from helpers.study.claims import claim
 from helpers.study.profile_table import per_task, run_sizes
 from helpers.study.profiles import RunSizes
+from helpers.study.stats import bootstrap_statistic
 
 __all__ = ["SaliencySizes", "saliency_sizes", "saliency_runs", "flow_frame", "saliency_verdict", "FLOW_CHECKS",
            "MEAN_OVER_TASKS", "CROSSING", "flow_statistics", "flow_intervals", "flow_interval_table",
@@ -144,7 +144,7 @@ def flow_intervals(runs: dict, n_boot: int = 1000, seed: int = 0) -> dict:
     ``runs``: ``{(task, seed): per-input raw flows [n, layer, 3]}`` (:func:`saliency_runs`); every task needs
     every seed. Returns ``{(task, *key): Interval}`` (None where a statistic, e.g. the crossing layer, is
     undefined in more than 10% of the resamples). Two-level bootstrap
-    (:func:`helpers.core.stats.bootstrap_statistic`): the seeds (the same draw for every task), then the inputs
+    (:func:`helpers.study.stats.bootstrap_statistic`): the seeds (the same draw for every task), then the inputs
     within each (task, seed). The estimates are those of the full data: a task's curve is the mean over
     seeds of :func:`relative_flow`.
     """
@@ -186,7 +186,7 @@ def flow_intervals(runs: dict, n_boot: int = 1000, seed: int = 0) -> dict:
 def saliency_verdict(intervals: dict, tasks: Sequence[str]) -> tuple[str, dict]:
     """Verdict on the §2.1 claim from the 95% intervals of the paired contrasts (criteria fixed before the run).
 
-    ``intervals[(task, range, "S_a - S_b")]``: :class:`helpers.core.stats.Interval` of each contrast of
+    ``intervals[(task, range, "S_a - S_b")]``: :class:`helpers.study.stats.Interval` of each contrast of
     :data:`FLOW_CHECKS` (e.g. :func:`flow_intervals`' output; None counts as straddling zero). The checks of
     :func:`saliency_verdict`, per task:
       1. shallow (first third of the layers): S_wp - S_pq > 0 and S_wp - S_ww > 0;

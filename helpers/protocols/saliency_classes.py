@@ -13,7 +13,6 @@ import torch
 
 from helpers.core.grid import run_grid
 from helpers.core.sizing import CONTROL_HEAVY_BATCH
-from helpers.core.stats import Interval, bootstrap_means
 from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, run_args
 from helpers.experiments.saliency import layer_ranges, saliency_prompts
@@ -28,6 +27,7 @@ from helpers.experiments.saliency_classes import (
 from helpers.study.claims import claim
 from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
+from helpers.study.stats import Interval, bootstrap_means
 
 __all__ = ["ClassSaliencySizes", "class_saliency_sizes", "class_saliency_runs", "class_flow_frame",
            "class_flow_intervals", "above_zero_verdict", "class_saliency_claims", "control_flow_runs",

@@ -13,10 +13,10 @@ import torch
 
 from helpers.core.prompts import Prompt
 from helpers.core.sizing import HEAVY_BATCH
-from helpers.core.stats import Interval, bootstrap_means
 from helpers.experiments.saliency import FLOWS, flow_scores, layer_ranges, saliency_matrices
 from helpers.experiments.saliency_context import CONTEXT_FLOWS, context_flow_scores
 from helpers.study.claims import above_zero, claim
+from helpers.study.stats import Interval, bootstrap_means
 
 __all__ = ["flows_and_context", "context_flow_intervals", "context_flow_claims"]
 

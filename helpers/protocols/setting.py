@@ -14,13 +14,13 @@ from helpers.core.grid import run_grid
 from helpers.core.predict import shots_for
 from helpers.core.prefix_runs import vanilla_predictions
 from helpers.core.prompts import make_icl_set
-from helpers.core.stats import Interval, bootstrap_means, cells_from_frame, interval_verdict, paired_differences
 from helpers.core.store import pins_weights
 from helpers.core.tasks import LabelWordWarning, Task, get_task, run_args
 from helpers.study.claims import Claim, claim
 from helpers.study.paper import FIG5_PEAK_AUCROC
 from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import RunSizes
+from helpers.study.stats import Interval, bootstrap_means, cells_from_frame, interval_verdict, paired_differences
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer  # the type of 3.9's models; a 4.x bridge takes its place
@@ -51,7 +51,7 @@ def vanilla_accuracy(model: HookedTransformer, tasks: Sequence[str], sizes: Sett
     ``pandas.DataFrame`` row per run.
 
     Columns: task, seed, shots (per class), n (inputs scored), dropped (over-long), accuracy, and per
-    input ``idx`` (test row) and ``correct`` (0/1), for intervals (:mod:`helpers.core.stats`).
+    input ``idx`` (test row) and ``correct`` (0/1), for intervals (:mod:`helpers.study.stats`).
     Results are cached on disk (helpers.core.store.cached).
     """
     sizes_arg(sizes, SettingSizes, "setting_sizes(profile)")

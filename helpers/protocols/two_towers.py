@@ -12,7 +12,6 @@ import numpy as np
 
 from helpers.core.grid import model_label, run_grid
 from helpers.core.heads import Head
-from helpers.core.stats import Interval, bootstrap_means, bootstrap_statistic
 from helpers.core.store import pins_weights
 from helpers.core.tasks import label_token_ids
 from helpers.core.unrelated import (
@@ -26,6 +25,7 @@ from helpers.core.unrelated import (
 from helpers.study.claims import Claim, claim
 from helpers.study.profile_table import run_sizes
 from helpers.study.profiles import eval_sizes
+from helpers.study.stats import Interval, bootstrap_means, bootstrap_statistic
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer

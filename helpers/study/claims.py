@@ -20,10 +20,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 
-from helpers.core.stats import Interval
 from helpers.study.paper import CLAIMS
 from helpers.study.profiles import current_model_name, get_profile
 from helpers.study.results import load_metrics, save_metrics
+from helpers.study.stats import Interval
 
 __all__ = ["Claim", "VERDICTS", "above_zero", "shown_digits", "claim", "measured_on", "claims_frame", "report_claims", "reported_claim", "quote_claim",
            "reported_claims", "reading_markdown", "show_reading", "run_power"]
@@ -50,7 +50,7 @@ class Claim:
 
     ``key``: ``"<notebook>.<name>"``, e.g. ``"02.label_first_hurts_most"``. ``paper``: the paper's value as it
     states it (a number, or a phrase for a figure). ``criterion``: the check on ``ours``, written before the
-    run. ``ours``: an :class:`~helpers.core.stats.Interval` in ``unit`` (or ``None`` when the model gives no
+    run. ``ours``: an :class:`~helpers.study.stats.Interval` in ``unit`` (or ``None`` when the model gives no
     value, e.g. an undefined ratio). ``context``: what the number rests on (model, profile, sizes).
     ``missing``: what a missing ``ours`` means, in words (e.g. "no bias measured, so none to reduce"); shown in
     its place. ``tasks``: the tasks it was measured on when the notebook fixes them rather than the run's
@@ -76,7 +76,7 @@ class Claim:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict {self.verdict!r} of claim {self.key!r} is not one of {VERDICTS}")
         if self.ours is not None and not isinstance(self.ours, Interval):
-            raise TypeError(f"claim {self.key!r}: ours must be an Interval (helpers.core.stats) or None, "
+            raise TypeError(f"claim {self.key!r}: ours must be an Interval (helpers.study.stats) or None, "
                             f"got {type(self.ours).__name__}; compute it with bootstrap_means or bootstrap_statistic")
 
     @classmethod

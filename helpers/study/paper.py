@@ -372,7 +372,7 @@ CLAIMS_10: dict[str, dict] = {
         "source": "arXiv 2305.14160 §3.2 (Hidden_anchor keeps every label token in the authors' code); a task with "
                   "phrase labels",
         "paper": "untested: the paper keeps every token of the label word"},
-    # the checks on the controls of notebook 09 (helpers.core.control; their power: helpers.study.power_report)
+    # the checks on the controls of notebook 09 (helpers.core.controls.model; their power: helpers.study.power_report)
     "10.control_label_isolation": {
         "statement": "On a model whose label positions certainly carry the context, isolating the label words in the "
                      "first layer moves the prediction more than isolating as many content tokens",

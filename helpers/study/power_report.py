@@ -1,7 +1,7 @@
 """What a check's verdict is worth: its power on two controls whose answer is known, as rows a record keeps.
 
 A check of notebooks 01, 02, 03, 05, 07, 10 and 11 runs on populations of positive controls, where the mechanism it
-looks for is there, and of negative controls, where it is absent (:mod:`helpers.core.control_population`: five
+looks for is there, and of negative controls, where it is absent (:mod:`helpers.core.controls.population`: five
 independently trained checkpoints of each recipe, on 2 and on 4 layers; the runs: :mod:`helpers.protocols.power`).
 A replicate is one checkpoint with sequences of its own seed, so the intervals count training runs, not sequence
 draws from one checkpoint. **Sensitivity** is the share of the positive checkpoints' replicates whose verdict is
@@ -46,7 +46,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from helpers.core.stats import Interval
+from helpers.study.stats import Interval
 
 __all__ = ["POSITIVE", "NEGATIVE", "POSITIVES", "NEGATIVES", "DEEP_PAIR", "DEPTH_CHECKS", "SPECIFICITY_ONLY", "CHECKS", "NOT_MEASURED", "NOTEBOOKS", "checked_keys", "clopper_pearson", "Power",
            "power_rows", "population_split", "DEPTH_OF", "reading", "annotate", "power_frame", "power_by_key", "account_power", "power_markdown",
@@ -54,7 +54,7 @@ __all__ = ["POSITIVE", "NEGATIVE", "POSITIVES", "NEGATIVES", "DEEP_PAIR", "DEPTH
            "account_verdict", "account_reading", "informative_count", "NO_INFORMATIVE", "NOT_RECORDED"]
 
 POSITIVE, NEGATIVE = "control-wide", "control-negative"  # the named controls of each kind (seed 0 of each population)
-# the control populations (helpers.core.control_population) a power measurement pools: a replicate is one checkpoint
+# the control populations (helpers.core.controls.population) a power measurement pools: a replicate is one checkpoint
 # (one training run) with sequences of its own seed, so the intervals count training runs. Sensitivity pools the
 # positive populations of both depths, specificity the negative ones; a depth check (DEPTH_CHECKS) reads the 4-layer
 # pair alone, since on 2 layers its criterion is vacuous

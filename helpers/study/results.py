@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from helpers.core.models import model_identity
-from helpers.core.stats import Interval
 from helpers.core.store import atomic_write_bytes, jsonable, task_identity
 from helpers.core.tasks import get_task
 from helpers.study.profile_table import PROFILES, current_tasks
 from helpers.study.profiles import OWN_TASK_EXAMPLE, current_model_name, current_own_task, get_profile
+from helpers.study.stats import Interval
 
 __all__ = ["ResultsFolderError", "unwritable", "results_dir", "run_key", "run_tasks", "studies_tasks", "save_metrics", "load_metrics", "save_figure", "model_slug", "summary_row", "mean_std"]
 
@@ -159,7 +159,7 @@ def mean_std(values) -> str:
 def summary_row(claim: str, paper, ours, verdict: str) -> dict:
     """One line of the report's summary: the paper's value, ours, and a computed verdict.
 
-    ``ours``: a :class:`helpers.core.stats.Interval` (rendered "estimate [low, high] (95% CI; seeds, inputs)"),
+    ``ours``: a :class:`helpers.study.stats.Interval` (rendered "estimate [low, high] (95% CI; seeds, inputs)"),
     a list of per-seed values (rendered mean ± std) or a ready string.
     Notebooks save a list of these as ``save_metrics(section, {"summary": [...], ...})``.
     """

@@ -30,7 +30,7 @@ def _bars_ylim(ivs) -> tuple[tuple[float, float], bool]:
 
 def interval_bars(groups: Mapping[str, Mapping[str, object]], title: str, ylabel: str, save_as: str | None = None,
                   ylim: tuple[float, float] | None = None) -> None:
-    """Bars of ``groups[x][bar]`` (:class:`helpers.core.stats.Interval`: the estimate, its 95% interval as an error
+    """Bars of ``groups[x][bar]`` (:class:`helpers.study.stats.Interval`: the estimate, its 95% interval as an error
     bar): a group of bars per ``x``; shown and saved. ``ylim``: default 0 to 1.05 for shares, or, where an interval
     leaves [0, 1] (an effect below 0), an axis that holds them all, with the zero line drawn."""
     rows = [{"x": x, "bar": b, "value": iv.estimate} for x, bars in groups.items() for b, iv in bars.items()]

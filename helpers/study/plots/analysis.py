@@ -37,7 +37,7 @@ def plot_flow_curves(df: pd.DataFrame, title: str = "", intervals: dict | None =
     ``curves``: the flows drawn, in legend order; ``x`` and ``y`` label the axes.
 
     ``df`` columns: task, seed, layer, flow (S_wp/S_pq/S_ww), value (relative size).
-    ``intervals[(task, "curve", layer, flow)]``: :class:`helpers.core.stats.Interval` of the seed-averaged curve
+    ``intervals[(task, "curve", layer, flow)]``: :class:`helpers.study.stats.Interval` of the seed-averaged curve
     (:func:`helpers.protocols.saliency.flow_intervals`, task named as in ``df``), drawn as the line and a shaded 95%
     band; without it the bands are the sd over seeds. ``labels`` (task -> panel name) renames the tasks of both
     (a task not in it keeps its name).

@@ -57,7 +57,7 @@ def training_curve(curve: pd.DataFrame, *, x: str, y: str, y_right: str, chance:
 
 
 def interval_table(rows: Mapping, column: str = "[95% CI]") -> pd.DataFrame:
-    """One column ``column``, one row per entry of ``rows`` (row name -> :class:`helpers.core.stats.Interval`),
+    """One column ``column``, one row per entry of ``rows`` (row name -> :class:`helpers.study.stats.Interval`),
     each formatted "estimate [low, high]" to 3 decimals."""
     return pd.DataFrame({column: {name: f"{iv:.3f}" for name, iv in rows.items()}})
 

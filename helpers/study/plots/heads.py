@@ -99,7 +99,7 @@ def plot_two_towers(tt: dict, out_lm, title: str = ""):
 
 def plot_biases(df: pd.DataFrame, intervals: dict | None = None):
     """Bias size before/after the reduction (columns: bias, stage, size; one row per seed, or means), with
-    ``intervals[(bias, stage)]`` (:class:`helpers.core.stats.Interval`) as error bars."""
+    ``intervals[(bias, stage)]`` (:class:`helpers.study.stats.Interval`) as error bars."""
     fig, ax = plt.subplots(figsize=(6, 3.2))
     sns.barplot(data=df, x="bias", y="size", hue="stage", ax=ax, errorbar=None)
     if intervals:
@@ -125,7 +125,7 @@ def head_attention_view(model, prompt, attn_rows, head_names: Sequence[str]):
 def plot_regime(intervals: dict, title: str = ""):
     """Swap-averaged accuracy against demonstrations per class (log scale), one line per label pair with its 95%
     interval as a band; chance (a word prior only) at 0.5. ``intervals[(pair, k)]["swap_averaged"]``: an
-    :class:`helpers.core.stats.Interval`."""
+    :class:`helpers.study.stats.Interval`."""
     fig, ax = plt.subplots(figsize=(7, 3.4))
     pairs = list(dict.fromkeys(p for p, _ in intervals))
     ks = sorted({k for _, k in intervals})

@@ -57,7 +57,7 @@ def own_accuracy_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def own_accuracy_line(task, acc) -> str:
-    """The accuracy :class:`~helpers.core.stats.Interval` ``acc`` with what it rests on, beside chance
+    """The accuracy :class:`~helpers.study.stats.Interval` ``acc`` with what it rests on, beside chance
     (1 / number of classes)."""
     return (f"{task.display}: vanilla 1-shot accuracy {acc:.3f} (95% CI; {acc.n_seeds} seed(s), "
             f"{acc.n_inputs} inputs), chance {1 / task.n_classes:.3f}")

@@ -156,7 +156,7 @@ def _bar_x(xs: list, hues: list, x, hue, width: float = 0.8) -> float:
 
 
 def plot_interval_bars(ax, xs: list, hues: list, intervals: dict) -> None:
-    """Error bars of ``intervals[(x, hue)]`` (:class:`helpers.core.stats.Interval`) on a seaborn grouped bar chart
+    """Error bars of ``intervals[(x, hue)]`` (:class:`helpers.study.stats.Interval`) on a seaborn grouped bar chart
     whose x order is ``xs`` and hue order ``hues``."""
     for (x, hue), iv in intervals.items():
         if x in xs and hue in hues:
@@ -172,7 +172,7 @@ def plot_accuracy_bars(df: pd.DataFrame, paper: dict | None = None, ax=None, int
     of bars per value of column ``x``, a bar per value of ``hue``, their height column ``y`` (the axis label).
 
     ``paper`` maps (task, setting) -> the paper's GPT2-XL accuracy, drawn as markers.
-    ``intervals`` maps (task, setting) -> :class:`helpers.core.stats.Interval`, drawn as the error bars
+    ``intervals`` maps (task, setting) -> :class:`helpers.study.stats.Interval`, drawn as the error bars
     (otherwise the bars show the std over seeds); ``chance`` maps task -> chance accuracy, drawn as a
     dashed line across that task's bars.
     """

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from helpers.core.control import CONTROL_PATH, ControlError, ControlTask, control_spec, load_control
+from helpers.core.controls.model import CONTROL_PATH, ControlError, ControlTask, control_spec, load_control
 from helpers.core.task_data import file_sha256  # the project's one file hasher
 
 __all__ = ["SEEDS", "DEEP_SEEDS", "NEGATIVE_STEPS", "Population", "POPULATIONS", "population", "load_member", "members"]
@@ -49,7 +49,7 @@ POPULATION_DIR = CONTROL_PATH.parent / "population"
 class Population:
     """One training recipe, trained from each of its ``seeds``.
 
-    ``carries``: the named control whose kind and task its members have (:data:`helpers.core.control.CONTROLS`).
+    ``carries``: the named control whose kind and task its members have (:data:`helpers.core.controls.model.CONTROLS`).
     ``shape``: ``(n_layers, n_heads, d_model)``. ``train``: ``train_control``'s keyword arguments besides seed, task
     and shape. ``sha256``: ``{seed: sha256}`` of the shipped checkpoints. ``shipped``: ``{seed: path}`` of members
     that are a named control's own checkpoint."""
@@ -152,7 +152,7 @@ def load_member(name: str, seed: int):
         want = pop.sha256.get(seed)
         if want is None:
             raise ControlError(f"{path}: population {name!r}, seed {seed}, has no sha256 written in "
-                               "helpers/core/control_population.py, so it cannot be verified")
+                               "helpers/core/controls/population.py, so it cannot be verified")
         got = file_sha256(path)
         if got != want:
             raise ControlError(f"{path}: sha256 {got} does not match the expected {want}: restore it (git checkout "

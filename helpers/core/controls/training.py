@@ -1,8 +1,8 @@
-"""Training the controls of :mod:`helpers.core.control`: fresh-item batches, the training loop, the recipe's
+"""Training the controls of :mod:`helpers.core.controls.model`: fresh-item batches, the training loop, the recipe's
 reasons and the checkpoint it writes (``make control``; scripts/train_control.py).
 
 In training an item enters as ``x @ P`` at ``hook_embed`` (``P`` a learned ``dim x d_model`` projection), so items
-are fresh vectors every step; :func:`helpers.core.control.bake` turns the trained parameters into the token model
+are fresh vectors every step; :func:`helpers.core.controls.model.bake` turns the trained parameters into the token model
 that every helper runs, and :func:`save_control` writes them with the exemplar table it bakes from.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from helpers.core.control import (
+from helpers.core.controls.model import (
     CONTROL_NAME,
     ControlTask,
     class_centres,

@@ -32,7 +32,7 @@ query item (the last position), ``text_spans[k]`` the k-th item, ``format_pos`` 
 ``kinds`` ``bos/text/label/query``. The items' classes are kept in ``item_class`` of
 :class:`ControlPrompts`. ``text`` renders the tokens (``x12.3`` = exemplar 3 of class 12).
 
-**Training recipe** (:mod:`helpers.core.control_training`: ``train_control``; measured on seeds 0-2, see its
+**Training recipe** (:mod:`helpers.core.controls.training`: ``train_control``; measured on seeds 0-2, see its
 ``RECIPE_NOTES``): AdamW lr 1e-3, batch 128, a copy curriculum: for the first ``copy_steps`` steps a share of
 queries (falling linearly from 1 to 0) is an exact copy of one of the context items of its class, which gives the second-layer head a matching
 signal before the class-matching one. Training stops when the in-context accuracy on fresh sequences reaches
@@ -52,7 +52,7 @@ mapping (:func:`relabel`) and with classes never seen in training tells the two 
 
 **Checkpoint**: a safetensors file of the trained parameters (the training model: labels' embeddings,
 positions, attention, norms, unembedding, ``P``) plus the exemplar table and the recipe in its metadata
-(``save_control`` of :mod:`helpers.core.control_training`). :func:`load_control` verifies the file's sha256
+(``save_control`` of :mod:`helpers.core.controls.training`). :func:`load_control` verifies the file's sha256
 before reading it (against the sha256 written in :data:`CONTROLS` for a shipped file, else against the
 ``.sha256`` file written beside it) and bakes the token model. ``load_model(name)`` calls it.
 """
@@ -107,7 +107,7 @@ __all__ = [
 ]
 
 CONTROL_NAME = "control"
-CONTROL_PATH = Path(__file__).resolve().parents[2] / "data" / "control" / "control.safetensors"
+CONTROL_PATH = Path(__file__).resolve().parents[3] / "data" / "control" / "control.safetensors"
 # sha256 of the shipped checkpoint (data/control/control.safetensors); load_control refuses any other file there
 CONTROL_SHA256 = "032aaa8dddb36af26adbab0ee4654d4335be0c16bed262bc9cabb9b2adfb42c9"
 
@@ -509,7 +509,7 @@ def load_control(which: str | Path = CONTROL_NAME) -> HookedTransformer:
     """A control as a baked token model, after verifying the checkpoint's sha256 (a clear error if it differs).
 
     ``which``: a name of :data:`CONTROLS` (``"control"``, ``"control-wide"``, ``"control-negative"``: the shipped
-    checkpoint under ``data/control/``) or the path of a checkpoint written by ``control_training.save_control``
+    checkpoint under ``data/control/``) or the path of a checkpoint written by ``controls.training.save_control``
     (e.g. by ``make control``), which keeps the name stored in it."""
     from safetensors.torch import load_file  # lazy: only when a checkpoint is read or written
 

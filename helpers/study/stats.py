@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Interval", "rank_auc", "bootstrap_means", "bootstrap_statistic", "bootstrap_of_means", "paired_differences", "interval_verdict",
+__all__ = ["Interval", "bootstrap_means", "bootstrap_statistic", "bootstrap_of_means", "paired_differences", "interval_verdict",
            "cells_from_frame", "N_BOOT", "LEVEL"]
 
 N_BOOT = 4000
@@ -67,19 +67,6 @@ class Interval:
 
     def __str__(self) -> str:
         return format(self, "")
-
-
-def rank_auc(positive: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Binary ROC AUC of every column of ``s`` [n, ...] against the boolean ``positive`` [n]: the Mann-Whitney
-    statistic with average ranks for ties (what ``sklearn.metrics.roc_auc_score``'s trapezoids compute; tested
-    equal), all columns at once and without sklearn's per-call checks (bootstraps call it thousands of times)."""
-    from scipy.stats import rankdata  # lazy: scipy takes a second to import
-
-    positive = np.asarray(positive, dtype=bool)
-    n1 = int(positive.sum())
-    n0 = len(positive) - n1
-    r = rankdata(s, axis=0)
-    return (r[positive].sum(0) - n1 * (n1 + 1) / 2) / (n1 * n0)
 
 
 def _cells(values) -> dict[tuple, np.ndarray]:
