@@ -42,7 +42,7 @@
 # **The random control** isolates as many random non-label words as there are demonstrations, drawn
 # as in the [authors' code](https://github.com/lancopku/label-words-are-anchors): afresh for every input and in every isolated layer, among the positions
 # before the one preceding $q$. We never draw a token of a label word, and never position 0, whose row
-# has nothing earlier to block (`helpers.experiments.isolation_rows.authors_positions`). Because every input
+# has nothing earlier to block (`helpers.experiments.isolation.authors_positions`). Because every input
 # has its own isolated positions, this control runs each input's full prompt, many times the cost of a
 # label condition. It runs on the profile's first `n_random_control` inputs of each task and seed (all
 # 64 in the default profile, as in the paper), paired with the same inputs of the label conditions.

@@ -10,20 +10,18 @@ from helpers.core.predict import Predictions, predict
 from helpers.core.prefix import PrefixError, predict_shared_split, run_prefix
 from helpers.core.prompts import pad_batch
 from helpers.experiments.isolation import (
-    isolation_experiment,
-    layer_range,
-    loyalty_rows,
-    run_isolation,
-    run_isolation_last,
-)
-from helpers.experiments.isolation_rows import (
     authors_positions,
     block_rows,
     isolated_rows,
+    isolation_experiment,
     label_isolation,
+    layer_range,
+    loyalty_rows,
     per_layer_hooks,
     random_isolation,
     random_positions,
+    run_isolation,
+    run_isolation_last,
 )
 
 

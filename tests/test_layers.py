@@ -60,7 +60,7 @@ def test_lower_layers_do_not_import_upper(layer, forbidden):
 
 def _method(name: str, modules: set[str]) -> str:
     """The method a module belongs to: the longest other module whose name plus ``_`` starts its name
-    (``isolation_rows`` and ``isolation_classes`` belong to ``isolation``), else its own name."""
+    (``isolation_classes`` and ``isolation_context`` belong to ``isolation``), else its own name."""
     bases = [b for b in modules if name.startswith(b + "_")]
     return max(bases, key=len) if bases else name
 
@@ -70,7 +70,7 @@ def _same_method(a: str, b: str, modules: set[str]) -> bool:
 
 
 def test_no_experiment_imports_another():
-    """A method's modules may import each other (``isolation`` runs the hooks of ``isolation_rows``; a module
+    """A method's modules may import each other (``isolation_classes`` runs the hooks of ``isolation``; a module
     belongs to the method whose module name, plus ``_``, starts its own); one method
     never imports another's: what two methods share lives in helpers/core."""
     mods = {p.stem for p in _layer_files("experiments") if p.stem != "__init__"}

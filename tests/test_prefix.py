@@ -85,7 +85,7 @@ def test_prefix_hooks_equal_the_same_hooks_on_full_prompts(icl):
 
 
 def test_random_set_draw_is_per_layer_and_avoids_labels(icl):
-    from helpers.experiments.isolation_rows import random_set_positions
+    from helpers.experiments.isolation import random_set_positions
 
     model, s = icl
     p, p0 = s.prompts[0], shared_prefix_len(s.prompts)

@@ -9,7 +9,7 @@ import torch
 from helpers.core.predict import predict
 from helpers.exercises.grading import CheckFailed, grader, likely_mistake
 from helpers.exercises.tiny import TINY_KINDS, tiny_model
-from helpers.experiments.isolation_rows import block_rows, label_isolation
+from helpers.experiments.isolation import block_rows, label_isolation
 
 __all__ = ["check_block_label_rows", "check_isolated_label_logits"]
 

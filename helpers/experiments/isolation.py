@@ -1,7 +1,8 @@
 """§2.2 Shallow layers: isolating label words, and the random control.
 
-Which rows each condition blocks, and the hooks that block them, are :mod:`helpers.experiments.isolation_rows`;
-this module runs the conditions, measures them and states the claims.
+This module says which rows each condition blocks and holds the hooks that block them (:func:`block_rows`,
+:func:`isolation_hooks`; the label words, :func:`label_isolation`; the random control, :func:`random_isolation`),
+then runs the conditions and measures them.
 
 Isolating a position r in layer l blocks its attention to every earlier
 position: the pre-softmax score ``scores[r, j]`` is set to ``-inf`` for
@@ -20,13 +21,13 @@ The control's draw (``random_draw``):
   one they locate after "Sentiment:" and the like), and position 0 is never
   drawn (BOS, or the first token: its row has nothing earlier to block, so the
   authors' draw of 0 is a no-op that isolates one word fewer). The draw of input i in layer l is
-  ``numpy.random.default_rng([seed, i, layer])`` (:func:`~helpers.experiments.isolation_rows.authors_positions`):
+  ``numpy.random.default_rng([seed, i, layer])`` (:func:`authors_positions`):
   fixed by (seed, input index, layer), whatever the batching or the number of
   inputs run. Every input has its own isolated demonstrations, so this control
   runs full prompts (about as costly as an unmodified run without the shared
   prefix, many times the label condition's cost).
 - ``"set"`` draws once per demonstration set, a fresh draw in every isolated
-  layer, among the demonstrations only (:func:`~helpers.experiments.isolation_rows.random_set_positions`, seed
+  layer, among the demonstrations only (:func:`random_set_positions`, seed
   ``[seed, layer]``): every input shares it, so it runs as one shared prefix,
   as cheap as the label condition.
 
@@ -35,9 +36,11 @@ The effect is measured with :mod:`helpers.core.loyalty` against the unmodified r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
+import numpy as np
 import torch
+from jaxtyping import Bool, Float
 from tqdm.auto import tqdm
 
 from helpers.core.backend import is_bridge
@@ -47,15 +50,192 @@ from helpers.core.prefix import predict_shared_split, run_prefix, shared_prefix_
 from helpers.core.prefix_runs import predict_shared, vanilla_predictions
 from helpers.core.prompts import Prompt
 from helpers.core.sizing import FORWARD_BATCH
-from helpers.experiments.isolation_rows import (
-    RANDOM_DRAWS,
-    isolated_rows,
-    label_isolation,
-    per_layer_hooks,
-    random_isolation,
-)
 
-__all__ = ["CONDITIONS", "layer_range", "random_isolation_last", "run_isolation", "isolation_experiment", "loyalty_rows", "label_token_share", "MAIN_CONDITIONS"]
+__all__ = [
+    "block_rows",
+    "isolation_hooks",
+    "label_isolation",
+    "label_prefix_hooks",
+    "random_positions",
+    "authors_positions",
+    "random_set_positions",
+    "per_layer_hooks",
+    "random_prefix_hooks",
+    "random_isolation",
+    "rows_isolation",
+    "RANDOM_DRAWS",
+    "isolated_rows",
+    "CONDITIONS",
+    "layer_range",
+    "random_isolation_last",
+    "run_isolation",
+    "isolation_experiment",
+    "loyalty_rows",
+    "label_token_share",
+    "MAIN_CONDITIONS",
+]
+
+
+def block_rows(scores: Float[torch.Tensor, "batch head qpos kpos"], rows: Bool[torch.Tensor, "batch qpos"]
+               ) -> Float[torch.Tensor, "batch head qpos kpos"]:
+    """``scores`` with every earlier key of the marked query rows set to ``-inf`` (diagonal kept)."""
+    T = scores.shape[-1]
+    pos = torch.arange(T, device=scores.device)
+    earlier = pos[None, :] < pos[:, None]  # [qpos, kpos]: j < i
+    mask = rows.to(scores.device)[:, None, :, None] & earlier[None, None]
+    return scores.masked_fill(mask, float("-inf"))
+
+
+def isolation_hooks(layers: Iterable[int], rows: Bool[torch.Tensor, "batch seq"]) -> list:
+    """``(hook_name, fn)`` pairs isolating the marked positions in ``layers``."""
+    def fn(scores, hook):
+        return block_rows(scores, rows)
+
+    return [(f"blocks.{l}.attn.hook_attn_scores", fn) for l in layers]
+
+
+def _rows(batch: Sequence[Prompt], seq: int, positions: Callable[[int, Prompt], Sequence[int]]) -> torch.Tensor:
+    rows = torch.zeros(len(batch), seq, dtype=torch.bool)
+    for b, p in enumerate(batch):
+        rows[b, list(positions(b, p))] = True
+    return rows
+
+
+def label_isolation(layers: Iterable[int]) -> HookFactory:
+    """Hook factory for :func:`helpers.core.predict.predict`: isolate every p_k in ``layers``."""
+    layers = list(layers)
+
+    def factory(batch: Sequence[Prompt], tokens: torch.Tensor, offset: int = 0) -> list:
+        if offset:
+            raise ValueError("label isolation acts on prefix rows: pass label_prefix_hooks(...) as prefix_hooks")
+        return isolation_hooks(layers, _rows(batch, tokens.shape[1], lambda b, p: p.label_pos))
+
+    return factory
+
+
+def label_prefix_hooks(layers: Iterable[int], prompt: Prompt, prefix_len: int) -> list:
+    """Hooks for a shared prefix's pass (:func:`helpers.core.prefix.run_prefix`) isolating its label words in
+    ``layers``. Every label position lies in the demonstrations, so isolating them changes the prefix only
+    and each condition's prefix runs once for all inputs."""
+    if max(prompt.label_pos) >= prefix_len:
+        raise ValueError("a label position lies after the shared prefix")
+    rows = torch.zeros(1, prefix_len, dtype=torch.bool)
+    rows[0, prompt.label_pos] = True
+    return isolation_hooks(layers, rows)
+
+
+def random_positions(prompt: Prompt, count: int, seed, stop: int | None = None) -> list[int]:
+    """``count`` distinct positions in ``1..stop-1`` of ``prompt`` that are not label tokens (any token of a
+    label word), sorted.
+
+    ``stop`` defaults to ``q - 1``, the authors' bound (never q nor the token before it); position 0 is never
+    drawn (its row has nothing earlier to block). ``seed``: anything :func:`numpy.random.default_rng` accepts
+    (an int or a list of ints).
+    """
+    stop = prompt.q - 1 if stop is None else stop
+    if stop > prompt.q:
+        raise ValueError(f"stop={stop} lies after q={prompt.q}")
+    label_tokens = {i for a, b in prompt.label_spans for i in range(a, b)} | set(prompt.label_pos)
+    pool = [i for i in range(1, stop) if i not in label_tokens]
+    if count > len(pool):
+        raise ValueError(f"asked for {count} random positions but positions 1..{stop - 1} hold only {len(pool)} "
+                         "eligible ones")
+    rng = np.random.default_rng(seed)
+    return sorted(int(i) for i in rng.choice(pool, size=count, replace=False))
+
+
+def authors_positions(prompt: Prompt, layers: Iterable[int], seed: int, index: int,
+                      count: int | None = None) -> dict[int, list[int]]:
+    """The authors' draw for the ``index``-th input: for every layer its own ``count`` (default: as many as
+    there are demonstrations) positions among ``1..q-2``, never a label token, drawn with seed
+    ``[seed, index, layer]`` (:func:`random_positions`)."""
+    count = prompt.n_demos if count is None else count
+    return {l: random_positions(prompt, count, [seed, index, l]) for l in layers}
+
+
+def random_set_positions(prompt: Prompt, prefix_len: int, layers: Iterable[int], seed: int,
+                         count: int | None = None) -> dict[int, list[int]]:
+    """The control drawn once per demonstration set: for every layer its own ``count`` (default: as many as
+    there are demonstrations) random positions among the demonstrations (``1..prefix_len-1``), never a label
+    token, drawn with seed ``[seed, layer]``. Every input of the set shares the draw, so the isolated prefix
+    runs once, as for the label words."""
+    count = prompt.n_demos if count is None else count
+    if prefix_len > prompt.q:
+        raise ValueError(f"prefix_len={prefix_len} lies after q={prompt.q}")
+    return {l: random_positions(prompt, count, [seed, l], stop=prefix_len) for l in layers}
+
+
+def per_layer_hooks(rows_of: dict[int, list[int]], batch: int, seq: int) -> list:
+    """Isolation hooks for ``{layer: positions}``, every row of a ``[batch, seq]`` run."""
+    hooks = []
+    for l, pos in rows_of.items():
+        rows = torch.zeros(batch, seq, dtype=torch.bool)
+        rows[:, pos] = True
+        hooks += isolation_hooks([l], rows)
+    return hooks
+
+
+def random_prefix_hooks(prompt: Prompt, prefix_len: int, layers: Iterable[int], seed: int,
+                        count: int | None = None) -> list:
+    """Prefix-pass hooks isolating :func:`random_set_positions` (each layer its own draw)."""
+    return per_layer_hooks(random_set_positions(prompt, prefix_len, layers, seed, count), 1, prefix_len)
+
+
+def random_isolation(prompts: Sequence[Prompt], layers: Iterable[int], seed: int,
+                     count: int | None = None) -> HookFactory:
+    """Hook factory for :func:`helpers.core.predict.predict` isolating the authors' draw: the i-th prompt gets
+    :func:`authors_positions` ``(prompt, layers, seed, i)``, a different draw in every layer.
+
+    ``count`` defaults to each prompt's number of demonstrations (the same count as the label words).
+    The draw depends only on (seed, input index, layer), never on batching; the first n prompts of a
+    set get the same draws whether or not the rest are run.
+    """
+    layers = list(layers)
+    return rows_isolation(prompts, [authors_positions(p, layers, seed, i, count) for i, p in enumerate(prompts)])
+
+
+def rows_isolation(prompts: Sequence[Prompt], draws: Sequence[dict[int, list[int]]]) -> HookFactory:
+    """Hook factory for :func:`helpers.core.predict.predict` isolating, in the i-th prompt, the rows
+    ``draws[i][layer]`` in each of its layers (every prompt its own rows: full prompts only)."""
+    if len(draws) != len(prompts):
+        raise ValueError(f"{len(draws)} draws for {len(prompts)} prompts: give each prompt its rows")
+    chosen: dict[int, dict[int, list[int]]] = {}
+    for i, (p, d) in enumerate(zip(prompts, draws)):
+        if id(p) in chosen:
+            raise ValueError(f"prompt {i} is the same object as an earlier one: each input draws by its index, "
+                             "so pass distinct Prompt objects")
+        chosen[id(p)] = d
+    layers = sorted({l for d in draws for l in d})
+
+    def factory(batch: Sequence[Prompt], tokens: torch.Tensor, offset: int = 0) -> list:
+        if offset:
+            raise ValueError("these rows differ between inputs (some lie in the demonstrations): "
+                             "run this control on full prompts")
+        try:
+            rows_of = [chosen[id(p)] for p in batch]
+        except KeyError as e:
+            raise ValueError("predict() was given prompts other than the ones the factory was built for") from e
+        hooks = []
+        for l in layers:
+            rows = torch.zeros(len(batch), tokens.shape[1], dtype=torch.bool)
+            for b, d in enumerate(rows_of):
+                rows[b, d.get(l, [])] = True
+            hooks += isolation_hooks([l], rows)
+        return hooks
+
+    return factory
+
+
+RANDOM_DRAWS = ("authors", "set")
+
+
+def isolated_rows(prompts: Sequence[Prompt], condition: str, layers: list[int], seed: int):
+    """``(P0, {layer: prefix rows})`` isolated by ``condition`` with the per-set draw (label words, or random words)."""
+    p0 = shared_prefix_len(prompts)
+    if condition == "label":
+        return p0, {l: list(prompts[0].label_pos) for l in layers}
+    return p0, random_set_positions(prompts[0], p0, layers, seed)
+
 
 CONDITIONS = ("label", "random")
 
@@ -105,9 +285,9 @@ def run_isolation(model, prompts: Sequence[Prompt], label_ids: Sequence[int], co
 
     ``random_draw`` picks the control's positions (module docstring):
     ``"authors"`` (default) draws them per input and per layer before q-1
-    (:func:`~helpers.experiments.isolation_rows.random_isolation`), so every prompt differs and runs whole
+    (:func:`~helpers.experiments.isolation.random_isolation`), so every prompt differs and runs whole
     (``shared`` does not apply); ``"set"`` draws them once per demonstration
-    set, per layer, among the demonstrations (:func:`~helpers.experiments.isolation_rows.random_set_positions`), so
+    set, per layer, among the demonstrations (:func:`~helpers.experiments.isolation.random_set_positions`), so
     the control costs what the label condition costs.
     """
     if random_draw not in RANDOM_DRAWS:
@@ -142,7 +322,7 @@ def random_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[
                           seed: int, batch_size: int = FORWARD_BATCH, top_k: int = 5,
                           factory: HookFactory | None = None) -> Predictions:
     """The authors' random control isolated in the last layers (``layers``, the top ones), with the layers below
-    them shared: :func:`~helpers.experiments.isolation_rows.random_isolation` on full prompts, at a fraction of the cost.
+    them shared: :func:`~helpers.experiments.isolation.random_isolation` on full prompts, at a fraction of the cost.
 
     Every input has its own random rows, some in the demonstrations, so the isolated layers must run each
     input's whole prompt. Below the first isolated layer nothing is isolated: there the demonstrations' residual
@@ -152,7 +332,7 @@ def random_isolation_last(model, prompts: Sequence[Prompt], label_ids: Sequence[
     with ``stop_at_layer``), and only the isolated layers run on the whole prompt, from the joined residual
     stream. The same function as the full run (tests); on Gemma 3's 18 layers with the last 5 isolated, the
     lower 13 layers' full-prompt work is saved. ``factory``: other per-input rows to isolate in ``layers``
-    (:func:`~helpers.experiments.isolation_rows.rows_isolation`; default the authors' draw of ``seed``).
+    (:func:`~helpers.experiments.isolation.rows_isolation`; default the authors' draw of ``seed``).
     """
     from helpers.core.predict import length_batches, predictions_from_resid
     from helpers.core.prefix import pad_suffixes, run_prefix, suffix_forward, suffix_tokens

@@ -6,7 +6,7 @@ class carries the demonstrations' information (the forerunner token before each 
 template tokens, arXiv 2401.11323), isolating that class should move them as much or more. For each class of
 :data:`helpers.core.positions.CLASSES` other than ``content`` (and ``label_first``, the first token of each label
 word), :func:`run_class_isolation` isolates its positions with the hooks of
-:mod:`helpers.experiments.isolation_rows`, and ``random:<class>`` isolates as many content tokens, drawn as §2.2
+:mod:`helpers.experiments.isolation`, and ``random:<class>`` isolates as many content tokens, drawn as §2.2
 draws its control (:func:`content_draw`): for every input and every isolated layer its own draw, seeded by
 ``[seed, input index, layer]``, so a draw never depends on batching or on how many inputs run.
 
@@ -28,8 +28,7 @@ from helpers.core.prefix import shared_prefix_len, shared_prefix_or_none
 from helpers.core.prefix_runs import predict_shared
 from helpers.core.prompts import Prompt
 from helpers.core.sizing import FORWARD_BATCH
-from helpers.experiments.isolation import layer_range, random_isolation_last
-from helpers.experiments.isolation_rows import per_layer_hooks, rows_isolation
+from helpers.experiments.isolation import layer_range, per_layer_hooks, random_isolation_last, rows_isolation
 
 __all__ = ["ISOLATED_CLASSES", "class_conditions", "content_draw", "class_rows", "run_class_isolation", "control_possible",
            "WHERES"]
