@@ -288,16 +288,7 @@ _ = report_claims("00_icl_setting", setting.setting_claims(one, five), metrics=s
 # observation that more demonstrations do not help. The numbers and verdicts below are this run's.
 
 # %%
-_ = show_reading("00_icl_setting", says={
-    "00.more_demos_no_help": {
-        "replicates": "More demonstrations make this model worse on average, as in the paper: the paired "
-                      "difference lies wholly below zero.",
-        "inconclusive": "The estimate's sign can be read, but its interval reaches zero: this run cannot tell "
-                        "\"5-shot no better\" from \"5-shot slightly better\". That is not evidence that more "
-                        "demonstrations help.",
-        "does not replicate": "On this model more demonstrations help: the paired difference lies wholly above zero, "
-                              "unlike the paper's GPT2-XL.",
-    }})
+_ = show_reading("00_icl_setting")
 
 # %% [markdown]
 # Per task (the interval table above), the largest falls are where the label prior of the demonstrations

@@ -324,19 +324,7 @@ _ = report_claims("01_saliency_flow", claims, metrics={"verdict": verdict, "n": 
 # the second contrast). The numbers and verdicts are this run's.
 
 # %%
-_ = show_reading("01_saliency_flow", digits=3, says={
-    "01.shallow_wp_dominant": {
-        "replicates": "The first stage is there on every task: demonstrations flow into their label words first.",
-        "partly": "The first stage shows on some tasks only: \"shallow\" is not the same share of depth on every "
-                  "task (see where $S_{pq}$ first exceeds $S_{wp}$ in the table above).",
-        "does not replicate": "The shallow layers are not dominated by the text-to-label flow on this model.",
-        "inconclusive": "The shallow contrast straddles zero on too many tasks to tell.",
-    },
-    "01.deep_pq_dominant": {
-        "replicates": "The second stage is there on every task: the target reads from the label words in deep "
-                      "layers (partly structural, question 2).",
-        "*": "The deep contrast does not hold on every task; the per-task tally is in the note.",
-    }})
+_ = show_reading("01_saliency_flow", digits=3)
 
 # %% [markdown]
 # The crossing layer (the table above) says where the model switches stage; it differs between models and

@@ -292,22 +292,7 @@ _ = report_claims("02_shallow_isolation", claims, metrics=dict(verdict=verdict, 
 # barely matters. The four claims below are those four bars, with their verdicts from this run.
 
 # %%
-_ = show_reading("02_shallow_isolation", says={
-    "02.label_first_hurts_most": {
-        "replicates": "Every paired drop from label-first lies above zero: the shallow label words are where the "
-                      "demonstrations' information gathers, as the paper says.",
-        "inconclusive": "Label-first is lowest in estimate, but at least one paired drop (in the note) reaches "
-                        "zero, often the random-first control, which rests on its own inputs: this run cannot "
-                        "separate the label words from any shallow isolation.",
-        "does not replicate": "Another condition hurts more than label-first: the anchors are not where this model "
-                              "gathers the demonstrations.",
-    },
-    "02.random_first_barely_matters": {
-        "replicates": "Random words isolated in the same layers keep most predictions: the effect is about the "
-                      "label words, not about blocking any shallow attention.",
-        "*": "Random words isolated in the same layers also move the predictions, so part of the label-first "
-             "effect may be any shallow blocking.",
-    }})
+_ = show_reading("02_shallow_isolation")
 
 # %% [markdown]
 # Word loyalty and the label-word share of the top 5 (the tables above) move more than label loyalty does: the

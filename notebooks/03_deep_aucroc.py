@@ -250,14 +250,7 @@ report_claims("03_deep_aucroc", claims, metrics={n: c.to_dict("list") for n, c i
 # the crossing; the numbers and verdicts are this run's.
 
 # %%
-_ = show_reading("03_deep_aucroc", digits=2, says={
-    "03.peak_aucroc": {
-        "replicates": "The attention from q to the label words predicts the output as well as in the paper.",
-        "inconclusive": "The interval holds both the paper's value and the threshold: with these inputs per "
-                        "task and seed a peak of this size cannot be told from one slightly smaller.",
-        "does not replicate": "The peak stays below the threshold: the deep attention to the anchors predicts the "
-                              "output less well on this model than in the paper.",
-    }})
+_ = show_reading("03_deep_aucroc", digits=2)
 
 # %% [markdown]
 # Read the curve above for the shape: where it leaves chance, where it peaks, and whether it falls back in the

@@ -262,16 +262,7 @@ print(quote_claim("00_icl_setting", "00.more_demos_no_help"))
 # the gains are. The numbers and verdicts are this run's.
 
 # %%
-_ = show_reading("04_anchor_reweighting", says={
-    "04.gain_over_1shot": {
-        "replicates": "Re-weighting the anchors' attention helps beyond the 1-shot prompt on this model.",
-        "*": "The gain over 1-shot is not established on this run: its interval reaches zero or below.",
-    },
-    "04.gain_over_5shot": {
-        "replicates": "It also beats showing the same examples in the prompt: the attention at $q$ is a better "
-                      "place for them than the context.",
-        "*": "Against showing the same examples in the prompt, the gain is not established on this run.",
-    }})
+_ = show_reading("04_anchor_reweighting")
 
 # %% [markdown]
 # The per-task table above shows where the gain comes from; it is not spread evenly. Whether 5-shot is below

@@ -270,14 +270,7 @@ report_claims("06_error_diagnosis", claims, metrics={"layer": LAYER, "spearman":
 # verdict are this run's.
 
 # %%
-_ = show_reading("06_error_diagnosis", digits=2, says={
-    "06.confusion_agreement": {
-        "replicates": "The anchors' key distances rank the confusions as the paper's heatmaps suggest.",
-        "partly": "The key distances rank the confusions better than chance, short of the agreement the "
-                  "criterion asks for.",
-        "inconclusive": "At the preset layer the key distances show no reliable agreement with the confusions.",
-        "does not replicate": "The key distances rank the confusions the wrong way round at the preset layer.",
-    }})
+_ = show_reading("06_error_diagnosis", digits=2)
 
 # %% [markdown]
 # The layer sweep above (not used for the verdict) shows whether the agreement lives in a few layers or in all

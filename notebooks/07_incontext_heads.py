@@ -452,38 +452,7 @@ _ = report_claims("07_incontext_heads", claims, metrics=metrics, digits=2)
 # verdicts below are this run's.
 
 # %%
-_ = show_reading("07_incontext_heads", digits=2, says={
-    "07.foobar_icl": {
-        "replicates": "The model follows the foo/bar mapping in its context, so the ablation below tests paper B's "
-                      "claim.",
-        "*": "The premise fails on this model: it does not read the foo/bar mapping from its context, so the "
-             "ablation below has nothing to remove and says nothing against the paper. Notebook 09 runs the same "
-             "methods on a model that certainly learns in context.",
-    },
-    "07.ablation_at_q": {
-        "replicates": "Ablating the in-context heads at q costs more than as many random heads.",
-        "partly": "Ablating the in-context heads at q costs more than as many random heads, but the drop from the "
-                  "plain accuracy is short of what the criterion asks for.",
-        "inconclusive": "Ablating the in-context heads at q is not told apart from ablating random heads on this run.",
-        "does not replicate": "Random heads cost more than the in-context heads on this run.",
-    },
-    "07.two_towers": {
-        "replicates": "The prediction follows the heads' attention on the label positions far more than their "
-                      "value outputs: the heads read their context as the two towers describe.",
-        "partly": "The prediction follows the attention, though the criterion's margin over the value outputs is "
-                  "not clear on its whole interval.",
-        "*": "The two-towers pattern is not established on this run.",
-    },
-    "07.majority_reduction": {
-        "inconclusive": "There is no measurable majority bias before the reduction, hence nothing to reduce.",
-    },
-    "07.recency_reduction": {
-        "inconclusive": "There is no measurable recency bias before the reduction, hence nothing to reduce.",
-    },
-    "07.unrelated_regime": {
-        "*": "Section 2.7's table above gives every regime: a regime counts only when its interval lies above 0.5, "
-             "and a first-pass regime is counted only if it clears again on fresh seeds.",
-    }})
+_ = show_reading("07_incontext_heads", digits=2)
 
 # %% [markdown]
 # **Reading the words is not reading the mapping.** The same-word rate in section 2.7's table tells a word prior

@@ -335,17 +335,7 @@ _ = report_claims(f"08_your_own_task_{name}", claims, digits=2, metrics={"digest
 # makes:
 
 # %%
-_ = show_reading(f"08_your_own_task_{name}", digits=2, says={
-    key: {"replicates": "Every check held on its whole 95% interval even at this size: the effect is large on your "
-                        "task, for this model, these demonstration draws and this test sample.",
-          "partly": "Some checks held; on a run this small that mostly means wide intervals. Rerun with "
-                    "`ICL_PROFILE=paper` before reading it as a failure.",
-          "inconclusive": "The intervals are too wide to tell; rerun with `ICL_PROFILE=paper` (5 seeds and the full "
-                          "test pool) and see which side they narrow around.",
-          "does not replicate": "An interval lies wholly on the other side: the one verdict a small run gives with "
-                                "some force. Check the prompt first (a label word split or merged, or a model at "
-                                "chance on the task)."}
-    for key in ("08.saliency_two_stages", "08.isolation_first_hurts", "08.aucroc_deep")})
+_ = show_reading(f"08_your_own_task_{name}", digits=2)
 
 # %% [markdown]
 # - **What a verdict rests on.** With `default` each claim rests on 3 seeds and at most 32 test inputs per

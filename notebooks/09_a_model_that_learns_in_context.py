@@ -538,30 +538,7 @@ _ = report_claims("09_a_model_that_learns_in_context", claims, digits=2, model_n
 # are this run's, graded with the same criteria as on the offline models.
 
 # %%
-_ = show_reading("09_a_model_that_learns_in_context", digits=2, model_name=MODEL, says={
-    "09.icl_accuracy": {"replicates": "The premise holds: the control reads the mapping from its context.",
-                        "*": "The premise does not hold on this checkpoint: retrain it (`make control`)."},
-    "09.wide_label_swap": {"replicates": "The wide control reads the mapping too: its power runs stand on a mechanism "
-                                         "that is there.",
-                           "*": "The wide control does not read the mapping reliably: its sensitivities mean little."},
-    "09.negative_ignores_swap": {"replicates": "The negative control's answer stays put when the labels move: it does "
-                                               "not read the mapping, so its specificities stand on a mechanism that "
-                                               "is absent.",
-                                 "*": "The negative control moves with the labels more than it should: its "
-                                      "specificities mean little."},
-    "01.shallow_wp_dominant": {
-        "replicates": "Saliency sees the first-layer copy.",
-        "*": "Saliency misses the first-layer copy on a model whose layer 0 certainly makes it. The cause is the "
-             "measure: S_wp is a mean over *every* position before each label, while the copy here runs through one "
-             "edge (the item just before the label), so a mean over positions reads a one-edge mechanism as weak: "
-             "a finding about the method.",
-    },
-    "07.ablation_all": {
-        "replicates": "Ablating the in-context head everywhere costs more than random heads.",
-        "inconclusive": "At every position the contrast with random heads is not clear: a random draw can hit the copying head "
-             "of layer 0, which gain and drop at q do not rank (section 3.4). Paper B's ranking cannot see a head "
-             "that acts at the label positions.",
-    }})
+_ = show_reading("09_a_model_that_learns_in_context", digits=2, model_name=MODEL)
 
 # %% [markdown]
 # So where the offline models' mapping control sits at chance and 07's ablation cannot be tested, the methods of

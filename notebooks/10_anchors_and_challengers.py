@@ -419,46 +419,7 @@ display(power_frame(c_power))  # a row per check: sensitivity on the positive co
 # ## Reading: what this shows on a 135M-270M model, and what it cannot
 
 # %%
-_ = show_reading("10_anchors_and_challengers", digits=3, says={
-    "10.label_isolation": {
-        "replicates": "Isolating the label words in the first layers moves the prediction more than isolating as "
-                      "many content tokens, as paper A found with their first token.",
-        "inconclusive": "These inputs cannot tell isolating the label words from isolating as many content tokens.",
-        "does not replicate": "Isolating the label words moves the prediction less than isolating content tokens.",
-    },
-    "10.forerunner_isolation": {
-        "replicates": "The forerunner tokens matter causally too: isolating them moves the prediction more than "
-                      "isolating content.",
-        "inconclusive": "Isolating the forerunner tokens cannot be told from isolating content here.",
-        "does not replicate": "Isolating the forerunner tokens moves the prediction less than isolating content.",
-    },
-    "10.template_isolation": {
-        "replicates": "The template tokens matter causally: isolating them moves the prediction more than "
-                      "isolating content.",
-        "inconclusive": "Isolating the template tokens cannot be told from isolating content here.",
-        "does not replicate": "Isolating the template tokens moves the prediction less than isolating content.",
-    },
-    "10.span_isolation": {
-        "replicates": "On the phrase labels, isolating every token of each label word moves the prediction more "
-                      "than isolating its first token, beyond what as many content tokens do: the later tokens "
-                      "hold part of the anchor.",
-        "inconclusive": "On the phrase labels, isolating the whole label word cannot be told from isolating its "
-                        "first token.",
-        "does not replicate": "On the phrase labels, isolating the first token moves the prediction more than "
-                              "isolating the whole word.",
-    },
-    "10.span_aucroc": {
-        "replicates": "q's attention to the whole label word predicts the output better than its attention to the "
-                      "first token.",
-        "inconclusive": "q's attention to the whole label word and to its first token predict the output alike, "
-                        "within the interval.",
-        "does not replicate": "q's attention to the first token predicts the output better than to the whole word.",
-    },
-    "10.span_hidden_anchor": {
-        "replicates": "Hidden_anchor needs the label words' later tokens: keeping only the first ones costs accuracy.",
-        "inconclusive": "Keeping the label words' first tokens only cannot be told from keeping all of them.",
-        "does not replicate": "Hidden_anchor is more accurate with the first tokens only.",
-    }})
+_ = show_reading("10_anchors_and_challengers", digits=3)
 
 # %% [markdown]
 # Read the verdict table above as the answer of these two tests on this model. What they cannot establish: the

@@ -453,71 +453,7 @@ display(after_table(claims, c_power))  # a row per account: its checks' verdicts
 # ## Reading: what this shows on a 135M-270M model, and what it cannot
 
 # %%
-_ = show_reading("11_after_the_anchors", digits=3, says={
-    "11.semantic_anchors": {
-        "replicates": "The model reads its context, yet with the labels flipped it does not follow the flipped "
-                      "mapping on inputs whose meaning it knows: an override rate near 0, as arXiv 2511.21038 found "
-                      "on larger models.",
-        "inconclusive": "These inputs cannot say whether the flipped mapping overrides what the model knows: either "
-                        "it does not read its context enough for an override rate of 0 to mean anything, or the "
-                        "rate's interval holds the bound (the claim's note says which).",
-        "does not replicate": "The model reads its context and, with the labels flipped, follows the flipped mapping "
-                              "on inputs whose meaning it knows: a semantic override the paper did not see.",
-        "not comparable": "No input was right both without demonstrations and with the natural labels.",
-    },
-    "11.flipped_label_isolation": {
-        "replicates": "Even when their meaning contradicts the mapping, isolating the label words in the first "
-                      "layers moves the prediction more than isolating as many random words.",
-        "inconclusive": "On flipped prompts, isolating the label words cannot be told from isolating random words.",
-        "does not replicate": "On flipped prompts, isolating the label words moves the prediction less than "
-                              "isolating random words.",
-    },
-    "11.flipped_label_read_causal": {
-        "replicates": "On flipped labels, q still reads the mapping from the label words in the deep layers: the "
-                      "answer moves with their keys and values more than with as many content positions'.",
-        "inconclusive": "On flipped labels, patching the label positions cannot be told from patching as many "
-                        "content positions.",
-        "does not replicate": "On flipped labels, the answer moves less with the label positions than with as many "
-                              "content positions.",
-    },
-    "11.context_knockout": {
-        "replicates": "Blocking the label words' view of the earlier demonstrations moves the prediction more than "
-                      "blocking a text token's: the label words draw on the earlier demonstrations.",
-        "inconclusive": "Blocking the label words' view of the earlier demonstrations cannot be told from blocking "
-                        "a text token's.",
-        "does not replicate": "Blocking a text token's view of the earlier demonstrations moves the prediction more "
-                              "than blocking the label words'.",
-    },
-    "11.context_lower_first": {
-        "replicates": "Blocking the label words' links to the earlier demonstrations costs more in the lower half of "
-                      "the layers than in the upper: contextualisation, if any, is early.",
-        "inconclusive": "Where blocking the label words' links to the earlier demonstrations costs more cannot be "
-                        "told on these inputs.",
-        "does not replicate": "Blocking the label words' links to the earlier demonstrations costs more in the upper "
-                              "half of the layers than in the lower.",
-    },
-    "11.aggregation_upper_later": {
-        "replicates": "Blocking q's links to the label words costs more in the upper half of the layers than in the "
-                      "lower: the aggregation is late, as the account orders it.",
-        "inconclusive": "Where blocking q's links to the label words costs more cannot be told on these inputs.",
-        "does not replicate": "Blocking q's links to the label words costs more in the lower half of the layers "
-                              "than in the upper.",
-    },
-    "11.two_stages": {
-        "replicates": "The same probe finds the class in the query's whole state layers before it finds it in the "
-                      "state's label-word logits: separability first, then alignment.",
-        "inconclusive": "Where the two probes' accuracy rises cannot be told apart on these inputs.",
-        "does not replicate": "The probe finds the class in the label-word logits no later than in the whole state.",
-        "not comparable": "No task had enough inputs of every class for a probe.",
-    },
-    "11.dissociation_alignment": {
-        "replicates": "Induction heads lower alignment more than previous-token heads do and leave separability "
-                      "nearly intact: the alignment half of the double dissociation.",
-        "inconclusive": "These inputs cannot say whether induction heads carry alignment apart from separability.",
-        "does not replicate": "Induction heads do not lower alignment more than previous-token heads, or they lower "
-                              "separability too: no dissociation on this half.",
-        "not comparable": "No task had enough inputs of every class for a probe.",
-    }})
+_ = show_reading("11_after_the_anchors", digits=3)
 
 # %% [markdown]
 # Read the verdict table above as the answer of these tests on this model. What they cannot establish: the

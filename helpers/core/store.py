@@ -109,7 +109,7 @@ HELPERS = Path(__file__).resolve().parent.parent
 PRESENTATION = ("helpers.study.plots", "helpers.study.claims", "helpers.study.paper", "helpers.study.report",
                 "helpers.study.record", "helpers.study.record_code", "helpers.study.record_file",
                 "helpers.study.challengers_report", "helpers.study.heads_report",
-                "helpers.study.power_report", "helpers.exercises")
+                "helpers.study.power_report", "helpers.study.readings", "helpers.exercises")
 # modules that keep results and time them but compute none: this module (a change to how keys or files are made
 # bumps CACHE_VERSION) and the accounting of where time goes
 KEEPING = ("helpers.core.store", "helpers.core.accounting")

@@ -267,13 +267,20 @@ def reading_markdown(claims: Sequence[Claim], says: dict | None = None, digits: 
 def show_reading(section: str, says: dict | None = None, digits: int = 1, model_name: str | None = None,
                  profile: str | None = None) -> str:
     """Show the reading's results (:func:`reading_markdown`) from the claims notebook ``section`` reported for this
-    model and profile, under a line naming the run; returns the markdown. When the notebook has not reported yet,
-    says to run its claims cell first (never a number of another run)."""
+    model and profile, under a line naming the run; returns the markdown. Each verdict's sentence comes from
+    ``says``, by default the notebook's sentences in :data:`helpers.study.readings.READINGS` (those of the claims
+    this run reported). When the notebook has not reported yet, says to run its claims cell first (never a number
+    of another run)."""
     from IPython.display import Markdown, display  # lazy: only inside a notebook
 
     model_name = model_name or current_model_name()
     profile = profile or get_profile().name
     claims = reported_claims(section, model_name, profile)
+    if says is None:
+        from helpers.study.readings import readings_for  # lazy: read only here
+
+        reported = {c.key for c in claims}
+        says = {key: text for key, text in readings_for(section).items() if key in reported}
     if not claims:
         md = (f"Notebook {section} has not reported its claims for {model_name} (profile `{profile}`) yet: run the "
               f"claims cell above first.")
