@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 
 from helpers.core.prefix_runs import predict_with_cache, shared_cache
 from helpers.core.seeds import stream_seed
+from helpers.core.sizing import FORWARD_BATCH
 from helpers.core.store import pins_weights
 from helpers.core.unrelated import (
     BINARY_SOURCES,
@@ -21,14 +22,6 @@ from helpers.core.unrelated import (
     check_sizes,
     unrelated_task,
 )
-from helpers.study.claims import Claim, claim
-from helpers.study.profile_table import run_sizes
-from helpers.study.results import studies_tasks
-from helpers.study.stats import Interval, bootstrap_means
-
-if TYPE_CHECKING:
-    from transformer_lens import HookedTransformer
-from helpers.core.sizing import FORWARD_BATCH
 from helpers.experiments.mapping_control import (
     MAPPING_VERDICT,
     MAPPINGS,
@@ -38,6 +31,13 @@ from helpers.experiments.mapping_control import (
     regime_name,
     swapped_mapping,
 )
+from helpers.study.claims import Claim, claim
+from helpers.study.profile_table import run_sizes
+from helpers.study.results import studies_tasks
+from helpers.study.stats import Interval, bootstrap_means
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer
 
 __all__ = ["mapping_tasks", "accuracy_runs", "mapping_intervals", "mapping_interval_part", "mapping_claims",
            "RegimeSizes", "regime_sizes", "regime_context", "regime_runs", "regime_intervals", "regime_confirmation",
@@ -130,7 +130,8 @@ def regime_sizes(profile) -> RegimeSizes:
     s = run_sizes("regime", profile)
     ks = REGIME_KS if s["ks"] == "all" else s["ks"]
     confirm = _fresh_seeds(s["seeds"]) if s["confirm_seeds"] == "fresh" else s["confirm_seeds"]
-    return RegimeSizes(ks=ks, n_eval=s["n_eval"], seeds=s["seeds"], tasks=s["tasks"], confirm_seeds=confirm, batch_size=s["batch_size"])
+    return RegimeSizes(ks=ks, n_eval=s["n_eval"], seeds=s["seeds"], tasks=s["tasks"], confirm_seeds=confirm,
+                       batch_size=s["batch_size"])
 
 
 def _fresh_seeds(seeds) -> tuple[int, ...]:
