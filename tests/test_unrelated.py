@@ -11,9 +11,9 @@ from helpers.core import unrelated as U
 from helpers.protocols import head_biases as HB
 from helpers.protocols import incontext_heads as IH
 from helpers.protocols import two_towers as TT
+from helpers.protocols.evaluation import eval_sizes
 from helpers.study.heads_report import notebook_sizes
 from helpers.study.profile_table import PROFILES
-from helpers.study.profiles import eval_sizes
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@
   binary by keeping two classes (e.g. AGNews World vs Sports) and relabelling them 0/1. Other words (the
   swapped mapping bar/foo, " A"/" B") or the real words (``words=None``) give the controls.
 - **Prompt sets**: :func:`make_set` (one fixed demonstration set for many queries, as in notebooks 00-06),
-  :func:`eval_set` (the evaluation prompts of one seed, at the sizes of :func:`helpers.study.profiles.eval_sizes`, an
+  :func:`eval_set` (the evaluation prompts of one seed, at the sizes of :func:`helpers.protocols.evaluation.eval_sizes`, an
   :class:`EvalSizes`) and
   :func:`fresh_demo_prompts` (every prompt with its own demonstrations).
 - :func:`cached_eval_runs`: one computation per (task, seed) on the evaluation prompts, stored on disk

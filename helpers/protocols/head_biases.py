@@ -16,9 +16,9 @@ from helpers.core.heads import Head
 from helpers.core.prompts import PoolSizeWarning
 from helpers.core.store import pins_weights
 from helpers.core.unrelated import EvalSizes, UnrelatedTask, check_sizes, unrelated_args
+from helpers.protocols.evaluation import eval_sizes
 from helpers.study.claims import Claim, claim
 from helpers.study.profile_table import run_sizes
-from helpers.study.profiles import eval_sizes
 from helpers.study.stats import Interval, bootstrap_means, bootstrap_of_means
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ class BiasSizes(EvalSizes):
 
 def head_biases_sizes(profile) -> BiasSizes:
     """Run sizes of the bias step of notebook 07: the shared evaluation sizes
-    (:func:`helpers.study.profiles.eval_sizes`) and ``bias_tasks`` (AGNews prompts are ~5x longer than SST-2's,
+    (:func:`helpers.protocols.evaluation.eval_sizes`) and ``bias_tasks`` (AGNews prompts are ~5x longer than SST-2's,
     so the CPU profiles run SST-2 only)."""
     return BiasSizes(**asdict(eval_sizes(profile)), **run_sizes("head_biases", profile))
 

@@ -20,8 +20,8 @@ from helpers.core.unrelated import (
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 from helpers.experiments.incontext_heads import HeadScores, attribution_seed, head_attribution
+from helpers.protocols.evaluation import eval_sizes
 from helpers.study.profile_table import run_sizes
-from helpers.study.profiles import eval_sizes
 
 __all__ = ["HeadsSizes", "incontext_heads_sizes", "heads_sizes_at", "attribution_runs"]
 
@@ -36,7 +36,7 @@ class HeadsSizes(EvalSizes):
 
 def incontext_heads_sizes(profile) -> HeadsSizes:
     """Run sizes of the attribution step of notebook 07 (and of its accuracy and ablation steps, which read the
-    evaluation sizes): :func:`helpers.study.profiles.eval_sizes` and ``n_attr``."""
+    evaluation sizes): :func:`helpers.protocols.evaluation.eval_sizes` and ``n_attr``."""
     return HeadsSizes(**asdict(eval_sizes(profile)), **run_sizes("incontext_heads", profile))
 
 

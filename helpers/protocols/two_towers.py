@@ -22,9 +22,9 @@ from helpers.core.unrelated import (
     fresh_demo_prompts,
     unrelated_args,
 )
+from helpers.protocols.evaluation import eval_sizes
 from helpers.study.claims import Claim, claim
 from helpers.study.profile_table import run_sizes
-from helpers.study.profiles import eval_sizes
 from helpers.study.stats import Interval, bootstrap_means, bootstrap_statistic
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ class TowersSizes(EvalSizes):
 
 def two_towers_sizes(profile) -> TowersSizes:
     """Run sizes of the value-output and two-towers steps of notebook 07: the shared evaluation sizes
-    (:func:`helpers.study.profiles.eval_sizes`) and ``n_towers``."""
+    (:func:`helpers.protocols.evaluation.eval_sizes`) and ``n_towers``."""
     return TowersSizes(**asdict(eval_sizes(profile)), **run_sizes("two_towers", profile))
 
 

@@ -22,11 +22,10 @@ from helpers.core.grid import run_grid
 from helpers.core.models import DEFAULT_MODEL
 from helpers.core.prompts import make_icl_set
 from helpers.core.tasks import LabelWordWarning, get_task, run_args
-from helpers.core.unrelated import EvalSizes
 from helpers.study.config import check_environment
 from helpers.study.profile_table import PROFILES, Profile, current_tasks, run_sizes
 
-__all__ = ["eval_sizes", "get_profile", "current_model_name", "cell_timeout", "RunSizes", "OwnTaskSizes", "own_task_sizes", "current_own_task", "OWN_TASK_EXAMPLE",
+__all__ = ["get_profile", "current_model_name", "cell_timeout", "RunSizes", "OwnTaskSizes", "own_task_sizes", "current_own_task", "OWN_TASK_EXAMPLE",
            "SPAN_TASK", "LabelSpanSizes", "label_span_sizes", "label_span_runs", "study_tasks",
            "AfterSizes", "after_sizes", "after_tasks",
            "Profile"]
@@ -86,13 +85,6 @@ class OwnTaskSizes(RunSizes):
     n_saliency: int  # saliency inputs per seed
     random_n: int  # the random-word control of isolation runs on the first this many inputs per seed
     batch_size: int
-
-
-def eval_sizes(profile: Profile) -> EvalSizes:
-    """The evaluation sizes every step of notebook 07 shares (and notebook 10's head rankings): ``n_eval`` queries per
-    seed (the profile's ``n_test``; ``smoke``: 8), the ``seeds`` (``smoke``: its first) and 2 demonstrations per
-    class (:data:`~helpers.study.profile_table.RUN_SIZES`, row ``eval``)."""
-    return EvalSizes(**run_sizes("eval", profile))
 
 
 def own_task_sizes(profile: Profile) -> OwnTaskSizes:
