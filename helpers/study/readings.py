@@ -11,6 +11,19 @@ from __future__ import annotations
 
 __all__ = ["READINGS", "readings_for"]
 
+# notebook 08: the same reading for each of its checks on your task (a small run)
+_SMALL_RUN = {
+    "replicates": "Every check held on its whole 95% interval even at this size: the effect is large on your "
+                  "task, for this model, these demonstration draws and this test sample.",
+    "partly": "Some checks held; on a run this small that mostly means wide intervals. Rerun with "
+              "`ICL_PROFILE=paper` before reading it as a failure.",
+    "inconclusive": "The intervals are too wide to tell; rerun with `ICL_PROFILE=paper` (5 seeds and the "
+                    "full test pool) and see which side they narrow around.",
+    "does not replicate": "An interval lies wholly on the other side: the one verdict a small run gives with "
+                          "some force. Check the prompt first (a label word split or merged, or a model at "
+                          "chance on the task).",
+}
+
 # {notebook: {claim key: {verdict: sentence}}}
 READINGS: dict[str, dict[str, dict[str, str]]] = {
     "00_icl_setting": {
@@ -118,41 +131,8 @@ READINGS: dict[str, dict[str, dict[str, str]]] = {
                  "0.5, and a first-pass regime is counted only if it clears again on fresh seeds.",
         },
     },
-    "08_your_own_task": {
-        "08.saliency_two_stages": {
-            "replicates": "Every check held on its whole 95% interval even at this size: the effect is large on your "
-                          "task, for this model, these demonstration draws and this test sample.",
-            "partly": "Some checks held; on a run this small that mostly means wide intervals. Rerun with "
-                      "`ICL_PROFILE=paper` before reading it as a failure.",
-            "inconclusive": "The intervals are too wide to tell; rerun with `ICL_PROFILE=paper` (5 seeds and the "
-                            "full test pool) and see which side they narrow around.",
-            "does not replicate": "An interval lies wholly on the other side: the one verdict a small run gives with "
-                                  "some force. Check the prompt first (a label word split or merged, or a model at "
-                                  "chance on the task).",
-        },
-        "08.isolation_first_hurts": {
-            "replicates": "Every check held on its whole 95% interval even at this size: the effect is large on your "
-                          "task, for this model, these demonstration draws and this test sample.",
-            "partly": "Some checks held; on a run this small that mostly means wide intervals. Rerun with "
-                      "`ICL_PROFILE=paper` before reading it as a failure.",
-            "inconclusive": "The intervals are too wide to tell; rerun with `ICL_PROFILE=paper` (5 seeds and the "
-                            "full test pool) and see which side they narrow around.",
-            "does not replicate": "An interval lies wholly on the other side: the one verdict a small run gives with "
-                                  "some force. Check the prompt first (a label word split or merged, or a model at "
-                                  "chance on the task).",
-        },
-        "08.aucroc_deep": {
-            "replicates": "Every check held on its whole 95% interval even at this size: the effect is large on your "
-                          "task, for this model, these demonstration draws and this test sample.",
-            "partly": "Some checks held; on a run this small that mostly means wide intervals. Rerun with "
-                      "`ICL_PROFILE=paper` before reading it as a failure.",
-            "inconclusive": "The intervals are too wide to tell; rerun with `ICL_PROFILE=paper` (5 seeds and the "
-                            "full test pool) and see which side they narrow around.",
-            "does not replicate": "An interval lies wholly on the other side: the one verdict a small run gives with "
-                                  "some force. Check the prompt first (a label word split or merged, or a model at "
-                                  "chance on the task).",
-        },
-    },
+    "08_your_own_task": {key: _SMALL_RUN for key in ("08.saliency_two_stages", "08.isolation_first_hurts",
+                                                      "08.aucroc_deep")},
     "09_a_model_that_learns_in_context": {
         "09.icl_accuracy": {
             "replicates": "The premise holds: the control reads the mapping from its context.",
