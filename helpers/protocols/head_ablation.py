@@ -42,7 +42,8 @@ __all__ = ["ablation_runs", "ablation_cells", "ablation_intervals", "ablation_in
 
 
 def ablation_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], heads: dict[str, Sequence[Head]],
-                  sizes: EvalSizes, seeds: Sequence[int] | None = None, model_name: str | None = None) -> dict[tuple[str, int], dict]:
+                  sizes: EvalSizes, seeds: Sequence[int] | None = None,
+                  model_name: str | None = None) -> dict[tuple[str, int], dict]:
     """Accuracy on the evaluation prompts plain, with ``heads[task]`` zero-ablated, and with as many random
     heads (drawn with the seed, disjoint from ``heads[task]``) zero-ablated, each at q only and at every position
     (cache kind ``"heads_ablation"``).

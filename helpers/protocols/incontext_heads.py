@@ -46,7 +46,7 @@ def heads_sizes_at(sizes: HeadsSizes, evaluation: EvalSizes) -> HeadsSizes:
     check_sizes(sizes, HeadsSizes, "incontext_heads_sizes(profile)")
     check_sizes(evaluation)
     return HeadsSizes(n_eval=evaluation.n_eval, seeds=evaluation.seeds, k_per_class=evaluation.k_per_class,
-                      batch_size=evaluation.batch_size,                      n_attr=sizes.n_attr)
+                      batch_size=evaluation.batch_size, n_attr=sizes.n_attr)
 
 
 @pins_weights
