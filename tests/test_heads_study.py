@@ -17,7 +17,7 @@ def test_the_study_computes_what_the_protocols_compute(tiny_models, tmp_path, mo
     monkeypatch.setenv("ICL_RESULTS_CACHE", str(tmp_path))
     model = tiny_models["gpt2"]
     study = HeadsStudy(model, "tiny-gpt2", replace(PROFILES["smoke"], tasks=("sst2",)))
-    kw = {"batch_size": study.batch, "model_name": "tiny-gpt2"}
+    kw = {"model_name": "tiny-gpt2"}  # each run's batch comes with its sizes (the eval row of the run-sizes table)
     runs = {m: mc.accuracy_runs(model, uts, study.heads_sizes, **kw) for m, uts in study.tasks_by_mapping.items()}
     assert study.accuracy == {m: bootstrap_means({k: r["correct"] for k, r in rs.items()}) for m, rs in runs.items()}
     assert study.swap_control[SWAPS[0]] == mc.mapping_intervals(runs["foo/bar"], runs["bar/foo"])

@@ -26,9 +26,11 @@ def test_setup_text_prints_profile_sizes_training_and_one_sequence():
 
     prompt = SimpleNamespace(text="x1.0 L2 x1.1", gold=2)
     sizes, training = control_sizes(PROFILES["smoke"]), {"steps": 2100, "seconds": 425.3}
-    assert sizes.as_dict() == {"seeds": (42,), "n": 32, "n_attr": 16, "n_saliency": 16, "batch_size": 256}
+    assert sizes.as_dict() == {"seeds": (42,), "n": 32, "n_attr": 16, "n_saliency": 16, "batch_size": 256,
+                               "flow_batch_size": 64}
     text = plots.control_setup_text("smoke", sizes, training, prompt)
-    assert text.splitlines() == ["smoke ControlSizes(seeds=(42,), n=32, n_attr=16, n_saliency=16, batch_size=256) | "
+    assert text.splitlines() == ["smoke ControlSizes(seeds=(42,), n=32, n_attr=16, n_saliency=16, batch_size=256, "
+                                 "flow_batch_size=64) | "
                                  "training: {'steps': 2100, 'seconds': 425.3}", "one sequence: x1.0 L2 x1.1 -> gold L2"]
 
 
