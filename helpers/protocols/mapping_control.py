@@ -10,18 +10,11 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
+from helpers.core import unrelated as ur  # notebook 07's unrelated-label tasks and their evaluation runs
 from helpers.core.prefix_runs import predict_with_cache, shared_cache
 from helpers.core.seeds import stream_seed
 from helpers.core.sizing import FORWARD_BATCH
 from helpers.core.store import pins_weights
-from helpers.core.unrelated import (
-    BINARY_SOURCES,
-    EvalSizes,
-    UnrelatedTask,
-    cached_eval_runs,
-    check_sizes,
-    unrelated_task,
-)
 from helpers.experiments.mapping_control import (
     MAPPING_VERDICT,
     MAPPINGS,
@@ -44,17 +37,17 @@ __all__ = ["mapping_tasks", "accuracy_runs", "mapping_intervals", "mapping_inter
            "regime_claims"]
 
 
-def mapping_tasks(tasks: Sequence[str]) -> dict[str, dict[str, UnrelatedTask]]:
+def mapping_tasks(tasks: Sequence[str]) -> dict[str, dict[str, ur.UnrelatedTask]]:
     """``{mapping: {task: UnrelatedTask}}`` for every mapping of :data:`MAPPINGS`, on the selected tasks that can be
     made binary (:data:`helpers.core.unrelated.BINARY_SOURCES`), else SST-2; when that is not among the selected
     tasks the notebook says so and files its results under the tasks it ran
     (:func:`helpers.study.results.studies_tasks`)."""
-    names = studies_tasks([t for t in tasks if t in BINARY_SOURCES] or ["sst2"],
+    names = studies_tasks([t for t in tasks if t in ur.BINARY_SOURCES] or ["sst2"],
                           "paper B's foo/bar setting needs a binary task: SST-2, or AGNews made binary")
-    return {m: {t: unrelated_task(t, BINARY_SOURCES[t], words) for t in names} for m, words in MAPPINGS.items()}
+    return {m: {t: ur.unrelated_task(t, ur.BINARY_SOURCES[t], words) for t in names} for m, words in MAPPINGS.items()}
 
 
-def accuracy_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes: EvalSizes,
+def accuracy_runs(model: HookedTransformer, uts: dict[str, ur.UnrelatedTask], sizes: ur.EvalSizes,
                   seeds: Sequence[int] | None = None,
                   model_name: str | None = None) -> dict[tuple[str, int], dict]:
     """ICL accuracy on the evaluation prompts, per (task, seed) (cache kind ``"heads_acc"``).
@@ -68,7 +61,7 @@ def accuracy_runs(model: HookedTransformer, uts: dict[str, UnrelatedTask], sizes
         return {"acc": pr.accuracy, "foo_share": float((pr.pred == 0).float().mean()), "n": len(ps.prompts),
                 "pred": pr.pred.tolist(), "correct": (pr.pred == pr.gold).int().tolist()}
 
-    return cached_eval_runs("heads_acc", model, uts, sizes, seeds, model_name, run,
+    return ur.cached_eval_runs("heads_acc", model, uts, sizes, seeds, model_name, run,
                             extra=lambda ut: {"words": list(ut.task.label_words)})
 
 
@@ -110,10 +103,10 @@ class RegimeSizes:
     confirm_seeds: tuple[int, ...]
     batch_size: int = FORWARD_BATCH  # prompts per forward pass
 
-    def at(self, k: int) -> EvalSizes:
+    def at(self, k: int) -> ur.EvalSizes:
         """The evaluation sizes of one regime size: ``k`` demonstrations per class, this measurement's queries and
         seeds (what :func:`accuracy_runs` takes)."""
-        return EvalSizes(n_eval=self.n_eval, seeds=tuple(self.seeds), k_per_class=int(k), batch_size=self.batch_size)
+        return ur.EvalSizes(n_eval=self.n_eval, seeds=tuple(self.seeds), k_per_class=int(k), batch_size=self.batch_size)
 
 
 def regime_sizes(profile) -> RegimeSizes:
@@ -146,7 +139,7 @@ def regime_context(task_names: Sequence[str], pairs: Sequence[str], sizes: Regim
 
 
 @pins_weights
-def regime_runs(model: HookedTransformer, uts: dict[str, dict[str, UnrelatedTask]], sizes: RegimeSizes,
+def regime_runs(model: HookedTransformer, uts: dict[str, dict[str, ur.UnrelatedTask]], sizes: RegimeSizes,
                 pairs: Sequence[str] = REGIME_PAIRS, model_name: str | None = None,
                 progress: bool | str = False) -> dict[tuple[str, int], dict]:
     """:func:`accuracy_runs` for every label pair of ``pairs`` and its swap, at every size of ``sizes.ks``.
@@ -162,7 +155,7 @@ def regime_runs(model: HookedTransformer, uts: dict[str, dict[str, UnrelatedTask
     Returns ``{(pair, k): {"runs": {(task, seed): accuracy run}, "swapped": {...}, "asked": queries asked,
     "dropped": queries dropped for length}}`` (over all tasks and seeds).
     """
-    check_sizes(sizes, RegimeSizes, "regime_sizes(profile)")
+    ur.check_sizes(sizes, RegimeSizes, "regime_sizes(profile)")
     out = {}
     jobs = [(p, k) for p in pairs for k in sizes.ks]
     for pair, k in tqdm(jobs, desc="regime" if progress is True else (progress or "regime"), disable=not progress):
@@ -201,7 +194,7 @@ def regime_intervals(runs: dict[tuple[str, int], dict]) -> dict[tuple[str, int],
 
 
 @pins_weights
-def regime_confirmation(model: HookedTransformer, uts: dict[str, dict[str, UnrelatedTask]], regime: tuple[str, int],
+def regime_confirmation(model: HookedTransformer, uts: dict[str, dict[str, ur.UnrelatedTask]], regime: tuple[str, int],
                         sizes: RegimeSizes, model_name: str | None = None,
                         progress: bool | str = False) -> dict:
     """The regime ``(pair, k)`` that cleared (:func:`clear_regimes`), run again on fresh seeds
