@@ -88,7 +88,7 @@ def train_populations(names, out_dir: Path, jobs: int, ship: bool) -> int:
         said = ("its tensors equal the shipped checkpoint's, bit for bit" if verdict == "equal"
                 else f"{verdict} from the shipped checkpoint")
         print(f"{d['population']} seed {d['seed']}: {d['steps']} steps, {d['seconds']:.0f} s, accuracy "
-              f"{d['accuracy']:.3f} ({said})")
+              f"{d['accuracy']:.3f}, sha256 {d['sha256']} ({said})")  # the sha256 --ship's files need in population.py
         if ship:  # the checkpoint and the two files save_control writes beside it, under the shipped stem
             src = Path(d["path"])
             shipped.parent.mkdir(parents=True, exist_ok=True)
@@ -153,8 +153,9 @@ def main(argv=None) -> int:
         from helpers.core.controls.training import compare_checkpoints
 
         verdict = compare_checkpoints(out, spec.path)
-        print(f"against the shipped {spec.path.name}: " + ("its tensors are equal, bit for bit (the files differ only in "
-              "the training seconds they record)" if verdict == "equal" else verdict))
+        said = ("its tensors are equal, bit for bit (the files differ only in the training seconds they record)"
+                if verdict == "equal" else verdict)
+        print(f"against the shipped {spec.path.name}: {said}")
     return 0
 
 

@@ -188,7 +188,7 @@ def pytest_collection_modifyitems(config, items):
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
 
 
-def test_file(nodeid: str) -> str:
+def file_of(nodeid: str) -> str:
     """The file a test item belongs to: xdist's loadfile unit (``tests/test_x.py``, ``notebooks/NN_x.ipynb``)."""
     return nodeid.split("::", 1)[0]
 
@@ -200,7 +200,7 @@ def longest_files_first(items: list, seconds: dict[str, float]) -> list:
         return list(items)
     files: dict[str, list] = {}
     for it in items:
-        files.setdefault(test_file(it.nodeid), []).append(it)
+        files.setdefault(file_of(it.nodeid), []).append(it)
     order = sorted(files.values(), key=lambda group: -sum(seconds.get(it.nodeid, 0.0) for it in group))
     return [it for group in order for it in group]
 
